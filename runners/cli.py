@@ -1,0 +1,290 @@
+"""Command line: ``python -m runners run|list|show|compare|delete|schedulers``.
+
+User errors print one line (``error: <field or file>: <what was expected>``) and exit 2; a run
+that fails or is cancelled still saves its partial results and exits 1 or 130.
+"""
+
+from __future__ import annotations
+
+import argparse
+import signal
+import sys
+from pathlib import Path
+from typing import Any, Sequence
+
+import yaml
+
+from runners.errors import ConfigError, SchedlabError
+
+HEADLINE = [
+    ("slo_attainment", "SLO attainment", "{:.1%}", True),
+    ("slo_attainment_by_task.chat", "  chat", "{:.1%}", True),
+    ("slo_attainment_by_task.code", "  code", "{:.1%}", True),
+    ("G", "G (1/s)", "{:.4g}", True),
+    ("goodput_rps", "goodput (req/s)", "{:.3f}", True),
+    ("request_throughput_rps", "throughput (req/s)", "{:.3f}", True),
+    ("output_throughput_tps", "output tok/s", "{:.1f}", True),
+    ("ttft_s.mean", "TTFT mean (s)", "{:.3f}", False),
+    ("ttft_s.p99", "TTFT p99 (s)", "{:.3f}", False),
+    ("tpot_s.mean", "TPOT mean (ms)", "ms", False),
+    ("e2e_s.mean", "E2E mean (s)", "{:.3f}", False),
+    ("e2e_s.p99", "E2E p99 (s)", "{:.3f}", False),
+    ("queue_s.mean", "queue mean (s)", "{:.3f}", False),
+    ("preemptions", "preemptions", "{:d}", False),
+    ("completed", "completed", "{:d}", True),
+    ("duration_s", "duration (s)", "{:.1f}", False),
+]
+
+
+def _get(summary: dict[str, Any], dotted: str) -> Any:
+    value: Any = summary
+    for key in dotted.split("."):
+        if not isinstance(value, dict):
+            return None
+        value = value.get(key)
+    return value
+
+
+def _format(value: Any, style: str) -> str:
+    if value is None:
+        return "-"
+    if style == "ms":
+        return f"{value * 1000:.1f}"
+    try:
+        return style.format(value)
+    except (ValueError, TypeError):
+        return str(value)
+
+
+def _table(rows: list[list[str]]) -> str:
+    widths = [max(len(row[i]) for row in rows) for i in range(len(rows[0]))]
+    lines = []
+    for number, row in enumerate(rows):
+        cells = [cell.ljust(widths[i]) if i == 0 else cell.rjust(widths[i]) for i, cell in enumerate(row)]
+        lines.append("  ".join(cells).rstrip())
+        if number == 0:
+            lines.append("  ".join("-" * w for w in widths))
+    return "\n".join(lines)
+
+
+# -- run -------------------------------------------------------------------------------------------
+def _parse_value(text: str) -> Any:
+    try:
+        return yaml.safe_load(text)
+    except yaml.YAMLError:
+        return text
+
+
+def build_run_config(args: argparse.Namespace):
+    from runners.config import parse_config, read_config_file, set_dotted
+
+    data = read_config_file(args.config) if args.config else {}
+    overrides = {
+        "engine.kind": args.engine,
+        "engine.instances": args.instances,
+        "engine.kv_capacity_tokens": args.kv_capacity,
+        "scheduler.name": args.scheduler,
+        "workload.requests": args.requests,
+        "workload.seed": args.seed,
+        "workload.arrival.process": args.arrival,
+        "workload.arrival.rate": args.rate,
+        "workload.arrival.burstiness": args.burstiness,
+        "slo.preset": args.slo,
+        "run_id": args.run_id,
+    }
+    for dotted, value in overrides.items():
+        if value is not None:
+            set_dotted(data, dotted, value)
+    if args.ratio is not None:
+        try:
+            chat, code = (float(part) for part in args.ratio.split(":"))
+        except ValueError:
+            raise ConfigError("--ratio", f"{args.ratio!r} is not CHAT:CODE (for example 1:1)") from None
+        set_dotted(data, "workload.ratio", {"chat": chat, "code": code})
+    if args.batch_size is not None:
+        set_dotted(data, "scheduler.params.batch_size", args.batch_size)
+    for item in args.set or []:
+        if "=" not in item:
+            raise ConfigError("--set", f"{item!r} is not KEY=VALUE (for example engine.max_num_seqs=64)")
+        key, _, value = item.partition("=")
+        set_dotted(data, key.strip(), _parse_value(value))
+    return parse_config(data)
+
+
+def command_run(args: argparse.Namespace) -> int:
+    from tqdm import tqdm
+
+    from runners.benchmark import execute_run
+
+    config = build_run_config(args)
+    stop = {"requested": False}
+
+    def request_stop(signum, frame):  # noqa: ARG001 - signal handler signature
+        stop["requested"] = True
+
+    previous = {sig: signal.signal(sig, request_stop) for sig in (signal.SIGINT, signal.SIGTERM)}
+    bar = tqdm(total=config.workload.requests, unit="req", disable=None if not args.quiet else True, file=sys.stderr)
+
+    def progress(done: int, total: int) -> None:
+        bar.n = done
+        if done == total or done % 50 == 0:
+            bar.refresh()
+
+    try:
+        outcome = execute_run(config, args.out, progress=progress, should_stop=lambda: stop["requested"])
+    finally:
+        bar.close()
+        for sig, handler in previous.items():
+            signal.signal(sig, handler)
+    summary = outcome.summary
+    print(f"run {outcome.run_id}: {outcome.status}  ->  {outcome.folder}")
+    if outcome.error:
+        print(f"reason: {outcome.error}")
+    print(_table([["metric", outcome.run_id]] + [[label, _format(_get(summary, key), style)] for key, label, style, _ in HEADLINE]))
+    return {"done": 0, "cancelled": 130}.get(outcome.status, 1)
+
+
+# -- list / show / compare / delete ----------------------------------------------------------------
+def command_list(args: argparse.Namespace) -> int:
+    from runners.result_store import list_runs
+
+    runs = list_runs(args.out)
+    if not runs:
+        print(f"no runs in {args.out}")
+        return 0
+    rows = [["run_id", "status", "engine", "scheduler", "requests", "SLO att.", "G (1/s)", "workload"]]
+    for summary in runs:
+        rows.append([
+            str(summary.get("run_id")), str(summary.get("status")), str(summary.get("engine", "-")),
+            str(summary.get("scheduler", "-")), str(summary.get("requests", "-")),
+            _format(summary.get("slo_attainment"), "{:.1%}"), _format(summary.get("G"), "{:.4g}"),
+            str(summary.get("workload", "-")),
+        ])
+    print(_table(rows))
+    return 0
+
+
+def command_show(args: argparse.Namespace) -> int:
+    from runners.result_store import load_run
+
+    run = load_run(args.out, args.run)
+    summary = run.summary
+    print(f"run {run.run_id} ({summary.get('status')}) in {run.folder}")
+    for key in ("engine", "scheduler", "workload", "synthetic", "slos", "started_at", "finished_at", "error"):
+        if key in summary:
+            print(f"  {key}: {summary[key]}")
+    print(_table([["metric", "value"]] + [[label, _format(_get(summary, key), style)] for key, label, style, _ in HEADLINE]))
+    print(f"  {len(run.requests)} request rows, {len(run.timeseries)} time-series rows")
+    return 0
+
+
+def command_compare(args: argparse.Namespace) -> int:
+    from runners.result_store import load_run
+
+    runs = [load_run(args.out, name) for name in args.runs]
+    header = ["metric"] + [run.run_id for run in runs]
+    rows = [header, ["scheduler"] + [str(run.summary.get("scheduler")) for run in runs]]
+    for key, label, style, _higher_is_better in HEADLINE:
+        base = _get(runs[0].summary, key)
+        cells = [label, _format(base, style)]
+        for run in runs[1:]:
+            value = _get(run.summary, key)
+            text = _format(value, style)
+            if isinstance(base, (int, float)) and isinstance(value, (int, float)) and base != 0:
+                text += f" ({(value - base) / abs(base):+.1%})"
+            cells.append(text)
+        rows.append(cells)
+    print(_table(rows))
+    print(f"% change is against the first run, {runs[0].run_id}")
+    return 0
+
+
+def command_delete(args: argparse.Namespace) -> int:
+    from runners.result_store import delete_run
+
+    folder = delete_run(args.out, args.run)
+    print(f"deleted {folder}")
+    return 0
+
+
+def command_schedulers(args: argparse.Namespace) -> int:  # noqa: ARG001
+    from runners.registry import ENGINES, SCHEDULERS, scheduler_parameters
+
+    print("schedulers:")
+    for name, cls in SCHEDULERS.items():
+        print(f"  {name:10s} {cls.summary}  [{cls.paper}]")
+        for parameter, info in scheduler_parameters(name).items():
+            print(f"      {parameter} (default {info['default']!r}): {info['description']}")
+    print("engines:")
+    for name, entry in ENGINES.items():
+        print(f"  {name:10s} {entry.summary}")
+    return 0
+
+
+def make_parser() -> argparse.ArgumentParser:
+    from runners.result_store import DEFAULT_RESULTS_DIR
+
+    parser = argparse.ArgumentParser(prog="python -m runners", description="schedlab: benchmark LLM-serving schedulers")
+    sub = parser.add_subparsers(dest="command", required=True)
+
+    def add_out(p: argparse.ArgumentParser) -> None:
+        p.add_argument("--out", default=str(DEFAULT_RESULTS_DIR), help="results folder (default: results/)")
+
+    run = sub.add_parser("run", help="run one benchmark and save it under results/")
+    run.add_argument("--config", help="YAML or JSON run config; flags override it")
+    run.add_argument("--engine", help="engine kind (sim)")
+    run.add_argument("--scheduler", help="scheduler name (see 'schedulers')")
+    run.add_argument("--requests", type=int, help="number of requests")
+    run.add_argument("--rate", type=float, help="arrival rate, requests per second")
+    run.add_argument("--arrival", help="all-at-once | poisson | gamma | constant | replay")
+    run.add_argument("--burstiness", type=float, help="gamma shape (1 = Poisson)")
+    run.add_argument("--seed", type=int, help="workload and arrival seed")
+    run.add_argument("--batch-size", type=int, help="batch size B for batching schedulers")
+    run.add_argument("--instances", type=int, help="engine instances")
+    run.add_argument("--kv-capacity", type=int, help="KV-cache capacity per instance, tokens")
+    run.add_argument("--ratio", help="chat:code mix, for example 1:1")
+    run.add_argument("--slo", help="SLO preset: paper | auto | custom")
+    run.add_argument("--run-id", help="name of the run folder")
+    run.add_argument("--set", action="append", metavar="KEY=VALUE", help="any config field, e.g. engine.max_num_seqs=64")
+    run.add_argument("--quiet", action="store_true", help="no progress bar")
+    add_out(run)
+    run.set_defaults(handler=command_run)
+
+    listing = sub.add_parser("list", help="list saved runs")
+    add_out(listing)
+    listing.set_defaults(handler=command_list)
+
+    show = sub.add_parser("show", help="show one run's summary")
+    show.add_argument("run", help="run id, unique prefix, or folder")
+    add_out(show)
+    show.set_defaults(handler=command_show)
+
+    compare = sub.add_parser("compare", help="headline metrics side by side, %% change against the first")
+    compare.add_argument("runs", nargs="+", help="run ids, unique prefixes, or folders")
+    add_out(compare)
+    compare.set_defaults(handler=command_compare)
+
+    delete = sub.add_parser("delete", help="delete a saved run")
+    delete.add_argument("run")
+    add_out(delete)
+    delete.set_defaults(handler=command_delete)
+
+    schedulers = sub.add_parser("schedulers", help="list schedulers, their parameters, and engines")
+    schedulers.set_defaults(handler=command_schedulers)
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = make_parser()
+    args = parser.parse_args(argv)
+    try:
+        return int(args.handler(args))
+    except SchedlabError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+    except BrokenPipeError:
+        return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

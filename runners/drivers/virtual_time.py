@@ -1,0 +1,187 @@
+"""The virtual-time discrete-event driver: policies against simulated engine instances.
+
+Events, in time order: request arrivals, engine step ends, policy wake-ups and telemetry
+samples. After every batch of events at one instant the policy is asked to decide (only when
+something it can see happened), dispatches join the chosen instance's queue, and idle
+instances with work start their next step. No wall clock is read: a run is a pure function of
+its config and seed.
+"""
+
+from __future__ import annotations
+
+import heapq
+import math
+from dataclasses import dataclass
+from typing import Callable, Sequence
+
+from runners.engines.simulator import SimulatedInstance
+from runners.errors import RunCancelled
+from runners.recording import RunRecorder
+from runners.schedulers.base import Completion, InstanceInfo, SchedulerPolicy, TelemetrySample
+from runners.workload.requests import Request
+
+STEP_END, WAKE = 0, 1
+MIN_STEP_S = 1e-6
+
+
+class PolicyError(RuntimeError):
+    """A policy asked for something impossible (unknown request, double dispatch, bad instance)."""
+
+
+@dataclass
+class DriverResult:
+    end_s: float
+    preemptions: int
+    stalled: int
+
+
+class VirtualTimeDriver:
+    """Runs ``policy`` over ``requests`` (sorted by arrival) on simulated ``instances``."""
+
+    def __init__(
+        self,
+        instances: Sequence[SimulatedInstance],
+        policy: SchedulerPolicy,
+        requests: Sequence[Request],
+        recorder: RunRecorder,
+        sample_interval_s: float = 0.25,
+        should_stop: Callable[[], bool] | None = None,
+    ) -> None:
+        self.instances = list(instances)
+        self.policy = policy
+        self.requests = sorted(requests, key=lambda r: r.arrival_s)
+        self.recorder = recorder
+        self.sample_interval_s = sample_interval_s
+        self.should_stop = should_stop
+        self._events: list[tuple[float, int, int, int]] = []
+        self._counter = 0
+        self._tokens_since_sample = [0] * len(self.instances)
+        self._last_sample_s = 0.0
+        self.now = 0.0
+
+    def _push(self, time_s: float, kind: int, payload: int) -> None:
+        self._counter += 1
+        heapq.heappush(self._events, (time_s, self._counter, kind, payload))
+
+    def _sample(self, now: float) -> None:
+        interval = now - self._last_sample_s
+        pending = len(self.policy.pending)
+        for index, instance in enumerate(self.instances):
+            tokens = self._tokens_since_sample[index]
+            self._tokens_since_sample[index] = 0
+            row = {
+                "t_s": now,
+                "instance": index,
+                "kv_usage": instance.used_blocks / instance.total_blocks,
+                "running": len(instance.running),
+                "waiting": instance.waiting_count,
+                "preemptions": instance.preemptions_total,
+                "tokens_per_s": tokens / interval if interval > 0 else 0.0,
+                "gateway_pending": pending,
+                "in_flight": len(self.policy.in_flight.get(index, ())),
+            }
+            self.recorder.sample(row)
+            self.policy.on_telemetry(
+                TelemetrySample(index, now, row["kv_usage"], row["running"], row["waiting"], row["preemptions"]), now
+            )
+        self._last_sample_s = now
+
+    def _apply(self, now: float) -> None:
+        decision = self.policy.decide(now)
+        records = self.recorder.records
+        for dispatch in decision.dispatches:
+            record = records.get(dispatch.request_id)
+            if record is None or record.done:
+                raise PolicyError(f"{self.policy.name} dispatched unknown or finished request {dispatch.request_id!r}")
+            if not 0 <= dispatch.instance < len(self.instances):
+                raise PolicyError(f"{self.policy.name} dispatched to instance {dispatch.instance}, which does not exist")
+            remaining = record.remaining_tokens
+            max_tokens = remaining if dispatch.max_tokens is None else min(dispatch.max_tokens, remaining)
+            if max_tokens <= 0:
+                raise PolicyError(f"{self.policy.name} dispatched {dispatch.request_id} with max_tokens {max_tokens}")
+            prompt = record.request.input_tokens + record.output_tokens
+            self.instances[dispatch.instance].add(dispatch.request_id, prompt, max_tokens, dispatch.priority or 0)
+            self.recorder.dispatched(dispatch.request_id, dispatch.instance, now)
+        if decision.wake_at is not None and math.isfinite(decision.wake_at):
+            self._push(max(decision.wake_at, now + MIN_STEP_S), WAKE, -1)
+
+    def _start_idle(self, now: float) -> None:
+        for index, instance in enumerate(self.instances):
+            if not instance.busy and instance.has_work():
+                duration = instance.start_step()
+                if duration is not None:
+                    self._push(now + max(duration, MIN_STEP_S), STEP_END, index)
+
+    def _step_end(self, index: int, now: float) -> bool:
+        """Apply a finished step; True if the policy saw an event."""
+        instance = self.instances[index]
+        outcome = instance.finish_step(now)
+        self._tokens_since_sample[index] += outcome.tokens
+        policy = self.policy
+        recorder = self.recorder
+        for seq in outcome.first_tokens:
+            policy.on_first_token(seq.request_id, index, now)
+        for seq in outcome.finished:
+            record = recorder.tokens(seq.request_id, seq.token_times, seq.generated, seq.preemptions)
+            done = record.remaining_tokens <= 0
+            policy.on_completion(
+                Completion(seq.request_id, index, seq.generated, record.output_tokens, done), now
+            )
+            if done:
+                recorder.finish(seq.request_id, now)
+        return bool(outcome.first_tokens or outcome.finished)
+
+    def run(self) -> DriverResult:
+        policy = self.policy
+        infos = [
+            InstanceInfo(i, inst.kv_capacity_tokens, inst.block_size, inst.max_num_seqs)
+            for i, inst in enumerate(self.instances)
+        ]
+        policy.start(infos, 0.0)
+        requests = self.requests
+        total = len(requests)
+        next_arrival = 0
+        next_sample = 0.0
+        now = 0.0
+        iterations = 0
+        events = self._events
+        recorder = self.recorder
+        while not recorder.all_done:
+            iterations += 1
+            if self.should_stop is not None and iterations % 256 == 0 and self.should_stop():
+                raise RunCancelled("cancelled by the user")
+            arrival_time = requests[next_arrival].arrival_s if next_arrival < total else math.inf
+            event_time = events[0][0] if events else math.inf
+            if arrival_time == math.inf and event_time == math.inf:
+                break  # nothing left that could make progress: the policy holds requests forever
+            if next_sample <= arrival_time and next_sample <= event_time:
+                now = next_sample
+                self._sample(now)
+                next_sample += self.sample_interval_s
+                noticed = True
+            elif arrival_time <= event_time:
+                now = arrival_time
+                while next_arrival < total and requests[next_arrival].arrival_s <= now:
+                    policy.on_arrival(requests[next_arrival], now)
+                    next_arrival += 1
+                noticed = True
+            else:
+                now = event_time
+                noticed = False
+                while events and events[0][0] <= now:
+                    _, _, kind, payload = heapq.heappop(events)
+                    if kind == STEP_END:
+                        noticed = self._step_end(payload, now) or noticed
+                    else:
+                        noticed = True
+            self.now = now
+            if noticed:
+                self._apply(now)
+            self._start_idle(now)
+            if iterations % 512 == 0:
+                recorder.maybe_flush()
+        stalled = 0
+        if not recorder.all_done:
+            stalled = recorder.fail_unfinished(f"never completed: {policy.name} stopped dispatching", now)
+        self._sample(now)
+        return DriverResult(end_s=now, preemptions=sum(i.preemptions_total for i in self.instances), stalled=stalled)

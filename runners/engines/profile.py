@@ -1,0 +1,124 @@
+"""Engine profiles: latency coefficients plus KV-cache and batching limits, as presets or files.
+
+Profile file format (JSON or YAML; the real-engine profiler writes the same):
+
+    schema: schedlab.profile/1
+    name: qwen2.5-7b-2xv100-vllm
+    source: where the numbers come from
+    units: seconds
+    prefill: {alpha: ..., beta: ..., gamma: ..., delta: ...}   # eq. 14, seconds
+    decode:  {alpha: ..., beta: ..., gamma: ..., delta: ...}   # eq. 15, seconds
+    kv_capacity_tokens: 813056        # or give model + gpu and it is computed
+    model: {layers, kv_heads, head_dim, dtype_bytes, weight_bytes}
+    gpu: {gpus, gpu_memory_gib, memory_fraction, activation_reserve_gib}
+    block_size: 16
+    max_num_seqs: 256
+    max_num_batched_tokens: 8192
+    fit: {...}                        # optional: fit errors written by the profiler
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any, Literal
+
+import yaml
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
+
+from runners.engines.kv_cache import GPUBudget, ModelShape, kv_capacity_tokens
+from runners.engines.latency_model import LatencyModel, PhaseCoefficients
+from runners.errors import ConfigError, DatasetError, format_validation_error
+
+PROFILE_SCHEMA = "schedlab.profile/1"
+
+
+class EngineProfile(BaseModel):
+    """What the simulator and the predictors know about one engine + model + hardware."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    schema_: str = Field(default=PROFILE_SCHEMA, alias="schema")
+    name: str
+    source: str = ""
+    units: Literal["seconds"] = "seconds"
+    prefill: PhaseCoefficients
+    decode: PhaseCoefficients
+    kv_capacity_tokens: int | None = Field(default=None, gt=0)
+    model: ModelShape | None = None
+    gpu: GPUBudget | None = None
+    block_size: int = Field(default=16, gt=0)
+    max_num_seqs: int = Field(default=256, gt=0)
+    max_num_batched_tokens: int = Field(default=8192, gt=0)
+    fit: dict[str, Any] | None = None
+
+    @model_validator(mode="after")
+    def _capacity_known(self) -> "EngineProfile":
+        if self.kv_capacity_tokens is None and (self.model is None or self.gpu is None):
+            raise ValueError("give kv_capacity_tokens, or both model and gpu to compute it")
+        return self
+
+    def latency_model(self) -> LatencyModel:
+        return LatencyModel(prefill=self.prefill, decode=self.decode)
+
+    def capacity_tokens(self) -> int:
+        """KV-cache capacity in tokens: given directly, else computed from model shape and GPU."""
+        if self.kv_capacity_tokens is not None:
+            return self.kv_capacity_tokens
+        assert self.model is not None and self.gpu is not None
+        return kv_capacity_tokens(self.model, self.gpu, self.block_size)
+
+    def to_file(self, path: str | Path) -> Path:
+        """Write as JSON (``.json``) or YAML (anything else)."""
+        target = Path(path)
+        data = self.model_dump(by_alias=True, exclude_none=True)
+        text = json.dumps(data, indent=2) if target.suffix == ".json" else yaml.safe_dump(data, sort_keys=False)
+        target.write_text(text, encoding="utf-8")
+        return target
+
+
+#: Qwen2.5-7B (28 layers, 4 KV heads of dim 128, 7.61 B parameters in fp16) on 2 x V100 32 GB
+#: with vLLM at gpu-memory-utilization 0.9, the SLO-aware paper's testbed. Latency coefficients
+#: are its Table 2 (milliseconds there, seconds here).
+QWEN25_7B_2XV100 = EngineProfile(
+    name="qwen2.5-7b-2xv100-vllm",
+    source="SLO-aware scheduling paper (004) Table 2; KV capacity from Qwen2.5-7B's shape",
+    prefill=PhaseCoefficients.from_milliseconds(0.1, 5.7, 0.01, 43.67),
+    decode=PhaseCoefficients.from_milliseconds(0.0002, 0.275, 0.00088, 15.85),
+    model=ModelShape(layers=28, kv_heads=4, head_dim=128, dtype_bytes=2, weight_bytes=7.61e9 * 2),
+    gpu=GPUBudget(gpus=2, gpu_memory_gib=32, memory_fraction=0.9),
+    block_size=16,
+    max_num_seqs=256,
+    max_num_batched_tokens=8192,
+)
+
+PRESETS: dict[str, EngineProfile] = {QWEN25_7B_2XV100.name: QWEN25_7B_2XV100}
+
+
+def load_profile(path: str | Path) -> EngineProfile:
+    """Read a profile file; DatasetError naming the file and field on any problem."""
+    file = Path(path)
+    if not file.is_file():
+        raise DatasetError(str(file), "profile file not found (expected JSON or YAML, schema schedlab.profile/1)")
+    try:
+        text = file.read_text(encoding="utf-8")
+        data = json.loads(text) if file.suffix == ".json" else yaml.safe_load(text)
+    except (json.JSONDecodeError, yaml.YAMLError, UnicodeDecodeError) as exc:
+        raise DatasetError(str(file), f"not valid JSON/YAML: {exc}") from exc
+    if not isinstance(data, dict):
+        raise DatasetError(str(file), "expected a mapping with prefill, decode and kv_capacity_tokens")
+    if data.get("schema", PROFILE_SCHEMA) != PROFILE_SCHEMA:
+        raise DatasetError(str(file), f"schema is {data.get('schema')!r}; expected {PROFILE_SCHEMA!r}")
+    try:
+        return EngineProfile.model_validate(data)
+    except ValidationError as exc:
+        raise DatasetError(str(file), format_validation_error(exc)) from exc
+
+
+def resolve_profile(preset: str | None, profile_path: str | None) -> EngineProfile:
+    """The profile file if given, else the named preset."""
+    if profile_path:
+        return load_profile(profile_path)
+    if preset not in PRESETS:
+        raise ConfigError("engine.preset", f"unknown preset {preset!r}; expected one of: {', '.join(PRESETS)}")
+    return PRESETS[preset]

@@ -1,0 +1,332 @@
+"""A discrete-event, iteration-level model of a vLLM-like continuous-batching engine.
+
+Each call to :meth:`SimulatedInstance.start_step` plays one engine iteration the way vLLM's
+V1 scheduler does, then :meth:`finish_step` applies it when the step's time has passed:
+
+1. running requests first, in admission order: each gets its next prefill chunk or one decode
+   token, within ``max_num_batched_tokens`` per step (chunked prefill); a request that needs a
+   new KV block when none is free preempts the last-admitted running request (FCFS) or the
+   lowest-priority one (priority policy), which frees its blocks and is recomputed later
+   (prompt and tokens so far re-prefilled), and is counted;
+2. then, only if nothing was preempted, waiting requests in FCFS or priority order while fewer
+   than ``max_num_seqs`` run and blocks and token budget remain.
+
+A request's KV footprint is its computed tokens rounded up to ``block_size``. The step time
+comes from :class:`~runners.engines.latency_model.LatencyModel`. With ``run_to_completion``
+the engine behaves like a static-batching server (FasterTransformer; Baton's baseline):
+new requests join only while the current batch is still in its first prefill, and finished
+requests keep their KV blocks until the whole batch has finished (the memory sawtooth).
+"""
+
+from __future__ import annotations
+
+import heapq
+from collections import deque
+from dataclasses import dataclass, field
+from typing import Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from runners.engines.latency_model import LatencyModel
+from runners.engines.profile import EngineProfile, resolve_profile
+from runners.engines.kv_cache import GPUBudget, ModelShape, kv_capacity_tokens
+from runners.errors import ConfigError
+
+
+class SimulatorConfig(BaseModel):
+    """The simulated engine: a profile (preset or file) plus optional overrides."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    kind: Literal["sim"] = "sim"
+    preset: str = "qwen2.5-7b-2xv100-vllm"
+    profile: str | None = Field(default=None, description="profile file (JSON/YAML); overrides preset")
+    instances: int = Field(default=1, gt=0, le=64)
+    kv_capacity_tokens: int | None = Field(default=None, gt=0, description="override KV capacity, tokens")
+    model: ModelShape | None = Field(default=None, description="compute KV capacity from this shape")
+    gpu: GPUBudget | None = None
+    block_size: int | None = Field(default=None, gt=0)
+    max_num_seqs: int | None = Field(default=None, gt=0)
+    max_num_batched_tokens: int | None = Field(default=None, gt=0)
+    scheduling_policy: Literal["fcfs", "priority"] = "fcfs"
+    run_to_completion: bool = Field(default=False, description="hold KV until the batch ends (static server)")
+
+    def resolve(self) -> "ResolvedSimulator":
+        """Merge the profile and the overrides; ConfigError on an impossible combination."""
+        profile = resolve_profile(self.preset, self.profile)
+        block_size = self.block_size or profile.block_size
+        if self.kv_capacity_tokens is not None:
+            capacity = self.kv_capacity_tokens
+        elif self.model is not None or self.gpu is not None:
+            model = self.model or profile.model
+            gpu = self.gpu or profile.gpu
+            if model is None or gpu is None:
+                raise ConfigError("engine.model", "give both engine.model and engine.gpu to compute KV capacity")
+            capacity = kv_capacity_tokens(model, gpu, block_size)
+            if capacity <= 0:
+                raise ConfigError(
+                    "engine.gpu", f"model weights ({model.weight_bytes / 1e9:.1f} GB) leave no room for KV cache"
+                )
+        else:
+            capacity = profile.capacity_tokens()
+        if capacity < block_size:
+            raise ConfigError("engine.kv_capacity_tokens", f"{capacity} tokens is less than one block ({block_size})")
+        return ResolvedSimulator(
+            profile=profile,
+            latency=profile.latency_model(),
+            kv_capacity_tokens=(capacity // block_size) * block_size,
+            block_size=block_size,
+            max_num_seqs=self.max_num_seqs or profile.max_num_seqs,
+            max_num_batched_tokens=self.max_num_batched_tokens or profile.max_num_batched_tokens,
+        )
+
+
+@dataclass(frozen=True)
+class ResolvedSimulator:
+    profile: EngineProfile
+    latency: LatencyModel
+    kv_capacity_tokens: int
+    block_size: int
+    max_num_seqs: int
+    max_num_batched_tokens: int
+
+
+class SimulationError(RuntimeError):
+    """The simulated engine reached a state it cannot leave (for example a request larger than the cache)."""
+
+
+@dataclass(slots=True, eq=False)
+class Sequence:
+    """One dispatch of a request inside the engine. Token counts; times in seconds."""
+
+    request_id: str
+    prompt_tokens: int
+    max_tokens: int
+    priority: int
+    order: int
+    computed: int = 0
+    generated: int = 0
+    blocks: int = 0
+    preemptions: int = 0
+    token_times: list[float] = field(default_factory=list)
+
+
+@dataclass(slots=True)
+class StepOutcome:
+    """What one finished step produced."""
+
+    first_tokens: list[Sequence]
+    finished: list[Sequence]
+    tokens: int
+
+
+class SimulatedInstance:
+    """One simulated engine instance; all times are seconds of virtual time."""
+
+    def __init__(
+        self,
+        instance_id: int,
+        latency: LatencyModel,
+        kv_capacity_tokens: int,
+        block_size: int = 16,
+        max_num_seqs: int = 256,
+        max_num_batched_tokens: int = 8192,
+        scheduling_policy: str = "fcfs",
+        run_to_completion: bool = False,
+    ) -> None:
+        self.instance_id = instance_id
+        self.latency = latency
+        self.block_size = block_size
+        self.total_blocks = kv_capacity_tokens // block_size
+        self.free_blocks = self.total_blocks
+        self.max_num_seqs = max_num_seqs
+        self.max_num_batched_tokens = max_num_batched_tokens
+        self.priority_mode = scheduling_policy == "priority"
+        self.run_to_completion = run_to_completion
+        self.running: list[Sequence] = []
+        self.holding: list[Sequence] = []
+        self._waiting_fifo: deque[Sequence] = deque()
+        self._waiting_heap: list[tuple[int, int, Sequence]] = []
+        self._scheduled: list[tuple[Sequence, int]] = []
+        self._order = 0
+        self.busy = False
+        self.preemptions_total = 0
+        self.tokens_total = 0
+        self.steps_total = 0
+
+    @property
+    def kv_capacity_tokens(self) -> int:
+        return self.total_blocks * self.block_size
+
+    # -- requests in -------------------------------------------------------------------------
+    def add(self, request_id: str, prompt_tokens: int, max_tokens: int, priority: int = 0) -> Sequence:
+        """Queue a request: ``prompt_tokens`` to prefill, then up to ``max_tokens`` to generate."""
+        if prompt_tokens + max_tokens > self.kv_capacity_tokens:
+            raise SimulationError(
+                f"request {request_id} needs {prompt_tokens + max_tokens} KV tokens but instance "
+                f"{self.instance_id} holds only {self.kv_capacity_tokens}"
+            )
+        seq = Sequence(request_id, int(prompt_tokens), int(max_tokens), int(priority), self._order)
+        self._order += 1
+        self._push_waiting(seq, front=False)
+        return seq
+
+    def _push_waiting(self, seq: Sequence, front: bool) -> None:
+        if self.priority_mode:
+            heapq.heappush(self._waiting_heap, (seq.priority, seq.order, seq))
+        elif front:
+            self._waiting_fifo.appendleft(seq)
+        else:
+            self._waiting_fifo.append(seq)
+
+    def _peek_waiting(self) -> Sequence | None:
+        if self.priority_mode:
+            return self._waiting_heap[0][2] if self._waiting_heap else None
+        return self._waiting_fifo[0] if self._waiting_fifo else None
+
+    def _pop_waiting(self) -> Sequence:
+        if self.priority_mode:
+            return heapq.heappop(self._waiting_heap)[2]
+        return self._waiting_fifo.popleft()
+
+    @property
+    def waiting_count(self) -> int:
+        return len(self._waiting_heap) if self.priority_mode else len(self._waiting_fifo)
+
+    def has_work(self) -> bool:
+        return bool(self.running) or self.waiting_count > 0
+
+    @property
+    def used_blocks(self) -> int:
+        return self.total_blocks - self.free_blocks
+
+    # -- one step ----------------------------------------------------------------------------
+    def _preempt_victim(self) -> Sequence:
+        if self.priority_mode:
+            return max(self.running, key=lambda s: (s.priority, s.order))
+        return self.running[-1]
+
+    def start_step(self) -> float | None:
+        """Choose this step's work; return its duration in seconds, or None if there is none."""
+        budget = self.max_num_batched_tokens
+        block_size = self.block_size
+        scheduled: list[tuple[Sequence, int]] = []
+        preempted = False
+        running = self.running
+        index = 0
+        while index < len(running) and budget > 0:
+            seq = running[index]
+            chunk = seq.prompt_tokens + seq.generated - seq.computed
+            if chunk > budget:
+                chunk = budget
+            need = -(-(seq.computed + chunk) // block_size) - seq.blocks
+            if need > self.free_blocks:
+                preempted_self = False
+                while need > self.free_blocks:
+                    victim = self._preempt_victim()
+                    victim_index = running.index(victim)
+                    del running[victim_index]
+                    for position, (planned, planned_chunk) in enumerate(scheduled):
+                        if planned is victim:
+                            del scheduled[position]
+                            budget += planned_chunk
+                            break
+                    if victim_index < index:
+                        index -= 1
+                    self._preempt(victim)
+                    preempted = True
+                    if victim is seq:
+                        preempted_self = True
+                        break
+                if preempted_self:
+                    continue  # running[index] is now the next request
+            seq.blocks += need if need > 0 else 0
+            self.free_blocks -= need if need > 0 else 0
+            scheduled.append((seq, chunk))
+            budget -= chunk
+            index += 1
+        if not preempted:
+            self._admit_waiting(scheduled, budget)
+        if not scheduled:
+            self._scheduled = []
+            return None
+        prefill_requests = prefill_tokens = decode_requests = decode_context = 0
+        for seq, chunk in scheduled:
+            if chunk == 1 and seq.generated > 0 and seq.computed == seq.prompt_tokens + seq.generated - 1:
+                decode_requests += 1
+                decode_context += seq.computed + 1
+            else:
+                prefill_requests += 1
+                prefill_tokens += chunk
+        self._scheduled = scheduled
+        self.busy = True
+        return self.latency.step_time(prefill_requests, prefill_tokens, decode_requests, decode_context)
+
+    def _admit_waiting(self, scheduled: list[tuple[Sequence, int]], budget: int) -> None:
+        if self.run_to_completion and any(seq.generated > 0 for seq in self.running):
+            return  # the current batch is past its prefill: no one joins until it ends
+        if self.run_to_completion and self.holding:
+            return
+        block_size = self.block_size
+        while budget > 0 and len(self.running) < self.max_num_seqs:
+            seq = self._peek_waiting()
+            if seq is None:
+                break
+            chunk = seq.prompt_tokens + seq.generated - seq.computed
+            if chunk > budget:
+                chunk = budget
+            need = -(-(seq.computed + chunk) // block_size) - seq.blocks
+            if need > self.free_blocks:
+                if not self.running and need > self.total_blocks:
+                    raise SimulationError(f"request {seq.request_id} cannot fit in an empty KV cache")
+                break
+            self._pop_waiting()
+            seq.blocks += need
+            self.free_blocks -= need
+            self.running.append(seq)
+            scheduled.append((seq, chunk))
+            budget -= chunk
+
+    def _preempt(self, seq: Sequence) -> None:
+        """Recompute-style preemption: drop the KV blocks; prompt and output so far are re-prefilled."""
+        self.free_blocks += seq.blocks
+        seq.blocks = 0
+        seq.computed = 0
+        seq.preemptions += 1
+        self.preemptions_total += 1
+        self._push_waiting(seq, front=True)
+
+    def finish_step(self, now: float) -> StepOutcome:
+        """Apply the step started last, ending at ``now`` (seconds): tokens, completions, frees."""
+        first_tokens: list[Sequence] = []
+        finished: list[Sequence] = []
+        tokens = 0
+        for seq, chunk in self._scheduled:
+            seq.computed += chunk
+            if seq.computed == seq.prompt_tokens + seq.generated:
+                seq.generated += 1
+                seq.token_times.append(now)
+                tokens += 1
+                if seq.generated == 1:
+                    first_tokens.append(seq)
+                if seq.generated >= seq.max_tokens:
+                    finished.append(seq)
+        if finished:
+            done = set(map(id, finished))
+            self.running = [seq for seq in self.running if id(seq) not in done]
+            if self.run_to_completion:
+                self.holding.extend(finished)
+            else:
+                for seq in finished:
+                    self.free_blocks += seq.blocks
+                    seq.blocks = 0
+        if self.run_to_completion and self.holding and not self.running:
+            for seq in self.holding:
+                self.free_blocks += seq.blocks
+                seq.blocks = 0
+            self.holding = []
+        self._scheduled = []
+        self.busy = False
+        self.tokens_total += tokens
+        self.steps_total += 1
+        return StepOutcome(first_tokens, finished, tokens)

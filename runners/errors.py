@@ -1,0 +1,49 @@
+"""User-facing errors: each names the field or file at fault and what was expected."""
+
+from __future__ import annotations
+
+
+class SchedlabError(Exception):
+    """Base class for errors caused by the user's input, printed as one line by the CLI."""
+
+
+class ConfigError(SchedlabError):
+    """A configuration value is invalid. ``field`` is a dotted path such as ``workload.rate``."""
+
+    def __init__(self, field: str, message: str) -> None:
+        self.field = field
+        self.message = message
+        super().__init__(f"{field}: {message}")
+
+
+class DatasetError(SchedlabError):
+    """A dataset file or hub dataset could not be read or held no usable entry."""
+
+    def __init__(self, source: str, message: str) -> None:
+        self.source = source
+        self.message = message
+        super().__init__(f"{source}: {message}")
+
+
+class UnknownNameError(ConfigError):
+    """A scheduler or engine name is not in the registry."""
+
+    def __init__(self, field: str, name: str, known: list[str]) -> None:
+        super().__init__(field, f"unknown name {name!r}; expected one of: {', '.join(sorted(known))}")
+
+
+class RunCancelled(Exception):
+    """Raised inside a driver when the user cancels a run; partial results are kept."""
+
+
+def format_validation_error(error: "object", prefix: str = "") -> str:
+    """Turn a pydantic ValidationError into one line per problem: ``field: message (got value)``."""
+    lines = []
+    for item in error.errors():  # type: ignore[attr-defined]
+        location = ".".join(str(part) for part in item.get("loc", ()))
+        field = f"{prefix}.{location}" if prefix and location else (prefix or location or "config")
+        message = item.get("msg", "invalid value")
+        value = item.get("input")
+        shown = "" if isinstance(value, (dict, list)) or value is None else f" (got {value!r})"
+        lines.append(f"{field}: {message}{shown}")
+    return "; ".join(lines)

@@ -1,0 +1,1 @@
+"""Metric definitions (each defined once): per request, per run, and over time."""

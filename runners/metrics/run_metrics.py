@@ -1,0 +1,90 @@
+"""Run-level metrics over a table of request rows (the ``requests.parquet`` columns).
+
+- SLO attainment = requests meeting their SLO / requests accounted for (failed ones count as
+  misses), overall and per task;
+- G = requests meeting their SLO / sum of E2E over completed requests, in 1/s (SLO-aware
+  paper eq. 2-3: waiting time is inside E2E, so holding a request lowers G);
+- goodput = SLO-meeting requests per second of run duration;
+- request / output-token / total-token throughput per second of run duration;
+- duration = last finish - first arrival, seconds;
+- mean / median / p90 / p99 of TTFT, TPOT, E2E, queue time (and ITL when token gaps are given),
+  with numpy's linear-interpolation percentiles as vLLM's benchmark uses.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from runners.workload.slo import TASKS
+
+LATENCY_COLUMNS = ("ttft_s", "tpot_s", "e2e_s", "queue_s")
+
+
+def distribution(values: Any) -> dict[str, float | None]:
+    """mean, median, p90, p99 of the finite values (seconds); None each when there are none."""
+    array = np.asarray(values, dtype=float)
+    array = array[np.isfinite(array)]
+    if array.size == 0:
+        return {"mean": None, "median": None, "p90": None, "p99": None}
+    return {
+        "mean": float(np.mean(array)),
+        "median": float(np.median(array)),
+        "p90": float(np.percentile(array, 90)),
+        "p99": float(np.percentile(array, 99)),
+    }
+
+
+def g_metric(slo_met: Any, e2e_s: Any) -> float | None:
+    """G = number meeting SLO / sum of E2E latencies (1/s); None when no latency was measured."""
+    met = np.asarray(slo_met, dtype=bool)
+    latencies = np.asarray(e2e_s, dtype=float)
+    total = float(np.nansum(latencies))
+    if total <= 0:
+        return None
+    return float(met.sum()) / total
+
+
+def summarize_requests(
+    rows: pd.DataFrame, preemptions: int = 0, itl_gaps_s: np.ndarray | None = None
+) -> dict[str, Any]:
+    """The metric fields of ``summary.json`` computed from request rows."""
+    total = int(len(rows))
+    completed_mask = rows["error"].isna() & rows["finish_s"].notna() if total else pd.Series(dtype=bool)
+    completed = rows[completed_mask] if total else rows
+    met = rows["slo_met"].fillna(False).astype(bool) if total else pd.Series(dtype=bool)
+    n_met = int(met.sum())
+    if len(completed):
+        start = float(rows["arrival_s"].min())
+        duration = float(completed["finish_s"].max()) - start
+    else:
+        duration = 0.0
+    per_second = (lambda x: x / duration) if duration > 0 else (lambda x: None)
+    by_task: dict[str, float | None] = {}
+    for task in TASKS:
+        task_rows = rows["task"] == task if total else pd.Series(dtype=bool)
+        count = int(task_rows.sum()) if total else 0
+        by_task[task] = float(met[task_rows].sum()) / count if count else None
+    output_tokens = float(completed["output_tokens"].sum()) if len(completed) else 0.0
+    input_tokens = float(completed["input_tokens"].sum()) if len(completed) else 0.0
+    summary: dict[str, Any] = {
+        "requests": total,
+        "completed": int(len(completed)),
+        "failed": int(total - len(completed)),
+        "duration_s": duration,
+        "slo_attainment": (n_met / total) if total else None,
+        "slo_attainment_by_task": by_task,
+        "slo_met": n_met,
+        "G": g_metric(met[completed_mask] if total else [], completed["e2e_s"] if len(completed) else []),
+        "goodput_rps": per_second(n_met),
+        "request_throughput_rps": per_second(len(completed)),
+        "output_throughput_tps": per_second(output_tokens),
+        "total_throughput_tps": per_second(output_tokens + input_tokens),
+        "preemptions": int(preemptions),
+    }
+    for column in LATENCY_COLUMNS:
+        summary[column] = distribution(completed[column] if len(completed) else [])
+    summary["itl_s"] = distribution(itl_gaps_s if itl_gaps_s is not None else [])
+    return summary

@@ -1,0 +1,63 @@
+"""The one registry of scheduler and engine names. The CLI and the dashboard list from here,
+so adding a scheduler is: write the class, add it to SCHEDULER_CLASSES."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from pydantic import BaseModel, ValidationError
+
+from runners.engines.simulator import SimulatorConfig
+from runners.errors import ConfigError, UnknownNameError, format_validation_error
+from runners.schedulers.base import SchedulerPolicy
+from runners.schedulers.fcfs import FCFSPolicy
+from runners.schedulers.static_batching import StaticBatchingPolicy
+
+SCHEDULER_CLASSES: tuple[type[SchedulerPolicy], ...] = (FCFSPolicy, StaticBatchingPolicy)
+SCHEDULERS: dict[str, type[SchedulerPolicy]] = {cls.name: cls for cls in SCHEDULER_CLASSES}
+
+
+@dataclass(frozen=True)
+class EngineEntry:
+    """An engine kind: its config model and a one-line description."""
+
+    name: str
+    config: type[BaseModel]
+    summary: str
+
+
+ENGINES: dict[str, EngineEntry] = {
+    "sim": EngineEntry("sim", SimulatorConfig, "built-in discrete-event simulator of a vLLM-like engine"),
+}
+
+
+def scheduler_class(name: str) -> type[SchedulerPolicy]:
+    if name not in SCHEDULERS:
+        raise UnknownNameError("scheduler.name", name, list(SCHEDULERS))
+    return SCHEDULERS[name]
+
+
+def engine_entry(name: str) -> EngineEntry:
+    if name not in ENGINES:
+        raise UnknownNameError("engine.kind", name, list(ENGINES))
+    return ENGINES[name]
+
+
+def make_policy(name: str, params: dict[str, Any] | None = None) -> SchedulerPolicy:
+    """A fresh policy object with validated parameters (ConfigError naming the parameter)."""
+    cls = scheduler_class(name)
+    try:
+        validated = cls.Params.model_validate(params or {})
+    except ValidationError as exc:
+        raise ConfigError("scheduler.params", format_validation_error(exc, prefix="scheduler.params")) from exc
+    return cls(validated)
+
+
+def scheduler_parameters(name: str) -> dict[str, dict[str, Any]]:
+    """Each parameter's default and description, for help text and forms."""
+    cls = scheduler_class(name)
+    return {
+        field: {"default": info.default, "description": info.description or ""}
+        for field, info in cls.Params.model_fields.items()
+    }

@@ -1,0 +1,1 @@
+"""Client-side scheduling policies. Each is pure and event-driven: see :mod:`runners.schedulers.base`."""

@@ -1,0 +1,147 @@
+"""The policy interface every scheduler implements, for every driver.
+
+A policy is told what happened (arrivals, first tokens, completions - including "slice
+finished, request not done" - failures and telemetry samples) and answers what to dispatch now
+and when to be asked again. It does no I/O, never sleeps and has no clock: time reaches it only
+as the ``now`` argument (seconds since the run started). The virtual-time driver (simulator)
+and the wall-clock driver (real engines) call the same methods in the same order, so a policy
+cannot tell which one drives it.
+
+Latency is measured from a request's arrival, so a request a policy holds back is waiting, and
+that wait counts in its TTFT and E2E.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import ClassVar, Sequence
+
+from pydantic import BaseModel, ConfigDict
+
+from runners.workload.requests import Request
+
+
+class PolicyParams(BaseModel):
+    """Base for a policy's parameters (pydantic: defaults, bounds and help text for UI and CLI)."""
+
+    model_config = ConfigDict(extra="forbid")
+
+
+@dataclass(frozen=True)
+class InstanceInfo:
+    """What a policy knows about an engine instance at start. Capacity in tokens."""
+
+    instance_id: int
+    kv_capacity_tokens: int | None
+    block_size: int | None
+    max_num_seqs: int | None
+
+
+@dataclass(frozen=True)
+class Dispatch:
+    """Send ``request_id`` to ``instance``. ``max_tokens`` None = the rest of its target output.
+
+    ``priority`` (lower runs first) reaches engines that accept it (vLLM's priority policy,
+    the simulator's priority mode); others ignore it.
+    """
+
+    request_id: str
+    instance: int
+    max_tokens: int | None = None
+    priority: int | None = None
+
+
+@dataclass(frozen=True)
+class Decision:
+    """Dispatches to make now, and the time (seconds) to be asked again even if nothing happens."""
+
+    dispatches: list[Dispatch] = field(default_factory=list)
+    wake_at: float | None = None
+
+
+@dataclass(frozen=True)
+class Completion:
+    """A dispatch ended. ``done`` False means a slice ended with output still to generate."""
+
+    request_id: str
+    instance: int
+    tokens_this_dispatch: int
+    tokens_total: int
+    done: bool
+
+
+@dataclass(frozen=True)
+class TelemetrySample:
+    """An engine instance's state at ``t_s``: KV usage 0-1, request counts, cumulative preemptions."""
+
+    instance: int
+    t_s: float
+    kv_usage: float | None
+    running: int | None
+    waiting: int | None
+    preemptions: int | None
+
+
+class SchedulerPolicy:
+    """Base class. Subclasses set ``name``, ``summary``, ``paper`` and ``Params``.
+
+    The default bookkeeping tracks which requests are held (``pending``, arrival order) and
+    which are in flight on each instance; subclasses override :meth:`decide`.
+    """
+
+    name: ClassVar[str] = ""
+    summary: ClassVar[str] = ""
+    paper: ClassVar[str] = ""
+    Params: ClassVar[type[PolicyParams]] = PolicyParams
+
+    def __init__(self, params: PolicyParams | None = None) -> None:
+        self.params = params if params is not None else self.Params()
+        self.instances: list[InstanceInfo] = []
+        self.pending: dict[str, Request] = {}
+        self.in_flight: dict[int, set[str]] = {}
+        self.requests: dict[str, Request] = {}
+        self.tokens_done: dict[str, int] = {}
+
+    # -- events ------------------------------------------------------------------------------
+    def start(self, instances: Sequence[InstanceInfo], now: float) -> None:
+        self.instances = list(instances)
+        self.in_flight = {info.instance_id: set() for info in instances}
+
+    def on_arrival(self, request: Request, now: float) -> None:
+        self.requests[request.request_id] = request
+        self.pending[request.request_id] = request
+        self.tokens_done[request.request_id] = 0
+
+    def on_first_token(self, request_id: str, instance: int, now: float) -> None:
+        """The request's first token of this dispatch arrived."""
+
+    def on_completion(self, completion: Completion, now: float) -> None:
+        self.in_flight[completion.instance].discard(completion.request_id)
+        self.tokens_done[completion.request_id] = completion.tokens_total
+        if not completion.done:
+            self.pending[completion.request_id] = self.requests[completion.request_id]
+
+    def on_failure(self, request_id: str, instance: int, reason: str, now: float) -> None:
+        """The dispatch failed for good; the driver records it as failed."""
+        self.in_flight[instance].discard(request_id)
+
+    def on_telemetry(self, sample: TelemetrySample, now: float) -> None:
+        """A telemetry sample from an instance."""
+
+    # -- decisions ---------------------------------------------------------------------------
+    def decide(self, now: float) -> Decision:
+        raise NotImplementedError
+
+    # -- helpers for subclasses --------------------------------------------------------------
+    def _take(self, request_id: str, instance: int, max_tokens: int | None = None, priority: int | None = None) -> Dispatch:
+        """Move a pending request to ``instance``'s in-flight set and return its Dispatch."""
+        del self.pending[request_id]
+        self.in_flight[instance].add(request_id)
+        return Dispatch(request_id, instance, max_tokens, priority)
+
+    def least_loaded_instance(self) -> int:
+        """The instance with the fewest requests in flight (lowest id on ties)."""
+        return min(self.in_flight, key=lambda instance: (len(self.in_flight[instance]), instance))
+
+    def remaining_tokens(self, request_id: str) -> int:
+        return self.requests[request_id].target_output_tokens - self.tokens_done[request_id]

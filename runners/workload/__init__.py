@@ -1,0 +1,1 @@
+"""Workloads: dataset loaders, the synthetic stand-ins, mixing, arrival processes and SLOs."""

@@ -1,0 +1,142 @@
+"""Build a benchmark workload: load both tasks, mix them chat:code, shuffle, assign arrivals and SLOs."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, Callable
+
+import numpy as np
+from pydantic import BaseModel, ConfigDict, Field, model_validator
+
+from runners.errors import ConfigError
+from runners.workload.arrivals import ArrivalConfig, arrival_times
+from runners.workload.conversations import ConversationPair, DatasetSource, LengthFilter, load_pairs
+from runners.workload.requests import Request
+from runners.workload.slo import TASKS, TaskSLO
+from runners.workload.tokens import make_token_counter
+
+
+class MixRatio(BaseModel):
+    """Relative weights of the tasks; the SLO-aware paper mixes 1:1."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    chat: float = Field(default=1.0, ge=0)
+    code: float = Field(default=1.0, ge=0)
+
+    @model_validator(mode="after")
+    def _positive_total(self) -> "MixRatio":
+        if self.chat + self.code <= 0:
+            raise ValueError("chat + code must be > 0 (for example chat: 1, code: 1)")
+        return self
+
+    def counts(self, total: int) -> dict[str, int]:
+        """How many requests of each task make up ``total`` (chat rounded, code the rest)."""
+        chat = int(round(total * self.chat / (self.chat + self.code)))
+        return {"chat": chat, "code": total - chat}
+
+
+class WorkloadConfig(BaseModel):
+    """Everything that decides which requests a run sends and when."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    chat: DatasetSource = Field(default_factory=DatasetSource)
+    code: DatasetSource = Field(default_factory=DatasetSource)
+    ratio: MixRatio = Field(default_factory=MixRatio)
+    requests: int = Field(default=500, gt=0, description="number of requests in the run")
+    seed: int = Field(default=0, ge=0)
+    arrival: ArrivalConfig = Field(default_factory=ArrivalConfig)
+    filters: LengthFilter = Field(default_factory=LengthFilter)
+    tokenizer: str | None = Field(default=None, description="local Hugging Face tokenizer folder")
+
+    @property
+    def is_synthetic(self) -> bool:
+        counts = self.ratio.counts(self.requests)
+        return any(getattr(self, task).kind == "synthetic" for task in TASKS if counts[task] > 0)
+
+    def label(self) -> str:
+        """Short human-readable name, marked synthetic when any part is."""
+        counts = self.ratio.counts(self.requests)
+        parts = []
+        for task in TASKS:
+            if counts[task]:
+                source = getattr(self, task)
+                parts.append(f"{task}:{'synthetic' if source.kind == 'synthetic' else source.kind}")
+        rate = "" if self.arrival.process in ("all-at-once", "replay") else f"@{self.arrival.rate:g}/s"
+        return f"{self.requests} req {' + '.join(parts)} {self.arrival.process}{rate}"
+
+
+@dataclass
+class Workload:
+    """The requests of a run, in arrival order, and what the loaders reported."""
+
+    requests: list[Request]
+    reports: dict[str, dict[str, Any]] = field(default_factory=dict)
+    synthetic: bool = True
+
+    def mean_lengths(self, task: str) -> tuple[float, float] | None:
+        """Mean (input, output) tokens of one task, or None if the task is absent."""
+        chosen = [r for r in self.requests if r.task == task]
+        if not chosen:
+            return None
+        return (
+            float(np.mean([r.input_tokens for r in chosen])),
+            float(np.mean([r.target_output_tokens for r in chosen])),
+        )
+
+
+def _sample(pairs: list[ConversationPair], count: int, rng: np.random.Generator) -> tuple[list[int], bool]:
+    """Indices of ``count`` pairs: without replacement when enough exist, else with replacement."""
+    if count <= len(pairs):
+        return rng.permutation(len(pairs))[:count].tolist(), False
+    return rng.integers(len(pairs), size=count).tolist(), True
+
+
+def build_workload(
+    config: WorkloadConfig,
+    slos_for: Callable[["Workload"], dict[str, TaskSLO]] | dict[str, TaskSLO],
+) -> Workload:
+    """Load, mix (ratio chat:code, shuffled with the seed), time and tag every request.
+
+    ``slos_for`` is a mapping task -> SLO, or a callable that computes it from the loaded
+    (not yet tagged) workload, which the "auto" preset needs.
+    """
+    counts = config.ratio.counts(config.requests)
+    counter = make_token_counter(config.tokenizer)
+    rng = np.random.default_rng(config.seed)
+    chosen: list[tuple[str, ConversationPair]] = []
+    reports: dict[str, dict[str, Any]] = {}
+    for task in TASKS:
+        if counts[task] == 0:
+            continue
+        pairs, report = load_pairs(getattr(config, task), task, counter, config.filters)
+        indices, oversampled = _sample(pairs, counts[task], rng)
+        reports[task] = report.as_dict() | {"sampled": counts[task], "oversampled": oversampled}
+        chosen.extend((task, pairs[i]) for i in indices)
+    order = rng.permutation(len(chosen))
+    times = arrival_times(config.arrival, len(chosen), config.seed)
+    placeholder = TaskSLO(e2e_s=1.0)
+    untagged = [
+        Request(
+            request_id=f"req-{position:05d}",
+            task=chosen[index][0],
+            prompt=chosen[index][1].prompt,
+            input_tokens=chosen[index][1].input_tokens,
+            target_output_tokens=chosen[index][1].output_tokens,
+            arrival_s=float(times[position]),
+            slo=placeholder,
+        )
+        for position, index in enumerate(order.tolist())
+    ]
+    workload = Workload(untagged, reports, synthetic=config.is_synthetic)
+    slos = slos_for(workload) if callable(slos_for) else slos_for
+    missing = [task for task in counts if counts[task] and task not in slos]
+    if missing:
+        raise ConfigError("slo", f"no SLO for task(s) {missing}")
+    workload.requests = [
+        Request(r.request_id, r.task, r.prompt, r.input_tokens, r.target_output_tokens, r.arrival_s, slos[r.task],
+                source=getattr(config, r.task).kind)
+        for r in untagged
+    ]
+    return workload
