@@ -149,11 +149,13 @@ class RunRecorder:
                 count += 1
         return count
 
-    def summary(self) -> dict[str, Any]:
+    def summary(self, include_itl: bool = True) -> dict[str, Any]:
+        """Summary metrics of the rows so far; ITL percentiles (over every token gap) only when
+        ``include_itl``, since they cost a pass over all gaps."""
         frame = pd.DataFrame(self.rows, columns=list(REQUEST_COLUMNS))
-        gaps = np.concatenate(self.itl_gaps) if self.itl_gaps else np.zeros(0)
+        gaps = np.concatenate(self.itl_gaps) if include_itl and self.itl_gaps else None
         return summarize_requests(frame, preemptions=sum(self.preemptions_by_instance.values()), itl_gaps_s=gaps)
 
     def maybe_flush(self) -> None:
         if self.writer is not None and self.writer.due():
-            self.writer.flush(self.summary())
+            self.writer.flush(self.summary(include_itl=False))

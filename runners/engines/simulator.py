@@ -147,7 +147,8 @@ class SimulatedInstance:
         self.holding: list[Sequence] = []
         self._waiting_fifo: deque[Sequence] = deque()
         self._waiting_heap: list[tuple[int, int, Sequence]] = []
-        self._scheduled: list[tuple[Sequence, int]] = []
+        self._scheduled: list[Sequence] = []
+        self._chunks: list[int] = []
         self._order = 0
         self.busy = False
         self.preemptions_total = 0
@@ -210,59 +211,76 @@ class SimulatedInstance:
         """Choose this step's work; return its duration in seconds, or None if there is none."""
         budget = self.max_num_batched_tokens
         block_size = self.block_size
-        scheduled: list[tuple[Sequence, int]] = []
+        scheduled: list[Sequence] = []
+        chunks: list[int] = []
         preempted = False
+        decode_requests = decode_context = 0
         running = self.running
         index = 0
         while index < len(running) and budget > 0:
             seq = running[index]
-            chunk = seq.prompt_tokens + seq.generated - seq.computed
+            computed = seq.computed
+            chunk = seq.prompt_tokens + seq.generated - computed
+            if chunk == 1 and seq.generated and computed < seq.blocks * block_size:
+                # the common case: a decode token that fits in the sequence's last block
+                scheduled.append(seq)
+                chunks.append(1)
+                budget -= 1
+                decode_requests += 1
+                decode_context += computed + 1
+                index += 1
+                continue
             if chunk > budget:
                 chunk = budget
-            need = -(-(seq.computed + chunk) // block_size) - seq.blocks
+            need = -(-(computed + chunk) // block_size) - seq.blocks
             if need > self.free_blocks:
+                preempted = True
                 preempted_self = False
                 while need > self.free_blocks:
                     victim = self._preempt_victim()
                     victim_index = running.index(victim)
                     del running[victim_index]
-                    for position, (planned, planned_chunk) in enumerate(scheduled):
+                    for position, planned in enumerate(scheduled):
                         if planned is victim:
                             del scheduled[position]
-                            budget += planned_chunk
+                            budget += chunks.pop(position)
                             break
                     if victim_index < index:
                         index -= 1
                     self._preempt(victim)
-                    preempted = True
                     if victim is seq:
                         preempted_self = True
                         break
                 if preempted_self:
                     continue  # running[index] is now the next request
-            seq.blocks += need if need > 0 else 0
-            self.free_blocks -= need if need > 0 else 0
-            scheduled.append((seq, chunk))
+            if need > 0:
+                seq.blocks += need
+                self.free_blocks -= need
+            scheduled.append(seq)
+            chunks.append(chunk)
             budget -= chunk
+            if chunk == 1 and seq.generated and computed == seq.prompt_tokens + seq.generated - 1:
+                decode_requests += 1
+                decode_context += computed + 1
             index += 1
         if not preempted:
-            self._admit_waiting(scheduled, budget)
+            self._admit_waiting(scheduled, chunks, budget)
         if not scheduled:
-            self._scheduled = []
             return None
-        prefill_requests = prefill_tokens = decode_requests = decode_context = 0
-        for seq, chunk in scheduled:
-            if chunk == 1 and seq.generated > 0 and seq.computed == seq.prompt_tokens + seq.generated - 1:
-                decode_requests += 1
-                decode_context += seq.computed + 1
-            else:
-                prefill_requests += 1
-                prefill_tokens += chunk
+        if preempted:  # victims may have been dropped from the plan: count afresh
+            decode_requests = decode_context = 0
+            for seq, chunk in zip(scheduled, chunks):
+                if chunk == 1 and seq.generated and seq.computed == seq.prompt_tokens + seq.generated - 1:
+                    decode_requests += 1
+                    decode_context += seq.computed + 1
+        prefill_requests = len(scheduled) - decode_requests
+        prefill_tokens = sum(chunks) - decode_requests
         self._scheduled = scheduled
+        self._chunks = chunks
         self.busy = True
         return self.latency.step_time(prefill_requests, prefill_tokens, decode_requests, decode_context)
 
-    def _admit_waiting(self, scheduled: list[tuple[Sequence, int]], budget: int) -> None:
+    def _admit_waiting(self, scheduled: list[Sequence], chunks: list[int], budget: int) -> None:
         if self.run_to_completion and any(seq.generated > 0 for seq in self.running):
             return  # the current batch is past its prefill: no one joins until it ends
         if self.run_to_completion and self.holding:
@@ -284,7 +302,8 @@ class SimulatedInstance:
             seq.blocks += need
             self.free_blocks -= need
             self.running.append(seq)
-            scheduled.append((seq, chunk))
+            scheduled.append(seq)
+            chunks.append(chunk)
             budget -= chunk
 
     def _preempt(self, seq: Sequence) -> None:
@@ -301,15 +320,18 @@ class SimulatedInstance:
         first_tokens: list[Sequence] = []
         finished: list[Sequence] = []
         tokens = 0
-        for seq, chunk in self._scheduled:
-            seq.computed += chunk
-            if seq.computed == seq.prompt_tokens + seq.generated:
-                seq.generated += 1
+        for seq, chunk in zip(self._scheduled, self._chunks):
+            computed = seq.computed + chunk
+            seq.computed = computed
+            generated = seq.generated
+            if computed == seq.prompt_tokens + generated:
+                generated += 1
+                seq.generated = generated
                 seq.token_times.append(now)
                 tokens += 1
-                if seq.generated == 1:
+                if generated == 1:
                     first_tokens.append(seq)
-                if seq.generated >= seq.max_tokens:
+                if generated >= seq.max_tokens:
                     finished.append(seq)
         if finished:
             done = set(map(id, finished))
@@ -325,7 +347,7 @@ class SimulatedInstance:
                 self.free_blocks += seq.blocks
                 seq.blocks = 0
             self.holding = []
-        self._scheduled = []
+        self._scheduled, self._chunks = [], []
         self.busy = False
         self.tokens_total += tokens
         self.steps_total += 1

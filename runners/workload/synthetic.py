@@ -148,10 +148,14 @@ def generate_entries(task: str, count: int = DEFAULT_ENTRIES, seed: int = DEFAUL
     return entries
 
 
-def write_stand_ins(count: int = DEFAULT_ENTRIES, seed: int = DEFAULT_SEED) -> dict[str, Path]:
-    """Regenerate both stand-in files under datasets/ (gzip-compressed JSONL, reproducible bytes)."""
+def write_stand_ins(
+    folder: Path | None = None, count: int = DEFAULT_ENTRIES, seed: int = DEFAULT_SEED
+) -> dict[str, Path]:
+    """Regenerate both stand-in files (gzip-compressed JSONL, byte-for-byte reproducible) in
+    ``folder``, by default datasets/."""
     written = {}
-    for task, path in SYNTHETIC_FILES.items():
+    for task, default_path in SYNTHETIC_FILES.items():
+        path = (folder / default_path.name) if folder is not None else default_path
         path.parent.mkdir(parents=True, exist_ok=True)
         with open(path, "wb") as raw, gzip.GzipFile(filename="", mode="wb", fileobj=raw, mtime=0) as handle:
             for entry in generate_entries(task, count, seed):
