@@ -30,7 +30,7 @@ import pyarrow.parquet as pq
 from runners.errors import ConfigError, SchedlabError
 
 SCHEMA_VERSION = 1
-DEFAULT_RESULTS_DIR = Path(__file__).resolve().parents[1] / "results"
+DEFAULT_RESULTS_DIR = Path(os.environ.get("SCHEDLAB_RESULTS_DIR") or Path(__file__).resolve().parents[1] / "results")
 RUN_ID_PATTERN = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$")
 
 REQUEST_COLUMNS: dict[str, pa.DataType] = {
