@@ -154,7 +154,9 @@ class RunRecorder:
         ``include_itl``, since they cost a pass over all gaps."""
         frame = pd.DataFrame(self.rows, columns=list(REQUEST_COLUMNS))
         gaps = np.concatenate(self.itl_gaps) if include_itl and self.itl_gaps else None
-        return summarize_requests(frame, preemptions=sum(self.preemptions_by_instance.values()), itl_gaps_s=gaps)
+        summary = summarize_requests(frame, preemptions=sum(self.preemptions_by_instance.values()), itl_gaps_s=gaps)
+        summary["requests_total"] = len(self.records)
+        return summary
 
     def maybe_flush(self) -> None:
         if self.writer is not None and self.writer.due():

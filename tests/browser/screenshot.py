@@ -1,0 +1,39 @@
+"""Real-browser check: load the dashboard in headless Chromium and save a screenshot.
+
+Usage: python tests/browser/screenshot.py URL OUT.png [--wait-text TEXT]
+Needs Debian's chromium (/usr/bin/chromium) and the playwright package (no browser download).
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+
+from playwright.sync_api import sync_playwright
+
+CHROMIUM_FLAGS = [
+    "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run", "--disable-background-networking",
+    "--disable-component-update", "--disable-sync",
+]
+
+
+def screenshot(url: str, out: str, wait_text: str | None = None, timeout_s: float = 60) -> None:
+    with sync_playwright() as playwright:
+        browser = playwright.chromium.launch(executable_path="/usr/bin/chromium", args=CHROMIUM_FLAGS)
+        page = browser.new_page(viewport={"width": 1400, "height": 900})
+        page.goto(url, timeout=timeout_s * 1000)
+        if wait_text:
+            page.get_by_text(wait_text).first.wait_for(timeout=timeout_s * 1000)
+        page.wait_for_timeout(1500)
+        page.screenshot(path=out, full_page=True)
+        browser.close()
+
+
+if __name__ == "__main__":
+    parser = argparse.ArgumentParser()
+    parser.add_argument("url")
+    parser.add_argument("out")
+    parser.add_argument("--wait-text")
+    args = parser.parse_args()
+    screenshot(args.url, args.out, args.wait_text)
+    sys.exit(0)
