@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any, Callable
 
 import numpy as np
@@ -116,27 +116,27 @@ def build_workload(
         chosen.extend((task, pairs[i]) for i in indices)
     order = rng.permutation(len(chosen))
     times = arrival_times(config.arrival, len(chosen), config.seed)
-    placeholder = TaskSLO(e2e_s=1.0)
-    untagged = [
-        Request(
-            request_id=f"req-{position:05d}",
-            task=chosen[index][0],
-            prompt=chosen[index][1].prompt,
-            input_tokens=chosen[index][1].input_tokens,
-            target_output_tokens=chosen[index][1].output_tokens,
-            arrival_s=float(times[position]),
-            slo=placeholder,
-        )
-        for position, index in enumerate(order.tolist())
-    ]
-    workload = Workload(untagged, reports, synthetic=config.is_synthetic)
+    unset = TaskSLO(e2e_s=float("inf"))  # replaced below, once the SLOs are known
+    workload = Workload(
+        [
+            Request(
+                request_id=f"req-{position:05d}",
+                task=chosen[index][0],
+                prompt=chosen[index][1].prompt,
+                input_tokens=chosen[index][1].input_tokens,
+                target_output_tokens=chosen[index][1].output_tokens,
+                arrival_s=float(times[position]),
+                slo=unset,
+                source=getattr(config, chosen[index][0]).kind,
+            )
+            for position, index in enumerate(order.tolist())
+        ],
+        reports,
+        synthetic=config.is_synthetic,
+    )
     slos = slos_for(workload) if callable(slos_for) else slos_for
     missing = [task for task in counts if counts[task] and task not in slos]
     if missing:
         raise ConfigError("slo", f"no SLO for task(s) {missing}")
-    workload.requests = [
-        Request(r.request_id, r.task, r.prompt, r.input_tokens, r.target_output_tokens, r.arrival_s, slos[r.task],
-                source=getattr(config, r.task).kind)
-        for r in untagged
-    ]
+    workload.requests = [replace(request, slo=slos[request.task]) for request in workload.requests]
     return workload
