@@ -3,20 +3,28 @@ keep every measurement in ``results/<run_id>/`` whatever happens."""
 
 from __future__ import annotations
 
+import json
 import platform
 import time
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable
 
+import numpy as np
+
 import runners
 from runners.config import RunConfig
 from runners.drivers.virtual_time import VirtualTimeDriver
-from runners.engines.simulator import ResolvedSimulator, SimulatedInstance
+from runners.drivers.wall_clock import RunStopped, WallClockDriver
+from runners.engines.latency_model import LatencyModel
+from runners.engines.profile import load_profile
+from runners.engines.real_engine import RealEngine
+from runners.engines.simulator import ResolvedSimulator, SimulatedInstance, SimulatorConfig
 from runners.errors import ConfigError, RunCancelled
+from runners.metrics.run_metrics import distribution
 from runners.recording import RunRecorder
 from runners.registry import make_policy
-from runners.result_store import DEFAULT_RESULTS_DIR, RunWriter, new_run_id
+from runners.result_store import DEFAULT_RESULTS_DIR, RunWriter, new_run_id, write_json_atomic
 from runners.workload.builder import Workload, build_workload
 from runners.workload.slo import TaskSLO
 
@@ -24,7 +32,8 @@ from runners.workload.slo import TaskSLO
 @dataclass
 class PreparedRun:
     config: RunConfig
-    engine: ResolvedSimulator
+    simulator: ResolvedSimulator | None
+    latency: LatencyModel | None
     workload: Workload
     slos: dict[str, TaskSLO]
 
@@ -40,15 +49,22 @@ class RunOutcome:
 
 def prepare_run(config: RunConfig) -> PreparedRun:
     """Resolve the engine, build the workload with its SLOs, and check the cache can hold it."""
-    engine = config.engine.resolve()
+    simulator = config.engine.resolve() if isinstance(config.engine, SimulatorConfig) else None
+    latency = simulator.latency if simulator else None
+    if simulator is None and config.engine.profile:
+        latency = load_profile(config.engine.profile).latency_model()
     resolved: dict[str, TaskSLO] = {}
 
     def slos_for(workload: Workload) -> dict[str, TaskSLO]:
         alone = {}
-        for task in ("chat", "code"):
-            means = workload.mean_lengths(task)
-            if means is not None:
-                alone[task] = engine.latency.alone_latency(means[0], round(means[1]))[1]
+        if latency is not None:
+            for task in ("chat", "code"):
+                means = workload.mean_lengths(task)
+                if means is not None:
+                    alone[task] = latency.alone_latency(means[0], round(means[1]))[1]
+        elif config.slo.preset == "auto":
+            raise ConfigError("slo.preset", "'auto' needs a latency model: set engine.profile to a profile file "
+                              "from 'python -m runners profile'")
         try:
             resolved.update(config.slo.resolve(alone))
         except ValueError as exc:
@@ -56,35 +72,72 @@ def prepare_run(config: RunConfig) -> PreparedRun:
         return resolved
 
     workload = build_workload(config.workload, slos_for)
-    largest = max(workload.requests, key=lambda r: r.total_tokens)
-    if largest.total_tokens > engine.kv_capacity_tokens:
-        raise ConfigError(
-            "engine.kv_capacity_tokens",
-            f"the KV cache holds {engine.kv_capacity_tokens} tokens but request {largest.request_id} needs "
-            f"{largest.total_tokens} (prompt + output); expected a cache of at least one whole request",
-        )
-    return PreparedRun(config, engine, workload, resolved)
+    if simulator is not None:
+        largest = max(workload.requests, key=lambda r: r.total_tokens)
+        if largest.total_tokens > simulator.kv_capacity_tokens:
+            raise ConfigError(
+                "engine.kv_capacity_tokens",
+                f"the KV cache holds {simulator.kv_capacity_tokens} tokens but request {largest.request_id} needs "
+                f"{largest.total_tokens} (prompt + output); expected a cache of at least one whole request",
+            )
+    return PreparedRun(config, simulator, latency, workload, resolved)
 
 
 def _config_record(prepared: PreparedRun) -> dict[str, Any]:
     config = prepared.config
+    resolved: dict[str, Any] = {
+        "slos": {task: slo.model_dump(exclude_none=True) for task, slo in prepared.slos.items()},
+        "workload_reports": prepared.workload.reports,
+        "workload_synthetic": prepared.workload.synthetic,
+    }
+    simulator = prepared.simulator
+    if simulator is not None:
+        resolved.update(
+            engine_profile=simulator.profile.model_dump(mode="json", by_alias=True, exclude_none=True),
+            kv_capacity_tokens=simulator.kv_capacity_tokens,
+            block_size=simulator.block_size,
+            max_num_seqs=simulator.max_num_seqs,
+            max_num_batched_tokens=simulator.max_num_batched_tokens,
+        )
     return {
         "config": config.model_dump(mode="json"),
-        "resolved": {
-            "slos": {task: slo.model_dump(exclude_none=True) for task, slo in prepared.slos.items()},
-            "engine_profile": prepared.engine.profile.model_dump(mode="json", by_alias=True, exclude_none=True),
-            "kv_capacity_tokens": prepared.engine.kv_capacity_tokens,
-            "block_size": prepared.engine.block_size,
-            "max_num_seqs": prepared.engine.max_num_seqs,
-            "max_num_batched_tokens": prepared.engine.max_num_batched_tokens,
-            "workload_reports": prepared.workload.reports,
-            "workload_synthetic": prepared.workload.synthetic,
-        },
+        "resolved": resolved,
         "versions": {
             "schedlab": runners.__version__,
-            "engine": f"schedlab-simulator {runners.__version__}",
+            "engine": f"schedlab-simulator {runners.__version__}" if simulator else config.engine.kind,
             "python": platform.python_version(),
         },
+    }
+
+
+def _simulated_instances(config: RunConfig, simulator: ResolvedSimulator) -> list[SimulatedInstance]:
+    engine = config.engine
+    return [
+        SimulatedInstance(index, simulator.latency, simulator.kv_capacity_tokens, simulator.block_size,
+                          simulator.max_num_seqs, simulator.max_num_batched_tokens, engine.scheduling_policy,
+                          engine.run_to_completion)
+        for index in range(engine.instances)
+    ]
+
+
+def _engine_record(engine: RealEngine) -> dict[str, Any]:
+    """What was launched or attached (no headers: they may hold an API key)."""
+    return {
+        "instances": [
+            {
+                "index": instance.index,
+                "base_url": instance.endpoint.base_url,
+                "kind": instance.endpoint.kind,
+                "model": instance.endpoint.model,
+                "api": instance.endpoint.api,
+                "version": instance.version,
+                "kv_capacity_tokens": instance.kv_capacity_tokens,
+                "block_size": instance.block_size,
+                "command": instance.server.command if instance.server else None,
+                "log": instance.server.log_path.name if instance.server else None,
+            }
+            for instance in engine.instances
+        ]
     }
 
 
@@ -109,36 +162,69 @@ def execute_run(
     }
     writer = RunWriter(results_root, run_id, _config_record(prepared), header)
     recorder = RunRecorder(prepared.workload.requests, writer, progress)
-    engine = prepared.engine
-    instances = [
-        SimulatedInstance(
-            index,
-            engine.latency,
-            engine.kv_capacity_tokens,
-            engine.block_size,
-            engine.max_num_seqs,
-            engine.max_num_batched_tokens,
-            config.engine.scheduling_policy,
-            config.engine.run_to_completion,
-        )
-        for index in range(config.engine.instances)
-    ]
-    driver = VirtualTimeDriver(instances, policy, prepared.workload.requests, recorder, config.sample_interval_s, should_stop)
     status, error = "done", None
+    real_engine: RealEngine | None = None
+    driver: VirtualTimeDriver | WallClockDriver | None = None
+    extra: dict[str, Any] = {}
     wall_start = time.perf_counter()
     try:
-        result = driver.run()
-        if result.stalled:
-            status, error = "failed", f"{result.stalled} requests never completed: {policy.name} stopped dispatching"
+        if prepared.simulator is not None:
+            driver = VirtualTimeDriver(_simulated_instances(config, prepared.simulator), policy,
+                                       prepared.workload.requests, recorder, config.sample_interval_s, should_stop)
+            result = driver.run()
+            if result.stalled:
+                status, error = "failed", f"{result.stalled} requests never completed: {policy.name} stopped dispatching"
+        else:
+            real_engine = RealEngine(config.engine, writer.folder)
+            real_engine.start()
+            write_json_atomic(writer.folder / "engine.json", _engine_record(real_engine))
+            driver = WallClockDriver(real_engine, policy, prepared.workload.requests, recorder, config.engine,
+                                     config.sample_interval_s, should_stop)
+            driver.run()
     except (RunCancelled, KeyboardInterrupt) as exc:
         status, error = "cancelled", str(exc) or "cancelled"
+    except RunStopped as exc:
+        status, error = "failed", str(exc)
     except Exception as exc:  # keep what was measured, then report
         status, error = "failed", f"{type(exc).__name__}: {exc}"
     finally:
+        if real_engine is not None:
+            real_engine.stop()
+        now = _driver_now(driver)
         if status != "done" or not recorder.all_done:
-            recorder.fail_unfinished(status if status != "done" else "not finished", driver.now)
+            recorder.fail_unfinished(status if status != "done" else "not finished", now)
         summary = recorder.summary()
+        if isinstance(driver, WallClockDriver):
+            extra = _wall_clock_extras(driver)
+        summary.update(extra)
         summary["wall_time_s"] = time.perf_counter() - wall_start
         summary["finished_at"] = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
         writer.close(status, summary, error)
     return RunOutcome(run_id, writer.folder, status, {**writer.header, "status": status, **summary}, error)
+
+
+def _driver_now(driver: VirtualTimeDriver | WallClockDriver | None) -> float:
+    if isinstance(driver, WallClockDriver):
+        return driver.now() if driver._start else 0.0
+    return driver.now if driver is not None else 0.0
+
+
+def _wall_clock_extras(driver: WallClockDriver) -> dict[str, Any]:
+    counters = driver.counters
+    lags = np.asarray(counters.arrival_lag_s)
+    requests = driver.requests[: len(lags)]
+    actual = np.asarray([r.arrival_s for r in requests]) + lags
+    span = float(actual[-1] - actual[0]) if len(actual) > 1 else 0.0
+    return {
+        "server_ttft_mean_s": counters.server_ttft_mean_s,
+        "server_ttft_count": counters.server_ttft_count,
+        "output_length_mismatches": counters.output_length_mismatches,
+        "arrival_lag_s": distribution(lags),
+        "achieved_arrival_rate_rps": (len(actual) - 1) / span if span > 0 else None,
+        "failures": driver.failures,
+    }
+
+
+def describe_engine_file(folder: Path) -> dict[str, Any] | None:
+    path = folder / "engine.json"
+    return json.loads(path.read_text()) if path.exists() else None

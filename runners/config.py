@@ -5,11 +5,12 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import Any
+from typing import Annotated, Any, Union
 
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
+from runners.engines.real_config import AttachConfig, LMDeployConfig, VLLMConfig
 from runners.engines.simulator import SimulatorConfig
 from runners.errors import ConfigError, format_validation_error
 from runners.registry import engine_entry, make_policy
@@ -27,13 +28,18 @@ class SchedulerConfig(BaseModel):
     params: dict[str, Any] = Field(default_factory=dict)
 
 
+EngineConfig = Annotated[
+    Union[SimulatorConfig, VLLMConfig, LMDeployConfig, AttachConfig], Field(discriminator="kind")
+]
+
+
 class RunConfig(BaseModel):
     """One benchmark run."""
 
     model_config = ConfigDict(extra="forbid")
 
     run_id: str | None = None
-    engine: SimulatorConfig = Field(default_factory=SimulatorConfig)
+    engine: EngineConfig = Field(default_factory=SimulatorConfig)
     workload: WorkloadConfig = Field(default_factory=WorkloadConfig)
     slo: SLOConfig = Field(default_factory=SLOConfig)
     scheduler: SchedulerConfig = Field(default_factory=SchedulerConfig)
@@ -50,9 +56,11 @@ def parse_config(data: dict[str, Any]) -> RunConfig:
     """Validate a config mapping; ConfigError names each bad field and what was expected."""
     if not isinstance(data, dict):
         raise ConfigError("config", f"expected a mapping at the top level, got {type(data).__name__}")
-    engine = data.get("engine") or {}
+    engine = data.get("engine")
     if isinstance(engine, dict):
         engine_entry(str(engine.get("kind", "sim")))
+        if "kind" not in engine:
+            data = {**data, "engine": {**engine, "kind": "sim"}}
     try:
         config = RunConfig.model_validate(data)
     except ValidationError as exc:

@@ -3,6 +3,9 @@
 from __future__ import annotations
 
 
+ENGINE_KINDS = ("sim", "vllm", "lmdeploy", "openai")
+
+
 class SchedlabError(Exception):
     """Base class for errors caused by the user's input, printed as one line by the CLI."""
 
@@ -40,7 +43,10 @@ def format_validation_error(error: "object", prefix: str = "") -> str:
     """Turn a pydantic ValidationError into one line per problem: ``field: message (got value)``."""
     lines = []
     for item in error.errors():  # type: ignore[attr-defined]
-        location = ".".join(str(part) for part in item.get("loc", ()))
+        parts = [str(part) for part in item.get("loc", ())]
+        if len(parts) > 1 and parts[0] == "engine" and parts[1] in ENGINE_KINDS:
+            del parts[1]  # the discriminated union's tag is not a field the user wrote
+        location = ".".join(parts)
         field = f"{prefix}.{location}" if prefix and location else (prefix or location or "config")
         message = item.get("msg", "invalid value")
         value = item.get("input")

@@ -8,6 +8,7 @@ from typing import Any
 
 from pydantic import BaseModel, ValidationError
 
+from runners.engines.real_config import AttachConfig, LMDeployConfig, VLLMConfig
 from runners.engines.simulator import SimulatorConfig
 from runners.errors import ConfigError, UnknownNameError, format_validation_error
 from runners.schedulers.base import SchedulerPolicy
@@ -29,6 +30,9 @@ class EngineEntry:
 
 ENGINES: dict[str, EngineEntry] = {
     "sim": EngineEntry("sim", SimulatorConfig, "built-in discrete-event simulator of a vLLM-like engine"),
+    "vllm": EngineEntry("vllm", VLLMConfig, "launch vLLM OpenAI-compatible servers (one per GPU)"),
+    "lmdeploy": EngineEntry("lmdeploy", LMDeployConfig, "launch LMDeploy api_server processes (GPU only)"),
+    "openai": EngineEntry("openai", AttachConfig, "attach to running OpenAI-compatible servers by URL"),
 }
 
 

@@ -64,6 +64,7 @@ TIMESERIES_COLUMNS: dict[str, pa.DataType] = {
     "tokens_per_s": pa.float64(),
     "gateway_pending": pa.int64(),
     "in_flight": pa.int64(),
+    "gpu_memory_used_bytes": pa.int64(),
 }
 STATUSES = ("running", "done", "failed", "cancelled")
 

@@ -56,7 +56,7 @@ def test_config_file_with_flag_overrides(tmp_path, results_dir, capsys):
     "args, expected",
     [
         (["--scheduler", "nope"], "scheduler.name: unknown name 'nope'; expected one of: fcfs, static"),
-        (["--engine", "tgi"], "engine.kind: unknown name 'tgi'; expected one of: sim"),
+        (["--engine", "tgi"], "engine.kind: unknown name 'tgi'; expected one of: lmdeploy, openai, sim, vllm"),
         (["--rate", "-2"], "workload.arrival.rate: Input should be greater than 0 (got -2.0)"),
         (["--requests", "0"], "workload.requests: Input should be greater than 0"),
         (["--ratio", "0:0"], "workload.ratio: Value error, chat + code must be > 0"),

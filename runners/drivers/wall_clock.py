@@ -1,0 +1,299 @@
+"""The wall-clock asyncio driver: the same policy objects against real engines over HTTP.
+
+Arrivals fire at their times; the policy is asked to decide whenever something it can see
+happens (arrival, first token, completion, failure, telemetry) or at the time it asked to be
+woken; each dispatch becomes a streaming request; telemetry is polled from every instance's
+``/metrics``. Times given to the policy and written to results are seconds since the run's
+start on a monotonic clock. Requests in flight are bounded only by the policy: the aiohttp
+connection pool is unlimited.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from dataclasses import dataclass, field
+from typing import Callable, Sequence
+
+import aiohttp
+
+from runners.drivers.virtual_time import DriverResult, PolicyError
+from runners.engines.gpu import GPUMonitor
+from runners.engines.openai_client import stream_request
+from runners.engines.real_config import ClientOptions
+from runners.engines.real_engine import RealEngine, RealInstance
+from runners.engines.telemetry import MetricsSnapshot, parse_metrics
+from runners.errors import RunCancelled
+from runners.recording import RunRecorder
+from runners.schedulers.base import Completion, Dispatch, InstanceInfo, SchedulerPolicy, TelemetrySample
+from runners.workload.requests import Request
+
+
+class RunStopped(Exception):
+    """The run stopped early by its failure rule or because an engine died; ``str`` says why."""
+
+
+@dataclass
+class _InstanceState:
+    baseline: MetricsSnapshot | None = None
+    latest: MetricsSnapshot | None = None
+    chunks_since_sample: int = 0
+    last_sample_s: float = 0.0
+
+
+@dataclass
+class EngineCounters:
+    """Engine-side figures over the run: server TTFT mean from its histogram deltas."""
+
+    server_ttft_sum_s: float = 0.0
+    server_ttft_count: float = 0.0
+    output_length_mismatches: int = 0
+    arrival_lag_s: list[float] = field(default_factory=list)
+
+    @property
+    def server_ttft_mean_s(self) -> float | None:
+        return self.server_ttft_sum_s / self.server_ttft_count if self.server_ttft_count else None
+
+
+class WallClockDriver:
+    """Runs ``policy`` over ``requests`` against the instances of a started :class:`RealEngine`."""
+
+    def __init__(
+        self,
+        engine: RealEngine,
+        policy: SchedulerPolicy,
+        requests: Sequence[Request],
+        recorder: RunRecorder,
+        options: ClientOptions,
+        sample_interval_s: float = 0.25,
+        should_stop: Callable[[], bool] | None = None,
+    ) -> None:
+        self.engine = engine
+        self.instances: list[RealInstance] = engine.instances
+        self.policy = policy
+        self.requests = sorted(requests, key=lambda r: r.arrival_s)
+        self.recorder = recorder
+        self.options = options
+        self.sample_interval_s = sample_interval_s
+        self.should_stop = should_stop
+        self.counters = EngineCounters()
+        self.failures = 0
+        self.stop_reason: str | None = None
+        self.cancelled = False
+        self._states = [_InstanceState() for _ in self.instances]
+        self._texts: dict[str, str] = {}
+        self._tasks: set[asyncio.Task] = set()
+        self._start = 0.0
+        self._wake_at: float | None = None
+        self._arrivals_done = False
+        self._gpu = GPUMonitor()
+
+    # -- time --------------------------------------------------------------------------------
+    def now(self) -> float:
+        """Seconds since the run started (monotonic)."""
+        return time.perf_counter() - self._start
+
+    # -- policy calls ------------------------------------------------------------------------
+    def _decide(self) -> None:
+        now = self.now()
+        decision = self.policy.decide(now)
+        for dispatch in decision.dispatches:
+            self._dispatch(dispatch, now)
+        self._wake_at = decision.wake_at
+
+    def _dispatch(self, dispatch: Dispatch, now: float) -> None:
+        record = self.recorder.records.get(dispatch.request_id)
+        if record is None or record.done:
+            raise PolicyError(f"{self.policy.name} dispatched unknown or finished request {dispatch.request_id!r}")
+        if not 0 <= dispatch.instance < len(self.instances):
+            raise PolicyError(f"{self.policy.name} dispatched to instance {dispatch.instance}, which does not exist")
+        remaining = record.remaining_tokens
+        max_tokens = remaining if dispatch.max_tokens is None else min(dispatch.max_tokens, remaining)
+        if max_tokens <= 0:
+            raise PolicyError(f"{self.policy.name} dispatched {dispatch.request_id} with max_tokens {max_tokens}")
+        self.recorder.dispatched(dispatch.request_id, dispatch.instance, now)
+        task = asyncio.get_running_loop().create_task(self._serve(dispatch, max_tokens))
+        self._tasks.add(task)
+        task.add_done_callback(self._tasks.discard)
+
+    async def _serve(self, dispatch: Dispatch, max_tokens: int) -> None:
+        request_id, index = dispatch.request_id, dispatch.instance
+        instance = self.instances[index]
+        record = self.recorder.records[request_id]
+        prompt = record.request.prompt + self._texts.get(request_id, "")
+        state = self._states[index]
+
+        def on_chunk(at: float, first: bool) -> None:
+            state.chunks_since_sample += 1
+            if first:
+                self.policy.on_first_token(request_id, index, at - self._start)
+                self._wake.set()
+
+        result = await stream_request(
+            self._session, instance.endpoint, prompt, max_tokens, dispatch.priority,
+            self.options.send_min_tokens, self.options.request_timeout_s, on_chunk,
+        )
+        now = self.now()
+        times = [t - self._start for t in result.chunk_times]
+        if result.error is not None:
+            self.recorder.tokens(request_id, times, len(times))
+            self.policy.on_failure(request_id, index, result.error, now)
+            self.recorder.finish(request_id, now, error=result.error)
+            self.failures += 1
+            if self.options.on_failure == "stop":
+                self._stop(f"request {request_id} failed ({result.error}) and engine.on_failure is 'stop'")
+            elif self.options.max_failures is not None and self.failures >= self.options.max_failures:
+                self._stop(f"{self.failures} requests failed (engine.max_failures = {self.options.max_failures}); last: {result.error}")
+        else:
+            tokens = result.output_tokens
+            if tokens != max_tokens:
+                self.counters.output_length_mismatches += 1
+            self._texts[request_id] = self._texts.get(request_id, "") + result.text
+            record = self.recorder.tokens(request_id, times, tokens)
+            done = record.remaining_tokens <= 0
+            self.policy.on_completion(Completion(request_id, index, tokens, record.output_tokens, done), now)
+            if done:
+                self.recorder.finish(request_id, now)
+                self._texts.pop(request_id, None)
+        if self.recorder.all_done:
+            self._finished.set()
+        self._wake.set()
+
+    def _stop(self, reason: str) -> None:
+        if self.stop_reason is None:
+            self.stop_reason = reason
+        self._finished.set()
+
+    # -- background tasks --------------------------------------------------------------------
+    async def _arrivals(self) -> None:
+        for request in self.requests:
+            delay = request.arrival_s - self.now()
+            if delay > 0:
+                await asyncio.sleep(delay)
+            now = self.now()
+            self.counters.arrival_lag_s.append(now - request.arrival_s)
+            self.policy.on_arrival(request, now)
+            self._wake.set()
+        self._arrivals_done = True
+
+    async def _decider(self) -> None:
+        while not self._finished.is_set():
+            timeout = None if self._wake_at is None else max(0.0, self._wake_at - self.now())
+            try:
+                await asyncio.wait_for(self._wake.wait(), timeout)
+            except asyncio.TimeoutError:
+                pass
+            self._wake.clear()
+            self._decide()
+
+    async def _scrape(self, instance: RealInstance) -> MetricsSnapshot | None:
+        try:
+            async with self._session.get(instance.metrics_url, headers=instance.endpoint.headers,
+                                         timeout=aiohttp.ClientTimeout(total=5)) as response:
+                if response.status != 200:
+                    return None
+                return parse_metrics(await response.text())
+        except (aiohttp.ClientError, asyncio.TimeoutError, ValueError):
+            return None
+
+    def _sample_row(self, index: int, snapshot: MetricsSnapshot | None, now: float) -> dict:
+        state = self._states[index]
+        interval = now - state.last_sample_s
+        baseline = state.baseline
+        preemptions = None
+        if snapshot is not None and snapshot.preemptions is not None:
+            base = baseline.preemptions if baseline is not None and baseline.preemptions is not None else 0.0
+            preemptions = int(snapshot.preemptions - base)
+        row = {
+            "t_s": now,
+            "instance": index,
+            "kv_usage": snapshot.kv_usage if snapshot else None,
+            "running": snapshot.running if snapshot else None,
+            "waiting": snapshot.waiting if snapshot else None,
+            "preemptions": preemptions,
+            "tokens_per_s": state.chunks_since_sample / interval if interval > 0 else 0.0,
+            "gateway_pending": len(self.policy.pending),
+            "in_flight": len(self.policy.in_flight.get(index, ())),
+        }
+        state.chunks_since_sample = 0
+        state.last_sample_s = now
+        return row
+
+    async def _telemetry(self) -> None:
+        while not self._finished.is_set():
+            started = self.now()
+            snapshots = await asyncio.gather(*(self._scrape(instance) for instance in self.instances))
+            now = self.now()
+            gpu = self._gpu.read()
+            for index, snapshot in enumerate(snapshots):
+                row = self._sample_row(index, snapshot, now)
+                if gpu:
+                    row["gpu_memory_used_bytes"] = sum(reading.used_bytes for reading in gpu)
+                self.recorder.sample(row)
+                if snapshot is not None:
+                    self._states[index].latest = snapshot
+                self.policy.on_telemetry(
+                    TelemetrySample(index, now, row["kv_usage"], row["running"], row["waiting"], row["preemptions"]), now
+                )
+            if (self._arrivals_done and not self._tasks and self.policy.pending and self._wake_at is None
+                    and not self.recorder.all_done):
+                self._stop(f"{len(self.policy.pending)} requests never completed: {self.policy.name} stopped dispatching")
+            dead = self.engine.dead_instances()
+            if dead:
+                instance, code = dead[0]
+                self._stop(f"engine instance {instance.index} ({instance.endpoint.base_url}) exited with code {code}")
+            if self.should_stop is not None and self.should_stop():
+                self.cancelled = True
+                self._stop("cancelled by the user")
+            self.recorder.maybe_flush()
+            self._wake.set()
+            await asyncio.sleep(max(0.0, self.sample_interval_s - (self.now() - started)))
+
+    # -- run ---------------------------------------------------------------------------------
+    async def _run(self) -> DriverResult:
+        self._wake = asyncio.Event()
+        self._finished = asyncio.Event()
+        connector = aiohttp.TCPConnector(limit=0, limit_per_host=0, force_close=False)
+        async with aiohttp.ClientSession(connector=connector) as session:
+            self._session = session
+            for index, instance in enumerate(self.instances):
+                self._states[index].baseline = await self._scrape(instance)
+            infos = [InstanceInfo(i.index, i.kv_capacity_tokens, i.block_size, i.max_num_seqs) for i in self.instances]
+            self._start = time.perf_counter()
+            self.policy.start(infos, 0.0)
+            background = [
+                asyncio.create_task(self._arrivals()),
+                asyncio.create_task(self._decider()),
+                asyncio.create_task(self._telemetry()),
+            ]
+            failure: BaseException | None = None
+            try:
+                waiter = asyncio.create_task(self._finished.wait())
+                done, _ = await asyncio.wait([waiter, *background], return_when=asyncio.FIRST_COMPLETED)
+                for task in done:
+                    if task is not waiter and task.exception() is not None:
+                        failure = task.exception()
+            finally:
+                for task in [*background, *self._tasks]:
+                    task.cancel()
+                await asyncio.gather(*background, *self._tasks, return_exceptions=True)
+            end = self.now()
+            for index, instance in enumerate(self.instances):
+                final = await self._scrape(instance)
+                self.recorder.sample(self._sample_row(index, final, end))
+                baseline = self._states[index].baseline
+                if final is not None and final.ttft_count is not None:
+                    self.counters.server_ttft_sum_s += (final.ttft_sum_s or 0) - ((baseline.ttft_sum_s or 0) if baseline else 0)
+                    self.counters.server_ttft_count += final.ttft_count - ((baseline.ttft_count or 0) if baseline else 0)
+        self._gpu.close()
+        if failure is not None:
+            raise failure
+        if self.cancelled:
+            raise RunCancelled("cancelled by the user")
+        if self.stop_reason is not None:
+            raise RunStopped(self.stop_reason)
+        preemptions = sum(self.recorder.preemptions_by_instance.values())
+        return DriverResult(end_s=end, preemptions=preemptions, stalled=0)
+
+    def run(self) -> DriverResult:
+        return asyncio.run(self._run())

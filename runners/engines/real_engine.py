@@ -1,0 +1,171 @@
+"""Real engine instances, launched (vLLM, LMDeploy) or attached (any OpenAI-compatible URL):
+endpoints, engine-kind detection, KV capacity, and clean shutdown."""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+from dataclasses import dataclass
+from pathlib import Path
+from urllib.error import URLError
+from urllib.request import Request as HTTPRequest
+from urllib.request import urlopen
+
+from runners.engines.launcher import ServerProcess, free_port, launch_servers
+from runners.engines.openai_client import Endpoint
+from runners.engines.real_config import AttachConfig, LMDeployConfig, VLLMConfig
+from runners.engines.telemetry import MetricsSnapshot, parse_metrics
+from runners.errors import ConfigError, SchedlabError
+
+RealEngineConfig = VLLMConfig | LMDeployConfig | AttachConfig
+KV_LOG_PATTERN = re.compile(r"GPU KV cache size:\s*([\d,]+)\s*tokens")
+
+
+@dataclass
+class RealInstance:
+    """One server the driver sends requests to."""
+
+    index: int
+    endpoint: Endpoint
+    server: ServerProcess | None = None
+    kv_capacity_tokens: int | None = None
+    block_size: int | None = None
+    max_num_seqs: int | None = None
+    version: str | None = None
+
+    @property
+    def metrics_url(self) -> str:
+        return self.endpoint.base_url + "/metrics"
+
+
+def _get(url: str, headers: dict[str, str], timeout: float = 5.0) -> tuple[int, str]:
+    request = HTTPRequest(url, headers=headers)
+    with urlopen(request, timeout=timeout) as response:
+        return response.status, response.read().decode("utf-8", errors="replace")
+
+
+def scrape(url: str, headers: dict[str, str]) -> MetricsSnapshot | None:
+    """One synchronous scrape of ``/metrics``; None if the server has no usable endpoint."""
+    try:
+        status, text = _get(url, headers)
+        return parse_metrics(text) if status == 200 else None
+    except (URLError, OSError, ValueError):
+        return None
+
+
+def detect_kind(base_url: str, headers: dict[str, str]) -> tuple[str, str | None]:
+    """(engine kind, first served model) from ``/metrics`` names or ``/v1/models`` owned_by."""
+    snapshot = scrape(base_url + "/metrics", headers)
+    model = None
+    owner = None
+    try:
+        status, text = _get(base_url + "/v1/models", headers)
+        data = json.loads(text).get("data") or []
+        if data:
+            model = data[0].get("id")
+            owner = data[0].get("owned_by")
+    except (URLError, OSError, ValueError, AttributeError) as exc:
+        raise SchedlabError(f"engine.urls: {base_url} did not answer GET /v1/models ({exc})") from exc
+    if snapshot is not None and snapshot.kind:
+        return snapshot.kind, model
+    if owner in ("vllm", "lmdeploy"):
+        return owner, model
+    return "openai", model
+
+
+def _api_key(config: AttachConfig) -> str | None:
+    if config.api_key is not None:
+        return config.api_key.get_secret_value()
+    if config.api_key_env:
+        value = os.environ.get(config.api_key_env)
+        if not value:
+            raise ConfigError("engine.api_key_env", f"environment variable {config.api_key_env} is not set")
+        return value
+    return None
+
+
+def _version(base_url: str, headers: dict[str, str]) -> str | None:
+    try:
+        status, text = _get(base_url + "/version", headers)
+        return str(json.loads(text).get("version")) if status == 200 else None
+    except (URLError, OSError, ValueError, AttributeError):
+        return None
+
+
+class RealEngine:
+    """Owns the instances of one run: launches or attaches in :meth:`start`, stops in :meth:`stop`."""
+
+    def __init__(self, config: RealEngineConfig, log_folder: Path) -> None:
+        self.config = config
+        self.log_folder = log_folder
+        self.instances: list[RealInstance] = []
+        self.servers: list[ServerProcess] = []
+
+    def start(self) -> list[RealInstance]:
+        config = self.config
+        if isinstance(config, AttachConfig):
+            key = _api_key(config)
+            headers = {"Authorization": f"Bearer {key}"} if key else {}
+            for index, url in enumerate(config.urls):
+                kind, first_model = detect_kind(url, headers)
+                model = config.model or first_model
+                if not model:
+                    raise ConfigError("engine.model", f"{url} lists no model; set engine.model")
+                endpoint = Endpoint(url, model, config.api, kind, headers, accepts_min_tokens=kind == "vllm",
+                                    accepts_priority=kind == "vllm" and config.scheduling_policy == "priority")
+                self.instances.append(RealInstance(index, endpoint, version=_version(url, headers)))
+        else:
+            self._launch(config)
+        for instance in self.instances:
+            snapshot = scrape(instance.metrics_url, instance.endpoint.headers)
+            if snapshot is not None:
+                instance.kv_capacity_tokens = snapshot.kv_capacity_tokens
+                instance.block_size = snapshot.block_size
+            if instance.kv_capacity_tokens is None and instance.server is not None:
+                instance.kv_capacity_tokens = kv_capacity_from_log(instance.server.log_path)
+        return self.instances
+
+    def _launch(self, config: VLLMConfig | LMDeployConfig) -> None:
+        ports = config.ports or [free_port(config.host) for _ in range(config.instances)]
+        for index, port in enumerate(ports):
+            env = dict(config.env)
+            if config.use_gpus:
+                env["CUDA_VISIBLE_DEVICES"] = config.gpus[index] if config.gpus else str(index)
+            self.servers.append(ServerProcess(config.server_command(port), port, config.host,
+                                              self.log_folder / f"server-{index}.log", env, "/health"))
+        launch_servers(self.servers, config.startup_timeout_s)
+        for index, server in enumerate(self.servers):
+            if isinstance(config, VLLMConfig):
+                endpoint = Endpoint(server.base_url, config.served_model_name, config.api, "vllm",
+                                    accepts_min_tokens=True, accepts_priority=config.scheduling_policy == "priority")
+                max_seqs = config.max_num_seqs
+            else:
+                endpoint = Endpoint(server.base_url, config.model_name, config.api, "lmdeploy",
+                                    accepts_min_tokens=False, accepts_priority=False)
+                max_seqs = config.max_batch_size
+            self.instances.append(RealInstance(index, endpoint, server, max_num_seqs=max_seqs,
+                                               version=_version(server.base_url, {})))
+
+    def dead_instances(self) -> list[tuple[RealInstance, int]]:
+        """Launched instances whose process has exited, with the exit code."""
+        dead = []
+        for instance in self.instances:
+            process = instance.server.process if instance.server else None
+            if process is not None and process.poll() is not None:
+                dead.append((instance, process.returncode))
+        return dead
+
+    def stop(self) -> None:
+        for server in self.servers:
+            server.stop()
+
+
+def kv_capacity_from_log(path: Path) -> int | None:
+    """KV capacity in tokens from a vLLM start-up log line ``GPU KV cache size: N tokens``."""
+    try:
+        text = path.read_text(encoding="utf-8", errors="replace")
+    except FileNotFoundError:
+        return None
+    match = KV_LOG_PATTERN.search(text)
+    return int(match.group(1).replace(",", "")) if match else None

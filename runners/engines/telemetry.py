@@ -1,0 +1,95 @@
+"""Engine telemetry from Prometheus ``/metrics``, parsed with ``prometheus_client``'s parser.
+
+Names understood (the first one present wins):
+
+| quantity | vLLM V1 | older vLLM | LMDeploy |
+|---|---|---|---|
+| KV-cache usage, 0-1 | vllm:kv_cache_usage_perc | vllm:gpu_cache_usage_perc | lmdeploy:gpu_cache_usage_perc |
+| running requests | vllm:num_requests_running | (same) | lmdeploy:num_requests_running |
+| waiting requests | vllm:num_requests_waiting | (same) | lmdeploy:num_requests_waiting |
+| preemptions (counter) | vllm:num_preemptions_total | vllm:num_preemptions_total | - |
+| TTFT histogram, s | vllm:time_to_first_token_seconds | (same) | lmdeploy:time_to_first_token_seconds |
+| KV capacity | vllm:cache_config_info{num_gpu_blocks, block_size} | (same) | - |
+
+Gauges with several label sets (data-parallel engines) are summed, except usage, which is averaged.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Iterable
+
+from prometheus_client.parser import text_string_to_metric_families
+
+KV_USAGE = ("vllm:kv_cache_usage_perc", "vllm:gpu_cache_usage_perc", "lmdeploy:gpu_cache_usage_perc")
+RUNNING = ("vllm:num_requests_running", "lmdeploy:num_requests_running")
+WAITING = ("vllm:num_requests_waiting", "lmdeploy:num_requests_waiting")
+PREEMPTIONS = ("vllm:num_preemptions_total", "vllm:num_preemptions")
+TTFT = ("vllm:time_to_first_token_seconds", "lmdeploy:time_to_first_token_seconds")
+CACHE_INFO = ("vllm:cache_config_info",)
+
+
+@dataclass(frozen=True)
+class MetricsSnapshot:
+    """One scrape of an engine's ``/metrics``. None where the engine does not expose a quantity."""
+
+    kind: str | None
+    kv_usage: float | None = None
+    running: int | None = None
+    waiting: int | None = None
+    preemptions: float | None = None
+    ttft_sum_s: float | None = None
+    ttft_count: float | None = None
+    kv_capacity_tokens: int | None = None
+    block_size: int | None = None
+
+
+def _samples(text: str) -> dict[str, list[tuple[dict[str, str], float]]]:
+    found: dict[str, list[tuple[dict[str, str], float]]] = {}
+    for family in text_string_to_metric_families(text):
+        for sample in family.samples:
+            found.setdefault(sample.name, []).append((sample.labels, sample.value))
+    return found
+
+
+def _first(samples: dict, names: Iterable[str], combine: str = "sum") -> float | None:
+    for name in names:
+        values = [value for _, value in samples.get(name, [])]
+        if values:
+            return sum(values) / len(values) if combine == "mean" else sum(values)
+    return None
+
+
+def parse_metrics(text: str) -> MetricsSnapshot:
+    """Parse Prometheus exposition text; ValueError if it is not valid exposition format."""
+    samples = _samples(text)
+    names = " ".join(samples)
+    kind = "vllm" if "vllm:" in names else "lmdeploy" if "lmdeploy:" in names else None
+    ttft_sum = ttft_count = None
+    for base in TTFT:
+        if f"{base}_count" in samples:
+            ttft_sum = _first(samples, [f"{base}_sum"])
+            ttft_count = _first(samples, [f"{base}_count"])
+            break
+    capacity = block_size = None
+    for name in CACHE_INFO:
+        for labels, _ in samples.get(name, []) + samples.get(f"{name}_info", []):
+            try:
+                block_size = int(labels["block_size"])
+                capacity = int(labels["num_gpu_blocks"]) * block_size
+            except (KeyError, ValueError):
+                continue
+            break
+    running = _first(samples, RUNNING)
+    waiting = _first(samples, WAITING)
+    return MetricsSnapshot(
+        kind=kind,
+        kv_usage=_first(samples, KV_USAGE, combine="mean"),
+        running=None if running is None else int(running),
+        waiting=None if waiting is None else int(waiting),
+        preemptions=_first(samples, PREEMPTIONS),
+        ttft_sum_s=ttft_sum,
+        ttft_count=ttft_count,
+        kv_capacity_tokens=capacity,
+        block_size=block_size,
+    )
