@@ -213,14 +213,17 @@ def _wall_clock_extras(driver: WallClockDriver) -> dict[str, Any]:
     counters = driver.counters
     lags = np.asarray(counters.arrival_lag_s)
     requests = driver.requests[: len(lags)]
-    actual = np.asarray([r.arrival_s for r in requests]) + lags
+    scheduled = np.asarray([r.arrival_s for r in requests])
+    actual = scheduled + lags
     span = float(actual[-1] - actual[0]) if len(actual) > 1 else 0.0
+    scheduled_span = float(scheduled[-1] - scheduled[0]) if len(scheduled) > 1 else 0.0
     return {
         "server_ttft_mean_s": counters.server_ttft_mean_s,
         "server_ttft_count": counters.server_ttft_count,
         "output_length_mismatches": counters.output_length_mismatches,
         "arrival_lag_s": distribution(lags),
         "achieved_arrival_rate_rps": (len(actual) - 1) / span if span > 0 else None,
+        "scheduled_arrival_rate_rps": (len(scheduled) - 1) / scheduled_span if scheduled_span > 0 else None,
         "failures": driver.failures,
     }
 

@@ -83,6 +83,10 @@ def build_run_config(args: argparse.Namespace):
         "engine.kind": args.engine,
         "engine.instances": args.instances,
         "engine.kv_capacity_tokens": args.kv_capacity,
+        "engine.model": args.model,
+        "engine.urls": args.url,
+        "engine.python": args.python,
+        "workload.tokenizer": args.tokenizer,
         "scheduler.name": args.scheduler,
         "workload.requests": args.requests,
         "workload.seed": args.seed,
@@ -232,7 +236,11 @@ def make_parser() -> argparse.ArgumentParser:
 
     run = sub.add_parser("run", help="run one benchmark and save it under results/")
     run.add_argument("--config", help="YAML or JSON run config; flags override it")
-    run.add_argument("--engine", help="engine kind (sim)")
+    run.add_argument("--engine", help="engine kind: sim | vllm | lmdeploy | openai (attach)")
+    run.add_argument("--model", help="model folder to launch (vllm, lmdeploy) or served model name (openai)")
+    run.add_argument("--url", help="openai: base URL(s) of running servers, comma-separated")
+    run.add_argument("--python", help="vllm: the Python of the environment vLLM is installed in")
+    run.add_argument("--tokenizer", help="local tokenizer folder for exact token counts (usually the model folder)")
     run.add_argument("--scheduler", help="scheduler name (see 'schedulers')")
     run.add_argument("--requests", type=int, help="number of requests")
     run.add_argument("--rate", type=float, help="arrival rate, requests per second")

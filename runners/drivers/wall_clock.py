@@ -269,10 +269,13 @@ class WallClockDriver:
             failure: BaseException | None = None
             try:
                 waiter = asyncio.create_task(self._finished.wait())
-                done, _ = await asyncio.wait([waiter, *background], return_when=asyncio.FIRST_COMPLETED)
-                for task in done:
-                    if task is not waiter and task.exception() is not None:
-                        failure = task.exception()
+                watched = {waiter, *background}
+                while failure is None and not waiter.done():
+                    done, watched = await asyncio.wait(watched, return_when=asyncio.FIRST_COMPLETED)
+                    for task in done:
+                        if task is not waiter and task.exception() is not None:
+                            failure = task.exception()
+                waiter.cancel()
             finally:
                 for task in [*background, *self._tasks]:
                     task.cancel()

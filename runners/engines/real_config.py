@@ -45,6 +45,13 @@ class LaunchOptions(BaseModel):
     env: dict[str, str] = Field(default_factory=dict, description="extra environment for the servers")
     extra_args: list[str] = Field(default_factory=list, description="appended to the server's argument list")
 
+    @field_validator("env", mode="before")
+    @classmethod
+    def _env_strings(cls, value):
+        if isinstance(value, dict):
+            return {str(key): str(item) for key, item in value.items()}
+        return value
+
     @model_validator(mode="after")
     def _per_instance(self) -> "LaunchOptions":
         if self.ports is not None and len(self.ports) != self.instances:

@@ -19,7 +19,7 @@ from runners.engines.telemetry import MetricsSnapshot, parse_metrics
 from runners.errors import ConfigError, SchedlabError
 
 RealEngineConfig = VLLMConfig | LMDeployConfig | AttachConfig
-KV_LOG_PATTERN = re.compile(r"GPU KV cache size:\s*([\d,]+)\s*tokens")
+KV_LOG_PATTERN = re.compile(r"(?:GPU|CPU) KV cache size:\s*([\d,]+)\s*tokens")
 
 
 @dataclass

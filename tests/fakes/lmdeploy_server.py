@@ -1,0 +1,170 @@
+"""A small test server that speaks LMDeploy's OpenAI-compatible wire format and metric names.
+
+Modelled on InternLM/lmdeploy ``lmdeploy/serve/openai/api_server.py`` and ``protocol.py`` of
+the v0.10 line (usage only on the chunk that carries ``finish_reason``, null fields included,
+``id`` = the session id as a string) and, with ``usage_style="separate"``, on current main
+(a separate ``choices: []`` usage chunk before ``[DONE]``); metrics as
+``lmdeploy/metrics/loggers.py`` of v0.10/v0.11 (``lmdeploy:gpu_cache_usage_perc``,
+``lmdeploy:num_requests_running``, ``lmdeploy:num_requests_waiting``,
+``lmdeploy:time_to_first_token_seconds``, ...) with labels ``model_name`` and ``engine``.
+Errors use LMDeploy's flat body ``{"message", "type", "code", "param", "object": "error"}``.
+
+It is a real HTTP server (aiohttp) on a loopback port, run in a background thread. Tokens come
+out every ``token_delay_s``; at most ``max_batch`` requests run at once (others wait), so
+running/waiting and KV usage move like an engine's. Prompts containing ``FAIL500`` get an HTTP
+500, ``DROPME`` streams two tokens and then cuts the connection, ``SLOWME`` stalls for 30 s.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import threading
+import time
+from dataclasses import dataclass, field
+
+from aiohttp import web
+from prometheus_client import CollectorRegistry, Gauge, Histogram, generate_latest
+
+LMDEPLOY_FORMAT_VERSION = "0.10 (api_server.py streaming; loggers.py metric names)"
+
+
+@dataclass
+class FakeLMDeploy:
+    model_name: str = "internlm-fake"
+    token_delay_s: float = 0.005
+    max_batch: int = 8
+    kv_capacity_tokens: int = 20_000
+    usage_style: str = "final"  # "final" (v0.10) or "separate" (main)
+    port: int = 0
+    requests_seen: list[dict] = field(default_factory=list)
+
+    def __post_init__(self) -> None:
+        self.registry = CollectorRegistry()
+        labels = ["model_name", "engine"]
+        self.running = Gauge("lmdeploy:num_requests_running", "running", labels, registry=self.registry)
+        self.waiting = Gauge("lmdeploy:num_requests_waiting", "waiting", labels, registry=self.registry)
+        self.cache = Gauge("lmdeploy:gpu_cache_usage_perc", "kv usage 0-1", labels, registry=self.registry)
+        self.ttft = Histogram("lmdeploy:time_to_first_token_seconds", "ttft", labels, registry=self.registry,
+                              buckets=[0.001, 0.01, 0.05, 0.1, 0.5, 1, 5, 10])
+        self._labels = {"model_name": self.model_name, "engine": "0"}
+        for metric in (self.running, self.waiting, self.cache, self.ttft):
+            metric.labels(**self._labels)  # as LMDeploy's loggers do: series exist from start-up
+        self._session = 0
+        self._kv_tokens = 0
+        self._thread: threading.Thread | None = None
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._ready = threading.Event()
+
+    # -- handlers ----------------------------------------------------------------------------
+    def _error(self, status: int, message: str) -> web.Response:
+        body = {"message": message, "type": "invalid_request_error", "code": status, "param": None, "object": "error"}
+        return web.json_response(body, status=status)
+
+    async def health(self, request: web.Request) -> web.Response:
+        return web.Response(status=200)
+
+    async def models(self, request: web.Request) -> web.Response:
+        card = {"id": self.model_name, "object": "model", "created": int(time.time()), "owned_by": "lmdeploy",
+                "root": self.model_name, "parent": None, "permission": []}
+        return web.json_response({"object": "list", "data": [card]})
+
+    async def metrics(self, request: web.Request) -> web.Response:
+        return web.Response(body=generate_latest(self.registry), content_type="text/plain")
+
+    async def completions(self, request: web.Request) -> web.StreamResponse:
+        body = await request.json()
+        self.requests_seen.append(body)
+        if body.get("model") != self.model_name:
+            return self._error(404, f"The model '{body.get('model')}' does not exist.")
+        prompt = body.get("prompt", "")
+        if "FAIL500" in prompt:
+            return self._error(500, "internal error (injected)")
+        max_tokens = body.get("max_completion_tokens") or body.get("max_tokens") or 16
+        include_usage = bool((body.get("stream_options") or {}).get("include_usage"))
+        self._session += 1
+        session = str(self._session)
+        arrived = time.perf_counter()
+        self.waiting.labels(**self._labels).inc()
+        while self.running.labels(**self._labels)._value.get() >= self.max_batch:
+            await asyncio.sleep(self.token_delay_s)
+        self.waiting.labels(**self._labels).dec()
+        self.running.labels(**self._labels).inc()
+        prompt_tokens = max(1, len(prompt) // 4)
+        used = prompt_tokens
+        self._kv_tokens += used
+        response = web.StreamResponse(headers={"Content-Type": "text/event-stream"})
+        try:
+            await response.prepare(request)
+            for index in range(max_tokens):
+                await asyncio.sleep(self.token_delay_s)
+                if index == 0:
+                    self.ttft.labels(**self._labels).observe(time.perf_counter() - arrived)
+                if "DROPME" in prompt and index == 2:
+                    request.transport.close()
+                    return response
+                if "SLOWME" in prompt:
+                    await asyncio.sleep(30)
+                self._kv_tokens += 1
+                used += 1
+                self.cache.labels(**self._labels).set(min(1.0, self._kv_tokens / self.kv_capacity_tokens))
+                last = index == max_tokens - 1
+                chunk = {
+                    "id": session, "object": "text_completion", "created": int(time.time()), "model": self.model_name,
+                    "choices": [{"index": 0, "text": f"t{index} ", "logprobs": None, "gen_tokens": None,
+                                 "finish_reason": "length" if last else None}],
+                    "usage": None,
+                }
+                usage = {"prompt_tokens": prompt_tokens, "total_tokens": prompt_tokens + max_tokens,
+                         "completion_tokens": max_tokens}
+                if last and include_usage and self.usage_style == "final":
+                    chunk["usage"] = usage
+                await response.write(f"data: {json.dumps(chunk)}\n\n".encode())
+                if last and include_usage and self.usage_style == "separate":
+                    trailer = {"id": session, "object": "text_completion", "created": int(time.time()),
+                               "model": self.model_name, "choices": [], "usage": usage}
+                    await response.write(f"data: {json.dumps(trailer)}\n\n".encode())
+            await response.write(b"data: [DONE]\n\n")
+        except ConnectionResetError:  # the client went away (timeouts, dropped streams)
+            pass
+        finally:
+            self.running.labels(**self._labels).dec()
+            self._kv_tokens -= used
+            self.cache.labels(**self._labels).set(max(0.0, self._kv_tokens / self.kv_capacity_tokens))
+        return response
+
+    # -- lifecycle -----------------------------------------------------------------------------
+    def _serve(self) -> None:
+        loop = asyncio.new_event_loop()
+        self._loop = loop
+        app = web.Application()
+        app.router.add_get("/health", self.health)
+        app.router.add_get("/v1/models", self.models)
+        app.router.add_get("/metrics", self.metrics)
+        app.router.add_post("/v1/completions", self.completions)
+        runner = web.AppRunner(app)
+        loop.run_until_complete(runner.setup())
+        site = web.TCPSite(runner, "127.0.0.1", self.port)
+        loop.run_until_complete(site.start())
+        self.port = site._server.sockets[0].getsockname()[1]
+        self._runner = runner
+        self._ready.set()
+        loop.run_forever()
+        loop.run_until_complete(runner.cleanup())
+        loop.close()
+
+    @property
+    def url(self) -> str:
+        return f"http://127.0.0.1:{self.port}"
+
+    def start(self) -> "FakeLMDeploy":
+        self._thread = threading.Thread(target=self._serve, daemon=True)
+        self._thread.start()
+        self._ready.wait(10)
+        return self
+
+    def stop(self) -> None:
+        if self._loop is not None:
+            self._loop.call_soon_threadsafe(self._loop.stop)
+        if self._thread is not None:
+            self._thread.join(10)

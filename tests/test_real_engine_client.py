@@ -1,0 +1,190 @@
+"""The real-engine path without a GPU: streaming client, telemetry parsing, attach, and whole
+wall-clock runs against a test server speaking LMDeploy's exact wire format."""
+
+from __future__ import annotations
+
+import asyncio
+import socket
+
+import aiohttp
+import pytest
+from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, generate_latest
+
+from runners.benchmark import execute_run
+from runners.config import parse_config
+from runners.engines.openai_client import Endpoint, build_payload, stream_request
+from runners.engines.real_engine import detect_kind
+from runners.engines.telemetry import parse_metrics
+from runners.result_store import load_run
+from tests.fakes.lmdeploy_server import FakeLMDeploy
+
+
+@pytest.fixture(scope="module")
+def lmdeploy():
+    server = FakeLMDeploy().start()
+    yield server
+    server.stop()
+
+
+@pytest.fixture(scope="module")
+def lmdeploy_separate_usage():
+    server = FakeLMDeploy(usage_style="separate").start()
+    yield server
+    server.stop()
+
+
+def stream(endpoint: Endpoint, prompt: str, max_tokens: int, timeout_s: float = 10.0):
+    async def go():
+        async with aiohttp.ClientSession() as session:
+            return await stream_request(session, endpoint, prompt, max_tokens, timeout_s=timeout_s)
+
+    return asyncio.run(go())
+
+
+def endpoint_for(server: FakeLMDeploy) -> Endpoint:
+    return Endpoint(server.url, server.model_name, "completions", "lmdeploy", accepts_min_tokens=False)
+
+
+# -- payloads ------------------------------------------------------------------------------------
+def test_payload_asks_for_exactly_the_target():
+    vllm = Endpoint("http://x", "m", accepts_min_tokens=True, accepts_priority=True)
+    payload = build_payload(vllm, "hi", 37, priority=3, send_min_tokens=True)
+    assert payload["max_tokens"] == 37 and payload["min_tokens"] == 37 and payload["ignore_eos"] is True
+    assert payload["stream"] is True and payload["stream_options"] == {"include_usage": True}
+    assert payload["priority"] == 3 and payload["prompt"] == "hi"
+    lmdeploy = Endpoint("http://x", "m", api="chat", accepts_min_tokens=False)
+    payload = build_payload(lmdeploy, "hi", 5, priority=3, send_min_tokens=True)
+    assert "min_tokens" not in payload and "priority" not in payload
+    assert payload["messages"] == [{"role": "user", "content": "hi"}]
+
+
+# -- streaming -----------------------------------------------------------------------------------
+@pytest.mark.parametrize("fixture", ["lmdeploy", "lmdeploy_separate_usage"])
+def test_stream_counts_tokens_from_usage_in_both_lmdeploy_styles(fixture, request):
+    server = request.getfixturevalue(fixture)
+    result = stream(endpoint_for(server), "hello " * 20, 12)
+    assert result.error is None and result.http_status == 200
+    assert result.completion_tokens == 12 and len(result.chunk_times) == 12
+    assert result.chunk_times == sorted(result.chunk_times) and result.chunk_times[0] > result.sent_at
+    assert result.text.startswith("t0 t1 ")
+    sent = server.requests_seen[-1]
+    assert sent["max_tokens"] == 12 and sent["ignore_eos"] is True and "min_tokens" not in sent
+
+
+def test_http_error_dropped_stream_timeout_and_dead_engine(lmdeploy):
+    endpoint = endpoint_for(lmdeploy)
+    assert stream(endpoint, "FAIL500", 4).error == "HTTP 500: internal error (injected)"
+    dropped = stream(endpoint, "DROPME", 10)
+    assert dropped.error is not None and "dropped after 2 chunks" in dropped.error
+    slow = stream(endpoint, "SLOWME", 10, timeout_s=0.5)
+    assert slow.error.startswith("timeout after 0.5 s")
+    wrong_model = stream(Endpoint(lmdeploy.url, "nope"), "hi", 2)
+    assert wrong_model.error == "HTTP 404: The model 'nope' does not exist."
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        closed_port = probe.getsockname()[1]
+    dead = stream(Endpoint(f"http://127.0.0.1:{closed_port}", "m"), "hi", 2)
+    assert dead.error.startswith("connection refused")
+
+
+# -- telemetry -----------------------------------------------------------------------------------
+def vllm_v1_metrics_text(running=3, waiting=2, usage=0.42, preemptions=7) -> str:
+    """Exposition text with vLLM V1's names, types and labels (vllm/v1/metrics/loggers.py)."""
+    registry = CollectorRegistry()
+    labels = {"model_name": "tiny", "engine": "0"}
+    Gauge("vllm:num_requests_running", "", list(labels), registry=registry).labels(**labels).set(running)
+    Gauge("vllm:num_requests_waiting", "", list(labels), registry=registry).labels(**labels).set(waiting)
+    Gauge("vllm:kv_cache_usage_perc", "", list(labels), registry=registry).labels(**labels).set(usage)
+    Counter("vllm:num_preemptions", "", list(labels), registry=registry).labels(**labels).inc(preemptions)
+    ttft = Histogram("vllm:time_to_first_token_seconds", "", list(labels), registry=registry)
+    for value in (0.1, 0.3):
+        ttft.labels(**labels).observe(value)
+    info_labels = {"block_size": "128", "num_gpu_blocks": "40", "cache_dtype": "auto", "engine": "0"}
+    Gauge("vllm:cache_config_info", "", list(info_labels), registry=registry).labels(**info_labels).set(1)
+    return generate_latest(registry).decode()
+
+
+def test_parse_vllm_v1_metrics():
+    snapshot = parse_metrics(vllm_v1_metrics_text())
+    assert snapshot.kind == "vllm"
+    assert (snapshot.running, snapshot.waiting, snapshot.kv_usage, snapshot.preemptions) == (3, 2, 0.42, 7)
+    assert snapshot.ttft_count == 2 and snapshot.ttft_sum_s == pytest.approx(0.4)
+    assert snapshot.kv_capacity_tokens == 40 * 128 and snapshot.block_size == 128
+
+
+def test_parse_older_vllm_and_lmdeploy_names(lmdeploy):
+    old = "# TYPE vllm:gpu_cache_usage_perc gauge\nvllm:gpu_cache_usage_perc{model_name=\"m\"} 0.25\n"
+    assert parse_metrics(old).kv_usage == 0.25 and parse_metrics(old).kind == "vllm"
+    import urllib.request
+
+    text = urllib.request.urlopen(lmdeploy.url + "/metrics").read().decode()
+    snapshot = parse_metrics(text)
+    assert snapshot.kind == "lmdeploy" and snapshot.running is not None and snapshot.kv_usage is not None
+    assert snapshot.preemptions is None and snapshot.kv_capacity_tokens is None
+
+
+def test_detect_kind_from_metrics_or_models(lmdeploy):
+    assert detect_kind(lmdeploy.url, {}) == ("lmdeploy", lmdeploy.model_name)
+
+
+# -- whole runs through the wall-clock driver -------------------------------------------------------
+def attach_config(server: FakeLMDeploy, run_id: str, scheduler: dict, requests: int = 40, **engine) -> dict:
+    return {
+        "run_id": run_id,
+        "engine": {"kind": "openai", "urls": server.url, **engine},
+        "workload": {"requests": requests, "arrival": {"process": "poisson", "rate": 40}},
+        "scheduler": scheduler,
+        "sample_interval_s": 0.05,
+    }
+
+
+def test_fcfs_and_static_runs_against_lmdeploy_format(lmdeploy, results_dir):
+    for name, scheduler in [("fcfs", {"name": "fcfs"}), ("static", {"name": "static", "params": {"batch_size": 4}})]:
+        data = attach_config(lmdeploy, name, scheduler)
+        data["workload"]["filters"] = {"max_total_tokens": 300}
+        outcome = execute_run(parse_config(data), results_dir)
+        assert outcome.status == "done", outcome.error
+        run = load_run(results_dir, name)
+        requests = run.requests
+        assert len(requests) == 40 and requests["error"].isna().all()
+        assert (requests["output_tokens"] == requests["target_output_tokens"]).all()
+        assert (requests["ttft_s"] <= requests["e2e_s"]).all() and (requests["tpot_s"] > 0).all()
+        assert (requests["ttft_s"] >= requests["queue_s"]).all()
+        ts = run.timeseries
+        assert len(ts) > 3 and ts["kv_usage"].dropna().between(0, 1).all()
+        assert ts["running"].max() >= 1
+        engine = (run.folder / "engine.json").read_text()
+        assert '"kind": "lmdeploy"' in engine
+    static = load_run(results_dir, "static").requests
+    assert static["queue_s"].max() > 0.05  # static batching holds requests at the gateway
+    assert load_run(results_dir, "static").timeseries["in_flight"].max() <= 4
+
+
+def test_failures_are_recorded_and_the_stop_rule_applies(lmdeploy, results_dir, tmp_path):
+    import json as jsonlib
+
+    entries = [{"conversations": [{"from": "human", "value": ("FAIL500 " if i % 4 == 0 else "") + "word " * 20},
+                                  {"from": "gpt", "value": "x " * 20}]} for i in range(20)]
+    path = tmp_path / "mixed.json"
+    path.write_text(jsonlib.dumps(entries))
+    data = attach_config(lmdeploy, "keepgoing", {"name": "fcfs"}, requests=20)
+    data["workload"].update(ratio={"chat": 1, "code": 0}, chat={"kind": "file", "path": str(path)})
+    outcome = execute_run(parse_config(data), results_dir)
+    requests = load_run(results_dir, "keepgoing").requests
+    failed = requests[requests["error"].notna()]
+    assert outcome.status == "done" and len(failed) > 0
+    assert failed["error"].str.startswith("HTTP 500").all()
+    assert outcome.summary["failed"] == len(failed) and outcome.summary["completed"] == 20 - len(failed)
+    data.update(run_id="stopper")
+    data["engine"]["on_failure"] = "stop"
+    outcome = execute_run(parse_config(data), results_dir)
+    assert outcome.status == "failed" and "engine.on_failure is 'stop'" in outcome.error
+    assert len(load_run(results_dir, "stopper").requests) == 20  # nothing lost: every request has a row
+
+
+def test_api_key_is_sent_but_never_saved(lmdeploy, results_dir, monkeypatch):
+    monkeypatch.setenv("SCHEDLAB_TEST_KEY", "sk-very-secret")
+    data = attach_config(lmdeploy, "keyed", {"name": "fcfs"}, requests=4, api_key_env="SCHEDLAB_TEST_KEY")
+    assert execute_run(parse_config(data), results_dir).status == "done"
+    for path in (results_dir / "keyed").iterdir():
+        assert b"sk-very-secret" not in path.read_bytes(), path.name
