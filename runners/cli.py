@@ -79,35 +79,36 @@ def build_run_config(args: argparse.Namespace):
     from runners.config import parse_config, read_config_file, set_dotted
 
     data = read_config_file(args.config) if args.config else {}
+    get = lambda name: getattr(args, name, None)  # noqa: E731 - the profile command has fewer flags
     overrides = {
-        "engine.kind": args.engine,
-        "engine.instances": args.instances,
-        "engine.kv_capacity_tokens": args.kv_capacity,
-        "engine.model": args.model,
-        "engine.urls": args.url,
-        "engine.python": args.python,
-        "workload.tokenizer": args.tokenizer,
-        "scheduler.name": args.scheduler,
-        "workload.requests": args.requests,
-        "workload.seed": args.seed,
-        "workload.arrival.process": args.arrival,
-        "workload.arrival.rate": args.rate,
-        "workload.arrival.burstiness": args.burstiness,
-        "slo.preset": args.slo,
-        "run_id": args.run_id,
+        "engine.kind": get("engine"),
+        "engine.instances": get("instances"),
+        "engine.kv_capacity_tokens": get("kv_capacity"),
+        "engine.model": get("model"),
+        "engine.urls": get("url"),
+        "engine.python": get("python"),
+        "workload.tokenizer": get("tokenizer"),
+        "scheduler.name": get("scheduler"),
+        "workload.requests": get("requests"),
+        "workload.seed": get("seed"),
+        "workload.arrival.process": get("arrival"),
+        "workload.arrival.rate": get("rate"),
+        "workload.arrival.burstiness": get("burstiness"),
+        "slo.preset": get("slo"),
+        "run_id": get("run_id"),
     }
     for dotted, value in overrides.items():
         if value is not None:
             set_dotted(data, dotted, value)
-    if args.ratio is not None:
+    if get("ratio") is not None:
         try:
             chat, code = (float(part) for part in args.ratio.split(":"))
         except ValueError:
             raise ConfigError("--ratio", f"{args.ratio!r} is not CHAT:CODE (for example 1:1)") from None
         set_dotted(data, "workload.ratio", {"chat": chat, "code": code})
-    if args.batch_size is not None:
+    if get("batch_size") is not None:
         set_dotted(data, "scheduler.params.batch_size", args.batch_size)
-    for item in args.set or []:
+    for item in get("set") or []:
         if "=" not in item:
             raise ConfigError("--set", f"{item!r} is not KEY=VALUE (for example engine.max_num_seqs=64)")
         key, _, value = item.partition("=")
@@ -203,6 +204,76 @@ def command_compare(args: argparse.Namespace) -> int:
     return 0
 
 
+def command_profile(args: argparse.Namespace) -> int:
+    import asyncio
+
+    from tqdm import tqdm
+
+    from runners.engines.real_engine import RealEngine
+    from runners.engines.simulator import SimulatorConfig
+    from runners.profiler import ProfileGrid, fit_profile, measure, write_samples
+
+    config = build_run_config(args)
+    engine_config = config.engine
+    if isinstance(engine_config, SimulatorConfig):
+        raise ConfigError("--engine", "profile needs a real engine: vllm, lmdeploy or openai (with --url)")
+    out = Path(args.out)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    grid = ProfileGrid(
+        batch_sizes=_int_list(args.batch_sizes, "--batch-sizes"),
+        input_tokens=_int_list(args.input_tokens, "--input-tokens"),
+        output_tokens=_int_list(args.output_tokens, "--output-tokens"),
+        repeats=args.repeats,
+    )
+    engine = RealEngine(engine_config, out.parent / f"{out.stem}-logs")
+    bar = tqdm(unit="point", disable=None, file=sys.stderr)
+
+    def progress(done: int, total: int) -> None:
+        bar.total = total
+        bar.n = done
+        bar.refresh()
+
+    try:
+        instance = engine.start()[0]
+        samples = asyncio.run(measure(instance.endpoint, grid, engine_config.request_timeout_s, progress=progress))
+    finally:
+        bar.close()
+        engine.stop()
+    profile = fit_profile(
+        samples,
+        name=args.name or out.stem,
+        source=f"python -m runners profile against {instance.endpoint.kind} {instance.version or ''} "
+               f"model {instance.endpoint.model}".strip(),
+        kv_capacity_tokens=instance.kv_capacity_tokens,
+        block_size=instance.block_size,
+        max_num_seqs=getattr(engine_config, "max_num_seqs", None) or getattr(engine_config, "max_batch_size", None),
+        max_num_batched_tokens=getattr(engine_config, "max_num_batched_tokens", None),
+    )
+    profile.to_file(out)
+    write_samples(samples, out.with_name(out.stem + "-samples.csv"))
+    fit = profile.fit or {}
+    print(f"profile written to {out} ({len(samples)} grid measurements)")
+    print(_table([
+        ["phase", "alpha (s/tok/req)", "beta (s/req)", "gamma (s/tok)", "delta (s)", "RMSE (ms)", "MAPE"],
+        ["prefill", f"{profile.prefill.alpha:.3g}", f"{profile.prefill.beta:.3g}", f"{profile.prefill.gamma:.3g}",
+         f"{profile.prefill.delta:.3g}", f"{fit['rmse_prefill_s'] * 1000:.2f}", f"{fit['mape_prefill']:.1%}"],
+        ["decode", f"{profile.decode.alpha:.3g}", f"{profile.decode.beta:.3g}", f"{profile.decode.gamma:.3g}",
+         f"{profile.decode.delta:.3g}", f"{fit['rmse_decode_s'] * 1000:.2f}", f"{fit['mape_decode']:.1%}"],
+    ]))
+    print(f"KV capacity: {profile.kv_capacity_tokens} tokens")
+    return 0
+
+
+def _int_list(text: str, flag: str) -> list[int]:
+    try:
+        values = [int(part) for part in text.split(",") if part.strip()]
+    except ValueError:
+        raise ConfigError(flag, f"{text!r} is not a comma-separated list of integers") from None
+    if not values or min(values) <= 0:
+        raise ConfigError(flag, f"{text!r}: expected positive integers, e.g. 1,2,4,8")
+    return values
+
+
 def command_delete(args: argparse.Namespace) -> int:
     from runners.result_store import delete_run
 
@@ -257,6 +328,21 @@ def make_parser() -> argparse.ArgumentParser:
     run.add_argument("--quiet", action="store_true", help="no progress bar")
     add_out(run)
     run.set_defaults(handler=command_run)
+
+    profile = sub.add_parser("profile", help="fit the latency model to a real engine and save a profile")
+    profile.add_argument("--config", help="YAML or JSON run config (its engine section is used)")
+    profile.add_argument("--engine", help="vllm | lmdeploy | openai")
+    profile.add_argument("--model", help="model folder to launch, or served model name when attaching")
+    profile.add_argument("--url", help="openai: base URL of a running server")
+    profile.add_argument("--python", help="vllm: the Python of the environment vLLM is installed in")
+    profile.add_argument("--set", action="append", metavar="KEY=VALUE", help="any config field")
+    profile.add_argument("--out", required=True, help="profile file to write (.yaml or .json)")
+    profile.add_argument("--name", help="profile name (default: the file's stem)")
+    profile.add_argument("--batch-sizes", default="1,2,4,8,16")
+    profile.add_argument("--input-tokens", default="32,128,512")
+    profile.add_argument("--output-tokens", default="16,64")
+    profile.add_argument("--repeats", type=int, default=2)
+    profile.set_defaults(handler=command_profile)
 
     listing = sub.add_parser("list", help="list saved runs")
     add_out(listing)

