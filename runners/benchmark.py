@@ -225,6 +225,8 @@ def _wall_clock_extras(driver: WallClockDriver) -> dict[str, Any]:
         "achieved_arrival_rate_rps": (len(actual) - 1) / span if span > 0 else None,
         "scheduled_arrival_rate_rps": (len(scheduled) - 1) / scheduled_span if scheduled_span > 0 else None,
         "failures": driver.failures,
+        "client_cpu_s": counters.client_cpu_s,
+        "client_cpu_ms_per_1k_chunks": 1e6 * counters.client_cpu_s / counters.chunks if counters.chunks else None,
     }
 
 

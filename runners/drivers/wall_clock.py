@@ -49,6 +49,8 @@ class EngineCounters:
     server_ttft_count: float = 0.0
     output_length_mismatches: int = 0
     arrival_lag_s: list[float] = field(default_factory=list)
+    client_cpu_s: float = 0.0
+    chunks: int = 0
 
     @property
     def server_ttft_mean_s(self) -> float | None:
@@ -125,6 +127,7 @@ class WallClockDriver:
 
         def on_chunk(at: float, first: bool) -> None:
             state.chunks_since_sample += 1
+            self.counters.chunks += 1
             if first:
                 self.policy.on_first_token(request_id, index, at - self._start)
                 self._wake.set()
@@ -299,4 +302,8 @@ class WallClockDriver:
         return DriverResult(end_s=end, preemptions=preemptions, stalled=0)
 
     def run(self) -> DriverResult:
-        return asyncio.run(self._run())
+        cpu_start = time.process_time()
+        try:
+            return asyncio.run(self._run())
+        finally:
+            self.counters.client_cpu_s = time.process_time() - cpu_start

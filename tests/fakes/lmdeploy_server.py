@@ -168,3 +168,37 @@ class FakeLMDeploy:
             self._loop.call_soon_threadsafe(self._loop.stop)
         if self._thread is not None:
             self._thread.join(10)
+
+
+def main(argv: list[str] | None = None) -> None:
+    """Command line shaped like ``lmdeploy serve api_server`` (flags from lmdeploy/cli/serve.py),
+    so schedlab's LMDeploy launch path can start this server in place of the real one."""
+    import argparse
+    import os
+    import signal
+
+    parser = argparse.ArgumentParser(prog="fake lmdeploy serve api_server")
+    parser.add_argument("model_path")
+    parser.add_argument("--server-name", default="0.0.0.0")
+    parser.add_argument("--server-port", type=int, default=23333)
+    parser.add_argument("--backend", choices=["turbomind", "pytorch"], default="turbomind")
+    parser.add_argument("--model-name", default=None)
+    parser.add_argument("--max-batch-size", type=int, default=8)
+    parser.add_argument("--cache-max-entry-count", type=float, default=0.8)
+    parser.add_argument("--session-len", type=int, default=None)
+    parser.add_argument("--tp", type=int, default=1)
+    parser.add_argument("--die-after", type=float, default=None, help="test only: exit with code 9 after S seconds")
+    args = parser.parse_args(argv)
+    server = FakeLMDeploy(model_name=args.model_name or args.model_path, max_batch=args.max_batch_size,
+                          port=args.server_port)
+    server.start()
+    print(f"fake LMDeploy {LMDEPLOY_FORMAT_VERSION} serving {server.model_name} on {server.url}", flush=True)
+    if args.die_after is not None:
+        time.sleep(args.die_after)
+        os._exit(9)
+    signal.sigwait({signal.SIGTERM, signal.SIGINT})
+    server.stop()
+
+
+if __name__ == "__main__":
+    main()
