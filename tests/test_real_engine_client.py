@@ -188,3 +188,45 @@ def test_api_key_is_sent_but_never_saved(lmdeploy, results_dir, monkeypatch):
     assert execute_run(parse_config(data), results_dir).status == "done"
     for path in (results_dir / "keyed").iterdir():
         assert b"sk-very-secret" not in path.read_bytes(), path.name
+
+
+def test_two_attached_instances_share_the_load(results_dir):
+    first, second = FakeLMDeploy().start(), FakeLMDeploy().start()
+    try:
+        data = attach_config(first, "two", {"name": "fcfs"}, requests=30)
+        data["engine"]["urls"] = f"{first.url},{second.url}"
+        assert execute_run(parse_config(data), results_dir).status == "done"
+        run = load_run(results_dir, "two")
+        assert set(run.requests["instance"]) == {0, 1}
+        assert set(run.timeseries["instance"]) == {0, 1}
+        assert len(first.requests_seen) > 0 and len(second.requests_seen) > 0
+    finally:
+        first.stop()
+        second.stop()
+
+
+
+
+def test_slices_continue_with_their_output_so_far(lmdeploy, results_dir, monkeypatch):
+    from runners import registry
+    from runners.schedulers.base import Decision
+    from runners.schedulers.fcfs import FCFSPolicy
+
+    class FiveTokenSlices(FCFSPolicy):
+        name = "five-token-slices"
+
+        def decide(self, now):
+            return Decision([self._take(rid, 0, max_tokens=5) for rid in list(self.pending)])
+
+    monkeypatch.setitem(registry.SCHEDULERS, "five-token-slices", FiveTokenSlices)
+    data = attach_config(lmdeploy, "sliced", {"name": "five-token-slices"}, requests=6)
+    data["workload"]["filters"] = {"max_total_tokens": 200}
+    before = len(lmdeploy.requests_seen)
+    assert execute_run(parse_config(data), results_dir).status == "done"
+    requests = load_run(results_dir, "sliced").requests
+    assert (requests["output_tokens"] == requests["target_output_tokens"]).all()
+    assert (requests["slices"] == -(-requests["target_output_tokens"] // 5)).all()
+    sent = lmdeploy.requests_seen[before:]
+    assert all(body["max_tokens"] <= 5 for body in sent)
+    continued = [body["prompt"] for body in sent if body["prompt"].endswith("t4 ")]
+    assert continued, "a later slice re-sends the prompt with the output so far appended"
