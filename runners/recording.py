@@ -12,6 +12,7 @@ import pandas as pd
 from runners.metrics.request_metrics import inter_token_latencies, request_latencies
 from runners.metrics.run_metrics import summarize_requests
 from runners.result_store import REQUEST_COLUMNS, RunWriter
+from runners.schedulers.base import Dispatch, PolicyError
 from runners.workload.requests import Request
 
 
@@ -87,6 +88,19 @@ class RunRecorder:
         self.records = {request.request_id: RequestRecord(request) for request in self.requests}
 
     # -- events from drivers ---------------------------------------------------------------------
+    def check_dispatch(self, dispatch: Dispatch, policy_name: str, instances: int) -> tuple[RequestRecord, int]:
+        """The record and the token count to ask for; PolicyError for an impossible dispatch."""
+        record = self.records.get(dispatch.request_id)
+        if record is None or record.done:
+            raise PolicyError(f"{policy_name} dispatched unknown or finished request {dispatch.request_id!r}")
+        if not 0 <= dispatch.instance < instances:
+            raise PolicyError(f"{policy_name} dispatched to instance {dispatch.instance}, which does not exist")
+        remaining = record.remaining_tokens
+        max_tokens = remaining if dispatch.max_tokens is None else min(dispatch.max_tokens, remaining)
+        if max_tokens <= 0:
+            raise PolicyError(f"{policy_name} dispatched {dispatch.request_id} with max_tokens {max_tokens}")
+        return record, max_tokens
+
     def dispatched(self, request_id: str, instance: int, now: float) -> RequestRecord:
         record = self.records[request_id]
         if record.dispatch_s is None:

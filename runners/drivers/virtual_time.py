@@ -24,10 +24,6 @@ STEP_END, WAKE = 0, 1
 MIN_STEP_S = 1e-6
 
 
-class PolicyError(RuntimeError):
-    """A policy asked for something impossible (unknown request, double dispatch, bad instance)."""
-
-
 @dataclass
 class DriverResult:
     end_s: float
@@ -88,17 +84,8 @@ class VirtualTimeDriver:
 
     def _apply(self, now: float) -> None:
         decision = self.policy.decide(now)
-        records = self.recorder.records
         for dispatch in decision.dispatches:
-            record = records.get(dispatch.request_id)
-            if record is None or record.done:
-                raise PolicyError(f"{self.policy.name} dispatched unknown or finished request {dispatch.request_id!r}")
-            if not 0 <= dispatch.instance < len(self.instances):
-                raise PolicyError(f"{self.policy.name} dispatched to instance {dispatch.instance}, which does not exist")
-            remaining = record.remaining_tokens
-            max_tokens = remaining if dispatch.max_tokens is None else min(dispatch.max_tokens, remaining)
-            if max_tokens <= 0:
-                raise PolicyError(f"{self.policy.name} dispatched {dispatch.request_id} with max_tokens {max_tokens}")
+            record, max_tokens = self.recorder.check_dispatch(dispatch, self.policy.name, len(self.instances))
             prompt = record.request.input_tokens + record.output_tokens
             self.instances[dispatch.instance].add(dispatch.request_id, prompt, max_tokens, dispatch.priority or 0)
             self.recorder.dispatched(dispatch.request_id, dispatch.instance, now)

@@ -17,7 +17,7 @@ from typing import Callable, Sequence
 
 import aiohttp
 
-from runners.drivers.virtual_time import DriverResult, PolicyError
+from runners.drivers.virtual_time import DriverResult
 from runners.engines.gpu import GPUMonitor
 from runners.engines.openai_client import stream_request
 from runners.engines.real_config import ClientOptions
@@ -104,15 +104,7 @@ class WallClockDriver:
         self._wake_at = decision.wake_at
 
     def _dispatch(self, dispatch: Dispatch, now: float) -> None:
-        record = self.recorder.records.get(dispatch.request_id)
-        if record is None or record.done:
-            raise PolicyError(f"{self.policy.name} dispatched unknown or finished request {dispatch.request_id!r}")
-        if not 0 <= dispatch.instance < len(self.instances):
-            raise PolicyError(f"{self.policy.name} dispatched to instance {dispatch.instance}, which does not exist")
-        remaining = record.remaining_tokens
-        max_tokens = remaining if dispatch.max_tokens is None else min(dispatch.max_tokens, remaining)
-        if max_tokens <= 0:
-            raise PolicyError(f"{self.policy.name} dispatched {dispatch.request_id} with max_tokens {max_tokens}")
+        _, max_tokens = self.recorder.check_dispatch(dispatch, self.policy.name, len(self.instances))
         self.recorder.dispatched(dispatch.request_id, dispatch.instance, now)
         task = asyncio.get_running_loop().create_task(self._serve(dispatch, max_tokens))
         self._tasks.add(task)

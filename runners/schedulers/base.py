@@ -21,6 +21,10 @@ from pydantic import BaseModel, ConfigDict
 from runners.workload.requests import Request
 
 
+class PolicyError(RuntimeError):
+    """A policy asked for something impossible (unknown request, double dispatch, bad instance)."""
+
+
 class PolicyParams(BaseModel):
     """Base for a policy's parameters (pydantic: defaults, bounds and help text for UI and CLI)."""
 
