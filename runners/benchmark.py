@@ -179,7 +179,7 @@ def execute_run(
             real_engine.start()
             write_json_atomic(writer.folder / "engine.json", _engine_record(real_engine))
             driver = WallClockDriver(real_engine, policy, prepared.workload.requests, recorder, config.engine,
-                                     config.sample_interval_s, should_stop)
+                                     config.sample_interval_s, should_stop, prepared.latency)
             driver.run()
     except (RunCancelled, KeyboardInterrupt) as exc:
         status, error = "cancelled", str(exc) or "cancelled"

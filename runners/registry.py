@@ -13,9 +13,15 @@ from runners.engines.simulator import SimulatorConfig
 from runners.errors import ConfigError, UnknownNameError, format_validation_error
 from runners.schedulers.base import SchedulerPolicy
 from runners.schedulers.fcfs import FCFSPolicy
+from runners.schedulers.slo_aware import SLOAwarePolicy, SLOExhaustivePolicy
 from runners.schedulers.static_batching import StaticBatchingPolicy
 
-SCHEDULER_CLASSES: tuple[type[SchedulerPolicy], ...] = (FCFSPolicy, StaticBatchingPolicy)
+SCHEDULER_CLASSES: tuple[type[SchedulerPolicy], ...] = (
+    FCFSPolicy,
+    StaticBatchingPolicy,
+    SLOAwarePolicy,
+    SLOExhaustivePolicy,
+)
 SCHEDULERS: dict[str, type[SchedulerPolicy]] = {cls.name: cls for cls in SCHEDULER_CLASSES}
 
 

@@ -74,7 +74,10 @@ def check_run(results: Path, run_id: str):
 
 
 def test_fcfs_on_real_vllm_matches_the_servers_own_ttft(tiny_model, results):
-    outcome = execute_run(parse_config(vllm_run(tiny_model, "vllm-fcfs", {"name": "fcfs"})), results)
+    # at a load the CPU server keeps up with: when it is overloaded its API process queues requests
+    # before it timestamps them, and its histogram then leaves that wait out
+    config = vllm_run(tiny_model, "vllm-fcfs", {"name": "fcfs"}, arrival={"process": "poisson", "rate": 3})
+    outcome = execute_run(parse_config(config), results)
     run = check_run(results, "vllm-fcfs")
     ours = run.summary["ttft_s"]["mean"]
     server = run.summary["server_ttft_mean_s"]

@@ -121,7 +121,7 @@ class VirtualTimeDriver:
     def run(self) -> DriverResult:
         policy = self.policy
         infos = [
-            InstanceInfo(i, inst.kv_capacity_tokens, inst.block_size, inst.max_num_seqs)
+            InstanceInfo(i, inst.kv_capacity_tokens, inst.block_size, inst.max_num_seqs, inst.latency)
             for i, inst in enumerate(self.instances)
         ]
         policy.start(infos, 0.0)

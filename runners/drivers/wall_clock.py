@@ -19,6 +19,7 @@ import aiohttp
 
 from runners.drivers.virtual_time import DriverResult
 from runners.engines.gpu import GPUMonitor
+from runners.engines.latency_model import LatencyModel
 from runners.engines.openai_client import stream_request
 from runners.engines.real_config import ClientOptions
 from runners.engines.real_engine import RealEngine, RealInstance
@@ -69,8 +70,10 @@ class WallClockDriver:
         options: ClientOptions,
         sample_interval_s: float = 0.25,
         should_stop: Callable[[], bool] | None = None,
+        latency_model: LatencyModel | None = None,
     ) -> None:
         self.engine = engine
+        self.latency_model = latency_model
         self.instances: list[RealInstance] = engine.instances
         self.policy = policy
         self.requests = sorted(requests, key=lambda r: r.arrival_s)
@@ -253,7 +256,8 @@ class WallClockDriver:
             self._session = session
             for index, instance in enumerate(self.instances):
                 self._states[index].baseline = await self._scrape(instance)
-            infos = [InstanceInfo(i.index, i.kv_capacity_tokens, i.block_size, i.max_num_seqs) for i in self.instances]
+            infos = [InstanceInfo(i.index, i.kv_capacity_tokens, i.block_size, i.max_num_seqs, self.latency_model)
+                     for i in self.instances]
             self._start = time.perf_counter()
             self.policy.start(infos, 0.0)
             background = [

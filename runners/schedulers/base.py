@@ -18,6 +18,7 @@ from typing import ClassVar, Sequence
 
 from pydantic import BaseModel, ConfigDict
 
+from runners.engines.latency_model import LatencyModel
 from runners.workload.requests import Request
 
 
@@ -39,6 +40,7 @@ class InstanceInfo:
     kv_capacity_tokens: int | None
     block_size: int | None
     max_num_seqs: int | None
+    latency_model: LatencyModel | None = None  # the engine's profile, when one is known
 
 
 @dataclass(frozen=True)
