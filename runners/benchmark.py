@@ -15,12 +15,12 @@ import numpy as np
 import runners
 from runners.config import RunConfig
 from runners.drivers.virtual_time import VirtualTimeDriver
-from runners.drivers.wall_clock import RunStopped, WallClockDriver
+from runners.drivers.wall_clock import WallClockDriver
 from runners.engines.latency_model import LatencyModel
 from runners.engines.profile import load_profile
 from runners.engines.real_engine import RealEngine
 from runners.engines.simulator import ResolvedSimulator, SimulatedInstance, SimulatorConfig
-from runners.errors import ConfigError, RunCancelled
+from runners.errors import ConfigError, RunCancelled, RunStopped
 from runners.metrics.run_metrics import distribution
 from runners.recording import RunRecorder
 from runners.registry import make_policy
@@ -170,7 +170,8 @@ def execute_run(
     try:
         if prepared.simulator is not None:
             driver = VirtualTimeDriver(_simulated_instances(config, prepared.simulator), policy,
-                                       prepared.workload.requests, recorder, config.sample_interval_s, should_stop)
+                                       prepared.workload.requests, recorder, config.sample_interval_s, should_stop,
+                                       config.max_duration_s)
             result = driver.run()
             if result.stalled:
                 status, error = "failed", f"{result.stalled} requests never completed: {policy.name} stopped dispatching"
@@ -179,7 +180,7 @@ def execute_run(
             real_engine.start()
             write_json_atomic(writer.folder / "engine.json", _engine_record(real_engine))
             driver = WallClockDriver(real_engine, policy, prepared.workload.requests, recorder, config.engine,
-                                     config.sample_interval_s, should_stop, prepared.latency)
+                                     config.sample_interval_s, should_stop, prepared.latency, config.max_duration_s)
             driver.run()
     except (RunCancelled, KeyboardInterrupt) as exc:
         status, error = "cancelled", str(exc) or "cancelled"

@@ -44,6 +44,9 @@ class RunConfig(BaseModel):
     slo: SLOConfig = Field(default_factory=SLOConfig)
     scheduler: SchedulerConfig = Field(default_factory=SchedulerConfig)
     sample_interval_s: float = Field(default=0.25, gt=0, description="telemetry sampling period, seconds")
+    max_duration_s: float = Field(
+        default=86_400.0, gt=0, description="stop the run (as failed) after this long, seconds; virtual on the simulator"
+    )
     notes: str = ""
 
     @field_validator("run_id")

@@ -35,6 +35,10 @@ class UnknownNameError(ConfigError):
         super().__init__(field, f"unknown name {name!r}; expected one of: {', '.join(sorted(known))}")
 
 
+class RunStopped(Exception):
+    """A run stopped early by its own rule (failure rule, dead engine, time limit); ``str`` says why."""
+
+
 class RunCancelled(Exception):
     """Raised inside a driver when the user cancels a run; partial results are kept."""
 

@@ -166,12 +166,20 @@ class RunRecorder:
     def summary(self, include_itl: bool = True) -> dict[str, Any]:
         """Summary metrics of the rows so far; ITL percentiles (over every token gap) only when
         ``include_itl``, since they cost a pass over all gaps."""
-        frame = pd.DataFrame(self.rows, columns=list(REQUEST_COLUMNS))
+        frame = pd.DataFrame(list(self.rows), columns=list(REQUEST_COLUMNS))
         gaps = np.concatenate(self.itl_gaps) if include_itl and self.itl_gaps else None
         summary = summarize_requests(frame, preemptions=sum(self.preemptions_by_instance.values()), itl_gaps_s=gaps)
         summary["requests_total"] = len(self.records)
         return summary
 
-    def maybe_flush(self) -> None:
-        if self.writer is not None and self.writer.due():
+    def flush_due(self) -> bool:
+        return self.writer is not None and self.writer.due()
+
+    def flush(self) -> None:
+        """Write buffered rows and an interim summary (may run in a worker thread)."""
+        if self.writer is not None:
             self.writer.flush(self.summary(include_itl=False))
+
+    def maybe_flush(self) -> None:
+        if self.flush_due():
+            self.flush()

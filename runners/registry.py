@@ -12,7 +12,10 @@ from runners.engines.real_config import AttachConfig, LMDeployConfig, VLLMConfig
 from runners.engines.simulator import SimulatorConfig
 from runners.errors import ConfigError, UnknownNameError, format_validation_error
 from runners.schedulers.base import SchedulerPolicy
+from runners.schedulers.dynamic_batching import DynamicMemoryPolicy, DynamicSLAPolicy
 from runners.schedulers.fcfs import FCFSPolicy
+from runners.schedulers.memory_constrained import AlphaBetaClearPolicy, AlphaProtectPolicy, MCSFPolicy
+from runners.schedulers.slice_level import SCLSPolicy
 from runners.schedulers.slo_aware import SLOAwarePolicy, SLOExhaustivePolicy
 from runners.schedulers.static_batching import StaticBatchingPolicy
 
@@ -21,6 +24,12 @@ SCHEDULER_CLASSES: tuple[type[SchedulerPolicy], ...] = (
     StaticBatchingPolicy,
     SLOAwarePolicy,
     SLOExhaustivePolicy,
+    DynamicMemoryPolicy,
+    DynamicSLAPolicy,
+    SCLSPolicy,
+    MCSFPolicy,
+    AlphaProtectPolicy,
+    AlphaBetaClearPolicy,
 )
 SCHEDULERS: dict[str, type[SchedulerPolicy]] = {cls.name: cls for cls in SCHEDULER_CLASSES}
 

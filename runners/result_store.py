@@ -73,14 +73,19 @@ def _schema(columns: dict[str, pa.DataType]) -> pa.Schema:
     return pa.schema([pa.field(name, dtype) for name, dtype in columns.items()])
 
 
-def write_json_atomic(path: Path, data: Any) -> None:
-    """Write JSON to a temporary file in the same folder, then rename it over ``path``."""
+def write_json_atomic(path: Path, data: Any, durable: bool = True) -> None:
+    """Write JSON to a temporary file in the same folder, then rename it over ``path``.
+
+    Readers never see a half-written file either way; ``durable`` also fsyncs, which can take
+    seconds on a busy disk, so interim summaries skip it.
+    """
     handle, temporary = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
     try:
         with os.fdopen(handle, "w", encoding="utf-8") as stream:
             json.dump(data, stream, indent=2, default=str)
             stream.flush()
-            os.fsync(stream.fileno())
+            if durable:
+                os.fsync(stream.fileno())
         os.replace(temporary, path)
     except BaseException:
         Path(temporary).unlink(missing_ok=True)
@@ -107,12 +112,15 @@ class _PartedTable:
         self.buffer.append(row)
 
     def flush(self) -> None:
-        if not self.buffer:
+        """Write the buffered rows as the next part. Safe to call from a worker thread while
+        the event loop keeps adding rows: the buffer is swapped out before it is written."""
+        rows, self.buffer = self.buffer, []
+        if not rows:
             return
-        table = pa.Table.from_pylist(self.buffer, schema=self.schema)
-        _write_parquet_atomic(self.folder / f"{self.stem}.part-{self.parts:05d}.parquet", table)
+        number = self.parts
         self.parts += 1
-        self.buffer = []
+        table = pa.Table.from_pylist(rows, schema=self.schema)
+        _write_parquet_atomic(self.folder / f"{self.stem}.part-{number:05d}.parquet", table)
 
     def merge(self) -> None:
         """Write ``<stem>.parquet`` from all parts and the buffer, then remove the parts."""
@@ -166,8 +174,8 @@ class RunWriter:
         write_json_atomic(self.folder / "config.json", {"schema_version": SCHEMA_VERSION, **config})
         self.write_summary({"status": "running"})
 
-    def write_summary(self, fields: dict[str, Any]) -> None:
-        write_json_atomic(self.folder / "summary.json", {**self.header, **fields})
+    def write_summary(self, fields: dict[str, Any], durable: bool = True) -> None:
+        write_json_atomic(self.folder / "summary.json", {**self.header, **fields}, durable)
 
     def add_request(self, row: dict[str, Any]) -> None:
         self.requests.add(row)
@@ -185,7 +193,7 @@ class RunWriter:
         self.timeseries.flush()
         self._last_flush = time.monotonic()
         if summary_fields is not None:
-            self.write_summary({"status": "running", **summary_fields})
+            self.write_summary({"status": "running", **summary_fields}, durable=False)
 
     def close(self, status: str, summary_fields: dict[str, Any], error: str | None = None) -> None:
         """Merge the parts and write the final summary with ``status`` (and ``error``)."""

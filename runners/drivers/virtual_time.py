@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from typing import Callable, Sequence
 
 from runners.engines.simulator import SimulatedInstance
-from runners.errors import RunCancelled
+from runners.errors import RunCancelled, RunStopped
 from runners.recording import RunRecorder
 from runners.schedulers.base import Completion, InstanceInfo, SchedulerPolicy, TelemetrySample
 from runners.workload.requests import Request
@@ -42,8 +42,10 @@ class VirtualTimeDriver:
         recorder: RunRecorder,
         sample_interval_s: float = 0.25,
         should_stop: Callable[[], bool] | None = None,
+        max_duration_s: float = math.inf,
     ) -> None:
         self.instances = list(instances)
+        self.max_duration_s = max_duration_s
         self.policy = policy
         self.requests = sorted(requests, key=lambda r: r.arrival_s)
         self.recorder = recorder
@@ -84,6 +86,9 @@ class VirtualTimeDriver:
 
     def _apply(self, now: float) -> None:
         decision = self.policy.decide(now)
+        for request_id in decision.cancels:
+            for instance in self.instances:
+                instance.cancel(request_id)
         for dispatch in decision.dispatches:
             record, max_tokens = self.recorder.check_dispatch(dispatch, self.policy.name, len(self.instances))
             prompt = record.request.input_tokens + record.output_tokens
@@ -141,6 +146,8 @@ class VirtualTimeDriver:
             event_time = events[0][0] if events else math.inf
             if arrival_time == math.inf and event_time == math.inf:
                 break  # nothing left that could make progress: the policy holds requests forever
+            if min(arrival_time, event_time) > self.max_duration_s:
+                raise RunStopped(f"time limit: not finished after max_duration_s = {self.max_duration_s:g} s")
             if next_sample <= arrival_time and next_sample <= event_time:
                 now = next_sample
                 self._sample(now)

@@ -24,14 +24,10 @@ from runners.engines.openai_client import stream_request
 from runners.engines.real_config import ClientOptions
 from runners.engines.real_engine import RealEngine, RealInstance
 from runners.engines.telemetry import MetricsSnapshot, parse_metrics
-from runners.errors import RunCancelled
+from runners.errors import RunCancelled, RunStopped
 from runners.recording import RunRecorder
 from runners.schedulers.base import Completion, Dispatch, InstanceInfo, SchedulerPolicy, TelemetrySample
 from runners.workload.requests import Request
-
-
-class RunStopped(Exception):
-    """The run stopped early by its failure rule or because an engine died; ``str`` says why."""
 
 
 @dataclass
@@ -71,7 +67,9 @@ class WallClockDriver:
         sample_interval_s: float = 0.25,
         should_stop: Callable[[], bool] | None = None,
         latency_model: LatencyModel | None = None,
+        max_duration_s: float = float("inf"),
     ) -> None:
+        self.max_duration_s = max_duration_s
         self.engine = engine
         self.latency_model = latency_model
         self.instances: list[RealInstance] = engine.instances
@@ -88,9 +86,12 @@ class WallClockDriver:
         self._states = [_InstanceState() for _ in self.instances]
         self._texts: dict[str, str] = {}
         self._tasks: set[asyncio.Task] = set()
+        self._request_tasks: dict[str, asyncio.Task] = {}
+        self._cancelled: set[asyncio.Task] = set()
         self._start = 0.0
         self._wake_at: float | None = None
         self._arrivals_done = False
+        self._flushing: asyncio.Future | None = None
         self._gpu = GPUMonitor()
 
     # -- time --------------------------------------------------------------------------------
@@ -102,6 +103,11 @@ class WallClockDriver:
     def _decide(self) -> None:
         now = self.now()
         decision = self.policy.decide(now)
+        for request_id in decision.cancels:
+            task = self._request_tasks.pop(request_id, None)
+            if task is not None:
+                self._cancelled.add(task)
+                task.cancel()  # aiohttp closes the stream; the server aborts the request
         for dispatch in decision.dispatches:
             self._dispatch(dispatch, now)
         self._wake_at = decision.wake_at
@@ -111,6 +117,7 @@ class WallClockDriver:
         self.recorder.dispatched(dispatch.request_id, dispatch.instance, now)
         task = asyncio.get_running_loop().create_task(self._serve(dispatch, max_tokens))
         self._tasks.add(task)
+        self._request_tasks[dispatch.request_id] = task
         task.add_done_callback(self._tasks.discard)
 
     async def _serve(self, dispatch: Dispatch, max_tokens: int) -> None:
@@ -127,10 +134,17 @@ class WallClockDriver:
                 self.policy.on_first_token(request_id, index, at - self._start)
                 self._wake.set()
 
-        result = await stream_request(
-            self._session, instance.endpoint, prompt, max_tokens, dispatch.priority,
-            self.options.send_min_tokens, self.options.request_timeout_s, on_chunk,
-        )
+        try:
+            result = await stream_request(
+                self._session, instance.endpoint, prompt, max_tokens, dispatch.priority,
+                self.options.send_min_tokens, self.options.request_timeout_s, on_chunk,
+            )
+        except asyncio.CancelledError:
+            if asyncio.current_task() in self._cancelled:
+                return  # the policy cancelled this dispatch: nothing to record
+            raise
+        if self._request_tasks.get(request_id) is asyncio.current_task():
+            del self._request_tasks[request_id]
         now = self.now()
         times = [t - self._start for t in result.chunk_times]
         if result.error is not None:
@@ -240,10 +254,14 @@ class WallClockDriver:
             if dead:
                 instance, code = dead[0]
                 self._stop(f"engine instance {instance.index} ({instance.endpoint.base_url}) exited with code {code}")
+            if now > self.max_duration_s:
+                self._stop(f"time limit: not finished after max_duration_s = {self.max_duration_s:g} s")
             if self.should_stop is not None and self.should_stop():
                 self.cancelled = True
                 self._stop("cancelled by the user")
-            self.recorder.maybe_flush()
+            if self.recorder.flush_due() and (self._flushing is None or self._flushing.done()):
+                # parquet writes and fsync-free JSON still touch the disk: keep them off the loop
+                self._flushing = asyncio.ensure_future(asyncio.to_thread(self.recorder.flush))
             self._wake.set()
             await asyncio.sleep(max(0.0, self.sample_interval_s - (self.now() - started)))
 
@@ -279,6 +297,8 @@ class WallClockDriver:
                 for task in [*background, *self._tasks]:
                     task.cancel()
                 await asyncio.gather(*background, *self._tasks, return_exceptions=True)
+                if self._flushing is not None:
+                    await asyncio.gather(self._flushing, return_exceptions=True)
             end = self.now()
             for index, instance in enumerate(self.instances):
                 final = await self._scrape(instance)

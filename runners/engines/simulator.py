@@ -109,6 +109,7 @@ class Sequence:
     blocks: int = 0
     preemptions: int = 0
     token_times: list[float] = field(default_factory=list)
+    cancelled: bool = False
 
 
 @dataclass(slots=True)
@@ -150,6 +151,7 @@ class SimulatedInstance:
         self._scheduled: list[Sequence] = []
         self._chunks: list[int] = []
         self._order = 0
+        self.sequences: dict[str, Sequence] = {}
         self.busy = False
         self.preemptions_total = 0
         self.tokens_total = 0
@@ -169,8 +171,26 @@ class SimulatedInstance:
             )
         seq = Sequence(request_id, int(prompt_tokens), int(max_tokens), int(priority), self._order)
         self._order += 1
+        self.sequences[request_id] = seq
         self._push_waiting(seq, front=False)
         return seq
+
+    def cancel(self, request_id: str) -> bool:
+        """Abort a queued or running request: free its blocks and drop its progress."""
+        seq = self.sequences.pop(request_id, None)
+        if seq is None:
+            return False
+        seq.cancelled = True
+        self.free_blocks += seq.blocks
+        seq.blocks = 0
+        if seq in self.running:
+            self.running.remove(seq)
+        elif self.priority_mode:
+            self._waiting_heap = [entry for entry in self._waiting_heap if entry[2] is not seq]
+            heapq.heapify(self._waiting_heap)
+        elif seq in self._waiting_fifo:
+            self._waiting_fifo.remove(seq)
+        return True
 
     def _push_waiting(self, seq: Sequence, front: bool) -> None:
         if self.priority_mode:
@@ -321,6 +341,8 @@ class SimulatedInstance:
         finished: list[Sequence] = []
         tokens = 0
         for seq, chunk in zip(self._scheduled, self._chunks):
+            if seq.cancelled:
+                continue
             computed = seq.computed + chunk
             seq.computed = computed
             generated = seq.generated
@@ -334,6 +356,8 @@ class SimulatedInstance:
                 if generated >= seq.max_tokens:
                     finished.append(seq)
         if finished:
+            for seq in finished:
+                self.sequences.pop(seq.request_id, None)
             done = set(map(id, finished))
             self.running = [seq for seq in self.running if id(seq) not in done]
             if self.run_to_completion:

@@ -59,10 +59,15 @@ class Dispatch:
 
 @dataclass(frozen=True)
 class Decision:
-    """Dispatches to make now, and the time (seconds) to be asked again even if nothing happens."""
+    """Dispatches to make now, and the time (seconds) to be asked again even if nothing happens.
+
+    ``cancels`` are in-flight requests to abort first (their progress in that dispatch is lost,
+    no completion is reported for it); the policy has already taken them back as pending.
+    """
 
     dispatches: list[Dispatch] = field(default_factory=list)
     wake_at: float | None = None
+    cancels: list[str] = field(default_factory=list)
 
 
 @dataclass(frozen=True)

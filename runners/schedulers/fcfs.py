@@ -1,15 +1,31 @@
-"""FCFS: send every request the moment it arrives; the engine's own continuous batching decides."""
+"""FCFS: send every request the moment it arrives; the engine's own continuous batching decides.
+With ``max_in_flight`` it becomes FCFS under a conservative cap (the ILS baseline of SCLS)."""
 
 from __future__ import annotations
 
-from runners.schedulers.base import Decision, SchedulerPolicy
+from pydantic import Field
+
+from runners.schedulers.base import Decision, PolicyParams, SchedulerPolicy
+
+
+class FCFSParams(PolicyParams):
+    max_in_flight: int | None = Field(
+        default=None, gt=0, description="at most this many requests in flight per instance (None: no cap)"
+    )
 
 
 class FCFSPolicy(SchedulerPolicy):
     name = "fcfs"
     summary = "Dispatch on arrival to the least-loaded instance; the engine batches (vLLM's default)."
     paper = "baseline in all five papers"
+    Params = FCFSParams
 
     def decide(self, now: float) -> Decision:
-        dispatches = [self._take(request_id, self.least_loaded_instance()) for request_id in list(self.pending)]
+        cap = self.params.max_in_flight
+        dispatches = []
+        for request_id in list(self.pending):
+            instance = self.least_loaded_instance()
+            if cap is not None and len(self.in_flight[instance]) >= cap:
+                break
+            dispatches.append(self._take(request_id, instance))
         return Decision(dispatches)

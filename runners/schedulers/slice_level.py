@@ -1,0 +1,167 @@
+"""Slice-level scheduling, SCLS (Cheng et al., 001).
+
+Every dispatch is capped at S output tokens (a slice). Every interval T the scheduler takes the
+whole pool (new requests and unfinished ones, which come back with their output so far appended
+to the prompt and are re-prefilled), sorts it by prompt length, and batches it with the paper's
+dynamic programme (Alg. 1): over the sorted requests, T[i] = min over batch sizes N of
+T[i - N] + T_serve(N, L_i, S), where L_i is the batch's longest prompt and N stays within the
+memory bound (L_i + S) * N <= zeta * KV capacity (tokens) and ``max_batch``. It minimises the
+total estimated serving time,
+    T_serve(N, L, S) = T_prefill(N, L) + sum_{l=1..S-1} tau_decode(N, L + l)   (eq. 1-4),
+from the latency model. Batches go to instances by max-min offloading (longest batch first, to
+the least-loaded instance; eq. 11); an instance runs one batch at a time; its load drops by the
+batch's estimate when the batch finishes. The next interval is T = max(lambda * min load, Gamma)
+(eq. 12; lambda 0.5, Gamma 3 s as for DeepSpeed in the paper).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Callable, Sequence
+
+import numpy as np
+from pydantic import Field
+
+from runners.schedulers.base import Completion, Decision, InstanceInfo, PolicyError, PolicyParams, SchedulerPolicy
+
+
+def dp_batches(lengths: Sequence[int], serve_time: Callable[[np.ndarray, int], np.ndarray],
+               max_batch: Callable[[int], int]) -> tuple[list[tuple[int, int]], float]:
+    """SCLS Alg. 1 over ``lengths`` sorted ascending: ([(start, end) index ranges], total seconds).
+
+    ``serve_time(N, L)`` gives the serving time (seconds) of batches of sizes N (array) whose
+    longest prompt is L; ``max_batch(L)`` the largest batch that fits in memory at length L.
+    """
+    n = len(lengths)
+    total = np.zeros(n + 1)
+    previous = np.zeros(n + 1, dtype=np.int64)
+    for i in range(1, n + 1):
+        longest = int(lengths[i - 1])
+        limit = max(1, min(i, max_batch(longest)))
+        sizes = np.arange(1, limit + 1)
+        candidates = total[i - sizes] + serve_time(sizes, longest)
+        best = int(np.argmin(candidates))  # first minimum: the smallest batch on ties, as Alg. 1
+        total[i] = candidates[best]
+        previous[i] = i - sizes[best]
+    ranges = []
+    i = n
+    while i > 0:
+        ranges.append((int(previous[i]), i))
+        i = int(previous[i])
+    return ranges[::-1], float(total[n])
+
+
+def assign_max_min(batch_times: Sequence[float], loads: dict[int, float]) -> list[int]:
+    """Max-min offloading: batches in descending time, each to the least-loaded instance (ties:
+    lowest id). Updates ``loads`` and returns the instance of each batch (in the input order)."""
+    chosen = [0] * len(batch_times)
+    for index in sorted(range(len(batch_times)), key=lambda k: -batch_times[k]):
+        instance = min(loads, key=lambda i: (loads[i], i))
+        loads[instance] += batch_times[index]
+        chosen[index] = instance
+    return chosen
+
+
+class SCLSParams(PolicyParams):
+    slice_tokens: int = Field(default=128, gt=0, description="S: output tokens per slice")
+    zeta: float = Field(default=0.9, gt=0, le=1, description="fraction of the KV cache a batch may plan to use")
+    interval_lambda: float = Field(default=0.5, gt=0, description="lambda in T = max(lambda * min load, Gamma)")
+    min_interval_s: float = Field(default=3.0, gt=0, description="Gamma: shortest scheduling interval, seconds")
+    max_batch: int = Field(default=256, gt=0, description="largest batch (also capped by the engine's max_num_seqs)")
+
+
+@dataclass
+class _Worker:
+    queue: list[tuple[list[str], float]] = field(default_factory=list)
+    running: set[str] = field(default_factory=set)
+    running_estimate: float = 0.0
+    load: float = 0.0
+
+
+class SCLSPolicy(SchedulerPolicy):
+    name = "scls"
+    summary = "Slices of S tokens; DP batching by estimated serving time; max-min offloading; adaptive interval."
+    paper = "Cheng et al., slice-level scheduling SCLS (001), Alg. 1"
+    Params = SCLSParams
+
+    def start(self, instances: list[InstanceInfo], now: float) -> None:
+        super().start(instances, now)
+        info = instances[0]
+        if info.latency_model is None:
+            raise PolicyError("scls needs a latency model: use the simulator, or set engine.profile")
+        if info.kv_capacity_tokens is None:
+            raise PolicyError("scls needs the KV capacity of each instance (from the engine's /metrics or profile)")
+        self.model = info.latency_model
+        self.capacity = min(i.kv_capacity_tokens or 0 for i in instances)
+        self.batch_limit = min([self.params.max_batch] + [i.max_num_seqs for i in instances if i.max_num_seqs])
+        self.workers = {i.instance_id: _Worker() for i in instances}
+        self.queued: set[str] = set()
+        self.next_schedule = 0.0
+        self.slices_planned = 0
+
+    # -- estimators ------------------------------------------------------------------------------
+    def serve_time(self, sizes: np.ndarray, longest: int) -> np.ndarray:
+        """T_serve(N, L, S) in seconds for an array of batch sizes N (closed form of eq. 1-4)."""
+        slice_tokens = self.params.slice_tokens
+        prefill = self.model.prefill
+        decode = self.model.decode
+        prefill_s = prefill.alpha * sizes * longest + prefill.beta * sizes + prefill.gamma * longest + prefill.delta
+        steps = slice_tokens - 1
+        context = longest + (steps + 1) / 2.0
+        decode_s = steps * (decode.alpha * sizes * context + decode.beta * sizes + decode.gamma * context + decode.delta)
+        return prefill_s + decode_s
+
+    def max_batch(self, longest: int) -> int:
+        """Largest N with (L + S) * N <= zeta * capacity (eq. 9), within max_batch."""
+        fits = int(self.params.zeta * self.capacity // (longest + self.params.slice_tokens))
+        return max(1, min(fits, self.batch_limit))
+
+    def _length(self, request_id: str) -> int:
+        return self.requests[request_id].input_tokens + self.tokens_done[request_id]
+
+    # -- events ------------------------------------------------------------------------------------
+    def on_completion(self, completion: Completion, now: float) -> None:
+        super().on_completion(completion, now)
+        worker = self.workers[completion.instance]
+        worker.running.discard(completion.request_id)
+        if not worker.running:
+            worker.load = max(0.0, worker.load - worker.running_estimate)
+            worker.running_estimate = 0.0
+
+    def on_failure(self, request_id: str, instance: int, reason: str, now: float) -> None:
+        super().on_failure(request_id, instance, reason, now)
+        self.on_completion(Completion(request_id, instance, 0, self.tokens_done[request_id], True), now)
+
+    def _schedule(self, now: float) -> None:
+        pool = [rid for rid in self.pending if rid not in self.queued]
+        if pool:
+            pool.sort(key=self._length)
+            lengths = [self._length(rid) for rid in pool]
+            ranges, _ = dp_batches(lengths, self.serve_time, self.max_batch)
+            batches = [pool[start:end] for start, end in ranges]
+            times = [float(self.serve_time(np.array([len(batch)]), lengths[end - 1])[0])
+                     for batch, (_, end) in zip(batches, ranges)]
+            loads = {instance: worker.load for instance, worker in self.workers.items()}
+            for batch, estimate, instance in zip(batches, times, assign_max_min(times, loads)):
+                self.workers[instance].queue.append((batch, estimate))
+                self.workers[instance].load += estimate
+                self.queued.update(batch)
+            self.slices_planned += len(pool)
+        least = min(worker.load for worker in self.workers.values())
+        self.next_schedule = now + max(self.params.interval_lambda * least, self.params.min_interval_s)
+
+    def decide(self, now: float) -> Decision:
+        if now >= self.next_schedule and any(rid not in self.queued for rid in self.pending):
+            self._schedule(now)
+        dispatches = []
+        for instance, worker in self.workers.items():
+            if worker.running or not worker.queue:
+                continue
+            batch, estimate = worker.queue.pop(0)
+            worker.running = set(batch)
+            worker.running_estimate = estimate
+            for rid in batch:
+                self.queued.discard(rid)
+                dispatches.append(self._take(rid, instance, max_tokens=self.params.slice_tokens))
+        waiting = any(rid not in self.queued for rid in self.pending)
+        return Decision(dispatches, wake_at=self.next_schedule if waiting else None)
