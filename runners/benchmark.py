@@ -3,7 +3,6 @@ keep every measurement in ``results/<run_id>/`` whatever happens."""
 
 from __future__ import annotations
 
-import json
 import platform
 import time
 from dataclasses import dataclass
@@ -229,8 +228,3 @@ def _wall_clock_extras(driver: WallClockDriver) -> dict[str, Any]:
         "client_cpu_s": counters.client_cpu_s,
         "client_cpu_ms_per_1k_chunks": 1e6 * counters.client_cpu_s / counters.chunks if counters.chunks else None,
     }
-
-
-def describe_engine_file(folder: Path) -> dict[str, Any] | None:
-    path = folder / "engine.json"
-    return json.loads(path.read_text()) if path.exists() else None

@@ -128,7 +128,7 @@ def test_lmdeploy_launch_path_runs_and_stops(results_dir):
 
 
 def test_engine_dying_mid_run_fails_the_run_and_keeps_data(results_dir):
-    config = lmdeploy_launch("dies", extra_args=["--die-after", "1.5"])
+    config = lmdeploy_launch("dies", extra_args=["--die-after", "1.5"], warmup_concurrency=[])
     config["workload"].update(requests=200, arrival={"process": "poisson", "rate": 20})
     outcome = execute_run(parse_config(config), results_dir)
     run = load_run(results_dir, "dies")

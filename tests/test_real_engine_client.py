@@ -71,6 +71,13 @@ def test_stream_counts_tokens_from_usage_in_both_lmdeploy_styles(fixture, reques
     assert sent["max_tokens"] == 12 and sent["ignore_eos"] is True and "min_tokens" not in sent
 
 
+def test_chat_completions_stream(lmdeploy):
+    endpoint = Endpoint(lmdeploy.url, lmdeploy.model_name, "chat", "lmdeploy", accepts_min_tokens=False)
+    result = stream(endpoint, "hello there", 7)
+    assert result.error is None and result.completion_tokens == 7 and len(result.chunk_times) == 7
+    assert lmdeploy.requests_seen[-1]["messages"] == [{"role": "user", "content": "hello there"}]
+
+
 def test_http_error_dropped_stream_timeout_and_dead_engine(lmdeploy):
     endpoint = endpoint_for(lmdeploy)
     assert stream(endpoint, "FAIL500", 4).error == "HTTP 500: internal error (injected)"
@@ -136,6 +143,15 @@ def attach_config(server: FakeLMDeploy, run_id: str, scheduler: dict, requests: 
         "scheduler": scheduler,
         "sample_interval_s": 0.05,
     }
+
+
+def test_warmup_is_sent_but_not_recorded(lmdeploy, results_dir):
+    before = len(lmdeploy.requests_seen)
+    data = attach_config(lmdeploy, "warm", {"name": "fcfs"}, requests=5, warmup_concurrency=[1, 2])
+    assert execute_run(parse_config(data), results_dir).status == "done"
+    sent = lmdeploy.requests_seen[before:]
+    assert len(sent) == 3 + 5 and [body["max_tokens"] for body in sent[:3]] == [16, 16, 16]
+    assert len(load_run(results_dir, "warm").requests) == 5
 
 
 def test_fcfs_and_static_runs_against_lmdeploy_format(lmdeploy, results_dir):
@@ -219,7 +235,7 @@ def test_slices_continue_with_their_output_so_far(lmdeploy, results_dir, monkeyp
             return Decision([self._take(rid, 0, max_tokens=5) for rid in list(self.pending)])
 
     monkeypatch.setitem(registry.SCHEDULERS, "five-token-slices", FiveTokenSlices)
-    data = attach_config(lmdeploy, "sliced", {"name": "five-token-slices"}, requests=6)
+    data = attach_config(lmdeploy, "sliced", {"name": "five-token-slices"}, requests=6, warmup_concurrency=[])
     data["workload"]["filters"] = {"max_total_tokens": 200}
     before = len(lmdeploy.requests_seen)
     assert execute_run(parse_config(data), results_dir).status == "done"

@@ -33,7 +33,6 @@ from runners.workload.requests import Request
 @dataclass
 class _InstanceState:
     baseline: MetricsSnapshot | None = None
-    latest: MetricsSnapshot | None = None
     chunks_since_sample: int = 0
     last_sample_s: float = 0.0
 
@@ -242,8 +241,6 @@ class WallClockDriver:
                 if gpu:
                     row["gpu_memory_used_bytes"] = sum(reading.used_bytes for reading in gpu)
                 self.recorder.sample(row)
-                if snapshot is not None:
-                    self._states[index].latest = snapshot
                 self.policy.on_telemetry(
                     TelemetrySample(index, now, row["kv_usage"], row["running"], row["waiting"], row["preemptions"]), now
                 )
@@ -265,6 +262,18 @@ class WallClockDriver:
             self._wake.set()
             await asyncio.sleep(max(0.0, self.sample_interval_s - (self.now() - started)))
 
+    async def _warmup(self) -> None:
+        """Waves of concurrent short requests per instance, before the clock starts; not recorded.
+        Without it the first batch shapes compile while the run is measured (seen on the CPU vLLM:
+        seconds of stall that starve the client too)."""
+        prompts = [request.prompt for request in self.requests[:8]] or ["warm up"]
+        for wave in self.options.warmup_concurrency:
+            await asyncio.gather(*(
+                stream_request(self._session, instance.endpoint, prompts[k % len(prompts)], 16,
+                               timeout_s=self.options.request_timeout_s)
+                for instance in self.instances for k in range(wave)
+            ))
+
     # -- run ---------------------------------------------------------------------------------
     async def _run(self) -> DriverResult:
         self._wake = asyncio.Event()
@@ -272,6 +281,7 @@ class WallClockDriver:
         connector = aiohttp.TCPConnector(limit=0, limit_per_host=0, force_close=False)
         async with aiohttp.ClientSession(connector=connector) as session:
             self._session = session
+            await self._warmup()
             for index, instance in enumerate(self.instances):
                 self._states[index].baseline = await self._scrape(instance)
             infos = [InstanceInfo(i.index, i.kv_capacity_tokens, i.block_size, i.max_num_seqs, self.latency_model)

@@ -67,7 +67,7 @@ class ServerProcess:
                 stderr=subprocess.STDOUT,
                 stdin=subprocess.DEVNULL,
                 env={**os.environ, **self.env},
-                start_new_session=True,  # own process group: stop() takes its children too
+                process_group=0,  # own process group: stop() takes its children too
             )
         except OSError as exc:
             handle.close()

@@ -27,6 +27,11 @@ class ClientOptions(BaseModel):
     profile: str | None = Field(
         default=None, description="latency profile of this engine (from 'python -m runners profile'), for SLO 'auto'"
     )
+    warmup_concurrency: list[int] = Field(
+        default_factory=lambda: [1, 2, 4, 8, 16, 32],
+        description="before measuring, send waves of this many concurrent short requests to each instance "
+        "(not recorded): engines compile kernels for new batch shapes on first use; [] to skip",
+    )
 
 
 class LaunchOptions(BaseModel):

@@ -34,7 +34,9 @@ INF = math.inf
 
 
 class SLOAwareParams(OutputPredictorParams):
-    max_batch: int = Field(default=4, gt=0, description="largest batch the plan may form (paper: 1, 2, 4)")
+    max_batch: int | None = Field(
+        default=None, gt=0, description="largest batch the plan may form (paper: 1, 2, 4); default: the engine's max_num_seqs"
+    )
     t0: float = Field(default=500.0, gt=0, description="initial temperature (basis points of the G bound)")
     t_threshold: float = Field(default=20.0, gt=0, description="stop when the temperature falls below this")
     iterations: int = Field(default=100, gt=0, description="moves tried per temperature")
@@ -118,8 +120,10 @@ def start_points(inputs: PlanInputs, max_batch: int):
 
 
 def plan_annealing(inputs: PlanInputs, params: SLOAwareParams) -> tuple[np.ndarray, np.ndarray, int, float]:
-    """Algorithm 1: start points, then simulated annealing. Returns (order, sizes, batches, G)."""
-    points = start_points(inputs, params.max_batch)
+    """Algorithm 1: start points, then simulated annealing. Returns (order, sizes, batches, G).
+    The largest batch is the width of the latency tables."""
+    max_batch = inputs.exec_s.shape[1]
+    points = start_points(inputs, max_batch)
     latency_order, sizes, batches, g_latency, all_met = points[0]
     if all_met or len(inputs.waited_s) <= 1:
         return latency_order, sizes, batches, g_latency
@@ -127,7 +131,7 @@ def plan_annealing(inputs: PlanInputs, params: SLOAwareParams) -> tuple[np.ndarr
     for chain, (order, sizes, batches, _, _) in enumerate(points):  # anneal from both start points
         result = anneal(
             order, sizes, batches, inputs.exec_s, inputs.prefill_s, inputs.tpot_s, inputs.waited_s, inputs.base_s,
-            inputs.ttft_limit, inputs.tpot_limit, inputs.e2e_limit, params.max_batch, params.t0, params.t_threshold,
+            inputs.ttft_limit, inputs.tpot_limit, inputs.e2e_limit, max_batch, params.t0, params.t_threshold,
             params.iterations, params.decay, params.seed + 7919 * chain, inputs.g_upper,
         )
         if best is None or result[3] > best[3]:
@@ -191,6 +195,8 @@ class SLOAwarePolicy(SchedulerPolicy):
         self.latency = {info.instance_id: LatencyPredictor(info.latency_model) for info in instances}
         self.state = {info.instance_id: _InstanceState(InstanceMemory(info.kv_capacity_tokens)) for info in instances}
         self.outputs = OutputLengthPredictor.from_params(self.params)
+        engine_batch = min((info.max_num_seqs for info in instances if info.max_num_seqs), default=4)
+        self.max_batch = self.params.max_batch or engine_batch
         self.assigned: dict[str, int] = {}
         self.rank = 0
         self.plans_made = 0
@@ -251,7 +257,7 @@ class SLOAwarePolicy(SchedulerPolicy):
             return
         requests = [self.requests[rid] for rid in ids]
         outputs = [max(1, self.outputs.predict(r) - self.tokens_done[r.request_id]) for r in requests]
-        inputs = plan_inputs(requests, outputs, self.latency[instance], self.params.max_batch, now,
+        inputs = plan_inputs(requests, outputs, self.latency[instance], self.max_batch, now,
                              max(0.0, state.busy_until - now) if self.in_flight[instance] else 0.0)
         order, sizes, batches, _ = self.make_plan(requests, inputs)
         self.plans_made += 1
@@ -274,14 +280,14 @@ class SLOAwarePolicy(SchedulerPolicy):
                     batch = state.plan.pop(0)
                     dispatches += self._send(instance, batch, len(batch), now)
                 continue
-            room = sum(map(len, state.plan)) if mode == "all" else self.params.max_batch - len(in_flight)
+            room = sum(map(len, state.plan)) if mode == "all" else self.max_batch - len(in_flight)
             while state.plan and room > 0:
                 batch = state.plan[0]
                 take = batch[:room]
                 del batch[:room]
                 if not batch:
                     state.plan.pop(0)
-                dispatches += self._send(instance, take, self.params.max_batch, now)
+                dispatches += self._send(instance, take, self.max_batch, now)
                 room -= len(take)
         return Decision(dispatches)
 
@@ -303,4 +309,4 @@ class SLOExhaustivePolicy(SLOAwarePolicy):
     paper = "Huang et al., SLO-aware scheduling (004), exhaustive baseline"
 
     def make_plan(self, requests: list[Request], inputs: PlanInputs) -> tuple[np.ndarray, np.ndarray, int, float]:
-        return plan_exhaustive(inputs, self.params.max_batch)
+        return plan_exhaustive(inputs, self.max_batch)

@@ -77,7 +77,12 @@ class FakeLMDeploy:
         self.requests_seen.append(body)
         if body.get("model") != self.model_name:
             return self._error(404, f"The model '{body.get('model')}' does not exist.")
-        prompt = body.get("prompt", "")
+        chat = request.path.endswith("/chat/completions")
+        if chat:
+            messages = body.get("messages") or []
+            prompt = " ".join(str(m.get("content", "")) for m in messages if isinstance(m, dict))
+        else:
+            prompt = body.get("prompt", "")
         if "FAIL500" in prompt:
             return self._error(500, "internal error (injected)")
         max_tokens = body.get("max_completion_tokens") or body.get("max_tokens") or 16
@@ -109,12 +114,17 @@ class FakeLMDeploy:
                 used += 1
                 self.cache.labels(**self._labels).set(min(1.0, self._kv_tokens / self.kv_capacity_tokens))
                 last = index == max_tokens - 1
-                chunk = {
-                    "id": session, "object": "text_completion", "created": int(time.time()), "model": self.model_name,
-                    "choices": [{"index": 0, "text": f"t{index} ", "logprobs": None, "gen_tokens": None,
-                                 "finish_reason": "length" if last else None}],
-                    "usage": None,
-                }
+                if chat:  # ChatCompletionStreamResponse: role on every chunk, no separate role chunk
+                    delta = {"role": "assistant", "content": f"t{index} ", "reasoning_content": None,
+                             "gen_tokens": None, "tool_calls": []}
+                    choice = {"index": 0, "delta": delta, "logprobs": None, "finish_reason": "length" if last else None}
+                    kind = "chat.completion.chunk"
+                else:
+                    choice = {"index": 0, "text": f"t{index} ", "logprobs": None, "gen_tokens": None,
+                              "finish_reason": "length" if last else None}
+                    kind = "text_completion"
+                chunk = {"id": session, "object": kind, "created": int(time.time()), "model": self.model_name,
+                         "choices": [choice], "usage": None}
                 usage = {"prompt_tokens": prompt_tokens, "total_tokens": prompt_tokens + max_tokens,
                          "completion_tokens": max_tokens}
                 if last and include_usage and self.usage_style == "final":
@@ -142,6 +152,7 @@ class FakeLMDeploy:
         app.router.add_get("/v1/models", self.models)
         app.router.add_get("/metrics", self.metrics)
         app.router.add_post("/v1/completions", self.completions)
+        app.router.add_post("/v1/chat/completions", self.completions)
         runner = web.AppRunner(app)
         loop.run_until_complete(runner.setup())
         site = web.TCPSite(runner, "127.0.0.1", self.port)

@@ -1,0 +1,74 @@
+"""Decision time per call of every scheduler (issue 4 targets), printed and saved.
+
+Targets: slo-sa <= 1 ms with 10 waiting requests (paper Table 1: 0.48 ms) and <= 50 ms with 500;
+scls's DP <= 20 ms with 1,000 waiting; every other policy <= 1 ms with 1,000 waiting.
+
+Each measurement builds a fresh policy on one instance of the Qwen2.5-7B simulator preset, feeds
+it N arrivals from the synthetic stand-in (all at t = 0), and times one ``decide`` call - the call
+that plans, batches or admits them. Median of 15 repetitions after 3 warm-ups (numba kernels are
+compiled by then).
+
+Usage: python bench/scheduler_overhead.py     Writes bench/results/scheduler_overhead.{json,md}.
+"""
+
+from __future__ import annotations
+
+import json
+import statistics
+import sys
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+from runners.config import parse_config  # noqa: E402
+from runners.registry import SCHEDULERS, make_policy  # noqa: E402
+from runners.schedulers.base import InstanceInfo  # noqa: E402
+from runners.workload.builder import build_workload  # noqa: E402
+from runners.workload.slo import PAPER_SLOS  # noqa: E402
+
+RESULTS = ROOT / "bench" / "results"
+CASES = [("slo-sa", 10, 1.0), ("slo-sa", 500, 50.0), ("scls", 1000, 20.0)] + [
+    (name, 1000, 1.0) for name in ("fcfs", "static", "dynamic-mem", "dynamic-sla", "mcsf", "alpha-protect",
+                                   "alpha-beta-clear")
+]
+
+
+def decide_time_ms(name: str, waiting: int, requests, info: InstanceInfo) -> float:
+    policy = make_policy(name)
+    policy.start([info], 0.0)
+    for request in requests[:waiting]:
+        policy.on_arrival(request, 0.0)
+    started = time.perf_counter()
+    policy.decide(0.0)
+    return (time.perf_counter() - started) * 1000
+
+
+def main() -> None:
+    engine = parse_config({}).engine.resolve()
+    info = InstanceInfo(0, engine.kv_capacity_tokens, engine.block_size, engine.max_num_seqs, engine.latency)
+    config = parse_config({"workload": {"requests": 1000, "arrival": {"process": "all-at-once"}}})
+    requests = build_workload(config.workload, PAPER_SLOS).requests
+    rows = []
+    for name, waiting, target in CASES:
+        assert name in SCHEDULERS
+        for _ in range(3):
+            decide_time_ms(name, waiting, requests, info)
+        times = [decide_time_ms(name, waiting, requests, info) for _ in range(15)]
+        rows.append({"scheduler": name, "waiting": waiting, "median_ms": round(statistics.median(times), 3),
+                     "max_ms": round(max(times), 3), "target_ms": target,
+                     "pass": statistics.median(times) <= target})
+        print(rows[-1], flush=True)
+    RESULTS.mkdir(parents=True, exist_ok=True)
+    report = {"date": time.strftime("%Y-%m-%d %H:%M:%S"), "rows": rows, "pass": all(r["pass"] for r in rows)}
+    (RESULTS / "scheduler_overhead.json").write_text(json.dumps(report, indent=2) + "\n")
+    lines = ["| scheduler | waiting | median ms per decide | max ms | target ms | pass |", "|---|---|---|---|---|---|"]
+    lines += [f"| {r['scheduler']} | {r['waiting']} | {r['median_ms']} | {r['max_ms']} | {r['target_ms']} | "
+              f"{'yes' if r['pass'] else 'NO'} |" for r in rows]
+    (RESULTS / "scheduler_overhead.md").write_text("\n".join(lines) + "\n")
+    print("\n".join(lines))
+
+
+if __name__ == "__main__":
+    main()
