@@ -211,7 +211,7 @@ def main() -> None:
                            (2, 4, 6) if args.quick else (1, 2, 3, 4, 5, 6, 7, 8), 150 if args.quick else 400)
         rows += scenario_c(runner, 200 if args.quick else 600, 8.0, 2)
         rows += scenario_d(runner, (50, 100) if args.quick else (100, 200, 400),
-                           (("high", 8.0), ("low", 2.0)), 16_384)
+                           (("high", 8.0), ("low", 3.0)), 16_384)
     command = "python bench/reproduce.py" + (" --quick" if args.quick else f" --seeds {args.seeds}")
     write(rows, "simulator" if not args.quick else "simulator-quick", command, time.perf_counter() - started)
     print(json.dumps({"runs": runner.count, "seconds": round(time.perf_counter() - started, 1)}))
