@@ -6,7 +6,8 @@ distinct random prompts (so prefix caching cannot help). From each point it take
 
 - a prefill sample (b, mean prompt tokens, slowest TTFT) -- the whole batch is prefilled
   before its last first token;
-- a decode sample (b, mean context l_in + l_out / 2, mean per-token time (E2E - TTFT) / (n - 1)).
+- a decode sample (b, mean context l_in + l_out / 2, mean gap between tokens streamed after the
+  batch's last first token, when only decode steps run).
 
 Prompt lengths are the engine's own counts (``usage.prompt_tokens``). Coefficients are fitted by
 non-negative least squares (scipy.optimize.nnls) on [b*l, b, l, 1]; the fit error is reported as
@@ -114,9 +115,14 @@ async def measure(endpoint: Endpoint, grid: ProfileGrid, timeout_s: float = 600.
                 if failed:
                     raise SchedlabError(f"profile: request failed at batch {batch}, input {input_tokens}: {failed[0]}")
                 ttfts = [r.chunk_times[0] - r.sent_at for r in results]
-                per_token = [
-                    (r.chunk_times[-1] - r.chunk_times[0]) / (r.output_tokens - 1) for r in results if r.output_tokens > 1
-                ]
+                # decode steps only: after the batch's last first token, no prefill of this batch is
+                # mixed into the steps (chunked prefill would otherwise inflate the per-token time)
+                all_prefilled = max(r.chunk_times[0] for r in results)
+                per_token = []
+                for r in results:
+                    decoding = [t for t in r.chunk_times if t >= all_prefilled]
+                    if len(decoding) >= 3:
+                        per_token.append((decoding[-1] - decoding[0]) / (len(decoding) - 1))
                 prompt_lengths = [r.prompt_tokens or input_tokens for r in results]
                 outputs = [r.output_tokens for r in results]
                 mean_in = float(np.mean(prompt_lengths))

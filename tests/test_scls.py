@@ -8,7 +8,7 @@ import pytest
 from runners.benchmark import execute_run
 from runners.config import parse_config
 from runners.result_store import load_run
-from runners.schedulers.slice_level import assign_max_min, dp_batches
+from runners.schedulers.slice_level import assign_max_min, dp_batches, dp_batches_linear, ranges_from
 
 # Fig. 11: 15 requests of 10 prompt tokens and one of 1,024, S = 128. Batched together they take
 # 13.5 s, split into two batches 7.6 s in total. The text gives no coefficients, so a toy estimator
@@ -34,6 +34,16 @@ def test_dp_respects_the_memory_bound():
     sizes = [end - start for start, end in ranges]
     assert max(sizes) <= 8 and sorted(sizes) == [1, 7, 8] and ranges[-1] == (15, 16)
     assert total == pytest.approx(10.4710, abs=1e-4)  # 3 A + B (15 * 138 + 1152)
+
+
+@pytest.mark.parametrize("limit", [1000, 8, 3])
+def test_compiled_dp_matches_the_reference(limit):
+    rng = np.random.default_rng(limit)
+    lengths = np.sort(rng.integers(5, 1500, size=60)).astype(float)
+    ranges, total = dp_batches(lengths, toy_serve, lambda longest: limit)
+    slope, intercept = B * (lengths + S), np.full(lengths.size, A)
+    previous, compiled_total = dp_batches_linear(lengths, slope, intercept, np.full(lengths.size, limit))
+    assert ranges_from(previous) == ranges and compiled_total == pytest.approx(total)
 
 
 def test_max_min_offloading_and_interval():

@@ -287,6 +287,7 @@ class WallClockDriver:
             infos = [InstanceInfo(i.index, i.kv_capacity_tokens, i.block_size, i.max_num_seqs, self.latency_model)
                      for i in self.instances]
             self._start = time.perf_counter()
+            cpu_start = time.process_time()  # the client's own CPU time, from here to the end of the run
             self.policy.start(infos, 0.0)
             background = [
                 asyncio.create_task(self._arrivals()),
@@ -310,6 +311,7 @@ class WallClockDriver:
                 if self._flushing is not None:
                     await asyncio.gather(self._flushing, return_exceptions=True)
             end = self.now()
+            self.counters.client_cpu_s = time.process_time() - cpu_start
             for index, instance in enumerate(self.instances):
                 final = await self._scrape(instance)
                 self.recorder.sample(self._sample_row(index, final, end))
@@ -328,8 +330,4 @@ class WallClockDriver:
         return DriverResult(end_s=end, preemptions=preemptions, stalled=0)
 
     def run(self) -> DriverResult:
-        cpu_start = time.process_time()
-        try:
-            return asyncio.run(self._run())
-        finally:
-            self.counters.client_cpu_s = time.process_time() - cpu_start
+        return asyncio.run(self._run())

@@ -43,7 +43,7 @@ class InstanceInfo:
     latency_model: LatencyModel | None = None  # the engine's profile, when one is known
 
 
-@dataclass(frozen=True)
+@dataclass(slots=True)
 class Dispatch:
     """Send ``request_id`` to ``instance``. ``max_tokens`` None = the rest of its target output.
 
@@ -152,6 +152,8 @@ class SchedulerPolicy:
 
     def least_loaded_instance(self) -> int:
         """The instance with the fewest requests in flight (lowest id on ties)."""
+        if len(self.in_flight) == 1:
+            return next(iter(self.in_flight))
         return min(self.in_flight, key=lambda instance: (len(self.in_flight[instance]), instance))
 
     def remaining_tokens(self, request_id: str) -> int:

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from pydantic import Field
 
-from runners.schedulers.base import Decision, PolicyParams, SchedulerPolicy
+from runners.schedulers.base import Decision, Dispatch, PolicyParams, SchedulerPolicy
 
 
 class FCFSParams(PolicyParams):
@@ -21,7 +21,15 @@ class FCFSPolicy(SchedulerPolicy):
     Params = FCFSParams
 
     def decide(self, now: float) -> Decision:
+        if not self.pending:
+            return Decision()
         cap = self.params.max_in_flight
+        if cap is None and len(self.in_flight) == 1:  # the common case, without per-request bookkeeping calls
+            instance, flying = next(iter(self.in_flight.items()))
+            dispatches = [Dispatch(request_id, instance) for request_id in self.pending]
+            flying.update(self.pending)
+            self.pending.clear()
+            return Decision(dispatches)
         dispatches = []
         for request_id in list(self.pending):
             instance = self.least_loaded_instance()

@@ -133,6 +133,11 @@ class MemoryConstrainedPolicy(SchedulerPolicy):
         self.outputs = OutputLengthPredictor.from_params(self.params)
         self.usage: dict[int, float | None] = {i.instance_id: None for i in instances}
         self.measured_tpot: deque[float] = deque(maxlen=32)
+        self.predicted: dict[str, int] = {}  # output tokens, drawn once at arrival
+
+    def on_arrival(self, request: Request, now: float) -> None:
+        super().on_arrival(request, now)
+        self.predicted[request.request_id] = self.outputs.predict(request)
 
     def on_first_token(self, request_id: str, instance: int, now: float) -> None:
         entry = self.running[instance].get(request_id)
@@ -182,7 +187,7 @@ class MemoryConstrainedPolicy(SchedulerPolicy):
         return self.requests[request_id].input_tokens + self.tokens_done[request_id]
 
     def predicted_remaining(self, request_id: str) -> int:
-        return max(1, self.outputs.predict(self.requests[request_id]) - self.tokens_done[request_id])
+        return max(1, self.predicted[request_id] - self.tokens_done[request_id])
 
     def _send(self, request_id: str, instance: int, now: float):
         self.running[instance][request_id] = _Running(self.prompt_tokens(request_id),
@@ -201,9 +206,12 @@ class MCSFPolicy(MemoryConstrainedPolicy):
             if not self.pending:
                 break
             held, remaining = self.progress(instance, now)
-            waiting = sorted(self.pending, key=lambda rid: (self.predicted_remaining(rid), self.requests[rid].arrival_s))
-            bases = np.asarray([self.prompt_tokens(rid) + self.block_slack[instance] for rid in waiting], dtype=float)
-            ends = np.asarray([self.predicted_remaining(rid) for rid in waiting], dtype=float)
+            done, predicted, requests = self.tokens_done, self.predicted, self.requests
+            keyed = sorted((max(1, predicted[rid] - done[rid]), requests[rid].arrival_s,
+                            requests[rid].input_tokens + done[rid], rid) for rid in self.pending)
+            waiting = [entry[3] for entry in keyed]
+            ends = np.fromiter((entry[0] for entry in keyed), dtype=float, count=len(keyed))
+            bases = np.fromiter((entry[2] for entry in keyed), dtype=float, count=len(keyed)) + self.block_slack[instance]
             admitted = admit_shortest_first(held, remaining, bases, ends, float(self.capacity[instance]))
             if admitted == 0 and not self.running[instance] and waiting:
                 admitted = 1  # a request larger than the cache alone: the engine will say so

@@ -20,6 +20,7 @@ from dataclasses import dataclass, field
 from typing import Callable, Sequence
 
 import numpy as np
+from numba import njit
 from pydantic import Field
 
 from runners.schedulers.base import Completion, Decision, InstanceInfo, PolicyError, PolicyParams, SchedulerPolicy
@@ -49,6 +50,37 @@ def dp_batches(lengths: Sequence[int], serve_time: Callable[[np.ndarray, int], n
         ranges.append((int(previous[i]), i))
         i = int(previous[i])
     return ranges[::-1], float(total[n])
+
+
+@njit(cache=True)
+def dp_batches_linear(lengths, slope, intercept, limits):
+    """SCLS Alg. 1 when serving time is linear in the batch size for a given longest prompt:
+    T_serve(N, L_i) = slope[i] * N + intercept[i] (true of the latency model of eq. 1-4).
+    Returns (previous-index array, total seconds); the same recurrence as :func:`dp_batches`."""
+    n = lengths.shape[0]
+    total = np.zeros(n + 1)
+    previous = np.zeros(n + 1, dtype=np.int64)
+    for i in range(1, n + 1):
+        limit = min(i, limits[i - 1])
+        best = total[i - 1] + slope[i - 1] + intercept[i - 1]
+        best_size = 1
+        for size in range(2, limit + 1):
+            candidate = total[i - size] + slope[i - 1] * size + intercept[i - 1]
+            if candidate < best:
+                best = candidate
+                best_size = size
+        total[i] = best
+        previous[i] = i - best_size
+    return previous, total[n]
+
+
+def ranges_from(previous: np.ndarray) -> list[tuple[int, int]]:
+    ranges = []
+    i = len(previous) - 1
+    while i > 0:
+        ranges.append((int(previous[i]), i))
+        i = int(previous[i])
+    return ranges[::-1]
 
 
 def assign_max_min(batch_times: Sequence[float], loads: dict[int, float]) -> list[int]:
@@ -111,6 +143,15 @@ class SCLSPolicy(SchedulerPolicy):
         decode_s = steps * (decode.alpha * sizes * context + decode.beta * sizes + decode.gamma * context + decode.delta)
         return prefill_s + decode_s
 
+    def serve_line(self, longest: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """T_serve(N, L) = slope(L) * N + intercept(L), seconds, for each longest prompt L."""
+        steps = self.params.slice_tokens - 1
+        context = longest + (steps + 1) / 2.0
+        prefill, decode = self.model.prefill, self.model.decode
+        slope = prefill.alpha * longest + prefill.beta + steps * (decode.alpha * context + decode.beta)
+        intercept = prefill.gamma * longest + prefill.delta + steps * (decode.gamma * context + decode.delta)
+        return slope, intercept
+
     def max_batch(self, longest: int) -> int:
         """Largest N with (L + S) * N <= zeta * capacity (eq. 9), within max_batch."""
         fits = int(self.params.zeta * self.capacity // (longest + self.params.slice_tokens))
@@ -136,11 +177,14 @@ class SCLSPolicy(SchedulerPolicy):
         pool = [rid for rid in self.pending if rid not in self.queued]
         if pool:
             pool.sort(key=self._length)
-            lengths = [self._length(rid) for rid in pool]
-            ranges, _ = dp_batches(lengths, self.serve_time, self.max_batch)
+            lengths = np.asarray([self._length(rid) for rid in pool], dtype=float)
+            slope, intercept = self.serve_line(lengths)
+            fits = (self.params.zeta * self.capacity // (lengths + self.params.slice_tokens)).astype(np.int64)
+            limits = np.clip(fits, 1, self.batch_limit)
+            previous, _ = dp_batches_linear(lengths, slope, intercept, limits)
+            ranges = ranges_from(previous)
             batches = [pool[start:end] for start, end in ranges]
-            times = [float(self.serve_time(np.array([len(batch)]), lengths[end - 1])[0])
-                     for batch, (_, end) in zip(batches, ranges)]
+            times = [float(slope[end - 1] * (end - start) + intercept[end - 1]) for start, end in ranges]
             loads = {instance: worker.load for instance, worker in self.workers.items()}
             for batch, estimate, instance in zip(batches, times, assign_max_min(times, loads)):
                 self.workers[instance].queue.append((batch, estimate))

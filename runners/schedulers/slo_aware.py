@@ -76,22 +76,27 @@ class PlanInputs:
 
 def plan_inputs(requests: list[Request], outputs: list[int], latency: LatencyPredictor, max_batch: int,
                 now: float, base_s: float) -> PlanInputs:
+    """Latency tables [request, batch size - 1] from the latency model, vectorised over both axes.
+    No batch can be larger than the number of requests, so the tables are at most n wide."""
     n = len(requests)
-    exec_s = np.empty((n, max_batch))
-    prefill_s = np.empty((n, max_batch))
-    tpot_s = np.empty((n, max_batch))
-    for i, (request, output) in enumerate(zip(requests, outputs)):
-        for b in range(1, max_batch + 1):
-            exec_s[i, b - 1] = latency.e2e(b, request.input_tokens, output)
-            prefill_s[i, b - 1] = latency.ttft(b, request.input_tokens)
-            tpot = latency.tpot(b, request.input_tokens, output)
-            tpot_s[i, b - 1] = 0.0 if tpot is None else tpot
-    limits = [(r.slo.ttft_s or INF, r.slo.tpot_s or INF, r.slo.e2e_s or INF) for r in requests]
+    width = max(1, min(max_batch, n))
+    batch = np.arange(1, width + 1, dtype=float)[None, :]
+    inputs = np.asarray([r.input_tokens for r in requests], dtype=float)[:, None]
+    produced = np.asarray(outputs, dtype=float)[:, None]
+    model = latency.model
+    prefill = model.prefill.alpha * batch * inputs + model.prefill.beta * batch + model.prefill.gamma * inputs \
+        + model.prefill.delta
+    steps = np.maximum(produced - 1.0, 0.0)
+    context = inputs + (steps + 1.0) / 2.0  # mean context over the decode steps (closed form of eq. 16)
+    decode = steps * (model.decode.alpha * batch * context + model.decode.beta * batch + model.decode.gamma * context
+                      + model.decode.delta)
+    tpot = np.where(steps > 0, decode / np.maximum(steps, 1.0), 0.0)
+    limits = np.asarray([(r.slo.ttft_s or INF, r.slo.tpot_s or INF, r.slo.e2e_s or INF) for r in requests], dtype=float)
     return PlanInputs(
-        exec_s, prefill_s, tpot_s,
-        np.asarray([max(0.0, now - r.arrival_s) for r in requests]),
-        np.asarray([limit[0] for limit in limits]), np.asarray([limit[1] for limit in limits]),
-        np.asarray([limit[2] for limit in limits]), base_s,
+        np.ascontiguousarray(prefill + decode), np.ascontiguousarray(prefill), np.ascontiguousarray(tpot),
+        np.asarray([max(0.0, now - r.arrival_s) for r in requests], dtype=float),
+        np.ascontiguousarray(limits[:, 0]), np.ascontiguousarray(limits[:, 1]), np.ascontiguousarray(limits[:, 2]),
+        base_s,
     )
 
 
