@@ -33,13 +33,18 @@ from runners.workload.slo import PAPER_SLOS  # noqa: E402
 RESULTS = ROOT / "bench" / "results"
 PRESET_KV = None  # the Qwen2.5-7B preset's 813,104 tokens
 PAPER_KV = 16_492  # MC-SF paper: Llama2-70B on 2 x A100
-CASES = [("slo-sa", 10, 1.0, PRESET_KV), ("slo-sa", 500, 50.0, PRESET_KV), ("scls", 1000, 20.0, PRESET_KV)] + [
+CASES = [("slo-sa", 10, 1.0, PRESET_KV), ("slo-sa@max_batch=1", 10, 1.0, PRESET_KV),
+         ("slo-sa@max_batch=1,chains=1", 10, 1.0, PRESET_KV), ("slo-sa", 500, 50.0, PRESET_KV),
+         ("slo-sa@max_batch=4", 500, 50.0, PRESET_KV), ("scls", 1000, 20.0, PRESET_KV)] + [
     (name, 1000, 1.0, PRESET_KV) for name in ("fcfs", "static", "dynamic-mem", "dynamic-sla")
 ] + [(name, 1000, 1.0, kv) for name in ("mcsf", "alpha-protect", "alpha-beta-clear") for kv in (PAPER_KV, PRESET_KV)]
 
 
 def decide_time_ms(name: str, waiting: int, requests, info: InstanceInfo) -> float:
-    policy = make_policy(name)
+    """``name`` may carry parameters, as in ``slo-sa@max_batch=1,chains=1`` (the paper's Table 1 setting)."""
+    name, _, setting = name.partition("@")
+    params = {item.split("=")[0]: int(item.split("=")[1]) for item in setting.split(",")} if setting else {}
+    policy = make_policy(name, params)
     policy.start([info], 0.0)
     for request in requests[:waiting]:
         policy.on_arrival(request, 0.0)
@@ -55,7 +60,7 @@ def main() -> None:
     requests = build_workload(config.workload, PAPER_SLOS).requests
     rows = []
     for name, waiting, target, kv in CASES:
-        assert name in SCHEDULERS
+        assert name.partition("@")[0] in SCHEDULERS
         case_info = info if kv is None else InstanceInfo(0, kv, engine.block_size, engine.max_num_seqs, engine.latency)
         for _ in range(3):
             decide_time_ms(name, waiting, requests, case_info)

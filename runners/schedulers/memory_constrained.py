@@ -134,10 +134,21 @@ class MemoryConstrainedPolicy(SchedulerPolicy):
         self.usage: dict[int, float | None] = {i.instance_id: None for i in instances}
         self.measured_tpot: deque[float] = deque(maxlen=32)
         self.predicted: dict[str, int] = {}  # output tokens, drawn once at arrival
+        self.remaining_steps: dict[str, int] = {}
+        self.prompt_size: dict[str, int] = {}
+        self.sort_key: dict[str, tuple[int, float]] = {}
 
     def on_arrival(self, request: Request, now: float) -> None:
         super().on_arrival(request, now)
         self.predicted[request.request_id] = self.outputs.predict(request)
+        self._index(request.request_id)
+
+    def _index(self, request_id: str) -> None:
+        """Keep the sort key, remaining steps and prompt size of a waiting request at hand."""
+        remaining = self.predicted_remaining(request_id)
+        self.remaining_steps[request_id] = remaining
+        self.prompt_size[request_id] = self.prompt_tokens(request_id)
+        self.sort_key[request_id] = (remaining, self.requests[request_id].arrival_s)
 
     def on_first_token(self, request_id: str, instance: int, now: float) -> None:
         entry = self.running[instance].get(request_id)
@@ -151,6 +162,8 @@ class MemoryConstrainedPolicy(SchedulerPolicy):
         super().on_completion(completion, now)
         if completion.done:
             self.outputs.observe(self.requests[completion.request_id].task, completion.tokens_total)
+        else:
+            self._index(completion.request_id)
 
     def on_failure(self, request_id: str, instance: int, reason: str, now: float) -> None:
         self.running[instance].pop(request_id, None)
@@ -206,12 +219,10 @@ class MCSFPolicy(MemoryConstrainedPolicy):
             if not self.pending:
                 break
             held, remaining = self.progress(instance, now)
-            done, predicted, requests = self.tokens_done, self.predicted, self.requests
-            keyed = sorted((max(1, predicted[rid] - done[rid]), requests[rid].arrival_s,
-                            requests[rid].input_tokens + done[rid], rid) for rid in self.pending)
-            waiting = [entry[3] for entry in keyed]
-            ends = np.fromiter((entry[0] for entry in keyed), dtype=float, count=len(keyed))
-            bases = np.fromiter((entry[2] for entry in keyed), dtype=float, count=len(keyed)) + self.block_slack[instance]
+            waiting = sorted(self.pending, key=self.sort_key.__getitem__)
+            ends = np.fromiter(map(self.remaining_steps.__getitem__, waiting), dtype=float, count=len(waiting))
+            bases = np.fromiter(map(self.prompt_size.__getitem__, waiting), dtype=float, count=len(waiting))
+            bases += self.block_slack[instance]
             admitted = admit_shortest_first(held, remaining, bases, ends, float(self.capacity[instance]))
             if admitted == 0 and not self.running[instance] and waiting:
                 admitted = 1  # a request larger than the cache alone: the engine will say so

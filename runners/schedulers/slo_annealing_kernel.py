@@ -91,60 +91,63 @@ def anneal(order0, sizes0, batches0, exec_s, prefill_s, tpot_s, waited_s, base_s
     best_batches = batches
     best_g = g
     scale = 10000.0 / g_upper if g_upper > 0 else 1.0
-    candidate_order = order.copy()
-    candidate_sizes = sizes.copy()
+    saved_sizes = sizes.copy()
     temperature = t0
     while temperature >= t_threshold and n > 1:
         for _ in range(iterations):
-            candidate_order[:] = order
-            candidate_sizes[:] = sizes
-            candidate_batches = batches
+            # moves are applied in place and undone when rejected (no O(n) copies per move)
             move = np.random.randint(3)
             q = np.random.randint(n)
-            k, start = _batch_of(candidate_sizes, candidate_batches, q)
+            k, start = _batch_of(sizes, batches, q)
+            old_batches = batches
+            swapped_with = -1
             if move == 0:  # squeeze into the previous batch
-                if k == 0 or candidate_sizes[k - 1] >= max_batch:
+                if k == 0 or sizes[k - 1] >= max_batch:
                     continue
-                first = start
-                candidate_order[q], candidate_order[first] = candidate_order[first], candidate_order[q]
-                candidate_sizes[k - 1] += 1
-                candidate_sizes[k] -= 1
-                if candidate_sizes[k] == 0:
-                    candidate_batches = _remove_empty(candidate_sizes, candidate_batches, k)
+                saved_sizes[: batches + 1] = sizes[: batches + 1]
+                swapped_with = start
+                sizes[k - 1] += 1
+                sizes[k] -= 1
+                if sizes[k] == 0:
+                    batches = _remove_empty(sizes, batches, k)
             elif move == 1:  # delay into the next batch, or a new last one
-                last = start + candidate_sizes[k] - 1
-                if k == candidate_batches - 1:
-                    if candidate_sizes[k] == 1:
+                last = start + sizes[k] - 1
+                if k == batches - 1:
+                    if sizes[k] == 1:
                         continue
-                    candidate_order[q], candidate_order[last] = candidate_order[last], candidate_order[q]
-                    candidate_sizes[k] -= 1
-                    candidate_sizes[candidate_batches] = 1
-                    candidate_batches += 1
+                    saved_sizes[: batches + 1] = sizes[: batches + 1]
+                    swapped_with = last
+                    sizes[k] -= 1
+                    sizes[batches] = 1
+                    batches += 1
                 else:
-                    if candidate_sizes[k + 1] >= max_batch:
+                    if sizes[k + 1] >= max_batch:
                         continue
-                    candidate_order[q], candidate_order[last] = candidate_order[last], candidate_order[q]
-                    candidate_sizes[k] -= 1
-                    candidate_sizes[k + 1] += 1
-                    if candidate_sizes[k] == 0:
-                        candidate_batches = _remove_empty(candidate_sizes, candidate_batches, k)
+                    saved_sizes[: batches + 1] = sizes[: batches + 1]
+                    swapped_with = last
+                    sizes[k] -= 1
+                    sizes[k + 1] += 1
+                    if sizes[k] == 0:
+                        batches = _remove_empty(sizes, batches, k)
             else:  # swap two requests
-                other = np.random.randint(n)
-                if other == q:
+                swapped_with = np.random.randint(n)
+                if swapped_with == q:
                     continue
-                candidate_order[q], candidate_order[other] = candidate_order[other], candidate_order[q]
-            new_g, _ = evaluate_plan(candidate_order, candidate_sizes, candidate_batches, exec_s, prefill_s, tpot_s,
-                                     waited_s, base_s, ttft_limit, tpot_limit, e2e_limit)
+            order[q], order[swapped_with] = order[swapped_with], order[q]
+            new_g, _ = evaluate_plan(order, sizes, batches, exec_s, prefill_s, tpot_s, waited_s, base_s, ttft_limit,
+                                     tpot_limit, e2e_limit)
             delta = (new_g - g) * scale
             if delta >= 0.0 or np.random.random() < np.exp(delta / temperature):
-                order[:] = candidate_order
-                sizes[:] = candidate_sizes
-                batches = candidate_batches
                 g = new_g
                 if g > best_g:
                     best_g = g
                     best_order[:] = order
                     best_sizes[:] = sizes
                     best_batches = batches
+            else:  # undo
+                order[q], order[swapped_with] = order[swapped_with], order[q]
+                if move != 2:  # every size the move touched lies in [0, old_batches]
+                    sizes[: old_batches + 1] = saved_sizes[: old_batches + 1]
+                    batches = old_batches
         temperature *= decay
     return best_order, best_sizes, best_batches, best_g
