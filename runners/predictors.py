@@ -33,7 +33,9 @@ class OutputPredictorParams(BaseModel):
 
 
 @dataclass
-class _RunningMoments:
+class RunningMoments:
+    """Running count, mean and variance (Welford), for lengths seen one at a time."""
+
     count: int = 0
     mean: float = 0.0
     m2: float = 0.0
@@ -45,8 +47,12 @@ class _RunningMoments:
         self.m2 += delta * (value - self.mean)
 
     @property
+    def variance(self) -> float:
+        return self.m2 / (self.count - 1) if self.count > 1 else 0.0
+
+    @property
     def std(self) -> float:
-        return math.sqrt(self.m2 / (self.count - 1)) if self.count > 1 else 0.0
+        return math.sqrt(self.variance)
 
 
 @dataclass
@@ -57,7 +63,7 @@ class OutputLengthPredictor:
     noise: float = 0.2
     prior_tokens: int = 256
     seed: int = 0
-    _moments: dict[str, _RunningMoments] = field(default_factory=dict)
+    _moments: dict[str, RunningMoments] = field(default_factory=dict)
     _cache: dict[str, int] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
@@ -69,7 +75,7 @@ class OutputLengthPredictor:
 
     def observe(self, task: str, output_tokens: int) -> None:
         """A request of ``task`` finished with ``output_tokens``: update the task's Gaussian."""
-        self._moments.setdefault(task, _RunningMoments()).add(float(output_tokens))
+        self._moments.setdefault(task, RunningMoments()).add(float(output_tokens))
 
     def fitted(self, task: str) -> tuple[float, float] | None:
         """(mean, std) of the task's fitted Gaussian, or None before any observation."""

@@ -31,6 +31,7 @@ from dataclasses import dataclass
 from pydantic import Field
 from scipy.stats import norm
 
+from runners.predictors import RunningMoments
 from runners.schedulers.base import Completion, Decision, InstanceInfo, PolicyParams, SchedulerPolicy
 from runners.workload.requests import Request
 
@@ -90,23 +91,6 @@ class DynamicSLAParams(DynamicMemoryParams):
     memory_cap: bool = Field(default=True, description="also apply Alg. 1's memory cap (paper: b = min of both)")
 
 
-class _Stats:
-    """Running mean and variance (Welford)."""
-
-    def __init__(self) -> None:
-        self.count, self.mean, self.m2 = 0, 0.0, 0.0
-
-    def add(self, value: float) -> None:
-        self.count += 1
-        delta = value - self.mean
-        self.mean += delta / self.count
-        self.m2 += delta * (value - self.mean)
-
-    @property
-    def variance(self) -> float:
-        return self.m2 / (self.count - 1) if self.count > 1 else 0.0
-
-
 class DynamicMemoryPolicy(SchedulerPolicy):
     name = "dynamic-mem"
     summary = "Caps requests in flight per instance at the largest batch the KV cache holds with probability 1 - eps_M."
@@ -119,8 +103,8 @@ class DynamicMemoryPolicy(SchedulerPolicy):
         self.b_max = {info.instance_id: min(self.params.b_max, info.max_num_seqs or self.params.b_max)
                       for info in instances}
         self.cap = {info.instance_id: self.b_max[info.instance_id] for info in instances}
-        self.inputs = _Stats()
-        self.outputs = _Stats()
+        self.inputs = RunningMoments()
+        self.outputs = RunningMoments()
         self.first_token_at: dict[str, float] = {}
         self.cap_history: list[tuple[float, int, int]] = []
         self.sized = {info.instance_id: False for info in instances}
