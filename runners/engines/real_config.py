@@ -12,6 +12,11 @@ from typing import Literal
 from pydantic import BaseModel, ConfigDict, Field, SecretStr, field_validator, model_validator
 
 
+def optional_flags(options: dict[str, object]) -> list[str]:
+    """``[flag, value, ...]`` for every option that is set, in order."""
+    return [part for flag, value in options.items() if value is not None for part in (flag, str(value))]
+
+
 class ClientOptions(BaseModel):
     """How the streaming client talks to an engine, and when a run gives up."""
 
@@ -99,9 +104,7 @@ class VLLMConfig(ClientOptions, LaunchOptions):
             "--dtype": self.dtype,
             "--block-size": self.block_size,
         }
-        for flag, value in optional.items():
-            if value is not None:
-                command += [flag, str(value)]
+        command += optional_flags(optional)
         command += ["--scheduling-policy", self.scheduling_policy]
         return command + list(self.extra_args)
 
@@ -128,9 +131,7 @@ class LMDeployConfig(ClientOptions, LaunchOptions):
             "--session-len": self.session_len,
             "--tp": self.tp,
         }
-        for flag, value in optional.items():
-            if value is not None:
-                command += [flag, str(value)]
+        command += optional_flags(optional)
         return command + list(self.extra_args)
 
 
