@@ -34,7 +34,6 @@ from runners.schedulers.base import (
     Decision,
     InstanceInfo,
     PolicyError,
-    PolicyParams,
     SchedulerPolicy,
     TelemetrySample,
 )
