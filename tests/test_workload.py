@@ -5,7 +5,6 @@ from __future__ import annotations
 import filecmp
 import gzip
 import json
-from pathlib import Path
 
 import numpy as np
 import pytest
