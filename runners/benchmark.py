@@ -145,9 +145,12 @@ def execute_run(
     results_root: str | Path = DEFAULT_RESULTS_DIR,
     progress: Callable[[int, int], None] | None = None,
     should_stop: Callable[[], bool] | None = None,
+    flush_seconds: float = 2.0,
 ) -> RunOutcome:
     """Run ``config`` and save it. Input errors raise before anything is written; once the run
-    folder exists, a failure or cancel closes it with its partial data and the reason."""
+    folder exists, a failure or cancel closes it with its partial data and the reason.
+    ``flush_seconds``: longest wall time finished rows wait in memory before they reach disk
+    (the dashboard's live view reads them from there)."""
     prepared = prepare_run(config)
     policy = make_policy(config.scheduler.name, config.scheduler.params)
     run_id = config.run_id or new_run_id(config.scheduler.name, config.engine.kind)
@@ -158,8 +161,13 @@ def execute_run(
         "synthetic": prepared.workload.synthetic,
         "started_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
         "slos": {task: slo.describe() for task, slo in prepared.slos.items()},
+        "arrival_process": config.workload.arrival.process,
+        "arrival_rate_rps": config.workload.arrival.rate,
+        "instances": getattr(config.engine, "instances", None) or len(getattr(config.engine, "urls", []) or []) or None,
+        "sweep_id": config.sweep_id,
+        "notes": config.notes,
     }
-    writer = RunWriter(results_root, run_id, _config_record(prepared), header)
+    writer = RunWriter(results_root, run_id, _config_record(prepared), header, flush_seconds=flush_seconds)
     recorder = RunRecorder(prepared.workload.requests, writer, progress)
     status, error = "done", None
     real_engine: RealEngine | None = None
@@ -170,7 +178,7 @@ def execute_run(
         if prepared.simulator is not None:
             driver = VirtualTimeDriver(_simulated_instances(config, prepared.simulator), policy,
                                        prepared.workload.requests, recorder, config.sample_interval_s, should_stop,
-                                       config.max_duration_s)
+                                       config.max_duration_s, config.engine.pace)
             result = driver.run()
             if result.stalled:
                 status, error = "failed", f"{result.stalled} requests never completed: {policy.name} stopped dispatching"

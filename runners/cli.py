@@ -296,6 +296,13 @@ def command_schedulers(args: argparse.Namespace) -> int:  # noqa: ARG001
     return 0
 
 
+def command_worker(args: argparse.Namespace) -> int:
+    from runners.worker import run_job
+
+    state = run_job(args.job, args.results)
+    return 0 if state in ("done", "cancelled") else 1
+
+
 def make_parser() -> argparse.ArgumentParser:
     from runners.result_store import DEFAULT_RESULTS_DIR
 
@@ -363,6 +370,11 @@ def make_parser() -> argparse.ArgumentParser:
 
     schedulers = sub.add_parser("schedulers", help="list schedulers, their parameters, and engines")
     schedulers.set_defaults(handler=command_schedulers)
+
+    worker = sub.add_parser("worker", help="execute a dashboard job folder (started by the dashboard)")
+    worker.add_argument("job", help="results/.jobs/<job_id> folder")
+    worker.add_argument("--results", default=str(DEFAULT_RESULTS_DIR), help="results folder")
+    worker.set_defaults(handler=command_worker)
     return parser
 
 

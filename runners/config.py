@@ -48,6 +48,7 @@ class RunConfig(BaseModel):
         default=86_400.0, gt=0, description="stop the run (as failed) after this long, seconds; virtual on the simulator"
     )
     notes: str = ""
+    sweep_id: str | None = Field(default=None, description="groups the runs of one rate sweep (dashboard)")
 
     @field_validator("run_id")
     @classmethod

@@ -291,3 +291,22 @@ def delete_run(root: str | Path, run: str) -> Path:
     folder = resolve_run_folder(root, run)
     shutil.rmtree(folder)
     return folder
+
+
+def rename_run(root: str | Path, run: str, new_id: str) -> Path:
+    """Rename a finished run: its folder and the run id inside its config and summary."""
+    folder = resolve_run_folder(root, run)
+    validate_run_id(new_id)
+    summary = _read_json(folder / "summary.json")
+    if summary.get("status") == "running":
+        raise SchedlabError(f"run {folder.name!r} is still running; rename it when it has finished")
+    target = folder.parent / new_id
+    if target.exists():
+        raise ConfigError("run_id", f"a run named {new_id!r} already exists in {folder.parent}")
+    folder.rename(target)
+    config = _read_json(target / "config.json")
+    if isinstance(config.get("config"), dict):
+        config["config"]["run_id"] = new_id
+        write_json_atomic(target / "config.json", config)
+    write_json_atomic(target / "summary.json", {**summary, "run_id": new_id})
+    return target

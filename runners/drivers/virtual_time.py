@@ -4,13 +4,15 @@ Events, in time order: request arrivals, engine step ends, policy wake-ups and t
 samples. After every batch of events at one instant the policy is asked to decide (only when
 something it can see happened), dispatches join the chosen instance's queue, and idle
 instances with work start their next step. No wall clock is read: a run is a pure function of
-its config and seed.
+its config and seed. ``pace`` (simulated seconds per wall second) only adds sleeps between
+events so a person can watch the run; it never changes a measured value.
 """
 
 from __future__ import annotations
 
 import heapq
 import math
+import time
 from dataclasses import dataclass
 from typing import Callable, Sequence
 
@@ -43,8 +45,10 @@ class VirtualTimeDriver:
         sample_interval_s: float = 0.25,
         should_stop: Callable[[], bool] | None = None,
         max_duration_s: float = math.inf,
+        pace: float | None = None,
     ) -> None:
         self.instances = list(instances)
+        self.pace = pace
         self.max_duration_s = max_duration_s
         self.policy = policy
         self.requests = sorted(requests, key=lambda r: r.arrival_s)
@@ -123,6 +127,17 @@ class VirtualTimeDriver:
                 recorder.finish(seq.request_id, now)
         return bool(outcome.first_tokens or outcome.finished)
 
+    def _wait_for_wall_clock(self, now: float, wall_start: float) -> None:
+        """Sleep until ``now`` simulated seconds map onto the wall clock; flush and honour a cancel
+        while waiting, so a paced run streams to its folder and stops promptly."""
+        delay = wall_start + now / self.pace - time.perf_counter()
+        if delay <= 0.002:
+            return
+        self.recorder.maybe_flush()
+        if self.should_stop is not None and self.should_stop():
+            raise RunCancelled("cancelled by the user")
+        time.sleep(delay)
+
     def run(self) -> DriverResult:
         policy = self.policy
         infos = [
@@ -138,6 +153,7 @@ class VirtualTimeDriver:
         iterations = 0
         events = self._events
         recorder = self.recorder
+        wall_start = time.perf_counter()
         while not recorder.all_done:
             iterations += 1
             if self.should_stop is not None and iterations % 256 == 0 and self.should_stop():
@@ -169,6 +185,8 @@ class VirtualTimeDriver:
                     else:
                         noticed = True
             self.now = now
+            if self.pace is not None:
+                self._wait_for_wall_clock(now, wall_start)
             if noticed:
                 self._apply(now)
             self._start_idle(now)

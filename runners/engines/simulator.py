@@ -50,6 +50,11 @@ class SimulatorConfig(BaseModel):
     max_num_batched_tokens: int | None = Field(default=None, gt=0)
     scheduling_policy: Literal["fcfs", "priority"] = "fcfs"
     run_to_completion: bool = Field(default=False, description="hold KV until the batch ends (static server)")
+    pace: float | None = Field(
+        default=None, gt=0,
+        description="simulated seconds per wall-clock second (1 = real time), so a run can be watched live; "
+                    "unset = as fast as possible. Only delays the driver: every measured value is the same",
+    )
 
     def resolve(self) -> "ResolvedSimulator":
         """Merge the profile and the overrides; ConfigError on an impossible combination."""

@@ -1,0 +1,272 @@
+"""Plotly figures for the dashboard (comparison, sweeps, live view, demo) and their export.
+
+Every function takes plain data (summaries, :class:`runners.result_store.RunData`, data
+frames) and returns a ``plotly.graph_objects.Figure``; nothing here imports streamlit. Long
+series are thinned before drawing (min and max of each bin kept, so a memory sawtooth keeps its
+peaks and troughs), which is what keeps a 20-run comparison fast.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Sequence
+
+import numpy as np
+import pandas as pd
+import plotly.graph_objects as go
+import plotly.io as pio
+from plotly.subplots import make_subplots
+
+from runners.compare import cdf_points, summary_value
+from runners.result_store import RunData
+
+TASK_COLOURS = {"chat": "#1f77b4", "code": "#ff7f0e"}
+MET_SYMBOLS = {True: "circle", False: "x"}
+LATENCY_LABELS = {"ttft_s": "TTFT (s)", "tpot_s": "TPOT (s)", "e2e_s": "E2E latency (s)", "queue_s": "queue time (s)"}
+MAX_SERIES_POINTS = 1500
+MAX_SCATTER_POINTS = 2000
+
+
+class ExportUnavailable(RuntimeError):
+    """PNG export needs the kaleido package and a Chromium it can drive."""
+
+
+def _layout(fig: go.Figure, title: str, height: int = 380) -> go.Figure:
+    fig.update_layout(title=title, height=height, margin={"l": 50, "r": 20, "t": 50, "b": 40},
+                      legend={"orientation": "h", "y": -0.2}, template="plotly_white")
+    return fig
+
+
+def thin_series(t: Any, y: Any, max_points: int = MAX_SERIES_POINTS) -> tuple[np.ndarray, np.ndarray]:
+    """At most about ``max_points`` points of the series (t sorted): each bin of consecutive
+    samples contributes its minimum and its maximum, in time order."""
+    t = np.asarray(t, dtype=float)
+    y = np.asarray(y, dtype=float)
+    if t.size <= max_points:
+        return t, y
+    bins = max(1, max_points // 2)
+    edges = np.linspace(0, t.size, bins + 1).astype(int)
+    keep: list[int] = []
+    for start, stop in zip(edges[:-1], edges[1:]):
+        if stop <= start:
+            continue
+        segment = y[start:stop]
+        low, high = start + int(np.nanargmin(segment)), start + int(np.nanargmax(segment))
+        keep.extend(sorted({low, high}))
+    index = np.asarray(keep)
+    return t[index], y[index]
+
+
+def run_label(summary: dict[str, Any]) -> str:
+    return str(summary.get("run_id"))
+
+
+# -- comparison ------------------------------------------------------------------------------------
+def attainment_bars(summaries: Sequence[dict[str, Any]]) -> go.Figure:
+    """SLO attainment per run: overall, chat and code, in %."""
+    fig = go.Figure()
+    labels = [run_label(s) for s in summaries]
+    for key, name in (("slo_attainment", "overall"), ("slo_attainment_by_task.chat", "chat"),
+                      ("slo_attainment_by_task.code", "code")):
+        values = [summary_value(s, key) for s in summaries]
+        fig.add_bar(name=name, x=labels, y=[None if v is None else 100 * v for v in values],
+                    text=[None if v is None else f"{100 * v:.1f}%" for v in values], textposition="outside")
+    fig.update_yaxes(title="SLO attainment (%)", range=[0, 110])
+    return _layout(fig, "SLO attainment")
+
+
+def g_bars(summaries: Sequence[dict[str, Any]]) -> go.Figure:
+    """G = SLO-meeting requests / sum of E2E latency (1/s) per run."""
+    labels = [run_label(s) for s in summaries]
+    values = [summary_value(s, "G") for s in summaries]
+    fig = go.Figure(go.Bar(x=labels, y=values, text=[None if v is None else f"{v:.4g}" for v in values],
+                           textposition="outside", marker_color="#2ca02c"))
+    fig.update_yaxes(title="G (1/s)")
+    return _layout(fig, "G (SLO-meeting requests per second of summed latency)")
+
+
+def latency_cdfs(runs: Sequence[RunData], column: str = "e2e_s") -> go.Figure:
+    """CDF of one latency per task (a panel each), one line per run."""
+    tasks = ("chat", "code")
+    fig = make_subplots(rows=1, cols=2, subplot_titles=[f"{task}" for task in tasks], shared_yaxes=True)
+    palette = pio.templates["plotly_white"].layout.colorway
+    for index, run in enumerate(runs):
+        colour = palette[index % len(palette)]
+        frame = run.requests
+        for col, task in enumerate(tasks, start=1):
+            values = frame.loc[frame["task"] == task, column] if len(frame) else []
+            x, y = cdf_points(values)
+            fig.add_scatter(x=x, y=y, mode="lines", name=run.run_id, legendgroup=run.run_id,
+                            showlegend=col == 1, line={"color": colour}, row=1, col=col)
+    fig.update_xaxes(title=LATENCY_LABELS.get(column, column))
+    fig.update_yaxes(title="fraction of requests", range=[0, 1.02], row=1, col=1)
+    return _layout(fig, f"{LATENCY_LABELS.get(column, column)} CDF per task")
+
+
+def _slo_limits(run: RunData) -> dict[str, dict[str, float]]:
+    return (run.config.get("resolved") or {}).get("slos") or {}
+
+
+def ttft_tpot_scatter(runs: Sequence[RunData], seed: int = 0) -> go.Figure:
+    """TTFT vs TPOT of every completed request (sampled to 2,000 per run), with each task's SLO
+    box where both its TTFT and TPOT limits are set (the SLO-aware paper's chat SLO)."""
+    fig = go.Figure()
+    palette = pio.templates["plotly_white"].layout.colorway
+    rng = np.random.default_rng(seed)
+    for index, run in enumerate(runs):
+        frame = run.requests.dropna(subset=["ttft_s", "tpot_s"]) if len(run.requests) else run.requests
+        if len(frame) > MAX_SCATTER_POINTS:
+            frame = frame.iloc[np.sort(rng.choice(len(frame), MAX_SCATTER_POINTS, replace=False))]
+        fig.add_scattergl(x=frame["ttft_s"], y=frame["tpot_s"] * 1000, mode="markers", name=run.run_id,
+                          marker={"color": palette[index % len(palette)], "size": 5, "opacity": 0.6},
+                          text=frame["task"], hovertemplate="%{text}: TTFT %{x:.3f} s, TPOT %{y:.1f} ms")
+    drawn = set()
+    for run in runs[:1]:
+        for task, limits in _slo_limits(run).items():
+            if limits.get("ttft_s") and limits.get("tpot_s") and task not in drawn:
+                drawn.add(task)
+                fig.add_shape(type="rect", x0=0, y0=0, x1=limits["ttft_s"], y1=limits["tpot_s"] * 1000,
+                              line={"color": TASK_COLOURS.get(task, "grey"), "dash": "dash"})
+                fig.add_annotation(x=limits["ttft_s"], y=limits["tpot_s"] * 1000, text=f"{task} SLO",
+                                   showarrow=False, xanchor="right", yanchor="bottom")
+    fig.update_xaxes(title="TTFT (s)")
+    fig.update_yaxes(title="TPOT (ms)")
+    return _layout(fig, "TTFT vs TPOT (dashed box: SLO)")
+
+
+def _per_time(frame: pd.DataFrame, column: str, how: str) -> pd.Series:
+    if not len(frame):
+        return pd.Series(dtype=float)
+    grouped = frame.groupby("t_s")[column]
+    return grouped.mean() if how == "mean" else grouped.sum()
+
+
+def timeseries_overlay(runs: Sequence[RunData], column: str, how: str, title: str, axis: str,
+                       scale: float = 1.0, smooth_samples: int = 1) -> go.Figure:
+    """``column`` of each run's time series against run time, combined over instances with
+    ``how`` (mean or sum), one line per run."""
+    fig = go.Figure()
+    for run in runs:
+        series = _per_time(run.timeseries, column, how) * scale
+        if smooth_samples > 1 and len(series):
+            series = series.rolling(smooth_samples, min_periods=1).mean()
+        t, y = thin_series(series.index.to_numpy(), series.to_numpy())
+        fig.add_scatter(x=t, y=y, mode="lines", name=run.run_id)
+    fig.update_xaxes(title="run time (s)")
+    fig.update_yaxes(title=axis)
+    return _layout(fig, title)
+
+
+def kv_overlay(runs: Sequence[RunData]) -> go.Figure:
+    """The memory sawtooth: KV-cache usage (% of capacity, mean over instances) over time."""
+    return timeseries_overlay(runs, "kv_usage", "mean", "KV-cache usage over time", "KV cache used (%)", 100.0)
+
+
+def batch_size_over_time(runs: Sequence[RunData]) -> go.Figure:
+    """Running requests (the engine's batch) summed over instances."""
+    return timeseries_overlay(runs, "running", "sum", "Batch size (running requests) over time", "running requests")
+
+
+def throughput_over_time(runs: Sequence[RunData], smooth_samples: int = 8) -> go.Figure:
+    """Output tokens per second, summed over instances, rolling mean over ``smooth_samples``
+    telemetry samples (2 s at the default 0.25 s sampling)."""
+    return timeseries_overlay(runs, "tokens_per_s", "sum", "Output throughput over time", "output tokens/s",
+                              smooth_samples=smooth_samples)
+
+
+def comparison_charts(summaries: Sequence[dict[str, Any]], runs: Sequence[RunData]) -> dict[str, go.Figure]:
+    """Every comparison chart, by a short key (also the export file name)."""
+    return {
+        "slo_attainment": attainment_bars(summaries),
+        "g": g_bars(summaries),
+        "ttft_cdf": latency_cdfs(runs, "ttft_s"),
+        "tpot_cdf": latency_cdfs(runs, "tpot_s"),
+        "e2e_cdf": latency_cdfs(runs, "e2e_s"),
+        "ttft_vs_tpot": ttft_tpot_scatter(runs),
+        "kv_usage": kv_overlay(runs),
+        "batch_size": batch_size_over_time(runs),
+        "throughput": throughput_over_time(runs),
+    }
+
+
+# -- sweeps ----------------------------------------------------------------------------------------
+def sweep_charts(frame: pd.DataFrame, target: float) -> dict[str, go.Figure]:
+    """SLO attainment and G against arrival rate, a line per scheduler; the target as a line."""
+    attainment, g = go.Figure(), go.Figure()
+    for scheduler, group in frame.groupby("scheduler", sort=True):
+        group = group.sort_values("rate_rps")
+        attainment.add_scatter(x=group["rate_rps"], y=group["slo_attainment"] * 100, mode="lines+markers",
+                               name=scheduler)
+        g.add_scatter(x=group["rate_rps"], y=group["G"], mode="lines+markers", name=scheduler)
+    attainment.add_hline(y=target * 100, line={"dash": "dot", "color": "grey"},
+                         annotation_text=f"target {target:.0%}")
+    attainment.update_yaxes(title="SLO attainment (%)", range=[0, 105])
+    g.update_yaxes(title="G (1/s)")
+    for fig in (attainment, g):
+        fig.update_xaxes(title="arrival rate (req/s)")
+    return {"sweep_attainment": _layout(attainment, "SLO attainment vs arrival rate"),
+            "sweep_g": _layout(g, "G vs arrival rate")}
+
+
+# -- live view -------------------------------------------------------------------------------------
+def live_latency_scatter(requests: pd.DataFrame) -> go.Figure:
+    """TTFT, TPOT and E2E of each finished request against its finish time, coloured by task,
+    marked by SLO met (circle) or missed (x)."""
+    fig = make_subplots(rows=1, cols=3, subplot_titles=["TTFT (s)", "TPOT (ms)", "E2E (s)"])
+    frame = requests.dropna(subset=["finish_s"]) if len(requests) else requests
+    if len(frame) > MAX_SCATTER_POINTS:
+        frame = frame.iloc[-MAX_SCATTER_POINTS:]
+    for task in ("chat", "code"):
+        for met in (True, False):
+            part = frame[(frame["task"] == task) & (frame["slo_met"].fillna(False) == met)] if len(frame) else frame
+            name = f"{task}, SLO {'met' if met else 'missed'}"
+            for col, (column, scale) in enumerate((("ttft_s", 1.0), ("tpot_s", 1000.0), ("e2e_s", 1.0)), start=1):
+                fig.add_scattergl(x=part["finish_s"], y=part[column] * scale, mode="markers", name=name,
+                                  legendgroup=name, showlegend=col == 1,
+                                  marker={"color": TASK_COLOURS[task], "symbol": MET_SYMBOLS[met], "size": 6,
+                                          "opacity": 0.7}, row=1, col=col)
+    fig.update_xaxes(title="finish time (s)")
+    return _layout(fig, "Per-request latency as requests finish", height=340)
+
+
+def live_instance_series(timeseries: pd.DataFrame) -> go.Figure:
+    """KV-cache usage and batch size (running requests) per instance over time."""
+    fig = make_subplots(rows=1, cols=2, subplot_titles=["KV cache used (%)", "running requests"])
+    palette = pio.templates["plotly_white"].layout.colorway
+    if len(timeseries):
+        for index, (instance, group) in enumerate(timeseries.groupby("instance", sort=True)):
+            group = group.sort_values("t_s")
+            colour = palette[index % len(palette)]
+            t, kv = thin_series(group["t_s"], group["kv_usage"].astype(float) * 100)
+            fig.add_scatter(x=t, y=kv, mode="lines", name=f"instance {instance}", legendgroup=str(instance),
+                            line={"color": colour}, row=1, col=1)
+            t, running = thin_series(group["t_s"], group["running"].astype(float))
+            fig.add_scatter(x=t, y=running, mode="lines", name=f"instance {instance}", legendgroup=str(instance),
+                            showlegend=False, line={"color": colour}, row=1, col=2)
+    fig.update_xaxes(title="run time (s)")
+    return _layout(fig, "Engine state per instance", height=320)
+
+
+# -- export ----------------------------------------------------------------------------------------
+def charts_html(figures: dict[str, go.Figure], title: str) -> str:
+    """One standalone HTML page holding every figure (plotly.js inlined once, works offline)."""
+    parts = []
+    for index, (key, fig) in enumerate(figures.items()):
+        parts.append(pio.to_html(fig, full_html=False, include_plotlyjs="inline" if index == 0 else False,
+                                 div_id=f"chart-{key}"))
+    body = "\n".join(parts)
+    return (f"<!DOCTYPE html><html><head><meta charset='utf-8'><title>{title}</title></head>"
+            f"<body><h1>{title}</h1>\n{body}\n</body></html>")
+
+
+def chart_png(fig: go.Figure, width: int = 1100, height: int | None = None) -> bytes:
+    """The figure as PNG bytes, rendered by kaleido (which drives a local Chromium)."""
+    try:
+        import kaleido  # noqa: F401
+    except ImportError as exc:
+        raise ExportUnavailable("PNG export needs the 'kaleido' package (pip install kaleido) and Chromium; "
+                                "the camera icon on each chart also downloads a PNG") from exc
+    try:
+        return pio.to_image(fig, format="png", width=width, height=height or fig.layout.height or 400)
+    except Exception as exc:  # kaleido reports a missing browser in several ways
+        raise ExportUnavailable(f"PNG export failed ({type(exc).__name__}: {exc}); install Chromium, or use the "
+                                "camera icon on the chart") from exc

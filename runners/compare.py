@@ -1,0 +1,169 @@
+"""Comparing saved runs: the summary table with % change against a baseline, and rate sweeps
+with each scheduler's capacity at an SLO-attainment target.
+
+Everything here works on ``summary.json`` mappings (cheap to load for many runs); the charts in
+:mod:`runners.charts` read the request and time-series tables.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import Any, Sequence
+
+import numpy as np
+import pandas as pd
+
+
+@dataclass(frozen=True)
+class Metric:
+    """One row of the comparison table. ``key`` is a dotted path into summary.json;
+    ``higher_is_better`` says which way a change is good; ``unit`` is for display."""
+
+    key: str
+    label: str
+    higher_is_better: bool
+    unit: str = ""
+    scale: float = 1.0  # displayed value = stored value x scale (e.g. 100 for %, 1000 for ms)
+
+
+COMPARISON_METRICS: tuple[Metric, ...] = (
+    Metric("slo_attainment", "SLO attainment (%)", True, "%", 100.0),
+    Metric("slo_attainment_by_task.chat", "SLO attainment, chat (%)", True, "%", 100.0),
+    Metric("slo_attainment_by_task.code", "SLO attainment, code (%)", True, "%", 100.0),
+    Metric("G", "G (1/s)", True, "1/s"),
+    Metric("goodput_rps", "goodput (req/s)", True, "req/s"),
+    Metric("request_throughput_rps", "throughput (req/s)", True, "req/s"),
+    Metric("output_throughput_tps", "output throughput (tok/s)", True, "tok/s"),
+    Metric("ttft_s.mean", "TTFT mean (s)", False, "s"),
+    Metric("ttft_s.p90", "TTFT p90 (s)", False, "s"),
+    Metric("ttft_s.p99", "TTFT p99 (s)", False, "s"),
+    Metric("tpot_s.mean", "TPOT mean (ms)", False, "ms", 1000.0),
+    Metric("tpot_s.p90", "TPOT p90 (ms)", False, "ms", 1000.0),
+    Metric("tpot_s.p99", "TPOT p99 (ms)", False, "ms", 1000.0),
+    Metric("e2e_s.mean", "E2E mean (s)", False, "s"),
+    Metric("e2e_s.p90", "E2E p90 (s)", False, "s"),
+    Metric("e2e_s.p99", "E2E p99 (s)", False, "s"),
+    Metric("preemptions", "preemptions", False),
+    Metric("failed", "failed requests", False),
+)
+
+
+def summary_value(summary: dict[str, Any], dotted: str) -> float | None:
+    """The number at ``dotted`` in a summary, or None when missing or not finite."""
+    value: Any = summary
+    for part in dotted.split("."):
+        if not isinstance(value, dict):
+            return None
+        value = value.get(part)
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        return None
+    return float(value) if math.isfinite(value) else None
+
+
+def percent_change(new: float | None, base: float | None) -> float | None:
+    """(new - base) / |base| x 100; None when either is missing or base is 0."""
+    if new is None or base is None or base == 0:
+        return None
+    return (new - base) / abs(base) * 100.0
+
+
+def comparison_table(summaries: Sequence[dict[str, Any]], baseline: str) -> pd.DataFrame:
+    """One row per metric: each run's value (display units) and, for every other run, the %
+    change against ``baseline`` (a run id among ``summaries``) in a ``Δ% <run>`` column."""
+    by_id = {s["run_id"]: s for s in summaries}
+    if baseline not in by_id:
+        raise ValueError(f"baseline {baseline!r} is not among the compared runs: {', '.join(by_id)}")
+    order = [baseline] + [run_id for run_id in by_id if run_id != baseline]
+    rows = []
+    for metric in COMPARISON_METRICS:
+        row: dict[str, Any] = {"metric": metric.label}
+        base = summary_value(by_id[baseline], metric.key)
+        for run_id in order:
+            value = summary_value(by_id[run_id], metric.key)
+            row[run_id] = None if value is None else value * metric.scale
+        for run_id in order[1:]:
+            row[f"Δ% {run_id}"] = percent_change(summary_value(by_id[run_id], metric.key), base)
+        rows.append(row)
+    return pd.DataFrame(rows)
+
+
+def change_is_good(metric_label: str, change: float | None) -> bool | None:
+    """Whether a % change of the metric labelled ``metric_label`` is an improvement."""
+    if change is None or change == 0:
+        return None
+    metric = next((m for m in COMPARISON_METRICS if m.label == metric_label), None)
+    if metric is None:
+        return None
+    return (change > 0) == metric.higher_is_better
+
+
+# -- rate sweeps -----------------------------------------------------------------------------------
+def sweep_frame(summaries: Sequence[dict[str, Any]]) -> pd.DataFrame:
+    """One row per run of a sweep: scheduler, rate (req/s), attainment, G, goodput, p90 E2E."""
+    rows = [
+        {
+            "run_id": s["run_id"],
+            "sweep_id": s.get("sweep_id"),
+            "scheduler": s.get("scheduler"),
+            "rate_rps": s.get("arrival_rate_rps"),
+            "slo_attainment": summary_value(s, "slo_attainment"),
+            "G": summary_value(s, "G"),
+            "goodput_rps": summary_value(s, "goodput_rps"),
+            "e2e_p90_s": summary_value(s, "e2e_s.p90"),
+            "status": s.get("status"),
+        }
+        for s in summaries
+        if s.get("arrival_rate_rps") is not None
+    ]
+    frame = pd.DataFrame(rows, columns=["run_id", "sweep_id", "scheduler", "rate_rps", "slo_attainment", "G",
+                                        "goodput_rps", "e2e_p90_s", "status"])
+    return frame.sort_values(["scheduler", "rate_rps"]).reset_index(drop=True)
+
+
+def capacity_at(rates: Sequence[float], attainments: Sequence[float | None], target: float) -> float | None:
+    """The highest arrival rate (req/s) at which SLO attainment stays >= ``target``.
+
+    Rates are sorted; from the lowest rate up, attainment must hold at every rate. Between the
+    last rate that meets the target and the first that misses it, the crossing is interpolated
+    linearly. None when even the lowest rate misses; the highest swept rate when none misses
+    (capacity is then at least that)."""
+    points = sorted((float(r), a) for r, a in zip(rates, attainments) if a is not None)
+    if not points or points[0][1] < target:
+        return None
+    for (rate_low, att_low), (rate_high, att_high) in zip(points, points[1:]):
+        if att_high < target:
+            if att_low == att_high:
+                return rate_low
+            return float(rate_low + (att_low - target) * (rate_high - rate_low) / (att_low - att_high))
+    return points[-1][0]
+
+
+def capacities(frame: pd.DataFrame, target: float) -> pd.DataFrame:
+    """Capacity per scheduler of a :func:`sweep_frame` at ``target`` attainment, and whether it
+    is a lower bound (every swept rate met the target)."""
+    rows = []
+    for scheduler, group in frame.groupby("scheduler", sort=True):
+        value = capacity_at(group["rate_rps"], group["slo_attainment"], target)
+        met = group["slo_attainment"].dropna()
+        rows.append({
+            "scheduler": scheduler,
+            "capacity_rps": value,
+            "at_least": bool(len(met) and (met >= target).all()),
+            "rates_swept": len(group),
+        })
+    return pd.DataFrame(rows, columns=["scheduler", "capacity_rps", "at_least", "rates_swept"])
+
+
+def cdf_points(values: Any, max_points: int = 400) -> tuple[np.ndarray, np.ndarray]:
+    """(sorted values, cumulative fraction) of the finite ``values``, thinned to at most
+    ``max_points`` points (evenly in rank) so large runs draw fast; the extremes are kept."""
+    array = np.sort(np.asarray(values, dtype=float))
+    array = array[np.isfinite(array)]
+    if array.size == 0:
+        return array, array
+    fractions = np.arange(1, array.size + 1) / array.size
+    if array.size > max_points:
+        index = np.unique(np.linspace(0, array.size - 1, max_points).round().astype(int))
+        return array[index], fractions[index]
+    return array, fractions

@@ -1,0 +1,184 @@
+"""Background jobs: one or more runs executed one after the other in a separate worker process.
+
+The dashboard starts a job and returns at once; the worker (``python -m runners worker JOB``)
+writes every run into ``results/<run_id>/`` as it goes, so closing or reloading the browser
+changes nothing and any page can re-attach by reading the job folder. Layout::
+
+    results/.jobs/<job_id>/job.json     the spec: label, kind, run configs (run ids fixed up front)
+    results/.jobs/<job_id>/status.json  state, worker pid, per-run status; rewritten atomically
+    results/.jobs/<job_id>/cancel       present = the user asked to stop
+    results/.jobs/<job_id>/worker.log   the worker's own stdout/stderr
+
+The worker is started with an argument list (never a shell) in its own session, so it outlives
+the Streamlit server's request handling; cancel is a flag file the run's ``should_stop`` polls,
+then the run's servers are stopped and its partial rows kept (see ``runners.benchmark``).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Literal
+
+from pydantic import BaseModel, Field
+
+from runners.config import RunConfig
+from runners.result_store import DEFAULT_RESULTS_DIR, new_run_id, write_json_atomic
+
+JOBS_FOLDER = ".jobs"
+JobState = Literal["starting", "running", "done", "failed", "cancelled", "lost"]
+FINAL_STATES = ("done", "failed", "cancelled", "lost")
+
+
+class SweepSpec(BaseModel):
+    """A rate sweep: every scheduler at every rate, one workload and seed."""
+
+    rates_rps: list[float] = Field(min_length=1, description="arrival rates to sweep, requests per second")
+    target_attainment: float = Field(default=0.9, gt=0, le=1, description="SLO attainment that defines capacity")
+
+
+class JobSpec(BaseModel):
+    """What a job runs. ``runs`` are full run configs (validated), executed in order."""
+
+    job_id: str
+    label: str = ""
+    created_at: str = ""
+    runs: list[RunConfig] = Field(min_length=1)
+    sweep: SweepSpec | None = None
+
+
+@dataclass
+class JobStatus:
+    """The worker's last report, plus whether its process still lives."""
+
+    job_id: str
+    folder: Path
+    spec: JobSpec
+    state: str
+    pid: int | None
+    current: int | None
+    runs: list[dict[str, Any]]
+    error: str | None
+    updated_at: float
+
+    @property
+    def active(self) -> bool:
+        return self.state not in FINAL_STATES
+
+    @property
+    def run_ids(self) -> list[str]:
+        return [run.run_id for run in self.spec.runs if run.run_id]
+
+    @property
+    def current_run_id(self) -> str | None:
+        if self.current is None or not 0 <= self.current < len(self.spec.runs):
+            return None
+        return self.spec.runs[self.current].run_id
+
+
+def jobs_root(results_root: str | Path = DEFAULT_RESULTS_DIR) -> Path:
+    return Path(results_root) / JOBS_FOLDER
+
+
+def new_job_spec(configs: list[RunConfig], label: str = "", sweep: SweepSpec | None = None) -> JobSpec:
+    """A job for ``configs``, giving each run without a ``run_id`` a fresh one now, so pages can
+    follow them before they start."""
+    stamp = time.strftime("%Y%m%d-%H%M%S", time.gmtime())
+    job_id = f"job-{stamp}-{os.urandom(2).hex()}"
+    runs = []
+    for index, config in enumerate(configs):
+        run_id = config.run_id or f"{new_run_id(config.scheduler.name, config.engine.kind)}-{index:02d}"
+        runs.append(config.model_copy(update={"run_id": run_id}))
+    return JobSpec(job_id=job_id, label=label, created_at=time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+                   runs=runs, sweep=sweep)
+
+
+def start_job(spec: JobSpec, results_root: str | Path = DEFAULT_RESULTS_DIR) -> Path:
+    """Write the job folder and start its worker process; returns the folder."""
+    root = Path(results_root)
+    folder = jobs_root(root) / spec.job_id
+    folder.mkdir(parents=True, exist_ok=False)
+    write_json_atomic(folder / "job.json", spec.model_dump(mode="json"))
+    write_status(folder, {"state": "starting", "pid": None, "current": None,
+                          "runs": [{"run_id": run.run_id, "status": "queued"} for run in spec.runs]})
+    log = (folder / "worker.log").open("ab")
+    env = {**os.environ, "PYTHONUNBUFFERED": "1"}
+    process = subprocess.Popen(
+        [sys.executable, "-m", "runners", "worker", str(folder), "--results", str(root)],
+        stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, start_new_session=True,
+        cwd=str(Path(__file__).resolve().parents[1]), env=env,
+    )
+    log.close()
+    status = _read_json(folder / "status.json") or {}
+    if status.get("state") == "starting":
+        status["pid"] = process.pid
+        write_status(folder, status)
+    return folder
+
+
+def write_status(folder: Path, fields: dict[str, Any]) -> None:
+    write_json_atomic(folder / "status.json", {**fields, "updated_at": time.time()}, durable=False)
+
+
+def _read_json(path: Path) -> dict[str, Any] | None:
+    try:
+        return json.loads(path.read_text(encoding="utf-8"))
+    except (FileNotFoundError, json.JSONDecodeError):
+        return None
+
+
+def _alive(pid: int | None) -> bool:
+    if not pid:
+        return False
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    try:  # a zombie (finished child not yet reaped by its parent) counts as gone
+        state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+        return state != "Z"
+    except (OSError, IndexError):
+        return True
+
+
+def read_job(folder: str | Path) -> JobStatus | None:
+    """The job in ``folder``; None when it is not a readable job folder. A job whose worker died
+    without a final report is reported as ``lost`` (its runs keep the rows they flushed)."""
+    path = Path(folder)
+    spec_data = _read_json(path / "job.json")
+    if spec_data is None:
+        return None
+    spec = JobSpec.model_validate(spec_data)
+    status = _read_json(path / "status.json") or {}
+    state = status.get("state", "starting")
+    pid = status.get("pid")
+    updated = float(status.get("updated_at", 0.0))
+    if state not in FINAL_STATES and not _alive(pid) and (pid or time.time() - updated > 30):
+        state = "lost"
+    return JobStatus(spec.job_id, path, spec, state, pid, status.get("current"), status.get("runs", []),
+                     status.get("error"), updated)
+
+
+def list_jobs(results_root: str | Path = DEFAULT_RESULTS_DIR) -> list[JobStatus]:
+    """Every job, newest first."""
+    base = jobs_root(results_root)
+    if not base.exists():
+        return []
+    jobs = [job for folder in base.iterdir() if folder.is_dir() and (job := read_job(folder)) is not None]
+    return sorted(jobs, key=lambda job: job.spec.created_at, reverse=True)
+
+
+def cancel_job(folder: str | Path) -> None:
+    """Ask the worker to stop: it ends the current run (keeping its rows) and skips the rest."""
+    (Path(folder) / "cancel").touch()
+
+
+def cancel_requested(folder: str | Path) -> bool:
+    return (Path(folder) / "cancel").exists()

@@ -1,0 +1,148 @@
+"""Reading a run folder while its run goes: the rows flushed so far, progress, ETA and running
+metrics, and the launched servers' log tails. Used by the dashboard's live view.
+
+Part files are immutable once they appear (they are renamed into place whole), so each one is
+read once and kept in a small cache keyed by (path, size, mtime); a refresh reads only new parts.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from collections import OrderedDict
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import pandas as pd
+import pyarrow as pa
+import pyarrow.parquet as pq
+
+from runners.metrics.run_metrics import summarize_requests
+from runners.result_store import REQUEST_COLUMNS, TIMESERIES_COLUMNS, _schema
+
+_PART_CACHE: "OrderedDict[tuple[str, int, int], pa.Table]" = OrderedDict()
+_PART_CACHE_LIMIT = 8192
+
+
+def _cached_table(path: Path) -> pa.Table | None:
+    try:
+        stat = path.stat()
+    except FileNotFoundError:  # merged away between listing and reading
+        return None
+    key = (str(path), stat.st_size, stat.st_mtime_ns)
+    table = _PART_CACHE.get(key)
+    if table is None:
+        try:
+            table = pq.read_table(path)
+        except (FileNotFoundError, OSError):
+            return None
+        _PART_CACHE[key] = table
+        if len(_PART_CACHE) > _PART_CACHE_LIMIT:
+            _PART_CACHE.popitem(last=False)
+    else:
+        _PART_CACHE.move_to_end(key)
+    return table
+
+
+def read_table_so_far(folder: Path, stem: str, columns: dict[str, pa.DataType]) -> pd.DataFrame:
+    """Rows of ``<stem>`` written so far: the merged file when the run has ended, else the parts."""
+    for _ in range(3):  # the run may merge its parts while we list them: then read again
+        merged = folder / f"{stem}.parquet"
+        if merged.exists():
+            table = _cached_table(merged)
+            if table is not None:
+                return table.to_pandas()
+        parts = sorted(folder.glob(f"{stem}.part-*.parquet"))
+        tables = [_cached_table(part) for part in parts]
+        if all(table is not None for table in tables):
+            if not tables:
+                return _schema(columns).empty_table().to_pandas()
+            return pa.concat_tables(tables).to_pandas()
+    return _schema(columns).empty_table().to_pandas()
+
+
+def log_tails(folder: Path, max_bytes: int = 6000) -> dict[str, str]:
+    """The end of each ``server-N.log`` in the run folder (launched engines only)."""
+    tails = {}
+    for path in sorted(folder.glob("server-*.log")):
+        with path.open("rb") as handle:
+            handle.seek(0, 2)
+            size = handle.tell()
+            handle.seek(max(0, size - max_bytes))
+            text = handle.read().decode("utf-8", errors="replace")
+        tails[path.name] = text if size <= max_bytes else text.split("\n", 1)[-1]
+    return tails
+
+
+@dataclass
+class LiveSnapshot:
+    """One look at a run folder. Times in seconds; ``tokens_per_s`` is output tokens per second
+    over the latest telemetry sample, summed over instances."""
+
+    run_id: str
+    folder: Path
+    status: str
+    error: str | None
+    header: dict[str, Any]
+    requests: pd.DataFrame
+    timeseries: pd.DataFrame
+    total: int
+    done: int
+    elapsed_s: float | None
+    eta_s: float | None
+    metrics: dict[str, Any]
+    tokens_per_s: float | None
+    logs: dict[str, str] = field(default_factory=dict)
+
+    @property
+    def fraction(self) -> float:
+        return min(1.0, self.done / self.total) if self.total else 0.0
+
+
+def _parse_utc(stamp: str | None) -> float | None:
+    if not stamp:
+        return None
+    try:
+        return time.mktime(time.strptime(stamp, "%Y-%m-%dT%H:%M:%SZ")) - time.timezone
+    except ValueError:
+        return None
+
+
+def read_live(folder: str | Path, now: float | None = None) -> LiveSnapshot | None:
+    """A snapshot of the run in ``folder``; None while the folder has no summary yet."""
+    path = Path(folder)
+    try:
+        summary = json.loads((path / "summary.json").read_text(encoding="utf-8"))
+    except (FileNotFoundError, json.JSONDecodeError):
+        return None
+    requests = read_table_so_far(path, "requests", REQUEST_COLUMNS)
+    timeseries = read_table_so_far(path, "timeseries", TIMESERIES_COLUMNS)
+    config_total = None
+    try:
+        config = json.loads((path / "config.json").read_text(encoding="utf-8"))
+        config_total = config.get("config", {}).get("workload", {}).get("requests")
+    except (FileNotFoundError, json.JSONDecodeError):
+        pass
+    total = int(summary.get("requests_total") or config_total or len(requests))
+    done = int(len(requests))
+    status = str(summary.get("status", "running"))
+    started = _parse_utc(summary.get("started_at"))
+    finished = _parse_utc(summary.get("finished_at"))
+    current = now if now is not None else time.time()
+    elapsed = None
+    if started is not None:
+        elapsed = (finished if finished is not None and status != "running" else current) - started
+    eta = None
+    if status == "running" and elapsed is not None and done:
+        eta = elapsed * (total - done) / done
+    metrics = summarize_requests(requests) if done else {}
+    tokens_per_s = None
+    if len(timeseries):
+        latest = timeseries[timeseries["t_s"] == timeseries["t_s"].max()]
+        tokens_per_s = float(latest["tokens_per_s"].fillna(0).sum())
+    return LiveSnapshot(
+        run_id=path.name, folder=path, status=status, error=summary.get("error"), header=summary,
+        requests=requests, timeseries=timeseries, total=total, done=done, elapsed_s=elapsed, eta_s=eta,
+        metrics=metrics, tokens_per_s=tokens_per_s, logs=log_tails(path),
+    )

@@ -1,0 +1,67 @@
+"""The job worker: ``python -m runners worker <job folder> --results <root>``.
+
+Runs the job's configs one after the other with :func:`runners.benchmark.execute_run`,
+reporting to ``status.json`` after each change. A ``cancel`` flag file or SIGTERM stops the
+current run (it keeps its rows, status ``cancelled``) and skips the rest. One failed run does
+not stop the job: the next scheduler still runs, so a comparison keeps what it can.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import time
+import traceback
+from pathlib import Path
+from typing import Any
+
+from runners.benchmark import execute_run
+from runners.jobs import JobSpec, cancel_requested, write_status
+
+LIVE_FLUSH_S = 1.0  # rows reach disk at least this often, for the live view (seconds)
+
+
+def run_job(folder: str | Path, results_root: str | Path) -> str:
+    """Execute the job in ``folder``; returns its final state."""
+    folder = Path(folder)
+    spec = JobSpec.model_validate_json((folder / "job.json").read_text(encoding="utf-8"))
+    runs: list[dict[str, Any]] = [{"run_id": run.run_id, "status": "queued"} for run in spec.runs]
+    terminated = {"flag": False}
+
+    def on_term(signum, frame):  # noqa: ARG001 - signal handler signature
+        terminated["flag"] = True
+
+    signal.signal(signal.SIGTERM, on_term)
+    signal.signal(signal.SIGINT, on_term)
+    last_check = {"t": 0.0, "stop": False}
+
+    def should_stop() -> bool:
+        now = time.monotonic()
+        if now - last_check["t"] >= 0.2:  # a stat() at most five times a second
+            last_check["t"] = now
+            last_check["stop"] = terminated["flag"] or cancel_requested(folder)
+        return last_check["stop"]
+
+    def report(state: str, current: int | None, error: str | None = None) -> None:
+        write_status(folder, {"state": state, "pid": os.getpid(), "current": current, "runs": runs, "error": error})
+
+    state = "done"
+    for index, config in enumerate(spec.runs):
+        if terminated["flag"] or cancel_requested(folder):
+            runs[index]["status"] = "skipped"
+            state = "cancelled"
+            continue
+        runs[index]["status"] = "running"
+        report("running", index)
+        try:
+            outcome = execute_run(config, results_root, should_stop=should_stop, flush_seconds=LIVE_FLUSH_S)
+            runs[index].update(status=outcome.status, error=outcome.error)
+            if outcome.status == "cancelled":
+                state = "cancelled"
+        except Exception as exc:  # input errors raise before the run folder exists
+            runs[index].update(status="failed", error=f"{type(exc).__name__}: {exc}")
+            traceback.print_exc()
+    if state != "cancelled" and any(run["status"] == "failed" for run in runs):
+        state = "failed" if all(run["status"] == "failed" for run in runs) else "done"
+    report(state, None, next((run.get("error") for run in runs if run.get("error")), None))
+    return state
