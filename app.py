@@ -1,36 +1,42 @@
-"""schedlab dashboard — home page: what the tool is, what it can drive, the latest runs."""
+"""schedlab dashboard — home page: what the tool is, the engines found, the latest runs, the pages."""
 
 from __future__ import annotations
 
 import pandas as pd
 import streamlit as st
 
-from runners.registry import ENGINES, SCHEDULERS
-from runners.result_store import DEFAULT_RESULTS_DIR, list_runs
+from runners import result_store
+from runners.engines.discovery import find_engines
+from runners.registry import SCHEDULERS
 
 st.set_page_config(page_title="schedlab", layout="wide")
 st.title("schedlab")
 st.write(
-    "schedlab benchmarks LLM-serving schedulers. Pick an engine (the built-in simulator, or a vLLM or "
-    "LMDeploy server), a mixed ShareGPT / Python-Code workload with per-task SLOs, and one or more "
-    "schedulers; it measures TTFT, TPOT and end-to-end latency from each request's arrival, KV-cache "
-    "memory and batch size, and compares runs on SLO attainment, G and throughput."
+    "schedlab benchmarks the schedulers that decide which LLM requests a serving engine runs, and when. "
+    "Pick an engine (the built-in simulator, or vLLM / LMDeploy servers launched or attached), a mixed ShareGPT / "
+    "Python-Code workload with per-task SLOs, and one or more schedulers; every latency is measured from the "
+    "request's arrival. Watch TTFT, TPOT, end-to-end latency, KV-cache memory and batch size stream in, then "
+    "compare runs on SLO attainment, G, throughput and capacity."
 )
+links = st.columns(3)
+links[0].page_link("pages/1_Launch.py", label="Launch runs and watch them live", icon="🚀")
+links[1].page_link("pages/2_Results.py", label="Compare saved runs", icon="📊")
+links[2].page_link("pages/3_Demo.py", label="Demo: a ready comparison", icon="🎬")
 
 left, right = st.columns(2)
 with left:
     st.subheader("Engines")
-    for name, entry in ENGINES.items():
-        st.markdown(f"- **{name}** — {entry.summary}")
+    for engine in find_engines():
+        st.markdown(f"- {'✅' if engine.available else '➖'} **{engine.name}** — {engine.detail}")
 with right:
     st.subheader("Schedulers")
     for name, cls in SCHEDULERS.items():
         st.markdown(f"- **{name}** — {cls.summary} *({cls.paper})*")
 
 st.subheader("Latest runs")
-runs = list_runs(DEFAULT_RESULTS_DIR)
+runs = result_store.list_runs(result_store.DEFAULT_RESULTS_DIR)
 if not runs:
-    st.info("No saved runs yet. Start one with `python -m runners run --scheduler fcfs --requests 500 --rate 4`.")
+    st.info("No saved runs yet. Launch one on the Launch page, or `python -m runners run --requests 500 --rate 4`.")
 else:
     table = pd.DataFrame(
         [

@@ -303,6 +303,14 @@ def command_worker(args: argparse.Namespace) -> int:
     return 0 if state in ("done", "cancelled") else 1
 
 
+def command_demo(args: argparse.Namespace) -> int:
+    from runners.demo import make_demo_results
+
+    for line in make_demo_results(args.out):
+        print(line)
+    return 0
+
+
 def make_parser() -> argparse.ArgumentParser:
     from runners.result_store import DEFAULT_RESULTS_DIR
 
@@ -370,6 +378,10 @@ def make_parser() -> argparse.ArgumentParser:
 
     schedulers = sub.add_parser("schedulers", help="list schedulers, their parameters, and engines")
     schedulers.set_defaults(handler=command_schedulers)
+
+    demo = sub.add_parser("demo", help="rerun the Demo page's comparison and rewrite results/demo-*")
+    add_out(demo)
+    demo.set_defaults(handler=command_demo)
 
     worker = sub.add_parser("worker", help="execute a dashboard job folder (started by the dashboard)")
     worker.add_argument("job", help="results/.jobs/<job_id> folder")

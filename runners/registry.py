@@ -3,8 +3,10 @@ so adding a scheduler is: write the class, add it to SCHEDULER_CLASSES."""
 
 from __future__ import annotations
 
+import types
+import typing
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Literal
 
 from pydantic import BaseModel, ValidationError
 
@@ -80,3 +82,56 @@ def scheduler_parameters(name: str) -> dict[str, dict[str, Any]]:
         field: {"default": info.default, "description": info.description or ""}
         for field, info in cls.Params.model_fields.items()
     }
+
+
+@dataclass(frozen=True)
+class ParameterSpec:
+    """One scheduler parameter, described for a form: ``kind`` is int, float, bool, choice or
+    str; ``optional`` means None (blank) is allowed; bounds are pydantic's gt/ge/lt/le."""
+
+    name: str
+    kind: str
+    default: Any
+    description: str
+    optional: bool = False
+    choices: tuple[Any, ...] = ()
+    minimum: float | None = None
+    maximum: float | None = None
+
+
+def _unwrap(annotation: Any) -> tuple[Any, bool]:
+    origin = typing.get_origin(annotation)
+    if origin in (typing.Union, types.UnionType):
+        args = [arg for arg in typing.get_args(annotation) if arg is not type(None)]
+        return (args[0] if len(args) == 1 else annotation), len(args) < len(typing.get_args(annotation))
+    return annotation, False
+
+
+def parameter_specs(name: str) -> list[ParameterSpec]:
+    """The parameters of scheduler ``name`` with types and bounds, so a UI can draw one input
+    per parameter without knowing the scheduler."""
+    specs = []
+    for field, info in scheduler_class(name).Params.model_fields.items():
+        annotation, optional = _unwrap(info.annotation)
+        choices: tuple[Any, ...] = ()
+        if typing.get_origin(annotation) is Literal:
+            kind, choices = "choice", typing.get_args(annotation)
+        elif annotation is bool:
+            kind = "bool"
+        elif annotation is int:
+            kind = "int"
+        elif annotation is float:
+            kind = "float"
+        else:
+            kind = "str"
+        minimum = maximum = None
+        for rule in info.metadata:
+            for attribute in ("gt", "ge"):
+                if getattr(rule, attribute, None) is not None:
+                    minimum = float(getattr(rule, attribute))
+            for attribute in ("lt", "le"):
+                if getattr(rule, attribute, None) is not None:
+                    maximum = float(getattr(rule, attribute))
+        specs.append(ParameterSpec(field, kind, info.default, info.description or "", optional, choices, minimum,
+                                   maximum))
+    return specs

@@ -1,24 +1,209 @@
-"""The home page renders with and without saved runs (streamlit's AppTest, no browser)."""
+"""Every dashboard page under streamlit's AppTest (no browser): home, Launch (form errors under
+their fields, a simulator launch that completes and streams into the live view), Results (the
+compare view with two bundled runs, rename, delete, sweeps) and Demo (bundled comparison)."""
 
 from __future__ import annotations
 
+import shutil
+import time
 from pathlib import Path
 
+import pytest
 from streamlit.testing.v1 import AppTest
 
+from runners.compare import summary_value
+from runners.jobs import list_jobs
+
 ROOT = Path(__file__).resolve().parents[1]
+BUNDLED = ROOT / "results"
 
 
-def test_home_page_lists_engines_schedulers_and_runs(monkeypatch, results_dir):
+def open_page(page: str | None = None) -> AppTest:
+    """Start from app.py (so page links resolve, as under `streamlit run`) and switch page."""
+    app = AppTest.from_file(str(ROOT / "app.py"), default_timeout=60).run()
+    if page:
+        app.switch_page(page).run()
+    assert not app.exception, app.exception
+    return app
+
+
+@pytest.fixture
+def results(monkeypatch, results_dir: Path) -> Path:
+    monkeypatch.setattr("runners.result_store.DEFAULT_RESULTS_DIR", results_dir)
+    return results_dir
+
+
+def bundle(results: Path, *names: str) -> None:
+    for name in names:
+        shutil.copytree(BUNDLED / name, results / name)
+
+
+def flat_elements(node) -> list:
+    """Every element of the page in display order (columns and expanders flattened)."""
+    children = getattr(node, "children", None)
+    if not children:
+        return [node]
+    return [leaf for index in sorted(children) for leaf in flat_elements(children[index])]
+
+
+def element_after(app: AppTest, widget_key: str):
+    elements = flat_elements(app.main)
+    index = next(i for i, element in enumerate(elements) if getattr(element, "key", None) == widget_key)
+    return elements[index + 1]
+
+
+def errors_text(app: AppTest) -> str:
+    return " | ".join(error.value for error in app.error)
+
+
+def test_home_page_lists_engines_schedulers_and_runs(results):
     from runners.benchmark import execute_run
     from runners.config import parse_config
 
-    execute_run(parse_config({"workload": {"requests": 20}, "run_id": "home-run"}), results_dir)
-    monkeypatch.setattr("runners.result_store.DEFAULT_RESULTS_DIR", results_dir)
-    app = AppTest.from_file(str(ROOT / "app.py"), default_timeout=30).run()
-    assert not app.exception
+    execute_run(parse_config({"workload": {"requests": 20}, "run_id": "home-run"}), results)
+    app = open_page()
     assert app.title[0].value == "schedlab"
     text = " ".join(m.value for m in app.markdown)
-    assert "fcfs" in text and "static" in text and "sim" in text
+    assert "**sim**" in text and "fcfs" in text and "static" in text and "slo-sa" in text
     table = app.dataframe[0].value
     assert list(table["run"]) == ["home-run"] and table["status"].iloc[0] == "done"
+
+
+def test_launch_form_shows_each_error_under_its_field(results, tmp_path):
+    bad = tmp_path / "bad.jsonl"
+    bad.write_text('{"conversations": []}\nthis is not json\n')
+    app = open_page("pages/1_Launch.py")
+    app.checkbox(key="f:sweep.enabled").check().run()
+    app.text_input(key="f:sweep.rates").set_value("1, fast").run()
+    app.number_input(key="f:scheduler.slo-sa.decay").set_value(1.5).run()
+    app.button[0].click().run()
+    text = errors_text(app)
+    assert "sweep.rates" in text and "'fast' is not a number" in text
+    assert "scheduler.slo-sa.decay" in text and "less than 1" in text
+    assert not list_jobs(results), "nothing may start while the form has errors"
+    # each error sits right under its own widget
+    assert element_after(app, "f:sweep.rates").type == "error"
+    assert "sweep.rates" in element_after(app, "f:sweep.rates").value
+    assert "scheduler.slo-sa.decay" in element_after(app, "f:scheduler.slo-sa.decay").value
+
+    app.checkbox(key="f:sweep.enabled").uncheck().run()
+    app.number_input(key="f:scheduler.slo-sa.decay").set_value(0.95).run()
+    app.selectbox(key="f:workload.chat.kind").set_value("file").run()
+    app.text_input(key="f:workload.chat.path").set_value(str(bad)).run()
+    app.button[0].click().run()
+    text = errors_text(app)
+    assert "workload.chat.path" in text and "line 2 is not valid JSON" in text
+    assert "line 2 is not valid JSON" in element_after(app, "f:workload.chat.path").value
+    assert not list_jobs(results)
+
+    app.selectbox(key="f:workload.chat.kind").set_value("synthetic").run()
+    app.radio(key="f:slo.preset").set_value("custom").run()
+    app.button[0].click().run()
+    assert "slo" in errors_text(app) and "needs limits" in errors_text(app)
+
+
+def wait_for_job(results: Path, timeout_s: float = 120.0):
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        jobs = list_jobs(results)
+        if jobs and not jobs[0].active:
+            return jobs[0]
+        time.sleep(0.5)
+    raise AssertionError(f"job did not finish in {timeout_s} s: {list_jobs(results)}")
+
+
+def test_launch_on_the_simulator_completes_and_appears_in_results(results):
+    app = open_page("pages/1_Launch.py")
+    app.number_input(key="f:workload.requests").set_value(60).run()
+    app.multiselect(key="schedulers").set_value(["fcfs", "static"]).run()
+    app.select_slider(key="ui:pace").set_value("as fast as possible").run()
+    app.button[0].click().run()
+    assert not app.error, errors_text(app)
+    assert "Started job" in app.success[0].value
+    job = wait_for_job(results)
+    assert job.state == "done", job
+    assert [run["status"] for run in job.runs] == ["done", "done"]
+    app.run()  # the live view re-attaches from the job folder
+    assert not app.exception
+    progress = app.get("progress")
+    assert progress and progress[0].proto.value == 100
+    assert "60 / 60 requests" in progress[0].proto.text
+    labels = [metric.label for metric in app.metric]
+    assert "SLO attainment" in labels and "G (1/s)" in labels
+
+    app.switch_page("pages/2_Results.py").run()
+    listed = set(app.dataframe[0].value["run"])
+    assert set(job.run_ids) <= listed
+
+
+def test_results_page_compares_two_bundled_runs_with_every_chart(results):
+    bundle(results, "demo-fcfs", "demo-static")
+    app = open_page("pages/2_Results.py")
+    assert set(app.multiselect(key="compare_runs").value) == {"demo-fcfs", "demo-static"}
+    app.selectbox(key="baseline").set_value("demo-fcfs").run()
+    table = app.dataframe[1].value.data if hasattr(app.dataframe[1].value, "data") else app.dataframe[1].value
+    row = table.set_index("metric").loc["SLO attainment (%)"]
+    from runners.result_store import load_run
+
+    fcfs = load_run(results, "demo-fcfs").summary["slo_attainment"]
+    static = load_run(results, "demo-static").summary["slo_attainment"]
+    assert row["demo-fcfs"] == pytest.approx(100 * fcfs)
+    assert row["Δ% demo-static"] == pytest.approx((static - fcfs) / fcfs * 100)
+    chart_keys = {chart.proto.id for chart in app.get("plotly_chart")}
+    assert len(app.get("plotly_chart")) == 9, chart_keys
+    downloads = app.get("download_button")
+    assert downloads, "the CSV export button is missing"
+
+
+def test_results_page_renames_and_deletes(results):
+    bundle(results, "demo-fcfs", "demo-static")
+    app = open_page("pages/2_Results.py")
+    app.selectbox(key="manage_run").set_value("demo-static").run()
+    app.text_input(key="rename_to").set_value("bad name!").run()
+    app.button(key="rename").click().run()
+    assert "not allowed" in errors_text(app)
+    app.text_input(key="rename_to").set_value("static-b16").run()
+    app.button(key="rename").click().run()
+    assert (results / "static-b16" / "summary.json").exists() and not (results / "demo-static").exists()
+    app.selectbox(key="manage_run").set_value("static-b16").run()
+    app.checkbox(key="confirm_delete").check().run()
+    app.button(key="delete").click().run()
+    assert not (results / "static-b16").exists()
+    assert (results / "demo-fcfs").exists()
+
+
+def test_results_page_draws_a_sweep_with_capacity(results):
+    from runners.benchmark import execute_run
+    from runners.config import parse_config
+
+    for rate in (1.0, 4.0):
+        for scheduler in ("fcfs", "static"):
+            execute_run(parse_config({
+                "run_id": f"sw-{scheduler}-{rate:g}", "sweep_id": "sweep-t", "scheduler": {"name": scheduler},
+                "workload": {"requests": 40, "arrival": {"process": "poisson", "rate": rate}},
+            }), results)
+    app = open_page("pages/2_Results.py")
+    assert app.selectbox(key="sweep").value == "sweep-t"
+    capacity = app.dataframe[-1].value
+    assert set(capacity["scheduler"]) == {"fcfs", "static"}
+    sweep_charts = [chart for chart in app.get("plotly_chart") if "sweep" in chart.proto.id]
+    assert len(sweep_charts) == 2
+
+
+def test_demo_page_presents_the_bundled_comparison(results):
+    names = ["demo-fcfs", "demo-static", "demo-slo-sa", "demo-dynamic-mem", "demo-dynamic-sla"]
+    bundle(results, *names)
+    app = open_page("pages/3_Demo.py")
+    from runners.result_store import load_run
+
+    cards = {metric.label: metric for metric in app.metric}
+    for name in names:
+        summary = load_run(results, name).summary
+        assert cards[summary["scheduler"]].value == f"{summary_value(summary, 'slo_attainment'):.0%}"
+    assert len(app.get("plotly_chart")) == 3
+    assert len(app.caption) >= 3
+
+
+def test_demo_page_without_bundled_results_says_how_to_make_them(results):
+    app = open_page("pages/3_Demo.py")
+    assert "python -m runners demo" in app.warning[0].value

@@ -1,0 +1,315 @@
+"""Launch page: configure engine, workload, SLOs and schedulers; start a background job; watch it live.
+
+Thin: fields become a job through runners.launch_form, jobs run in a worker process
+(runners.jobs), and the live view reads the run folder (runners.live, runners.charts).
+"""
+
+from __future__ import annotations
+
+import streamlit as st
+
+from runners.charts import live_instance_series, live_latency_scatter
+from runners.engines.profile import PRESETS
+from runners.jobs import cancel_job, list_jobs, read_job, start_job
+from runners.launch_form import build_job, save_upload
+from runners.live import read_live
+from runners.registry import ENGINES, SCHEDULERS, parameter_specs
+from runners import result_store
+from runners.workload.arrivals import ArrivalConfig
+from runners.workload.slo import PAPER_SLOS
+
+st.set_page_config(page_title="schedlab · Launch", layout="wide")
+ROOT = result_store.DEFAULT_RESULTS_DIR
+FIELD = "f:"  # session-state prefix of every form field; the rest of the key is the config path
+ERRORS = "launch_errors"
+PACES = {"as fast as possible": None, "100x": 100.0, "10x": 10.0, "real time": 1.0}
+
+
+def key(path: str) -> str:
+    return FIELD + path
+
+
+def error_under(*paths: str) -> None:
+    """Show the errors of these fields right under them."""
+    for path in paths:
+        message = st.session_state.get(ERRORS, {}).get(path)
+        if message:
+            st.error(f"**{path}**: {message}", icon="⚠️")
+
+
+def number(label: str, path: str, value=None, help: str | None = None, step=None, min_value=None, fmt=None):
+    st.number_input(label, key=key(path), value=value, help=help, step=step, min_value=min_value, format=fmt)
+    error_under(path)
+
+
+def text(label: str, path: str, value: str = "", help: str | None = None, placeholder: str | None = None):
+    st.text_input(label, key=key(path), value=value, help=help, placeholder=placeholder)
+    error_under(path)
+
+
+def launch() -> None:
+    """Button callback: validate every field, then start the job (runs before the page reruns)."""
+    values = {name[len(FIELD):]: value for name, value in st.session_state.items()
+              if isinstance(name, str) and name.startswith(FIELD)}
+    if values.get("engine.kind", "sim") == "sim":
+        values["engine.pace"] = PACES.get(st.session_state.get("ui:pace", "10x"))
+    if st.session_state.get("ui:priority"):
+        values["engine.scheduling_policy"] = "priority"
+    for task in ("chat", "code"):
+        upload = st.session_state.get(f"upload:{task}")
+        if values.get(f"workload.{task}.kind") == "file" and upload is not None:
+            values[f"workload.{task}.path"] = str(save_upload(upload.name, upload.getvalue(), ROOT))
+    result = build_job(values, list(st.session_state.get("schedulers", [])))
+    st.session_state[ERRORS] = result.errors
+    if result.ok:
+        folder = start_job(result.spec, ROOT)
+        st.session_state["watch_job"] = folder.name
+        st.session_state["launched"] = f"Started job {result.spec.job_id} with {len(result.spec.runs)} run(s)."
+
+
+st.title("Launch runs")
+st.caption("Several schedulers run one after the other on the same workload and seed. The job runs in its own "
+           "process: close or reload this page at any time and come back to watch it.")
+
+# -- engine ------------------------------------------------------------------------------------
+st.header("Engine")
+kinds = list(ENGINES)
+kind = st.radio("Engine", kinds, key=key("engine.kind"), horizontal=True,
+                format_func=lambda name: f"{name}: {ENGINES[name].summary}")
+error_under("engine.kind", "engine")
+columns = st.columns(4)
+if kind == "sim":
+    with columns[0]:
+        st.selectbox("Profile preset", list(PRESETS), key=key("engine.preset"),
+                     help="Latency coefficients and KV capacity of a measured engine (DESIGN.md)")
+        error_under("engine.preset")
+    with columns[1]:
+        number("Instances", "engine.instances", 1, step=1, min_value=1)
+    with columns[2]:
+        number("KV capacity per instance (tokens)", "engine.kv_capacity_tokens", None, step=1000,
+               help="blank = the preset's capacity (813,104 tokens for Qwen2.5-7B on 2 x V100)")
+    with columns[3]:
+        number("max_num_seqs", "engine.max_num_seqs", None, step=1, help="blank = the preset's (256)")
+    st.select_slider("Speed", options=list(PACES), value="10x", key="ui:pace",
+                     help="Simulated seconds per wall second; pacing only delays the run so you can watch it, "
+                          "every measured value is the same")
+    st.checkbox("Priority scheduling in the engine", key="ui:priority",
+                help="vLLM's --scheduling-policy priority: the engine orders its queue by the scheduler's priority")
+elif kind in ("vllm", "lmdeploy"):
+    with columns[0]:
+        text("Model folder", "engine.model", help="local folder (or hub id where the hub is reachable)")
+    with columns[1]:
+        number("Instances", "engine.instances", 1, step=1, min_value=1)
+    with columns[2]:
+        text("GPUs, one per instance", "engine.gpus", placeholder="0,1",
+             help="CUDA_VISIBLE_DEVICES for each instance, comma-separated; blank = 0, 1, ...")
+    with columns[3]:
+        text("Latency profile (optional)", "engine.profile",
+             help="file from `python -m runners profile`; needed by slo-sa, scls, mcsf and the auto SLO")
+    columns = st.columns(4)
+    if kind == "vllm":
+        with columns[0]:
+            text("Python of the vLLM environment", "engine.python", help="vLLM pins its own torch: point at its venv")
+        with columns[1]:
+            number("--max-num-seqs", "engine.max_num_seqs", None, step=1)
+        with columns[2]:
+            number("--max-model-len", "engine.max_model_len", None, step=256)
+        with columns[3]:
+            number("--gpu-memory-utilization", "engine.gpu_memory_utilization", None, step=0.05, fmt="%.2f")
+        st.checkbox("--scheduling-policy priority", key="ui:priority")
+        st.checkbox("Set CUDA_VISIBLE_DEVICES per instance (off for the CPU build)", value=True,
+                    key=key("engine.use_gpus"))
+    else:
+        with columns[0]:
+            st.selectbox("--backend", ["turbomind", "pytorch"], key=key("engine.backend"))
+        with columns[1]:
+            number("--max-batch-size", "engine.max_batch_size", None, step=1)
+        with columns[2]:
+            number("--cache-max-entry-count", "engine.cache_max_entry_count", None, step=0.05, fmt="%.2f")
+        with columns[3]:
+            number("--tp", "engine.tp", None, step=1)
+    text("Extra server arguments", "engine.extra_args",
+         help="appended to the server's argument list (split like a shell would, never run through one)")
+else:
+    with columns[0]:
+        text("Server URLs", "engine.urls", placeholder="http://gpu-box:8000, http://gpu-box:8001",
+             help="base URLs of running vLLM / LMDeploy / OpenAI-compatible servers, comma-separated")
+    with columns[1]:
+        text("Served model name", "engine.model", help="blank = the first model of /v1/models")
+    with columns[2]:
+        text("API key environment variable", "engine.api_key_env",
+             help="name of an environment variable of the dashboard's process; the key is never saved")
+    with columns[3]:
+        text("Latency profile (optional)", "engine.profile")
+    st.checkbox("Servers use --scheduling-policy priority", key="ui:priority")
+
+# -- workload ----------------------------------------------------------------------------------
+st.header("Workload")
+left, right = st.columns(2)
+for column, task, title in ((left, "chat", "Chat (ShareGPT)"), (right, "code", "Code (Python-Code-23k)")):
+    with column:
+        source = st.selectbox(f"{title} source", ["synthetic", "hub", "file"], key=key(f"workload.{task}.kind"),
+                              format_func={"synthetic": "bundled stand-in (synthetic)", "hub": "Hugging Face hub id",
+                                           "file": "local path or upload"}.get)
+        if source == "hub":
+            text("Hub dataset id", f"workload.{task}.hub_id",
+                 help="loaded with the datasets library (needs network access or a local hub cache)")
+            text("File inside the dataset (data_files)", f"workload.{task}.data_files")
+        elif source == "file":
+            text("Local .json / .jsonl (.gz) path", f"workload.{task}.path")
+            st.file_uploader(f"…or upload a {task} dataset", type=["json", "jsonl", "gz"], key=f"upload:{task}")
+columns = st.columns(4)
+with columns[0]:
+    number("Chat share", "workload.ratio.chat", 1.0, step=0.5, min_value=0.0, help="chat:code ratio, e.g. 1 and 1")
+with columns[1]:
+    number("Code share", "workload.ratio.code", 1.0, step=0.5, min_value=0.0)
+with columns[2]:
+    number("Requests", "workload.requests", 500, step=100, min_value=1)
+with columns[3]:
+    number("Seed", "workload.seed", 0, step=1, min_value=0, help="same seed = same requests and arrival times")
+columns = st.columns(3)
+with columns[0]:
+    process = st.selectbox("Arrival process", ["poisson", "gamma", "constant", "all-at-once"],
+                           key=key("workload.arrival.process"),
+                           help="poisson: exponential gaps; gamma: burstiness as vLLM's benchmark; all-at-once: the "
+                                "papers' offline setting")
+    error_under("workload.arrival.process")
+with columns[1]:
+    if process != "all-at-once":
+        number("Rate (req/s)", "workload.arrival.rate", ArrivalConfig().rate, step=0.5, fmt="%.2f")
+with columns[2]:
+    if process == "gamma":
+        number("Burstiness (gamma shape)", "workload.arrival.burstiness", 1.0, step=0.1, fmt="%.2f",
+               help="1 = Poisson; below 1 is burstier")
+error_under("workload", "workload.ratio")
+
+# -- SLOs --------------------------------------------------------------------------------------
+st.header("SLOs")
+preset = st.radio("SLO preset", ["paper", "auto", "custom"], key=key("slo.preset"), horizontal=True,
+                  help="paper: " + "; ".join(f"{task} {slo.describe()}" for task, slo in PAPER_SLOS.items())
+                       + ". auto: 10x each task's lone-request latency from the engine's latency model.")
+if preset == "custom":
+    left, right = st.columns(2)
+    for column, task in ((left, "chat"), (right, "code")):
+        with column:
+            st.markdown(f"**{task}** (blank = not checked)")
+            number("TTFT limit (s)", f"slo.{task}.ttft_s", None, step=0.5)
+            number("TPOT limit (s)", f"slo.{task}.tpot_s", None, step=0.01, fmt="%.3f")
+            number("E2E limit (s)", f"slo.{task}.e2e_s", None, step=1.0)
+            error_under(f"slo.{task}")
+error_under("slo", "slo.preset")
+
+# -- schedulers --------------------------------------------------------------------------------
+st.header("Schedulers")
+chosen = st.multiselect("Schedulers to compare", list(SCHEDULERS), default=["fcfs", "slo-sa"], key="schedulers",
+                        help="They run one after the other on the same workload and seed.")
+error_under("schedulers")
+for name in chosen:
+    cls = SCHEDULERS[name]
+    with st.expander(f"{name} — {cls.summary}"):
+        st.caption(f"From {cls.paper}. Defaults are the registry's (the paper's where it gives one).")
+        specs = parameter_specs(name)
+        columns = st.columns(3)
+        for index, spec in enumerate(specs):
+            path = f"scheduler.{name}.{spec.name}"
+            help_text = f"{spec.description} (default {spec.default!r}; {cls.paper})"
+            with columns[index % 3]:
+                if spec.kind == "choice":
+                    st.selectbox(spec.name, list(spec.choices), index=list(spec.choices).index(spec.default),
+                                 key=key(path), help=help_text)
+                elif spec.kind == "bool":
+                    st.checkbox(spec.name, value=bool(spec.default), key=key(path), help=help_text)
+                elif spec.kind in ("int", "float"):
+                    step = 1 if spec.kind == "int" else None
+                    st.number_input(spec.name, value=spec.default, step=step, key=key(path), help=help_text,
+                                    format=None if spec.kind == "int" else "%g")
+                else:
+                    st.text_input(spec.name, value="" if spec.default is None else str(spec.default),
+                                  key=key(path), help=help_text)
+                error_under(path)
+
+# -- sweep + launch ----------------------------------------------------------------------------
+st.header("Rate sweep (optional)")
+sweep = st.checkbox("Sweep arrival rates (every scheduler at every rate)", key=key("sweep.enabled"))
+if sweep:
+    columns = st.columns(2)
+    with columns[0]:
+        text("Rates (req/s)", "sweep.rates", "1, 2, 4, 8")
+    with columns[1]:
+        st.slider("Capacity target: SLO attainment", 0.5, 1.0, 0.9, 0.01, key=key("sweep.target"))
+        error_under("sweep.target")
+text("Job label (optional)", "job.label")
+st.button("Launch", type="primary", on_click=launch)
+if st.session_state.get(ERRORS):
+    st.error(f"{len(st.session_state[ERRORS])} field(s) need attention; each error is shown under its field.")
+if st.session_state.get("launched"):
+    st.success(st.session_state.pop("launched"))
+
+# -- live view ---------------------------------------------------------------------------------
+st.header("Jobs")
+jobs = list_jobs(ROOT)
+if not jobs:
+    st.info("No jobs yet. Launch one above; it appears here and keeps running if you close the page.")
+else:
+    names = [job.job_id for job in jobs]
+    watched = st.session_state.get("watch_job")
+    default = names.index(watched) if watched in names else next((i for i, job in enumerate(jobs) if job.active), 0)
+    labels = {job.job_id: f"{job.job_id} · {job.spec.label} · {job.state}" for job in jobs}
+    selected = st.selectbox("Job", names, index=default, format_func=labels.get, key="job_select")
+    st.session_state["watch_job"] = selected
+
+    @st.fragment(run_every=1.0)
+    def live_view(job_id: str) -> None:
+        job = read_job(result_store.DEFAULT_RESULTS_DIR / ".jobs" / job_id)
+        if job is None:
+            st.warning(f"job {job_id} is gone")
+            return
+        head = st.columns([3, 1])
+        with head[0]:
+            st.markdown(f"**{job.spec.label or job.job_id}** — state **{job.state}**, "
+                        f"{len(job.spec.runs)} run(s)")
+        with head[1]:
+            if job.active and st.button("Cancel job", key=f"cancel-{job_id}"):
+                cancel_job(job.folder)
+                st.toast("Cancel requested: the current run stops and keeps its rows")
+        runs = {entry.get("run_id"): entry for entry in job.runs}
+        st.dataframe(
+            [{"run": run.run_id, "scheduler": run.scheduler.name, "rate": run.workload.arrival.rate,
+              "status": runs.get(run.run_id, {}).get("status", "queued"),
+              "error": runs.get(run.run_id, {}).get("error")} for run in job.spec.runs],
+            hide_index=True,
+        )
+        run_id = job.current_run_id or next(
+            (run.run_id for run in reversed(job.spec.runs) if (result_store.DEFAULT_RESULTS_DIR / run.run_id).exists()),
+            None)
+        if run_id is None:
+            st.caption("Starting the worker…")
+            return
+        snapshot = read_live(result_store.DEFAULT_RESULTS_DIR / run_id)
+        if snapshot is None:
+            st.caption(f"Waiting for {run_id} to start…")
+            return
+        eta = f", about {snapshot.eta_s:.0f} s left" if snapshot.eta_s is not None else ""
+        st.progress(snapshot.fraction, text=f"{run_id}: {snapshot.done} / {snapshot.total} requests "
+                                           f"({snapshot.status}{eta})")
+        if snapshot.error:
+            st.error(f"Run {snapshot.status}: {snapshot.error}")
+        metrics = snapshot.metrics
+        cells = st.columns(5)
+        cells[0].metric("SLO attainment", "—" if metrics.get("slo_attainment") is None
+                        else f"{metrics['slo_attainment']:.1%}")
+        cells[1].metric("G (1/s)", "—" if metrics.get("G") is None else f"{metrics['G']:.4g}")
+        cells[2].metric("output tokens/s", "—" if snapshot.tokens_per_s is None else f"{snapshot.tokens_per_s:,.0f}")
+        cells[3].metric("failed", metrics.get("failed", 0))
+        cells[4].metric("elapsed (s)", "—" if snapshot.elapsed_s is None else f"{snapshot.elapsed_s:.0f}")
+        st.plotly_chart(live_latency_scatter(snapshot.requests),
+                        key=f"live-lat-{run_id}")
+        st.plotly_chart(live_instance_series(snapshot.timeseries),
+                        key=f"live-ts-{run_id}")
+        for name, tail in snapshot.logs.items():
+            with st.expander(f"{name} (last lines)", expanded=snapshot.status == "failed"):
+                st.code(tail or "(empty)", language=None)
+        if not job.active:
+            st.page_link("pages/2_Results.py", label="Compare these runs on the Results page", icon="📊")
+
+    live_view(selected)

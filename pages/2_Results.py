@@ -1,0 +1,178 @@
+"""Results page: saved runs (filter, delete, rename, config), comparison with % change against a
+baseline and every chart, rate sweeps with capacity, and export (CSV, HTML, PNG).
+
+Thin: tables come from runners.compare, figures from runners.charts, files from runners.result_store.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pandas as pd
+import streamlit as st
+
+from runners import result_store
+from runners.charts import ExportUnavailable, chart_png, charts_html, comparison_charts, sweep_charts
+from runners.compare import capacities, change_is_good, comparison_table, sweep_frame
+from runners.errors import SchedlabError
+
+st.set_page_config(page_title="schedlab · Results", layout="wide")
+ROOT = result_store.DEFAULT_RESULTS_DIR
+
+
+@st.cache_resource(show_spinner=False, max_entries=256)
+def load_run_cached(folder: str, stamp: float) -> result_store.RunData:  # noqa: ARG001 - stamp keys the cache
+    return result_store.load_run(Path(folder).parent, Path(folder).name)
+
+
+@st.cache_resource(show_spinner=False, max_entries=32)
+def charts_cached(keys: tuple[tuple[str, float], ...]) -> dict:
+    runs = [load_run_cached(folder, stamp) for folder, stamp in keys]
+    return comparison_charts([run.summary for run in runs], runs)
+
+
+def stamp_of(folder: Path) -> float:
+    """Changes whenever the run's summary is rewritten (a rename or a run still going)."""
+    try:
+        return (folder / "summary.json").stat().st_mtime_ns / 1e9
+    except FileNotFoundError:
+        return 0.0
+
+
+st.title("Results")
+runs = [run for run in result_store.list_runs(ROOT)]
+if not runs:
+    st.info("No saved runs yet: launch one on the Launch page, or see the Demo page.")
+    st.stop()
+
+# -- list and filters --------------------------------------------------------------------------
+frame = pd.DataFrame([{
+    "run": run.get("run_id"), "status": run.get("status"), "engine": run.get("engine"),
+    "scheduler": run.get("scheduler"), "workload": run.get("workload"),
+    "rate (req/s)": run.get("arrival_rate_rps"), "SLO attainment": run.get("slo_attainment"), "G (1/s)": run.get("G"),
+    "started": run.get("started_at"), "sweep": run.get("sweep_id"),
+} for run in runs])
+with st.expander("Filter", expanded=False):
+    columns = st.columns(4)
+    engines = columns[0].multiselect("Engine", sorted(frame["engine"].dropna().unique()), key="filter_engine")
+    schedulers = columns[1].multiselect("Scheduler", sorted(frame["scheduler"].dropna().unique()),
+                                        key="filter_scheduler")
+    workload_text = columns[2].text_input("Workload contains", key="filter_workload")
+    dates = sorted(frame["started"].dropna().str[:10].unique())
+    day = columns[3].selectbox("Started on", ["any day", *dates], key="filter_day")
+shown = frame
+if engines:
+    shown = shown[shown["engine"].isin(engines)]
+if schedulers:
+    shown = shown[shown["scheduler"].isin(schedulers)]
+if workload_text:
+    shown = shown[shown["workload"].fillna("").str.contains(workload_text, case=False, regex=False)]
+if day != "any day":
+    shown = shown[shown["started"].fillna("").str.startswith(day)]
+st.dataframe(shown, hide_index=True, column_config={
+    "SLO attainment": st.column_config.ProgressColumn(min_value=0.0, max_value=1.0, format="percent"),
+})
+st.caption(f"{len(shown)} of {len(frame)} runs shown.")
+
+with st.expander("Manage a run: config, rename, delete"):
+    target = st.selectbox("Run", list(shown["run"]), key="manage_run")
+    if target:
+        data = result_store.load_run(ROOT, target)
+        st.json(data.config.get("config", {}), expanded=False)
+        columns = st.columns([2, 1, 1])
+        new_name = columns[0].text_input("New name", value=target, key="rename_to")
+        if columns[1].button("Rename", key="rename"):
+            try:
+                result_store.rename_run(ROOT, target, new_name)
+                st.success(f"Renamed {target} to {new_name}")
+                st.rerun()
+            except SchedlabError as exc:
+                st.error(str(exc))
+        confirm = columns[2].checkbox("Really delete", key="confirm_delete")
+        if columns[2].button("Delete", key="delete", disabled=not confirm):
+            result_store.delete_run(ROOT, target)
+            st.success(f"Deleted {target}")
+            st.rerun()
+
+# -- compare -----------------------------------------------------------------------------------
+st.header("Compare")
+available = list(shown["run"])
+default = [run for run in available if frame.loc[frame["run"] == run, "status"].iloc[0] == "done"][:2]
+chosen = st.multiselect("Runs to compare", available, default=default, key="compare_runs")
+if chosen:
+    baseline = st.selectbox("Baseline (% change is against this run)", chosen, key="baseline")
+    keys = tuple((str(ROOT / run_id), stamp_of(ROOT / run_id)) for run_id in chosen)
+    loaded = [load_run_cached(folder, stamp) for folder, stamp in keys]
+    summaries = [run.summary for run in loaded]
+    table = comparison_table(summaries, baseline)
+
+    def colour(value, metric_label):
+        good = change_is_good(metric_label, value)
+        return "" if good is None else ("color: #1a7f37" if good else "color: #cf222e")
+
+    change_columns = [column for column in table.columns if column.startswith("Δ%")]
+    styled = table.style.format(precision=4, na_rep="—").format("{:+.1f}%", subset=change_columns, na_rep="—")
+    styled = styled.apply(lambda col: [colour(v, m) for v, m in zip(col, table["metric"])], subset=change_columns)
+    st.dataframe(styled, hide_index=True)
+    st.download_button("Download table (CSV)", table.to_csv(index=False).encode(), "comparison.csv", "text/csv",
+                       key="csv")
+
+    figures = charts_cached(keys)
+    captions = {
+        "slo_attainment": "Share of requests meeting their task's SLO (failed requests count as misses).",
+        "g": "G: SLO-meeting requests divided by the summed end-to-end latency, from arrival.",
+        "ttft_cdf": "Time to first token, from arrival (queueing included).",
+        "tpot_cdf": "Time per output token after the first.",
+        "e2e_cdf": "End-to-end latency from arrival to the last token.",
+        "ttft_vs_tpot": "Each point a request; inside the dashed box the chat SLO holds.",
+        "kv_usage": "KV-cache memory used over time: the sawtooth of batch-at-a-time scheduling.",
+        "batch_size": "Requests the engine is running at each moment.",
+        "throughput": "Output tokens per second (rolling 2 s mean).",
+    }
+    left, right = st.columns(2)
+    for index, (name, fig) in enumerate(figures.items()):
+        with (left if index % 2 == 0 else right):
+            st.plotly_chart(fig, key=f"chart-{name}")
+            st.caption(captions.get(name, ""))
+
+    st.subheader("Export")
+    columns = st.columns(2)
+    with columns[0]:
+        if st.button("Prepare HTML of all charts", key="make_html"):
+            st.session_state["export_html"] = charts_html(figures, "schedlab comparison: " + ", ".join(chosen))
+        if st.session_state.get("export_html"):
+            st.download_button("Download charts (HTML)", st.session_state["export_html"].encode(),
+                               "comparison.html", "text/html", key="html")
+    with columns[1]:
+        which = st.selectbox("Chart as PNG", list(figures), key="png_chart")
+        if st.button("Render PNG", key="make_png"):
+            try:
+                st.session_state["export_png"] = (which, chart_png(figures[which]))
+            except ExportUnavailable as exc:
+                st.warning(str(exc))
+        if st.session_state.get("export_png"):
+            name, data = st.session_state["export_png"]
+            st.download_button(f"Download {name}.png", data, f"{name}.png", "image/png", key="png")
+
+# -- sweeps ------------------------------------------------------------------------------------
+sweep_ids = sorted(frame["sweep"].dropna().unique())
+st.header("Rate sweeps")
+if not sweep_ids:
+    st.caption("No rate sweeps saved yet: tick 'Sweep arrival rates' on the Launch page.")
+else:
+    sweep_id = st.selectbox("Sweep", sweep_ids, key="sweep")
+    target = st.slider("Capacity at SLO attainment ≥", 0.5, 1.0, 0.9, 0.01, key="sweep_target")
+    members = [run for run in runs if run.get("sweep_id") == sweep_id]
+    sweep = sweep_frame(members)
+    capacity = capacities(sweep, target)
+    st.dataframe(capacity.assign(capacity_rps=capacity["capacity_rps"].map(
+        lambda v: "below the lowest rate" if pd.isna(v) else f"{v:.2f}")), hide_index=True)
+    st.caption("Capacity: the highest arrival rate at which SLO attainment stays at or above the target, interpolated "
+               "between swept rates; 'at_least' means every swept rate met it.")
+    for name, fig in sweep_charts(sweep, target).items():
+        st.plotly_chart(fig, key=f"sweep-{name}")
+    st.download_button("Download sweep (CSV)", sweep.to_csv(index=False).encode(), f"{sweep_id}.csv", "text/csv",
+                       key="sweep_csv")
+    with st.expander("Sweep runs"):
+        st.code(json.dumps([m.get("run_id") for m in members], indent=1), language="json")

@@ -1,0 +1,83 @@
+"""Demo page: a ready comparison on the simulator, replayed from the bundled results in
+results/demo-*, presented for a non-specialist; one click reruns it live."""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+
+import streamlit as st
+
+from runners import result_store
+from runners.charts import attainment_bars, kv_overlay, latency_cdfs
+from runners.compare import percent_change, summary_value
+from runners.demo import DEMO_BASELINE, DEMO_PREFIX, demo_configs, demo_summaries
+from runners.jobs import new_job_spec, start_job
+from runners.workload.slo import PAPER_SLOS
+
+st.set_page_config(page_title="schedlab · Demo", layout="wide")
+ROOT = result_store.DEFAULT_RESULTS_DIR
+
+
+@st.cache_resource(show_spinner=False, max_entries=16)
+def load(folder: str, stamp: float) -> result_store.RunData:  # noqa: ARG001 - stamp keys the cache
+    return result_store.load_run(Path(folder).parent, Path(folder).name)
+
+
+st.title("Which scheduler serves more users on time?")
+summaries = demo_summaries(ROOT)
+config = demo_configs()[0]
+st.write(
+    f"{config.workload.requests:,} chat and coding requests arrive at about {config.workload.arrival.rate:g} per "
+    "second at one simulated GPU server that can work on 16 requests at once. Each request has a deadline ("
+    + "; ".join(f"{task}: {slo.describe()}" for task, slo in PAPER_SLOS.items())
+    + "). The same requests, at the same moments, are served by each scheduling strategy below."
+)
+if not summaries:
+    st.warning("The bundled demo results (results/demo-*) are missing. Click below to run the comparison, or run "
+               "`python -m runners demo`.")
+
+speed = st.select_slider("Replay speed for a live rerun", ["10x", "20x", "50x", "as fast as possible"], value="20x")
+if st.button("Run this comparison again, live", type="primary"):
+    pace = None if speed == "as fast as possible" else float(speed.rstrip("x"))
+    prefix = f"{DEMO_PREFIX}live-{time.strftime('%Y%m%d-%H%M%S', time.gmtime())}-"
+    spec = new_job_spec(demo_configs(prefix, pace), label="demo comparison (live rerun)")
+    folder = start_job(spec, ROOT)
+    st.session_state["watch_job"] = folder.name
+    st.switch_page("pages/1_Launch.py")
+
+if summaries:
+    by_scheduler = {s["scheduler"]: s for s in summaries}
+    base = by_scheduler.get(DEMO_BASELINE, summaries[0])
+    st.subheader("Share of requests served on time")
+    cells = st.columns(len(summaries))
+    for cell, summary in zip(cells, summaries):
+        value = summary_value(summary, "slo_attainment")
+        change = percent_change(value, summary_value(base, "slo_attainment"))
+        cell.metric(summary["scheduler"], "—" if value is None else f"{value:.0%}",
+                    None if summary is base or change is None else f"{change:+.0f}% vs {DEMO_BASELINE}")
+    best = max(summaries, key=lambda s: summary_value(s, "slo_attainment") or 0.0)
+    worst = min(summaries, key=lambda s: summary_value(s, "slo_attainment") or 0.0)
+    st.markdown(
+        f"### **{best['scheduler']}** served {summary_value(best, 'slo_attainment'):.0%} of requests on time; "
+        f"**{worst['scheduler']}** only {summary_value(worst, 'slo_attainment'):.0%}."
+    )
+    cells = st.columns(len(summaries))
+    for cell, summary in zip(cells, summaries):
+        value = summary_value(summary, "e2e_s.mean")
+        change = percent_change(value, summary_value(base, "e2e_s.mean"))
+        cell.metric(f"{summary['scheduler']}: average wait for a full answer", "—" if value is None else f"{value:.1f} s",
+                    None if summary is base or change is None else f"{change:+.0f}%", delta_color="inverse")
+
+    runs = [load(str(ROOT / s["run_id"]), (ROOT / s["run_id"] / "summary.json").stat().st_mtime) for s in summaries]
+    st.plotly_chart(attainment_bars(summaries), key="demo-attainment")
+    st.caption("Taller is better: the share of requests that met their deadline, overall and for chat and code.")
+    st.plotly_chart(latency_cdfs(runs, "e2e_s"), key="demo-cdf")
+    st.caption("Each line climbs as requests finish: the further left, the sooner users got complete answers.")
+    st.plotly_chart(kv_overlay([r for r in runs if r.summary["scheduler"] in (DEMO_BASELINE, "static")] or runs),
+                    key="demo-memory")
+    st.caption("GPU memory held for requests over time: batch-at-a-time serving (static) fills and empties it in a "
+               "sawtooth, while continuous batching keeps it steadily in use.")
+    st.page_link("pages/2_Results.py", label="See every metric and chart on the Results page", icon="📊")
+    st.caption("Simulator: Qwen2.5-7B on 2 x V100 latency model (DESIGN.md); latencies count from each request's "
+               "arrival. Bundled runs: " + ", ".join(s["run_id"] for s in summaries) + ".")
