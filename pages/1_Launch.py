@@ -71,8 +71,78 @@ st.title("Launch runs")
 st.caption("Several schedulers run one after the other on the same workload and seed. The job runs in its own "
            "process: close or reload this page at any time and come back to watch it.")
 
+# -- live view ---------------------------------------------------------------------------------
+st.header("Jobs")
+jobs = list_jobs(ROOT)
+if not jobs:
+    st.info("No jobs yet. Configure one below; it appears here and keeps running if you close the page.")
+else:
+    names = [job.job_id for job in jobs]
+    watched = st.session_state.get("watch_job")
+    default = names.index(watched) if watched in names else next((i for i, job in enumerate(jobs) if job.active), 0)
+    labels = {job.job_id: f"{job.job_id} · {job.spec.label} · {job.state}" for job in jobs}
+    selected = st.selectbox("Job", names, index=default, format_func=labels.get, key="job_select")
+    st.session_state["watch_job"] = selected
+
+    @st.fragment(run_every=1.0)
+    def live_view(job_id: str) -> None:
+        job = read_job(result_store.DEFAULT_RESULTS_DIR / ".jobs" / job_id)
+        if job is None:
+            st.warning(f"job {job_id} is gone")
+            return
+        head = st.columns([3, 1])
+        with head[0]:
+            st.markdown(f"**{job.spec.label or job.job_id}** — state **{job.state}**, "
+                        f"{len(job.spec.runs)} run(s)")
+        with head[1]:
+            if job.active and st.button("Cancel job", key=f"cancel-{job_id}"):
+                cancel_job(job.folder)
+                st.toast("Cancel requested: the current run stops and keeps its rows")
+        runs = {entry.get("run_id"): entry for entry in job.runs}
+        st.dataframe(
+            [{"run": run.run_id, "scheduler": run.scheduler.name, "rate": run.workload.arrival.rate,
+              "status": runs.get(run.run_id, {}).get("status", "queued"),
+              "error": runs.get(run.run_id, {}).get("error")} for run in job.spec.runs],
+            hide_index=True,
+        )
+        run_id = job.current_run_id or next(
+            (run.run_id for run in reversed(job.spec.runs) if (result_store.DEFAULT_RESULTS_DIR / run.run_id).exists()),
+            None)
+        if run_id is None:
+            st.caption("Starting the worker…")
+            return
+        snapshot = read_live(result_store.DEFAULT_RESULTS_DIR / run_id)
+        if snapshot is None:
+            st.caption(f"Waiting for {run_id} to start…")
+            return
+        eta = f", about {snapshot.eta_s:.0f} s left" if snapshot.eta_s is not None else ""
+        st.progress(snapshot.fraction, text=f"{run_id}: {snapshot.done} / {snapshot.total} requests "
+                                           f"({snapshot.status}{eta})")
+        if snapshot.error:
+            st.error(f"Run {snapshot.status}: {snapshot.error}")
+        metrics = snapshot.metrics
+        cells = st.columns(5)
+        cells[0].metric("SLO attainment", "—" if metrics.get("slo_attainment") is None
+                        else f"{metrics['slo_attainment']:.1%}")
+        cells[1].metric("G (1/s)", "—" if metrics.get("G") is None else f"{metrics['G']:.4g}")
+        cells[2].metric("output tokens/s", "—" if snapshot.tokens_per_s is None else f"{snapshot.tokens_per_s:,.0f}")
+        cells[3].metric("failed", metrics.get("failed", 0))
+        cells[4].metric("elapsed (s)", "—" if snapshot.elapsed_s is None else f"{snapshot.elapsed_s:.0f}")
+        st.plotly_chart(live_latency_scatter(snapshot.requests),
+                        key=f"live-lat-{run_id}")
+        st.plotly_chart(live_instance_series(snapshot.timeseries),
+                        key=f"live-ts-{run_id}")
+        for name, tail in snapshot.logs.items():
+            with st.expander(f"{name} (last lines)", expanded=snapshot.status == "failed"):
+                st.code(tail or "(empty)", language=None)
+        if not job.active:
+            st.page_link("pages/2_Results.py", label="Compare these runs on the Results page", icon="📊")
+
+    live_view(selected)
+
+st.header("New job")
 # -- engine ------------------------------------------------------------------------------------
-st.header("Engine")
+st.subheader("Engine")
 kinds = list(ENGINES)
 kind = st.radio("Engine", kinds, key=key("engine.kind"), horizontal=True,
                 format_func=lambda name: f"{name}: {ENGINES[name].summary}")
@@ -144,7 +214,7 @@ else:
     st.checkbox("Servers use --scheduling-policy priority", key="ui:priority")
 
 # -- workload ----------------------------------------------------------------------------------
-st.header("Workload")
+st.subheader("Workload")
 left, right = st.columns(2)
 for column, task, title in ((left, "chat", "Chat (ShareGPT)"), (right, "code", "Code (Python-Code-23k)")):
     with column:
@@ -184,7 +254,7 @@ with columns[2]:
 error_under("workload", "workload.ratio")
 
 # -- SLOs --------------------------------------------------------------------------------------
-st.header("SLOs")
+st.subheader("SLOs")
 preset = st.radio("SLO preset", ["paper", "auto", "custom"], key=key("slo.preset"), horizontal=True,
                   help="paper: " + "; ".join(f"{task} {slo.describe()}" for task, slo in PAPER_SLOS.items())
                        + ". auto: 10x each task's lone-request latency from the engine's latency model.")
@@ -200,7 +270,7 @@ if preset == "custom":
 error_under("slo", "slo.preset")
 
 # -- schedulers --------------------------------------------------------------------------------
-st.header("Schedulers")
+st.subheader("Schedulers")
 chosen = st.multiselect("Schedulers to compare", list(SCHEDULERS), default=["fcfs", "slo-sa"], key="schedulers",
                         help="They run one after the other on the same workload and seed.")
 error_under("schedulers")
@@ -229,7 +299,7 @@ for name in chosen:
                 error_under(path)
 
 # -- sweep + launch ----------------------------------------------------------------------------
-st.header("Rate sweep (optional)")
+st.subheader("Rate sweep (optional)")
 sweep = st.checkbox("Sweep arrival rates (every scheduler at every rate)", key=key("sweep.enabled"))
 if sweep:
     columns = st.columns(2)
@@ -244,72 +314,3 @@ if st.session_state.get(ERRORS):
     st.error(f"{len(st.session_state[ERRORS])} field(s) need attention; each error is shown under its field.")
 if st.session_state.get("launched"):
     st.success(st.session_state.pop("launched"))
-
-# -- live view ---------------------------------------------------------------------------------
-st.header("Jobs")
-jobs = list_jobs(ROOT)
-if not jobs:
-    st.info("No jobs yet. Launch one above; it appears here and keeps running if you close the page.")
-else:
-    names = [job.job_id for job in jobs]
-    watched = st.session_state.get("watch_job")
-    default = names.index(watched) if watched in names else next((i for i, job in enumerate(jobs) if job.active), 0)
-    labels = {job.job_id: f"{job.job_id} · {job.spec.label} · {job.state}" for job in jobs}
-    selected = st.selectbox("Job", names, index=default, format_func=labels.get, key="job_select")
-    st.session_state["watch_job"] = selected
-
-    @st.fragment(run_every=1.0)
-    def live_view(job_id: str) -> None:
-        job = read_job(result_store.DEFAULT_RESULTS_DIR / ".jobs" / job_id)
-        if job is None:
-            st.warning(f"job {job_id} is gone")
-            return
-        head = st.columns([3, 1])
-        with head[0]:
-            st.markdown(f"**{job.spec.label or job.job_id}** — state **{job.state}**, "
-                        f"{len(job.spec.runs)} run(s)")
-        with head[1]:
-            if job.active and st.button("Cancel job", key=f"cancel-{job_id}"):
-                cancel_job(job.folder)
-                st.toast("Cancel requested: the current run stops and keeps its rows")
-        runs = {entry.get("run_id"): entry for entry in job.runs}
-        st.dataframe(
-            [{"run": run.run_id, "scheduler": run.scheduler.name, "rate": run.workload.arrival.rate,
-              "status": runs.get(run.run_id, {}).get("status", "queued"),
-              "error": runs.get(run.run_id, {}).get("error")} for run in job.spec.runs],
-            hide_index=True,
-        )
-        run_id = job.current_run_id or next(
-            (run.run_id for run in reversed(job.spec.runs) if (result_store.DEFAULT_RESULTS_DIR / run.run_id).exists()),
-            None)
-        if run_id is None:
-            st.caption("Starting the worker…")
-            return
-        snapshot = read_live(result_store.DEFAULT_RESULTS_DIR / run_id)
-        if snapshot is None:
-            st.caption(f"Waiting for {run_id} to start…")
-            return
-        eta = f", about {snapshot.eta_s:.0f} s left" if snapshot.eta_s is not None else ""
-        st.progress(snapshot.fraction, text=f"{run_id}: {snapshot.done} / {snapshot.total} requests "
-                                           f"({snapshot.status}{eta})")
-        if snapshot.error:
-            st.error(f"Run {snapshot.status}: {snapshot.error}")
-        metrics = snapshot.metrics
-        cells = st.columns(5)
-        cells[0].metric("SLO attainment", "—" if metrics.get("slo_attainment") is None
-                        else f"{metrics['slo_attainment']:.1%}")
-        cells[1].metric("G (1/s)", "—" if metrics.get("G") is None else f"{metrics['G']:.4g}")
-        cells[2].metric("output tokens/s", "—" if snapshot.tokens_per_s is None else f"{snapshot.tokens_per_s:,.0f}")
-        cells[3].metric("failed", metrics.get("failed", 0))
-        cells[4].metric("elapsed (s)", "—" if snapshot.elapsed_s is None else f"{snapshot.elapsed_s:.0f}")
-        st.plotly_chart(live_latency_scatter(snapshot.requests),
-                        key=f"live-lat-{run_id}")
-        st.plotly_chart(live_instance_series(snapshot.timeseries),
-                        key=f"live-ts-{run_id}")
-        for name, tail in snapshot.logs.items():
-            with st.expander(f"{name} (last lines)", expanded=snapshot.status == "failed"):
-                st.code(tail or "(empty)", language=None)
-        if not job.active:
-            st.page_link("pages/2_Results.py", label="Compare these runs on the Results page", icon="📊")
-
-    live_view(selected)

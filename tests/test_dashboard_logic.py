@@ -1,0 +1,226 @@
+"""The dashboard's logic without streamlit: comparison table and capacity (hand-computed),
+background jobs (worker process, cancel keeps rows, lost worker), the live reader, the paced
+simulator, run rename, and PNG/HTML export."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import time
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from runners.benchmark import execute_run
+from runners.compare import capacities, capacity_at, cdf_points, comparison_table, percent_change, sweep_frame
+from runners.config import parse_config
+from runners.jobs import cancel_job, list_jobs, new_job_spec, read_job, start_job
+from runners.live import read_live
+from runners.result_store import RunWriter, list_runs, load_run, rename_run
+from runners.errors import ConfigError
+
+
+def summary(run_id: str, **fields) -> dict:
+    return {"run_id": run_id, **fields}
+
+
+def test_comparison_table_percent_change_by_hand():
+    base = summary("a", slo_attainment=0.80, G=0.05, e2e_s={"mean": 10.0, "p90": 20.0}, tpot_s={"mean": 0.040},
+                   slo_attainment_by_task={"chat": 0.5, "code": None}, preemptions=0)
+    other = summary("b", slo_attainment=0.60, G=0.075, e2e_s={"mean": 8.0, "p90": 30.0}, tpot_s={"mean": 0.050},
+                    slo_attainment_by_task={"chat": 0.75, "code": 0.9}, preemptions=4)
+    table = comparison_table([other, base], baseline="a").set_index("metric")
+    assert list(table.columns) == ["a", "b", "Δ% b"]
+    assert table.loc["SLO attainment (%)", "a"] == pytest.approx(80.0)
+    assert table.loc["SLO attainment (%)", "Δ% b"] == pytest.approx(-25.0)   # (0.6 - 0.8) / 0.8
+    assert table.loc["G (1/s)", "Δ% b"] == pytest.approx(50.0)
+    assert table.loc["E2E mean (s)", "Δ% b"] == pytest.approx(-20.0)
+    assert table.loc["E2E p90 (s)", "Δ% b"] == pytest.approx(50.0)
+    assert table.loc["TPOT mean (ms)", "b"] == pytest.approx(50.0)            # shown in ms
+    assert table.loc["SLO attainment, chat (%)", "Δ% b"] == pytest.approx(50.0)
+    assert pd.isna(table.loc["SLO attainment, code (%)", "Δ% b"])            # no baseline value
+    assert pd.isna(table.loc["preemptions", "Δ% b"])                          # baseline 0: undefined
+    with pytest.raises(ValueError, match="baseline 'z'"):
+        comparison_table([base], baseline="z")
+    assert percent_change(3.0, -2.0) == pytest.approx(250.0)
+
+
+def test_capacity_interpolates_between_swept_rates():
+    # attainment 1.0 at 1 req/s, 0.95 at 2, 0.85 at 3: the 0.9 target is crossed halfway 2 -> 3
+    assert capacity_at([3, 1, 2], [0.85, 1.0, 0.95], 0.9) == pytest.approx(2.5)
+    assert capacity_at([1, 2], [0.95, 0.92], 0.9) == 2           # never missed: the highest rate (a lower bound)
+    assert capacity_at([1, 2], [0.8, 0.7], 0.9) is None          # missed already at the lowest rate
+    assert capacity_at([1, 2, 3], [0.95, 0.5, 0.95], 0.9) == pytest.approx(1 + 0.05 / 0.45)  # first crossing counts
+    frame = sweep_frame([
+        summary("f1", scheduler="fcfs", arrival_rate_rps=1.0, slo_attainment=1.0, G=0.1, sweep_id="s"),
+        summary("f2", scheduler="fcfs", arrival_rate_rps=2.0, slo_attainment=0.5, G=0.05, sweep_id="s"),
+        summary("d1", scheduler="dyn", arrival_rate_rps=1.0, slo_attainment=1.0, G=0.1, sweep_id="s"),
+        summary("d2", scheduler="dyn", arrival_rate_rps=2.0, slo_attainment=0.95, G=0.08, sweep_id="s"),
+    ])
+    table = capacities(frame, 0.9).set_index("scheduler")
+    assert table.loc["fcfs", "capacity_rps"] == pytest.approx(1.2)  # 1 + (1.0 - 0.9) / (1.0 - 0.5)
+    assert not table.loc["fcfs", "at_least"]
+    assert table.loc["dyn", "capacity_rps"] == 2 and table.loc["dyn", "at_least"]
+
+
+def test_cdf_points_thin_large_runs_and_keep_extremes():
+    values = np.arange(10_000, dtype=float)
+    x, y = cdf_points(values, max_points=100)
+    assert len(x) <= 100 and x[0] == 0 and x[-1] == 9_999 and y[-1] == 1.0
+    x, y = cdf_points([3.0, 1.0, np.nan, 2.0])
+    assert list(x) == [1.0, 2.0, 3.0] and list(y) == pytest.approx([1 / 3, 2 / 3, 1.0])
+
+
+def wait(folder: Path, timeout_s: float = 90.0):
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        job = read_job(folder)
+        if job is not None and not job.active:
+            return job
+        time.sleep(0.3)
+    raise AssertionError(f"job in {folder} still {read_job(folder)}")
+
+
+def test_job_runs_schedulers_in_order_on_the_same_workload(results_dir):
+    configs = [parse_config({"workload": {"requests": 30, "seed": 5}, "scheduler": {"name": name}})
+               for name in ("fcfs", "static")]
+    spec = new_job_spec(configs, label="pair")
+    folder = start_job(spec, results_dir)
+    job = wait(folder)
+    assert job.state == "done" and [r["status"] for r in job.runs] == ["done", "done"]
+    first, second = (load_run(results_dir, run_id) for run_id in job.run_ids)
+    assert first.summary["scheduler"] == "fcfs" and second.summary["scheduler"] == "static"
+    # same requests, same arrival times
+    pd.testing.assert_series_equal(first.requests.sort_values("request_id")["arrival_s"].reset_index(drop=True),
+                                   second.requests.sort_values("request_id")["arrival_s"].reset_index(drop=True))
+    assert list_jobs(results_dir)[0].job_id == spec.job_id
+
+
+def test_cancel_stops_the_run_keeps_its_rows_and_skips_the_rest(results_dir):
+    slow = {"kind": "sim", "pace": 1.0}  # real time: 300 requests at 2/s take minutes
+    configs = [parse_config({"engine": slow, "workload": {"requests": 300, "arrival": {"rate": 2.0}},
+                             "scheduler": {"name": name}}) for name in ("fcfs", "static")]
+    folder = start_job(new_job_spec(configs), results_dir)
+    run_id = configs and read_job(folder).spec.runs[0].run_id
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline:
+        snapshot = read_live(results_dir / run_id)
+        if snapshot is not None and snapshot.done >= 3:
+            break
+        time.sleep(0.3)
+    else:
+        raise AssertionError("no rows streamed within 60 s")
+    assert snapshot.status == "running" and snapshot.eta_s is not None and snapshot.eta_s > 0
+    started = time.monotonic()
+    cancel_job(folder)
+    job = wait(folder, 30)
+    assert time.monotonic() - started < 10, "cancel took too long"
+    assert job.state == "cancelled"
+    assert [r["status"] for r in job.runs] == ["cancelled", "skipped"]
+    data = load_run(results_dir, run_id)
+    assert data.summary["status"] == "cancelled"
+    finished = data.requests[data.requests["error"].isna()]
+    assert len(finished) >= 3, "rows measured before the cancel must be kept"
+    assert len(data.requests) == 300  # the rest are recorded as cancelled, not dropped
+    assert not (results_dir / job.spec.runs[1].run_id).exists()
+
+
+def test_a_worker_that_dies_is_reported_lost(results_dir):
+    configs = [parse_config({"engine": {"kind": "sim", "pace": 1.0}, "workload": {"requests": 300}})]
+    folder = start_job(new_job_spec(configs), results_dir)
+    deadline = time.monotonic() + 30
+    while (read_job(folder).pid is None or read_job(folder).state == "starting") and time.monotonic() < deadline:
+        time.sleep(0.2)
+    os.kill(read_job(folder).pid, signal.SIGKILL)
+    deadline = time.monotonic() + 10
+    while read_job(folder).state != "lost" and time.monotonic() < deadline:
+        time.sleep(0.2)
+    assert read_job(folder).state == "lost"
+
+
+def test_live_reader_sees_parts_before_the_merge_and_computes_eta(results_dir):
+    writer = RunWriter(results_dir, "live", {"config": {"workload": {"requests": 4}}},
+                       {"started_at": "2026-11-21T10:00:00Z"})
+    writer.write_summary({"status": "running", "requests_total": 4})
+    base = {"task": "chat", "dispatch_s": 0.0, "input_tokens": 10, "output_tokens": 5, "target_output_tokens": 5,
+            "queue_s": 0.0, "instance": 0, "slices": 1, "error": None, "preemptions": 0, "itl_max_s": 0.1}
+    for index in range(2):
+        writer.add_request({**base, "request_id": f"r{index}", "arrival_s": float(index), "first_token_s": index + 1.0,
+                            "finish_s": index + 2.0, "ttft_s": 1.0, "tpot_s": 0.25, "e2e_s": 2.0,
+                            "slo_met": index == 0})
+        writer.flush()
+    writer.add_sample({"t_s": 1.0, "instance": 0, "kv_usage": 0.5, "running": 2, "waiting": 0, "preemptions": 0,
+                       "tokens_per_s": 40.0, "gateway_pending": 0, "in_flight": 2, "gpu_memory_used_bytes": None})
+    writer.add_sample({"t_s": 1.0, "instance": 1, "kv_usage": 0.1, "running": 1, "waiting": 0, "preemptions": 0,
+                       "tokens_per_s": 10.0, "gateway_pending": 0, "in_flight": 1, "gpu_memory_used_bytes": None})
+    writer.flush()
+    started = time.mktime(time.strptime("2026-11-21T10:00:00Z", "%Y-%m-%dT%H:%M:%SZ")) - time.timezone
+    snapshot = read_live(results_dir / "live", now=started + 30.0)
+    assert (snapshot.done, snapshot.total, snapshot.status) == (2, 4, "running")
+    assert snapshot.elapsed_s == pytest.approx(30.0)
+    assert snapshot.eta_s == pytest.approx(30.0)          # 2 of 4 done in 30 s
+    assert snapshot.metrics["slo_attainment"] == 0.5
+    assert snapshot.metrics["G"] == pytest.approx(1 / 4.0)  # 1 met / (2 + 2) s
+    assert snapshot.tokens_per_s == pytest.approx(50.0)
+    writer.close("done", {"requests_total": 4})
+    after = read_live(results_dir / "live")
+    assert after.done == 2 and after.status == "done" and after.eta_s is None
+
+
+def test_live_reader_returns_server_log_tails(results_dir):
+    folder = results_dir / "with-log"
+    RunWriter(results_dir, "with-log", {}, {})
+    (folder / "server-0.log").write_text("\n".join(f"line {i}" for i in range(5000)))
+    snapshot = read_live(folder)
+    tail = snapshot.logs["server-0.log"]
+    assert tail.endswith("line 4999") and "line 10\n" not in tail and len(tail) <= 6000
+
+
+def test_paced_simulation_measures_the_same_and_takes_wall_time(results_dir):
+    workload = {"requests": 12, "seed": 3, "arrival": {"process": "poisson", "rate": 4.0}}
+    fast = execute_run(parse_config({"run_id": "fast", "workload": workload}), results_dir)
+    started = time.perf_counter()
+    paced = execute_run(parse_config({"run_id": "paced", "workload": workload, "engine": {"kind": "sim", "pace": 4.0}}),
+                        results_dir)
+    wall = time.perf_counter() - started
+    simulated = fast.summary["duration_s"]
+    assert wall >= simulated / 4.0 * 0.9
+    a, b = load_run(results_dir, "fast").requests, load_run(results_dir, "paced").requests
+    pd.testing.assert_frame_equal(a.sort_values("request_id").reset_index(drop=True),
+                                  b.sort_values("request_id").reset_index(drop=True))
+
+
+def test_rename_moves_the_folder_and_rewrites_the_ids(results_dir):
+    execute_run(parse_config({"run_id": "old", "workload": {"requests": 5}}), results_dir)
+    execute_run(parse_config({"run_id": "taken", "workload": {"requests": 5}}), results_dir)
+    with pytest.raises(ConfigError, match="already exists"):
+        rename_run(results_dir, "old", "taken")
+    with pytest.raises(ConfigError, match="not allowed"):
+        rename_run(results_dir, "old", "../escape")
+    rename_run(results_dir, "old", "new-name")
+    data = load_run(results_dir, "new-name")
+    assert data.summary["run_id"] == "new-name" and data.config["config"]["run_id"] == "new-name"
+    assert len(data.requests) == 5
+    assert {s["run_id"] for s in list_runs(results_dir)} == {"new-name", "taken"}
+
+
+def test_html_export_is_standalone_and_png_export_renders(results_dir):
+    from runners.charts import ExportUnavailable, chart_png, charts_html, comparison_charts
+
+    execute_run(parse_config({"run_id": "one", "workload": {"requests": 20}}), results_dir)
+    run = load_run(results_dir, "one")
+    figures = comparison_charts([run.summary], [run])
+    html = charts_html(figures, "export test")
+    assert html.count("<script") >= len(figures) and "plotly" in html.lower()
+    assert all(f'id="chart-{name}"' in html for name in figures)
+    try:
+        png = chart_png(figures["g"], width=500, height=300)
+    except ExportUnavailable as exc:
+        if os.environ.get("SCHEDLAB_REQUIRE_BROWSER") == "1":
+            raise
+        pytest.skip(str(exc))
+    assert png[:8] == b"\x89PNG\r\n\x1a\n" and len(png) > 2000
+    json.dumps(run.summary)  # summaries stay JSON
