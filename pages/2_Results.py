@@ -13,7 +13,8 @@ import pandas as pd
 import streamlit as st
 
 from runners import result_store
-from runners.charts import ExportUnavailable, chart_png, charts_html, comparison_charts, sweep_charts
+from runners.charts import (CHART_VIEWS, COMPARISON_CHARTS, ExportUnavailable, chart_png, charts_html,
+                            comparison_chart, sweep_charts)
 from runners.compare import capacities, change_is_good, comparison_table, sweep_frame
 from runners.errors import SchedlabError
 
@@ -26,10 +27,10 @@ def load_run_cached(folder: str, stamp: float) -> result_store.RunData:  # noqa:
     return result_store.load_run(Path(folder).parent, Path(folder).name)
 
 
-@st.cache_resource(show_spinner=False, max_entries=32)
-def charts_cached(keys: tuple[tuple[str, float], ...]) -> dict:
+@st.cache_resource(show_spinner=False, max_entries=128)
+def chart_cached(name: str, keys: tuple[tuple[str, float], ...]):
     runs = [load_run_cached(folder, stamp) for folder, stamp in keys]
-    return comparison_charts([run.summary for run in runs], runs)
+    return comparison_chart(name, [run.summary for run in runs], runs)
 
 
 def stamp_of(folder: Path) -> float:
@@ -98,10 +99,15 @@ with st.expander("Manage a run: config, rename, delete"):
 # -- compare -----------------------------------------------------------------------------------
 st.header("Compare")
 available = list(shown["run"])
-default = [run for run in available if frame.loc[frame["run"] == run, "status"].iloc[0] == "done"][:2]
+linked = [run for run in st.query_params.get("runs", "").split(",") if run in available]
+default = linked or [run for run in available if frame.loc[frame["run"] == run, "status"].iloc[0] == "done"][:2]
 chosen = st.multiselect("Runs to compare", available, default=default, key="compare_runs")
 if chosen:
-    baseline = st.selectbox("Baseline (% change is against this run)", chosen, key="baseline")
+    st.query_params["runs"] = ",".join(chosen)  # the address bar now links to this comparison
+    linked_baseline = st.query_params.get("baseline")
+    baseline = st.selectbox("Baseline (% change is against this run)", chosen, key="baseline",
+                            index=chosen.index(linked_baseline) if linked_baseline in chosen else 0)
+    st.query_params["baseline"] = baseline
     keys = tuple((str(ROOT / run_id), stamp_of(ROOT / run_id)) for run_id in chosen)
     loaded = [load_run_cached(folder, stamp) for folder, stamp in keys]
     summaries = [run.summary for run in loaded]
@@ -118,7 +124,6 @@ if chosen:
     st.download_button("Download table (CSV)", table.to_csv(index=False).encode(), "comparison.csv", "text/csv",
                        key="csv")
 
-    figures = charts_cached(keys)
     captions = {
         "slo_attainment": "Share of requests meeting their task's SLO (failed requests count as misses).",
         "g": "G: SLO-meeting requests divided by the summed end-to-end latency, from arrival.",
@@ -130,25 +135,35 @@ if chosen:
         "batch_size": "Requests the engine is running at each moment.",
         "throughput": "Output tokens per second (rolling 2 s mean).",
     }
+    views = list(CHART_VIEWS)
+    linked_view = st.query_params.get("view")
+    view = st.segmented_control("Charts", views, default=linked_view if linked_view in views else views[0],
+                                key="chart_view") or views[0]
+    st.query_params["view"] = view
     left, right = st.columns(2)
-    for index, (name, fig) in enumerate(figures.items()):
+    for index, name in enumerate(CHART_VIEWS[view]):
         with (left if index % 2 == 0 else right):
-            st.plotly_chart(fig, key=f"chart-{name}")
+            st.plotly_chart(chart_cached(name, keys), key=f"chart-{name}")
             st.caption(captions.get(name, ""))
 
     st.subheader("Export")
+    if st.session_state.get("export_keys") != keys:  # exports belong to the runs they were made from
+        st.session_state.pop("export_html", None)
+        st.session_state.pop("export_png", None)
+        st.session_state["export_keys"] = keys
     columns = st.columns(2)
     with columns[0]:
         if st.button("Prepare HTML of all charts", key="make_html"):
+            figures = {name: chart_cached(name, keys) for name in COMPARISON_CHARTS}
             st.session_state["export_html"] = charts_html(figures, "schedlab comparison: " + ", ".join(chosen))
         if st.session_state.get("export_html"):
             st.download_button("Download charts (HTML)", st.session_state["export_html"].encode(),
                                "comparison.html", "text/html", key="html")
     with columns[1]:
-        which = st.selectbox("Chart as PNG", list(figures), key="png_chart")
+        which = st.selectbox("Chart as PNG", list(COMPARISON_CHARTS), key="png_chart")
         if st.button("Render PNG", key="make_png"):
             try:
-                st.session_state["export_png"] = (which, chart_png(figures[which]))
+                st.session_state["export_png"] = (which, chart_png(chart_cached(which, keys)))
             except ExportUnavailable as exc:
                 st.warning(str(exc))
         if st.session_state.get("export_png"):

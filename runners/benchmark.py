@@ -160,6 +160,7 @@ def execute_run(
         "workload": config.workload.label(),
         "synthetic": prepared.workload.synthetic,
         "started_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+        "started_at_unix_s": time.time(),
         "slos": {task: slo.describe() for task, slo in prepared.slos.items()},
         "arrival_process": config.workload.arrival.process,
         "arrival_rate_rps": config.workload.arrival.rate,
@@ -233,6 +234,7 @@ def _wall_clock_extras(driver: WallClockDriver) -> dict[str, Any]:
         "achieved_arrival_rate_rps": (len(actual) - 1) / span if span > 0 else None,
         "scheduled_arrival_rate_rps": (len(scheduled) - 1) / scheduled_span if scheduled_span > 0 else None,
         "failures": driver.failures,
+        "resent_requests": len(counters.resent),  # dropped unanswered by the server, sent again
         "client_cpu_s": counters.client_cpu_s,
         "client_cpu_ms_per_1k_chunks": 1e6 * counters.client_cpu_s / counters.chunks if counters.chunks else None,
     }

@@ -24,6 +24,13 @@ MET_SYMBOLS = {True: "circle", False: "x"}
 LATENCY_LABELS = {"ttft_s": "TTFT (s)", "tpot_s": "TPOT (s)", "e2e_s": "E2E latency (s)", "queue_s": "queue time (s)"}
 MAX_SERIES_POINTS = 1500
 MAX_SCATTER_POINTS = 2000
+#: Points drawn per chart across all runs: each run gets an equal share (a floor keeps shapes
+#: readable), so a 20-run comparison sends the browser about as much as a 4-run one.
+CHART_POINT_BUDGET = 12_000
+
+
+def _share(runs: int, ceiling: int, floor: int = 100) -> int:
+    return max(floor, min(ceiling, CHART_POINT_BUDGET // max(1, runs)))
 
 
 class ExportUnavailable(RuntimeError):
@@ -89,12 +96,13 @@ def latency_cdfs(runs: Sequence[RunData], column: str = "e2e_s") -> go.Figure:
     tasks = ("chat", "code")
     fig = make_subplots(rows=1, cols=2, subplot_titles=[f"{task}" for task in tasks], shared_yaxes=True)
     palette = pio.templates["plotly_white"].layout.colorway
+    points = _share(2 * len(runs), 400)
     for index, run in enumerate(runs):
         colour = palette[index % len(palette)]
         frame = run.requests
         for col, task in enumerate(tasks, start=1):
             values = frame.loc[frame["task"] == task, column] if len(frame) else []
-            x, y = cdf_points(values)
+            x, y = cdf_points(values, points)
             fig.add_scatter(x=x, y=y, mode="lines", name=run.run_id, legendgroup=run.run_id,
                             showlegend=col == 1, line={"color": colour}, row=1, col=col)
     fig.update_xaxes(title=LATENCY_LABELS.get(column, column))
@@ -112,10 +120,11 @@ def ttft_tpot_scatter(runs: Sequence[RunData], seed: int = 0) -> go.Figure:
     fig = go.Figure()
     palette = pio.templates["plotly_white"].layout.colorway
     rng = np.random.default_rng(seed)
+    points = _share(len(runs), MAX_SCATTER_POINTS) // 3  # markers cost far more to draw than line points
     for index, run in enumerate(runs):
         frame = run.requests.dropna(subset=["ttft_s", "tpot_s"]) if len(run.requests) else run.requests
-        if len(frame) > MAX_SCATTER_POINTS:
-            frame = frame.iloc[np.sort(rng.choice(len(frame), MAX_SCATTER_POINTS, replace=False))]
+        if len(frame) > points:
+            frame = frame.iloc[np.sort(rng.choice(len(frame), points, replace=False))]
         fig.add_scattergl(x=frame["ttft_s"], y=frame["tpot_s"] * 1000, mode="markers", name=run.run_id,
                           marker={"color": palette[index % len(palette)], "size": 5, "opacity": 0.6},
                           text=frame["task"], hovertemplate="%{text}: TTFT %{x:.3f} s, TPOT %{y:.1f} ms")
@@ -145,11 +154,12 @@ def timeseries_overlay(runs: Sequence[RunData], column: str, how: str, title: st
     """``column`` of each run's time series against run time, combined over instances with
     ``how`` (mean or sum), one line per run."""
     fig = go.Figure()
+    points = _share(len(runs), MAX_SERIES_POINTS, floor=200)
     for run in runs:
         series = _per_time(run.timeseries, column, how) * scale
         if smooth_samples > 1 and len(series):
             series = series.rolling(smooth_samples, min_periods=1).mean()
-        t, y = thin_series(series.index.to_numpy(), series.to_numpy())
+        t, y = thin_series(series.index.to_numpy(), series.to_numpy(), points)
         fig.add_scatter(x=t, y=y, mode="lines", name=run.run_id)
     fig.update_xaxes(title="run time (s)")
     fig.update_yaxes(title=axis)
@@ -173,19 +183,38 @@ def throughput_over_time(runs: Sequence[RunData], smooth_samples: int = 8) -> go
                               smooth_samples=smooth_samples)
 
 
-def comparison_charts(summaries: Sequence[dict[str, Any]], runs: Sequence[RunData]) -> dict[str, go.Figure]:
-    """Every comparison chart, by a short key (also the export file name)."""
-    return {
-        "slo_attainment": attainment_bars(summaries),
-        "g": g_bars(summaries),
-        "ttft_cdf": latency_cdfs(runs, "ttft_s"),
-        "tpot_cdf": latency_cdfs(runs, "tpot_s"),
-        "e2e_cdf": latency_cdfs(runs, "e2e_s"),
-        "ttft_vs_tpot": ttft_tpot_scatter(runs),
-        "kv_usage": kv_overlay(runs),
-        "batch_size": batch_size_over_time(runs),
-        "throughput": throughput_over_time(runs),
-    }
+COMPARISON_CHARTS = {
+    "slo_attainment": lambda summaries, runs: attainment_bars(summaries),
+    "g": lambda summaries, runs: g_bars(summaries),
+    "ttft_cdf": lambda summaries, runs: latency_cdfs(runs, "ttft_s"),
+    "tpot_cdf": lambda summaries, runs: latency_cdfs(runs, "tpot_s"),
+    "e2e_cdf": lambda summaries, runs: latency_cdfs(runs, "e2e_s"),
+    "ttft_vs_tpot": lambda summaries, runs: ttft_tpot_scatter(runs),
+    "kv_usage": lambda summaries, runs: kv_overlay(runs),
+    "batch_size": lambda summaries, runs: batch_size_over_time(runs),
+    "throughput": lambda summaries, runs: throughput_over_time(runs),
+}
+#: The comparison's chart groups, as the Results page offers them (a browser draws one group
+#: at a time quickly; "All charts" draws the nine).
+CHART_VIEWS: dict[str, tuple[str, ...]] = {
+    "Overview": ("slo_attainment", "g"),
+    "Latency CDFs": ("ttft_cdf", "tpot_cdf", "e2e_cdf"),
+    "TTFT vs TPOT": ("ttft_vs_tpot",),
+    "Memory & batch": ("kv_usage", "batch_size"),
+    "Throughput": ("throughput",),
+    "All charts": tuple(COMPARISON_CHARTS),
+}
+
+
+def comparison_chart(name: str, summaries: Sequence[dict[str, Any]], runs: Sequence[RunData]) -> go.Figure:
+    """One comparison chart by its key (see COMPARISON_CHARTS)."""
+    return COMPARISON_CHARTS[name](summaries, runs)
+
+
+def comparison_charts(summaries: Sequence[dict[str, Any]], runs: Sequence[RunData],
+                      names: Sequence[str] | None = None) -> dict[str, go.Figure]:
+    """The comparison charts (all, or ``names``), by key (also the export file name)."""
+    return {name: comparison_chart(name, summaries, runs) for name in (names or COMPARISON_CHARTS)}
 
 
 # -- sweeps ----------------------------------------------------------------------------------------

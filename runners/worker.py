@@ -18,7 +18,7 @@ from typing import Any
 from runners.benchmark import execute_run
 from runners.jobs import JobSpec, cancel_requested, write_status
 
-LIVE_FLUSH_S = 1.0  # rows reach disk at least this often, for the live view (seconds)
+LIVE_FLUSH_S = 0.5  # rows reach disk at least this often, for the live view (seconds)
 
 
 def run_job(folder: str | Path, results_root: str | Path) -> str:

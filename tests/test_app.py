@@ -149,8 +149,16 @@ def test_results_page_compares_two_bundled_runs_with_every_chart(results):
     static = load_run(results, "demo-static").summary["slo_attainment"]
     assert row["demo-fcfs"] == pytest.approx(100 * fcfs)
     assert row["Δ% demo-static"] == pytest.approx((static - fcfs) / fcfs * 100)
-    chart_keys = {chart.proto.id for chart in app.get("plotly_chart")}
-    assert len(app.get("plotly_chart")) == 9, chart_keys
+    from runners.charts import CHART_VIEWS, COMPARISON_CHARTS
+
+    assert len(app.get("plotly_chart")) == len(CHART_VIEWS["Overview"])
+    drawn = 0
+    for view, names in CHART_VIEWS.items():
+        app.get("button_group")[0].set_value(view).run()
+        assert not app.exception
+        assert len(app.get("plotly_chart")) == len(names), view
+        drawn += len(names) if view != "All charts" else 0
+    assert drawn == len(COMPARISON_CHARTS) == 9
     downloads = app.get("download_button")
     assert downloads, "the CSV export button is missing"
 
