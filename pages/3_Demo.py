@@ -62,11 +62,12 @@ if summaries:
         f"### **{best['scheduler']}** served {summary_value(best, 'slo_attainment'):.0%} of requests on time; "
         f"**{worst['scheduler']}** only {summary_value(worst, 'slo_attainment'):.0%}."
     )
+    st.subheader("Average time from sending a request to its full answer")
     cells = st.columns(len(summaries))
     for cell, summary in zip(cells, summaries):
         value = summary_value(summary, "e2e_s.mean")
         change = percent_change(value, summary_value(base, "e2e_s.mean"))
-        cell.metric(f"{summary['scheduler']}: average wait for a full answer", "—" if value is None else f"{value:.1f} s",
+        cell.metric(summary["scheduler"], "—" if value is None else f"{value:.1f} s",
                     None if summary is base or change is None else f"{change:+.0f}%", delta_color="inverse")
 
     runs = [load(str(ROOT / s["run_id"]), (ROOT / s["run_id"] / "summary.json").stat().st_mtime) for s in summaries]
@@ -76,8 +77,9 @@ if summaries:
     st.caption("Each line climbs as requests finish: the further left, the sooner users got complete answers.")
     st.plotly_chart(kv_overlay([r for r in runs if r.summary["scheduler"] in (DEMO_BASELINE, "static")] or runs),
                     key="demo-memory")
-    st.caption("GPU memory held for requests over time: batch-at-a-time serving (static) fills and empties it in a "
-               "sawtooth, while continuous batching keeps it steadily in use.")
+    st.caption("GPU memory (KV cache) held for requests over time, as a share of the cache: batch-at-a-time serving "
+               "(static) fills and empties it with every batch, a sawtooth; continuous batching (fcfs) holds a steadier "
+               "level.")
     st.page_link("pages/2_Results.py", label="See every metric and chart on the Results page", icon="📊")
     st.caption("Simulator: Qwen2.5-7B on 2 x V100 latency model (DESIGN.md); latencies count from each request's "
                "arrival. Bundled runs: " + ", ".join(s["run_id"] for s in summaries) + ".")

@@ -1,6 +1,6 @@
 """Real-browser check: load the dashboard in headless Chromium and save a screenshot.
 
-Usage: python tests/browser/screenshot.py URL OUT.png [--wait-text TEXT]
+Usage: python tests/browser/screenshot.py URL OUT.png [--wait-text TEXT] [--height PX] [--settle-ms MS]
 Needs Debian's chromium (/usr/bin/chromium) and the playwright package (no browser download).
 """
 
@@ -17,14 +17,15 @@ CHROMIUM_FLAGS = [
 ]
 
 
-def screenshot(url: str, out: str, wait_text: str | None = None, timeout_s: float = 60) -> None:
+def screenshot(url: str, out: str, wait_text: str | None = None, timeout_s: float = 60, height: int = 900,
+               settle_ms: int = 1500) -> None:
     with sync_playwright() as playwright:
         browser = playwright.chromium.launch(executable_path="/usr/bin/chromium", args=CHROMIUM_FLAGS)
-        page = browser.new_page(viewport={"width": 1400, "height": 900})
+        page = browser.new_page(viewport={"width": 1400, "height": height})
         page.goto(url, timeout=timeout_s * 1000)
         if wait_text:
             page.get_by_text(wait_text).first.wait_for(timeout=timeout_s * 1000)
-        page.wait_for_timeout(1500)
+        page.wait_for_timeout(settle_ms)
         page.screenshot(path=out, full_page=True)
         browser.close()
 
@@ -34,6 +35,8 @@ if __name__ == "__main__":
     parser.add_argument("url")
     parser.add_argument("out")
     parser.add_argument("--wait-text")
+    parser.add_argument("--height", type=int, default=900, help="viewport height, pixels (Streamlit scrolls inside it)")
+    parser.add_argument("--settle-ms", type=int, default=1500, help="wait after the text appears, milliseconds")
     args = parser.parse_args()
-    screenshot(args.url, args.out, args.wait_text)
+    screenshot(args.url, args.out, args.wait_text, height=args.height, settle_ms=args.settle_ms)
     sys.exit(0)
