@@ -217,3 +217,25 @@ def test_demo_page_presents_the_bundled_comparison(results):
 def test_demo_page_without_bundled_results_says_how_to_make_them(results):
     app = open_page("pages/3_Demo.py")
     assert "python -m runners demo" in app.warning[0].value
+
+
+def test_an_engine_that_fails_to_start_shows_its_log(results, tmp_path):
+    model = tmp_path / "model"
+    model.mkdir()
+    app = open_page("pages/1_Launch.py")
+    app.radio(key="f:engine.kind").set_value("vllm").run()
+    app.text_input(key="f:engine.model").set_value(str(model)).run()
+    # the default Python of the vLLM environment is this one, which has no vLLM: the server dies
+    app.checkbox(key="f:engine.use_gpus").uncheck().run()
+    app.number_input(key="f:workload.requests").set_value(5).run()
+    app.multiselect(key="schedulers").set_value(["fcfs"]).run()
+    app.button[0].click().run()
+    assert not app.error, errors_text(app)
+    job = wait_for_job(results, timeout_s=180)
+    assert job.runs[0]["status"] == "failed"
+    app.run()
+    assert not app.exception
+    shown = errors_text(app)
+    assert "Run failed" in shown
+    logs = [block.value for block in app.code]
+    assert any("vllm" in text.lower() for text in logs), logs

@@ -224,3 +224,27 @@ def test_html_export_is_standalone_and_png_export_renders(results_dir):
         pytest.skip(str(exc))
     assert png[:8] == b"\x89PNG\r\n\x1a\n" and len(png) > 2000
     json.dumps(run.summary)  # summaries stay JSON
+
+
+def test_launch_form_builds_a_sweep_and_names_a_bad_upload(results_dir):
+    from runners.launch_form import build_job, save_upload
+
+    result = build_job({"engine.kind": "sim", "workload.requests": 20, "sweep.enabled": True,
+                        "sweep.rates": "4, 1 2", "sweep.target": 0.8}, ["fcfs", "scls"])
+    assert result.ok, result.errors
+    runs = result.spec.runs
+    assert [(run.scheduler.name, run.workload.arrival.rate) for run in runs] == [
+        ("fcfs", 1.0), ("scls", 1.0), ("fcfs", 2.0), ("scls", 2.0), ("fcfs", 4.0), ("scls", 4.0)]
+    assert len({run.sweep_id for run in runs}) == 1 and runs[0].sweep_id.startswith("sweep-")
+    assert len({run.run_id for run in runs}) == 6
+    assert result.spec.sweep.target_attainment == 0.8
+    errors = build_job({"sweep.enabled": True, "sweep.rates": "1", "workload.arrival.process": "all-at-once"},
+                       ["fcfs"]).errors
+    assert "rate-driven" in errors["workload.arrival.process"]
+
+    uploaded = save_upload("my code set.jsonl", b'{"instruction": "x"}\n{broken\n', results_dir)
+    assert uploaded.parent == results_dir / ".uploads" and uploaded.name.endswith("my_code_set.jsonl")
+    errors = build_job({"workload.requests": 10, "workload.code.kind": "file", "workload.code.path": str(uploaded)},
+                       ["fcfs"]).errors
+    assert list(errors) == ["workload.code.path"]
+    assert str(uploaded) in errors["workload.code.path"] and "line 2" in errors["workload.code.path"]
