@@ -185,7 +185,7 @@ def execute_run(
                 status, error = "failed", f"{result.stalled} requests never completed: {policy.name} stopped dispatching"
         else:
             real_engine = RealEngine(config.engine, writer.folder)
-            real_engine.start()
+            real_engine.start(should_stop)
             write_json_atomic(writer.folder / "engine.json", _engine_record(real_engine))
             driver = WallClockDriver(real_engine, policy, prepared.workload.requests, recorder, config.engine,
                                      config.sample_interval_s, should_stop, prepared.latency, config.max_duration_s)

@@ -248,3 +248,28 @@ def test_launch_form_builds_a_sweep_and_names_a_bad_upload(results_dir):
                        ["fcfs"]).errors
     assert list(errors) == ["workload.code.path"]
     assert str(uploaded) in errors["workload.code.path"] and "line 2" in errors["workload.code.path"]
+
+
+def test_cancel_while_a_launched_server_starts_stops_it_at_once(results_dir, tmp_path):
+    import sys
+
+    marker = tmp_path / "server-pid"
+    never_healthy = [sys.executable, "-c",
+                     f"import os, time; open({str(marker)!r}, 'w').write(str(os.getpid())); time.sleep(600)"]
+    config = parse_config({"engine": {"kind": "lmdeploy", "model": str(tmp_path), "command": never_healthy,
+                                      "use_gpus": False, "startup_timeout_s": 600},
+                           "workload": {"requests": 3}})
+    folder = start_job(new_job_spec([config]), results_dir)
+    deadline = time.monotonic() + 60
+    while not marker.exists() and time.monotonic() < deadline:
+        time.sleep(0.2)
+    assert marker.exists(), "the server was never started"
+    started = time.monotonic()
+    cancel_job(folder)
+    job = wait(folder, 30)
+    assert time.monotonic() - started < 15
+    assert job.state == "cancelled" and job.runs[0]["status"] == "cancelled"
+    pid = int(marker.read_text())
+    time.sleep(0.5)
+    with pytest.raises(ProcessLookupError):
+        os.kill(pid, 0)

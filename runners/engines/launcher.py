@@ -11,11 +11,11 @@ import time
 from collections import deque
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Sequence
+from typing import Callable, Sequence
 from urllib.error import URLError
 from urllib.request import urlopen
 
-from runners.errors import SchedlabError
+from runners.errors import RunCancelled, SchedlabError
 
 
 class EngineStartError(SchedlabError):
@@ -80,10 +80,13 @@ class ServerProcess:
         except (URLError, OSError, ValueError):
             return False
 
-    def wait_healthy(self, timeout_s: float) -> float:
-        """Seconds until healthy; EngineStartError with the log tail on exit or timeout."""
+    def wait_healthy(self, timeout_s: float, should_stop: Callable[[], bool] | None = None) -> float:
+        """Seconds until healthy; EngineStartError with the log tail on exit or timeout;
+        RunCancelled as soon as ``should_stop()`` says so (a start-up can take minutes)."""
         start = time.monotonic()
         while time.monotonic() - start < timeout_s:
+            if should_stop is not None and should_stop():
+                raise RunCancelled("cancelled while the servers were starting")
             if self.process is not None and self.process.poll() is not None:
                 raise EngineStartError(
                     f"server on port {self.port} exited with code {self.process.returncode} during start-up; "
@@ -122,12 +125,13 @@ class ServerProcess:
             self._log_handle = None
 
 
-def launch_servers(servers: Sequence[ServerProcess], timeout_s: float) -> list[float]:
-    """Start all servers, then wait for each; on any failure stop them all and re-raise."""
+def launch_servers(servers: Sequence[ServerProcess], timeout_s: float,
+                   should_stop: Callable[[], bool] | None = None) -> list[float]:
+    """Start all servers, then wait for each; on any failure or cancel stop them all and re-raise."""
     try:
         for server in servers:
             server.start()
-        return [server.wait_healthy(timeout_s) for server in servers]
+        return [server.wait_healthy(timeout_s, should_stop) for server in servers]
     except BaseException:
         for server in servers:
             server.stop(grace_s=5)

@@ -8,6 +8,7 @@ import os
 import re
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Callable
 from urllib.error import URLError
 from urllib.request import Request as HTTPRequest
 from urllib.request import urlopen
@@ -102,7 +103,8 @@ class RealEngine:
         self.instances: list[RealInstance] = []
         self.servers: list[ServerProcess] = []
 
-    def start(self) -> list[RealInstance]:
+    def start(self, should_stop: Callable[[], bool] | None = None) -> list[RealInstance]:
+        """Launch or attach; ``should_stop`` cancels a launch while the servers start."""
         config = self.config
         if isinstance(config, AttachConfig):
             key = _api_key(config)
@@ -116,7 +118,7 @@ class RealEngine:
                                     accepts_priority=kind == "vllm" and config.scheduling_policy == "priority")
                 self.instances.append(RealInstance(index, endpoint, version=_version(url, headers)))
         else:
-            self._launch(config)
+            self._launch(config, should_stop)
         for instance in self.instances:
             snapshot = scrape(instance.metrics_url, instance.endpoint.headers)
             if snapshot is not None:
@@ -126,7 +128,7 @@ class RealEngine:
                 instance.kv_capacity_tokens = kv_capacity_from_log(instance.server.log_path)
         return self.instances
 
-    def _launch(self, config: VLLMConfig | LMDeployConfig) -> None:
+    def _launch(self, config: VLLMConfig | LMDeployConfig, should_stop: Callable[[], bool] | None = None) -> None:
         ports = config.ports or [free_port(config.host) for _ in range(config.instances)]
         for index, port in enumerate(ports):
             env = dict(config.env)
@@ -134,7 +136,7 @@ class RealEngine:
                 env["CUDA_VISIBLE_DEVICES"] = config.gpus[index] if config.gpus else str(index)
             self.servers.append(ServerProcess(config.server_command(port), port, config.host,
                                               self.log_folder / f"server-{index}.log", env, "/health"))
-        launch_servers(self.servers, config.startup_timeout_s)
+        launch_servers(self.servers, config.startup_timeout_s, should_stop)
         for index, server in enumerate(self.servers):
             if isinstance(config, VLLMConfig):
                 endpoint = Endpoint(server.base_url, config.served_model_name, config.api, "vllm",
