@@ -239,3 +239,11 @@ def test_an_engine_that_fails_to_start_shows_its_log(results, tmp_path):
     assert "Run failed" in shown
     logs = [block.value for block in app.code]
     assert any("vllm" in text.lower() for text in logs), logs
+
+
+def test_the_dashboard_binds_to_localhost_unless_configured():
+    import tomllib
+
+    config = tomllib.loads((ROOT / ".streamlit" / "config.toml").read_text())
+    assert config["server"]["address"] == "localhost"
+    assert config["server"]["headless"] is True
