@@ -80,6 +80,18 @@ if summaries:
     st.caption("GPU memory (KV cache) held for requests over time, as a share of the cache: batch-at-a-time serving "
                "(static) fills and empties it with every batch, a sawtooth; continuous batching (fcfs) holds a steadier "
                "level.")
+    with st.expander("Why do the strategies differ here?"):
+        st.markdown(
+            "- **fcfs** sends each request on arrival; the engine fills its 16 slots continuously.\n"
+            "- **static** sends 16 requests and waits until all 16 have finished before sending more, so one long "
+            "answer keeps 15 slots idle.\n"
+            "- **slo-sa** holds requests at the gateway and orders them to maximise G, predicting each one's output "
+            "length from a per-task average; it gains when those predictions separate short from long requests.\n"
+            "- **dynamic-mem** caps requests in flight by what the KV cache can hold; this cache holds far more "
+            "than 16 requests, so it sends the same as fcfs.\n"
+            "- **dynamic-sla** moves a batch-size window to keep decode latency near 50 ms; as its algorithm is "
+            "written (window gap alpha = 8) the window's middle stays at most 12 of the 16 slots, so at this load "
+            "its queue grows.")
     st.page_link("pages/2_Results.py", label="See every metric and chart on the Results page", icon="📊")
     st.caption("Simulator: Qwen2.5-7B on 2 x V100 latency model (DESIGN.md); latencies count from each request's "
                "arrival. Bundled runs: " + ", ".join(s["run_id"] for s in summaries) + ".")
