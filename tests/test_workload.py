@@ -22,7 +22,7 @@ from runners.workload.conversations import (
 )
 from runners.workload.slo import PAPER_SLOS
 from runners.workload.synthetic import write_stand_ins
-from runners.workload.tokens import ApproximateTokenCounter, HuggingFaceTokenCounter
+from runners.workload.tokens import ApproximateTokenCounter, HuggingFaceTokenCounter, make_token_counter
 
 WORDS = "word " * 50  # 250 characters -> 62 approximate tokens
 
@@ -141,6 +141,14 @@ def test_huggingface_tokenizer_from_local_folder(tmp_path):
     assert counter.count(["hello world hello", "world"]) == [3, 1]
     with pytest.raises(ConfigError, match="workload.tokenizer"):
         HuggingFaceTokenCounter(tmp_path / "missing")
+    # loaded once per folder, and each text is tokenised once
+    shared = make_token_counter(str(tmp_path / "tok"))
+    assert make_token_counter(str(tmp_path / "tok")) is shared
+    assert shared.count(["world hello", "hello world hello", "world hello"]) == [2, 3, 2]
+    shared._tokenizer = None  # any new text would now fail
+    assert shared.count(["hello world hello", "world hello"]) == [3, 2]
+    with pytest.raises(ConfigError, match="workload.tokenizer"):
+        make_token_counter(str(tmp_path / "missing"))
 
 
 # -- arrivals ----------------------------------------------------------------------------------

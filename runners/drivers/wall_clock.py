@@ -20,7 +20,7 @@ import aiohttp
 from runners.drivers.virtual_time import DriverResult
 from runners.engines.gpu import GPUMonitor
 from runners.engines.latency_model import LatencyModel
-from runners.engines.openai_client import stream_request
+from runners.engines.openai_client import client_connector, stream_request
 from runners.engines.real_config import ClientOptions
 from runners.engines.real_engine import RealEngine, RealInstance
 from runners.engines.telemetry import MetricsSnapshot, parse_metrics
@@ -47,6 +47,7 @@ class EngineCounters:
     arrival_lag_s: list[float] = field(default_factory=list)
     client_cpu_s: float = 0.0
     chunks: int = 0
+    resent: list[str] = field(default_factory=list)  # why a request was sent twice (dropped unanswered)
 
     @property
     def server_ttft_mean_s(self) -> float | None:
@@ -144,6 +145,8 @@ class WallClockDriver:
             raise
         if self._request_tasks.get(request_id) is asyncio.current_task():
             del self._request_tasks[request_id]
+        if result.retried_after is not None:
+            self.counters.resent.append(f"{request_id}: {result.retried_after}")
         now = self.now()
         times = [t - self._start for t in result.chunk_times]
         if result.error is not None:
@@ -278,8 +281,7 @@ class WallClockDriver:
     async def _run(self) -> DriverResult:
         self._wake = asyncio.Event()
         self._finished = asyncio.Event()
-        connector = aiohttp.TCPConnector(limit=0, limit_per_host=0, force_close=False)
-        async with aiohttp.ClientSession(connector=connector) as session:
+        async with aiohttp.ClientSession(connector=client_connector()) as session:
             self._session = session
             await self._warmup()
             for index, instance in enumerate(self.instances):

@@ -22,6 +22,7 @@ On our engines an overflow itself is handled by the engine's preemption (vLLM re
 
 from __future__ import annotations
 
+import math
 from collections import deque
 
 import numpy as np
@@ -32,6 +33,7 @@ from runners.predictors import OutputLengthPredictor, OutputPredictorParams
 from runners.schedulers.base import (
     Completion,
     Decision,
+    Dispatch,
     InstanceInfo,
     PolicyError,
     SchedulerPolicy,
@@ -41,9 +43,12 @@ from runners.workload.requests import Request
 
 
 @njit(cache=True)
-def admit_shortest_first(running_base, running_end, candidate_base, candidate_end, capacity):
+def admit_shortest_first_reference(running_base, running_end, candidate_base, candidate_end, capacity):
     """How many of the candidates (sorted by predicted output) MC-SF admits: the longest prefix
-    whose KV demand stays <= capacity at every completion time. Bases in tokens, ends in steps."""
+    whose KV demand stays <= capacity at every completion time. Bases in tokens, ends in steps.
+
+    The rule as written, O(n^2): every admission re-checks every completion time.
+    :func:`admit_shortest_first` gives the same answer (tests/test_scheduler_fast_paths.py)."""
     total = running_base.shape[0] + candidate_base.shape[0]
     ends = np.empty(total)
     bases = np.empty(total)
@@ -87,6 +92,101 @@ def admit_shortest_first(running_base, running_end, candidate_base, candidate_en
     return admitted
 
 
+@njit(cache=True)
+def admit_shortest_first(running_base, running_end, candidate_base, candidate_end, capacity):
+    """:func:`admit_shortest_first_reference`'s answer without re-checking every completion time
+    for every candidate. Candidates must come sorted by end (as MC-SF sorts them); otherwise this
+    falls back to the reference. Inputs are whole numbers of tokens and steps, so every sum below
+    is exact in float64 and the order of summation does not change a comparison.
+
+    With D(t) the demand at a completion time t, admitting a candidate (base b, end e) adds b + t
+    to D(t) for every t <= e, and needs D(t) + b + t <= capacity there and at e itself. Since the
+    ends come in increasing order, every completion time already at or before the current end
+    (the "region") gets every later admission, so its demand is lazily
+
+        D(t) = a_t + t * admitted + admitted_bases   (a_t fixed when t joined the region),
+
+    and the check is max_t (a_t + t * (admitted + 1)) + admitted_bases + b <= capacity. The
+    maximum is kept as an upper bound that grows by the region's largest end per admission (no t
+    grows faster) and is recomputed exactly only when the bound says no: O(n log n) when memory
+    is plentiful; at worst O(n^2), like the reference, when it binds."""
+    n_run = running_base.shape[0]
+    n_cand = candidate_base.shape[0]
+    for c in range(1, n_cand):
+        if candidate_end[c] < candidate_end[c - 1]:
+            return admit_shortest_first_reference(running_base, running_end, candidate_base, candidate_end, capacity)
+    # running requests by end; D0 at each one's end: sum over ends >= it of (base + that end)
+    by_end = np.argsort(running_end, kind="mergesort")
+    run_end = running_end[by_end]
+    run_base = running_base[by_end]
+    suffix = np.zeros(n_run + 1)  # suffix[j] = sum of run_base[j:]
+    for j in range(n_run - 1, -1, -1):
+        suffix[j] = suffix[j + 1] + run_base[j]
+    run_demand = np.empty(n_run)
+    group = 0  # first index with the same end
+    for j in range(n_run):
+        if run_end[j] != run_end[group]:
+            group = j
+        run_demand[j] = suffix[group] + run_end[j] * (n_run - group)
+        if run_demand[j] > capacity:
+            return 0
+    # the region: a_t and t of every completion time at or before the current end
+    region_offset = np.empty(n_run + n_cand)
+    region_time = np.empty(n_run + n_cand)
+    size = 0
+    largest_end = 0.0
+    bound = -np.inf  # >= max over the region of a_t + t * (admitted + 1)
+    admitted_bases = 0.0
+    admitted = 0
+    joined = 0  # running requests in the region (run_end[:joined])
+    at_least = 0  # first running request with end >= the current candidate's
+    tie_end = -1.0
+    tie_bases = 0.0
+    tie_count = 0
+    for c in range(n_cand):
+        base = candidate_base[c]
+        end = candidate_end[c]
+        while joined < n_run and run_end[joined] <= end:  # a running completion joins the region
+            t = run_end[joined]
+            a = run_demand[joined] - admitted_bases - t * admitted
+            region_offset[size] = a
+            region_time[size] = t
+            size += 1
+            largest_end = max(largest_end, t)
+            bound = max(bound, a + t * (admitted + 1))
+            joined += 1
+        while at_least < n_run and run_end[at_least] < end:
+            at_least += 1
+        if end != tie_end:
+            tie_end = end
+            tie_bases = 0.0
+            tie_count = 0
+        # demand at the candidate's own completion: itself, running ones ending no earlier, ties
+        own = base + end + suffix[at_least] + end * (n_run - at_least) + tie_bases + end * tie_count
+        if own > capacity:
+            return admitted
+        if bound + admitted_bases + base > capacity:  # the bound says no: check exactly
+            exact = -np.inf
+            for k in range(size):
+                exact = max(exact, region_offset[k] + region_time[k] * (admitted + 1))
+            bound = exact
+            if exact + admitted_bases + base > capacity:
+                return admitted
+        # admit: every region time gains base + t (bound: at most the largest end more)
+        admitted_bases += base
+        admitted += 1
+        bound += largest_end
+        tie_bases += base
+        tie_count += 1
+        a = own - admitted_bases - end * admitted
+        region_offset[size] = a
+        region_time[size] = end
+        size += 1
+        largest_end = max(largest_end, end)
+        bound = max(bound, a + end * (admitted + 1))
+    return admitted
+
+
 class MemoryParams(OutputPredictorParams):
     output_predictor: str = Field(  # type: ignore[assignment]
         default="oracle", description="MC-SF assumes known output lengths (the paper's setting); "
@@ -104,14 +204,7 @@ class AlphaBetaParams(AlphaParams):
     clear_seed: int = Field(default=0, ge=0)
 
 
-class _Running:
-    __slots__ = ("prompt", "predicted", "dispatched", "first_token")
-
-    def __init__(self, prompt: int, predicted: int, dispatched: float) -> None:
-        self.prompt = prompt
-        self.predicted = predicted
-        self.dispatched = dispatched
-        self.first_token: float | None = None
+NOT_YET = float("nan")  # first-token time of a running request that has none yet
 
 
 class MemoryConstrainedPolicy(SchedulerPolicy):
@@ -128,40 +221,50 @@ class MemoryConstrainedPolicy(SchedulerPolicy):
         # KV is allocated in blocks: a request can hold up to block_size - 1 tokens more than it uses
         self.block_slack = {i.instance_id: float((i.block_size or 1) - 1) for i in instances}
         self.latency = {i.instance_id: i.latency_model for i in instances}
-        self.running: dict[int, dict[str, _Running]] = {i.instance_id: {} for i in instances}
+        # running requests per instance -> time of their first token (NOT_YET before it). Their
+        # prompt size and predicted steps at dispatch stay in prompt_size / remaining_steps.
+        self.running: dict[int, dict[str, float]] = {i.instance_id: {} for i in instances}
         self.outputs = OutputLengthPredictor.from_params(self.params)
         self.usage: dict[int, float | None] = {i.instance_id: None for i in instances}
         self.measured_tpot: deque[float] = deque(maxlen=32)
         self.predicted: dict[str, int] = {}  # output tokens, drawn once at arrival
         self.remaining_steps: dict[str, int] = {}
         self.prompt_size: dict[str, int] = {}
-        self.sort_key: dict[str, tuple[int, float]] = {}
+        self.arrival: dict[str, float] = {}
+        self.pending_in_arrival_order = True  # pending's order is by arrival time (ties: as they came)
+        self.last_arrival = -math.inf
 
     def on_arrival(self, request: Request, now: float) -> None:
         super().on_arrival(request, now)
         self.predicted[request.request_id] = self.outputs.predict(request)
+        self.arrival[request.request_id] = request.arrival_s
+        if request.arrival_s < self.last_arrival:
+            self.pending_in_arrival_order = False
+        self.last_arrival = max(self.last_arrival, request.arrival_s)
         self._index(request.request_id)
 
     def _index(self, request_id: str) -> None:
-        """Keep the sort key, remaining steps and prompt size of a waiting request at hand."""
-        remaining = self.predicted_remaining(request_id)
-        self.remaining_steps[request_id] = remaining
+        """Keep the remaining steps and prompt size of a waiting request at hand. Called whenever a
+        request (re)joins ``pending`` after its tokens_done changed, so for every pending request
+        they equal predicted_remaining() and prompt_tokens() (a cancelled request did not change),
+        and for a running one they are its values at dispatch."""
+        self.remaining_steps[request_id] = self.predicted_remaining(request_id)
         self.prompt_size[request_id] = self.prompt_tokens(request_id)
-        self.sort_key[request_id] = (remaining, self.requests[request_id].arrival_s)
 
     def on_first_token(self, request_id: str, instance: int, now: float) -> None:
-        entry = self.running[instance].get(request_id)
-        if entry is not None:
-            entry.first_token = now
+        running = self.running[instance]
+        if request_id in running:
+            running[request_id] = now
 
     def on_completion(self, completion: Completion, now: float) -> None:
-        entry = self.running[completion.instance].pop(completion.request_id, None)
-        if entry is not None and entry.first_token is not None and completion.tokens_this_dispatch > 1:
-            self.measured_tpot.append((now - entry.first_token) / (completion.tokens_this_dispatch - 1))
+        first_token = self.running[completion.instance].pop(completion.request_id, None)
+        if first_token is not None and not math.isnan(first_token) and completion.tokens_this_dispatch > 1:
+            self.measured_tpot.append((now - first_token) / (completion.tokens_this_dispatch - 1))
         super().on_completion(completion, now)
         if completion.done:
             self.outputs.observe(self.requests[completion.request_id].task, completion.tokens_total)
         else:
+            self.pending_in_arrival_order = False  # it rejoined pending at the end
             self._index(completion.request_id)
 
     def on_failure(self, request_id: str, instance: int, reason: str, now: float) -> None:
@@ -171,29 +274,36 @@ class MemoryConstrainedPolicy(SchedulerPolicy):
     def on_telemetry(self, sample: TelemetrySample, now: float) -> None:
         self.usage[sample.instance] = sample.kv_usage
 
-    def step_time(self, instance: int) -> float:
+    def step_time(self, instance: int, prompts: np.ndarray | None = None) -> float:
         """Seconds per decode step, erring slow (slow steps mean less progress, so requests are
         assumed to hold memory longer): the larger of the latency model's decode step at the
         current batch and the TPOT measured on recent completions (which includes prefill work)."""
         running = self.running[instance]
+        if prompts is None:
+            prompts = np.fromiter(map(self.prompt_size.__getitem__, running), dtype=float, count=len(running))
         model = self.latency[instance]
         estimates = []
         if model is not None and running:
-            context = sum(entry.prompt for entry in running.values()) / len(running)
+            context = float(prompts.sum()) / len(running)  # whole tokens: exact in any order
             estimates.append(model.decode_step_time(len(running), context))
         if self.measured_tpot:
             estimates.append(sum(self.measured_tpot) / len(self.measured_tpot))
         return max(estimates) if estimates else self.params.default_step_s
 
     def progress(self, instance: int, now: float) -> tuple[np.ndarray, np.ndarray]:
-        """(tokens held now, predicted remaining steps) of each running request."""
-        step = self.step_time(instance)
-        held, remaining = [], []
-        for entry in self.running[instance].values():
-            generated = 0 if entry.first_token is None else 1 + int((now - entry.first_token) / step)
-            held.append(entry.prompt + generated + self.block_slack[instance])
-            remaining.append(max(1, entry.predicted - generated))
-        return np.asarray(held, dtype=float), np.asarray(remaining, dtype=float)
+        """(tokens held now, predicted remaining steps) of each running request: one token at the
+        first token, then one per step time since."""
+        running = self.running[instance]
+        count = len(running)
+        prompts = np.fromiter(map(self.prompt_size.__getitem__, running), dtype=float, count=count)
+        if not count:
+            return prompts, np.zeros(0)
+        step = self.step_time(instance, prompts)
+        predicted = np.fromiter(map(self.remaining_steps.__getitem__, running), dtype=float, count=count)
+        first = np.fromiter(running.values(), dtype=float, count=count)
+        started = ~np.isnan(first)
+        generated = np.where(started, 1.0 + np.trunc((now - np.where(started, first, now)) / step), 0.0)
+        return prompts + generated + self.block_slack[instance], np.maximum(1.0, predicted - generated)
 
     def prompt_tokens(self, request_id: str) -> int:
         return self.requests[request_id].input_tokens + self.tokens_done[request_id]
@@ -201,10 +311,21 @@ class MemoryConstrainedPolicy(SchedulerPolicy):
     def predicted_remaining(self, request_id: str) -> int:
         return max(1, self.predicted[request_id] - self.tokens_done[request_id])
 
-    def _send(self, request_id: str, instance: int, now: float):
-        self.running[instance][request_id] = _Running(self.prompt_tokens(request_id),
-                                                      self.predicted_remaining(request_id), now)
-        return self._take(request_id, instance)
+    def _send(self, request_ids: list[str], instance: int) -> list[Dispatch]:
+        """Dispatch these pending requests to ``instance`` (what _take does, for many at once)."""
+        running = self.running[instance]
+        if running:
+            running.update(dict.fromkeys(request_ids, NOT_YET))
+        else:
+            self.running[instance] = dict.fromkeys(request_ids, NOT_YET)
+        self.in_flight[instance].update(request_ids)
+        if len(request_ids) == len(self.pending):  # all of them
+            self.pending.clear()
+            self.pending_in_arrival_order = True
+        else:
+            for rid in request_ids:
+                del self.pending[rid]
+        return [Dispatch(rid, instance) for rid in request_ids]
 
 
 class MCSFPolicy(MemoryConstrainedPolicy):
@@ -218,14 +339,21 @@ class MCSFPolicy(MemoryConstrainedPolicy):
             if not self.pending:
                 break
             held, remaining = self.progress(instance, now)
-            waiting = sorted(self.pending, key=self.sort_key.__getitem__)
-            ends = np.fromiter(map(self.remaining_steps.__getitem__, waiting), dtype=float, count=len(waiting))
-            bases = np.fromiter(map(self.prompt_size.__getitem__, waiting), dtype=float, count=len(waiting))
+            waiting = list(self.pending)
+            count = len(waiting)
+            ends = np.fromiter(map(self.remaining_steps.__getitem__, waiting), dtype=float, count=count)
+            # by (predicted remaining, arrival), ties in pending order (stable sorts)
+            if self.pending_in_arrival_order:
+                order = np.argsort(ends, kind="stable")
+            else:
+                order = np.lexsort((np.fromiter(map(self.arrival.__getitem__, waiting), dtype=float, count=count), ends))
+            ends = ends[order]
+            bases = np.fromiter(map(self.prompt_size.__getitem__, waiting), dtype=float, count=count)[order]
             bases += self.block_slack[instance]
             admitted = admit_shortest_first(held, remaining, bases, ends, float(self.capacity[instance]))
-            if admitted == 0 and not self.running[instance] and waiting:
+            if admitted == 0 and not self.running[instance]:
                 admitted = 1  # a request larger than the cache alone: the engine will say so
-            dispatches += [self._send(rid, instance, now) for rid in waiting[:admitted]]
+            dispatches += self._send([waiting[i] for i in order[:admitted].tolist()], instance)
         return Decision(dispatches)
 
 
@@ -245,14 +373,19 @@ class AlphaProtectPolicy(MemoryConstrainedPolicy):
     def decide(self, now: float) -> Decision:
         dispatches = []
         for instance in sorted(self.running):
+            if not self.pending:
+                break
             limit = (1.0 - self.params.alpha) * self.capacity[instance]
             used = self.memory_in_use(instance, now)
-            for request_id in list(self.pending):
-                prompt = self.prompt_tokens(request_id)
-                if used + prompt > limit and self.running[instance]:
-                    break
-                used += prompt
-                dispatches.append(self._send(request_id, instance, now))
+            # in pending order, while used + prompt <= limit (the first one always, on an idle instance)
+            waiting = list(self.pending)
+            totals = np.fromiter(map(self.prompt_size.__getitem__, waiting), dtype=float, count=len(waiting))
+            totals[0] += used
+            np.cumsum(totals, out=totals)  # used + p0, (used + p0) + p1, ...: sequential, as a loop adds
+            first = 0 if self.running[instance] else 1
+            over = np.flatnonzero(totals[first:] > limit)
+            admitted = first + int(over[0]) if len(over) else len(waiting)
+            dispatches += self._send(waiting[:admitted], instance)
         return Decision(dispatches)
 
 
@@ -285,6 +418,7 @@ class AlphaBetaClearPolicy(AlphaProtectPolicy):
                     del self.running[instance][request_id]
                     self.in_flight[instance].discard(request_id)
                     self.pending = {request_id: self.requests[request_id], **self.pending}
+                    self.pending_in_arrival_order = False
                     cancels.append(request_id)
             self.cleared += len(cancels)
         self.overflowed.clear()

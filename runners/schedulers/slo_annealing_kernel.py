@@ -19,6 +19,17 @@ request's latency alone on an idle instance (an upper bound on G). One unit is a
 that bound, so the paper's temperatures mean something: at T0 = 500 a move that loses 1% of
 G_upper is accepted with probability exp(-100/500) = 0.82, at the threshold T = 20 with
 exp(-100/20) = 0.007.
+
+Speed (``bench/scheduler_overhead.py``): a move only changes the plan from one batch on, so the
+annealer keeps the clock, E2E sum and SLO count at the start of every batch and re-scores a
+move from its first changed batch, continuing the same sums in the same order, so the G it gets
+is bit-identical to scoring the whole plan and a seed gives the same plan as before. Short plans
+are scored without a branch per request (which requests meet their SLO is hard to predict
+there); long ones with it (most miss, and the branch skips loads). Both chains and the start
+points run in one compiled call (:func:`search`). What is left at 10 requests with max batch 1
+is mostly numba's np.random draws (the Mersenne Twister, rejection-sampled), which fix the moves
+tried and so are kept. ``tests/test_scheduler_fast_paths.py`` checks all of it against the
+annealer as first written.
 """
 
 from __future__ import annotations
@@ -26,8 +37,11 @@ from __future__ import annotations
 import numpy as np
 from numba import njit
 
+BRANCHLESS_UP_TO = 64  # plans of at most this many requests are scored without a branch per SLO test
 
-@njit(cache=True, fastmath=True)
+
+# -- scoring ------------------------------------------------------------------------------------
+@njit(cache=True)
 def evaluate_plan(order, sizes, batches, exec_s, prefill_s, tpot_s, waited_s, base_s, ttft_limit, tpot_limit,
                   e2e_limit):
     """(G in 1/s, number meeting their SLO) of a plan."""
@@ -56,17 +70,97 @@ def evaluate_plan(order, sizes, batches, exec_s, prefill_s, tpot_s, waited_s, ba
     return met / total, met
 
 
-@njit(cache=True, fastmath=True)
-def _batch_of(sizes, batches, position):
-    start = 0
-    for k in range(batches):
-        if position < start + sizes[k]:
-            return k, start
-        start += sizes[k]
-    return batches - 1, start - sizes[batches - 1]
+@njit(cache=True)
+def _score_from(k0, order, sizes, batches, exec_s, prefill_s, tpot_s, waited_s, ttft_limit, tpot_limit, e2e_limit,
+                clock_at, total_at, met_at, start_at, new_clock, new_total, new_met, new_start):
+    """G of a plan that equals the current one before batch ``k0``: continue evaluate_plan's sums
+    from the saved state at the start of batch k0, writing the state at later batches to new_*."""
+    clock = clock_at[k0]
+    total = total_at[k0]
+    met = met_at[k0]
+    position = start_at[k0]
+    for k in range(k0, batches):
+        size = sizes[k]
+        column = size - 1
+        duration = 0.0
+        for q in range(position, position + size):
+            i = order[q]
+            execution = exec_s[i, column]
+            if execution > duration:
+                duration = execution
+            wait = waited_s[i] + clock
+            e2e = wait + execution
+            total += e2e
+            if e2e <= e2e_limit[i] and wait + prefill_s[i, column] <= ttft_limit[i] and tpot_s[i, column] <= tpot_limit[i]:
+                met += 1
+        clock += duration
+        position += size
+        new_clock[k + 1] = clock
+        new_total[k + 1] = total
+        new_met[k + 1] = met
+        new_start[k + 1] = position
+    if total <= 0.0:
+        return 0.0
+    return met / total
 
 
-@njit(cache=True, fastmath=True)
+@njit(cache=True)
+def _score_from_branchless(k0, order, sizes, batches, exec_s, prefill_s, tpot_s, waited_s, ttft_limit, tpot_limit,
+                           e2e_limit, clock_at, total_at, met_at, start_at, new_clock, new_total, new_met, new_start):
+    """_score_from without a branch per request: faster for short plans, where which requests meet
+    their SLO is hard to predict; slower for long ones (most miss, and the branch skips loads)."""
+    clock = clock_at[k0]
+    total = total_at[k0]
+    met = met_at[k0]
+    position = start_at[k0]
+    for k in range(k0, batches):
+        size = sizes[k]
+        column = size - 1
+        duration = 0.0
+        for q in range(position, position + size):
+            i = order[q]
+            execution = exec_s[i, column]
+            duration = max(duration, execution)
+            wait = waited_s[i] + clock
+            e2e = wait + execution
+            total += e2e
+            met += ((e2e <= e2e_limit[i]) & (wait + prefill_s[i, column] <= ttft_limit[i])
+                    & (tpot_s[i, column] <= tpot_limit[i]))
+        clock += duration
+        position += size
+        new_clock[k + 1] = clock
+        new_total[k + 1] = total
+        new_met[k + 1] = met
+        new_start[k + 1] = position
+    if total <= 0.0:
+        return 0.0
+    return met / total
+
+
+@njit(cache=True)
+def _score_from_singles(k0, order, exec_s, prefill_s, tpot_s, waited_s, ttft_limit, tpot_limit, e2e_limit,
+                        clock_at, total_at, met_at, new_clock, new_total, new_met):
+    """_score_from_branchless when every batch holds one request (max_batch 1: batch = position)."""
+    clock = clock_at[k0]
+    total = total_at[k0]
+    met = met_at[k0]
+    for k in range(k0, order.shape[0]):
+        i = order[k]
+        execution = exec_s[i, 0]
+        wait = waited_s[i] + clock
+        e2e = wait + execution
+        total += e2e
+        met += ((e2e <= e2e_limit[i]) & (wait + prefill_s[i, 0] <= ttft_limit[i]) & (tpot_s[i, 0] <= tpot_limit[i]))
+        clock += max(0.0, execution)
+        new_clock[k + 1] = clock
+        new_total[k + 1] = total
+        new_met[k + 1] = met
+    if total <= 0.0:
+        return 0.0
+    return met / total
+
+
+@njit(cache=True)
 def _remove_empty(sizes, batches, k):
     for j in range(k, batches - 1):
         sizes[j] = sizes[j + 1]
@@ -74,18 +168,37 @@ def _remove_empty(sizes, batches, k):
     return batches - 1
 
 
-@njit(cache=True, fastmath=True)
+@njit(cache=True)
 def anneal(order0, sizes0, batches0, exec_s, prefill_s, tpot_s, waited_s, base_s, ttft_limit, tpot_limit, e2e_limit,
            max_batch, t0, t_threshold, iterations, decay, seed, g_upper):
-    """Simulated annealing from a start plan; returns (order, sizes, batches, G) of the best plan seen."""
+    """Simulated annealing from a start plan; returns (order, sizes, batches, G) of the best plan seen.
+
+    Random draws (numba's np.random, seeded here), in order, per iteration: the move
+    (randint(3)), a position (randint(n)), for a swap the second position (randint(n)), and for
+    a worse plan the acceptance test (random()).
+    """
     np.random.seed(seed)
     n = order0.shape[0]
     order = order0.copy()
     sizes = np.zeros(n + 1, dtype=np.int64)
     sizes[:batches0] = sizes0[:batches0]
     batches = batches0
-    g, _ = evaluate_plan(order, sizes, batches, exec_s, prefill_s, tpot_s, waited_s, base_s, ttft_limit, tpot_limit,
-                         e2e_limit)
+    # state at the start of each batch (index k) and after the last one (index batches)
+    clock_at = np.zeros(n + 2)
+    total_at = np.zeros(n + 2)
+    met_at = np.zeros(n + 2, dtype=np.int64)
+    start_at = np.zeros(n + 2, dtype=np.int64)
+    new_clock = np.zeros(n + 2)
+    new_total = np.zeros(n + 2)
+    new_met = np.zeros(n + 2, dtype=np.int64)
+    new_start = np.zeros(n + 2, dtype=np.int64)
+    batch_at = np.zeros(n, dtype=np.int64)  # batch of each position
+    clock_at[0] = base_s
+    branchless = n <= BRANCHLESS_UP_TO
+    g = _score_from(0, order, sizes, batches, exec_s, prefill_s, tpot_s, waited_s, ttft_limit, tpot_limit, e2e_limit,
+                    clock_at, total_at, met_at, start_at, clock_at, total_at, met_at, start_at)
+    for k in range(batches):
+        batch_at[start_at[k]:start_at[k + 1]] = k
     best_order = order.copy()
     best_sizes = sizes.copy()
     best_batches = batches
@@ -98,47 +211,72 @@ def anneal(order0, sizes0, batches0, exec_s, prefill_s, tpot_s, waited_s, base_s
             # moves are applied in place and undone when rejected (no O(n) copies per move)
             move = np.random.randint(3)
             q = np.random.randint(n)
-            k, start = _batch_of(sizes, batches, q)
             old_batches = batches
-            swapped_with = -1
-            if move == 0:  # squeeze into the previous batch
-                if k == 0 or sizes[k - 1] >= max_batch:
-                    continue
-                saved_sizes[: batches + 1] = sizes[: batches + 1]
-                swapped_with = start
-                sizes[k - 1] += 1
-                sizes[k] -= 1
-                if sizes[k] == 0:
-                    batches = _remove_empty(sizes, batches, k)
-            elif move == 1:  # delay into the next batch, or a new last one
-                last = start + sizes[k] - 1
-                if k == batches - 1:
-                    if sizes[k] == 1:
-                        continue
-                    saved_sizes[: batches + 1] = sizes[: batches + 1]
-                    swapped_with = last
-                    sizes[k] -= 1
-                    sizes[batches] = 1
-                    batches += 1
-                else:
-                    if sizes[k + 1] >= max_batch:
-                        continue
-                    saved_sizes[: batches + 1] = sizes[: batches + 1]
-                    swapped_with = last
-                    sizes[k] -= 1
-                    sizes[k + 1] += 1
-                    if sizes[k] == 0:
-                        batches = _remove_empty(sizes, batches, k)
-            else:  # swap two requests
+            if move == 2:  # swap two requests
                 swapped_with = np.random.randint(n)
                 if swapped_with == q:
                     continue
+                first = min(batch_at[q], batch_at[swapped_with])
+            elif max_batch == 1:  # every batch is full: nothing to squeeze or delay
+                continue
+            else:
+                k = batch_at[q]
+                start = start_at[k]
+                if move == 0:  # squeeze into the previous batch
+                    if k == 0 or sizes[k - 1] >= max_batch:
+                        continue
+                    saved_sizes[: batches + 1] = sizes[: batches + 1]
+                    swapped_with = start
+                    sizes[k - 1] += 1
+                    sizes[k] -= 1
+                    if sizes[k] == 0:
+                        batches = _remove_empty(sizes, batches, k)
+                    first = k - 1
+                else:  # delay into the next batch, or a new last one
+                    last = start + sizes[k] - 1
+                    if k == batches - 1:
+                        if sizes[k] == 1:
+                            continue
+                        saved_sizes[: batches + 1] = sizes[: batches + 1]
+                        swapped_with = last
+                        sizes[k] -= 1
+                        sizes[batches] = 1
+                        batches += 1
+                    else:
+                        if sizes[k + 1] >= max_batch:
+                            continue
+                        saved_sizes[: batches + 1] = sizes[: batches + 1]
+                        swapped_with = last
+                        sizes[k] -= 1
+                        sizes[k + 1] += 1
+                        if sizes[k] == 0:
+                            batches = _remove_empty(sizes, batches, k)
+                    first = k
             order[q], order[swapped_with] = order[swapped_with], order[q]
-            new_g, _ = evaluate_plan(order, sizes, batches, exec_s, prefill_s, tpot_s, waited_s, base_s, ttft_limit,
-                                     tpot_limit, e2e_limit)
+            if max_batch == 1:
+                new_g = _score_from_singles(first, order, exec_s, prefill_s, tpot_s, waited_s, ttft_limit, tpot_limit,
+                                            e2e_limit, clock_at, total_at, met_at, new_clock, new_total, new_met)
+            elif branchless:
+                new_g = _score_from_branchless(first, order, sizes, batches, exec_s, prefill_s, tpot_s, waited_s,
+                                               ttft_limit, tpot_limit, e2e_limit, clock_at, total_at, met_at, start_at,
+                                               new_clock, new_total, new_met, new_start)
+            else:
+                new_g = _score_from(first, order, sizes, batches, exec_s, prefill_s, tpot_s, waited_s, ttft_limit,
+                                    tpot_limit, e2e_limit, clock_at, total_at, met_at, start_at, new_clock, new_total,
+                                    new_met, new_start)
             delta = (new_g - g) * scale
             if delta >= 0.0 or np.random.random() < np.exp(delta / temperature):
                 g = new_g
+                for b in range(first + 1, batches + 1):
+                    clock_at[b] = new_clock[b]
+                    total_at[b] = new_total[b]
+                    met_at[b] = new_met[b]
+                if move != 2:  # the batch boundaries moved from batch `first` on
+                    for b in range(first + 1, batches + 1):
+                        start_at[b] = new_start[b]
+                    for b in range(first, batches):
+                        for position in range(start_at[b], start_at[b + 1]):
+                            batch_at[position] = b
                 if g > best_g:
                     best_g = g
                     best_order[:] = order
@@ -151,3 +289,41 @@ def anneal(order0, sizes0, batches0, exec_s, prefill_s, tpot_s, waited_s, base_s
                     batches = old_batches
         temperature *= decay
     return best_order, best_sizes, best_batches, best_g
+
+
+@njit(cache=True)
+def search(exec_s, prefill_s, tpot_s, waited_s, base_s, ttft_limit, tpot_limit, e2e_limit, t0, t_threshold,
+           iterations, decay, seed, chains, g_upper):
+    """Algorithm 1 in one call: the two start points (order by predicted latency, arrival order;
+    full batches of the tables' width), the latency order returned at once if it meets every SLO,
+    then annealing from the better start point (chains = 1, the paper) or from both (chains = 2,
+    keeping the better result; ties go to the first). ``g_upper`` is the bound G is normalised by
+    (numpy's pairwise sum, so it comes from the caller). Returns (order, sizes, batches, G)."""
+    n = waited_s.shape[0]
+    max_batch = exec_s.shape[1]
+    sizes = np.zeros(n + 1, dtype=np.int64)
+    batches = 0
+    remaining = n
+    while remaining > 0:
+        sizes[batches] = min(max_batch, remaining)
+        remaining -= sizes[batches]
+        batches += 1
+    by_latency = np.argsort(exec_s[:, max_batch - 1], kind="mergesort").astype(np.int64)
+    arrival = np.arange(n, dtype=np.int64)
+    g_latency, met_latency = evaluate_plan(by_latency, sizes, batches, exec_s, prefill_s, tpot_s, waited_s, base_s,
+                                           ttft_limit, tpot_limit, e2e_limit)
+    if met_latency == n or n <= 1:
+        return by_latency, sizes, batches, g_latency
+    g_arrival, _ = evaluate_plan(arrival, sizes, batches, exec_s, prefill_s, tpot_s, waited_s, base_s, ttft_limit,
+                                 tpot_limit, e2e_limit)
+    if chains == 1:  # the paper: only the better start point (the latency order on a tie)
+        start = by_latency if g_latency >= g_arrival else arrival
+        return anneal(start, sizes, batches, exec_s, prefill_s, tpot_s, waited_s, base_s, ttft_limit, tpot_limit,
+                      e2e_limit, max_batch, t0, t_threshold, iterations, decay, seed, g_upper)
+    best = anneal(by_latency, sizes, batches, exec_s, prefill_s, tpot_s, waited_s, base_s, ttft_limit, tpot_limit,
+                  e2e_limit, max_batch, t0, t_threshold, iterations, decay, seed, g_upper)
+    other = anneal(arrival, sizes, batches, exec_s, prefill_s, tpot_s, waited_s, base_s, ttft_limit, tpot_limit,
+                   e2e_limit, max_batch, t0, t_threshold, iterations, decay, seed + 7919, g_upper)
+    if other[3] > best[3]:
+        return other
+    return best

@@ -23,11 +23,12 @@ from dataclasses import dataclass, field
 from typing import Literal
 
 import numpy as np
+from numba import njit
 from pydantic import Field
 
 from runners.predictors import InstanceMemory, LatencyPredictor, OutputLengthPredictor, OutputPredictorParams
 from runners.schedulers.base import Completion, Decision, InstanceInfo, PolicyError, SchedulerPolicy, TelemetrySample
-from runners.schedulers.slo_annealing_kernel import anneal, evaluate_plan
+from runners.schedulers.slo_annealing_kernel import evaluate_plan, search
 from runners.workload.requests import Request
 
 INF = math.inf
@@ -76,28 +77,48 @@ class PlanInputs:
         return len(self.waited_s) / total if total > 0 else 0.0
 
 
+@njit(cache=True)
+def latency_tables(inputs, produced, width, prefill_coef, decode_coef):
+    """(execution, prefill, TPOT) tables [request, batch size - 1], seconds, from the latency
+    model's prefill and decode coefficients (alpha, beta, gamma, delta) - eq. 14/15, with the
+    decode context averaged over the steps (closed form of eq. 16)."""
+    n = inputs.shape[0]
+    exec_s = np.empty((n, width))
+    prefill_s = np.empty((n, width))
+    tpot_s = np.empty((n, width))
+    pa, pb, pg, pd = prefill_coef
+    da, db, dg, dd = decode_coef
+    for i in range(n):
+        tokens = inputs[i]
+        steps = max(produced[i] - 1.0, 0.0)
+        context = tokens + (steps + 1.0) / 2.0
+        for column in range(width):
+            batch = column + 1.0
+            prefill = pa * batch * tokens + pb * batch + pg * tokens + pd
+            decode = steps * (da * batch * context + db * batch + dg * context + dd)
+            prefill_s[i, column] = prefill
+            exec_s[i, column] = prefill + decode
+            tpot_s[i, column] = decode / max(steps, 1.0) if steps > 0 else 0.0
+    return exec_s, prefill_s, tpot_s
+
+
 def plan_inputs(requests: list[Request], outputs: list[int], latency: LatencyPredictor, max_batch: int,
                 now: float, base_s: float) -> PlanInputs:
-    """Latency tables [request, batch size - 1] from the latency model, vectorised over both axes.
-    No batch can be larger than the number of requests, so the tables are at most n wide."""
+    """Latency tables [request, batch size - 1] from the latency model. No batch can be larger
+    than the number of requests, so the tables are at most n wide."""
     n = len(requests)
     width = max(1, min(max_batch, n))
-    batch = np.arange(1, width + 1, dtype=float)[None, :]
-    inputs = np.asarray([r.input_tokens for r in requests], dtype=float)[:, None]
-    produced = np.asarray(outputs, dtype=float)[:, None]
     model = latency.model
-    prefill = model.prefill.alpha * batch * inputs + model.prefill.beta * batch + model.prefill.gamma * inputs \
-        + model.prefill.delta
-    steps = np.maximum(produced - 1.0, 0.0)
-    context = inputs + (steps + 1.0) / 2.0  # mean context over the decode steps (closed form of eq. 16)
-    decode = steps * (model.decode.alpha * batch * context + model.decode.beta * batch + model.decode.gamma * context
-                      + model.decode.delta)
-    tpot = np.where(steps > 0, decode / np.maximum(steps, 1.0), 0.0)
-    limits = np.asarray([(r.slo.ttft_s or INF, r.slo.tpot_s or INF, r.slo.e2e_s or INF) for r in requests], dtype=float)
+    exec_s, prefill_s, tpot_s = latency_tables(
+        np.fromiter((r.input_tokens for r in requests), dtype=float, count=n), np.asarray(outputs, dtype=float), width,
+        (float(model.prefill.alpha), float(model.prefill.beta), float(model.prefill.gamma), float(model.prefill.delta)),
+        (float(model.decode.alpha), float(model.decode.beta), float(model.decode.gamma), float(model.decode.delta)))
     return PlanInputs(
-        np.ascontiguousarray(prefill + decode), np.ascontiguousarray(prefill), np.ascontiguousarray(tpot),
-        np.asarray([max(0.0, now - r.arrival_s) for r in requests], dtype=float),
-        np.ascontiguousarray(limits[:, 0]), np.ascontiguousarray(limits[:, 1]), np.ascontiguousarray(limits[:, 2]),
+        exec_s, prefill_s, tpot_s,
+        np.fromiter((max(0.0, now - r.arrival_s) for r in requests), dtype=float, count=n),
+        np.fromiter((r.slo.ttft_s or INF for r in requests), dtype=float, count=n),
+        np.fromiter((r.slo.tpot_s or INF for r in requests), dtype=float, count=n),
+        np.fromiter((r.slo.e2e_s or INF for r in requests), dtype=float, count=n),
         base_s,
     )
 
@@ -113,39 +134,13 @@ def full_batches(n: int, max_batch: int) -> tuple[np.ndarray, int]:
     return sizes, batches
 
 
-def start_points(inputs: PlanInputs, max_batch: int):
-    """The paper's two start points: (order, sizes, batches, G, meets-all) each."""
-    n = len(inputs.waited_s)
-    sizes, batches = full_batches(n, max_batch)
-    arrival = np.arange(n, dtype=np.int64)
-    by_latency = np.argsort(inputs.exec_s[:, max_batch - 1], kind="stable").astype(np.int64)
-    points = []
-    for order in (by_latency, arrival):
-        g, met = inputs.score(order, sizes, batches)
-        points.append((order, sizes.copy(), batches, g, met == n))
-    return points
-
-
 def plan_annealing(inputs: PlanInputs, params: SLOAwareParams) -> tuple[np.ndarray, np.ndarray, int, float]:
     """Algorithm 1: start points, then simulated annealing. Returns (order, sizes, batches, G).
-    The largest batch is the width of the latency tables."""
-    max_batch = inputs.exec_s.shape[1]
-    points = start_points(inputs, max_batch)
-    latency_order, sizes, batches, g_latency, all_met = points[0]
-    if all_met or len(inputs.waited_s) <= 1:
-        return latency_order, sizes, batches, g_latency
-    best = None
-    if params.chains == 1:  # the paper: only the better start point
-        points = [max(points, key=lambda point: point[3])]
-    for chain, (order, sizes, batches, _, _) in enumerate(points):  # anneal from each start point
-        result = anneal(
-            order, sizes, batches, inputs.exec_s, inputs.prefill_s, inputs.tpot_s, inputs.waited_s, inputs.base_s,
-            inputs.ttft_limit, inputs.tpot_limit, inputs.e2e_limit, max_batch, params.t0, params.t_threshold,
-            params.iterations, params.decay, params.seed + 7919 * chain, inputs.g_upper,
-        )
-        if best is None or result[3] > best[3]:
-            best = result
-    return best
+    The largest batch is the width of the latency tables. One compiled call does it all
+    (:func:`runners.schedulers.slo_annealing_kernel.search`; chain k is seeded ``seed + 7919 k``)."""
+    return search(inputs.exec_s, inputs.prefill_s, inputs.tpot_s, inputs.waited_s, inputs.base_s, inputs.ttft_limit,
+                  inputs.tpot_limit, inputs.e2e_limit, params.t0, params.t_threshold, params.iterations, params.decay,
+                  params.seed, params.chains, inputs.g_upper)
 
 
 def compositions(n: int, max_part: int):
