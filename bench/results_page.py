@@ -122,7 +122,7 @@ def browser_times(results: Path, ids: list[str]) -> dict | None:
                 names = CHART_VIEWS[view]
                 page.wait_for_timeout(1500)
                 started = time.perf_counter()
-                page.get_by_role("button", name=view, exact=True).click()
+                page.get_by_role("radio", name=view, exact=True).click()
                 page.wait_for_function(
                     "n => document.querySelectorAll('.js-plotly-plot').length === n && "
                     "!document.querySelector('[data-testid=\"stStatusWidget\"] [data-testid=\"stStatusWidgetRunningIcon\"]')",
