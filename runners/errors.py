@@ -43,14 +43,20 @@ class RunCancelled(Exception):
     """Raised inside a driver when the user cancels a run; partial results are kept."""
 
 
+def error_location(loc: "tuple[object, ...]") -> str:
+    """A pydantic error location as the dotted field the user wrote (``engine.model``): the
+    engine union's kind tag (``engine.vllm.model``) is not a field, so it is dropped."""
+    parts = [str(part) for part in loc]
+    if len(parts) > 1 and parts[0] == "engine" and parts[1] in ENGINE_KINDS:
+        del parts[1]
+    return ".".join(parts)
+
+
 def format_validation_error(error: "object", prefix: str = "") -> str:
     """Turn a pydantic ValidationError into one line per problem: ``field: message (got value)``."""
     lines = []
     for item in error.errors():  # type: ignore[attr-defined]
-        parts = [str(part) for part in item.get("loc", ())]
-        if len(parts) > 1 and parts[0] == "engine" and parts[1] in ENGINE_KINDS:
-            del parts[1]  # the discriminated union's tag is not a field the user wrote
-        location = ".".join(parts)
+        location = error_location(item.get("loc", ()))
         field = f"{prefix}.{location}" if prefix and location else (prefix or location or "config")
         message = item.get("msg", "invalid value")
         value = item.get("input")

@@ -21,7 +21,7 @@ from pydantic import ValidationError
 
 from runners.benchmark import prepare_run
 from runners.config import RunConfig, set_dotted
-from runners.errors import ENGINE_KINDS, ConfigError, DatasetError, SchedlabError
+from runners.errors import ConfigError, DatasetError, SchedlabError, error_location
 from runners.jobs import JobSpec, SweepSpec, new_job_spec
 from runners.registry import scheduler_class
 from runners.result_store import DEFAULT_RESULTS_DIR
@@ -85,10 +85,7 @@ def _nested(values: dict[str, Any], errors: dict[str, str]) -> dict[str, Any]:
 
 
 def _error_key(loc: tuple[Any, ...]) -> str:
-    parts = [str(part) for part in loc]
-    if len(parts) > 1 and parts[0] == "engine" and parts[1] in ENGINE_KINDS:
-        del parts[1]  # the union's tag is not a field the user filled in
-    return ".".join(parts) or "config"
+    return error_location(loc) or "config"
 
 
 def _message(item: dict[str, Any]) -> str:
