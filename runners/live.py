@@ -19,47 +19,25 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from runners.metrics.run_metrics import summarize_requests
-from runners.result_store import REQUEST_COLUMNS, TIMESERIES_COLUMNS, _schema
+from runners.result_store import REQUEST_COLUMNS, TIMESERIES_COLUMNS, read_table
 
 _PART_CACHE: "OrderedDict[tuple[str, int, int], pa.Table]" = OrderedDict()
 _PART_CACHE_LIMIT = 8192
 
 
-def _cached_table(path: Path) -> pa.Table | None:
-    try:
-        stat = path.stat()
-    except FileNotFoundError:  # merged away between listing and reading
-        return None
+def _cached_table(path: Path) -> pa.Table:
+    """``pq.read_table`` for immutable files, kept by (path, size, mtime)."""
+    stat = path.stat()  # FileNotFoundError when the run merged it away: read_table tries again
     key = (str(path), stat.st_size, stat.st_mtime_ns)
     table = _PART_CACHE.get(key)
     if table is None:
-        try:
-            table = pq.read_table(path)
-        except (FileNotFoundError, OSError):
-            return None
+        table = pq.read_table(path)
         _PART_CACHE[key] = table
         if len(_PART_CACHE) > _PART_CACHE_LIMIT:
             _PART_CACHE.popitem(last=False)
     else:
         _PART_CACHE.move_to_end(key)
     return table
-
-
-def read_table_so_far(folder: Path, stem: str, columns: dict[str, pa.DataType]) -> pd.DataFrame:
-    """Rows of ``<stem>`` written so far: the merged file when the run has ended, else the parts."""
-    for _ in range(3):  # the run may merge its parts while we list them: then read again
-        merged = folder / f"{stem}.parquet"
-        if merged.exists():
-            table = _cached_table(merged)
-            if table is not None:
-                return table.to_pandas()
-        parts = sorted(folder.glob(f"{stem}.part-*.parquet"))
-        tables = [_cached_table(part) for part in parts]
-        if all(table is not None for table in tables):
-            if not tables:
-                return _schema(columns).empty_table().to_pandas()
-            return pa.concat_tables(tables).to_pandas()
-    return _schema(columns).empty_table().to_pandas()
 
 
 def log_tails(folder: Path, max_bytes: int = 6000) -> dict[str, str]:
@@ -116,8 +94,8 @@ def read_live(folder: str | Path, now: float | None = None) -> LiveSnapshot | No
         summary = json.loads((path / "summary.json").read_text(encoding="utf-8"))
     except (FileNotFoundError, json.JSONDecodeError):
         return None
-    requests = read_table_so_far(path, "requests", REQUEST_COLUMNS)
-    timeseries = read_table_so_far(path, "timeseries", TIMESERIES_COLUMNS)
+    requests = read_table(path, "requests", REQUEST_COLUMNS, _cached_table)
+    timeseries = read_table(path, "timeseries", TIMESERIES_COLUMNS, _cached_table)
     config_total = None
     try:
         config = json.loads((path / "config.json").read_text(encoding="utf-8"))

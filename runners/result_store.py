@@ -21,7 +21,7 @@ import tempfile
 import time
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, Callable
 
 import pandas as pd
 import pyarrow as pa
@@ -230,15 +230,24 @@ def _read_json(path: Path) -> dict[str, Any]:
         raise SchedlabError(f"{path}: not valid JSON ({exc.msg})") from exc
 
 
-def _read_table(folder: Path, stem: str, columns: dict[str, pa.DataType]) -> pd.DataFrame:
-    merged = folder / f"{stem}.parquet"
-    schema = _schema(columns)
-    if merged.exists():
-        return pq.read_table(merged).to_pandas()
-    parts = sorted(folder.glob(f"{stem}.part-*.parquet"))
-    if not parts:
-        return schema.empty_table().to_pandas()
-    return pa.concat_tables([pq.read_table(part) for part in parts]).to_pandas()
+def read_table(
+    folder: Path, stem: str, columns: dict[str, pa.DataType], read: Callable[[Path], pa.Table] = pq.read_table
+) -> pd.DataFrame:
+    """Rows of ``<stem>``: the merged file once the run has ended, else every part so far. A run
+    may merge (and delete) its parts while they are listed; the read is then tried again.
+    ``read`` reads one file (the live view passes a cached reader)."""
+    for _ in range(3):
+        try:
+            merged = folder / f"{stem}.parquet"
+            if merged.exists():
+                return read(merged).to_pandas()
+            parts = sorted(folder.glob(f"{stem}.part-*.parquet"))
+            if parts:
+                return pa.concat_tables([read(part) for part in parts]).to_pandas()
+            break
+        except FileNotFoundError:
+            continue
+    return _schema(columns).empty_table().to_pandas()
 
 
 def resolve_run_folder(root: str | Path, run: str) -> Path:
@@ -264,8 +273,8 @@ def load_run(root: str | Path, run: str) -> RunData:
         folder=folder,
         config=_read_json(folder / "config.json"),
         summary=_read_json(folder / "summary.json"),
-        requests=_read_table(folder, "requests", REQUEST_COLUMNS),
-        timeseries=_read_table(folder, "timeseries", TIMESERIES_COLUMNS),
+        requests=read_table(folder, "requests", REQUEST_COLUMNS),
+        timeseries=read_table(folder, "timeseries", TIMESERIES_COLUMNS),
     )
 
 
