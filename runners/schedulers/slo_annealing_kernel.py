@@ -42,38 +42,9 @@ BRANCHLESS_UP_TO = 64  # plans of at most this many requests are scored without 
 
 # -- scoring ------------------------------------------------------------------------------------
 @njit(cache=True)
-def evaluate_plan(order, sizes, batches, exec_s, prefill_s, tpot_s, waited_s, base_s, ttft_limit, tpot_limit,
-                  e2e_limit):
-    """(G in 1/s, number meeting their SLO) of a plan."""
-    clock = base_s
-    total = 0.0
-    met = 0
-    position = 0
-    for k in range(batches):
-        size = sizes[k]
-        column = size - 1
-        duration = 0.0
-        for q in range(position, position + size):
-            i = order[q]
-            execution = exec_s[i, column]
-            if execution > duration:
-                duration = execution
-            wait = waited_s[i] + clock
-            e2e = wait + execution
-            total += e2e
-            if e2e <= e2e_limit[i] and wait + prefill_s[i, column] <= ttft_limit[i] and tpot_s[i, column] <= tpot_limit[i]:
-                met += 1
-        clock += duration
-        position += size
-    if total <= 0.0:
-        return 0.0, met
-    return met / total, met
-
-
-@njit(cache=True)
 def _score_from(k0, order, sizes, batches, exec_s, prefill_s, tpot_s, waited_s, ttft_limit, tpot_limit, e2e_limit,
                 clock_at, total_at, met_at, start_at, new_clock, new_total, new_met, new_start):
-    """G of a plan that equals the current one before batch ``k0``: continue evaluate_plan's sums
+    """G of a plan that equals the current one before batch ``k0``: continue the plan's sums
     from the saved state at the start of batch k0, writing the state at later batches to new_*."""
     clock = clock_at[k0]
     total = total_at[k0]
@@ -102,6 +73,34 @@ def _score_from(k0, order, sizes, batches, exec_s, prefill_s, tpot_s, waited_s, 
     if total <= 0.0:
         return 0.0
     return met / total
+
+
+@njit(cache=True)
+def evaluate_plan(order, sizes, batches, exec_s, prefill_s, tpot_s, waited_s, base_s, ttft_limit, tpot_limit,
+                  e2e_limit):
+    """(G in 1/s, number meeting their SLO) of a plan: _score_from the first batch."""
+    clock_at = np.zeros(batches + 1)
+    total_at = np.zeros(batches + 1)
+    met_at = np.zeros(batches + 1, dtype=np.int64)
+    start_at = np.zeros(batches + 1, dtype=np.int64)
+    clock_at[0] = base_s
+    g = _score_from(0, order, sizes, batches, exec_s, prefill_s, tpot_s, waited_s, ttft_limit, tpot_limit, e2e_limit,
+                    clock_at, total_at, met_at, start_at, clock_at, total_at, met_at, start_at)
+    return g, met_at[batches]
+
+
+@njit(cache=True)
+def full_batches(n, max_batch):
+    """(sizes, batches): n requests in full batches of ``max_batch`` (the last may be short);
+    ``sizes`` has room for n + 1 batches, as the annealing moves need."""
+    sizes = np.zeros(n + 1, dtype=np.int64)
+    batches = 0
+    remaining = n
+    while remaining > 0:
+        sizes[batches] = min(max_batch, remaining)
+        remaining -= sizes[batches]
+        batches += 1
+    return sizes, batches
 
 
 @njit(cache=True)
@@ -301,13 +300,7 @@ def search(exec_s, prefill_s, tpot_s, waited_s, base_s, ttft_limit, tpot_limit, 
     (numpy's pairwise sum, so it comes from the caller). Returns (order, sizes, batches, G)."""
     n = waited_s.shape[0]
     max_batch = exec_s.shape[1]
-    sizes = np.zeros(n + 1, dtype=np.int64)
-    batches = 0
-    remaining = n
-    while remaining > 0:
-        sizes[batches] = min(max_batch, remaining)
-        remaining -= sizes[batches]
-        batches += 1
+    sizes, batches = full_batches(n, max_batch)
     by_latency = np.argsort(exec_s[:, max_batch - 1], kind="mergesort").astype(np.int64)
     arrival = np.arange(n, dtype=np.int64)
     g_latency, met_latency = evaluate_plan(by_latency, sizes, batches, exec_s, prefill_s, tpot_s, waited_s, base_s,

@@ -28,7 +28,7 @@ from pydantic import Field
 
 from runners.predictors import InstanceMemory, LatencyPredictor, OutputLengthPredictor, OutputPredictorParams
 from runners.schedulers.base import Completion, Decision, InstanceInfo, PolicyError, SchedulerPolicy, TelemetrySample
-from runners.schedulers.slo_annealing_kernel import evaluate_plan, search
+from runners.schedulers.slo_annealing_kernel import evaluate_plan, full_batches, search
 from runners.workload.requests import Request
 
 INF = math.inf
@@ -121,17 +121,6 @@ def plan_inputs(requests: list[Request], outputs: list[int], latency: LatencyPre
         np.fromiter((r.slo.e2e_s or INF for r in requests), dtype=float, count=n),
         base_s,
     )
-
-
-def full_batches(n: int, max_batch: int) -> tuple[np.ndarray, int]:
-    sizes = np.zeros(n + 1, dtype=np.int64)
-    batches = 0
-    remaining = n
-    while remaining > 0:
-        sizes[batches] = min(max_batch, remaining)
-        remaining -= sizes[batches]
-        batches += 1
-    return sizes, batches
 
 
 def plan_annealing(inputs: PlanInputs, params: SLOAwareParams) -> tuple[np.ndarray, np.ndarray, int, float]:
