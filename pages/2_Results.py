@@ -42,7 +42,7 @@ def stamp_of(folder: Path) -> float:
 
 
 st.title("Results")
-runs = [run for run in result_store.list_runs(ROOT)]
+runs = result_store.list_runs(ROOT)
 if not runs:
     st.info("No saved runs yet: launch one on the Launch page, or see the Demo page.")
     st.stop()

@@ -49,13 +49,17 @@ if st.button("Run this comparison again, live", type="primary"):
 if summaries:
     by_scheduler = {s["scheduler"]: s for s in summaries}
     base = by_scheduler.get(DEMO_BASELINE, summaries[0])
+    def metric_row(key: str, shown: str, suffix: str = "", delta_color: str = "normal") -> None:
+        """One card per scheduler: the value at ``key`` formatted by ``shown``, % change vs the baseline."""
+        for cell, summary in zip(st.columns(len(summaries)), summaries):
+            value = summary_value(summary, key)
+            change = percent_change(value, summary_value(base, key))
+            cell.metric(summary["scheduler"], "—" if value is None else shown.format(value),
+                        None if summary is base or change is None else f"{change:+.0f}%{suffix}",
+                        delta_color=delta_color)
+
     st.subheader("Share of requests served on time")
-    cells = st.columns(len(summaries))
-    for cell, summary in zip(cells, summaries):
-        value = summary_value(summary, "slo_attainment")
-        change = percent_change(value, summary_value(base, "slo_attainment"))
-        cell.metric(summary["scheduler"], "—" if value is None else f"{value:.0%}",
-                    None if summary is base or change is None else f"{change:+.0f}% vs {DEMO_BASELINE}")
+    metric_row("slo_attainment", "{:.0%}", f" vs {DEMO_BASELINE}")
     best = max(summaries, key=lambda s: summary_value(s, "slo_attainment") or 0.0)
     worst = min(summaries, key=lambda s: summary_value(s, "slo_attainment") or 0.0)
     st.markdown(
@@ -63,12 +67,7 @@ if summaries:
         f"**{worst['scheduler']}** only {summary_value(worst, 'slo_attainment'):.0%}."
     )
     st.subheader("Average time from sending a request to its full answer")
-    cells = st.columns(len(summaries))
-    for cell, summary in zip(cells, summaries):
-        value = summary_value(summary, "e2e_s.mean")
-        change = percent_change(value, summary_value(base, "e2e_s.mean"))
-        cell.metric(summary["scheduler"], "—" if value is None else f"{value:.1f} s",
-                    None if summary is base or change is None else f"{change:+.0f}%", delta_color="inverse")
+    metric_row("e2e_s.mean", "{:.1f} s", delta_color="inverse")
 
     runs = [load(str(ROOT / s["run_id"]), (ROOT / s["run_id"] / "summary.json").stat().st_mtime) for s in summaries]
     st.plotly_chart(attainment_bars(summaries), key="demo-attainment")

@@ -164,7 +164,7 @@ def execute_run(
         "slos": {task: slo.describe() for task, slo in prepared.slos.items()},
         "arrival_process": config.workload.arrival.process,
         "arrival_rate_rps": config.workload.arrival.rate,
-        "instances": getattr(config.engine, "instances", None) or len(getattr(config.engine, "urls", []) or []) or None,
+        "instances": config.engine.instances,
         "sweep_id": config.sweep_id,
         "notes": config.notes,
     }
