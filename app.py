@@ -7,6 +7,7 @@ import streamlit as st
 
 from runners import result_store
 from runners.engines.discovery import find_engines
+from runners.errors import SchedlabError
 from runners.registry import SCHEDULERS
 
 st.set_page_config(page_title="schedlab", layout="wide")
@@ -34,15 +35,19 @@ with right:
         st.markdown(f"- **{name}** — {cls.summary} *({cls.paper})*")
 
 st.subheader("Latest runs")
-runs = result_store.list_runs(result_store.DEFAULT_RESULTS_DIR)
+try:
+    runs = result_store.list_runs(result_store.DEFAULT_RESULTS_DIR)
+except SchedlabError as exc:  # the results folder itself is unusable (a file, unreadable)
+    st.error(str(exc))
+    runs = []
 if not runs:
     st.info("No saved runs yet. Launch one on the Launch page, or `python -m runners run --requests 500 --rate 4`.")
 else:
     table = pd.DataFrame(
         [
             {
-                "run": run.get("run_id"),
-                "status": run.get("status"),
+                "run": run["run_id"],
+                "status": run["status"],
                 "engine": run.get("engine"),
                 "scheduler": run.get("scheduler"),
                 "workload": run.get("workload"),
@@ -50,12 +55,13 @@ else:
                 "G (1/s)": run.get("G"),
                 "throughput (req/s)": run.get("request_throughput_rps"),
                 "started": run.get("started_at"),
+                "problem": run.get("problem"),
             }
             for run in runs[:20]
         ]
     )
     st.dataframe(
-        table,
+        table if table["problem"].notna().any() else table.drop(columns="problem"),
         hide_index=True,
         column_config={"SLO attainment": st.column_config.ProgressColumn(min_value=0.0, max_value=1.0, format="percent")},
     )

@@ -42,17 +42,23 @@ def stamp_of(folder: Path) -> float:
 
 
 st.title("Results")
-runs = result_store.list_runs(ROOT)
+try:
+    runs = result_store.list_runs(ROOT)
+except SchedlabError as exc:
+    st.error(str(exc))
+    st.stop()
 if not runs:
     st.info("No saved runs yet: launch one on the Launch page, or see the Demo page.")
     st.stop()
+by_id = {run["run_id"]: run for run in runs}  # run_id is the folder's name, never a value read from a file
+UNUSABLE = (result_store.DAMAGED, result_store.INCOMPLETE)
 
 # -- list and filters --------------------------------------------------------------------------
 frame = pd.DataFrame([{
-    "run": run.get("run_id"), "status": run.get("status"), "engine": run.get("engine"),
+    "run": run["run_id"], "status": run["status"], "engine": run.get("engine"),
     "scheduler": run.get("scheduler"), "workload": run.get("workload"),
     "rate (req/s)": run.get("arrival_rate_rps"), "SLO attainment": run.get("slo_attainment"), "G (1/s)": run.get("G"),
-    "started": run.get("started_at"), "sweep": run.get("sweep_id"),
+    "started": run.get("started_at"), "sweep": run.get("sweep_id"), "problem": run.get("problem"),
 } for run in runs])
 with st.expander("Filter", expanded=False):
     columns = st.columns(4)
@@ -71,19 +77,31 @@ if workload_text:
     shown = shown[shown["workload"].fillna("").str.contains(workload_text, case=False, regex=False)]
 if day != "any day":
     shown = shown[shown["started"].fillna("").str.startswith(day)]
-st.dataframe(shown, hide_index=True, column_config={
-    "SLO attainment": st.column_config.ProgressColumn(min_value=0.0, max_value=1.0, format="percent"),
-})
+st.dataframe(shown if shown["problem"].notna().any() else shown.drop(columns="problem"), hide_index=True,
+             column_config={
+                 "SLO attainment": st.column_config.ProgressColumn(min_value=0.0, max_value=1.0, format="percent"),
+             })
 st.caption(f"{len(shown)} of {len(frame)} runs shown.")
+broken = [run for run in runs if run["status"] in UNUSABLE]
+if broken:
+    st.warning(f"{len(broken)} run folder(s) cannot be read; delete them under 'Manage a run' or repair their files: "
+               + "; ".join(f"{run['run_id']} ({run['status']}: {run['problem']})" for run in broken[:5])
+               + (" …" if len(broken) > 5 else ""))
 
 with st.expander("Manage a run: config, rename, delete"):
     target = st.selectbox("Run", list(shown["run"]), key="manage_run")
-    if target:
-        data = result_store.load_run(ROOT, target)
-        st.json(data.config.get("config", {}), expanded=False)
+    if target and target in by_id:
+        record = by_id[target]
+        if record["status"] in UNUSABLE:
+            st.error(f"{target} is {record['status']}: {record['problem']}")
+        else:
+            try:
+                st.json(result_store.load_run(ROOT, target).config.get("config", {}), expanded=False)
+            except SchedlabError as exc:
+                st.error(str(exc))
         columns = st.columns([2, 1, 1])
         new_name = columns[0].text_input("New name", value=target, key="rename_to")
-        if columns[1].button("Rename", key="rename"):
+        if columns[1].button("Rename", key="rename", disabled=record["status"] in UNUSABLE):
             try:
                 result_store.rename_run(ROOT, target, new_name)
                 st.success(f"Renamed {target} to {new_name}")
@@ -92,24 +110,36 @@ with st.expander("Manage a run: config, rename, delete"):
                 st.error(str(exc))
         confirm = columns[2].checkbox("Really delete", key="confirm_delete")
         if columns[2].button("Delete", key="delete", disabled=not confirm):
-            result_store.delete_run(ROOT, target)
-            st.success(f"Deleted {target}")
-            st.rerun()
+            try:
+                result_store.delete_run(ROOT, target)
+                st.success(f"Deleted {target}")
+                st.rerun()
+            except SchedlabError as exc:
+                st.error(str(exc))
 
 # -- compare -----------------------------------------------------------------------------------
 st.header("Compare")
-available = list(shown["run"])
+available = [run for run in shown["run"] if by_id[run]["status"] not in UNUSABLE]
 linked = [run for run in st.query_params.get("runs", "").split(",") if run in available]
-default = linked or [run for run in available if frame.loc[frame["run"] == run, "status"].iloc[0] == "done"][:2]
+default = linked or [run for run in available if by_id[run]["status"] == "done"][:2]
 chosen = st.multiselect("Runs to compare", available, default=default, key="compare_runs")
+keys: tuple[tuple[str, float], ...] = ()
+loaded: list[result_store.RunData] = []
+for run_id in chosen:  # a run whose files cannot be read is named, and the others compared
+    key = (str(ROOT / run_id), stamp_of(ROOT / run_id))
+    try:
+        loaded.append(load_run_cached(*key))
+        keys += (key,)
+    except SchedlabError as exc:
+        st.error(f"{run_id} cannot be compared: {exc}")
 if chosen:
     st.query_params["runs"] = ",".join(chosen)  # the address bar now links to this comparison
+if loaded:
+    compared = [run.run_id for run in loaded]
     linked_baseline = st.query_params.get("baseline")
-    baseline = st.selectbox("Baseline (% change is against this run)", chosen, key="baseline",
-                            index=chosen.index(linked_baseline) if linked_baseline in chosen else 0)
+    baseline = st.selectbox("Baseline (% change is against this run)", compared, key="baseline",
+                            index=compared.index(linked_baseline) if linked_baseline in compared else 0)
     st.query_params["baseline"] = baseline
-    keys = tuple((str(ROOT / run_id), stamp_of(ROOT / run_id)) for run_id in chosen)
-    loaded = [load_run_cached(folder, stamp) for folder, stamp in keys]
     summaries = [run.summary for run in loaded]
     table = comparison_table(summaries, baseline)
 
@@ -155,7 +185,7 @@ if chosen:
     with columns[0]:
         if st.button("Prepare HTML of all charts", key="make_html"):
             figures = {name: chart_cached(name, keys) for name in COMPARISON_CHARTS}
-            st.session_state["export_html"] = charts_html(figures, "schedlab comparison: " + ", ".join(chosen))
+            st.session_state["export_html"] = charts_html(figures, "schedlab comparison: " + ", ".join(compared))
         if st.session_state.get("export_html"):
             st.download_button("Download charts (HTML)", st.session_state["export_html"].encode(),
                                "comparison.html", "text/html", key="html")

@@ -12,6 +12,7 @@ from runners import result_store
 from runners.charts import attainment_bars, kv_overlay, latency_cdfs
 from runners.compare import percent_change, summary_value
 from runners.demo import DEMO_BASELINE, DEMO_PREFIX, demo_configs, demo_summaries
+from runners.errors import SchedlabError
 from runners.jobs import new_job_spec, start_job
 from runners.workload.slo import PAPER_SLOS
 
@@ -25,7 +26,19 @@ def load(folder: str, stamp: float) -> result_store.RunData:  # noqa: ARG001 - s
 
 
 st.title("Which scheduler serves more users on time?")
-summaries = demo_summaries(ROOT)
+try:
+    summaries = demo_summaries(ROOT)
+except SchedlabError as exc:  # the results folder itself is unusable
+    st.error(str(exc))
+    summaries = []
+runs: list[result_store.RunData] = []
+for summary in list(summaries):  # a bundled run whose tables cannot be read is left out, and named
+    folder = ROOT / summary["run_id"]  # the folder's name (list_runs), never a value read from a file
+    try:
+        runs.append(load(str(folder), (folder / "summary.json").stat().st_mtime))
+    except (SchedlabError, OSError) as exc:
+        st.warning(f"{summary['run_id']} is left out: {exc}")
+        summaries.remove(summary)
 config = demo_configs()[0]
 st.write(
     f"{config.workload.requests:,} chat and coding requests arrive at about {config.workload.arrival.rate:g} per "
@@ -69,7 +82,6 @@ if summaries:
     st.subheader("Average time from sending a request to its full answer")
     metric_row("e2e_s.mean", "{:.1f} s", delta_color="inverse")
 
-    runs = [load(str(ROOT / s["run_id"]), (ROOT / s["run_id"] / "summary.json").stat().st_mtime) for s in summaries]
     st.plotly_chart(attainment_bars(summaries), key="demo-attainment")
     st.caption("Taller is better: the share of requests that met their deadline, overall and for chat and code.")
     st.plotly_chart(latency_cdfs(runs, "e2e_s"), key="demo-cdf")

@@ -151,28 +151,39 @@ def command_run(args: argparse.Namespace) -> int:
 
 # -- list / show / compare / delete ----------------------------------------------------------------
 def command_list(args: argparse.Namespace) -> int:
-    from runners.result_store import list_runs
+    from runners.result_store import DAMAGED, INCOMPLETE, INTERRUPTED, list_runs
 
     runs = list_runs(args.out)
     if not runs:
         print(f"no runs in {args.out}")
         return 0
     rows = [["run_id", "status", "engine", "scheduler", "requests", "SLO att.", "G (1/s)", "workload"]]
+    problems = []
     for summary in runs:
+        status = summary["status"]
+        if status in (DAMAGED, INCOMPLETE):
+            problems.append(f"{summary['run_id']}: {status}: {summary['problem']}")
+        if status in ("running", INTERRUPTED):  # rows so far, of the planned count
+            planned = summary.get("requests_total")
+            requests = f"{summary.get('rows', 0)}/{planned}" if planned is not None else str(summary.get("rows", 0))
+        else:
+            requests = str(summary.get("requests", "-"))
         rows.append([
-            str(summary.get("run_id")), str(summary.get("status")), str(summary.get("engine", "-")),
-            str(summary.get("scheduler", "-")), str(summary.get("requests", "-")),
+            str(summary["run_id"]), str(status), str(summary.get("engine") or "-"),
+            str(summary.get("scheduler") or "-"), requests,
             _format(summary.get("slo_attainment"), "{:.1%}"), _format(summary.get("G"), "{:.4g}"),
-            str(summary.get("workload", "-")),
+            str(summary.get("workload") or "-"),
         ])
     print(_table(rows))
+    for line in problems:
+        print(line)
     return 0
 
 
 def command_show(args: argparse.Namespace) -> int:
     from runners.result_store import load_run
 
-    run = load_run(args.out, args.run)
+    run = load_run(args.out, args.run, allow_path=True)
     summary = run.summary
     print(f"run {run.run_id} ({summary.get('status')}) in {run.folder}")
     for key in ("engine", "scheduler", "workload", "synthetic", "slos", "started_at", "finished_at", "error"):
@@ -186,7 +197,7 @@ def command_show(args: argparse.Namespace) -> int:
 def command_compare(args: argparse.Namespace) -> int:
     from runners.result_store import load_run
 
-    runs = [load_run(args.out, name) for name in args.runs]
+    runs = [load_run(args.out, name, allow_path=True) for name in args.runs]
     header = ["metric"] + [run.run_id for run in runs]
     rows = [header, ["scheduler"] + [str(run.summary.get("scheduler")) for run in runs]]
     for key, label, style, _higher_is_better in HEADLINE:
@@ -372,7 +383,7 @@ def make_parser() -> argparse.ArgumentParser:
     compare.set_defaults(handler=command_compare)
 
     delete = sub.add_parser("delete", help="delete a saved run")
-    delete.add_argument("run")
+    delete.add_argument("run", help="the exact run id (as 'list' shows it), never a path or pattern")
     add_out(delete)
     delete.set_defaults(handler=command_delete)
 

@@ -12,12 +12,12 @@ size, set to the engine's 16.
 
 from __future__ import annotations
 
-import shutil
+import os
 from pathlib import Path
 from typing import Any
 
 from runners.config import RunConfig, parse_config
-from runners.result_store import DEFAULT_RESULTS_DIR, list_runs
+from runners.result_store import DEFAULT_RESULTS_DIR, delete_run, list_runs, owned_run_folder
 
 DEMO_PREFIX = "demo-"
 DEMO_SCHEDULERS: tuple[tuple[str, dict[str, Any]], ...] = (
@@ -50,7 +50,7 @@ def demo_configs(run_prefix: str = DEMO_PREFIX, pace: float | None = None) -> li
 
 def demo_summaries(results_root: str | Path = DEFAULT_RESULTS_DIR) -> list[dict[str, Any]]:
     """Summaries of the bundled demo runs that exist and finished, in DEMO_SCHEDULERS order."""
-    by_id = {s.get("run_id"): s for s in list_runs(results_root)}
+    by_id = {s["run_id"]: s for s in list_runs(results_root)}
     found = []
     for name, _ in DEMO_SCHEDULERS:
         summary = by_id.get(f"{DEMO_PREFIX}{name}")
@@ -60,15 +60,20 @@ def demo_summaries(results_root: str | Path = DEFAULT_RESULTS_DIR) -> list[dict[
 
 
 def make_demo_results(results_root: str | Path = DEFAULT_RESULTS_DIR) -> list[str]:
-    """Run the demo comparison and (re)write ``demo-*`` under ``results_root``."""
+    """Run the demo comparison and (re)write ``demo-*`` under ``results_root``. An existing
+    ``demo-*`` that is not a run folder of its own (a symbolic link, a file) stops it with one
+    line before anything is removed."""
     from runners.benchmark import execute_run
 
     root = Path(results_root)
+    configs = demo_configs()
+    existing = [str(config.run_id) for config in configs if os.path.lexists(root / str(config.run_id))]
+    for run_id in existing:
+        owned_run_folder(root, run_id, "replace")
     made = []
-    for config in demo_configs():
-        folder = root / str(config.run_id)
-        if folder.exists():
-            shutil.rmtree(folder)
+    for config in configs:
+        if str(config.run_id) in existing:
+            delete_run(root, str(config.run_id))
         outcome = execute_run(config, root)
         made.append(f"{outcome.run_id}: {outcome.status}")
     return made

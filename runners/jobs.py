@@ -28,7 +28,8 @@ from typing import Any, Literal
 from pydantic import BaseModel, Field
 
 from runners.config import RunConfig
-from runners.result_store import DEFAULT_RESULTS_DIR, new_run_id, write_json_atomic
+from runners.errors import SchedlabError
+from runners.result_store import DEFAULT_RESULTS_DIR, new_run_id, process_alive, write_json_atomic
 
 JOBS_FOLDER = ".jobs"
 JobState = Literal["starting", "running", "done", "failed", "cancelled", "lost"]
@@ -102,7 +103,10 @@ def start_job(spec: JobSpec, results_root: str | Path = DEFAULT_RESULTS_DIR) -> 
     """Write the job folder and start its worker process; returns the folder."""
     root = Path(results_root)
     folder = jobs_root(root) / spec.job_id
-    folder.mkdir(parents=True, exist_ok=False)
+    try:
+        folder.mkdir(parents=True, exist_ok=False)
+    except OSError as exc:
+        raise SchedlabError(f"{folder}: cannot create the job folder ({exc.strerror or exc})") from None
     write_json_atomic(folder / "job.json", spec.model_dump(mode="json"))
     write_status(folder, {"state": "starting", "pid": None, "current": None,
                           "runs": [{"run_id": run.run_id, "status": "queued"} for run in spec.runs]})
@@ -126,26 +130,12 @@ def write_status(folder: Path, fields: dict[str, Any]) -> None:
 
 
 def _read_json(path: Path) -> dict[str, Any] | None:
+    """The JSON object in ``path``; None when it is missing, unreadable or not an object."""
     try:
-        return json.loads(path.read_text(encoding="utf-8"))
-    except (FileNotFoundError, json.JSONDecodeError):
+        data = json.loads(path.read_bytes().decode("utf-8"))
+    except (OSError, ValueError, RecursionError):  # ValueError: bad UTF-8 or JSON
         return None
-
-
-def _alive(pid: int | None) -> bool:
-    if not pid:
-        return False
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    try:  # a zombie (finished child not yet reaped by its parent) counts as gone
-        state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
-        return state != "Z"
-    except (OSError, IndexError):
-        return True
+    return data if isinstance(data, dict) else None
 
 
 def read_job(folder: str | Path) -> JobStatus | None:
@@ -155,21 +145,28 @@ def read_job(folder: str | Path) -> JobStatus | None:
     spec_data = _read_json(path / "job.json")
     if spec_data is None:
         return None
-    spec = JobSpec.model_validate(spec_data)
+    try:
+        spec = JobSpec.model_validate(spec_data)
+    except (ValueError, SchedlabError):  # not a job this version can read: not listed
+        return None
     status = _read_json(path / "status.json") or {}
-    state = status.get("state", "starting")
-    pid = status.get("pid")
-    updated = float(status.get("updated_at", 0.0))
-    if state not in FINAL_STATES and not _alive(pid) and (pid or time.time() - updated > 30):
+    state = str(status.get("state", "starting"))
+    pid = status.get("pid") if isinstance(status.get("pid"), int) else None
+    updated = status.get("updated_at")
+    updated = float(updated) if isinstance(updated, (int, float)) and not isinstance(updated, bool) else 0.0
+    if state not in FINAL_STATES and not process_alive(pid) and (pid or time.time() - updated > 30):
         state = "lost"
-    return JobStatus(spec.job_id, path, spec, state, pid, status.get("current"), status.get("runs", []),
-                     status.get("error"), updated)
+    current = status.get("current") if isinstance(status.get("current"), int) else None
+    listed = status.get("runs")
+    runs = [run for run in listed if isinstance(run, dict)] if isinstance(listed, list) else []
+    error = status.get("error")
+    return JobStatus(spec.job_id, path, spec, state, pid, current, runs, None if error is None else str(error), updated)
 
 
 def list_jobs(results_root: str | Path = DEFAULT_RESULTS_DIR) -> list[JobStatus]:
     """Every job, newest first."""
     base = jobs_root(results_root)
-    if not base.exists():
+    if not base.is_dir():
         return []
     jobs = [job for folder in base.iterdir() if folder.is_dir() and (job := read_job(folder)) is not None]
     return sorted(jobs, key=lambda job: job.spec.created_at, reverse=True)

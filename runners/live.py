@@ -19,7 +19,9 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from runners.metrics.run_metrics import summarize_requests
-from runners.result_store import REQUEST_COLUMNS, TIMESERIES_COLUMNS, read_table
+from runners.errors import SchedlabError
+from runners.result_store import (DAMAGED, INCOMPLETE, REQUEST_COLUMNS, TIMESERIES_COLUMNS, empty_frame, inspect_run,
+                                  read_table)
 
 _PART_CACHE: "OrderedDict[tuple[str, int, int], pa.Table]" = OrderedDict()
 _PART_CACHE_LIMIT = 8192
@@ -88,20 +90,30 @@ def _parse_utc(stamp: str | None) -> float | None:
 
 
 def read_live(folder: str | Path, now: float | None = None) -> LiveSnapshot | None:
-    """A snapshot of the run in ``folder``; None while the folder has no summary yet."""
+    """A snapshot of the run in ``folder``; None while the folder has no summary yet. A damaged
+    run gives a snapshot with status ``damaged`` and the reason as its error; a run whose writer
+    is gone, ``interrupted``."""
     path = Path(folder)
-    try:
-        summary = json.loads((path / "summary.json").read_text(encoding="utf-8"))
-    except (FileNotFoundError, json.JSONDecodeError):
+    summary = inspect_run(path)
+    if summary["status"] == INCOMPLETE:
         return None
-    requests = read_table(path, "requests", REQUEST_COLUMNS, _cached_table)
-    timeseries = read_table(path, "timeseries", TIMESERIES_COLUMNS, _cached_table)
+    problem = summary.get("problem")
+    try:
+        requests = read_table(path, "requests", REQUEST_COLUMNS, _cached_table)
+        timeseries = read_table(path, "timeseries", TIMESERIES_COLUMNS, _cached_table)
+    except SchedlabError as exc:
+        problem = problem or str(exc)
+        requests, timeseries = empty_frame(REQUEST_COLUMNS), empty_frame(TIMESERIES_COLUMNS)
+    if problem is not None:
+        summary = {"status": DAMAGED, "error": problem}
     config_total = None
     try:
-        config = json.loads((path / "config.json").read_text(encoding="utf-8"))
+        config = json.loads((path / "config.json").read_bytes().decode("utf-8"))
         config_total = config.get("config", {}).get("workload", {}).get("requests")
-    except (FileNotFoundError, json.JSONDecodeError):
+    except (OSError, ValueError, RecursionError, AttributeError):
         pass
+    if not isinstance(config_total, int) or isinstance(config_total, bool):
+        config_total = None
     total = int(summary.get("requests_total") or config_total or len(requests))
     done = int(len(requests))
     status = str(summary.get("status", "running"))

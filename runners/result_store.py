@@ -9,14 +9,24 @@ Files (the contract in DESIGN.md; columns never change without a schema-version 
   ``requests.part-NNNNN.parquet`` files that are merged when the run ends, so a crash keeps
   every flushed row and :func:`load_run` reads the parts when the merged file is missing;
 - ``timeseries.parquet``: one row per (sample time, instance), handled the same way.
+
+A run is addressed only by its id, the name of its folder directly inside the results folder
+(read-only commands also take a unique prefix, and ``show`` / ``compare`` a folder path). Delete
+and rename take the exact id, refuse symbolic links and anything not directly inside the
+resolved results folder, and never build a path from an id read from a file. Reading never
+trusts a file either: :func:`list_runs` gives every folder a record, a ``damaged`` one (with
+the reason) when its files are not what the pages expect, and a run whose writer process is gone
+is reported as ``interrupted``.
 """
 
 from __future__ import annotations
 
 import json
+import math
 import os
 import re
 import shutil
+import socket
 import tempfile
 import time
 from dataclasses import dataclass
@@ -67,6 +77,10 @@ TIMESERIES_COLUMNS: dict[str, pa.DataType] = {
     "gpu_memory_used_bytes": pa.int64(),
 }
 STATUSES = ("running", "done", "failed", "cancelled")
+INTERRUPTED = "interrupted"  # computed when read: status running, but the writer process is gone
+DAMAGED = "damaged"  # computed when read: summary.json or a table is not what a run holds
+INCOMPLETE = "incomplete"  # computed when read: a run folder with no (or an empty) summary.json
+SUMMARY_MAX_BYTES = 16 * 2**20  # a summary is a few kB; anything this big is not one
 
 
 def _schema(columns: dict[str, pa.DataType]) -> pa.Schema:
@@ -134,9 +148,77 @@ class _PartedTable:
 
 
 def validate_run_id(run_id: str) -> str:
-    if not RUN_ID_PATTERN.match(run_id):
-        raise ConfigError("run_id", f"{run_id!r} is not allowed; expected letters, digits, '.', '_' or '-'")
+    """``run_id`` when it is a valid run id (a folder name, never a path or pattern)."""
+    if not isinstance(run_id, str) or not RUN_ID_PATTERN.match(run_id):
+        shown = repr(run_id) if isinstance(run_id, str) and len(run_id) <= 140 else (
+            f"a {len(run_id)}-character name" if isinstance(run_id, str) else f"a {type(run_id).__name__}")
+        raise ConfigError("run_id", f"{shown} is not allowed; expected 1 to 128 letters, digits, '.', '_' or '-', "
+                                    "starting with a letter or digit")
     return run_id
+
+
+# -- the writer's process, to tell a run that is going from one whose writer died --------------
+def _process_start_ticks(pid: int) -> int | None:
+    """When process ``pid`` started (clock ticks after boot, Linux); None when unknown."""
+    try:
+        return int(Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[19])
+    except (OSError, IndexError, ValueError):
+        return None
+
+
+def _boot_id() -> str | None:
+    try:
+        return Path("/proc/sys/kernel/random/boot_id").read_text().strip() or None
+    except OSError:
+        return None
+
+
+def writer_identity() -> dict[str, Any]:
+    """This process as recorded in a running run's summary: pid, hostname, and its start time
+    and the machine's boot id (so a reused pid or a reboot is not taken for the writer)."""
+    pid = os.getpid()
+    return {"pid": pid, "hostname": socket.gethostname(), "start_ticks": _process_start_ticks(pid),
+            "boot_id": _boot_id()}
+
+
+def process_alive(pid: int | None) -> bool:
+    """Whether process ``pid`` exists on this machine (a zombie, finished but not yet reaped by
+    its parent, counts as gone)."""
+    if not isinstance(pid, int) or isinstance(pid, bool) or pid <= 0:
+        return False
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    except OverflowError:
+        return False
+    try:
+        state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+        return state != "Z"
+    except (OSError, IndexError):
+        return True
+
+
+def writer_gone(summary: dict[str, Any]) -> str | None:
+    """Why the process that writes a ``running`` run has ended, or None while it may still run
+    (or cannot be checked: no recorded writer, as in old summaries, or another machine's)."""
+    writer = summary.get("writer")
+    if summary.get("status") != "running" or not isinstance(writer, dict):
+        return None
+    pid = writer.get("pid")
+    if not isinstance(pid, int) or isinstance(pid, bool) or writer.get("hostname") != socket.gethostname():
+        return None
+    boot = writer.get("boot_id")
+    if boot is not None and _boot_id() is not None and boot != _boot_id():
+        return f"the machine restarted after the run began (writer pid {pid})"
+    if not process_alive(pid):
+        return f"the process that wrote it (pid {pid}) has ended without finishing it"
+    ticks = writer.get("start_ticks")
+    if ticks is not None and _process_start_ticks(pid) not in (None, ticks):
+        return f"the process that wrote it (pid {pid}) has ended; the pid now belongs to another process"
+    return None
 
 
 def new_run_id(scheduler: str, engine: str) -> str:
@@ -161,18 +243,33 @@ class RunWriter:
         self.root = Path(root)
         self.run_id = validate_run_id(run_id)
         self.folder = self.root / run_id
-        if self.folder.exists():
-            raise ConfigError("run_id", f"a run named {run_id!r} already exists in {self.root}")
-        self.folder.mkdir(parents=True)
-        self.header = {"schema_version": SCHEMA_VERSION, "run_id": run_id, **header}
+        self._make_folder()
+        self.header = {"schema_version": SCHEMA_VERSION, "run_id": run_id, **header, "writer": writer_identity()}
         self.requests = _PartedTable(self.folder, "requests", REQUEST_COLUMNS)
         self.timeseries = _PartedTable(self.folder, "timeseries", TIMESERIES_COLUMNS)
         self.flush_rows = flush_rows
         self.flush_seconds = flush_seconds
         self._last_flush = time.monotonic()
         self.closed = False
-        write_json_atomic(self.folder / "config.json", {"schema_version": SCHEMA_VERSION, **config})
-        self.write_summary({"status": "running"})
+        try:
+            write_json_atomic(self.folder / "config.json", {"schema_version": SCHEMA_VERSION, **config})
+            self.write_summary({"status": "running"})
+        except OSError as exc:  # nothing measured yet: remove the folder this writer just made
+            shutil.rmtree(self.folder, ignore_errors=True)
+            raise SchedlabError(f"{self.folder}: cannot write the run's files ({exc.strerror or exc})") from None
+
+    def _make_folder(self) -> None:
+        """Create the run folder (and the results folder), or say in one line why not."""
+        try:
+            if self.root.exists() and not self.root.is_dir():
+                raise SchedlabError(f"{self.root}: not a folder; expected the results folder (--out) to be a folder")
+            if os.path.lexists(self.folder):
+                raise ConfigError("run_id", f"a run named {self.run_id!r} already exists in {self.root}")
+            self.folder.mkdir(parents=True)
+        except FileExistsError:
+            raise ConfigError("run_id", f"a run named {self.run_id!r} already exists in {self.root}") from None
+        except OSError as exc:
+            raise SchedlabError(f"{self.folder}: cannot create the run folder ({exc.strerror or exc})") from None
 
     def write_summary(self, fields: dict[str, Any], durable: bool = True) -> None:
         write_json_atomic(self.folder / "summary.json", {**self.header, **fields}, durable)
@@ -221,13 +318,97 @@ class RunData:
     timeseries: pd.DataFrame
 
 
+_NUMBER, _INTEGER, _TEXT, _FLAG, _MAPPING = "a number", "an integer", "text", "true or false", "an object"
+# The summary fields the CLI and the pages read, and the JSON type each must have (or null).
+SUMMARY_FIELDS: dict[str, str] = {
+    **dict.fromkeys(("run_id", "status", "engine", "scheduler", "workload", "started_at", "finished_at",
+                     "arrival_process", "sweep_id", "notes", "error"), _TEXT),
+    **dict.fromkeys(("schema_version", "instances", "requests", "requests_total", "completed", "failed", "slo_met",
+                     "preemptions"), _INTEGER),
+    **dict.fromkeys(("arrival_rate_rps", "started_at_unix_s", "slo_attainment", "G", "goodput_rps",
+                     "request_throughput_rps", "output_throughput_tps", "total_throughput_tps", "duration_s",
+                     "wall_time_s"), _NUMBER),
+    **dict.fromkeys(("slos", "slo_attainment_by_task", "ttft_s", "tpot_s", "e2e_s", "queue_s", "itl_s", "writer"),
+                    _MAPPING),
+    "synthetic": _FLAG,
+}
+_NUMBER_MAPPINGS = ("slo_attainment_by_task", "ttft_s", "tpot_s", "e2e_s", "queue_s", "itl_s")
+
+
+def _has_type(value: Any, kind: str) -> bool:
+    if value is None:
+        return True
+    if kind == _TEXT:
+        return isinstance(value, str)
+    if kind == _FLAG:
+        return isinstance(value, bool)
+    if kind == _MAPPING:
+        return isinstance(value, dict)
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        return False
+    return kind == _NUMBER or isinstance(value, int) or (math.isfinite(value) and value == int(value))
+
+
+def _shown(value: Any) -> str:
+    text = json.dumps(value, default=str) if not isinstance(value, str) else repr(value)
+    return text if len(text) <= 60 else text[:57] + "..."
+
+
+def summary_problem(summary: Any) -> str | None:
+    """Why ``summary`` (parsed summary.json) is not a usable run summary, or None."""
+    if not isinstance(summary, dict):
+        return f"summary.json holds {type(summary).__name__ if summary is not None else 'null'}, not an object"
+    for name, kind in SUMMARY_FIELDS.items():
+        value = summary.get(name)
+        if not _has_type(value, kind):
+            return f"summary.json: {name} is {_shown(value)}; expected {kind}"
+    for name in _NUMBER_MAPPINGS:
+        for key, value in (summary.get(name) or {}).items():
+            if not _has_type(value, _NUMBER):
+                return f"summary.json: {name}.{key} is {_shown(value)}; expected a number"
+    for key, value in (summary.get("slos") or {}).items():
+        if not isinstance(value, str):
+            return f"summary.json: slos.{key} is {_shown(value)}; expected text"
+    run_id = summary.get("run_id")
+    if run_id is not None and not RUN_ID_PATTERN.match(run_id):
+        return f"summary.json: run_id {_shown(run_id)} is not a run id"
+    status = summary.get("status")
+    if status not in STATUSES:
+        return f"summary.json: status is {_shown(status)}; expected one of {', '.join(STATUSES)}"
+    return None
+
+
+def _read_json_file(path: Path) -> Any:
+    """The JSON value in ``path``; SchedlabError naming the file and what is wrong with it
+    (FileNotFoundError passes through)."""
+    try:
+        size = path.stat().st_size
+        if path.is_dir():
+            raise SchedlabError(f"{path}: is a folder, expected a JSON file")
+        if size > SUMMARY_MAX_BYTES:
+            raise SchedlabError(f"{path}: {size} bytes, too large for a run's JSON file")
+        text = path.read_bytes().decode("utf-8")
+        return json.loads(text)
+    except FileNotFoundError:
+        raise
+    except UnicodeDecodeError as exc:
+        raise SchedlabError(f"{path}: not valid UTF-8 (byte {exc.start})") from None
+    except json.JSONDecodeError as exc:
+        raise SchedlabError(f"{path}: not valid JSON ({exc.msg}, line {exc.lineno})") from None
+    except RecursionError:
+        raise SchedlabError(f"{path}: nested too deeply to be a run's JSON file") from None
+    except OSError as exc:
+        raise SchedlabError(f"{path}: unreadable ({exc.strerror or exc})") from None
+
+
 def _read_json(path: Path) -> dict[str, Any]:
     try:
-        return json.loads(path.read_text(encoding="utf-8"))
+        data = _read_json_file(path)
     except FileNotFoundError:
         raise SchedlabError(f"{path}: missing (is this a schedlab run folder?)") from None
-    except json.JSONDecodeError as exc:
-        raise SchedlabError(f"{path}: not valid JSON ({exc.msg})") from exc
+    if not isinstance(data, dict):
+        raise SchedlabError(f"{path}: holds {type(data).__name__ if data is not None else 'null'}, not an object")
+    return data
 
 
 def read_table(
@@ -235,86 +416,282 @@ def read_table(
 ) -> pd.DataFrame:
     """Rows of ``<stem>``: the merged file once the run has ended, else every part so far. A run
     may merge (and delete) its parts while they are listed; the read is then tried again.
-    ``read`` reads one file (the live view passes a cached reader)."""
+    ``read`` reads one file (the live view passes a cached reader). A file that is not a
+    readable table raises SchedlabError naming it."""
     for _ in range(3):
         try:
             merged = folder / f"{stem}.parquet"
             if merged.exists():
-                return read(merged).to_pandas()
+                return _read_one(read, merged).to_pandas()
             parts = sorted(folder.glob(f"{stem}.part-*.parquet"))
             if parts:
-                return pa.concat_tables([read(part) for part in parts]).to_pandas()
+                return pa.concat_tables([_read_one(read, part) for part in parts]).to_pandas()
             break
         except FileNotFoundError:
             continue
+    return empty_frame(columns)
+
+
+def empty_frame(columns: dict[str, pa.DataType]) -> pd.DataFrame:
+    """A table with no rows and the given columns (dtypes as a saved table would have)."""
     return _schema(columns).empty_table().to_pandas()
 
 
-def resolve_run_folder(root: str | Path, run: str) -> Path:
-    """The folder of ``run``: a path to a run folder, or a run id (or unique prefix) under ``root``."""
-    candidate = Path(run)
-    if (candidate / "summary.json").exists():
-        return candidate
-    base = Path(root)
-    if (base / run / "summary.json").exists():
-        return base / run
-    matches = [p for p in base.glob(f"{run}*") if (p / "summary.json").exists()] if base.exists() else []
-    if len(matches) == 1:
-        return matches[0]
-    if len(matches) > 1:
-        raise SchedlabError(f"run {run!r} is ambiguous in {base}: {', '.join(sorted(p.name for p in matches))}")
+def _read_one(read: Callable[[Path], pa.Table], path: Path) -> pa.Table:
+    try:
+        return read(path)
+    except FileNotFoundError:
+        raise
+    except (pa.ArrowException, OSError, ValueError) as exc:
+        raise SchedlabError(f"{path}: not a readable table ({_first_line(exc)})") from None
+
+
+def _first_line(exc: BaseException) -> str:
+    text = (str(exc).strip().splitlines() or [type(exc).__name__])[0]
+    return text if len(text) <= 160 else text[:157] + "..."
+
+
+_ROW_COUNTS: dict[tuple[str, int, int], int] = {}
+
+
+def _file_rows(path: Path) -> int:
+    """Rows in one parquet file, from its footer (kept by path, size and mtime)."""
+    stat = path.stat()
+    key = (str(path), stat.st_size, stat.st_mtime_ns)
+    if key not in _ROW_COUNTS:
+        if not path.is_file():
+            raise SchedlabError(f"{path}: not a file")
+        try:
+            rows = pq.read_metadata(path).num_rows
+        except (pa.ArrowException, OSError, ValueError) as exc:
+            raise SchedlabError(f"{path.name}: not a readable table ({_first_line(exc)})") from None
+        if len(_ROW_COUNTS) > 4096:
+            _ROW_COUNTS.clear()
+        _ROW_COUNTS[key] = rows
+    return _ROW_COUNTS[key]
+
+
+def count_rows(folder: Path, stem: str) -> int:
+    """Rows of ``<stem>`` so far (the merged file, else the parts), from the files' footers."""
+    for _ in range(3):
+        try:
+            merged = folder / f"{stem}.parquet"
+            if os.path.lexists(merged):
+                return _file_rows(merged)
+            return sum(_file_rows(part) for part in folder.glob(f"{stem}.part-*.parquet"))
+        except FileNotFoundError:  # merged away while counted
+            continue
+    return 0
+
+
+def _is_run_folder(folder: Path) -> bool:
+    """Whether a folder holds (the start of) a run: summary.json, config.json or row files."""
+    return any(os.path.lexists(folder / name) for name in ("summary.json", "config.json")) or any(
+        folder.glob("requests*.parquet"))
+
+
+def _problem_record(run_id: str, status: str, problem: str) -> dict[str, Any]:
+    return {"run_id": run_id, "status": status, "problem": problem}
+
+
+def inspect_run(folder: Path) -> dict[str, Any]:
+    """The record of one run folder, as :func:`list_runs` gives it: the summary (run_id = the
+    folder name; status ``interrupted`` when its writer is gone; ``rows`` = request rows so far),
+    or ``{"run_id", "status": "damaged" | "incomplete", "problem": <why>}``."""
+    name = folder.name
+    if folder.is_symlink():
+        return _problem_record(name, DAMAGED, f"{folder} is a symbolic link; a run folder must be a real folder "
+                                              "inside the results folder")
+    try:
+        summary = _read_json_file(folder / "summary.json")
+    except FileNotFoundError:
+        return _problem_record(name, INCOMPLETE, "no summary.json (the run never started, or its folder was cut short)")
+    except SchedlabError as exc:
+        if (folder / "summary.json").is_file() and _size(folder / "summary.json") == 0:
+            return _problem_record(name, INCOMPLETE, "summary.json is empty")
+        return _problem_record(name, DAMAGED, str(exc).replace(str(folder) + os.sep, ""))
+    problem = summary_problem(summary)
+    if problem is not None:
+        return _problem_record(name, DAMAGED, problem)
+    record = {**summary, "run_id": name}
+    try:
+        record["rows"] = count_rows(folder, "requests")
+        count_rows(folder, "timeseries")
+    except SchedlabError as exc:
+        return _problem_record(name, DAMAGED, str(exc))
+    gone = writer_gone(summary)
+    if gone is not None:
+        record["status"] = INTERRUPTED
+        record["error"] = f"interrupted: {gone}; {record['rows']} request rows kept"
+    return record
+
+
+def _size(path: Path) -> int:
+    try:
+        return path.stat().st_size
+    except OSError:
+        return -1
+
+
+def _results_root(root: str | Path) -> Path:
+    """The results folder, resolved; SchedlabError when it exists but is not a folder."""
+    try:
+        base = Path(root).resolve()
+        if base.exists() and not base.is_dir():
+            raise SchedlabError(f"{root}: not a folder; expected the results folder (--out)")
+    except OSError as exc:
+        raise SchedlabError(f"{root}: unusable as the results folder ({exc.strerror or exc})") from None
+    return base
+
+
+def _entries(base: Path) -> list[str]:
+    """Names directly inside the results folder (none when it does not exist)."""
+    try:
+        with os.scandir(base) as entries:
+            return [entry.name for entry in entries]
+    except FileNotFoundError:
+        return []
+    except OSError as exc:
+        raise SchedlabError(f"{base}: cannot read the results folder ({exc.strerror or exc})") from None
+
+
+def _run_names(base: Path) -> list[str]:
+    """Names of the run folders (and run-like entries) in ``base``: valid ids only."""
+    names = []
+    for name in _entries(base):
+        if not RUN_ID_PATTERN.match(name):
+            continue
+        path = base / name
+        if path.is_symlink() or (path.is_dir() and _is_run_folder(path)):
+            names.append(name)
+    return names
+
+
+def resolve_run_folder(root: str | Path, run: str, allow_path: bool = False) -> Path:
+    """The folder of ``run``: a run id, or a unique id prefix, inside ``root`` (compared with the
+    names of its entries, never as a path or pattern). With ``allow_path`` (read-only commands)
+    a path to a run folder is also accepted when ``run`` names no run inside ``root``."""
+    base = _results_root(root)
+    if isinstance(run, str) and RUN_ID_PATTERN.match(run):
+        names = _run_names(base)
+        if run in names:
+            return _checked(base, run)
+        matches = sorted(name for name in names if name.startswith(run))
+        if len(matches) == 1:
+            return _checked(base, matches[0])
+        if len(matches) > 1:
+            raise SchedlabError(f"run {run!r} is ambiguous in {base}: {', '.join(matches)}")
+    if allow_path and isinstance(run, str) and run.strip():
+        candidate = Path(run)
+        try:
+            if candidate.is_dir() and os.path.lexists(candidate / "summary.json"):
+                return candidate
+        except OSError:  # a name too long to be a folder, or unreachable: not a run folder
+            pass
+    if not isinstance(run, str) or not RUN_ID_PATTERN.match(run):
+        raise SchedlabError(f"run {_shown(run)} is not a run id (letters, digits, '.', '_' or '-'; see "
+                            "'python -m runners list')" + (" nor a run folder" if allow_path else ""))
     raise SchedlabError(f"run {run!r} not found in {base} (see 'python -m runners list')")
 
 
-def load_run(root: str | Path, run: str) -> RunData:
-    folder = resolve_run_folder(root, run)
+def _checked(base: Path, name: str) -> Path:
+    folder = base / name
+    if folder.is_symlink():
+        raise SchedlabError(f"{folder} is a symbolic link; schedlab reads, renames and deletes only real run "
+                            "folders inside the results folder (remove the link yourself)")
+    return folder
+
+
+def read_summary(folder: Path) -> dict[str, Any]:
+    """The checked record of the run in ``folder`` (see :func:`inspect_run`); SchedlabError, one
+    line, when the run is damaged or incomplete."""
+    record = inspect_run(folder)
+    if record["status"] in (DAMAGED, INCOMPLETE):
+        raise SchedlabError(f"run {folder.name!r} is {record['status']}: {record['problem']}")
+    return record
+
+
+def load_run(root: str | Path, run: str, allow_path: bool = False) -> RunData:
+    """A saved run by id or unique prefix inside ``root`` (or, with ``allow_path``, a folder path).
+    A damaged run raises SchedlabError naming the file and what is wrong."""
+    folder = resolve_run_folder(root, run, allow_path)
+    summary = read_summary(folder)
     return RunData(
         run_id=folder.name,
         folder=folder,
         config=_read_json(folder / "config.json"),
-        summary=_read_json(folder / "summary.json"),
+        summary=summary,
         requests=read_table(folder, "requests", REQUEST_COLUMNS),
         timeseries=read_table(folder, "timeseries", TIMESERIES_COLUMNS),
     )
 
 
 def list_runs(root: str | Path = DEFAULT_RESULTS_DIR) -> list[dict[str, Any]]:
-    """Summaries of every run under ``root``, newest first (by ``started_at``)."""
-    base = Path(root)
-    if not base.exists():
-        return []
-    summaries = []
-    for folder in base.iterdir():
-        path = folder / "summary.json"
-        if folder.is_dir() and path.exists():
-            try:
-                summary = json.loads(path.read_text(encoding="utf-8"))
-            except json.JSONDecodeError:
-                summary = {"run_id": folder.name, "status": "unreadable"}
-            summary.setdefault("run_id", folder.name)
-            summaries.append(summary)
-    return sorted(summaries, key=lambda s: str(s.get("started_at", "")), reverse=True)
+    """A record for every run folder under ``root`` (see :func:`inspect_run`), newest first by
+    ``started_at``; damaged and incomplete runs last. SchedlabError when ``root`` is not a folder."""
+    base = _results_root(root)
+    records = [inspect_run(base / name) for name in _run_names(base)]
+    return sorted(records, key=lambda r: (r["status"] not in (DAMAGED, INCOMPLETE), str(r.get("started_at") or "")),
+                  reverse=True)
 
 
-def delete_run(root: str | Path, run: str) -> Path:
-    folder = resolve_run_folder(root, run)
-    shutil.rmtree(folder)
+def owned_run_folder(root: str | Path, run_id: str, action: str = "delete") -> Path:
+    """The folder of run ``run_id`` for ``action`` (delete, rename, replace): the exact id of a
+    real folder directly inside the resolved results folder, holding a run (or nothing).
+    Anything else, a path, a pattern, a prefix, a symbolic link, raises SchedlabError."""
+    if not isinstance(run_id, str) or not RUN_ID_PATTERN.match(run_id):
+        raise SchedlabError(f"{action}: {_shown(run_id)} is not a run id; expected the exact id of a run in the "
+                            "results folder (letters, digits, '.', '_' or '-'; see 'python -m runners list'), "
+                            "never a path or pattern")
+    base = _results_root(root)
+    names = _entries(base)
+    if run_id not in names:
+        close = sorted(name for name in _run_names(base) if name.startswith(run_id))
+        hint = f"; {action} takes the full run id: {', '.join(close)}" if close else " (see 'python -m runners list')"
+        raise SchedlabError(f"{action}: run {run_id!r} not found in {base}{hint}")
+    folder = base / run_id
+    if folder.is_symlink():
+        raise SchedlabError(f"{action}: {folder} is a symbolic link, not a run folder; schedlab does not {action} "
+                            "through links (remove the link yourself)")
+    if not folder.is_dir() or folder.resolve().parent != base:
+        raise SchedlabError(f"{action}: {folder} is not a run folder inside {base}")
+    if not _is_run_folder(folder) and any(folder.iterdir()):
+        raise SchedlabError(f"{action}: {folder} is not a run folder (no summary.json or config.json)")
     return folder
 
 
-def rename_run(root: str | Path, run: str, new_id: str) -> Path:
-    """Rename a finished run: its folder and the run id inside its config and summary."""
-    folder = resolve_run_folder(root, run)
+def delete_run(root: str | Path, run_id: str) -> Path:
+    """Delete run ``run_id`` (the exact id; see :func:`owned_run_folder`); returns its folder.
+    Damaged, incomplete and interrupted runs can be deleted too."""
+    folder = owned_run_folder(root, run_id, "delete")
+    try:
+        shutil.rmtree(folder)  # never follows links inside; refuses a folder swapped for a link
+    except OSError as exc:
+        raise SchedlabError(f"delete: {folder}: {exc.strerror or exc}") from None
+    return folder
+
+
+def rename_run(root: str | Path, run_id: str, new_id: str) -> Path:
+    """Rename a finished (or interrupted) run: its folder, and the run id inside its config and
+    summary. ``run_id`` is the exact id (see :func:`owned_run_folder`)."""
+    folder = owned_run_folder(root, run_id, "rename")
     validate_run_id(new_id)
-    summary = _read_json(folder / "summary.json")
-    if summary.get("status") == "running":
-        raise SchedlabError(f"run {folder.name!r} is still running; rename it when it has finished")
+    record = inspect_run(folder)
+    if record["status"] in (DAMAGED, INCOMPLETE):
+        raise SchedlabError(f"rename: run {run_id!r} is {record['status']} ({record['problem']}); it can be deleted, "
+                            "not renamed")
+    if record["status"] == "running":
+        raise SchedlabError(f"run {run_id!r} is still running; rename it when it has finished")
     target = folder.parent / new_id
-    if target.exists():
+    if os.path.lexists(target):
         raise ConfigError("run_id", f"a run named {new_id!r} already exists in {folder.parent}")
-    folder.rename(target)
-    config = _read_json(target / "config.json")
-    if isinstance(config.get("config"), dict):
+    summary = _read_json(folder / "summary.json")  # as written: a computed status is not saved
+    config = _read_json(folder / "config.json") if (folder / "config.json").is_file() else None
+    try:
+        folder.rename(target)
+    except OSError as exc:
+        raise SchedlabError(f"rename: {folder} -> {target}: {exc.strerror or exc}") from None
+    if config is not None and isinstance(config.get("config"), dict):
         config["config"]["run_id"] = new_id
         write_json_atomic(target / "config.json", config)
     write_json_atomic(target / "summary.json", {**summary, "run_id": new_id})

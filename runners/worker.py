@@ -15,16 +15,39 @@ import traceback
 from pathlib import Path
 from typing import Any
 
+from pydantic import ValidationError
+
 from runners.benchmark import execute_run
-from runners.jobs import JobSpec, cancel_requested, write_status
+from runners.errors import SchedlabError, format_validation_error
+from runners.jobs import JOBS_FOLDER, JobSpec, cancel_requested, write_status
 
 LIVE_FLUSH_S = 0.5  # rows reach disk at least this often, for the live view (seconds)
 
 
+def read_job_spec(folder: Path) -> JobSpec:
+    """The job in ``folder``; SchedlabError, one line, when it is not a readable job folder."""
+    path = folder / "job.json"
+    try:
+        if not folder.is_dir():
+            raise SchedlabError(f"{folder}: not a job folder (expected {JOBS_FOLDER}/<job_id> in the results folder)")
+        text = path.read_bytes().decode("utf-8")
+        return JobSpec.model_validate_json(text)
+    except FileNotFoundError:
+        raise SchedlabError(f"{folder}: not a job folder (no job.json; jobs live in "
+                            f"<results>/{JOBS_FOLDER}/<job_id>)") from None
+    except UnicodeDecodeError as exc:
+        raise SchedlabError(f"{path}: not valid UTF-8 (byte {exc.start})") from None
+    except ValidationError as exc:
+        raise SchedlabError(f"{path}: not a valid job ({format_validation_error(exc)})") from None
+    except (OSError, RecursionError) as exc:
+        raise SchedlabError(f"{path}: unreadable ({getattr(exc, 'strerror', None) or exc})") from None
+
+
 def run_job(folder: str | Path, results_root: str | Path) -> str:
-    """Execute the job in ``folder``; returns its final state."""
+    """Execute the job in ``folder``; returns its final state. A folder that is not a job raises
+    SchedlabError before anything is written."""
     folder = Path(folder)
-    spec = JobSpec.model_validate_json((folder / "job.json").read_text(encoding="utf-8"))
+    spec = read_job_spec(folder)
     runs: list[dict[str, Any]] = [{"run_id": run.run_id, "status": "queued"} for run in spec.runs]
     terminated = {"flag": False}
 
