@@ -351,7 +351,7 @@ def _has_type(value: Any, kind: str) -> bool:
 
 def _shown(value: Any) -> str:
     text = json.dumps(value, default=str) if not isinstance(value, str) else repr(value)
-    return text if len(text) <= 60 else text[:57] + "..."
+    return text if len(text) <= 100 else text[:97] + "..."
 
 
 def summary_problem(summary: Any) -> str | None:
@@ -584,7 +584,7 @@ def resolve_run_folder(root: str | Path, run: str, allow_path: bool = False) -> 
     if allow_path and isinstance(run, str) and run.strip():
         candidate = Path(run)
         try:
-            if candidate.is_dir() and os.path.lexists(candidate / "summary.json"):
+            if candidate.is_dir() and _is_run_folder(candidate):
                 return candidate
         except OSError:  # a name too long to be a folder, or unreachable: not a run folder
             pass
