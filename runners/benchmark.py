@@ -12,11 +12,12 @@ from typing import Any, Callable
 import numpy as np
 
 import runners
-from runners.config import RunConfig
+from runners.config import RunConfig, config_record
 from runners.drivers.virtual_time import VirtualTimeDriver
 from runners.drivers.wall_clock import WallClockDriver
 from runners.engines.latency_model import LatencyModel
 from runners.engines.profile import load_profile
+from runners.engines.real_config import redact_args
 from runners.engines.real_engine import RealEngine
 from runners.engines.simulator import ResolvedSimulator, SimulatedInstance, SimulatorConfig
 from runners.errors import ConfigError, RunCancelled, RunStopped
@@ -99,7 +100,7 @@ def _config_record(prepared: PreparedRun) -> dict[str, Any]:
             max_num_batched_tokens=simulator.max_num_batched_tokens,
         )
     return {
-        "config": config.model_dump(mode="json"),
+        "config": config_record(config),  # secrets (engine.env, --api-key ...) written as ***
         "resolved": resolved,
         "versions": {
             "schedlab": runners.__version__,
@@ -120,7 +121,8 @@ def _simulated_instances(config: RunConfig, simulator: ResolvedSimulator) -> lis
 
 
 def _engine_record(engine: RealEngine) -> dict[str, Any]:
-    """What was launched or attached (no headers: they may hold an API key)."""
+    """What was launched or attached (no headers: they may hold an API key; the values of
+    secret-looking flags in a launch command written as ***)."""
     return {
         "instances": [
             {
@@ -132,7 +134,7 @@ def _engine_record(engine: RealEngine) -> dict[str, Any]:
                 "version": instance.version,
                 "kv_capacity_tokens": instance.kv_capacity_tokens,
                 "block_size": instance.block_size,
-                "command": instance.server.command if instance.server else None,
+                "command": redact_args(instance.server.command) if instance.server else None,
                 "log": instance.server.log_path.name if instance.server else None,
             }
             for instance in engine.instances
@@ -200,9 +202,16 @@ def execute_run(
         if real_engine is not None:
             real_engine.stop()
         now = _driver_now(driver)
+        gate = failure_gate(recorder.rows, config.max_error_rate)  # before unfinished requests get a row
+        if status == "done" and recorder.all_done and gate["tripped"]:
+            status, error = "failed", gate["reason"]
+        else:
+            gate["tripped"] = False  # judged only on a run that ran to its end
         if status != "done" or not recorder.all_done:
             recorder.fail_unfinished(status if status != "done" else "not finished", now)
         summary = recorder.summary()
+        summary["failure_gate"] = {key: gate[key] for key in ("max_error_rate", "error_rate", "errors", "ran",
+                                                              "tripped")}
         if isinstance(driver, WallClockDriver):
             extra = _wall_clock_extras(driver)
         summary.update(extra)
@@ -210,6 +219,21 @@ def execute_run(
         summary["finished_at"] = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
         writer.close(status, summary, error)
     return RunOutcome(run_id, writer.folder, status, {**writer.header, "status": status, **summary}, error)
+
+
+def failure_gate(rows: list[dict[str, Any]], max_error_rate: float) -> dict[str, Any]:
+    """The failure gate over the request rows recorded so far (requests that ran to an end of their
+    own: completed or failed; cancelled and never-sent ones have no row yet): ``errors`` of ``ran``
+    failed, ``error_rate`` = errors / ran (None before any ran), ``tripped`` when it exceeds
+    ``max_error_rate`` (a fraction, 0-1), with ``reason`` saying so."""
+    ran = len(rows)
+    errors = sum(1 for row in rows if row.get("error") is not None)
+    rate = errors / ran if ran else None
+    tripped = rate is not None and rate > max_error_rate
+    reason = (f"{errors} of {ran} requests failed (error rate {rate:.3g} > max_error_rate {max_error_rate:g})"
+              if tripped else None)
+    return {"max_error_rate": max_error_rate, "error_rate": rate, "errors": errors, "ran": ran, "tripped": tripped,
+            "reason": reason}
 
 
 def _driver_now(driver: VirtualTimeDriver | WallClockDriver | None) -> float:

@@ -73,6 +73,8 @@ def _parse_value(text: str) -> Any:
         return yaml.safe_load(text)
     except yaml.YAMLError:
         return text
+    except RecursionError:
+        raise ConfigError("--set", f"{text[:40]!r}... is nested too deeply to be a config value") from None
 
 
 def build_run_config(args: argparse.Namespace):
@@ -96,6 +98,7 @@ def build_run_config(args: argparse.Namespace):
         "workload.arrival.burstiness": get("burstiness"),
         "slo.preset": get("slo"),
         "run_id": get("run_id"),
+        "max_error_rate": get("max_error_rate"),
     }
     for dotted, value in overrides.items():
         if value is not None:
@@ -354,6 +357,9 @@ def make_parser() -> argparse.ArgumentParser:
     run.add_argument("--ratio", help="chat:code mix, for example 1:1")
     run.add_argument("--slo", help="SLO preset: paper | auto | custom")
     run.add_argument("--run-id", help="name of the run folder")
+    run.add_argument("--max-error-rate", type=float, metavar="FRACTION",
+                     help="failure gate: the run fails (exit code 1) when more than this fraction of its requests "
+                          "failed (default 0.5; 1 = off)")
     run.add_argument("--quiet", action="store_true", help="no progress bar")
     add_out(run)
     run.set_defaults(handler=command_run)

@@ -8,21 +8,20 @@ from pathlib import Path
 from typing import Annotated, Any, Union
 
 import yaml
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+from pydantic import Field, ValidationError, field_validator, model_validator
 
-from runners.engines.real_config import AttachConfig, LMDeployConfig, VLLMConfig
+from runners.engines.real_config import REDACT_SECRETS, AttachConfig, LMDeployConfig, VLLMConfig
 from runners.engines.simulator import SimulatorConfig
 from runners.errors import ConfigError, format_validation_error
+from runners.input_model import InputModel, field_error
 from runners.registry import engine_entry, make_policy
 from runners.result_store import validate_run_id
 from runners.workload.builder import WorkloadConfig
 from runners.workload.slo import SLOConfig
 
 
-class SchedulerConfig(BaseModel):
+class SchedulerConfig(InputModel):
     """A scheduler by registry name, with its parameters (validated by the policy's Params)."""
-
-    model_config = ConfigDict(extra="forbid")
 
     name: str = "fcfs"
     params: dict[str, Any] = Field(default_factory=dict)
@@ -33,19 +32,35 @@ EngineConfig = Annotated[
 ]
 
 
-class RunConfig(BaseModel):
-    """One benchmark run."""
+#: Most time-series samples a run may take per instance (max_duration_s / sample_interval_s):
+#: each is a row held in memory until flushed and then a parquet row. The defaults (one day at
+#: 0.25 s) take 345,600; 0.01 s is allowed for runs up to 10,000 s (27.8 h at 0.01 s is too many).
+MAX_SAMPLES = 10_000_000
 
-    model_config = ConfigDict(extra="forbid")
+
+class RunConfig(InputModel):
+    """One benchmark run."""
 
     run_id: str | None = None
     engine: EngineConfig = Field(default_factory=SimulatorConfig)
     workload: WorkloadConfig = Field(default_factory=WorkloadConfig)
     slo: SLOConfig = Field(default_factory=SLOConfig)
     scheduler: SchedulerConfig = Field(default_factory=SchedulerConfig)
-    sample_interval_s: float = Field(default=0.25, gt=0, description="telemetry sampling period, seconds")
+    sample_interval_s: float = Field(
+        default=0.25, ge=0.01, le=3600.0,
+        description="telemetry sampling period, seconds (at least 0.01 s: every sample is a row, and a real "
+                    "engine's metrics endpoint is scraped once per sample)",
+    )
     max_duration_s: float = Field(
-        default=86_400.0, gt=0, description="stop the run (as failed) after this long, seconds; virtual on the simulator"
+        default=86_400.0, gt=0, le=30 * 86_400.0,
+        description="stop the run (as failed) after this long, seconds; virtual on the simulator; at most 30 days",
+    )
+    max_error_rate: float = Field(
+        default=0.5, ge=0, le=1,
+        description="failure gate: the run ends 'failed' (exit code 1) when more than this fraction of its "
+                    "requests failed (errors among the requests that ran; cancelled or never-sent ones do not "
+                    "count). 0.5 by default: a run where most requests failed measures the failures, not the "
+                    "scheduler; 1 turns the gate off",
     )
     notes: str = ""
     sweep_id: str | None = Field(default=None, description="groups the runs of one rate sweep (dashboard)")
@@ -54,6 +69,15 @@ class RunConfig(BaseModel):
     @classmethod
     def _run_id(cls, value: str | None) -> str | None:
         return validate_run_id(value) if value is not None else None
+
+    @model_validator(mode="after")
+    def _bounded_samples(self) -> "RunConfig":
+        samples = self.max_duration_s / self.sample_interval_s
+        if samples > MAX_SAMPLES:
+            raise field_error("RunConfig", "sample_interval_s", f"max_duration_s / sample_interval_s is {samples:,.0f} "
+                              f"samples per instance; expected at most {MAX_SAMPLES:,}: raise sample_interval_s or "
+                              "lower max_duration_s", self.sample_interval_s)
+        return self
 
 
 def parse_config(data: dict[str, Any]) -> RunConfig:
@@ -69,8 +93,17 @@ def parse_config(data: dict[str, Any]) -> RunConfig:
         config = RunConfig.model_validate(data)
     except ValidationError as exc:
         raise ConfigError("config", format_validation_error(exc)) from exc
+    except RecursionError:
+        raise ConfigError("config", "nested too deeply to be a run config") from None
     make_policy(config.scheduler.name, config.scheduler.params)  # validates name and params now
     return config
+
+
+def config_record(config: RunConfig) -> dict[str, Any]:
+    """The config as it is written to results (config.json): the values of ``engine.env`` and of
+    secret-looking ``engine.extra_args`` are replaced by ``***``; the model
+    itself keeps the real values, which only ever reach the launched servers."""
+    return config.model_dump(mode="json", context=REDACT_SECRETS)
 
 
 def read_config_file(path: str | Path) -> dict[str, Any]:
@@ -78,11 +111,20 @@ def read_config_file(path: str | Path) -> dict[str, Any]:
     file = Path(path)
     if not file.is_file():
         raise ConfigError("--config", f"{file} not found (expected a YAML or JSON run config)")
-    text = file.read_text(encoding="utf-8")
+    kind = "JSON" if file.suffix == ".json" else "YAML"
+    try:
+        text = file.read_text(encoding="utf-8-sig")
+    except UnicodeDecodeError as exc:
+        raise ConfigError("--config", f"{file} is not UTF-8 text (byte {exc.start}); expected a {kind} run config") \
+            from None
+    except OSError as exc:
+        raise ConfigError("--config", f"{file} could not be read ({exc.strerror or exc})") from None
     try:
         data = json.loads(text) if file.suffix == ".json" else yaml.safe_load(text)
     except (json.JSONDecodeError, yaml.YAMLError) as exc:
-        raise ConfigError("--config", f"{file} is not valid {'JSON' if file.suffix == '.json' else 'YAML'}: {exc}") from exc
+        raise ConfigError("--config", f"{file} is not valid {kind}: {exc}") from exc
+    except RecursionError:
+        raise ConfigError("--config", f"{file} is nested too deeply to be a run config") from None
     if data is None:
         return {}
     if not isinstance(data, dict):

@@ -188,7 +188,7 @@ def test_replay_file_formats_and_errors(tmp_path):
 
 
 def test_arrival_config_rejects_nonsense():
-    with pytest.raises(ValueError, match="greater than 0"):
+    with pytest.raises(ValueError, match="greater than or equal to 0.000001"):
         ArrivalConfig(process="poisson", rate=-1)
     with pytest.raises(ValueError, match="needs replay_file"):
         ArrivalConfig(process="replay")

@@ -17,18 +17,26 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import ConfigDict, Field
+
+from runners.input_model import InputModel
 
 
-class PhaseCoefficients(BaseModel):
-    """alpha (s per token-request), beta (s per request), gamma (s per token), delta (s)."""
+#: Largest coefficient, seconds (per token, request or step): a step of one token taking an hour
+#: is no engine; finite and bounded so a step time never overflows to inf.
+MAX_COEFFICIENT_S = 3600.0
 
-    model_config = ConfigDict(extra="forbid", frozen=True)
 
-    alpha: float = Field(ge=0)
-    beta: float = Field(ge=0)
-    gamma: float = Field(ge=0)
-    delta: float = Field(ge=0)
+class PhaseCoefficients(InputModel):
+    """alpha (s per token-request), beta (s per request), gamma (s per token), delta (s); each
+    finite, 0 to 3600."""
+
+    model_config = ConfigDict(frozen=True)
+
+    alpha: float = Field(ge=0, le=MAX_COEFFICIENT_S)
+    beta: float = Field(ge=0, le=MAX_COEFFICIENT_S)
+    gamma: float = Field(ge=0, le=MAX_COEFFICIENT_S)
+    delta: float = Field(ge=0, le=MAX_COEFFICIENT_S)
 
     def at(self, batch: float, length: float) -> float:
         """alpha*b*l + beta*b + gamma*l + delta, in seconds."""

@@ -24,19 +24,20 @@ from pathlib import Path
 from typing import Any, Literal
 
 import yaml
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
+from pydantic import ConfigDict, Field, ValidationError, model_validator
 
 from runners.engines.kv_cache import GPUBudget, ModelShape, kv_capacity_tokens
 from runners.engines.latency_model import LatencyModel, PhaseCoefficients
 from runners.errors import ConfigError, DatasetError, format_validation_error
+from runners.input_model import InputModel
 
 PROFILE_SCHEMA = "schedlab.profile/1"
 
 
-class EngineProfile(BaseModel):
+class EngineProfile(InputModel):
     """What the simulator and the predictors know about one engine + model + hardware."""
 
-    model_config = ConfigDict(extra="forbid", frozen=True)
+    model_config = ConfigDict(frozen=True)
 
     schema_: str = Field(default=PROFILE_SCHEMA, alias="schema")
     name: str
@@ -44,12 +45,12 @@ class EngineProfile(BaseModel):
     units: Literal["seconds"] = "seconds"
     prefill: PhaseCoefficients
     decode: PhaseCoefficients
-    kv_capacity_tokens: int | None = Field(default=None, gt=0)
+    kv_capacity_tokens: int | None = Field(default=None, gt=0, le=1_000_000_000, description="tokens")
     model: ModelShape | None = None
     gpu: GPUBudget | None = None
-    block_size: int = Field(default=16, gt=0)
-    max_num_seqs: int = Field(default=256, gt=0)
-    max_num_batched_tokens: int = Field(default=8192, gt=0)
+    block_size: int = Field(default=16, gt=0, le=4096)
+    max_num_seqs: int = Field(default=256, gt=0, le=65_536)
+    max_num_batched_tokens: int = Field(default=8192, gt=0, le=10_000_000)
     fit: dict[str, Any] | None = None
 
     @model_validator(mode="after")
@@ -100,11 +101,19 @@ def load_profile(path: str | Path) -> EngineProfile:
     file = Path(path)
     if not file.is_file():
         raise DatasetError(str(file), "profile file not found (expected JSON or YAML, schema schedlab.profile/1)")
+    kind = "JSON" if file.suffix == ".json" else "YAML"
     try:
-        text = file.read_text(encoding="utf-8")
+        text = file.read_text(encoding="utf-8-sig")
+    except UnicodeDecodeError as exc:
+        raise DatasetError(str(file), f"not UTF-8 text (byte {exc.start}); expected a {kind} profile") from None
+    except OSError as exc:
+        raise DatasetError(str(file), f"could not be read ({exc.strerror or exc})") from None
+    try:
         data = json.loads(text) if file.suffix == ".json" else yaml.safe_load(text)
-    except (json.JSONDecodeError, yaml.YAMLError, UnicodeDecodeError) as exc:
-        raise DatasetError(str(file), f"not valid JSON/YAML: {exc}") from exc
+    except (json.JSONDecodeError, yaml.YAMLError) as exc:
+        raise DatasetError(str(file), f"not valid {kind}: {' '.join(str(exc).split())}") from None
+    except RecursionError:
+        raise DatasetError(str(file), f"nested too deeply to be a profile ({kind})") from None
     if not isinstance(data, dict):
         raise DatasetError(str(file), "expected a mapping with prefill, decode and kv_capacity_tokens")
     if data.get("schema", PROFILE_SCHEMA) != PROFILE_SCHEMA:
@@ -113,6 +122,8 @@ def load_profile(path: str | Path) -> EngineProfile:
         return EngineProfile.model_validate(data)
     except ValidationError as exc:
         raise DatasetError(str(file), format_validation_error(exc)) from exc
+    except RecursionError:
+        raise DatasetError(str(file), "nested too deeply to be a profile") from None
 
 
 def resolve_profile(preset: str | None, profile_path: str | None) -> EngineProfile:

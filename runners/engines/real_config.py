@@ -1,15 +1,72 @@
 """Configs for real engines: launch vLLM or LMDeploy servers, or attach to running ones.
 
 Everything launched is an argument list (never a shell). The API key of an attached server is
-read from the environment variable named in ``api_key_env`` and never written to results.
+read from the environment variable named in ``api_key_env`` and never written to results; the
+values of ``env`` and secret-looking ``extra_args`` (``--api-key X``, ``--hf-token=X``: any flag
+naming a key, token, secret or password) are written as ``***`` whenever a config is dumped with
+the :data:`REDACT_SECRETS` context (config.json), and reach the launched servers unchanged.
 """
 
 from __future__ import annotations
 
+import re
 import sys
-from typing import Literal
+from typing import Annotated, Literal
+from urllib.parse import urlsplit, urlunsplit
 
-from pydantic import BaseModel, ConfigDict, Field, SecretStr, field_validator, model_validator
+from pydantic import Field, FieldSerializationInfo, SecretStr, field_serializer, field_validator, model_validator
+
+from runners.input_model import InputModel
+
+#: Written in place of a secret.
+REDACTED = "***"
+#: ``model_dump(context=REDACT_SECRETS)`` writes secrets as :data:`REDACTED`.
+REDACT_SECRETS = {"redact_secrets": True}
+#: A word of a command-line flag (split at - and _) that makes its value a secret: ``--api-key``,
+#: ``--hf-token``, ``--apikey``, ``--db-password``; not ``--tokenizer`` or ``--max-num-batched-tokens``.
+SECRET_WORD = re.compile(r".*(key|token|secret|passw(or)?d|credentials?|auth(orization)?)", re.IGNORECASE)
+
+
+def is_secret_flag(flag: str) -> bool:
+    """True for a flag (``-x`` / ``--x-y``) one of whose words ends in key, token, secret,
+    password, credential(s) or auth(orization)."""
+    return flag.startswith("-") and any(SECRET_WORD.fullmatch(word) for word in re.split(r"[-_]+", flag))
+
+Port = Annotated[int, Field(ge=1, le=65_535)]
+
+
+def redact_args(args: list[str]) -> list[str]:
+    """``args`` with the value of every secret-looking flag replaced by ``***``: ``--api-key X``
+    and ``--api-key=X`` both become ``--api-key ***`` / ``--api-key=***``."""
+    redacted = []
+    hide_next = False
+    for arg in args:
+        if hide_next and not arg.startswith("--"):
+            redacted.append(REDACTED)
+            hide_next = False
+            continue
+        hide_next = False
+        flag, equals, _ = arg.partition("=")
+        if is_secret_flag(flag):
+            if equals:
+                arg = f"{flag}={REDACTED}"
+            else:
+                hide_next = True
+        redacted.append(arg)
+    return redacted
+
+
+def redact_url(url: str) -> str:
+    """``url`` without the password of its user-info part (``http://u:***@host``)."""
+    parts = urlsplit(url)
+    if parts.password is None:
+        return url
+    netloc = parts.netloc.rpartition("@")
+    return urlunsplit(parts._replace(netloc=f"{parts.username}:{REDACTED}@{netloc[2]}"))
+
+
+def _redacting(info: FieldSerializationInfo) -> bool:
+    return bool(isinstance(info.context, dict) and info.context.get("redact_secrets"))
 
 
 def optional_flags(options: dict[str, object]) -> list[str]:
@@ -17,43 +74,50 @@ def optional_flags(options: dict[str, object]) -> list[str]:
     return [part for flag, value in options.items() if value is not None for part in (flag, str(value))]
 
 
-class ClientOptions(BaseModel):
+class ClientOptions(InputModel):
     """How the streaming client talks to an engine, and when a run gives up."""
-
-    model_config = ConfigDict(extra="forbid")
 
     api: Literal["completions", "chat"] = Field(
         default="completions", description="/v1/completions, or /v1/chat/completions for chat-templated models"
     )
-    request_timeout_s: float = Field(default=600.0, gt=0, description="per-request limit, seconds")
+    request_timeout_s: float = Field(default=600.0, gt=0, le=86_400.0, description="per-request limit, seconds")
     send_min_tokens: bool = Field(default=True, description="also send min_tokens = max_tokens (vLLM accepts it)")
     on_failure: Literal["continue", "stop"] = Field(default="continue", description="what a failed request does to the run")
-    max_failures: int | None = Field(default=None, ge=1, description="stop the run after this many failures")
+    max_failures: int | None = Field(default=None, ge=1, le=1_000_000,
+                                     description="stop the run after this many failures")
     profile: str | None = Field(
         default=None, description="latency profile of this engine (from 'python -m runners profile'), for SLO 'auto'"
     )
-    warmup_concurrency: list[int] = Field(
+    warmup_concurrency: list[Annotated[int, Field(ge=1, le=1024)]] = Field(
         default_factory=lambda: [1, 2, 4, 8, 16, 32],
         description="before measuring, send waves of this many concurrent short requests to each instance "
         "(not recorded): engines compile kernels for new batch shapes on first use; [] to skip",
     )
 
 
-class LaunchOptions(BaseModel):
+class LaunchOptions(InputModel):
     """Shared launch settings: where servers listen and how long they may take to come up."""
-
-    model_config = ConfigDict(extra="forbid")
 
     instances: int = Field(default=1, gt=0, le=16)
     host: str = "127.0.0.1"
-    ports: list[int] | None = Field(default=None, description="one port per instance; free ports when unset")
+    ports: list[Port] | None = Field(default=None, description="one port per instance; free ports when unset")
     gpus: list[str] | None = Field(
         default=None, description="CUDA_VISIBLE_DEVICES per instance (e.g. ['0', '1']); default: instance i gets GPU i"
     )
     use_gpus: bool = Field(default=True, description="set CUDA_VISIBLE_DEVICES per instance (off for CPU builds)")
-    startup_timeout_s: float = Field(default=900.0, gt=0)
-    env: dict[str, str] = Field(default_factory=dict, description="extra environment for the servers")
-    extra_args: list[str] = Field(default_factory=list, description="appended to the server's argument list")
+    startup_timeout_s: float = Field(default=900.0, gt=0, le=86_400.0, description="seconds")
+    env: dict[str, str] = Field(default_factory=dict, description="extra environment for the servers (values "
+                                "are written to results as ***)")
+    extra_args: list[str] = Field(default_factory=list, description="appended to the server's argument list "
+                                  "(values of flags naming a key, token, secret or password are written as ***)")
+
+    @field_serializer("env")
+    def _env_out(self, env: dict[str, str], info: FieldSerializationInfo) -> dict[str, str]:
+        return {key: REDACTED for key in env} if _redacting(info) else dict(env)
+
+    @field_serializer("extra_args")
+    def _args_out(self, args: list[str], info: FieldSerializationInfo) -> list[str]:
+        return redact_args(args) if _redacting(info) else list(args)
 
     @field_validator("env", mode="before")
     @classmethod
@@ -81,14 +145,18 @@ class VLLMConfig(ClientOptions, LaunchOptions):
     command: list[str] | None = Field(
         default=None, description="server command prefix; default [python, -m, vllm.entrypoints.openai.api_server]"
     )
-    max_num_seqs: int | None = Field(default=None, gt=0)
-    max_num_batched_tokens: int | None = Field(default=None, gt=0)
+    max_num_seqs: int | None = Field(default=None, gt=0, le=65_536)
+    max_num_batched_tokens: int | None = Field(default=None, gt=0, le=10_000_000)
     gpu_memory_utilization: float | None = Field(default=None, gt=0, le=1)
     scheduling_policy: Literal["fcfs", "priority"] = "fcfs"
-    num_gpu_blocks_override: int | None = Field(default=None, gt=0)
-    max_model_len: int | None = Field(default=None, gt=0)
+    num_gpu_blocks_override: int | None = Field(default=None, gt=0, le=100_000_000)
+    max_model_len: int | None = Field(default=None, gt=0, le=10_000_000)
     dtype: str | None = None
-    block_size: int | None = Field(default=None, gt=0)
+    block_size: int | None = Field(default=None, gt=0, le=4096)
+
+    @field_serializer("command")
+    def _command_out(self, command: list[str] | None, info: FieldSerializationInfo) -> list[str] | None:
+        return redact_args(command) if command is not None and _redacting(info) else command
 
     def server_command(self, port: int) -> list[str]:
         """The argument list that starts one server on ``port``."""
@@ -117,10 +185,14 @@ class LMDeployConfig(ClientOptions, LaunchOptions):
     model_name: str = "model"
     command: list[str] = Field(default_factory=lambda: ["lmdeploy", "serve", "api_server"])
     backend: Literal["turbomind", "pytorch"] = "turbomind"
-    max_batch_size: int | None = Field(default=None, gt=0)
+    max_batch_size: int | None = Field(default=None, gt=0, le=65_536)
     cache_max_entry_count: float | None = Field(default=None, gt=0, le=1)
-    session_len: int | None = Field(default=None, gt=0)
-    tp: int | None = Field(default=None, gt=0)
+    session_len: int | None = Field(default=None, gt=0, le=10_000_000)
+    tp: int | None = Field(default=None, gt=0, le=64)
+
+    @field_serializer("command")
+    def _command_out(self, command: list[str], info: FieldSerializationInfo) -> list[str]:
+        return redact_args(command) if _redacting(info) else command
 
     def server_command(self, port: int) -> list[str]:
         command = list(self.command) + [self.model, "--server-name", self.host, "--server-port", str(port),
@@ -137,8 +209,6 @@ class LMDeployConfig(ClientOptions, LaunchOptions):
 
 class AttachConfig(ClientOptions):
     """Servers that are already running, by base URL (remote allowed)."""
-
-    model_config = ConfigDict(extra="forbid")
 
     kind: Literal["openai"] = "openai"
     urls: list[str] = Field(min_length=1, description="base URLs, e.g. http://gpu-box:8000")
@@ -163,6 +233,10 @@ class AttachConfig(ClientOptions):
             if not url.startswith(("http://", "https://")):
                 raise ValueError(f"{url!r} is not an http(s) URL")
         return [url.rstrip("/").removesuffix("/v1") for url in urls]
+
+    @field_serializer("urls")
+    def _urls_out(self, urls: list[str], info: FieldSerializationInfo) -> list[str]:
+        return [redact_url(url) for url in urls] if _redacting(info) else list(urls)
 
     @property
     def instances(self) -> int:

@@ -25,35 +25,40 @@ from collections import deque
 from dataclasses import dataclass, field
 from typing import Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import Field
 
 from runners.engines.latency_model import LatencyModel
 from runners.engines.profile import EngineProfile, resolve_profile
 from runners.engines.kv_cache import GPUBudget, ModelShape, kv_capacity_tokens
 from runners.errors import ConfigError
+from runners.input_model import InputModel
+
+#: Largest KV capacity a config may give, tokens: a thousand times a 141 GB GPU's cache for a 7B
+#: model (about a million tokens); beyond it a number is a typo, not an engine.
+MAX_KV_CAPACITY_TOKENS = 1_000_000_000
 
 
-class SimulatorConfig(BaseModel):
+class SimulatorConfig(InputModel):
     """The simulated engine: a profile (preset or file) plus optional overrides."""
-
-    model_config = ConfigDict(extra="forbid")
 
     kind: Literal["sim"] = "sim"
     preset: str = "qwen2.5-7b-2xv100-vllm"
     profile: str | None = Field(default=None, description="profile file (JSON/YAML); overrides preset")
     instances: int = Field(default=1, gt=0, le=64)
-    kv_capacity_tokens: int | None = Field(default=None, gt=0, description="override KV capacity, tokens")
+    kv_capacity_tokens: int | None = Field(default=None, gt=0, le=MAX_KV_CAPACITY_TOKENS,
+                                           description="override KV capacity, tokens")
     model: ModelShape | None = Field(default=None, description="compute KV capacity from this shape")
     gpu: GPUBudget | None = None
-    block_size: int | None = Field(default=None, gt=0)
-    max_num_seqs: int | None = Field(default=None, gt=0)
-    max_num_batched_tokens: int | None = Field(default=None, gt=0)
+    block_size: int | None = Field(default=None, gt=0, le=4096, description="tokens per KV block")
+    max_num_seqs: int | None = Field(default=None, gt=0, le=65_536, description="most requests running at once")
+    max_num_batched_tokens: int | None = Field(default=None, gt=0, le=10_000_000, description="tokens per step")
     scheduling_policy: Literal["fcfs", "priority"] = "fcfs"
     run_to_completion: bool = Field(default=False, description="hold KV until the batch ends (static server)")
     pace: float | None = Field(
-        default=None, gt=0,
+        default=None, ge=0.001, le=1_000_000.0,
         description="simulated seconds per wall-clock second (1 = real time), so a run can be watched live; "
-                    "unset = as fast as possible. Only delays the driver: every measured value is the same",
+                    "unset = as fast as possible. Only delays the driver: every measured value is the same. "
+                    "0.001 (a simulated second every 17 minutes) to 1,000,000",
     )
 
     def resolve(self) -> "ResolvedSimulator":
@@ -76,6 +81,10 @@ class SimulatorConfig(BaseModel):
             capacity = profile.capacity_tokens()
         if capacity < block_size:
             raise ConfigError("engine.kv_capacity_tokens", f"{capacity} tokens is less than one block ({block_size})")
+        if capacity > MAX_KV_CAPACITY_TOKENS:
+            source = "engine.gpu" if self.model is not None or self.gpu is not None else "engine.profile"
+            raise ConfigError(source, f"the model and GPU give a KV cache of {capacity:,} tokens; expected at most "
+                              f"{MAX_KV_CAPACITY_TOKENS:,}")
         return ResolvedSimulator(
             profile=profile,
             latency=profile.latency_model(),

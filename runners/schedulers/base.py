@@ -16,9 +16,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import ClassVar, Sequence
 
-from pydantic import BaseModel, ConfigDict
-
 from runners.engines.latency_model import LatencyModel
+from runners.input_model import InputModel
 from runners.workload.requests import Request
 
 
@@ -26,10 +25,9 @@ class PolicyError(RuntimeError):
     """A policy asked for something impossible (unknown request, double dispatch, bad instance)."""
 
 
-class PolicyParams(BaseModel):
-    """Base for a policy's parameters (pydantic: defaults, bounds and help text for UI and CLI)."""
-
-    model_config = ConfigDict(extra="forbid")
+class PolicyParams(InputModel):
+    """Base for a policy's parameters (pydantic: defaults, bounds and help text for UI and CLI).
+    As every config model: finite floats, no booleans for numbers, integers within each bound."""
 
 
 @dataclass(frozen=True)

@@ -76,18 +76,18 @@ def clamp_batch(size: int, decoding_now: int, b_max: int) -> int:
 
 
 class DynamicMemoryParams(PolicyParams):
-    b_max: int = Field(default=256, gt=0, description="B_max: largest cap (requests in flight per instance)")
+    b_max: int = Field(default=256, gt=0, le=65_536, description="B_max: largest cap (requests in flight per instance)")
     eps_m: float = Field(default=0.05, gt=0, lt=1, description="eps_M: allowed probability of KV overflow")
-    prior_output_tokens: int = Field(default=256, gt=0, description="E[l_out] before any request has finished")
+    prior_output_tokens: int = Field(default=256, gt=0, le=10_000_000, description="E[l_out] before any request has finished")
 
 
 class DynamicSLAParams(DynamicMemoryParams):
-    d_sla_s: float = Field(default=0.050, gt=0, description="D_SLA: decode latency target (TPOT), seconds")
-    eps_s: float = Field(default=0.005, ge=0, description="eps_D: tolerance around D_SLA, seconds")
-    alpha: int = Field(default=8, gt=0, description="gap kept between b_low and b_high")
-    delta: int = Field(default=2, gt=0, description="corrective step against noise")
-    b_min: int = Field(default=1, gt=0, description="B_min")
-    window: int = Field(default=16, gt=0, description="finished requests averaged for tau")
+    d_sla_s: float = Field(default=0.050, gt=0, le=3600.0, description="D_SLA: decode latency target (TPOT), seconds")
+    eps_s: float = Field(default=0.005, ge=0, le=3600.0, description="eps_D: tolerance around D_SLA, seconds")
+    alpha: int = Field(default=8, gt=0, le=65_536, description="gap kept between b_low and b_high")
+    delta: int = Field(default=2, gt=0, le=65_536, description="corrective step against noise")
+    b_min: int = Field(default=1, gt=0, le=65_536, description="B_min")
+    window: int = Field(default=16, gt=0, le=100_000, description="finished requests averaged for tau")
     memory_cap: bool = Field(default=True, description="also apply Alg. 1's memory cap (paper: b = min of both)")
 
 

@@ -29,6 +29,7 @@ import numpy as np
 from numba import njit
 from pydantic import Field
 
+from runners.input_model import MAX_SEED
 from runners.predictors import OutputLengthPredictor, OutputPredictorParams
 from runners.schedulers.base import (
     Completion,
@@ -36,6 +37,7 @@ from runners.schedulers.base import (
     Dispatch,
     InstanceInfo,
     PolicyError,
+    PolicyParams,
     SchedulerPolicy,
     TelemetrySample,
 )
@@ -187,12 +189,12 @@ def admit_shortest_first(running_base, running_end, candidate_base, candidate_en
     return admitted
 
 
-class MemoryParams(OutputPredictorParams):
+class MemoryParams(OutputPredictorParams, PolicyParams):
     output_predictor: str = Field(  # type: ignore[assignment]
         default="oracle", description="MC-SF assumes known output lengths (the paper's setting); "
         "gaussian or noisy-oracle to relax it")
     memory_fraction: float = Field(default=1.0, gt=0, le=1, description="share of the KV cache the policy plans for")
-    default_step_s: float = Field(default=0.03, gt=0, description="decode step time before one is known, seconds")
+    default_step_s: float = Field(default=0.03, gt=0, le=3600.0, description="decode step time before one is known, seconds")
 
 
 class AlphaParams(MemoryParams):
@@ -201,7 +203,7 @@ class AlphaParams(MemoryParams):
 
 class AlphaBetaParams(AlphaParams):
     beta: float = Field(default=0.2, gt=0, le=1, description="probability each running request is cleared on overflow")
-    clear_seed: int = Field(default=0, ge=0)
+    clear_seed: int = Field(default=0, ge=0, le=MAX_SEED)
 
 
 NOT_YET = float("nan")  # first-token time of a running request that has none yet

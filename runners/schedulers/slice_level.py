@@ -95,11 +95,11 @@ def assign_max_min(batch_times: Sequence[float], loads: dict[int, float]) -> lis
 
 
 class SCLSParams(PolicyParams):
-    slice_tokens: int = Field(default=128, gt=0, description="S: output tokens per slice")
+    slice_tokens: int = Field(default=128, gt=0, le=10_000_000, description="S: output tokens per slice")
     zeta: float = Field(default=0.9, gt=0, le=1, description="fraction of the KV cache a batch may plan to use")
-    interval_lambda: float = Field(default=0.5, gt=0, description="lambda in T = max(lambda * min load, Gamma)")
-    min_interval_s: float = Field(default=3.0, gt=0, description="Gamma: shortest scheduling interval, seconds")
-    max_batch: int = Field(default=256, gt=0, description="largest batch (also capped by the engine's max_num_seqs)")
+    interval_lambda: float = Field(default=0.5, gt=0, le=1e6, description="lambda in T = max(lambda * min load, Gamma)")
+    min_interval_s: float = Field(default=3.0, gt=0, le=86_400.0, description="Gamma: shortest scheduling interval, seconds")
+    max_batch: int = Field(default=256, gt=0, le=65_536, description="largest batch (also capped by the engine's max_num_seqs)")
 
 
 @dataclass

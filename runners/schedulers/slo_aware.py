@@ -24,25 +24,32 @@ from typing import Literal
 
 import numpy as np
 from numba import njit
-from pydantic import Field
+from pydantic import Field, model_validator
 
+from runners.input_model import MAX_SEED, field_error
 from runners.predictors import InstanceMemory, LatencyPredictor, OutputLengthPredictor, OutputPredictorParams
-from runners.schedulers.base import Completion, Decision, InstanceInfo, PolicyError, SchedulerPolicy, TelemetrySample
+from runners.schedulers.base import (Completion, Decision, InstanceInfo, PolicyError, PolicyParams, SchedulerPolicy,
+                                     TelemetrySample)
 from runners.schedulers.slo_annealing_kernel import evaluate_plan, full_batches, search
 from runners.workload.requests import Request
 
 INF = math.inf
 
 
-class SLOAwareParams(OutputPredictorParams):
+#: Most annealing moves one plan may try (temperature levels x iterations per level); the
+#: defaults try 6,300. Beyond this a plan takes minutes and the run stalls on it.
+MAX_ANNEALING_MOVES = 10_000_000
+
+
+class SLOAwareParams(OutputPredictorParams, PolicyParams):
     max_batch: int | None = Field(
-        default=None, gt=0, description="largest batch the plan may form (paper: 1, 2, 4); default: the engine's max_num_seqs"
+        default=None, gt=0, le=65_536, description="largest batch the plan may form (paper: 1, 2, 4); default: the engine's max_num_seqs"
     )
-    t0: float = Field(default=500.0, gt=0, description="initial temperature (basis points of the G bound)")
-    t_threshold: float = Field(default=20.0, gt=0, description="stop when the temperature falls below this")
-    iterations: int = Field(default=100, gt=0, description="moves tried per temperature")
+    t0: float = Field(default=500.0, gt=0, le=1e6, description="initial temperature (basis points of the G bound)")
+    t_threshold: float = Field(default=20.0, gt=0, le=1e6, description="stop when the temperature falls below this")
+    iterations: int = Field(default=100, gt=0, le=1_000_000, description="moves tried per temperature")
     decay: float = Field(default=0.95, gt=0, lt=1, description="temperature multiplier per level")
-    seed: int = Field(default=0, ge=0)
+    seed: int = Field(default=0, ge=0, le=MAX_SEED)
     chains: int = Field(default=2, ge=1, le=2, description="anneal from 1 or both start points (paper: 1; 2 is "
                         "closer to the exhaustive optimum at twice the time)")
     dispatch: Literal["slots", "batches", "all"] = Field(
@@ -51,6 +58,16 @@ class SLOAwareParams(OutputPredictorParams):
         "batches: send a planned batch only when the previous one has finished; "
         "all: send every planned request at once in plan order (the paper's protocol)",
     )
+
+    @model_validator(mode="after")
+    def _bounded_search(self) -> "SLOAwareParams":
+        levels = 0 if self.t0 < self.t_threshold else math.floor(math.log(self.t_threshold / self.t0)
+                                                                 / math.log(self.decay)) + 1
+        if levels * self.iterations > MAX_ANNEALING_MOVES:
+            raise field_error("SLOAwareParams", "iterations", f"t0, t_threshold, decay and iterations give "
+                              f"{levels:,} temperature levels x {self.iterations:,} moves per plan; expected at most "
+                              f"{MAX_ANNEALING_MOVES:,} moves (lower iterations or decay, or raise t_threshold)", self.iterations)
+        return self
 
 
 @dataclass

@@ -18,21 +18,27 @@ from pathlib import Path
 from typing import Literal
 
 import numpy as np
-from pydantic import BaseModel, ConfigDict, Field, model_validator
+from pydantic import Field, model_validator
 
 from runners.errors import ConfigError, DatasetError
+from runners.input_model import InputModel
 
 ArrivalProcess = Literal["all-at-once", "poisson", "gamma", "constant", "replay"]
 
 
-class ArrivalConfig(BaseModel):
+class ArrivalConfig(InputModel):
     """An arrival process and its parameters. ``rate`` is requests per second."""
 
-    model_config = ConfigDict(extra="forbid")
-
     process: ArrivalProcess = "poisson"
-    rate: float | None = Field(default=4.0, gt=0, description="requests per second")
-    burstiness: float = Field(default=1.0, gt=0, description="gamma shape; 1 = Poisson")
+    rate: float | None = Field(
+        default=4.0, ge=1e-6, le=1e6,
+        description="requests per second, finite: 1e-6 (one request in 11.6 days) to 1e6 (no client sends faster; "
+                    "use all-at-once for a burst)",
+    )
+    burstiness: float = Field(
+        default=1.0, ge=0.01, le=1000.0,
+        description="gamma shape; 1 = Poisson, below 1 burstier, above 1 steadier; 0.01 to 1000",
+    )
     replay_file: str | None = Field(default=None, description="timestamps file for 'replay'")
 
     @model_validator(mode="after")
@@ -53,13 +59,21 @@ def read_timestamps(path: str | Path) -> np.ndarray:
     file = Path(path)
     if not file.is_file():
         raise DatasetError(str(file), "replay file not found (expected one timestamp in seconds per line)")
-    text = file.read_text(encoding="utf-8")
+    try:  # utf-8-sig: a byte-order mark is not part of the first timestamp (or header)
+        text = file.read_text(encoding="utf-8-sig")
+    except UnicodeDecodeError as exc:
+        raise DatasetError(str(file), f"not UTF-8 text (byte {exc.start}); expected one timestamp in seconds "
+                           "per line") from None
+    except OSError as exc:
+        raise DatasetError(str(file), f"could not be read ({exc.strerror or exc})") from None
     values: list[float] = []
     if file.suffix == ".json":
         try:
             data = json.loads(text)
         except json.JSONDecodeError as exc:
             raise DatasetError(str(file), f"not valid JSON ({exc.msg}); expected a list of timestamps") from exc
+        except RecursionError:
+            raise DatasetError(str(file), "nested too deeply; expected a flat JSON list of timestamps") from None
         if not isinstance(data, list):
             raise DatasetError(str(file), "expected a JSON list of timestamps in seconds")
         raw = data
@@ -79,8 +93,10 @@ def read_timestamps(path: str | Path) -> np.ndarray:
         raw = [row[column] if column < len(row) else "" for row in rows]
     for number, item in enumerate(raw, start=1):
         try:
+            if isinstance(item, bool):
+                raise TypeError("a boolean is not a timestamp")
             value = float(item)
-        except (TypeError, ValueError):
+        except (TypeError, ValueError, OverflowError):
             raise DatasetError(str(file), f"entry {number} is {item!r}; expected a number of seconds") from None
         if not np.isfinite(value):
             raise DatasetError(str(file), f"entry {number} is not a finite number")
@@ -117,4 +133,11 @@ def arrival_times(config: ArrivalConfig, count: int, seed: int) -> np.ndarray:
     else:  # gamma
         shape = config.burstiness
         gaps = rng.gamma(shape, 1.0 / (rate * shape), size=count - 1)
-    return np.concatenate(([0.0], np.cumsum(gaps)))
+    times = np.concatenate(([0.0], np.cumsum(gaps)))
+    if not np.all(np.isfinite(times)):  # the bounds on rate and burstiness should make this impossible
+        raise ConfigError(
+            "workload.arrival",
+            f"{config.process} arrivals at rate {rate:g}/s (burstiness {config.burstiness:g}) gave non-finite "
+            "arrival times; expected a finite, positive rate and burstiness",
+        )
+    return times

@@ -6,9 +6,10 @@ from dataclasses import dataclass, field, replace
 from typing import Any, Callable
 
 import numpy as np
-from pydantic import BaseModel, ConfigDict, Field, model_validator
+from pydantic import Field, model_validator
 
 from runners.errors import ConfigError
+from runners.input_model import MAX_SEED, InputModel
 from runners.workload.arrivals import ArrivalConfig, arrival_times
 from runners.workload.conversations import ConversationPair, DatasetSource, LengthFilter, load_pairs
 from runners.workload.requests import Request
@@ -16,13 +17,17 @@ from runners.workload.slo import TASKS, TaskSLO
 from runners.workload.tokens import make_token_counter
 
 
-class MixRatio(BaseModel):
-    """Relative weights of the tasks; the SLO-aware paper mixes 1:1."""
+#: Most requests in one run. Every request is held in memory with its record and its result row
+#: (a few kB each, so a million is several GB), and at the default 4 req/s a million requests
+#: take 2.9 days; for more, run several runs.
+MAX_REQUESTS = 1_000_000
 
-    model_config = ConfigDict(extra="forbid")
 
-    chat: float = Field(default=1.0, ge=0)
-    code: float = Field(default=1.0, ge=0)
+class MixRatio(InputModel):
+    """Relative weights of the tasks; the SLO-aware paper mixes 1:1. Each finite, 0 to 1e6."""
+
+    chat: float = Field(default=1.0, ge=0, le=1e6)
+    code: float = Field(default=1.0, ge=0, le=1e6)
 
     @model_validator(mode="after")
     def _positive_total(self) -> "MixRatio":
@@ -36,16 +41,18 @@ class MixRatio(BaseModel):
         return {"chat": chat, "code": total - chat}
 
 
-class WorkloadConfig(BaseModel):
+class WorkloadConfig(InputModel):
     """Everything that decides which requests a run sends and when."""
-
-    model_config = ConfigDict(extra="forbid")
 
     chat: DatasetSource = Field(default_factory=DatasetSource)
     code: DatasetSource = Field(default_factory=DatasetSource)
     ratio: MixRatio = Field(default_factory=MixRatio)
-    requests: int = Field(default=500, gt=0, description="number of requests in the run")
-    seed: int = Field(default=0, ge=0)
+    requests: int = Field(
+        default=500, gt=0, le=MAX_REQUESTS,
+        description=f"number of requests in the run, at most {MAX_REQUESTS:,} (each is held in memory with its "
+                    "record and row, a few kB: a million is several GB; split bigger benchmarks into runs)",
+    )
+    seed: int = Field(default=0, ge=0, le=MAX_SEED, description="workload and arrival seed")
     arrival: ArrivalConfig = Field(default_factory=ArrivalConfig)
     filters: LengthFilter = Field(default_factory=LengthFilter)
     tokenizer: str | None = Field(default=None, description="local Hugging Face tokenizer folder")
@@ -116,7 +123,7 @@ def build_workload(
         chosen.extend((task, pairs[i]) for i in indices)
     order = rng.permutation(len(chosen))
     times = arrival_times(config.arrival, len(chosen), config.seed)
-    unset = TaskSLO(e2e_s=float("inf"))  # replaced below, once the SLOs are known
+    unset = TaskSLO.model_construct(e2e_s=float("inf"))  # a placeholder (not user input), replaced below
     workload = Workload(
         [
             Request(

@@ -5,22 +5,26 @@ Schema: a JSON array (or JSONL, optionally gzip-compressed) of
 ``{"id": ..., "conversations": [{"from": "human", "value": "..."}, {"from": "gpt", ...}]}``.
 From each entry we take the first human turn and the model reply that follows it. Entries
 are skipped, and counted by reason, when they are not objects, have no conversation, start
-with a model turn, hold non-string values, or have no reply; pairs outside the length
-filters are counted too.
+with a model turn, hold non-string values (a ``"from"`` that is a list or an object included),
+or have no reply; pairs outside the length filters are counted too. A file that cannot be read
+as a whole (not UTF-8, corrupt gzip, malformed or too deeply nested JSON) is one DatasetError
+naming the file, and the line for JSONL.
 """
 
 from __future__ import annotations
 
 import gzip
 import json
+import zlib
 from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Iterable, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, model_validator
+from pydantic import Field, model_validator
 
 from runners.errors import DatasetError
+from runners.input_model import InputModel
 from runners.workload.tokens import TokenCounter
 
 HUMAN_ROLES = frozenset({"human", "user"})
@@ -40,10 +44,8 @@ HUB_DEFAULTS = {
 }
 
 
-class DatasetSource(BaseModel):
+class DatasetSource(InputModel):
     """Where one task's conversations come from."""
-
-    model_config = ConfigDict(extra="forbid")
 
     kind: Literal["synthetic", "file", "hub"] = "synthetic"
     path: str | None = Field(default=None, description="local .json / .jsonl (.gz) file, for kind 'file'")
@@ -68,15 +70,17 @@ class DatasetSource(BaseModel):
         return f"hub:{self.hub_id}" + (f"/{self.data_files}" if self.data_files else "")
 
 
-class LengthFilter(BaseModel):
+#: Longest prompt or reply a filter may allow, tokens (the longest model contexts are ~10M).
+MAX_TOKENS = 10_000_000
+
+
+class LengthFilter(InputModel):
     """Token-length filter applied to every pair (defaults: vLLM's ShareGPT sampler)."""
 
-    model_config = ConfigDict(extra="forbid")
-
-    min_input_tokens: int = Field(default=4, ge=1)
-    max_input_tokens: int = Field(default=1024, ge=1)
-    min_output_tokens: int = Field(default=4, ge=1)
-    max_total_tokens: int = Field(default=2048, ge=2)
+    min_input_tokens: int = Field(default=4, ge=1, le=MAX_TOKENS)
+    max_input_tokens: int = Field(default=1024, ge=1, le=MAX_TOKENS)
+    min_output_tokens: int = Field(default=4, ge=1, le=MAX_TOKENS)
+    max_total_tokens: int = Field(default=2048, ge=2, le=2 * MAX_TOKENS)
 
     @model_validator(mode="after")
     def _consistent(self) -> "LengthFilter":
@@ -129,10 +133,72 @@ class LoadReport:
         }
 
 
-def _open_text(path: Path):
-    if path.suffix == ".gz":
-        return gzip.open(path, "rt", encoding="utf-8")
-    return path.open("r", encoding="utf-8")
+def _open_binary(path: Path):
+    return gzip.open(path, "rb") if path.suffix == ".gz" else path.open("rb")
+
+
+#: What a damaged file raises while it is read: corrupt or truncated gzip (zlib.error, EOFError,
+#: gzip.BadGzipFile, an OSError), other read errors (OSError).
+_READ_ERRORS = (OSError, EOFError, zlib.error)
+
+
+def _decode(data: bytes, first: bool) -> str:
+    """UTF-8 text; a byte-order mark at the very start of the file is dropped."""
+    return data.decode("utf-8-sig" if first else "utf-8")
+
+
+def _read_jsonl(file: Path) -> list[Any]:
+    entries = []
+    number = 0
+    try:
+        with _open_binary(file) as handle:
+            for number, raw in enumerate(handle, start=1):
+                try:
+                    line = _decode(raw, number == 1)
+                except UnicodeDecodeError as exc:
+                    raise DatasetError(str(file), f"line {number} is not UTF-8 text (byte {exc.start} of the line); "
+                                       "expected a UTF-8 .jsonl file") from None
+                if not line.strip():
+                    continue
+                try:
+                    entries.append(json.loads(line))
+                except json.JSONDecodeError as exc:
+                    raise DatasetError(str(file), f"line {number} is not valid JSON ({exc.msg})") from exc
+                except RecursionError:
+                    raise DatasetError(str(file), f"line {number} is nested too deeply to be a conversation") \
+                        from None
+    except _READ_ERRORS as exc:
+        where = f" after line {number}" if number else ""
+        raise DatasetError(str(file), f"could not be read{where} ({_describe(exc)})") from None
+    return entries
+
+
+def _read_json(file: Path) -> Any:
+    try:
+        with _open_binary(file) as handle:
+            data = handle.read()
+    except _READ_ERRORS as exc:
+        raise DatasetError(str(file), f"could not be read ({_describe(exc)})") from None
+    try:
+        text = _decode(data, True)
+    except UnicodeDecodeError as exc:
+        line = data[: exc.start].count(b"\n") + 1
+        raise DatasetError(str(file), f"line {line} is not UTF-8 text; expected a UTF-8 JSON file") from None
+    try:
+        return json.loads(text)
+    except json.JSONDecodeError as exc:
+        raise DatasetError(
+            str(file), f"not valid JSON at line {exc.lineno} column {exc.colno} ({exc.msg}); "
+            "expected a JSON array of conversations or a .jsonl file"
+        ) from exc
+    except RecursionError:
+        raise DatasetError(str(file), "nested too deeply to be a list of conversations") from None
+
+
+def _describe(exc: BaseException) -> str:
+    if isinstance(exc, (zlib.error, EOFError, gzip.BadGzipFile)):
+        return f"corrupt or truncated gzip data: {exc}" if str(exc) else "corrupt or truncated gzip data"
+    return getattr(exc, "strerror", None) or str(exc) or type(exc).__name__
 
 
 def read_entries_from_file(path: str | Path) -> list[Any]:
@@ -144,27 +210,9 @@ def read_entries_from_file(path: str | Path) -> list[Any]:
     if not file.is_file():
         raise DatasetError(str(file), "file not found (expected a .json or .jsonl dataset file)")
     name = file.name[:-3] if file.name.endswith(".gz") else file.name
-    try:
-        with _open_text(file) as handle:
-            if name.endswith(".jsonl"):
-                entries = []
-                for number, line in enumerate(handle, start=1):
-                    if not line.strip():
-                        continue
-                    try:
-                        entries.append(json.loads(line))
-                    except json.JSONDecodeError as exc:
-                        raise DatasetError(str(file), f"line {number} is not valid JSON ({exc.msg})") from exc
-                return entries
-            try:
-                data = json.load(handle)
-            except json.JSONDecodeError as exc:
-                raise DatasetError(
-                    str(file), f"not valid JSON at line {exc.lineno} column {exc.colno} ({exc.msg}); "
-                    "expected a JSON array of conversations or a .jsonl file"
-                ) from exc
-    except (OSError, UnicodeDecodeError, EOFError) as exc:
-        raise DatasetError(str(file), f"could not be read as UTF-8 text: {exc}") from exc
+    if name.endswith(".jsonl"):
+        return _read_jsonl(file)
+    data = _read_json(file)
     if isinstance(data, dict) and isinstance(data.get("data"), list):
         data = data["data"]
     if not isinstance(data, list):
@@ -194,6 +242,12 @@ def read_entries_from_hub(source: DatasetSource) -> list[Any]:
     return list(loaded)
 
 
+def _role(turn: Any) -> str | None:
+    """A turn's ``"from"`` when it is a string, else None (a list or object is not a role)."""
+    role = turn.get("from") if isinstance(turn, dict) else None
+    return role if isinstance(role, str) else None
+
+
 def _first_exchange(entry: Any) -> tuple[str, str] | str:
     """(prompt, reply) of an entry's first human turn and the reply after it, or a skip reason."""
     if not isinstance(entry, dict):
@@ -206,15 +260,15 @@ def _first_exchange(entry: Any) -> tuple[str, str] | str:
     if not turns:
         return "empty conversation"
     index = 0
-    while index < len(turns) and isinstance(turns[index], dict) and turns[index].get("from") in SYSTEM_ROLES:
+    while index < len(turns) and _role(turns[index]) in SYSTEM_ROLES:
         index += 1
     if index >= len(turns):
         return "empty conversation"
     first = turns[index]
     if not isinstance(first, dict):
         return "turn is not an object"
-    role = first.get("from")
-    if not isinstance(role, str):
+    role = _role(first)
+    if role is None:
         return "non-string value"
     if role in MODEL_ROLES:
         return "starts with a model turn"
@@ -225,8 +279,9 @@ def _first_exchange(entry: Any) -> tuple[str, str] | str:
     reply = turns[index + 1]
     if not isinstance(reply, dict):
         return "turn is not an object"
-    if reply.get("from") not in MODEL_ROLES:
-        return "no reply" if isinstance(reply.get("from"), str) else "non-string value"
+    reply_role = _role(reply)
+    if reply_role not in MODEL_ROLES:
+        return "no reply" if reply_role is not None else "non-string value"
     prompt_text, reply_text = first.get("value"), reply.get("value")
     if not isinstance(prompt_text, str) or not isinstance(reply_text, str):
         return "non-string value"

@@ -9,15 +9,17 @@ from __future__ import annotations
 
 from typing import Literal
 
-from pydantic import BaseModel, ConfigDict, Field, model_validator
+from pydantic import ConfigDict, Field, model_validator
+
+from runners.input_model import InputModel
 
 TASKS: tuple[str, ...] = ("chat", "code")
 
 
-class TaskSLO(BaseModel):
-    """Latency limits for one task, in seconds. At least one limit must be set."""
+class TaskSLO(InputModel):
+    """Latency limits for one task, in seconds (finite). At least one limit must be set."""
 
-    model_config = ConfigDict(extra="forbid", frozen=True)
+    model_config = ConfigDict(frozen=True)
 
     ttft_s: float | None = Field(default=None, gt=0, description="time to first token limit, seconds")
     tpot_s: float | None = Field(default=None, gt=0, description="time per output token limit, seconds")
@@ -62,15 +64,13 @@ PAPER_SLOS: dict[str, TaskSLO] = {
 AUTO_SLO_FACTOR = 10.0
 
 
-class SLOConfig(BaseModel):
+class SLOConfig(InputModel):
     """Which SLOs a run uses. ``custom`` limits override the paper preset task by task."""
-
-    model_config = ConfigDict(extra="forbid")
 
     preset: Literal["paper", "custom", "auto"] = "paper"
     chat: TaskSLO | None = None
     code: TaskSLO | None = None
-    auto_factor: float = Field(default=AUTO_SLO_FACTOR, gt=0)
+    auto_factor: float = Field(default=AUTO_SLO_FACTOR, gt=0, le=1e6, description="auto: E2E SLO = this x alone")
 
     @model_validator(mode="after")
     def _custom_needs_limits(self) -> "SLOConfig":
