@@ -57,6 +57,7 @@ UNUSABLE = (result_store.DAMAGED, result_store.INCOMPLETE)
 frame = pd.DataFrame([{
     "run": run["run_id"], "status": run["status"], "engine": run.get("engine"),
     "scheduler": run.get("scheduler"), "workload": run.get("workload"),
+    "requests": run.get("rows"),  # request rows saved: so far, for a running or interrupted run
     "rate (req/s)": run.get("arrival_rate_rps"), "SLO attainment": run.get("slo_attainment"), "G (1/s)": run.get("G"),
     "started": run.get("started_at"), "sweep": run.get("sweep_id"), "problem": run.get("problem"),
 } for run in runs])

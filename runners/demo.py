@@ -54,7 +54,7 @@ def demo_summaries(results_root: str | Path = DEFAULT_RESULTS_DIR) -> list[dict[
     found = []
     for name, _ in DEMO_SCHEDULERS:
         summary = by_id.get(f"{DEMO_PREFIX}{name}")
-        if summary is not None and summary.get("status") == "done":
+        if summary is not None and summary["status"] == "done" and isinstance(summary.get("scheduler"), str):
             found.append(summary)
     return found
 

@@ -630,7 +630,7 @@ def list_runs(root: str | Path = DEFAULT_RESULTS_DIR) -> list[dict[str, Any]]:
     """A record for every run folder under ``root`` (see :func:`inspect_run`), newest first by
     ``started_at``; damaged and incomplete runs last. SchedlabError when ``root`` is not a folder."""
     base = _results_root(root)
-    records = [inspect_run(base / name) for name in _run_names(base)]
+    records = [inspect_run(base / name) for name in sorted(_run_names(base))]
     return sorted(records, key=lambda r: (r["status"] not in (DAMAGED, INCOMPLETE), str(r.get("started_at") or "")),
                   reverse=True)
 
