@@ -18,7 +18,7 @@ from runners.drivers.wall_clock import WallClockDriver
 from runners.engines.latency_model import LatencyModel
 from runners.engines.profile import load_profile
 from runners.engines.real_config import redact_args
-from runners.engines.real_engine import RealEngine
+from runners.engines.real_engine import RealEngine, check_api_key
 from runners.engines.simulator import ResolvedSimulator, SimulatedInstance, SimulatorConfig
 from runners.errors import ConfigError, RunCancelled, RunStopped
 from runners.metrics.run_metrics import distribution
@@ -49,6 +49,7 @@ class RunOutcome:
 
 def prepare_run(config: RunConfig) -> PreparedRun:
     """Resolve the engine, build the workload with its SLOs, and check the cache can hold it."""
+    check_api_key(config.engine)
     simulator = config.engine.resolve() if isinstance(config.engine, SimulatorConfig) else None
     latency = simulator.latency if simulator else None
     if simulator is None and config.engine.profile:
@@ -259,6 +260,7 @@ def _wall_clock_extras(driver: WallClockDriver) -> dict[str, Any]:
         "scheduled_arrival_rate_rps": (len(scheduled) - 1) / scheduled_span if scheduled_span > 0 else None,
         "failures": driver.failures,
         "resent_requests": len(counters.resent),  # dropped unanswered by the server, sent again
+        "server_requests": counters.server_requests,  # sent in the measured run, re-sends included
         "client_cpu_s": counters.client_cpu_s,
         "client_cpu_ms_per_1k_chunks": 1e6 * counters.client_cpu_s / counters.chunks if counters.chunks else None,
     }

@@ -6,6 +6,14 @@ woken; each dispatch becomes a streaming request; telemetry is polled from every
 ``/metrics``. Times given to the policy and written to results are seconds since the run's
 start on a monotonic clock. Requests in flight are bounded only by the policy: the aiohttp
 connection pool is unlimited.
+
+Every dispatch ends in exactly one of: the tokens asked for (a slice, or the whole request), a
+reply shorter than asked (the request ends there with what arrived, counted as an output-length
+mismatch: it is never re-sent), or a failure (the error says why; what arrived is kept). So a
+request costs at most one server request per dispatch, plus the one re-send of a request a
+server dropped unanswered. Nothing a request task raises is lost: it fails that request. A stop
+request (``should_stop``) is polled every ``STOP_POLL_S`` and ends whatever the run is waiting
+on, warm-up included.
 """
 
 from __future__ import annotations
@@ -20,14 +28,17 @@ import aiohttp
 from runners.drivers.virtual_time import DriverResult
 from runners.engines.gpu import GPUMonitor
 from runners.engines.latency_model import LatencyModel
-from runners.engines.openai_client import client_connector, stream_request
+from runners.engines.openai_client import StreamResult, client_connector, header_secrets, redact, stream_request
 from runners.engines.real_config import ClientOptions
 from runners.engines.real_engine import RealEngine, RealInstance
 from runners.engines.telemetry import MetricsSnapshot, parse_metrics
 from runners.errors import RunCancelled, RunStopped
 from runners.recording import RunRecorder
-from runners.schedulers.base import Completion, Dispatch, InstanceInfo, SchedulerPolicy, TelemetrySample
+from runners.schedulers.base import Completion, Dispatch, InstanceInfo, PolicyError, SchedulerPolicy, TelemetrySample
 from runners.workload.requests import Request
+
+#: Seconds between two looks at ``should_stop``: a cancel takes effect within about this long.
+STOP_POLL_S = 0.1
 
 
 @dataclass
@@ -43,11 +54,12 @@ class EngineCounters:
 
     server_ttft_sum_s: float = 0.0
     server_ttft_count: float = 0.0
-    output_length_mismatches: int = 0
+    output_length_mismatches: int = 0  # replies with another token count than asked (each ends its request)
     arrival_lag_s: list[float] = field(default_factory=list)
     client_cpu_s: float = 0.0
     chunks: int = 0
     resent: list[str] = field(default_factory=list)  # why a request was sent twice (dropped unanswered)
+    server_requests: int = 0  # HTTP requests sent during the measured run, re-sends included
 
     @property
     def server_ttft_mean_s(self) -> float | None:
@@ -87,7 +99,10 @@ class WallClockDriver:
         self._texts: dict[str, str] = {}
         self._tasks: set[asyncio.Task] = set()
         self._request_tasks: dict[str, asyncio.Task] = {}
+        self._task_dispatch: dict[asyncio.Task, Dispatch] = {}
         self._cancelled: set[asyncio.Task] = set()
+        self._task_failure: BaseException | None = None
+        self._secrets = [secret for instance in self.instances for secret in header_secrets(instance.endpoint.headers)]
         self._start = 0.0
         self._wake_at: float | None = None
         self._arrivals_done = False
@@ -118,7 +133,8 @@ class WallClockDriver:
         task = asyncio.get_running_loop().create_task(self._serve(dispatch, max_tokens))
         self._tasks.add(task)
         self._request_tasks[dispatch.request_id] = task
-        task.add_done_callback(self._tasks.discard)
+        self._task_dispatch[task] = dispatch
+        task.add_done_callback(self._request_ended)
 
     async def _serve(self, dispatch: Dispatch, max_tokens: int) -> None:
         request_id, index = dispatch.request_id, dispatch.instance
@@ -126,8 +142,10 @@ class WallClockDriver:
         record = self.recorder.records[request_id]
         prompt = record.request.prompt + self._texts.get(request_id, "")
         state = self._states[index]
+        arrived: list[float] = []  # chunk times, kept here too in case the client fails unexpectedly
 
         def on_chunk(at: float, first: bool) -> None:
+            arrived.append(at)
             state.chunks_since_sample += 1
             self.counters.chunks += 1
             if first:
@@ -142,33 +160,78 @@ class WallClockDriver:
         except asyncio.CancelledError:
             if asyncio.current_task() in self._cancelled:
                 return  # the policy cancelled this dispatch: nothing to record
+            # the run is ending: keep what arrived; the row is closed with the run's status
+            self.recorder.tokens(request_id, [t - self._start for t in arrived], len(arrived))
             raise
+        except Exception as exc:  # the client returns server trouble; anything else fails this request
+            result = StreamResult(sent_at=0.0, chunk_times=arrived,
+                                  error=f"client error: {type(exc).__name__}: {exc}")
+        self._settle(dispatch, max_tokens, result)
+
+    def _settle(self, dispatch: Dispatch, max_tokens: int, result: StreamResult) -> None:
+        """Record what one dispatch produced and tell the policy."""
+        request_id, index = dispatch.request_id, dispatch.instance
         if self._request_tasks.get(request_id) is asyncio.current_task():
             del self._request_tasks[request_id]
+        self.counters.server_requests += 1
         if result.retried_after is not None:
+            self.counters.server_requests += 1
             self.counters.resent.append(f"{request_id}: {result.retried_after}")
         now = self.now()
         times = [t - self._start for t in result.chunk_times]
         if result.error is not None:
             self.recorder.tokens(request_id, times, len(times))
             self.policy.on_failure(request_id, index, result.error, now)
-            self.recorder.finish(request_id, now, error=result.error)
-            self.failures += 1
-            if self.options.on_failure == "stop":
-                self._stop(f"request {request_id} failed ({result.error}) and engine.on_failure is 'stop'")
-            elif self.options.max_failures is not None and self.failures >= self.options.max_failures:
-                self._stop(f"{self.failures} requests failed (engine.max_failures = {self.options.max_failures}); last: {result.error}")
+            self._failed(request_id, result.error, now)
         else:
             tokens = result.output_tokens
             if tokens != max_tokens:
                 self.counters.output_length_mismatches += 1
             self._texts[request_id] = self._texts.get(request_id, "") + result.text
             record = self.recorder.tokens(request_id, times, tokens)
-            done = record.remaining_tokens <= 0
+            # a reply shorter than asked ends the request with what it got: re-sending the rest
+            # would hide the mismatch and, against a server that keeps answering short, never end
+            done = record.remaining_tokens <= 0 or tokens < max_tokens
             self.policy.on_completion(Completion(request_id, index, tokens, record.output_tokens, done), now)
             if done:
                 self.recorder.finish(request_id, now)
                 self._texts.pop(request_id, None)
+        if self.recorder.all_done:
+            self._finished.set()
+        self._wake.set()
+
+    def _failed(self, request_id: str, error: str, now: float) -> None:
+        """Close a request's row as failed (``error`` redacted) and apply the run's failure rules."""
+        error = redact(error, self._secrets)
+        self.recorder.finish(request_id, now, error=error)
+        self.failures += 1
+        if self.options.on_failure == "stop":
+            self._stop(f"request {request_id} failed ({error}) and engine.on_failure is 'stop'")
+        elif self.options.max_failures is not None and self.failures >= self.options.max_failures:
+            self._stop(f"{self.failures} requests failed (engine.max_failures = {self.options.max_failures}); last: {error}")
+
+    def _request_ended(self, task: asyncio.Task) -> None:
+        """Done-callback of every request task: an exception it raised fails its request (the row
+        is written) and, if it came from the policy, the run; it is never left unobserved."""
+        self._tasks.discard(task)
+        dispatch = self._task_dispatch.pop(task, None)
+        if dispatch is None or task.cancelled() or task.exception() is None:
+            return
+        exc = task.exception()
+        reason = f"request task failed: {type(exc).__name__}: {exc}"
+        if self._request_tasks.get(dispatch.request_id) is task:
+            del self._request_tasks[dispatch.request_id]
+        if not self.recorder.records[dispatch.request_id].done:
+            self._failed(dispatch.request_id, reason, self.now())
+        if isinstance(exc, PolicyError):
+            self._task_failure = exc
+            self._finished.set()
+        else:
+            try:
+                self.policy.on_failure(dispatch.request_id, dispatch.instance, reason, self.now())
+            except Exception as policy_exc:  # noqa: BLE001 - a policy that fails here fails the run
+                self._task_failure = policy_exc
+                self._finished.set()
         if self.recorder.all_done:
             self._finished.set()
         self._wake.set()
@@ -200,10 +263,10 @@ class WallClockDriver:
             self._wake.clear()
             self._decide()
 
-    async def _scrape(self, instance: RealInstance) -> MetricsSnapshot | None:
+    async def _scrape(self, instance: RealInstance, timeout_s: float = 5.0) -> MetricsSnapshot | None:
         try:
             async with self._session.get(instance.metrics_url, headers=instance.endpoint.headers,
-                                         timeout=aiohttp.ClientTimeout(total=5)) as response:
+                                         timeout=aiohttp.ClientTimeout(total=timeout_s)) as response:
                 if response.status != 200:
                     return None
                 return parse_metrics(await response.text())
@@ -256,14 +319,36 @@ class WallClockDriver:
                 self._stop(f"engine instance {instance.index} ({instance.endpoint.base_url}) exited with code {code}")
             if now > self.max_duration_s:
                 self._stop(f"time limit: not finished after max_duration_s = {self.max_duration_s:g} s")
-            if self.should_stop is not None and self.should_stop():
-                self.cancelled = True
-                self._stop("cancelled by the user")
             if self.recorder.flush_due() and (self._flushing is None or self._flushing.done()):
                 # parquet writes and fsync-free JSON still touch the disk: keep them off the loop
                 self._flushing = asyncio.ensure_future(asyncio.to_thread(self.recorder.flush))
             self._wake.set()
             await asyncio.sleep(max(0.0, self.sample_interval_s - (self.now() - started)))
+
+    async def _watch_stop(self) -> None:
+        """Polls ``should_stop`` from the start of warm-up to the end of the run; a stop request
+        ends the run (and so whatever it is awaiting) within ``STOP_POLL_S``."""
+        if self.should_stop is None:
+            return
+        while not self._finished.is_set():
+            if self.should_stop():
+                self.cancelled = True
+                self._stop("cancelled by the user")
+                return
+            await asyncio.sleep(STOP_POLL_S)
+
+    async def _unless_finished(self, awaitable):
+        """The result of ``awaitable``, or None if the run finishes (is cancelled) first."""
+        task = asyncio.ensure_future(awaitable)
+        finished = asyncio.ensure_future(self._finished.wait())
+        try:
+            await asyncio.wait({task, finished}, return_when=asyncio.FIRST_COMPLETED)
+        finally:
+            finished.cancel()
+            if not task.done():
+                task.cancel()
+            await asyncio.gather(task, finished, return_exceptions=True)
+        return None if task.cancelled() else task.result()
 
     async def _warmup(self) -> None:
         """Waves of concurrent short requests per instance, before the clock starts; not recorded.
@@ -281,11 +366,22 @@ class WallClockDriver:
     async def _run(self) -> DriverResult:
         self._wake = asyncio.Event()
         self._finished = asyncio.Event()
+        watcher = asyncio.create_task(self._watch_stop())
+        try:
+            return await self._measure()
+        finally:
+            watcher.cancel()
+            await asyncio.gather(watcher, return_exceptions=True)
+            self._gpu.close()
+
+    async def _measure(self) -> DriverResult:
         async with aiohttp.ClientSession(connector=client_connector()) as session:
             self._session = session
-            await self._warmup()
+            await self._unless_finished(self._warmup())
             for index, instance in enumerate(self.instances):
-                self._states[index].baseline = await self._scrape(instance)
+                self._states[index].baseline = await self._unless_finished(self._scrape(instance))
+            if self.cancelled:
+                raise RunCancelled("cancelled by the user (during warm-up)")
             infos = [InstanceInfo(i.index, i.kv_capacity_tokens, i.block_size, i.max_num_seqs, self.latency_model)
                      for i in self.instances]
             self._start = time.perf_counter()
@@ -312,16 +408,18 @@ class WallClockDriver:
                 await asyncio.gather(*background, *self._tasks, return_exceptions=True)
                 if self._flushing is not None:
                     await asyncio.gather(self._flushing, return_exceptions=True)
+            failure = failure or self._task_failure
             end = self.now()
             self.counters.client_cpu_s = time.process_time() - cpu_start
-            for index, instance in enumerate(self.instances):
-                final = await self._scrape(instance)
+            # after a cancel the servers may not answer: a short last look, all instances at once
+            finals = await asyncio.gather(*(self._scrape(instance, 1.0 if self.cancelled else 5.0)
+                                            for instance in self.instances))
+            for index, final in enumerate(finals):
                 self.recorder.sample(self._sample_row(index, final, end))
                 baseline = self._states[index].baseline
                 if final is not None and final.ttft_count is not None:
                     self.counters.server_ttft_sum_s += (final.ttft_sum_s or 0) - ((baseline.ttft_sum_s or 0) if baseline else 0)
                     self.counters.server_ttft_count += final.ttft_count - ((baseline.ttft_count or 0) if baseline else 0)
-        self._gpu.close()
         if failure is not None:
             raise failure
         if self.cancelled:

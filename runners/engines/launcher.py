@@ -1,5 +1,11 @@
 """Start and stop engine servers: argument lists (never a shell), free ports, one process group
-per server, a health wait that quotes the server's log when it fails, and terminate-then-kill."""
+per server, a health wait that quotes the server's log when it fails, and terminate-then-kill.
+
+The value of a secret-looking flag (``--api-key X``, ``--hf-token=X``: see
+:func:`runners.engines.real_config.redact_args`) is written to the server's log as ``***``, and
+the log tail quoted in an error has those values and anything that looks like a token
+(``Bearer <token>``, ``sk-...``) redacted too.
+"""
 
 from __future__ import annotations
 
@@ -7,15 +13,59 @@ import os
 import signal
 import socket
 import subprocess
+import threading
 import time
 from collections import deque
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Callable, Sequence
+from typing import Any, Callable, Sequence, TypeVar
 from urllib.error import URLError
 from urllib.request import urlopen
 
+from runners.engines.openai_client import redact
+from runners.engines.real_config import redact_args
 from runners.errors import RunCancelled, SchedlabError
+
+#: Seconds between two health probes, and the longest one probe may take.
+HEALTH_POLL_S = 0.5
+HEALTH_PROBE_TIMEOUT_S = 2.0
+#: Seconds between two looks at ``should_stop`` while waiting on a server.
+STOP_POLL_S = 0.1
+T = TypeVar("T")
+
+
+def command_secrets(command: Sequence[str]) -> list[str]:
+    """The values that :func:`redact_args` hides in ``command`` (``--api-key X``, ``--hf-token=X``)."""
+    secrets = []
+    for original, shown in zip(command, redact_args(list(command))):
+        if original != shown:
+            secrets.append(original.partition("=")[2] if "=" in shown else original)
+    return [secret for secret in secrets if secret]
+
+
+def unless_stopped(probe: Callable[[], T], should_stop: Callable[[], bool] | None, what: str) -> T:
+    """``probe()``'s result, run in a helper thread so that ``should_stop`` is honoured within
+    ``STOP_POLL_S`` while it waits on a server: RunCancelled(``"cancelled while " + what``); the
+    thread is left to end at the probe's own timeout."""
+    if should_stop is None:
+        return probe()
+    outcome: dict[str, Any] = {}
+
+    def call() -> None:
+        try:
+            outcome["value"] = probe()
+        except BaseException as exc:  # noqa: BLE001 - handed back to the caller below
+            outcome["error"] = exc
+
+    thread = threading.Thread(target=call, name=f"probe {what}", daemon=True)
+    thread.start()
+    while thread.is_alive():
+        if should_stop():
+            raise RunCancelled(f"cancelled while {what}")
+        thread.join(STOP_POLL_S)
+    if "error" in outcome:
+        raise outcome["error"]
+    return outcome["value"]
 
 
 class EngineStartError(SchedlabError):
@@ -29,10 +79,11 @@ def free_port(host: str = "127.0.0.1") -> int:
         return int(probe.getsockname()[1])
 
 
-def log_tail(path: Path, lines: int = 30) -> str:
+def log_tail(path: Path, lines: int = 30, secrets: Sequence[str] = ()) -> str:
+    """The last ``lines`` lines of a server log, with ``secrets`` and token-like text redacted."""
     try:
         with path.open("r", encoding="utf-8", errors="replace") as handle:
-            return "".join(deque(handle, maxlen=lines))
+            return redact("".join(deque(handle, maxlen=lines)), list(secrets))
     except FileNotFoundError:
         return ""
 
@@ -58,7 +109,7 @@ class ServerProcess:
         self.log_path.parent.mkdir(parents=True, exist_ok=True)
         handle = self.log_path.open("ab")
         self._log_handle = handle
-        handle.write(("$ " + " ".join(self.command) + "\n").encode())
+        handle.write(("$ " + " ".join(redact_args(self.command)) + "\n").encode())
         handle.flush()
         try:
             self.process = subprocess.Popen(
@@ -73,30 +124,41 @@ class ServerProcess:
             handle.close()
             raise EngineStartError(f"could not start {self.command[0]!r}: {exc}") from exc
 
+    def _tail(self) -> str:
+        return log_tail(self.log_path, secrets=command_secrets(self.command))
+
     def healthy(self) -> bool:
         try:
-            with urlopen(self.base_url + self.health_path, timeout=2) as response:
+            with urlopen(self.base_url + self.health_path, timeout=HEALTH_PROBE_TIMEOUT_S) as response:
                 return response.status == 200
         except (URLError, OSError, ValueError):
             return False
 
     def wait_healthy(self, timeout_s: float, should_stop: Callable[[], bool] | None = None) -> float:
         """Seconds until healthy; EngineStartError with the log tail on exit or timeout;
-        RunCancelled as soon as ``should_stop()`` says so (a start-up can take minutes)."""
+        RunCancelled within about ``STOP_POLL_S`` of ``should_stop()`` saying so (a start-up can
+        take minutes), a health probe in progress included."""
         start = time.monotonic()
+        waiting = "the servers were starting"
+
+        def stop_requested() -> bool:
+            return should_stop is not None and should_stop()
+
         while time.monotonic() - start < timeout_s:
-            if should_stop is not None and should_stop():
-                raise RunCancelled("cancelled while the servers were starting")
+            if stop_requested():
+                raise RunCancelled(f"cancelled while {waiting}")
             if self.process is not None and self.process.poll() is not None:
                 raise EngineStartError(
                     f"server on port {self.port} exited with code {self.process.returncode} during start-up; "
-                    f"log {self.log_path}:\n{log_tail(self.log_path)}"
+                    f"log {self.log_path}:\n{self._tail()}"
                 )
-            if self.healthy():
+            if unless_stopped(self.healthy, should_stop, waiting):
                 return time.monotonic() - start
-            time.sleep(0.5)
+            next_probe = time.monotonic() + HEALTH_POLL_S
+            while time.monotonic() < next_probe and not stop_requested():
+                time.sleep(STOP_POLL_S)
         raise EngineStartError(
-            f"server on port {self.port} not healthy after {timeout_s:g} s; log {self.log_path}:\n{log_tail(self.log_path)}"
+            f"server on port {self.port} not healthy after {timeout_s:g} s; log {self.log_path}:\n{self._tail()}"
         )
 
     def stop(self, grace_s: float = 20.0) -> None:

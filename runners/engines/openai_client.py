@@ -5,7 +5,13 @@ where the engine accepts it, ``min_tokens`` = target, so every scheduler serves 
 ``stream_options.include_usage`` is sent explicitly and the token count is taken from the final
 usage chunk. Every SSE line is timestamped with ``time.perf_counter()`` (monotonic) the moment
 it is read. HTTP errors, engine error chunks, dropped streams, timeouts and refused
-connections come back as a result with ``error`` set, never as an exception.
+connections come back as a result with ``error`` set, never as an exception. So do chunks that
+are valid JSON of an unexpected shape (``null``, ``[1, 2]``, ``{"choices": "abc"}``, a usage
+count that is not a count): the error quotes what arrived, and the chunks before it are kept. A
+usage count the client cannot trust (0 after tokens arrived, or more than ``max_tokens``) fails
+the request too, rather than being taken as progress. Every error text has the request's API
+key, and anything that looks like a bearer token or ``sk-`` key, written as ``***`` (servers
+echo them).
 
 Keep-alive: servers close a pooled connection after it has been idle for their keep-alive time
 (uvicorn's default and vLLM's VLLM_HTTP_TIMEOUT_KEEP_ALIVE: 5 s), aiohttp keeps one for 15 s.
@@ -21,11 +27,14 @@ from __future__ import annotations
 
 import asyncio
 import json
+import re
 import time
 from dataclasses import dataclass, field
 from typing import Any, Callable, Literal
 
 import aiohttp
+
+from runners.engines.real_config import REDACTED
 
 #: Seconds a pooled connection may stay idle before the client closes it: below the 5 s
 #: keep-alive of uvicorn-based servers (vLLM, LMDeploy), so it never races their close.
@@ -36,6 +45,45 @@ def client_connector() -> aiohttp.TCPConnector:
     """The connection pool for a run: unbounded (the policy bounds requests in flight), and
     closing idle connections before the servers do (see the module docstring)."""
     return aiohttp.TCPConnector(limit=0, limit_per_host=0, keepalive_timeout=KEEPALIVE_S)
+
+
+#: Longest excerpt of a server's reply quoted in an error, characters.
+QUOTE_CHARS = 120
+_TOKEN_LIKE = re.compile(r"(?i)\b(bearer)(\s+)[^\s\"',;}\]]+|\bsk-[A-Za-z0-9_\-]{4,}")
+
+
+def header_secrets(headers: dict[str, str]) -> list[str]:
+    """The secret values in request headers: the credential part of each value (``Bearer sk-x``
+    gives ``sk-x``), or the whole value when it has no scheme word."""
+    secrets = []
+    for value in headers.values():
+        parts = value.split(None, 1)
+        secrets.append(parts[1] if len(parts) == 2 else value)
+    return [secret.strip() for secret in secrets if len(secret.strip()) >= 4]
+
+
+def redact(text: str, secrets: list[str] | tuple[str, ...] = ()) -> str:
+    """``text`` with every one of ``secrets`` and anything that looks like a credential
+    (``Bearer <token>``, ``sk-...``) replaced by ``***``: for error texts that are saved."""
+    for secret in sorted(secrets, key=len, reverse=True):
+        if secret:
+            text = text.replace(secret, REDACTED)
+
+    def hide(match: re.Match) -> str:
+        if match.group(1):
+            return f"{match.group(1)}{match.group(2)}{REDACTED}"
+        return f"sk-{REDACTED}"
+
+    return _TOKEN_LIKE.sub(hide, text)
+
+
+def quote(text: str, limit: int = QUOTE_CHARS) -> str:
+    """``text`` as a Python literal, cut to ``limit`` characters (an ellipsis marks the cut)."""
+    return repr(text[:limit]) + ("..." if len(text) > limit else "")
+
+
+class MalformedChunk(ValueError):
+    """A stream chunk that is valid JSON but not shaped like an OpenAI stream chunk."""
 
 
 @dataclass(frozen=True)
@@ -97,20 +145,62 @@ def build_payload(endpoint: Endpoint, prompt: str, max_tokens: int, priority: in
     return payload
 
 
-def _chunk_text(chunk: dict[str, Any], api: str) -> str | None:
-    """The chunk's generated text, or None if it carries no token.
+def _count(value: object, name: str) -> int | None:
+    """A token count from a usage object: a non-negative integer (or integral float), or None."""
+    if value is None:
+        return None
+    if isinstance(value, float) and value.is_integer():
+        value = int(value)
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise MalformedChunk(f"usage.{name} is not a count")
+    if value < 0:
+        raise MalformedChunk(f"usage.{name} is negative")
+    return value
+
+
+def parse_chunk(chunk: Any, api: str) -> tuple[str | None, dict[str, int | None] | None]:
+    """(generated text or None if the chunk carries no token, usage counts or None) of one
+    decoded chunk; :class:`MalformedChunk` if its shape is not an OpenAI stream chunk's.
 
     As in vLLM's benchmark client, a completions chunk with any choice is a token event even
     when its text is empty (a token that ends inside a multi-byte character); a chat chunk
     counts only with content, since servers open chat streams with a role-only chunk.
     """
-    choices = chunk.get("choices") or []
-    if not choices:
-        return None
+    if not isinstance(chunk, dict):
+        raise MalformedChunk("not a JSON object")
+    choices = chunk.get("choices")
+    if choices is None:
+        choices = []
+    if not isinstance(choices, list):
+        raise MalformedChunk("'choices' is not a list")
+    pieces = []
+    for choice in choices:
+        if not isinstance(choice, dict):
+            raise MalformedChunk("a choice is not an object")
+        if api == "chat":
+            delta = choice.get("delta")
+            if delta is None:
+                delta = {}
+            if not isinstance(delta, dict):
+                raise MalformedChunk("'delta' is not an object")
+            piece = delta.get("content")
+        else:
+            piece = choice.get("text")
+        if piece is not None and not isinstance(piece, str):
+            raise MalformedChunk("the generated text is not a string")
+        pieces.append(piece or "")
+    text = "".join(pieces)
     if api == "chat":
-        text = "".join((choice.get("delta") or {}).get("content") or "" for choice in choices)
-        return text or None
-    return "".join(choice.get("text") or "" for choice in choices)
+        text = text or None
+    elif not choices:
+        text = None
+    usage = chunk.get("usage")
+    if usage is None:
+        return text, None
+    if not isinstance(usage, dict):
+        raise MalformedChunk("'usage' is not an object")
+    counts = {name: _count(usage.get(name), name) for name in ("completion_tokens", "prompt_tokens")}
+    return text, counts
 
 
 def _error_message(body: str) -> str:
@@ -142,7 +232,9 @@ async def stream_request(
     ``on_chunk(time, is_first)`` is called for every chunk that carries text, as it arrives.
     If the server drops the connection before any response (a keep-alive close racing the
     send: the server never saw the request), it is sent once more, on a connection of its own.
+    Error texts have the endpoint's API key (and anything like a token) redacted.
     """
+    secrets = header_secrets(endpoint.headers)
     result = await _stream_once(session, endpoint, prompt, max_tokens, priority, send_min_tokens, timeout_s,
                                 on_chunk, clock)
     if result.dropped_unanswered:
@@ -150,8 +242,10 @@ async def stream_request(
             retry = await _stream_once(fresh, endpoint, prompt, max_tokens, priority, send_min_tokens, timeout_s,
                                        on_chunk, clock)
         retry.sent_at = result.sent_at
-        retry.retried_after = result.error
-        return retry
+        retry.retried_after = redact(result.error or "", secrets)
+        result = retry
+    if result.error is not None:
+        result.error = redact(result.error, secrets)
     return result
 
 
@@ -179,22 +273,27 @@ async def _stream_once(session, endpoint, prompt, max_tokens, priority, send_min
                     break
                 try:
                     chunk = json.loads(data)
-                except json.JSONDecodeError:
-                    result.error = f"malformed stream chunk: {data[:120]!r}"
+                except ValueError:  # not JSON (or numbers too long for Python to read)
+                    result.error = f"malformed stream chunk (not JSON) after {len(result.chunk_times)} chunks: {quote(data)}"
                     return result
-                if "error" in chunk or chunk.get("object") == "error":
+                if isinstance(chunk, dict) and ("error" in chunk or chunk.get("object") == "error"):
                     result.error = f"engine error: {_error_message(data)}"
                     return result
-                text = _chunk_text(chunk, endpoint.api)
+                try:
+                    text, usage = parse_chunk(chunk, endpoint.api)
+                except MalformedChunk as exc:
+                    result.error = f"malformed stream chunk ({exc}) after {len(result.chunk_times)} chunks: {quote(data)}"
+                    return result
                 if text is not None:
                     if on_chunk is not None:
                         on_chunk(now, not result.chunk_times)
                     result.chunk_times.append(now)
                     result.text += text
-                usage = chunk.get("usage")
                 if usage:
-                    result.completion_tokens = usage.get("completion_tokens", result.completion_tokens)
-                    result.prompt_tokens = usage.get("prompt_tokens", result.prompt_tokens)
+                    if usage["completion_tokens"] is not None:
+                        result.completion_tokens = usage["completion_tokens"]
+                    if usage["prompt_tokens"] is not None:
+                        result.prompt_tokens = usage["prompt_tokens"]
     except asyncio.TimeoutError:
         result.error = f"timeout after {timeout_s:g} s ({len(result.chunk_times)} chunks received)"
         return result
@@ -211,8 +310,17 @@ async def _stream_once(session, endpoint, prompt, max_tokens, priority, send_min
     except aiohttp.ClientError as exc:
         result.error = f"{type(exc).__name__}: {exc}"
         return result
+    except Exception as exc:  # anything else the reply provokes fails this request, never the run
+        result.error = f"client error after {len(result.chunk_times)} chunks: {type(exc).__name__}: {exc}"
+        return result
+    chunks = len(result.chunk_times)
     if not done:
-        result.error = f"stream dropped after {len(result.chunk_times)} chunks (no [DONE])"
-    elif not result.chunk_times:
+        result.error = f"stream dropped after {chunks} chunks (no [DONE])"
+    elif not chunks:
         result.error = "stream ended without any token"
+    elif result.completion_tokens == 0:
+        result.error = f"untrusted usage: completion_tokens 0 after {chunks} chunks"
+    elif result.completion_tokens is not None and result.completion_tokens > max_tokens:
+        result.error = (f"untrusted usage: completion_tokens {result.completion_tokens}, more than the "
+                        f"{max_tokens} asked ({chunks} chunks arrived)")
     return result

@@ -8,19 +8,20 @@ import os
 import re
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Callable
+from typing import Any, Callable, TypeVar
 from urllib.error import URLError
 from urllib.request import Request as HTTPRequest
 from urllib.request import urlopen
 
-from runners.engines.launcher import ServerProcess, free_port, launch_servers
-from runners.engines.openai_client import Endpoint
+from runners.engines.launcher import ServerProcess, free_port, launch_servers, unless_stopped
+from runners.engines.openai_client import Endpoint, header_secrets, quote, redact
 from runners.engines.real_config import AttachConfig, LMDeployConfig, VLLMConfig
 from runners.engines.telemetry import MetricsSnapshot, parse_metrics
 from runners.errors import ConfigError, SchedlabError
 
 RealEngineConfig = VLLMConfig | LMDeployConfig | AttachConfig
 KV_LOG_PATTERN = re.compile(r"(?:GPU|CPU) KV cache size:\s*([\d,]+)\s*tokens")
+T = TypeVar("T")
 
 
 @dataclass
@@ -55,24 +56,52 @@ def scrape(url: str, headers: dict[str, str]) -> MetricsSnapshot | None:
         return None
 
 
+def _models(base_url: str, text: str, headers: dict[str, str]) -> list[dict[str, Any]]:
+    """The model cards of a ``/v1/models`` reply; SchedlabError naming the endpoint if the reply
+    is not ``{"data": [{"id": ...}, ...]}``."""
+    endpoint = f"{base_url}/v1/models"
+    try:
+        body = json.loads(text)
+    except (ValueError, RecursionError):
+        body = None
+    cards = body.get("data") if isinstance(body, dict) else body
+    if cards is None and isinstance(body, dict):
+        cards = []  # the server lists no model: engine.model must name one
+    if not isinstance(body, dict) or not isinstance(cards, list) or not all(isinstance(card, dict) for card in cards):
+        raise SchedlabError(
+            f"engine.urls: GET {endpoint} answered {redact(quote(text), header_secrets(headers))}; "
+            'expected a JSON object {"data": [{"id": <model name>, ...}]}'
+        )
+    return cards
+
+
 def detect_kind(base_url: str, headers: dict[str, str]) -> tuple[str, str | None]:
     """(engine kind, first served model) from ``/metrics`` names or ``/v1/models`` owned_by."""
     snapshot = scrape(base_url + "/metrics", headers)
-    model = None
-    owner = None
     try:
         status, text = _get(base_url + "/v1/models", headers)
-        data = json.loads(text).get("data") or []
-        if data:
-            model = data[0].get("id")
-            owner = data[0].get("owned_by")
-    except (URLError, OSError, ValueError, AttributeError) as exc:
-        raise SchedlabError(f"engine.urls: {base_url} did not answer GET /v1/models ({exc})") from exc
+    except (URLError, OSError, ValueError) as exc:
+        reason = redact(str(exc), header_secrets(headers))
+        raise SchedlabError(f"engine.urls: {base_url} did not answer GET /v1/models ({reason})") from exc
+    cards = _models(base_url, text, headers)
+    model = owner = None
+    if cards:
+        model, owner = cards[0].get("id"), cards[0].get("owned_by")
+        if model is not None and not isinstance(model, str):
+            raise SchedlabError(f"engine.urls: GET {base_url}/v1/models lists a model whose id is not a string "
+                                f"({quote(json.dumps(model))})")
     if snapshot is not None and snapshot.kind:
         return snapshot.kind, model
     if owner in ("vllm", "lmdeploy"):
         return owner, model
     return "openai", model
+
+
+def check_api_key(engine: object) -> None:
+    """ConfigError naming ``engine.api_key_env`` when an attach config names an environment
+    variable that is unset or empty; nothing for other engines. Called before a run folder exists."""
+    if isinstance(engine, AttachConfig):
+        _api_key(engine)
 
 
 def _api_key(config: AttachConfig) -> str | None:
@@ -90,7 +119,7 @@ def _version(base_url: str, headers: dict[str, str]) -> str | None:
     try:
         status, text = _get(base_url + "/version", headers)
         return str(json.loads(text).get("version")) if status == 200 else None
-    except (URLError, OSError, ValueError, AttributeError):
+    except (URLError, OSError, ValueError, AttributeError, RecursionError):
         return None
 
 
@@ -104,23 +133,30 @@ class RealEngine:
         self.servers: list[ServerProcess] = []
 
     def start(self, should_stop: Callable[[], bool] | None = None) -> list[RealInstance]:
-        """Launch or attach; ``should_stop`` cancels a launch while the servers start."""
+        """Launch or attach; ``should_stop`` cancels (RunCancelled) while servers start or are
+        probed, within about ``launcher.STOP_POLL_S``."""
         config = self.config
+
+        def probe(call: Callable[[], T], what: str) -> T:
+            return unless_stopped(call, should_stop, what)
+
         if isinstance(config, AttachConfig):
             key = _api_key(config)
             headers = {"Authorization": f"Bearer {key}"} if key else {}
             for index, url in enumerate(config.urls):
-                kind, first_model = detect_kind(url, headers)
+                kind, first_model = probe(lambda: detect_kind(url, headers), f"asking {url} for its models")
                 model = config.model or first_model
                 if not model:
                     raise ConfigError("engine.model", f"{url} lists no model; set engine.model")
                 endpoint = Endpoint(url, model, config.api, kind, headers, accepts_min_tokens=kind == "vllm",
                                     accepts_priority=kind == "vllm" and config.scheduling_policy == "priority")
-                self.instances.append(RealInstance(index, endpoint, version=_version(url, headers)))
+                version = probe(lambda: _version(url, headers), f"asking {url} for its version")
+                self.instances.append(RealInstance(index, endpoint, version=version))
         else:
             self._launch(config, should_stop)
         for instance in self.instances:
-            snapshot = scrape(instance.metrics_url, instance.endpoint.headers)
+            snapshot = probe(lambda: scrape(instance.metrics_url, instance.endpoint.headers),
+                             f"reading {instance.metrics_url}")
             if snapshot is not None:
                 instance.kv_capacity_tokens = snapshot.kv_capacity_tokens
                 instance.block_size = snapshot.block_size
@@ -146,8 +182,9 @@ class RealEngine:
                 endpoint = Endpoint(server.base_url, config.model_name, config.api, "lmdeploy",
                                     accepts_min_tokens=False, accepts_priority=False)
                 max_seqs = config.max_batch_size
-            self.instances.append(RealInstance(index, endpoint, server, max_num_seqs=max_seqs,
-                                               version=_version(server.base_url, {})))
+            version = unless_stopped(lambda: _version(server.base_url, {}), should_stop,
+                                     f"asking {server.base_url} for its version")
+            self.instances.append(RealInstance(index, endpoint, server, max_num_seqs=max_seqs, version=version))
 
     def dead_instances(self) -> list[tuple[RealInstance, int]]:
         """Launched instances whose process has exited, with the exit code."""

@@ -12,10 +12,12 @@ Names understood (the first one present wins):
 | KV capacity | vllm:cache_config_info{num_gpu_blocks, block_size} | (same) | - |
 
 Gauges with several label sets (data-parallel engines) are summed, except usage, which is averaged.
+A value that is not a finite number (``NaN``, ``+Inf``) is taken as absent.
 """
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 from typing import Iterable
 
@@ -72,9 +74,15 @@ def relevant_lines(text: str) -> str:
 
 def _samples(text: str) -> dict[str, list[tuple[dict[str, str], float]]]:
     found: dict[str, list[tuple[dict[str, str], float]]] = {}
-    for family in text_string_to_metric_families(relevant_lines(text)):
-        for sample in family.samples:
-            found.setdefault(sample.name, []).append((sample.labels, sample.value))
+    try:
+        for family in text_string_to_metric_families(relevant_lines(text)):
+            for sample in family.samples:
+                if isinstance(sample.value, (int, float)) and math.isfinite(sample.value):
+                    found.setdefault(sample.name, []).append((sample.labels, sample.value))
+    except ValueError:
+        raise
+    except Exception as exc:  # the parser's other complaints about a malformed page
+        raise ValueError(f"not Prometheus exposition format: {type(exc).__name__}: {exc}") from exc
     return found
 
 
@@ -103,6 +111,7 @@ def parse_metrics(text: str) -> MetricsSnapshot:
                 block_size = int(labels["block_size"])
                 capacity = int(labels["num_gpu_blocks"]) * block_size
             except (KeyError, ValueError):
+                block_size = capacity = None
                 continue
             break
     running = _first(samples, RUNNING)
