@@ -122,7 +122,7 @@ def read_config_file(path: str | Path) -> dict[str, Any]:
     try:
         data = json.loads(text) if file.suffix == ".json" else yaml.safe_load(text)
     except (json.JSONDecodeError, yaml.YAMLError) as exc:
-        raise ConfigError("--config", f"{file} is not valid {kind}: {exc}") from exc
+        raise ConfigError("--config", f"{file} is not valid {kind}: {' '.join(str(exc).split())}") from None
     except RecursionError:
         raise ConfigError("--config", f"{file} is nested too deeply to be a run config") from None
     if data is None:

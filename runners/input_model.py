@@ -57,6 +57,41 @@ def _number_fields(cls: type[BaseModel]) -> dict[str, tuple[bool, bool]]:
     return fields
 
 
+@functools.cache
+def _foreign_models(cls: type[BaseModel]) -> dict[str, type[BaseModel]]:
+    """Input key -> model class, for fields holding a model that is not an InputModel (for
+    example the GPU budget in an engine config): their numbers are checked from here."""
+    fields: dict[str, type[BaseModel]] = {}
+    for name, info in cls.model_fields.items():
+        annotation = info.annotation
+        options = typing.get_args(annotation) if typing.get_origin(annotation) in (Union, types.UnionType) \
+            else (annotation,)
+        models = [option for option in options if isinstance(option, type) and issubclass(option, BaseModel)
+                  and not issubclass(option, InputModel)]
+        if len(models) == 1:
+            fields[name] = models[0]
+            if info.alias:
+                fields[info.alias] = models[0]
+    return fields
+
+
+def _check_numbers(cls: type[BaseModel], data: dict, loc: tuple[Any, ...], errors: list[InitErrorDetails]) -> None:
+    """Booleans given for numbers, and integers beyond 64 bits in unbounded fields, in ``data``
+    (input for ``cls``) and in the input of nested models that are not InputModels."""
+    number_fields = _number_fields(cls)
+    nested = _foreign_models(cls)
+    for key, value in data.items():
+        if key in number_fields:
+            is_int, bounded = number_fields[key]
+            if isinstance(value, bool):
+                kind = "an integer" if is_int else "a number"
+                errors.append(_error("bool_not_number", f"expected {kind}, not a boolean", (*loc, key), value))
+            elif isinstance(value, int) and abs(value) > INT64_MAX and not bounded:  # a bound says it better
+                errors.append(_error("int_too_large", "expected an integer that fits in 64 bits", (*loc, key), value))
+        elif key in nested and isinstance(value, dict):
+            _check_numbers(nested[key], value, (*loc, key), errors)
+
+
 def _error(kind: str, message: str, loc: tuple[Any, ...], value: Any) -> InitErrorDetails:
     return InitErrorDetails(type=PydanticCustomError(kind, message), loc=loc, input=value)
 
@@ -93,17 +128,8 @@ class InputModel(BaseModel):
     def _numbers_are_numbers(cls, data: Any) -> Any:
         if not isinstance(data, dict):
             return data
-        number_fields = _number_fields(cls)
-        errors = []
-        for key, value in data.items():
-            if key not in number_fields:
-                continue
-            is_int, bounded = number_fields[key]
-            if isinstance(value, bool):
-                kind = "an integer" if is_int else "a number"
-                errors.append(_error("bool_not_number", f"expected {kind}, not a boolean", (key,), value))
-            elif isinstance(value, int) and abs(value) > INT64_MAX and not bounded:  # a bound says it better
-                errors.append(_error("int_too_large", "expected an integer that fits in 64 bits", (key,), value))
+        errors: list[InitErrorDetails] = []
+        _check_numbers(cls, data, (), errors)
         if errors:
             raise ValidationError.from_exception_data(cls.__name__, errors)
         return data

@@ -62,6 +62,9 @@ def refused(args, results_dir, capsys) -> str:
         (["--scheduler", "mcsf", "--set", "scheduler.params.prior_tokens=" + str(2**64)],
          "scheduler.params.prior_tokens: expected an integer that fits in 64 bits"),
         (["--set", "engine.gpu={gpu_memory_gib: .inf}"], "engine.gpu.gpu_memory_gib: Input should be a finite number"),
+        (["--set", "engine.gpu={gpus: true, gpu_memory_gib: 32}"], "engine.gpu.gpus: expected an integer, not a boolean"),
+        (["--scheduler", "dynamic-sla", "--set", "scheduler.params.eps_m=5e-324"],
+         "scheduler.params.eps_m: Input should be greater than or equal to 0.000000001"),
         (["--max-error-rate", "1.5"], "max_error_rate: Input should be less than or equal to 1"),
         (["--seed", str(2**40)], "workload.seed: Input should be less than or equal to 2147483647"),
     ],
@@ -194,6 +197,10 @@ def test_replay_file_that_is_not_utf8_names_the_file(tmp_path, results_dir, caps
     replay.write_bytes(b"arriv\xe9e\n0\n1\n2\n3\n4\n")
     err = refused(["--arrival", "replay", "--set", f"workload.arrival.replay_file={replay}"], results_dir, capsys)
     assert f"{replay}: not UTF-8 text" in err
+    huge = tmp_path / "huge.csv"
+    huge.write_text('"' + "1" * 200_000 + "\n")
+    err = refused(["--arrival", "replay", "--set", f"workload.arrival.replay_file={huge}"], results_dir, capsys)
+    assert f"{huge}: not a readable CSV/text file" in err
 
 
 def test_config_file_that_is_not_utf8_or_too_deep_names_the_file(tmp_path, results_dir, capsys):
@@ -203,6 +210,9 @@ def test_config_file_that_is_not_utf8_or_too_deep_names_the_file(tmp_path, resul
     deep = tmp_path / "deep.json"
     deep.write_text('{"notes": ' + "[" * 100_000 + "]" * 100_000 + "}")
     assert f"--config: {deep} is nested too deeply" in refused(["--config", str(deep)], results_dir, capsys)
+    broken = tmp_path / "broken.yml"
+    broken.write_text("workload:\n  requests: 3\n  kin\n")
+    assert f"--config: {broken} is not valid YAML: " in refused(["--config", str(broken)], results_dir, capsys)
     bom = tmp_path / "bom.json"
     bom.write_bytes("\ufeff".encode() + b'{"workload": {"requests": 3}}')
     assert main(["run", "--config", str(bom), "--quiet", "--run-id", "b", "--out", str(results_dir)]) == 0

@@ -77,7 +77,9 @@ def clamp_batch(size: int, decoding_now: int, b_max: int) -> int:
 
 class DynamicMemoryParams(PolicyParams):
     b_max: int = Field(default=256, gt=0, le=65_536, description="B_max: largest cap (requests in flight per instance)")
-    eps_m: float = Field(default=0.05, gt=0, lt=1, description="eps_M: allowed probability of KV overflow")
+    eps_m: float = Field(default=0.05, ge=1e-9, le=1 - 1e-9,
+                         description="eps_M: allowed probability of KV overflow, 1e-9 to 1 - 1e-9 (closer to 0 or 1 "
+                                     "the normal quantile is infinite)")
     prior_output_tokens: int = Field(default=256, gt=0, le=10_000_000, description="E[l_out] before any request has finished")
 
 

@@ -78,7 +78,11 @@ def read_timestamps(path: str | Path) -> np.ndarray:
             raise DatasetError(str(file), "expected a JSON list of timestamps in seconds")
         raw = data
     else:
-        rows = [row for row in csv.reader(text.splitlines()) if row and row[0].strip()]
+        try:
+            rows = [row for row in csv.reader(text.splitlines()) if row and row[0].strip()]
+        except csv.Error as exc:
+            raise DatasetError(str(file), f"not a readable CSV/text file ({exc}); expected one timestamp in "
+                               "seconds per line") from None
         column = 0
         if rows:
             header = [cell.strip().lower() for cell in rows[0]]
