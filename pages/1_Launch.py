@@ -9,6 +9,7 @@ from __future__ import annotations
 import streamlit as st
 
 from runners.charts import live_instance_series, live_latency_scatter
+from runners.errors import SchedlabError
 from runners.engines.profile import PRESETS
 from runners.jobs import cancel_job, list_jobs, read_job, start_job
 from runners.launch_form import build_job, save_upload
@@ -22,6 +23,7 @@ st.set_page_config(page_title="schedlab · Launch", layout="wide")
 ROOT = result_store.DEFAULT_RESULTS_DIR
 FIELD = "f:"  # session-state prefix of every form field; the rest of the key is the config path
 ERRORS = "launch_errors"
+STORE_ERROR = "launch_store_error"
 PACES = {"as fast as possible": None, "100x": 100.0, "10x": 10.0, "real time": 1.0}
 
 
@@ -55,14 +57,18 @@ def launch() -> None:
         values["engine.pace"] = PACES.get(st.session_state.get("ui:pace", "10x"))
     if st.session_state.get("ui:priority"):
         values["engine.scheduling_policy"] = "priority"
-    for task in ("chat", "code"):
-        upload = st.session_state.get(f"upload:{task}")
-        if values.get(f"workload.{task}.kind") == "file" and upload is not None:
-            values[f"workload.{task}.path"] = str(save_upload(upload.name, upload.getvalue(), ROOT))
-    result = build_job(values, list(st.session_state.get("schedulers", [])))
-    st.session_state[ERRORS] = result.errors
-    if result.ok:
-        folder = start_job(result.spec, ROOT)
+    try:
+        for task in ("chat", "code"):
+            upload = st.session_state.get(f"upload:{task}")
+            if values.get(f"workload.{task}.kind") == "file" and upload is not None:
+                values[f"workload.{task}.path"] = str(save_upload(upload.name, upload.getvalue(), ROOT))
+        result = build_job(values, list(st.session_state.get("schedulers", [])))
+        st.session_state[ERRORS] = result.errors
+        folder = start_job(result.spec, ROOT) if result.ok else None
+    except (SchedlabError, OSError) as exc:  # the results folder cannot hold the upload or the job
+        st.session_state[STORE_ERROR] = f"Could not start the job in {ROOT}: {exc}"
+        return
+    if folder is not None:
         st.session_state["watch_job"] = folder.name
         st.session_state["launched"] = f"Started job {result.spec.job_id} with {len(result.spec.runs)} run(s)."
 
@@ -312,5 +318,7 @@ text("Job label (optional)", "job.label")
 st.button("Launch", type="primary", on_click=launch)
 if st.session_state.get(ERRORS):
     st.error(f"{len(st.session_state[ERRORS])} field(s) need attention; each error is shown under its field.")
+if st.session_state.get(STORE_ERROR):
+    st.error(st.session_state.pop(STORE_ERROR))
 if st.session_state.get("launched"):
     st.success(st.session_state.pop("launched"))

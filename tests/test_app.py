@@ -136,6 +136,19 @@ def test_launch_on_the_simulator_completes_and_appears_in_results(results):
     assert set(job.run_ids) <= listed
 
 
+def test_a_results_folder_that_cannot_hold_the_job_is_one_error_on_the_page(monkeypatch, tmp_path):
+    not_a_folder = tmp_path / "results"
+    not_a_folder.write_text("a file where the results folder should be")
+    monkeypatch.setattr("runners.result_store.DEFAULT_RESULTS_DIR", not_a_folder)
+    app = open_page("pages/1_Launch.py")
+    app.number_input(key="f:workload.requests").set_value(5).run()
+    app.button[0].click().run()
+    assert not app.exception, app.exception
+    assert "Could not start the job" in errors_text(app)
+    assert not app.success
+    assert not_a_folder.read_text() == "a file where the results folder should be"
+
+
 def test_results_page_compares_two_bundled_runs_with_every_chart(results):
     bundle(results, "demo-fcfs", "demo-static")
     app = open_page("pages/2_Results.py")
