@@ -1,0 +1,64 @@
+"""Drive generated CLI cases through the sandbox and check the common properties."""
+
+from __future__ import annotations
+
+import os
+import random
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Callable
+
+from tests.fuzzing.checks import Failures, folder_problems, outcome_problems
+from tests.fuzzing.sandbox import Outcome, Sandbox
+
+#: Multiplies every generated-case count (1 = the CI size; raise it for a longer local fuzz).
+SCALE = float(os.environ.get("SCHEDLAB_FUZZ_SCALE", "1"))
+SEED = int(os.environ.get("SCHEDLAB_FUZZ_SEED", "1234"))
+
+
+def count(base: int) -> int:
+    return max(1, int(base * SCALE))
+
+
+def case_rng(name: str, index: int) -> random.Random:
+    """A generator for one case, so any case can be regenerated alone from its name and index."""
+    return random.Random(f"{SEED}/{name}/{index}")
+
+
+@dataclass
+class CaseRunner:
+    """Runs ``main(argv)`` cases in the sandbox, each with a fresh ``--out`` folder, and stops
+    waiting long for hangs once a few were seen (each one otherwise costs a full time limit)."""
+
+    sandbox: Sandbox
+    workdir: Path
+    failures: Failures
+    timeout_s: float = 5.0
+    short_timeout_s: float = 2.0
+    hang_budget: int = 3
+    mem_mb: int = 2048
+    hangs: int = 0
+    number: int = 0
+
+    def folder(self) -> Path:
+        self.number += 1
+        path = self.workdir / f"case-{self.number:04d}"
+        path.mkdir(parents=True)
+        return path
+
+    def cli(self, argv: list[Any], case_input: Any, out_dir: Path | None = None, cwd: Path | None = None,
+            check_folders: bool = True, expect: Callable[[Outcome], list[tuple[str, str]]] | None = None) -> Outcome:
+        """Run one case and record every broken property under ``case_input``: the common ones,
+        and what ``expect(outcome)`` reports (only when main() returned normally)."""
+        timeout = self.timeout_s if self.hangs < self.hang_budget else self.short_timeout_s
+        outcome = self.sandbox.cli([str(a) for a in argv], cwd=cwd, timeout_s=timeout, mem_mb=self.mem_mb)
+        if outcome.timed_out:
+            self.hangs += 1
+        problems = outcome_problems(outcome)
+        if check_folders and out_dir is not None and not outcome.timed_out:
+            problems += folder_problems(outcome, out_dir)
+        if expect is not None and outcome.clean:
+            problems += expect(outcome)
+        self.failures.case()
+        self.failures.extend(problems, case_input)
+        return outcome
