@@ -15,6 +15,7 @@ from runners.config import parse_config
 from runners.engines.launcher import EngineStartError, ServerProcess, free_port
 from runners.engines.real_config import LMDeployConfig, VLLMConfig
 from runners.engines.real_engine import kv_capacity_from_log
+from runners.errors import RunCancelled
 from runners.result_store import load_run
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -144,3 +145,37 @@ def test_launch_failure_is_recorded_with_the_log(results_dir):
     assert outcome.status == "failed" and "no GPU found" in outcome.error
     run = load_run(results_dir, "nolaunch")
     assert run.summary["status"] == "failed" and (run.folder / "server-0.log").exists()
+
+
+def test_cancel_reaches_a_health_probe_that_never_answers(tmp_path):
+    port = free_port()
+    listens_never_answers = (f"import socket, time; s = socket.socket(); s.bind(('127.0.0.1', {port})); "
+                             "s.listen(); print('listen' + 'ing', flush=True); time.sleep(60)")  # not the command's text
+    server = ServerProcess([sys.executable, "-c", listens_never_answers], port, "127.0.0.1", tmp_path / "s.log")
+    server.start()
+    try:
+        for _ in range(100):
+            if "listening" in (tmp_path / "s.log").read_text():
+                break
+            time.sleep(0.05)
+        stop_at = time.monotonic() + 0.3
+        with pytest.raises(RunCancelled, match="cancelled while the servers were starting"):
+            server.wait_healthy(60, should_stop=lambda: time.monotonic() > stop_at)
+        assert time.monotonic() - stop_at < 1.0  # not after the probe's own 2 s timeout
+    finally:
+        server.stop(grace_s=2)
+
+
+def test_secret_arguments_are_redacted_in_the_log_and_its_tail(tmp_path):
+    secret = "sk-launch-secret-4242"
+    prints_its_arguments = "import sys; print('args:', sys.argv[1:], flush=True); raise SystemExit(3)"
+    server = ServerProcess([sys.executable, "-c", prints_its_arguments, "--api-key", secret, "--hf-token=hf_abcdef"],
+                           free_port(), "127.0.0.1", tmp_path / "server.log")
+    server.start()
+    with pytest.raises(EngineStartError) as info:
+        server.wait_healthy(30)
+    server.stop()
+    first_line = (tmp_path / "server.log").read_text().splitlines()[0]
+    assert first_line.endswith("--api-key *** --hf-token=***")
+    assert "exited with code 3" in str(info.value) and "args:" in str(info.value)
+    assert secret not in str(info.value) and "hf_abcdef" not in str(info.value)

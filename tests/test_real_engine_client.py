@@ -130,6 +130,16 @@ def test_parse_older_vllm_and_lmdeploy_names(lmdeploy):
     assert snapshot.preemptions is None and snapshot.kv_capacity_tokens is None
 
 
+def test_non_finite_or_garbled_metrics_are_absent_not_a_crash():
+    page = ("# TYPE vllm:num_requests_running gauge\nvllm:num_requests_running{model_name=\"m\"} +Inf\n"
+            "# TYPE vllm:num_requests_waiting gauge\nvllm:num_requests_waiting{model_name=\"m\"} NaN\n"
+            "# TYPE vllm:kv_cache_usage_perc gauge\nvllm:kv_cache_usage_perc{model_name=\"m\"} 0.5\n")
+    snapshot = parse_metrics(page)
+    assert (snapshot.running, snapshot.waiting, snapshot.kv_usage) == (None, None, 0.5)
+    with pytest.raises(ValueError):
+        parse_metrics('vllm:num_requests_running{a="b" 3\n')
+
+
 def test_detect_kind_from_metrics_or_models(lmdeploy):
     assert detect_kind(lmdeploy.url, {}) == ("lmdeploy", lmdeploy.model_name)
 
