@@ -179,3 +179,23 @@ def test_secret_arguments_are_redacted_in_the_log_and_its_tail(tmp_path):
     assert first_line.endswith("--api-key *** --hf-token=***")
     assert "exited with code 3" in str(info.value) and "args:" in str(info.value)
     assert secret not in str(info.value) and "hf_abcdef" not in str(info.value)
+
+
+def test_a_server_that_prints_its_secrets_leaves_none_in_the_saved_log(tmp_path):
+    """The server's own output goes straight to server-N.log: whatever it prints of its secret
+    arguments or secret-named environment is scrubbed when it stops; other values stay."""
+    prints = ("import os, sys; print('args:', sys.argv[1:]); print('token', os.environ['HF_TOKEN']); "
+              "print('devices', os.environ['CUDA_VISIBLE_DEVICES'], flush=True); raise SystemExit(3)")
+    server = ServerProcess([sys.executable, "-c", prints, "--api-key", "plainvalue123", "--hf-token=hf_abcdef"],
+                           free_port(), "127.0.0.1", tmp_path / "server.log",
+                           env={"HF_TOKEN": "hf-env-secret-99", "CUDA_VISIBLE_DEVICES": "0"})
+    server.start()
+    with pytest.raises(EngineStartError) as info:
+        server.wait_healthy(30)
+    server.stop()
+    log = (tmp_path / "server.log").read_text()
+    assert "args:" in log and "devices 0" in log
+    for secret in ("plainvalue123", "hf_abcdef", "hf-env-secret-99"):
+        assert secret not in log, secret
+        assert secret not in str(info.value), secret
+    assert "token ***" in log

@@ -23,7 +23,7 @@ from urllib.error import URLError
 from urllib.request import urlopen
 
 from runners.engines.openai_client import redact
-from runners.engines.real_config import redact_args
+from runners.engines.real_config import is_secret_flag, redact_args
 from runners.errors import RunCancelled, SchedlabError
 
 #: Seconds between two health probes, and the longest one probe may take.
@@ -41,6 +41,26 @@ def command_secrets(command: Sequence[str]) -> list[str]:
         if original != shown:
             secrets.append(original.partition("=")[2] if "=" in shown else original)
     return [secret for secret in secrets if secret]
+
+
+def env_secrets(env: dict[str, str]) -> list[str]:
+    """The values of ``env`` whose name reads as a secret (``HF_TOKEN``, ``OPENAI_API_KEY``,
+    ``DB_PASSWORD``: a word, split at ``_``, that :func:`is_secret_flag` would hide)."""
+    return [value for name, value in env.items() if value and is_secret_flag("--" + name.lower())]
+
+
+def scrub_log(path: Path, secrets: Sequence[str]) -> None:
+    """Rewrite a finished server log with ``secrets`` and token-like text as ``***``: a server may
+    print its own arguments or environment (``--api-key``), and the log stays in the run folder."""
+    try:
+        text = path.read_bytes().decode("utf-8", errors="replace")
+    except OSError:
+        return
+    cleaned = redact(text, list(secrets))
+    if cleaned != text:
+        temporary = path.with_name(f".{path.name}.tmp")
+        temporary.write_text(cleaned, encoding="utf-8")
+        os.replace(temporary, path)
 
 
 def unless_stopped(probe: Callable[[], T], should_stop: Callable[[], bool] | None, what: str) -> T:
@@ -125,7 +145,7 @@ class ServerProcess:
             raise EngineStartError(f"could not start {self.command[0]!r}: {exc}") from exc
 
     def _tail(self) -> str:
-        return log_tail(self.log_path, secrets=command_secrets(self.command))
+        return log_tail(self.log_path, secrets=command_secrets(self.command) + env_secrets(self.env))
 
     def healthy(self) -> bool:
         try:
@@ -185,6 +205,7 @@ class ServerProcess:
         if self._log_handle is not None:
             self._log_handle.close()
             self._log_handle = None
+            scrub_log(self.log_path, command_secrets(self.command) + env_secrets(self.env))
 
 
 def launch_servers(servers: Sequence[ServerProcess], timeout_s: float,
