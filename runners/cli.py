@@ -313,7 +313,7 @@ def command_schedulers(args: argparse.Namespace) -> int:  # noqa: ARG001
 def command_worker(args: argparse.Namespace) -> int:
     from runners.worker import run_job
 
-    state = run_job(args.job, args.results)
+    state = run_job(args.job, args.results, sys.stdin.read() if args.spec_stdin else None)
     return 0 if state in ("done", "cancelled") else 1
 
 
@@ -403,6 +403,8 @@ def make_parser() -> argparse.ArgumentParser:
     worker = sub.add_parser("worker", help="execute a dashboard job folder (started by the dashboard)")
     worker.add_argument("job", help="results/.jobs/<job_id> folder")
     worker.add_argument("--results", default=str(DEFAULT_RESULTS_DIR), help="results folder")
+    worker.add_argument("--spec-stdin", action="store_true",
+                        help="read the job spec with its secrets from stdin (job.json holds them as ***)")
     worker.set_defaults(handler=command_worker)
     return parser
 

@@ -4,7 +4,8 @@ The dashboard starts a job and returns at once; the worker (``python -m runners 
 writes every run into ``results/<run_id>/`` as it goes, so closing or reloading the browser
 changes nothing and any page can re-attach by reading the job folder. Layout::
 
-    results/.jobs/<job_id>/job.json     the spec: label, kind, run configs (run ids fixed up front)
+    results/.jobs/<job_id>/job.json     the spec: label, kind, run configs (run ids fixed up front),
+                                        secrets written as *** (the worker reads the real spec on stdin)
     results/.jobs/<job_id>/status.json  state, worker pid, per-run status; rewritten atomically
     results/.jobs/<job_id>/cancel       present = the user asked to stop
     results/.jobs/<job_id>/worker.log   the worker's own stdout/stderr
@@ -28,6 +29,7 @@ from typing import Any, Literal
 from pydantic import BaseModel, Field
 
 from runners.config import RunConfig
+from runners.engines.real_config import REDACT_SECRETS
 from runners.errors import SchedlabError
 from runners.result_store import DEFAULT_RESULTS_DIR, new_run_id, process_alive, write_json_atomic
 
@@ -107,17 +109,24 @@ def start_job(spec: JobSpec, results_root: str | Path = DEFAULT_RESULTS_DIR) -> 
         folder.mkdir(parents=True, exist_ok=False)
     except OSError as exc:
         raise SchedlabError(f"{folder}: cannot create the job folder ({exc.strerror or exc})") from None
-    write_json_atomic(folder / "job.json", spec.model_dump(mode="json"))
+    # job.json is read by the pages: secrets (engine.env values, --api-key ...) written as ***;
+    # the worker gets the spec with the real values on its stdin, never through a file
+    write_json_atomic(folder / "job.json", spec.model_dump(mode="json", context=REDACT_SECRETS))
     write_status(folder, {"state": "starting", "pid": None, "current": None,
                           "runs": [{"run_id": run.run_id, "status": "queued"} for run in spec.runs]})
     log = (folder / "worker.log").open("ab")
     env = {**os.environ, "PYTHONUNBUFFERED": "1"}
     process = subprocess.Popen(
-        [sys.executable, "-m", "runners", "worker", str(folder), "--results", str(root)],
-        stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, start_new_session=True,
+        [sys.executable, "-m", "runners", "worker", str(folder), "--results", str(root), "--spec-stdin"],
+        stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.PIPE, start_new_session=True,
         cwd=str(Path(__file__).resolve().parents[1]), env=env,
     )
     log.close()
+    try:
+        process.stdin.write(spec.model_dump_json().encode("utf-8"))  # type: ignore[union-attr]
+        process.stdin.close()  # type: ignore[union-attr]
+    except BrokenPipeError:  # the worker died at once: its log says why, the job shows as lost
+        pass
     status = _read_json(folder / "status.json") or {}
     if status.get("state") == "starting":
         status["pid"] = process.pid

@@ -24,14 +24,23 @@ from runners.jobs import JOBS_FOLDER, JobSpec, cancel_requested, write_status
 LIVE_FLUSH_S = 0.5  # rows reach disk at least this often, for the live view (seconds)
 
 
-def read_job_spec(folder: Path) -> JobSpec:
-    """The job in ``folder``; SchedlabError, one line, when it is not a readable job folder."""
+def read_job_spec(folder: Path, given: str | None = None) -> JobSpec:
+    """The job in ``folder``; SchedlabError, one line, when it is not a readable job folder.
+    ``given``: the spec with its secrets (from the dashboard, on stdin); it must be the job that
+    ``job.json`` (secrets written as ***) describes."""
     path = folder / "job.json"
     try:
         if not folder.is_dir():
             raise SchedlabError(f"{folder}: not a job folder (expected {JOBS_FOLDER}/<job_id> in the results folder)")
         text = path.read_bytes().decode("utf-8")
-        return JobSpec.model_validate_json(text)
+        spec = JobSpec.model_validate_json(text)
+        if given is None:
+            return spec
+        path = Path("<stdin>")
+        real = JobSpec.model_validate_json(given)
+        if real.job_id != spec.job_id:
+            raise SchedlabError(f"<stdin>: the job spec is for {real.job_id!r}, not {spec.job_id!r} ({folder})")
+        return real
     except FileNotFoundError:
         raise SchedlabError(f"{folder}: not a job folder (no job.json; jobs live in "
                             f"<results>/{JOBS_FOLDER}/<job_id>)") from None
@@ -43,11 +52,11 @@ def read_job_spec(folder: Path) -> JobSpec:
         raise SchedlabError(f"{path}: unreadable ({getattr(exc, 'strerror', None) or exc})") from None
 
 
-def run_job(folder: str | Path, results_root: str | Path) -> str:
+def run_job(folder: str | Path, results_root: str | Path, given_spec: str | None = None) -> str:
     """Execute the job in ``folder``; returns its final state. A folder that is not a job raises
-    SchedlabError before anything is written."""
+    SchedlabError before anything is written. ``given_spec``: see :func:`read_job_spec`."""
     folder = Path(folder)
-    spec = read_job_spec(folder)
+    spec = read_job_spec(folder, given_spec)
     runs: list[dict[str, Any]] = [{"run_id": run.run_id, "status": "queued"} for run in spec.runs]
     terminated = {"flag": False}
 

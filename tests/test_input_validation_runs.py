@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -113,3 +114,61 @@ def test_secrets_reach_the_server_but_are_never_written(tmp_path, results_dir, c
         for secret in ("env-secret-1", "sk-secret-2", "hf_secret3", "pw-secret-4"):
             assert secret not in text, (name, secret)
     assert load_run(results_dir, "secret").summary["status"] == "done"
+
+
+def test_a_dashboard_job_keeps_its_secrets_out_of_job_json_and_still_passes_them(tmp_path, results_dir):
+    """The dashboard's job folder is written for the pages to read: job.json holds *** where the
+    config has secrets, and the worker gets the real values on its stdin."""
+    from runners.config import parse_config
+    from runners.jobs import list_jobs, new_job_spec, start_job
+
+    wrapper = tmp_path / "serve.py"
+    wrapper.write_text(WRAPPER)
+    record = tmp_path / "server-saw.json"
+    config = parse_config({
+        "engine": {
+            "kind": "lmdeploy", "model": "internlm-fake-7b", "use_gpus": False, "startup_timeout_s": 60,
+            "command": [sys.executable, str(wrapper), str(record), str(FAKE_LMDEPLOY)],
+            "env": {"SCHEDLAB_TEST_SECRET": "env-secret-1"},
+            "extra_args": ["--api-key", "sk-secret-2", "--hf-token", "hf_secret3", "--db-password=pw-secret-4"],
+            "warmup_concurrency": [],
+        },
+        "workload": {"requests": 4, "arrival": {"process": "poisson", "rate": 50},
+                     "filters": {"max_total_tokens": 300}},
+        "sample_interval_s": 0.05,
+    })
+    folder = start_job(new_job_spec([config], label="secret job"), results_dir)
+    deadline = time.monotonic() + 120
+    while (job := list_jobs(results_dir)[0]).active and time.monotonic() < deadline:
+        time.sleep(0.3)
+    assert job.state == "done", (job, (folder / "worker.log").read_text()[-2000:])
+    saw = json.loads(record.read_text())
+    assert saw["env"] == "env-secret-1"
+    assert saw["args"][-5:] == ["--api-key", "sk-secret-2", "--hf-token", "hf_secret3", "--db-password=pw-secret-4"]
+    saved = json.loads((folder / "job.json").read_text())["runs"][0]["engine"]
+    assert saved["env"] == {"SCHEDLAB_TEST_SECRET": "***"}
+    assert saved["extra_args"] == ["--api-key", "***", "--hf-token", "***", "--db-password=***"]
+    written = [path for path in [*folder.rglob("*"), *(results_dir / job.run_ids[0]).rglob("*")] if path.is_file()]
+    for path in written:
+        text = path.read_bytes().decode("utf-8", errors="replace")
+        for secret in ("env-secret-1", "sk-secret-2", "hf_secret3", "pw-secret-4"):
+            assert secret not in text, (path.name, secret)
+
+
+def test_the_worker_refuses_a_spec_on_stdin_for_another_job(tmp_path, results_dir, monkeypatch, capsys):
+    import io
+
+    from runners.config import parse_config
+    from runners.jobs import jobs_root, new_job_spec
+    from runners.result_store import write_json_atomic
+
+    spec = new_job_spec([parse_config({"workload": {"requests": 3}})])
+    folder = jobs_root(results_dir) / spec.job_id
+    folder.mkdir(parents=True)
+    write_json_atomic(folder / "job.json", spec.model_dump(mode="json"))
+    other = spec.model_copy(update={"job_id": "job-other"})
+    monkeypatch.setattr("sys.stdin", io.StringIO(other.model_dump_json()))
+    assert main(["worker", str(folder), "--results", str(results_dir), "--spec-stdin"]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "is for 'job-other'" in err[0], err
+    assert not any(results_dir.iterdir()) or [p.name for p in results_dir.iterdir()] == [".jobs"]
