@@ -32,6 +32,9 @@ HEADLINE = [
     ("queue_s.mean", "queue mean (s)", "{:.3f}", False),
     ("preemptions", "preemptions", "{:d}", False),
     ("completed", "completed", "{:d}", True),
+    ("failed", "failed", "{:d}", False),
+    ("output_length_mismatches", "replies shorter than asked", "{:d}", False),
+    ("resent_requests", "requests sent again", "{:d}", False),
     ("duration_s", "duration (s)", "{:.1f}", False),
 ]
 

@@ -25,6 +25,7 @@ class Metric:
     higher_is_better: bool
     unit: str = ""
     scale: float = 1.0  # displayed value = stored value x scale (e.g. 100 for %, 1000 for ms)
+    real_engines_only: bool = False  # a row only when some compared run has the value
 
 
 COMPARISON_METRICS: tuple[Metric, ...] = (
@@ -46,6 +47,9 @@ COMPARISON_METRICS: tuple[Metric, ...] = (
     Metric("e2e_s.p99", "E2E p99 (s)", False, "s"),
     Metric("preemptions", "preemptions", False),
     Metric("failed", "failed requests", False),
+    Metric("output_length_mismatches", "replies shorter than asked", False, real_engines_only=True),
+    Metric("resent_requests", "requests sent again", False, real_engines_only=True),
+    Metric("server_requests", "HTTP requests sent", False, real_engines_only=True),
 )
 
 
@@ -77,6 +81,8 @@ def comparison_table(summaries: Sequence[dict[str, Any]], baseline: str) -> pd.D
     order = [baseline] + [run_id for run_id in by_id if run_id != baseline]
     rows = []
     for metric in COMPARISON_METRICS:
+        if metric.real_engines_only and all(summary_value(by_id[run_id], metric.key) is None for run_id in order):
+            continue
         row: dict[str, Any] = {"metric": metric.label}
         base = summary_value(by_id[baseline], metric.key)
         for run_id in order:

@@ -27,6 +27,16 @@ def summary(run_id: str, **fields) -> dict:
     return {"run_id": run_id, **fields}
 
 
+def test_comparison_table_shows_short_replies_and_resends_only_for_real_engine_runs():
+    sim_a, sim_b = summary("a", slo_attainment=0.8), summary("b", slo_attainment=0.9)
+    assert "replies shorter than asked" not in set(comparison_table([sim_a, sim_b], baseline="a")["metric"])
+    real = summary("r", slo_attainment=0.9, output_length_mismatches=2, resent_requests=1, server_requests=7)
+    table = comparison_table([sim_a, real], baseline="a").set_index("metric")
+    assert table.loc["replies shorter than asked", "r"] == 2
+    assert table.loc["requests sent again", "r"] == 1 and table.loc["HTTP requests sent", "r"] == 7
+    assert pd.isna(table.loc["replies shorter than asked", "a"])
+
+
 def test_comparison_table_percent_change_by_hand():
     base = summary("a", slo_attainment=0.80, G=0.05, e2e_s={"mean": 10.0, "p90": 20.0}, tpot_s={"mean": 0.040},
                    slo_attainment_by_task={"chat": 0.5, "code": None}, preemptions=0)
