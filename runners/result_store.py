@@ -490,6 +490,13 @@ def _is_run_folder(folder: Path) -> bool:
         folder.glob("requests*.parquet"))
 
 
+def _is_empty(folder: Path) -> bool:
+    try:
+        return not any(folder.iterdir())
+    except OSError:
+        return False
+
+
 def _problem_record(run_id: str, status: str, problem: str) -> dict[str, Any]:
     return {"run_id": run_id, "status": status, "problem": problem}
 
@@ -562,8 +569,8 @@ def _run_names(base: Path) -> list[str]:
         if not RUN_ID_PATTERN.match(name):
             continue
         path = base / name
-        if path.is_symlink() or (path.is_dir() and _is_run_folder(path)):
-            names.append(name)
+        if path.is_symlink() or (path.is_dir() and (_is_run_folder(path) or _is_empty(path))):
+            names.append(name)  # an empty folder: a run cut short before its first file (incomplete)
     return names
 
 
