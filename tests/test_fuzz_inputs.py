@@ -300,7 +300,7 @@ DATASET_FORMATS = ["json", "jsonl", "json.gz", "jsonl.gz"]
 def test_dataset_files(sandbox, tmp_path):
     cases = runner(sandbox, tmp_path, "dataset files")
     entries = dataset_entries()
-    for index in range(count(240)):
+    for index in range(count(200)):
         rng = case_rng("dataset", index)
         fmt = rng.choice(DATASET_FORMATS)
         gz = fmt.endswith(".gz")
