@@ -8,6 +8,7 @@ import gzip
 import json
 import types
 import typing
+from pathlib import Path
 
 import pytest
 from pydantic import BaseModel
@@ -303,6 +304,29 @@ def test_profile_with_bad_numbers_names_file_and_field(changes, expected, tmp_pa
     path = _profile(tmp_path, "bad.yaml", **changes)
     err = refused(["--set", f"engine.profile={path}"], results_dir, capsys)
     assert f"{path}: " in err and expected in err, err
+
+
+def test_a_profile_kv_cache_smaller_than_a_block_names_the_profile_not_a_flag(tmp_path, results_dir, capsys):
+    path = _profile(tmp_path, "tiny-cache.yaml", kv_capacity_tokens=5)
+    err = refused(["--set", f"engine.profile={path}"], results_dir, capsys)
+    assert f"engine.profile: {path}: kv_capacity_tokens: a KV cache of 5 tokens is less than one block" in err, err
+    err = refused(["--kv-capacity", "5"], results_dir, capsys)
+    assert "engine.kv_capacity_tokens: a KV cache of 5 tokens is less than one block (16 tokens)" in err, err
+
+
+def test_a_tokenizer_that_cannot_load_is_one_line_in_a_fresh_process(results_dir):
+    """A new interpreter, as a user runs it: transformers' import-time advice ("PyTorch was not
+    found ...") must not come before the error line."""
+    import subprocess
+    import sys
+
+    done = subprocess.run([sys.executable, "-m", "runners", "run", "--tokenizer", "/dev/null", "--requests", "3",
+                           "--quiet", "--out", str(results_dir)], capture_output=True, text=True, timeout=120,
+                          cwd=str(Path(__file__).resolve().parents[1]))
+    assert done.returncode == 2, done.stderr
+    lines = done.stderr.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("error: workload.tokenizer: could not load a tokenizer"), lines
+    assert list(results_dir.iterdir()) == []
 
 
 def test_unreadable_profile_files_name_the_file(tmp_path, results_dir, capsys):

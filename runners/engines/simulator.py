@@ -80,7 +80,13 @@ class SimulatorConfig(InputModel):
         else:
             capacity = profile.capacity_tokens()
         if capacity < block_size:
-            raise ConfigError("engine.kv_capacity_tokens", f"{capacity} tokens is less than one block ({block_size})")
+            if self.kv_capacity_tokens is not None:
+                source = "engine.kv_capacity_tokens"
+            elif self.model is not None or self.gpu is not None:
+                source = "engine.gpu"
+            else:
+                source = f"engine.profile: {self.profile}: kv_capacity_tokens" if self.profile else "engine.preset"
+            raise ConfigError(source, f"a KV cache of {capacity} tokens is less than one block ({block_size} tokens)")
         if capacity > MAX_KV_CAPACITY_TOKENS:
             source = "engine.gpu" if self.model is not None or self.gpu is not None else "engine.profile"
             raise ConfigError(source, f"the model and GPU give a KV cache of {capacity:,} tokens; expected at most "

@@ -13,6 +13,7 @@ cores), and a sweep or a page of runs builds many workloads from the same texts.
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 from typing import Protocol, Sequence
 
@@ -44,6 +45,8 @@ class HuggingFaceTokenCounter:
         directory = Path(path)
         if not directory.exists():
             raise ConfigError("workload.tokenizer", f"tokenizer path {str(directory)!r} does not exist")
+        # transformers prints "PyTorch was not found ..." on import: advice, not an error of the run
+        os.environ.setdefault("TRANSFORMERS_NO_ADVISORY_WARNINGS", "1")
         try:
             from transformers import AutoTokenizer
         except ImportError as exc:  # pragma: no cover - transformers is in requirements.txt
