@@ -82,7 +82,9 @@ runpy.run_path(fake, run_name="__main__")
 """
 
 
-def test_secrets_reach_the_server_but_are_never_written(tmp_path, results_dir, capsys):
+def config_with_secrets(tmp_path: Path) -> tuple[dict, Path]:
+    """A run config launching the test LMDeploy server through :data:`WRAPPER` with a secret in
+    ``engine.env`` and three in ``extra_args``; and the file where the server records what it got."""
     wrapper = tmp_path / "serve.py"
     wrapper.write_text(WRAPPER)
     record = tmp_path / "server-saw.json"
@@ -98,6 +100,11 @@ def test_secrets_reach_the_server_but_are_never_written(tmp_path, results_dir, c
                      "filters": {"max_total_tokens": 300}},
         "sample_interval_s": 0.05,
     }
+    return config, record
+
+
+def test_secrets_reach_the_server_but_are_never_written(tmp_path, results_dir, capsys):
+    config, record = config_with_secrets(tmp_path)
     path = tmp_path / "run.json"
     path.write_text(json.dumps(config))
     code = main(["run", "--config", str(path), "--run-id", "secret", "--quiet", "--out", str(results_dir)])
@@ -122,22 +129,8 @@ def test_a_dashboard_job_keeps_its_secrets_out_of_job_json_and_still_passes_them
     from runners.config import parse_config
     from runners.jobs import list_jobs, new_job_spec, start_job
 
-    wrapper = tmp_path / "serve.py"
-    wrapper.write_text(WRAPPER)
-    record = tmp_path / "server-saw.json"
-    config = parse_config({
-        "engine": {
-            "kind": "lmdeploy", "model": "internlm-fake-7b", "use_gpus": False, "startup_timeout_s": 60,
-            "command": [sys.executable, str(wrapper), str(record), str(FAKE_LMDEPLOY)],
-            "env": {"SCHEDLAB_TEST_SECRET": "env-secret-1"},
-            "extra_args": ["--api-key", "sk-secret-2", "--hf-token", "hf_secret3", "--db-password=pw-secret-4"],
-            "warmup_concurrency": [],
-        },
-        "workload": {"requests": 4, "arrival": {"process": "poisson", "rate": 50},
-                     "filters": {"max_total_tokens": 300}},
-        "sample_interval_s": 0.05,
-    })
-    folder = start_job(new_job_spec([config], label="secret job"), results_dir)
+    data, record = config_with_secrets(tmp_path)
+    folder = start_job(new_job_spec([parse_config(data)], label="secret job"), results_dir)
     deadline = time.monotonic() + 120
     while (job := list_jobs(results_dir)[0]).active and time.monotonic() < deadline:
         time.sleep(0.3)

@@ -10,9 +10,8 @@ import shutil
 from pathlib import Path
 
 import pytest
-from streamlit.testing.v1 import AppTest
-
 from runners.cli import main
+from tests.test_app import open_page
 
 ROOT = Path(__file__).resolve().parents[1]
 BUNDLED = ROOT / "results"
@@ -54,14 +53,6 @@ def results(monkeypatch, tmp_path, real_run) -> Path:
     (folder / "bad-folder" / "summary.json").unlink()
     (folder / "bad-folder" / "summary.json").mkdir()
     return folder
-
-
-def open_page(page: str | None = None) -> AppTest:
-    app = AppTest.from_file(str(ROOT / "app.py"), default_timeout=60).run()
-    if page:
-        app.switch_page(page).run()
-    assert not app.exception, app.exception
-    return app
 
 
 def test_results_page_lists_damaged_runs_and_compares_the_good_ones(results):

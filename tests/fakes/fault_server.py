@@ -22,17 +22,18 @@ from __future__ import annotations
 
 import asyncio
 import json
-import threading
 from dataclasses import dataclass, field
 from typing import Any
 
 from aiohttp import web
 
+from tests.fakes.threaded_server import ThreadedServer
+
 BEHAVIOURS = ("ok", "malformed", "usage", "short", "hang", "echo-auth")
 
 
 @dataclass
-class FaultServer:
+class FaultServer(ThreadedServer):
     behaviour: str = "ok"
     chunk: str = "null"  # for "malformed": the JSON text sent after good_tokens good chunks
     good_tokens: int = 2
@@ -46,13 +47,12 @@ class FaultServer:
     posts: int = 0
     bodies: list[dict] = field(default_factory=list)
     port: int = 0
+    shutdown_timeout_s: float = 1.0
 
     def __post_init__(self) -> None:
         if self.behaviour not in BEHAVIOURS:
             raise ValueError(f"behaviour {self.behaviour!r}; expected one of {BEHAVIOURS}")
-        self._thread: threading.Thread | None = None
-        self._loop: asyncio.AbstractEventLoop | None = None
-        self._ready = threading.Event()
+        self._init_thread()
         self._release: asyncio.Event | None = None
 
     # -- handlers ----------------------------------------------------------------------------
@@ -111,39 +111,15 @@ class FaultServer:
         return response
 
     # -- lifecycle -----------------------------------------------------------------------------
-    def _serve(self) -> None:
-        loop = asyncio.new_event_loop()
-        self._loop = loop
-        self._release = asyncio.Event()
-        app = web.Application()
+    def routes(self, app: web.Application) -> None:
         app.router.add_get("/health", self.health)
         app.router.add_get("/metrics", self.metrics)
         app.router.add_get("/v1/models", self.list_models)
         app.router.add_post("/v1/completions", self.completions)
         app.router.add_post("/v1/chat/completions", self.completions)
-        runner = web.AppRunner(app, shutdown_timeout=1.0)
-        loop.run_until_complete(runner.setup())
-        site = web.TCPSite(runner, "127.0.0.1", self.port)
-        loop.run_until_complete(site.start())
-        self.port = site._server.sockets[0].getsockname()[1]
-        self._ready.set()
-        loop.run_forever()
-        self._release.set()
-        loop.run_until_complete(runner.cleanup())
-        loop.close()
 
-    @property
-    def url(self) -> str:
-        return f"http://127.0.0.1:{self.port}"
+    def on_loop(self, loop: asyncio.AbstractEventLoop) -> None:
+        self._release = asyncio.Event()
 
-    def start(self) -> "FaultServer":
-        self._thread = threading.Thread(target=self._serve, daemon=True)
-        self._thread.start()
-        self._ready.wait(10)
-        return self
-
-    def stop(self) -> None:
-        if self._loop is not None:
-            self._loop.call_soon_threadsafe(self._loop.stop)
-        if self._thread is not None:
-            self._thread.join(10)
+    def on_stopping(self) -> None:
+        self._release.set()  # hanging handlers end

@@ -19,18 +19,26 @@ from __future__ import annotations
 
 import asyncio
 import json
-import threading
 import time
 from dataclasses import dataclass, field
 
 from aiohttp import web
 from prometheus_client import CollectorRegistry, Gauge, Histogram, generate_latest
 
+try:
+    from tests.fakes.threaded_server import ThreadedServer
+except ImportError:  # run as a script (the launch tests start it as `lmdeploy serve api_server`)
+    import sys
+    from pathlib import Path
+
+    sys.path.insert(0, str(Path(__file__).resolve().parent))
+    from threaded_server import ThreadedServer  # type: ignore[no-redef]
+
 LMDEPLOY_FORMAT_VERSION = "0.10 (api_server.py streaming; loggers.py metric names)"
 
 
 @dataclass
-class FakeLMDeploy:
+class FakeLMDeploy(ThreadedServer):
     model_name: str = "internlm-fake"
     token_delay_s: float = 0.005
     max_batch: int = 8
@@ -52,9 +60,7 @@ class FakeLMDeploy:
             metric.labels(**self._labels)  # as LMDeploy's loggers do: series exist from start-up
         self._session = 0
         self._kv_tokens = 0
-        self._thread: threading.Thread | None = None
-        self._loop: asyncio.AbstractEventLoop | None = None
-        self._ready = threading.Event()
+        self._init_thread()
 
     # -- handlers ----------------------------------------------------------------------------
     def _error(self, status: int, message: str) -> web.Response:
@@ -144,41 +150,12 @@ class FakeLMDeploy:
         return response
 
     # -- lifecycle -----------------------------------------------------------------------------
-    def _serve(self) -> None:
-        loop = asyncio.new_event_loop()
-        self._loop = loop
-        app = web.Application()
+    def routes(self, app: web.Application) -> None:
         app.router.add_get("/health", self.health)
         app.router.add_get("/v1/models", self.models)
         app.router.add_get("/metrics", self.metrics)
         app.router.add_post("/v1/completions", self.completions)
         app.router.add_post("/v1/chat/completions", self.completions)
-        runner = web.AppRunner(app)
-        loop.run_until_complete(runner.setup())
-        site = web.TCPSite(runner, "127.0.0.1", self.port)
-        loop.run_until_complete(site.start())
-        self.port = site._server.sockets[0].getsockname()[1]
-        self._runner = runner
-        self._ready.set()
-        loop.run_forever()
-        loop.run_until_complete(runner.cleanup())
-        loop.close()
-
-    @property
-    def url(self) -> str:
-        return f"http://127.0.0.1:{self.port}"
-
-    def start(self) -> "FakeLMDeploy":
-        self._thread = threading.Thread(target=self._serve, daemon=True)
-        self._thread.start()
-        self._ready.wait(10)
-        return self
-
-    def stop(self) -> None:
-        if self._loop is not None:
-            self._loop.call_soon_threadsafe(self._loop.stop)
-        if self._thread is not None:
-            self._thread.join(10)
 
 
 def main(argv: list[str] | None = None) -> None:
