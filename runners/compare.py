@@ -50,6 +50,10 @@ COMPARISON_METRICS: tuple[Metric, ...] = (
     Metric("output_length_mismatches", "replies shorter than asked", False, real_engines_only=True),
     Metric("resent_requests", "requests sent again", False, real_engines_only=True),
     Metric("server_requests", "HTTP requests sent", False, real_engines_only=True),
+    # contention (runners.metrics.contention) describes the setting rather than the scheduler's
+    # quality; lower is marked better only because the table needs a direction
+    Metric("contention.waiting_peak", "requests waiting, peak", False, "requests"),
+    Metric("contention.queued_share", "time with a queue (%)", False, "%", 100.0),
 )
 
 

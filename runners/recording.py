@@ -9,6 +9,7 @@ from typing import Any, Callable, Sequence
 import numpy as np
 import pandas as pd
 
+from runners.metrics.contention import contention
 from runners.metrics.request_metrics import inter_token_latencies, request_latencies
 from runners.metrics.run_metrics import summarize_requests
 from runners.result_store import REQUEST_COLUMNS, RunWriter
@@ -82,6 +83,8 @@ class RunRecorder:
     rows: list[dict[str, Any]] = field(default_factory=list)
     itl_gaps: list[np.ndarray] = field(default_factory=list)
     preemptions_by_instance: dict[int, int] = field(default_factory=dict)
+    # (t_s, instance, waiting, gateway_pending) of every sample, for the contention summary
+    waiting_samples: list[tuple[float, int, Any, Any]] = field(default_factory=list)
     finished_count: int = 0
 
     def __post_init__(self) -> None:
@@ -148,6 +151,7 @@ class RunRecorder:
             self.writer.add_sample(row)
         if row.get("preemptions") is not None:
             self.preemptions_by_instance[int(row["instance"])] = int(row["preemptions"])
+        self.waiting_samples.append((row["t_s"], row["instance"], row.get("waiting"), row.get("gateway_pending")))
 
     # -- summaries ---------------------------------------------------------------------------
     @property
@@ -170,6 +174,8 @@ class RunRecorder:
         gaps = np.concatenate(self.itl_gaps) if include_itl and self.itl_gaps else None
         summary = summarize_requests(frame, preemptions=sum(self.preemptions_by_instance.values()), itl_gaps_s=gaps)
         summary["requests_total"] = len(self.records)
+        summary["contention"] = contention(
+            pd.DataFrame(self.waiting_samples, columns=["t_s", "instance", "waiting", "gateway_pending"]))
         return summary
 
     def flush_due(self) -> bool:
