@@ -94,6 +94,7 @@ def build_run_config(args: argparse.Namespace):
         "engine.python": get("python"),
         "workload.tokenizer": get("tokenizer"),
         "scheduler.name": get("scheduler"),
+        "trials.baseline": get("baseline"),
         "workload.requests": get("requests"),
         "workload.seed": get("seed"),
         "workload.arrival.process": get("arrival"),
@@ -114,6 +115,20 @@ def build_run_config(args: argparse.Namespace):
         set_dotted(data, "workload.ratio", {"chat": chat, "code": code})
     if get("batch_size") is not None:
         set_dotted(data, "scheduler.params.batch_size", args.batch_size)
+    scheduler = get("scheduler")
+    if isinstance(scheduler, str) and "," in scheduler:  # a study of several schedulers
+        names = [part.strip() for part in scheduler.split(",")]
+        if not all(names):
+            raise ConfigError("--scheduler", f"{scheduler!r} has an empty name; expected names separated by commas, "
+                                             "e.g. fcfs,slo-sa")
+        set_dotted(data, "scheduler.name", names[0])
+        set_dotted(data, "trials.schedulers", names)
+    if get("seeds") is not None:
+        from runners.study import parse_seeds
+
+        if get("seed") is not None:
+            raise ConfigError("--seeds", "cannot be combined with --seed; expected one of them")
+        set_dotted(data, "trials.seeds", parse_seeds(args.seeds))
     for item in get("set") or []:
         if "=" not in item:
             raise ConfigError("--set", f"{item!r} is not KEY=VALUE (for example engine.max_num_seqs=64)")
@@ -128,6 +143,13 @@ def command_run(args: argparse.Namespace) -> int:
     from runners.benchmark import execute_run
 
     config = build_run_config(args)
+    from runners.study import is_study
+
+    if is_study(config):
+        return _run_study(args, config)
+    if config.trials.baseline not in (None, config.scheduler.name):
+        raise ConfigError("--baseline", f"{config.trials.baseline!r} is not a scheduler of this run; expected "
+                                        f"{config.scheduler.name!r} (a study names several with --scheduler a,b)")
     stop = {"requested": False}
 
     def request_stop(signum, frame):  # noqa: ARG001 - signal handler signature
@@ -153,6 +175,52 @@ def command_run(args: argparse.Namespace) -> int:
         print(f"reason: {outcome.error}")
     print(_table([["metric", outcome.run_id]] + [[label, _format(_get(summary, key), style)] for key, label, style, _ in HEADLINE]))
     return {"done": 0, "cancelled": 130}.get(outcome.status, 1)
+
+
+def _run_study(args: argparse.Namespace, config: Any) -> int:
+    """Run a study (schedulers x seeds), then print its headline table with intervals."""
+    from tqdm import tqdm
+
+    from runners.study import check_size, plan_study, run_study
+
+    plan = plan_study(config)
+    check_size(plan, bool(getattr(args, "yes", False)))
+    stop = {"requested": False}
+
+    def request_stop(signum, frame):  # noqa: ARG001 - signal handler signature
+        stop["requested"] = True
+
+    previous = {sig: signal.signal(sig, request_stop) for sig in (signal.SIGINT, signal.SIGTERM)}
+    total = config.workload.requests * len(plan.members)
+    bar = tqdm(total=total, unit="req", disable=None if not args.quiet else True, file=sys.stderr)
+    index = {member.run_id: number for number, member in enumerate(plan.members)}
+
+    def progress(done: int, count: int, member: Any) -> None:
+        bar.n = index[member.run_id] * config.workload.requests + done
+        if done == count or done % 50 == 0:
+            bar.set_description(member.run_id[len(plan.study_id) + 1:], refresh=False)
+            bar.refresh()
+
+    try:
+        result = run_study(plan, args.out, progress=progress, should_stop=lambda: stop["requested"])
+    finally:
+        bar.close()
+        for sig, handler in previous.items():
+            signal.signal(sig, handler)
+    record = result.record
+    print(f"study {result.study_id}: {record['status']}  ->  {result.folder / 'study.json'}")
+    _print_study(record)
+    return {"done": 0, "cancelled": 130}.get(record["status"], 1)
+
+
+def _print_study(record: dict[str, Any]) -> None:
+    from runners.study import study_lines, study_table
+
+    print(f"schedulers: {', '.join(record.get('schedulers') or [])}; baseline {record['baseline']}; "
+          f"seeds: {', '.join(str(seed) for seed in record.get('seeds') or [])}")
+    print(_table(study_table(record)))
+    for line in study_lines(record):
+        print(line)
 
 
 # -- list / show / compare / delete ----------------------------------------------------------------
@@ -188,7 +256,14 @@ def command_list(args: argparse.Namespace) -> int:
 
 def command_show(args: argparse.Namespace) -> int:
     from runners.result_store import load_run
+    from runners.study import find_study, read_study
 
+    study = find_study(args.out, args.run)
+    if study is not None:
+        record = read_study(study)
+        print(f"study {record['study_id']} ({record.get('status')}) in {study}")
+        _print_study(record)
+        return 0
     run = load_run(args.out, args.run, allow_path=True)
     summary = run.summary
     print(f"run {run.run_id} ({summary.get('status')}) in {run.folder}")
@@ -202,7 +277,17 @@ def command_show(args: argparse.Namespace) -> int:
 
 def command_compare(args: argparse.Namespace) -> int:
     from runners.result_store import load_run
+    from runners.study import find_study, read_study
 
+    studies = [find_study(args.out, name) for name in args.runs]
+    if any(studies):
+        if len(args.runs) > 1:
+            raise ConfigError("compare", "a study is compared on its own (its schedulers against its baseline); "
+                                         "expected one study id, or run ids only")
+        record = read_study(studies[0])
+        print(f"study {record['study_id']} ({record.get('status')})")
+        _print_study(record)
+        return 0
     runs = [load_run(args.out, name, allow_path=True) for name in args.runs]
     header = ["metric"] + [run.run_id for run in runs]
     rows = [header, ["scheduler"] + [str(run.summary.get("scheduler")) for run in runs]]
@@ -348,7 +433,11 @@ def make_parser() -> argparse.ArgumentParser:
     run = sub.add_parser("run", help="run one benchmark and save it under results/")
     add_engine_flags(run)
     run.add_argument("--tokenizer", help="local tokenizer folder for exact token counts (usually the model folder)")
-    run.add_argument("--scheduler", help="scheduler name (see 'schedulers')")
+    run.add_argument("--scheduler", help="scheduler name (see 'schedulers'); several, comma-separated, make a study")
+    run.add_argument("--seeds", help="a study over seeds: N (seeds 0..N-1) or a list such as 3,7,11; every scheduler "
+                                     "gets the same workload and arrivals at each seed")
+    run.add_argument("--baseline", help="the study's baseline scheduler (default: the first of --scheduler)")
+    run.add_argument("--yes", action="store_true", help="run a study of more than 1,000 runs without asking")
     run.add_argument("--requests", type=int, help="number of requests")
     run.add_argument("--rate", type=float, help="arrival rate, requests per second")
     run.add_argument("--arrival", help="all-at-once | poisson | gamma | constant | replay")
@@ -359,7 +448,7 @@ def make_parser() -> argparse.ArgumentParser:
     run.add_argument("--kv-capacity", type=int, help="KV-cache capacity per instance, tokens")
     run.add_argument("--ratio", help="chat:code mix, for example 1:1")
     run.add_argument("--slo", help="SLO preset: paper | auto | custom")
-    run.add_argument("--run-id", help="name of the run folder")
+    run.add_argument("--run-id", help="name of the run folder (of a study: the study id)")
     run.add_argument("--max-error-rate", type=float, metavar="FRACTION",
                      help="failure gate: the run fails (exit code 1) when more than this fraction of its requests "
                           "failed (default 0.5; 1 = off)")
@@ -381,13 +470,13 @@ def make_parser() -> argparse.ArgumentParser:
     add_out(listing)
     listing.set_defaults(handler=command_list)
 
-    show = sub.add_parser("show", help="show one run's summary")
-    show.add_argument("run", help="run id, unique prefix, or folder")
+    show = sub.add_parser("show", help="show one run's summary, or a study's statistics")
+    show.add_argument("run", help="run id, unique prefix, or folder; or a study id")
     add_out(show)
     show.set_defaults(handler=command_show)
 
     compare = sub.add_parser("compare", help="headline metrics side by side, %% change against the first")
-    compare.add_argument("runs", nargs="+", help="run ids, unique prefixes, or folders")
+    compare.add_argument("runs", nargs="+", help="run ids, unique prefixes, or folders; or one study id")
     add_out(compare)
     compare.set_defaults(handler=command_compare)
 

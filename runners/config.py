@@ -13,7 +13,7 @@ from pydantic import Field, ValidationError, field_validator, model_validator
 from runners.engines.real_config import REDACT_SECRETS, AttachConfig, LMDeployConfig, VLLMConfig
 from runners.engines.simulator import SimulatorConfig
 from runners.errors import ConfigError, format_validation_error
-from runners.input_model import InputModel, field_error
+from runners.input_model import MAX_SEED, InputModel, field_error
 from runners.registry import engine_entry, make_policy
 from runners.result_store import validate_run_id
 from runners.workload.builder import WorkloadConfig
@@ -25,6 +25,32 @@ class SchedulerConfig(InputModel):
 
     name: str = "fcfs"
     params: dict[str, Any] = Field(default_factory=dict)
+
+
+#: Most seeds one study may take (the run-count guard, 1,000 runs without confirmation, applies too).
+MAX_STUDY_SEEDS = 10_000
+
+
+class TrialsConfig(InputModel):
+    """A study: every scheduler of ``schedulers`` at every seed of ``seeds`` (the workload and
+    arrival seed, so at one seed all schedulers see the identical workload and arrival times),
+    compared with ``baseline``. Empty lists: one run with ``scheduler`` and ``workload.seed``."""
+
+    seeds: list[Annotated[int, Field(ge=0, le=MAX_SEED)]] = Field(
+        default_factory=list, max_length=MAX_STUDY_SEEDS,
+        description="workload seeds of the study (CLI --seeds 10 means 0..9; --seeds 3,7,11 a list)")
+    schedulers: list[str] = Field(default_factory=list, max_length=64,
+                                  description="schedulers of the study (default: scheduler.name alone)")
+    baseline: str | None = Field(default=None, description="the scheduler the others are compared with "
+                                                           "(default: the first of schedulers)")
+
+    @field_validator("seeds", "schedulers")
+    @classmethod
+    def _unique(cls, values: list[Any]) -> list[Any]:
+        repeated = sorted({str(v) for v in values if values.count(v) > 1})
+        if repeated:
+            raise ValueError(f"each value once; repeated: {', '.join(repeated)}")
+        return values
 
 
 EngineConfig = Annotated[
@@ -46,6 +72,7 @@ class RunConfig(InputModel):
     workload: WorkloadConfig = Field(default_factory=WorkloadConfig)
     slo: SLOConfig = Field(default_factory=SLOConfig)
     scheduler: SchedulerConfig = Field(default_factory=SchedulerConfig)
+    trials: TrialsConfig = Field(default_factory=TrialsConfig)
     sample_interval_s: float = Field(
         default=0.25, ge=0.01, le=3600.0,
         description="telemetry sampling period, seconds (at least 0.01 s: every sample is a row, and a real "

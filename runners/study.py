@@ -1,0 +1,357 @@
+"""Studies: every scheduler of a list at every seed of a list, paired by seed, with statistics.
+
+At one seed every scheduler gets the identical workload and arrival times: both depend only on
+``workload.*`` (the seed is ``workload.seed``), and the SLOs on the engine, which is the same for
+all. Each (scheduler, seed) is an ordinary run ``results/<study_id>-<scheduler>-s<seed>/``; the
+study adds ``results/<study_id>/study.json`` (a contract, see README "Result files"):
+
+- ``schema_version`` (1), ``study_id``, ``baseline``, ``schedulers``, ``seeds``, ``created_at``,
+  ``finished_at`` (None while running), ``status`` (running | done | failed | cancelled);
+- ``runs``: ``{run_id, scheduler, seed, rate, status, error}`` for every planned run (status
+  ``pending`` before it ran, ``skipped`` when the study was cancelled first);
+- ``statistics``: for each metric key of :data:`runners.compare.COMPARISON_METRICS`,
+  ``{"schedulers": {name: {n, mean, median, ci_low, ci_high, note}}, "vs_baseline": {name:
+  {n_pairs, dropped, diff_mean, ci_low, ci_high, wins, verdict, note}}}`` (definitions in
+  :mod:`runners.metrics.seed_statistics`), values in the summary's stored units (seconds,
+  fractions, 1/s). Only runs that ended ``done`` count; a failed run's seed is dropped pairwise.
+
+A study folder holds only study.json, so :func:`runners.result_store.list_runs` never takes it
+for a run; it appears at once, complete (written in a hidden folder, then renamed).
+
+Runs are independent tasks (:func:`execute_member`), run one after the other here.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Callable, Iterable, Sequence
+
+from runners.compare import COMPARISON_METRICS, Metric, summary_value
+from runners.config import MAX_STUDY_SEEDS, RunConfig, TrialsConfig
+from runners.errors import ConfigError, SchedlabError
+from runners.input_model import MAX_SEED
+from runners.metrics.seed_statistics import paired_comparison, summarize
+from runners.registry import make_policy
+from runners.result_store import RUN_ID_PATTERN, _read_json_file, _results_root, validate_run_id, write_json_atomic
+
+STUDY_SCHEMA_VERSION = 1
+STUDY_FILE = "study.json"
+#: A study of more runs than this needs confirmation (CLI ``--yes``).
+MAX_RUNS_UNCONFIRMED = 1_000
+#: The CLI's study table: the headline metrics (keys of the catalog).
+HEADLINE_KEYS = ("slo_attainment", "G", "request_throughput_rps", "ttft_s.mean", "e2e_s.mean")
+
+
+def parse_seeds(text: str, flag: str = "--seeds") -> list[int]:
+    """``"10"`` -> seeds 0..9; ``"3,7,11"`` -> that list. ConfigError naming ``flag`` otherwise."""
+    expected = "expected a count N (seeds 0..N-1, e.g. 10) or a comma-separated list of distinct seeds (e.g. 3,7,11)"
+    parts = [part.strip() for part in str(text).split(",")]
+    try:
+        numbers = [int(part) for part in parts]
+    except ValueError:
+        raise ConfigError(flag, f"{text!r} is not a number or a list of numbers; {expected}") from None
+    if len(numbers) == 1:
+        count = numbers[0]
+        if not 1 <= count <= MAX_STUDY_SEEDS:
+            raise ConfigError(flag, f"{text!r}: a count must be 1 to {MAX_STUDY_SEEDS:,}; {expected}")
+        return list(range(count))
+    if len(numbers) > MAX_STUDY_SEEDS:
+        raise ConfigError(flag, f"{len(numbers):,} seeds; at most {MAX_STUDY_SEEDS:,}")
+    bad = [n for n in numbers if not 0 <= n <= MAX_SEED]
+    if bad:
+        raise ConfigError(flag, f"seed {bad[0]} is out of range; seeds are 0 to {MAX_SEED}")
+    repeated = sorted({n for n in numbers if numbers.count(n) > 1})
+    if repeated:
+        raise ConfigError(flag, f"seed {repeated[0]} is listed twice; {expected}")
+    return numbers
+
+
+def is_study(config: RunConfig) -> bool:
+    """Whether ``config`` asks for a study (seeds listed, or more than one scheduler)."""
+    return bool(config.trials.seeds) or len(config.trials.schedulers) > 1
+
+
+@dataclass(frozen=True)
+class StudyMember:
+    """One run of a study: its id, scheduler, seed, arrival rate (req/s) and full config."""
+
+    run_id: str
+    scheduler: str
+    seed: int
+    rate: float | None
+    config: RunConfig
+
+
+@dataclass(frozen=True)
+class StudyPlan:
+    """The planned runs of a study, baseline first among ``schedulers``."""
+
+    study_id: str
+    baseline: str
+    schedulers: list[str]
+    seeds: list[int]
+    members: list[StudyMember]
+
+
+def new_study_id() -> str:
+    """``YYYYmmdd-HHMMSS-study-<4 hex>`` (UTC)."""
+    return f"{time.strftime('%Y%m%d-%H%M%S', time.gmtime())}-study-{os.urandom(2).hex()}"
+
+
+def plan_study(config: RunConfig, study_id: str | None = None) -> StudyPlan:
+    """Every (scheduler, seed) run of the study ``config.trials`` describes. Schedulers default to
+    ``scheduler.name``, seeds to ``workload.seed``; the baseline to the first scheduler. Scheduler
+    parameters (``scheduler.params``) apply to every scheduler and are checked for each."""
+    trials = config.trials
+    schedulers = list(trials.schedulers) or [config.scheduler.name]
+    seeds = list(trials.seeds) or [config.workload.seed]
+    baseline = trials.baseline or schedulers[0]
+    if baseline not in schedulers:
+        raise ConfigError("--baseline", f"{baseline!r} is not a scheduler of the study; expected one of: "
+                                        f"{', '.join(schedulers)}")
+    for name in schedulers:
+        make_policy(name, config.scheduler.params)
+    study_id = validate_run_id(study_id or config.run_id or new_study_id())
+    members = []
+    for name in schedulers:
+        for seed in seeds:
+            run_id = f"{study_id}-{name}-s{seed}"
+            if not RUN_ID_PATTERN.match(run_id):
+                raise ConfigError("--run-id", f"study id {study_id!r} is too long for its run ids ({run_id!r}); "
+                                              "expected a shorter name")
+            member_config = config.model_copy(update={
+                "run_id": run_id,
+                "scheduler": config.scheduler.model_copy(update={"name": name}),
+                "workload": config.workload.model_copy(update={"seed": seed}),
+                "trials": TrialsConfig(),
+            })
+            members.append(StudyMember(run_id, name, seed, config.workload.arrival.rate, member_config))
+    ordered = [baseline] + [name for name in schedulers if name != baseline]
+    return StudyPlan(study_id, baseline, ordered, seeds, members)
+
+
+def check_size(plan: StudyPlan, confirmed: bool) -> None:
+    """ConfigError when the study has more than :data:`MAX_RUNS_UNCONFIRMED` runs, unconfirmed."""
+    if len(plan.members) > MAX_RUNS_UNCONFIRMED and not confirmed:
+        raise ConfigError("--seeds", f"the study has {len(plan.members):,} runs ({len(plan.schedulers)} schedulers x "
+                                     f"{len(plan.seeds)} seeds), more than {MAX_RUNS_UNCONFIRMED:,}; add --yes to "
+                                     "run it anyway")
+
+
+# -- statistics ------------------------------------------------------------------------------------
+def metric_statistics(metric: Metric, plan_runs: Sequence[dict[str, Any]], summaries: dict[str, dict[str, Any]],
+                      baseline: str, schedulers: Sequence[str]) -> dict[str, Any]:
+    """One metric's per-scheduler summary and paired comparison with the baseline. ``plan_runs``:
+    the study's run records; ``summaries``: run_id -> summary of the runs that ended done."""
+    by_scheduler: dict[str, dict[int, float | None]] = {name: {} for name in schedulers}
+    for run in plan_runs:
+        summary = summaries.get(run["run_id"])
+        value = summary_value(summary, metric.key) if summary is not None else None
+        by_scheduler.setdefault(run["scheduler"], {})[run["seed"]] = value
+    per = {name: summarize(list(values.values())).as_dict() for name, values in by_scheduler.items()}
+    versus = {name: paired_comparison(by_scheduler[baseline], values, metric.higher_is_better).as_dict()
+              for name, values in by_scheduler.items() if name != baseline}
+    return {"schedulers": per, "vs_baseline": versus}
+
+
+def study_statistics(runs: Sequence[dict[str, Any]], summaries: dict[str, dict[str, Any]], baseline: str,
+                     schedulers: Sequence[str]) -> dict[str, Any]:
+    """:func:`metric_statistics` for every metric of the catalog, keyed by metric key."""
+    return {metric.key: metric_statistics(metric, runs, summaries, baseline, schedulers)
+            for metric in COMPARISON_METRICS}
+
+
+# -- running ---------------------------------------------------------------------------------------
+@dataclass
+class StudyResult:
+    """A finished (or cancelled) study: its folder and the record written to study.json."""
+
+    study_id: str
+    folder: Path
+    record: dict[str, Any]
+
+
+def _now() -> str:
+    return time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
+
+
+def execute_member(member: StudyMember, results_root: str | Path, progress: Callable[[int, int], None] | None,
+                   should_stop: Callable[[], bool] | None) -> tuple[str, dict[str, Any] | None, str | None]:
+    """Run one member: (status, summary or None, error). An exception is a failed run, never the
+    end of the study; what the run measured stays in its folder."""
+    from runners.benchmark import execute_run
+
+    try:
+        outcome = execute_run(member.config, results_root, progress=progress, should_stop=should_stop)
+    except SchedlabError as exc:
+        return "failed", None, str(exc)
+    except Exception as exc:  # noqa: BLE001 - a crashing run must not end the study
+        return "failed", None, f"{type(exc).__name__}: {exc}"
+    return outcome.status, outcome.summary, outcome.error
+
+
+def _record(plan: StudyPlan, runs: list[dict[str, Any]], summaries: dict[str, dict[str, Any]], status: str,
+            created_at: str, finished_at: str | None) -> dict[str, Any]:
+    return {
+        "schema_version": STUDY_SCHEMA_VERSION,
+        "study_id": plan.study_id,
+        "baseline": plan.baseline,
+        "schedulers": plan.schedulers,
+        "seeds": plan.seeds,
+        "status": status,
+        "created_at": created_at,
+        "finished_at": finished_at,
+        "runs": runs,
+        "statistics": study_statistics(runs, summaries, plan.baseline, plan.schedulers),
+    }
+
+
+def _create_folder(base: Path, study_id: str, record: dict[str, Any]) -> Path:
+    """The study folder with its first study.json, appearing complete (written hidden, renamed)."""
+    folder = base / study_id
+    if os.path.lexists(folder):
+        raise ConfigError("--run-id", f"{folder} already exists; expected a new study id")
+    base.mkdir(parents=True, exist_ok=True)
+    hidden = base / f".{study_id}.creating"
+    hidden.mkdir()
+    try:
+        write_json_atomic(hidden / STUDY_FILE, record)
+        os.rename(hidden, folder)
+    except BaseException:
+        for leftover in hidden.glob("*"):
+            leftover.unlink(missing_ok=True)
+        hidden.rmdir()
+        raise
+    return folder
+
+
+def run_study(plan: StudyPlan, results_root: str | Path,
+              progress: Callable[[int, int, StudyMember], None] | None = None,
+              should_stop: Callable[[], bool] | None = None) -> StudyResult:
+    """Run every member in turn and keep study.json current after each. A failed member keeps the
+    rest going; a stop request cancels the current run and skips the rest. ``progress(done,
+    total, member)`` reports the current run's requests."""
+    base = _results_root(results_root)
+    for member in plan.members:
+        if os.path.lexists(base / member.run_id):
+            raise ConfigError("--run-id", f"run {member.run_id!r} already exists in {base}; expected a new study id")
+    runs = [{"run_id": m.run_id, "scheduler": m.scheduler, "seed": m.seed, "rate": m.rate, "status": "pending",
+             "error": None} for m in plan.members]
+    summaries: dict[str, dict[str, Any]] = {}
+    created_at = _now()
+    folder = _create_folder(base, plan.study_id, _record(plan, runs, summaries, "running", created_at, None))
+    stopped = lambda: bool(should_stop and should_stop())  # noqa: E731
+    for member, run in zip(plan.members, runs):
+        if stopped():
+            run["status"] = "skipped"
+            continue
+        report = (lambda done, total, m=member: progress(done, total, m)) if progress else None
+        status, summary, error = execute_member(member, base, report, should_stop)
+        run["status"], run["error"] = status, error
+        if status == "done" and summary is not None:
+            summaries[member.run_id] = summary
+        write_json_atomic(folder / STUDY_FILE, _record(plan, runs, summaries, "running", created_at, None))
+    statuses = {run["status"] for run in runs}
+    final = "cancelled" if statuses & {"cancelled", "skipped"} else "failed" if statuses - {"done"} else "done"
+    record = _record(plan, runs, summaries, final, created_at, _now())
+    write_json_atomic(folder / STUDY_FILE, record)
+    return StudyResult(plan.study_id, folder, record)
+
+
+# -- reading and showing ---------------------------------------------------------------------------
+def find_study(root: str | Path, name: str) -> Path | None:
+    """The folder of study ``name`` (an id inside ``root``, or a path to a study folder) when it
+    holds study.json; None otherwise (then it may be a run)."""
+    if not isinstance(name, str) or not name.strip():
+        return None
+    candidates = []
+    if RUN_ID_PATTERN.match(name):
+        candidates.append(_results_root(root) / name)
+    candidates.append(Path(name))
+    for folder in candidates:
+        try:
+            if not folder.is_symlink() and (folder / STUDY_FILE).is_file():
+                return folder
+        except OSError:
+            continue
+    return None
+
+
+def read_study(folder: Path) -> dict[str, Any]:
+    """study.json of ``folder``, checked for the fields the CLI and pages read (SchedlabError,
+    one line, naming the file otherwise)."""
+    path = folder / STUDY_FILE
+    data = _read_json_file(path)
+    if not isinstance(data, dict):
+        raise SchedlabError(f"{path}: expected a JSON object (a study record)")
+    for key, kind in (("study_id", str), ("baseline", str), ("runs", list), ("statistics", dict)):
+        if not isinstance(data.get(key), kind):
+            raise SchedlabError(f"{path}: '{key}' is missing or not a {kind.__name__}; expected a study record")
+    if data.get("schema_version") != STUDY_SCHEMA_VERSION:
+        raise SchedlabError(f"{path}: schema_version {data.get('schema_version')!r}; this schedlab reads "
+                            f"{STUDY_SCHEMA_VERSION}")
+    return data
+
+
+def _number(value: Any, metric: Metric) -> str:
+    if not isinstance(value, (int, float)) or isinstance(value, bool):
+        return "-"
+    return f"{value * metric.scale:.4g}"
+
+
+def _interval(low: Any, high: Any, metric: Metric) -> str:
+    if low is None or high is None:
+        return "[no interval]"
+    return f"[{_number(low, metric)}, {_number(high, metric)}]"
+
+
+def study_table(record: dict[str, Any], keys: Iterable[str] = HEADLINE_KEYS) -> list[list[str]]:
+    """Rows (header first) of the study's headline: per metric and scheduler, the mean with its
+    95% interval over seeds; for each non-baseline scheduler the paired difference with the
+    baseline, its interval, seeds won and the verdict."""
+    catalog = {metric.key: metric for metric in COMPARISON_METRICS}
+    rows = [["metric", "scheduler", "n", "mean [95% CI]", f"diff vs {record['baseline']} [95% CI]", "wins",
+             "verdict"]]
+    statistics = record.get("statistics") or {}
+    for key in keys:
+        metric = catalog.get(key)
+        entry = statistics.get(key)
+        if metric is None or not isinstance(entry, dict):
+            continue
+        per = entry.get("schedulers") or {}
+        versus = entry.get("vs_baseline") or {}
+        for name in record.get("schedulers") or list(per):
+            stats = per.get(name) or {}
+            cells = [metric.label, name, str(stats.get("n", 0)),
+                     f"{_number(stats.get('mean'), metric)} {_interval(stats.get('ci_low'), stats.get('ci_high'), metric)}"]
+            pair = versus.get(name)
+            if pair:
+                dropped = f" ({pair['dropped']} dropped)" if pair.get("dropped") else ""
+                cells += [f"{_number(pair.get('diff_mean'), metric)} "
+                          f"{_interval(pair.get('ci_low'), pair.get('ci_high'), metric)}",
+                          f"{pair.get('wins', 0)}/{pair.get('n_pairs', 0)}{dropped}", str(pair.get("verdict"))]
+            else:
+                cells += ["(baseline)", "", ""]
+            rows.append(cells)
+    return rows
+
+
+def study_lines(record: dict[str, Any]) -> list[str]:
+    """The text the CLI prints under a study's table: run counts and notes."""
+    runs = record.get("runs") or []
+    counts: dict[str, int] = {}
+    for run in runs:
+        counts[str(run.get("status"))] = counts.get(str(run.get("status")), 0) + 1
+    lines = [f"{len(runs)} runs: " + ", ".join(f"{n} {status}" for status, n in sorted(counts.items())),
+             "intervals: Student t 95% over seeds; diff = scheduler - baseline per seed (paired); "
+             "wins = seeds where the scheduler is better"]
+    for run in runs:
+        if run.get("status") not in ("done", "pending") and run.get("error"):
+            lines.append(f"  {run.get('run_id')}: {run.get('status')}: {run.get('error')}")
+    seeds = record.get("seeds") or []
+    if len(seeds) == 1:
+        lines.append("1 seed: no interval; differences this size can flip with the seed")
+    return lines
