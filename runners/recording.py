@@ -168,8 +168,9 @@ class RunRecorder:
         return count
 
     def summary(self, include_itl: bool = True) -> dict[str, Any]:
-        """Summary metrics of the rows so far; ITL percentiles (over every token gap) only when
-        ``include_itl``, since they cost a pass over all gaps."""
+        """Summary metrics of the rows so far, and ``contention`` of the samples so far
+        (:func:`runners.metrics.contention.contention`); ITL percentiles (over every token gap)
+        only when ``include_itl``, since they cost a pass over all gaps."""
         frame = pd.DataFrame(list(self.rows), columns=list(REQUEST_COLUMNS))
         gaps = np.concatenate(self.itl_gaps) if include_itl and self.itl_gaps else None
         summary = summarize_requests(frame, preemptions=sum(self.preemptions_by_instance.values()), itl_gaps_s=gaps)

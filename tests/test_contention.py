@@ -124,3 +124,29 @@ def test_schedulers_decide_alike_without_a_queue_and_differ_with_one(runs):
     summaries = [outcomes["calm", name].summary for name in ("fcfs", "slo-sa")]
     assert identical_decisions_message(summaries, identical_decisions(calm)) == (
         "these runs made identical decisions: the engine never had a queue (max waiting 0); " + HINT)
+
+
+def test_a_wall_clock_run_records_what_the_gateway_holds(results_dir):
+    """Static batching (B = 2) against a fake LMDeploy server holds requests at the gateway: the
+    wall-clock driver's summary counts them, the same numbers as its saved time series."""
+    from tests.fakes.lmdeploy_server import FakeLMDeploy
+
+    server = FakeLMDeploy().start()
+    try:
+        config = parse_config({
+            "run_id": "static-attached",
+            "engine": {"kind": "openai", "urls": server.url},
+            "workload": {"requests": 8, "arrival": {"process": "all-at-once"},
+                         "filters": {"max_total_tokens": 300}},
+            "scheduler": {"name": "static", "params": {"batch_size": 2}},
+            "sample_interval_s": 0.05,
+        })
+        outcome = execute_run(config, results_dir)
+    finally:
+        server.stop()
+    assert outcome.status == "done", outcome.error
+    summary, run = saved(results_dir, "static-attached")
+    assert run.timeseries["gateway_pending"].max() >= 4  # 8 at once, at most 2 out: 6 held at first
+    assert summary["contention"]["waiting_peak"] >= 4
+    assert summary["contention"]["queued_share"] > 0
+    assert contention(run.timeseries) == summary["contention"]
