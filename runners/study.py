@@ -70,8 +70,10 @@ def parse_seeds(text: str, flag: str = "--seeds") -> list[int]:
 
 
 def is_study(config: RunConfig) -> bool:
-    """Whether ``config`` asks for a study (seeds listed, or more than one scheduler)."""
-    return bool(config.trials.seeds) or len(config.trials.schedulers) > 1
+    """Whether ``config`` asks for a study (seeds listed, or schedulers other than ``scheduler.name``)."""
+    schedulers = config.trials.schedulers
+    return bool(config.trials.seeds) or len(schedulers) > 1 or (bool(schedulers) and
+                                                                 schedulers[0] != config.scheduler.name)
 
 
 @dataclass(frozen=True)
@@ -290,10 +292,19 @@ def read_study(folder: Path) -> dict[str, Any]:
     for key, kind in (("study_id", str), ("baseline", str), ("runs", list), ("statistics", dict)):
         if not isinstance(data.get(key), kind):
             raise SchedlabError(f"{path}: '{key}' is missing or not a {kind.__name__}; expected a study record")
+    for key, kind in (("schedulers", str), ("seeds", int), ("runs", dict)):
+        items = data.get(key, [])
+        if not isinstance(items, list) or not all(isinstance(item, kind) and not isinstance(item, bool)
+                                                  for item in items):
+            raise SchedlabError(f"{path}: '{key}' is not a list of {kind.__name__}; expected a study record")
     if data.get("schema_version") != STUDY_SCHEMA_VERSION:
         raise SchedlabError(f"{path}: schema_version {data.get('schema_version')!r}; this schedlab reads "
                             f"{STUDY_SCHEMA_VERSION}")
     return data
+
+
+def _mapping(value: Any) -> dict[str, Any]:
+    return value if isinstance(value, dict) else {}
 
 
 def _number(value: Any, metric: Metric) -> str:
@@ -315,21 +326,21 @@ def study_table(record: dict[str, Any], keys: Iterable[str] = HEADLINE_KEYS) -> 
     catalog = {metric.key: metric for metric in COMPARISON_METRICS}
     rows = [["metric", "scheduler", "n", "mean [95% CI]", f"diff vs {record['baseline']} [95% CI]", "wins",
              "verdict"]]
-    statistics = record.get("statistics") or {}
+    statistics = _mapping(record.get("statistics"))
     for key in keys:
         metric = catalog.get(key)
         entry = statistics.get(key)
         if metric is None or not isinstance(entry, dict):
             continue
-        per = entry.get("schedulers") or {}
-        versus = entry.get("vs_baseline") or {}
-        for name in record.get("schedulers") or list(per):
-            stats = per.get(name) or {}
+        per = _mapping(entry.get("schedulers"))
+        versus = _mapping(entry.get("vs_baseline"))
+        for name in [str(name) for name in record.get("schedulers") or list(per)]:
+            stats = _mapping(per.get(name))
             cells = [metric.label, name, str(stats.get("n", 0)),
                      f"{_number(stats.get('mean'), metric)} {_interval(stats.get('ci_low'), stats.get('ci_high'), metric)}"]
-            pair = versus.get(name)
+            pair = _mapping(versus.get(name))
             if pair:
-                dropped = f" ({pair['dropped']} dropped)" if pair.get("dropped") else ""
+                dropped = f" ({pair.get('dropped')} dropped)" if pair.get("dropped") else ""
                 cells += [f"{_number(pair.get('diff_mean'), metric)} "
                           f"{_interval(pair.get('ci_low'), pair.get('ci_high'), metric)}",
                           f"{pair.get('wins', 0)}/{pair.get('n_pairs', 0)}{dropped}", str(pair.get("verdict"))]
@@ -341,7 +352,7 @@ def study_table(record: dict[str, Any], keys: Iterable[str] = HEADLINE_KEYS) -> 
 
 def study_lines(record: dict[str, Any]) -> list[str]:
     """The text the CLI prints under a study's table: run counts and notes."""
-    runs = record.get("runs") or []
+    runs = [run for run in record.get("runs") or [] if isinstance(run, dict)]
     counts: dict[str, int] = {}
     for run in runs:
         counts[str(run.get("status"))] = counts.get(str(run.get("status")), 0) + 1

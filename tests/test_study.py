@@ -187,3 +187,29 @@ def test_baseline_outside_a_study_is_refused(results_dir, capsys):
                        capsys)
     assert code == 2 and err.startswith("error: --baseline: 'slo-sa' is not a scheduler of this run")
     assert list(results_dir.iterdir()) == []
+
+
+def test_study_from_a_config_file_with_one_scheduler(tmp_path, results_dir, capsys):
+    file = tmp_path / "study.yaml"
+    file.write_text("engine: {kind: sim, max_num_seqs: 1}\nworkload: {requests: 20, arrival: {rate: 6}}\n"
+                    "scheduler: {name: slo-sa}\ntrials: {seeds: [5, 8]}\nrun_id: cf\n")
+    code, out, _ = cli(["run", "--config", str(file), "--quiet", "--out", str(results_dir)], capsys)
+    assert code == 0 and "study cf: done" in out
+    record = study_record(results_dir, "cf")
+    assert record["baseline"] == "slo-sa" and [r["run_id"] for r in record["runs"]] == ["cf-slo-sa-s5", "cf-slo-sa-s8"]
+    assert record["statistics"]["G"]["schedulers"]["slo-sa"]["n"] == 2 and record["statistics"]["G"]["vs_baseline"] == {}
+    member = json.loads((results_dir / "cf-slo-sa-s8" / "config.json").read_text())["config"]
+    assert member["workload"]["seed"] == 8 and member["trials"]["seeds"] == []  # reruns the one run
+
+
+@pytest.mark.parametrize("text, expected", [("{", "not valid JSON"), ("[]", "expected a JSON object"),
+                                            ('{"schema_version": 1, "study_id": "st", "baseline": "fcfs", "runs": []}',
+                                             "'statistics' is missing"),
+                                            ('{"schema_version": 1, "study_id": "st", "baseline": "fcfs", "runs": [],'
+                                             ' "schedulers": ["fcfs", 3], "statistics": {}}', "'schedulers' is not a list")])
+def test_damaged_study_json_is_one_line(text, expected, results_dir, capsys):
+    (results_dir / "st").mkdir()
+    (results_dir / "st" / "study.json").write_text(text)
+    for command in ("show", "compare"):
+        code, out, err = cli([command, "st", "--out", str(results_dir)], capsys)
+        assert code == 2 and err.startswith("error: ") and expected in err and err.count("\n") == 1
