@@ -122,7 +122,13 @@ def parse_config(data: dict[str, Any]) -> RunConfig:
         raise ConfigError("config", format_validation_error(exc)) from exc
     except RecursionError:
         raise ConfigError("config", "nested too deeply to be a run config") from None
-    make_policy(config.scheduler.name, config.scheduler.params)  # validates name and params now
+    if config.trials.schedulers:  # a study: each scheduler takes the parameters it has (runners.study)
+        from runners.study import scheduler_params
+
+        for name in config.trials.schedulers:
+            make_policy(name, scheduler_params(name, config.scheduler.params, config.trials.schedulers))
+    else:
+        make_policy(config.scheduler.name, config.scheduler.params)  # validates name and params now
     return config
 
 

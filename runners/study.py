@@ -34,7 +34,7 @@ from runners.config import MAX_STUDY_SEEDS, RunConfig, TrialsConfig
 from runners.errors import ConfigError, SchedlabError
 from runners.input_model import MAX_SEED
 from runners.metrics.seed_statistics import paired_comparison, summarize
-from runners.registry import make_policy
+from runners.registry import make_policy, scheduler_class
 from runners.result_store import RUN_ID_PATTERN, _read_json_file, _results_root, validate_run_id, write_json_atomic
 
 STUDY_SCHEMA_VERSION = 1
@@ -67,6 +67,23 @@ def parse_seeds(text: str, flag: str = "--seeds") -> list[int]:
     if repeated:
         raise ConfigError(flag, f"seed {repeated[0]} is listed twice; {expected}")
     return numbers
+
+
+def scheduler_params(name: str, params: dict[str, Any], schedulers: Sequence[str]) -> dict[str, Any]:
+    """The parameters of ``params`` (``scheduler.params``) that scheduler ``name`` takes: in a
+    study of several schedulers each gets the ones it has (``batch_size`` goes to the batching
+    schedulers only). ConfigError for a parameter that none of ``schedulers`` takes."""
+    def accepted(scheduler: str) -> set[str]:
+        fields = scheduler_class(scheduler).Params.model_fields
+        return set(fields) | {info.alias for info in fields.values() if info.alias}
+
+    unused = [key for key in params if not any(key in accepted(other) for other in schedulers)]
+    if unused:
+        raise ConfigError(f"scheduler.params.{unused[0]}", f"no scheduler of the study takes it ("
+                                                           f"{', '.join(schedulers)}); see 'python -m runners "
+                                                           "schedulers' for each one's parameters")
+    mine = accepted(name)
+    return {key: value for key, value in params.items() if key in mine}
 
 
 def is_study(config: RunConfig) -> bool:
@@ -114,8 +131,9 @@ def plan_study(config: RunConfig, study_id: str | None = None) -> StudyPlan:
     if baseline not in schedulers:
         raise ConfigError("--baseline", f"{baseline!r} is not a scheduler of the study; expected one of: "
                                         f"{', '.join(schedulers)}")
+    params = {name: scheduler_params(name, config.scheduler.params, schedulers) for name in schedulers}
     for name in schedulers:
-        make_policy(name, config.scheduler.params)
+        make_policy(name, params[name])
     study_id = validate_run_id(study_id or config.run_id or new_study_id())
     members = []
     for name in schedulers:
@@ -126,7 +144,7 @@ def plan_study(config: RunConfig, study_id: str | None = None) -> StudyPlan:
                                               "expected a shorter name")
             member_config = config.model_copy(update={
                 "run_id": run_id,
-                "scheduler": config.scheduler.model_copy(update={"name": name}),
+                "scheduler": config.scheduler.model_copy(update={"name": name, "params": params[name]}),
                 "workload": config.workload.model_copy(update={"seed": seed}),
                 "trials": TrialsConfig(),
             })

@@ -213,3 +213,16 @@ def test_damaged_study_json_is_one_line(text, expected, results_dir, capsys):
     for command in ("show", "compare"):
         code, out, err = cli([command, "st", "--out", str(results_dir)], capsys)
         assert code == 2 and err.startswith("error: ") and expected in err and err.count("\n") == 1
+
+
+def test_each_scheduler_of_a_study_takes_the_parameters_it_has(results_dir, capsys):
+    code, _, err = cli(["run", *SMALL, "--scheduler", "fcfs,static", "--batch-size", "4", "--seeds", "1",
+                        "--run-id", "st", "--out", str(results_dir)], capsys)
+    assert code == 0, err
+    params = {name: json.loads((results_dir / f"st-{name}-s0" / "config.json").read_text())["config"]["scheduler"]
+              for name in ("fcfs", "static")}
+    assert params == {"fcfs": {"name": "fcfs", "params": {}}, "static": {"name": "static", "params": {"batch_size": 4}}}
+    code, _, err = cli(["run", *SMALL, "--scheduler", "fcfs,static", "--set", "scheduler.params.bogus=1", "--seeds",
+                        "1", "--run-id", "other", "--out", str(results_dir)], capsys)
+    assert code == 2 and err.startswith("error: scheduler.params.bogus: no scheduler of the study takes it")
+    assert not (results_dir / "other").exists()
