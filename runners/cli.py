@@ -129,6 +129,15 @@ def build_run_config(args: argparse.Namespace):
         if get("seed") is not None:
             raise ConfigError("--seeds", "cannot be combined with --seed; expected one of them")
         set_dotted(data, "trials.seeds", parse_seeds(args.seeds))
+    if get("rates") is not None:
+        if get("rate") is not None:
+            raise ConfigError("--rates", "cannot be combined with --rate; expected one of them")
+        try:
+            rates = [float(part) for part in args.rates.split(",")]
+        except ValueError:
+            raise ConfigError("--rates", f"{args.rates!r} is not a comma-separated list of rates in requests per "
+                                         "second, e.g. 2,4,6") from None
+        set_dotted(data, "trials.rates", rates)
     for item in get("set") or []:
         if "=" not in item:
             raise ConfigError("--set", f"{item!r} is not KEY=VALUE (for example engine.max_num_seqs=64)")
@@ -214,11 +223,14 @@ def _run_study(args: argparse.Namespace, config: Any) -> int:
 
 
 def _print_study(record: dict[str, Any]) -> None:
-    from runners.study import study_lines, study_table
+    from runners.study import study_lines, study_tables
 
     print(f"schedulers: {', '.join(record.get('schedulers') or [])}; baseline {record['baseline']}; "
           f"seeds: {', '.join(str(seed) for seed in record.get('seeds') or [])}")
-    print(_table(study_table(record)))
+    for title, rows in study_tables(record):
+        if title:
+            print(title)
+        print(_table(rows))
     for line in study_lines(record):
         print(line)
 
@@ -436,6 +448,7 @@ def make_parser() -> argparse.ArgumentParser:
     run.add_argument("--scheduler", help="scheduler name (see 'schedulers'); several, comma-separated, make a study")
     run.add_argument("--seeds", help="a study over seeds: N (seeds 0..N-1) or a list such as 3,7,11; every scheduler "
                                      "gets the same workload and arrivals at each seed")
+    run.add_argument("--rates", help="a study over arrival rates, requests per second, e.g. 2,4,6 (statistics per rate)")
     run.add_argument("--baseline", help="the study's baseline scheduler (default: the first of --scheduler)")
     run.add_argument("--yes", action="store_true", help="run a study of more than 1,000 runs without asking")
     run.add_argument("--requests", type=int, help="number of requests")

@@ -39,12 +39,15 @@ class TrialsConfig(InputModel):
     seeds: list[Annotated[int, Field(ge=0, le=MAX_SEED)]] = Field(
         default_factory=list, max_length=MAX_STUDY_SEEDS,
         description="workload seeds of the study (CLI --seeds 10 means 0..9; --seeds 3,7,11 a list)")
+    rates: list[Annotated[float, Field(ge=1e-6, le=1e6)]] = Field(
+        default_factory=list, max_length=100,
+        description="arrival rates of the study, requests per second (CLI --rates 4,6,8); statistics per rate")
     schedulers: list[str] = Field(default_factory=list, max_length=64,
                                   description="schedulers of the study (default: scheduler.name alone)")
     baseline: str | None = Field(default=None, description="the scheduler the others are compared with "
                                                            "(default: the first of schedulers)")
 
-    @field_validator("seeds", "schedulers")
+    @field_validator("seeds", "rates", "schedulers")
     @classmethod
     def _unique(cls, values: list[Any]) -> list[Any]:
         repeated = sorted({str(v) for v in values if values.count(v) > 1})

@@ -5,7 +5,8 @@ At one seed every scheduler gets the identical workload and arrival times: both 
 all. Each (scheduler, seed) is an ordinary run ``results/<study_id>-<scheduler>-s<seed>/``; the
 study adds ``results/<study_id>/study.json`` (a contract, see README "Result files"):
 
-- ``schema_version`` (1), ``study_id``, ``baseline``, ``schedulers``, ``seeds``, ``created_at``,
+- ``schema_version`` (1), ``study_id``, ``baseline``, ``schedulers``, ``seeds``, ``rates`` (req/s;
+  empty when the study has its config's one rate), ``created_at``,
   ``finished_at`` (None while running), ``status`` (running | done | failed | cancelled);
 - ``runs``: ``{run_id, scheduler, seed, rate, status, error}`` for every planned run (status
   ``pending`` before it ran, ``skipped`` when the study was cancelled first);
@@ -14,6 +15,8 @@ study adds ``results/<study_id>/study.json`` (a contract, see README "Result fil
   {n_pairs, dropped, diff_mean, ci_low, ci_high, wins, verdict, note}}}`` (definitions in
   :mod:`runners.metrics.seed_statistics`), values in the summary's stored units (seconds,
   fractions, 1/s). Only runs that ended ``done`` count; a failed run's seed is dropped pairwise.
+  ``statistics_by_rate``: ``[{rate, statistics}]``, the same per arrival rate; with several
+  rates ``statistics`` is empty (means across rates mean nothing).
 
 A study folder holds only study.json, so :func:`runners.result_store.list_runs` never takes it
 for a run; it appears at once, complete (written in a hidden folder, then renamed).
@@ -25,7 +28,7 @@ from __future__ import annotations
 
 import os
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Iterable, Sequence
 
@@ -89,7 +92,7 @@ def scheduler_params(name: str, params: dict[str, Any], schedulers: Sequence[str
 def is_study(config: RunConfig) -> bool:
     """Whether ``config`` asks for a study (seeds listed, or schedulers other than ``scheduler.name``)."""
     schedulers = config.trials.schedulers
-    return bool(config.trials.seeds) or len(schedulers) > 1 or (bool(schedulers) and
+    return bool(config.trials.seeds or config.trials.rates) or len(schedulers) > 1 or (bool(schedulers) and
                                                                  schedulers[0] != config.scheduler.name)
 
 
@@ -106,13 +109,15 @@ class StudyMember:
 
 @dataclass(frozen=True)
 class StudyPlan:
-    """The planned runs of a study, baseline first among ``schedulers``."""
+    """The planned runs of a study, baseline first among ``schedulers``; ``rates`` (req/s) empty
+    when the study has the config's one rate."""
 
     study_id: str
     baseline: str
     schedulers: list[str]
     seeds: list[int]
     members: list[StudyMember]
+    rates: list[float] = field(default_factory=list)
 
 
 def new_study_id() -> str:
@@ -136,28 +141,35 @@ def plan_study(config: RunConfig, study_id: str | None = None) -> StudyPlan:
         make_policy(name, params[name])
     study_id = validate_run_id(study_id or config.run_id or new_study_id())
     members = []
-    for name in schedulers:
-        for seed in seeds:
+    rates: list[float | None] = list(trials.rates) or [config.workload.arrival.rate]
+    for name, rate, seed in ((n, r, s) for n in schedulers for r in rates for s in seeds):
+        if trials.rates:
+            run_id = f"{study_id}-{name}-r{format(rate, '.10g').replace('+', '')}-s{seed}"
+        else:
             run_id = f"{study_id}-{name}-s{seed}"
-            if not RUN_ID_PATTERN.match(run_id):
-                raise ConfigError("--run-id", f"study id {study_id!r} is too long for its run ids ({run_id!r}); "
-                                              "expected a shorter name")
-            member_config = config.model_copy(update={
-                "run_id": run_id,
-                "scheduler": config.scheduler.model_copy(update={"name": name, "params": params[name]}),
-                "workload": config.workload.model_copy(update={"seed": seed}),
-                "trials": TrialsConfig(),
-            })
-            members.append(StudyMember(run_id, name, seed, config.workload.arrival.rate, member_config))
+        if not RUN_ID_PATTERN.match(run_id):
+            raise ConfigError("--run-id", f"study id {study_id!r} is too long for its run ids ({run_id!r}); "
+                                          "expected a shorter name")
+        member_config = config.model_copy(update={
+            "run_id": run_id,
+            "scheduler": config.scheduler.model_copy(update={"name": name, "params": params[name]}),
+            "workload": config.workload.model_copy(update={
+                "seed": seed, "arrival": config.workload.arrival.model_copy(update={"rate": rate})}),
+            "trials": TrialsConfig(),
+        })
+        members.append(StudyMember(run_id, name, seed, rate, member_config))
+    if len({member.run_id for member in members}) < len(members):
+        raise ConfigError("--rates", "two rates give the same run id; expected rates that differ in their first "
+                                     "10 significant digits")
     ordered = [baseline] + [name for name in schedulers if name != baseline]
-    return StudyPlan(study_id, baseline, ordered, seeds, members)
+    return StudyPlan(study_id, baseline, ordered, seeds, members, list(trials.rates))
 
 
 def check_size(plan: StudyPlan, confirmed: bool) -> None:
     """ConfigError when the study has more than :data:`MAX_RUNS_UNCONFIRMED` runs, unconfirmed."""
     if len(plan.members) > MAX_RUNS_UNCONFIRMED and not confirmed:
         raise ConfigError("--seeds", f"the study has {len(plan.members):,} runs ({len(plan.schedulers)} schedulers x "
-                                     f"{len(plan.seeds)} seeds), more than {MAX_RUNS_UNCONFIRMED:,}; add --yes to "
+                                     f"{len(plan.seeds)} seeds x {max(len(plan.rates), 1)} rates), more than {MAX_RUNS_UNCONFIRMED:,}; add --yes to "
                                      "run it anyway")
 
 
@@ -215,6 +227,10 @@ def execute_member(member: StudyMember, results_root: str | Path, progress: Call
 
 def _record(plan: StudyPlan, runs: list[dict[str, Any]], summaries: dict[str, dict[str, Any]], status: str,
             created_at: str, finished_at: str | None) -> dict[str, Any]:
+    rates = plan.rates or [plan.members[0].rate if plan.members else None]
+    by_rate = [{"rate": rate, "statistics": study_statistics([run for run in runs if run["rate"] == rate or
+                                                              not plan.rates], summaries, plan.baseline,
+                                                             plan.schedulers)} for rate in rates]
     return {
         "schema_version": STUDY_SCHEMA_VERSION,
         "study_id": plan.study_id,
@@ -224,8 +240,10 @@ def _record(plan: StudyPlan, runs: list[dict[str, Any]], summaries: dict[str, di
         "status": status,
         "created_at": created_at,
         "finished_at": finished_at,
+        "rates": plan.rates,
         "runs": runs,
-        "statistics": study_statistics(runs, summaries, plan.baseline, plan.schedulers),
+        "statistics": by_rate[0]["statistics"] if len(by_rate) == 1 else {},
+        "statistics_by_rate": by_rate,
     }
 
 
@@ -366,6 +384,16 @@ def study_table(record: dict[str, Any], keys: Iterable[str] = HEADLINE_KEYS) -> 
                 cells += ["(baseline)", "", ""]
             rows.append(cells)
     return rows
+
+
+def study_tables(record: dict[str, Any]) -> list[tuple[str | None, list[list[str]]]]:
+    """(title, rows) per arrival rate of a study with several (``statistics_by_rate``), else one
+    table of ``statistics`` with no title."""
+    by_rate = [entry for entry in record.get("statistics_by_rate") or [] if isinstance(entry, dict)]
+    if len(by_rate) < 2:
+        return [(None, study_table(record))]
+    return [(f"rate {_number(entry.get('rate'), Metric('rate', 'rate', True))} req/s", study_table({**record, "statistics": entry.get("statistics")}))
+            for entry in by_rate]
 
 
 def study_lines(record: dict[str, Any]) -> list[str]:

@@ -72,6 +72,7 @@ def test_study_is_paired_and_its_file_matches_the_member_statistics(results_dir,
     summaries = {(name, seed): read_summary(results_dir / f"st-{name}-s{seed}")
                  for name in ("fcfs", "slo-sa") for seed in (0, 1, 2)}
     assert set(record["statistics"]) == {metric.key for metric in COMPARISON_METRICS}
+    assert record["rates"] == [] and record["statistics_by_rate"] == [{"rate": 6.0, "statistics": record["statistics"]}]
     for metric in COMPARISON_METRICS:
         values = {name: {seed: summary_value(summaries[(name, seed)], metric.key) for seed in (0, 1, 2)}
                   for name in ("fcfs", "slo-sa")}
@@ -226,3 +227,26 @@ def test_each_scheduler_of_a_study_takes_the_parameters_it_has(results_dir, caps
                         "1", "--run-id", "other", "--out", str(results_dir)], capsys)
     assert code == 2 and err.startswith("error: scheduler.params.bogus: no scheduler of the study takes it")
     assert not (results_dir / "other").exists()
+
+
+def test_study_over_rates_has_statistics_per_rate(results_dir, capsys):
+    code, out, err = cli(["run", *[a for a in SMALL if a not in ("--rate", "6")], "--scheduler", "fcfs,slo-sa",
+                          "--seeds", "2", "--rates", "3,9", "--run-id", "st", "--out", str(results_dir)], capsys)
+    assert code == 0, err
+    record = study_record(results_dir, "st")
+    assert record["rates"] == [3.0, 9.0] and record["statistics"] == {}
+    assert [r["run_id"] for r in record["runs"]][:3] == ["st-fcfs-r3-s0", "st-fcfs-r3-s1", "st-fcfs-r9-s0"]
+    assert "rate 3 req/s" in out and "rate 9 req/s" in out
+    for entry in record["statistics_by_rate"]:
+        rate = f"r{entry['rate']:g}"
+        values = {name: {seed: summary_value(read_summary(results_dir / f"st-{name}-{rate}-s{seed}"), "G")
+                         for seed in (0, 1)} for name in ("fcfs", "slo-sa")}
+        assert entry["statistics"]["G"]["schedulers"]["fcfs"] == pytest.approx(
+            summarize(list(values["fcfs"].values())).as_dict())
+        assert entry["statistics"]["G"]["vs_baseline"]["slo-sa"] == pytest.approx(
+            paired_comparison(values["fcfs"], values["slo-sa"], True).as_dict())
+    fast = pd.read_parquet(results_dir / "st-slo-sa-r9-s1" / "requests.parquet").sort_values("request_id")
+    slow = pd.read_parquet(results_dir / "st-slo-sa-r3-s1" / "requests.parquet").sort_values("request_id")
+    assert fast["arrival_s"].max() < slow["arrival_s"].max()  # the member ran at its own rate
+    assert cli(["run", *SMALL, "--rates", "3,9", "--out", str(results_dir)], capsys)[2] == \
+        "error: --rates: cannot be combined with --rate; expected one of them\n"
