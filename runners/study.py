@@ -404,7 +404,7 @@ def study_lines(record: dict[str, Any]) -> list[str]:
         counts[str(run.get("status"))] = counts.get(str(run.get("status")), 0) + 1
     lines = [f"{len(runs)} runs: " + ", ".join(f"{n} {status}" for status, n in sorted(counts.items())),
              "intervals: Student t 95% over seeds; diff = scheduler - baseline per seed (paired); "
-             "wins = seeds where the scheduler is better"]
+             "wins = seeds where the scheduler is better; a difference of percentages is in percentage points"]
     for run in runs:
         if run.get("status") not in ("done", "pending") and run.get("error"):
             lines.append(f"  {run.get('run_id')}: {run.get('status')}: {run.get('error')}")
