@@ -26,6 +26,7 @@ class Metric:
     unit: str = ""
     scale: float = 1.0  # displayed value = stored value x scale (e.g. 100 for %, 1000 for ms)
     real_engines_only: bool = False  # a row only when some compared run has the value
+    describes_setting: bool = False  # how contended the run was, not how good the scheduler is: no verdict
 
 
 COMPARISON_METRICS: tuple[Metric, ...] = (
@@ -51,9 +52,9 @@ COMPARISON_METRICS: tuple[Metric, ...] = (
     Metric("resent_requests", "requests sent again", False, real_engines_only=True),
     Metric("server_requests", "HTTP requests sent", False, real_engines_only=True),
     # contention (runners.metrics.contention) describes the setting rather than the scheduler's
-    # quality; lower is marked better only because the table needs a direction
-    Metric("contention.waiting_peak", "requests waiting, peak", False, "requests"),
-    Metric("contention.queued_share", "time with a queue (%)", False, "%", 100.0),
+    # quality: no colour and no verdict (describes_setting); the direction is never read
+    Metric("contention.waiting_peak", "requests waiting, peak", False, "requests", describes_setting=True),
+    Metric("contention.queued_share", "time with a queue (%)", False, "%", 100.0, describes_setting=True),
 )
 
 
@@ -103,7 +104,7 @@ def change_is_good(metric_label: str, change: float | None) -> bool | None:
     if change is None or change == 0:
         return None
     metric = next((m for m in COMPARISON_METRICS if m.label == metric_label), None)
-    if metric is None:
+    if metric is None or metric.describes_setting:
         return None
     return (change > 0) == metric.higher_is_better
 

@@ -150,3 +150,11 @@ def test_a_wall_clock_run_records_what_the_gateway_holds(results_dir):
     assert summary["contention"]["waiting_peak"] >= 4
     assert summary["contention"]["queued_share"] > 0
     assert contention(run.timeseries) == summary["contention"]
+
+
+def test_contention_rows_describe_the_setting_and_are_never_coloured():
+    from runners.compare import change_is_good
+
+    assert change_is_good("requests waiting, peak", 50.0) is None
+    assert change_is_good("time with a queue (%)", -20.0) is None
+    assert change_is_good("E2E mean (s)", -20.0) is True
