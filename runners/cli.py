@@ -448,7 +448,7 @@ def make_parser() -> argparse.ArgumentParser:
     run.add_argument("--scheduler", help="scheduler name (see 'schedulers'); several, comma-separated, make a study")
     run.add_argument("--seeds", help="a study over seeds: N (seeds 0..N-1) or a list such as 3,7,11; every scheduler "
                                      "gets the same workload and arrivals at each seed")
-    run.add_argument("--rates", help="a study over arrival rates, requests per second, e.g. 2,4,6 (statistics per rate)")
+    run.add_argument("--rates", help="a study over arrival rates, req/s, e.g. 2,4,6 (statistics per rate)")
     run.add_argument("--baseline", help="the study's baseline scheduler (default: the first of --scheduler)")
     run.add_argument("--yes", action="store_true", help="run a study of more than 1,000 runs without asking")
     run.add_argument("--requests", type=int, help="number of requests")

@@ -169,8 +169,8 @@ def check_size(plan: StudyPlan, confirmed: bool) -> None:
     """ConfigError when the study has more than :data:`MAX_RUNS_UNCONFIRMED` runs, unconfirmed."""
     if len(plan.members) > MAX_RUNS_UNCONFIRMED and not confirmed:
         raise ConfigError("--seeds", f"the study has {len(plan.members):,} runs ({len(plan.schedulers)} schedulers x "
-                                     f"{len(plan.seeds)} seeds x {max(len(plan.rates), 1)} rates), more than {MAX_RUNS_UNCONFIRMED:,}; add --yes to "
-                                     "run it anyway")
+                                     f"{len(plan.seeds)} seeds x {max(len(plan.rates), 1)} rates), more than "
+                                     f"{MAX_RUNS_UNCONFIRMED:,}; add --yes to run it anyway")
 
 
 # -- statistics ------------------------------------------------------------------------------------
@@ -372,8 +372,8 @@ def study_table(record: dict[str, Any], keys: Iterable[str] = HEADLINE_KEYS) -> 
         versus = _mapping(entry.get("vs_baseline"))
         for name in [str(name) for name in record.get("schedulers") or list(per)]:
             stats = _mapping(per.get(name))
-            cells = [metric.label, name, str(stats.get("n", 0)),
-                     f"{_number(stats.get('mean'), metric)} {_interval(stats.get('ci_low'), stats.get('ci_high'), metric)}"]
+            interval = _interval(stats.get("ci_low"), stats.get("ci_high"), metric)
+            cells = [metric.label, name, str(stats.get("n", 0)), f"{_number(stats.get('mean'), metric)} {interval}"]
             pair = _mapping(versus.get(name))
             if pair:
                 dropped = f" ({pair.get('dropped')} dropped)" if pair.get("dropped") else ""
@@ -392,8 +392,9 @@ def study_tables(record: dict[str, Any]) -> list[tuple[str | None, list[list[str
     by_rate = [entry for entry in record.get("statistics_by_rate") or [] if isinstance(entry, dict)]
     if len(by_rate) < 2:
         return [(None, study_table(record))]
-    return [(f"rate {_number(entry.get('rate'), Metric('rate', 'rate', True))} req/s", study_table({**record, "statistics": entry.get("statistics")}))
-            for entry in by_rate]
+    rate = Metric("rate", "rate (req/s)", True)
+    return [(f"rate {_number(entry.get('rate'), rate)} req/s",
+             study_table({**record, "statistics": entry.get("statistics")})) for entry in by_rate]
 
 
 def study_lines(record: dict[str, Any]) -> list[str]:
