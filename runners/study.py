@@ -15,6 +15,7 @@ study adds ``results/<study_id>/study.json`` (a contract, see README "Result fil
   {n_pairs, dropped, diff_mean, ci_low, ci_high, wins, verdict, note}}}`` (definitions in
   :mod:`runners.metrics.seed_statistics`), values in the summary's stored units (seconds,
   fractions, 1/s). Only runs that ended ``done`` count; a failed run's seed is dropped pairwise.
+  Metrics that describe the setting (contention) have an empty ``vs_baseline``: no verdict.
   ``statistics_by_rate``: ``[{rate, statistics}]``, the same per arrival rate; with several
   rates ``statistics`` is empty (means across rates mean nothing).
 
@@ -184,6 +185,8 @@ def metric_statistics(metric: Metric, plan_runs: Sequence[dict[str, Any]], summa
         value = summary_value(summary, metric.key) if summary is not None else None
         by_scheduler.setdefault(run["scheduler"], {})[run["seed"]] = value
     per = {name: summarize(list(values.values())).as_dict() for name, values in by_scheduler.items()}
+    if metric.describes_setting:  # how contended the runs were: described, never judged
+        return {"schedulers": per, "vs_baseline": {}}
     versus = {name: paired_comparison(by_scheduler[baseline], values, metric.higher_is_better).as_dict()
               for name, values in by_scheduler.items() if name != baseline}
     return {"schedulers": per, "vs_baseline": versus}
