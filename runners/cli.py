@@ -10,7 +10,8 @@ import argparse
 import signal
 import sys
 from pathlib import Path
-from typing import Any, Sequence
+from contextlib import contextmanager
+from typing import Any, Callable, Iterator, Sequence
 
 import yaml
 
@@ -146,9 +147,28 @@ def build_run_config(args: argparse.Namespace):
     return parse_config(data)
 
 
-def command_run(args: argparse.Namespace) -> int:
+@contextmanager
+def _stoppable_progress(total: int, quiet: bool) -> Iterator[tuple[Any, Callable[[], bool]]]:
+    """A progress bar over ``total`` requests, and ``should_stop`` that turns true on SIGINT or
+    SIGTERM (the handlers are restored afterwards): a run stops cleanly and keeps its rows."""
     from tqdm import tqdm
 
+    stop = {"requested": False}
+
+    def request_stop(signum, frame):  # noqa: ARG001 - signal handler signature
+        stop["requested"] = True
+
+    previous = {sig: signal.signal(sig, request_stop) for sig in (signal.SIGINT, signal.SIGTERM)}
+    bar = tqdm(total=total, unit="req", disable=None if not quiet else True, file=sys.stderr)
+    try:
+        yield bar, lambda: stop["requested"]
+    finally:
+        bar.close()
+        for sig, handler in previous.items():
+            signal.signal(sig, handler)
+
+
+def command_run(args: argparse.Namespace) -> int:
     from runners.benchmark import execute_run
 
     config = build_run_config(args)
@@ -159,25 +179,14 @@ def command_run(args: argparse.Namespace) -> int:
     if config.trials.baseline not in (None, config.scheduler.name):
         raise ConfigError("--baseline", f"{config.trials.baseline!r} is not a scheduler of this run; expected "
                                         f"{config.scheduler.name!r} (a study names several with --scheduler a,b)")
-    stop = {"requested": False}
+    with _stoppable_progress(config.workload.requests, args.quiet) as (bar, should_stop):
 
-    def request_stop(signum, frame):  # noqa: ARG001 - signal handler signature
-        stop["requested"] = True
+        def progress(done: int, total: int) -> None:
+            bar.n = done
+            if done == total or done % 50 == 0:
+                bar.refresh()
 
-    previous = {sig: signal.signal(sig, request_stop) for sig in (signal.SIGINT, signal.SIGTERM)}
-    bar = tqdm(total=config.workload.requests, unit="req", disable=None if not args.quiet else True, file=sys.stderr)
-
-    def progress(done: int, total: int) -> None:
-        bar.n = done
-        if done == total or done % 50 == 0:
-            bar.refresh()
-
-    try:
-        outcome = execute_run(config, args.out, progress=progress, should_stop=lambda: stop["requested"])
-    finally:
-        bar.close()
-        for sig, handler in previous.items():
-            signal.signal(sig, handler)
+        outcome = execute_run(config, args.out, progress=progress, should_stop=should_stop)
     summary = outcome.summary
     print(f"run {outcome.run_id}: {outcome.status}  ->  {outcome.folder}")
     if outcome.error:
@@ -188,34 +197,20 @@ def command_run(args: argparse.Namespace) -> int:
 
 def _run_study(args: argparse.Namespace, config: Any) -> int:
     """Run a study (schedulers x seeds), then print its headline table with intervals."""
-    from tqdm import tqdm
-
     from runners.study import check_size, plan_study, run_study
 
     plan = plan_study(config)
     check_size(plan, bool(getattr(args, "yes", False)))
-    stop = {"requested": False}
-
-    def request_stop(signum, frame):  # noqa: ARG001 - signal handler signature
-        stop["requested"] = True
-
-    previous = {sig: signal.signal(sig, request_stop) for sig in (signal.SIGINT, signal.SIGTERM)}
-    total = config.workload.requests * len(plan.members)
-    bar = tqdm(total=total, unit="req", disable=None if not args.quiet else True, file=sys.stderr)
     index = {member.run_id: number for number, member in enumerate(plan.members)}
+    with _stoppable_progress(config.workload.requests * len(plan.members), args.quiet) as (bar, should_stop):
 
-    def progress(done: int, count: int, member: Any) -> None:
-        bar.n = index[member.run_id] * config.workload.requests + done
-        if done == count or done % 50 == 0:
-            bar.set_description(member.run_id[len(plan.study_id) + 1:], refresh=False)
-            bar.refresh()
+        def progress(done: int, count: int, member: Any) -> None:
+            bar.n = index[member.run_id] * config.workload.requests + done
+            if done == count or done % 50 == 0:
+                bar.set_description(member.run_id[len(plan.study_id) + 1:], refresh=False)
+                bar.refresh()
 
-    try:
-        result = run_study(plan, args.out, progress=progress, should_stop=lambda: stop["requested"])
-    finally:
-        bar.close()
-        for sig, handler in previous.items():
-            signal.signal(sig, handler)
+        result = run_study(plan, args.out, progress=progress, should_stop=should_stop)
     record = result.record
     print(f"study {result.study_id}: {record['status']}  ->  {result.folder / 'study.json'}")
     _print_study(record)
