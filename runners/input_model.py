@@ -5,9 +5,8 @@ Every config model (run, workload, SLO, engine, profile, scheduler parameters) d
 is written:
 
 - a float must be finite: ``inf``/``nan`` (YAML ``.inf``, JSON ``Infinity``, the strings "inf"
-  and "nan") is refused in every float field (pydantic's ``allow_inf_nan=False``), and in the
-  float fields of any nested model that does not derive from InputModel (checked after
-  validation, so a model defined elsewhere cannot let one through);
+  and "nan") is refused in every float field (pydantic's ``allow_inf_nan=False``); nested models
+  (the GPU budget, the model shape, predictor parameters) are InputModels too;
 - a boolean is not a number: ``true`` is refused for an int or float field (pydantic would take
   it as 1);
 - an integer must fit in 64 bits (numpy and the numba kernels hold them as int64).
@@ -18,7 +17,6 @@ Upper bounds that protect the machine (requests, instances, KV capacity ...) are
 from __future__ import annotations
 
 import functools
-import math
 import types
 import typing
 from typing import Any, Union
@@ -57,29 +55,10 @@ def _number_fields(cls: type[BaseModel]) -> dict[str, tuple[bool, bool]]:
     return fields
 
 
-@functools.cache
-def _foreign_models(cls: type[BaseModel]) -> dict[str, type[BaseModel]]:
-    """Input key -> model class, for fields holding a model that is not an InputModel (for
-    example the GPU budget in an engine config): their numbers are checked from here."""
-    fields: dict[str, type[BaseModel]] = {}
-    for name, info in cls.model_fields.items():
-        annotation = info.annotation
-        options = typing.get_args(annotation) if typing.get_origin(annotation) in (Union, types.UnionType) \
-            else (annotation,)
-        models = [option for option in options if isinstance(option, type) and issubclass(option, BaseModel)
-                  and not issubclass(option, InputModel)]
-        if len(models) == 1:
-            fields[name] = models[0]
-            if info.alias:
-                fields[info.alias] = models[0]
-    return fields
-
-
 def _check_numbers(cls: type[BaseModel], data: dict, loc: tuple[Any, ...], errors: list[InitErrorDetails]) -> None:
     """Booleans given for numbers, and integers beyond 64 bits in unbounded fields, in ``data``
-    (input for ``cls``) and in the input of nested models that are not InputModels."""
+    (input for ``cls``)."""
     number_fields = _number_fields(cls)
-    nested = _foreign_models(cls)
     for key, value in data.items():
         if key in number_fields:
             is_int, bounded = number_fields[key]
@@ -88,8 +67,6 @@ def _check_numbers(cls: type[BaseModel], data: dict, loc: tuple[Any, ...], error
                 errors.append(_error("bool_not_number", f"expected {kind}, not a boolean", (*loc, key), value))
             elif isinstance(value, int) and abs(value) > INT64_MAX and not bounded:  # a bound says it better
                 errors.append(_error("int_too_large", "expected an integer that fits in 64 bits", (*loc, key), value))
-        elif key in nested and isinstance(value, dict):
-            _check_numbers(nested[key], value, (*loc, key), errors)
 
 
 def _error(kind: str, message: str, loc: tuple[Any, ...], value: Any) -> InitErrorDetails:
@@ -100,21 +77,6 @@ def field_error(model: str, field: str, message: str, value: Any) -> ValidationE
     """A ValidationError located at ``field`` (for a check across fields, raised from a model
     validator, so the error names the field to change rather than the whole model)."""
     return ValidationError.from_exception_data(model, [_error("value_error", message, (field,), value)])
-
-
-def _non_finite(value: Any, loc: tuple[Any, ...], errors: list[InitErrorDetails]) -> None:
-    """Collect non-finite floats inside models that are not InputModels (those check themselves)."""
-    if isinstance(value, InputModel):
-        return
-    if isinstance(value, BaseModel):
-        for name in type(value).model_fields:
-            _non_finite(getattr(value, name), (*loc, name), errors)
-    elif isinstance(value, (list, tuple)):
-        for index, item in enumerate(value):
-            if isinstance(item, (BaseModel, list, tuple)):
-                _non_finite(item, (*loc, index), errors)
-    elif isinstance(value, float) and not math.isfinite(value):
-        errors.append(_error("finite_number", "Input should be a finite number", loc, value))
 
 
 class InputModel(BaseModel):
@@ -133,14 +95,3 @@ class InputModel(BaseModel):
         if errors:
             raise ValidationError.from_exception_data(cls.__name__, errors)
         return data
-
-    @model_validator(mode="after")
-    def _nested_floats_are_finite(self) -> "InputModel":
-        errors: list[InitErrorDetails] = []
-        for name in type(self).model_fields:
-            value = getattr(self, name)
-            if isinstance(value, (BaseModel, list, tuple)):
-                _non_finite(value, (name,), errors)
-        if errors:
-            raise ValidationError.from_exception_data(type(self).__name__, errors)
-        return self

@@ -9,18 +9,17 @@ from dataclasses import dataclass, field
 from typing import Literal
 
 import numpy as np
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import Field
 
 from runners.engines.latency_model import LatencyModel
+from runners.input_model import InputModel
 from runners.workload.requests import Request
 
 OutputMode = Literal["gaussian", "oracle", "noisy-oracle"]
 
 
-class OutputPredictorParams(BaseModel):
+class OutputPredictorParams(InputModel):
     """How a scheduler guesses output lengths (tokens)."""
-
-    model_config = ConfigDict(extra="forbid")
 
     output_predictor: OutputMode = Field(
         default="gaussian",

@@ -2,15 +2,17 @@
 
 from __future__ import annotations
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import ConfigDict, Field
+
+from runners.input_model import InputModel
 
 GIB = 1024**3
 
 
-class ModelShape(BaseModel):
+class ModelShape(InputModel):
     """The parts of a model's shape that set its KV-cache footprint."""
 
-    model_config = ConfigDict(extra="forbid", frozen=True)
+    model_config = ConfigDict(frozen=True)
 
     layers: int = Field(gt=0)
     kv_heads: int = Field(gt=0, description="key/value heads (GQA groups)")
@@ -24,10 +26,10 @@ class ModelShape(BaseModel):
         return 2 * self.layers * self.kv_heads * self.head_dim * self.dtype_bytes
 
 
-class GPUBudget(BaseModel):
+class GPUBudget(InputModel):
     """Memory an instance may use: ``gpus * gpu_memory_gib * memory_fraction``."""
 
-    model_config = ConfigDict(extra="forbid", frozen=True)
+    model_config = ConfigDict(frozen=True)
 
     gpus: int = Field(default=1, gt=0)
     gpu_memory_gib: float = Field(gt=0)
