@@ -158,11 +158,21 @@ def validate_run_id(run_id: str) -> str:
 
 
 # -- the writer's process, to tell a run that is going from one whose writer died --------------
+def _proc_stat(pid: int) -> list[str] | None:
+    """The fields of ``/proc/<pid>/stat`` after the command name (state first; Linux); None when
+    unreadable."""
+    try:
+        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    except (OSError, IndexError):
+        return None
+
+
 def _process_start_ticks(pid: int) -> int | None:
     """When process ``pid`` started (clock ticks after boot, Linux); None when unknown."""
+    fields = _proc_stat(pid)
     try:
-        return int(Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[19])
-    except (OSError, IndexError, ValueError):
+        return int(fields[19]) if fields is not None else None
+    except (IndexError, ValueError):
         return None
 
 
@@ -194,11 +204,8 @@ def process_alive(pid: int | None) -> bool:
         return True
     except OverflowError:
         return False
-    try:
-        state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
-        return state != "Z"
-    except (OSError, IndexError):
-        return True
+    fields = _proc_stat(pid)
+    return not fields or fields[0] != "Z"
 
 
 def writer_gone(summary: dict[str, Any]) -> str | None:
@@ -260,9 +267,8 @@ class RunWriter:
 
     def _make_folder(self) -> None:
         """Create the run folder (and the results folder), or say in one line why not."""
+        _results_root(self.root)  # one line when it exists but is not a folder
         try:
-            if self.root.exists() and not self.root.is_dir():
-                raise SchedlabError(f"{self.root}: not a folder; expected the results folder (--out) to be a folder")
             if os.path.lexists(self.folder):
                 raise ConfigError("run_id", f"a run named {self.run_id!r} already exists in {self.root}")
             self.folder.mkdir(parents=True)
