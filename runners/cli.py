@@ -16,48 +16,20 @@ from typing import Any, Callable, Iterator, Sequence
 import yaml
 
 from runners.errors import ConfigError, SchedlabError
+from runners.metrics.seed_statistics import SINGLE_SEED_NOTE
 
-HEADLINE = [
-    ("slo_attainment", "SLO attainment", "{:.1%}", True),
-    ("slo_attainment_by_task.chat", "  chat", "{:.1%}", True),
-    ("slo_attainment_by_task.code", "  code", "{:.1%}", True),
-    ("G", "G (1/s)", "{:.4g}", True),
-    ("goodput_rps", "goodput (req/s)", "{:.3f}", True),
-    ("request_throughput_rps", "throughput (req/s)", "{:.3f}", True),
-    ("output_throughput_tps", "output tok/s", "{:.1f}", True),
-    ("ttft_s.mean", "TTFT mean (s)", "{:.3f}", False),
-    ("ttft_s.p99", "TTFT p99 (s)", "{:.3f}", False),
-    ("tpot_s.mean", "TPOT mean (ms)", "ms", False),
-    ("e2e_s.mean", "E2E mean (s)", "{:.3f}", False),
-    ("e2e_s.p99", "E2E p99 (s)", "{:.3f}", False),
-    ("queue_s.mean", "queue mean (s)", "{:.3f}", False),
-    ("preemptions", "preemptions", "{:d}", False),
-    ("completed", "completed", "{:d}", True),
-    ("failed", "failed", "{:d}", False),
-    ("output_length_mismatches", "replies shorter than asked", "{:d}", False),
-    ("resent_requests", "requests sent again", "{:d}", False),
-    ("duration_s", "duration (s)", "{:.1f}", False),
-]
+def _metric_rows(summaries: Sequence[dict[str, Any]]) -> list[list[str]]:
+    """One row per catalog run metric: its label and each summary's value in display units (rows
+    of metrics only real engines report are left out when no summary has them)."""
+    from runners.metrics.catalog import RUN_METRICS, summary_value
 
-
-def _get(summary: dict[str, Any], dotted: str) -> Any:
-    value: Any = summary
-    for key in dotted.split("."):
-        if not isinstance(value, dict):
-            return None
-        value = value.get(key)
-    return value
-
-
-def _format(value: Any, style: str) -> str:
-    if value is None:
-        return "-"
-    if style == "ms":
-        return f"{value * 1000:.1f}"
-    try:
-        return style.format(value)
-    except (ValueError, TypeError):
-        return str(value)
+    rows = []
+    for metric in RUN_METRICS:
+        values = [summary_value(summary, metric.key) for summary in summaries]
+        if metric.real_engines_only and all(value is None for value in values):
+            continue
+        rows.append([metric.label] + [metric.format(value) for value in values])
+    return rows
 
 
 def _table(rows: list[list[str]]) -> str:
@@ -191,7 +163,7 @@ def command_run(args: argparse.Namespace) -> int:
     print(f"run {outcome.run_id}: {outcome.status}  ->  {outcome.folder}")
     if outcome.error:
         print(f"reason: {outcome.error}")
-    print(_table([["metric", outcome.run_id]] + [[label, _format(_get(summary, key), style)] for key, label, style, _ in HEADLINE]))
+    print(_table([["metric", outcome.run_id]] + _metric_rows([summary])))
     return {"done": 0, "cancelled": 130}.get(outcome.status, 1)
 
 
@@ -213,12 +185,12 @@ def _run_study(args: argparse.Namespace, config: Any) -> int:
         result = run_study(plan, args.out, progress=progress, should_stop=should_stop)
     record = result.record
     print(f"study {result.study_id}: {record['status']}  ->  {result.folder / 'study.json'}")
-    _print_study(record)
+    _print_study(record, args.out)
     return {"done": 0, "cancelled": 130}.get(record["status"], 1)
 
 
-def _print_study(record: dict[str, Any]) -> None:
-    from runners.study import study_lines, study_tables
+def _print_study(record: dict[str, Any], root: str | Path) -> None:
+    from runners.study import identical_decisions_note, study_lines, study_tables
 
     print(f"schedulers: {', '.join(record.get('schedulers') or [])}; baseline {record['baseline']}; "
           f"seeds: {', '.join(str(seed) for seed in record.get('seeds') or [])}")
@@ -228,10 +200,14 @@ def _print_study(record: dict[str, Any]) -> None:
         print(_table(rows))
     for line in study_lines(record):
         print(line)
+    note = identical_decisions_note(root, record)
+    if note:
+        print(note)
 
 
 # -- list / show / compare / delete ----------------------------------------------------------------
 def command_list(args: argparse.Namespace) -> int:
+    from runners.metrics.catalog import metric
     from runners.result_store import DAMAGED, INCOMPLETE, INTERRUPTED, list_runs
 
     runs = list_runs(args.out)
@@ -252,7 +228,7 @@ def command_list(args: argparse.Namespace) -> int:
         rows.append([
             str(summary["run_id"]), str(status), str(summary.get("engine") or "-"),
             str(summary.get("scheduler") or "-"), requests,
-            _format(summary.get("slo_attainment"), "{:.1%}"), _format(summary.get("G"), "{:.4g}"),
+            metric("slo_attainment").format(summary.get("slo_attainment")), metric("G").format(summary.get("G")),
             str(summary.get("workload") or "-"),
         ])
     print(_table(rows))
@@ -269,7 +245,7 @@ def command_show(args: argparse.Namespace) -> int:
     if study is not None:
         record = read_study(study)
         print(f"study {record['study_id']} ({record.get('status')}) in {study}")
-        _print_study(record)
+        _print_study(record, args.out)
         return 0
     run = load_run(args.out, args.run, allow_path=True)
     summary = run.summary
@@ -277,7 +253,7 @@ def command_show(args: argparse.Namespace) -> int:
     for key in ("engine", "scheduler", "workload", "synthetic", "slos", "started_at", "finished_at", "error"):
         if key in summary:
             print(f"  {key}: {summary[key]}")
-    print(_table([["metric", "value"]] + [[label, _format(_get(summary, key), style)] for key, label, style, _ in HEADLINE]))
+    print(_table([["metric", "value"]] + _metric_rows([summary])))
     print(f"  {len(run.requests)} request rows, {len(run.timeseries)} time-series rows")
     return 0
 
@@ -293,23 +269,29 @@ def command_compare(args: argparse.Namespace) -> int:
                                          "expected one study id, or run ids only")
         record = read_study(studies[0])
         print(f"study {record['study_id']} ({record.get('status')})")
-        _print_study(record)
+        _print_study(record, args.out)
         return 0
     runs = [load_run(args.out, name, allow_path=True) for name in args.runs]
-    header = ["metric"] + [run.run_id for run in runs]
-    rows = [header, ["scheduler"] + [str(run.summary.get("scheduler")) for run in runs]]
-    for key, label, style, _higher_is_better in HEADLINE:
-        base = _get(runs[0].summary, key)
-        cells = [label, _format(base, style)]
-        for run in runs[1:]:
-            value = _get(run.summary, key)
-            text = _format(value, style)
-            if isinstance(base, (int, float)) and isinstance(value, (int, float)) and base != 0:
-                text += f" ({(value - base) / abs(base):+.1%})"
-            cells.append(text)
-        rows.append(cells)
+    from runners.metrics.catalog import RUN_METRICS, summary_value
+
+    summaries = [run.summary for run in runs]
+    rows = [["metric"] + [run.run_id for run in runs] + [f"change {run.run_id}" for run in runs[1:]],
+            ["scheduler"] + [str(summary.get("scheduler")) for summary in summaries] + [""] * (len(runs) - 1)]
+    for metric in RUN_METRICS:
+        values = [summary_value(summary, metric.key) for summary in summaries]
+        if metric.real_engines_only and all(value is None for value in values):
+            continue
+        changes = [metric.format_change(None if value is None or values[0] is None else value - values[0])
+                   for value in values[1:]]
+        rows.append([metric.label] + [metric.format(value) for value in values] + changes)
     print(_table(rows))
-    print(f"% change is against the first run, {runs[0].run_id}")
+    print(f"change = run - {runs[0].run_id}, in the metric's unit (pts: percentage points)")
+    print(SINGLE_SEED_NOTE)
+    from runners.metrics.contention import identical_decisions, identical_decisions_message
+
+    message = identical_decisions_message(summaries, identical_decisions([run.requests for run in runs]))
+    if message:
+        print(message)
     return 0
 
 
@@ -384,8 +366,13 @@ def _int_list(text: str, flag: str) -> list[int]:
 
 
 def command_delete(args: argparse.Namespace) -> int:
-    from runners.result_store import delete_run
+    from runners.result_store import RUN_ID_PATTERN, delete_run
+    from runners.study import STUDY_FILE, delete_study
 
+    if RUN_ID_PATTERN.match(args.run) and (Path(args.out) / args.run / STUDY_FILE).is_file():
+        deleted = delete_study(args.out, args.run)
+        print(f"deleted study {args.run}: {len(deleted) - 1} member runs and {deleted[-1]}")
+        return 0
     folder = delete_run(args.out, args.run)
     print(f"deleted {folder}")
     return 0

@@ -7,67 +7,19 @@ Everything here works on ``summary.json`` mappings (cheap to load for many runs)
 
 from __future__ import annotations
 
-import math
-from dataclasses import dataclass
 from typing import Any, Sequence
 
 import numpy as np
 import pandas as pd
 
+from runners.metrics.catalog import RUN_METRICS, Metric, metric_by_label, summary_value
 
-@dataclass(frozen=True)
-class Metric:
-    """One row of the comparison table. ``key`` is a dotted path into summary.json;
-    ``higher_is_better`` says which way a change is good; ``unit`` is for display."""
-
-    key: str
-    label: str
-    higher_is_better: bool
-    unit: str = ""
-    scale: float = 1.0  # displayed value = stored value x scale (e.g. 100 for %, 1000 for ms)
-    real_engines_only: bool = False  # a row only when some compared run has the value
-    describes_setting: bool = False  # how contended the run was, not how good the scheduler is: no verdict
+__all__ = ["COMPARISON_METRICS", "Metric", "summary_value", "percent_change", "comparison_table", "change_is_good",
+           "sweep_frame", "capacity_at", "capacities", "cdf_points"]
 
 
-COMPARISON_METRICS: tuple[Metric, ...] = (
-    Metric("slo_attainment", "SLO attainment (%)", True, "%", 100.0),
-    Metric("slo_attainment_by_task.chat", "SLO attainment, chat (%)", True, "%", 100.0),
-    Metric("slo_attainment_by_task.code", "SLO attainment, code (%)", True, "%", 100.0),
-    Metric("G", "G (1/s)", True, "1/s"),
-    Metric("goodput_rps", "goodput (req/s)", True, "req/s"),
-    Metric("request_throughput_rps", "throughput (req/s)", True, "req/s"),
-    Metric("output_throughput_tps", "output throughput (tok/s)", True, "tok/s"),
-    Metric("ttft_s.mean", "TTFT mean (s)", False, "s"),
-    Metric("ttft_s.p90", "TTFT p90 (s)", False, "s"),
-    Metric("ttft_s.p99", "TTFT p99 (s)", False, "s"),
-    Metric("tpot_s.mean", "TPOT mean (ms)", False, "ms", 1000.0),
-    Metric("tpot_s.p90", "TPOT p90 (ms)", False, "ms", 1000.0),
-    Metric("tpot_s.p99", "TPOT p99 (ms)", False, "ms", 1000.0),
-    Metric("e2e_s.mean", "E2E mean (s)", False, "s"),
-    Metric("e2e_s.p90", "E2E p90 (s)", False, "s"),
-    Metric("e2e_s.p99", "E2E p99 (s)", False, "s"),
-    Metric("preemptions", "preemptions", False),
-    Metric("failed", "failed requests", False),
-    Metric("output_length_mismatches", "replies shorter than asked", False, real_engines_only=True),
-    Metric("resent_requests", "requests sent again", False, real_engines_only=True),
-    Metric("server_requests", "HTTP requests sent", False, real_engines_only=True),
-    # contention (runners.metrics.contention) describes the setting rather than the scheduler's
-    # quality: no colour and no verdict (describes_setting); the direction is never read
-    Metric("contention.waiting_peak", "requests waiting, peak", False, "requests", describes_setting=True),
-    Metric("contention.queued_share", "time with a queue (%)", False, "%", 100.0, describes_setting=True),
-)
-
-
-def summary_value(summary: dict[str, Any], dotted: str) -> float | None:
-    """The number at ``dotted`` in a summary, or None when missing or not finite."""
-    value: Any = summary
-    for part in dotted.split("."):
-        if not isinstance(value, dict):
-            return None
-        value = value.get(part)
-    if isinstance(value, bool) or not isinstance(value, (int, float)):
-        return None
-    return float(value) if math.isfinite(value) else None
+#: The rows of the comparison table and of the study statistics: the whole run-metric catalog.
+COMPARISON_METRICS: tuple[Metric, ...] = RUN_METRICS
 
 
 def percent_change(new: float | None, base: float | None) -> float | None:
@@ -92,7 +44,7 @@ def comparison_table(summaries: Sequence[dict[str, Any]], baseline: str) -> pd.D
         base = summary_value(by_id[baseline], metric.key)
         for run_id in order:
             value = summary_value(by_id[run_id], metric.key)
-            row[run_id] = None if value is None else value * metric.scale
+            row[run_id] = metric.display(value)
         for run_id in order[1:]:
             row[f"Δ% {run_id}"] = percent_change(summary_value(by_id[run_id], metric.key), base)
         rows.append(row)
@@ -103,7 +55,7 @@ def change_is_good(metric_label: str, change: float | None) -> bool | None:
     """Whether a % change of the metric labelled ``metric_label`` is an improvement."""
     if change is None or change == 0:
         return None
-    metric = next((m for m in COMPARISON_METRICS if m.label == metric_label), None)
+    metric = metric_by_label(metric_label)
     if metric is None or metric.describes_setting:
         return None
     return (change > 0) == metric.higher_is_better

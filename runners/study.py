@@ -33,11 +33,15 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Iterable, Sequence
 
+import pandas as pd
+import pyarrow as pa
+
 from runners.compare import COMPARISON_METRICS, Metric, summary_value
 from runners.config import MAX_STUDY_SEEDS, RunConfig, TrialsConfig
 from runners.errors import ConfigError, SchedlabError
 from runners.input_model import MAX_SEED
-from runners.metrics.seed_statistics import paired_comparison, summarize
+from runners.metrics.catalog import STUDY_HEADLINE_KEYS
+from runners.metrics.seed_statistics import SINGLE_SEED_NOTE, paired_comparison, summarize
 from runners.registry import make_policy, scheduler_class
 from runners.result_store import RUN_ID_PATTERN, _read_json_file, _results_root, validate_run_id, write_json_atomic
 
@@ -45,8 +49,6 @@ STUDY_SCHEMA_VERSION = 1
 STUDY_FILE = "study.json"
 #: A study of more runs than this needs confirmation (CLI ``--yes``).
 MAX_RUNS_UNCONFIRMED = 1_000
-#: The CLI's study table: the headline metrics (keys of the catalog).
-HEADLINE_KEYS = ("slo_attainment", "G", "request_throughput_rps", "ttft_s.mean", "e2e_s.mean")
 
 
 def parse_seeds(text: str, flag: str = "--seeds") -> list[int]:
@@ -346,19 +348,7 @@ def _mapping(value: Any) -> dict[str, Any]:
     return value if isinstance(value, dict) else {}
 
 
-def _number(value: Any, metric: Metric) -> str:
-    if not isinstance(value, (int, float)) or isinstance(value, bool):
-        return "-"
-    return f"{value * metric.scale:.4g}"
-
-
-def _interval(low: Any, high: Any, metric: Metric) -> str:
-    if low is None or high is None:
-        return "[no interval]"
-    return f"[{_number(low, metric)}, {_number(high, metric)}]"
-
-
-def study_table(record: dict[str, Any], keys: Iterable[str] = HEADLINE_KEYS) -> list[list[str]]:
+def study_table(record: dict[str, Any], keys: Iterable[str] = STUDY_HEADLINE_KEYS) -> list[list[str]]:
     """Rows (header first) of the study's headline: per metric and scheduler, the mean with its
     95% interval over seeds; for each non-baseline scheduler the paired difference with the
     baseline, its interval, seeds won and the verdict."""
@@ -375,16 +365,16 @@ def study_table(record: dict[str, Any], keys: Iterable[str] = HEADLINE_KEYS) -> 
         versus = _mapping(entry.get("vs_baseline"))
         for name in [str(name) for name in record.get("schedulers") or list(per)]:
             stats = _mapping(per.get(name))
-            interval = _interval(stats.get("ci_low"), stats.get("ci_high"), metric)
-            cells = [metric.label, name, str(stats.get("n", 0)), f"{_number(stats.get('mean'), metric)} {interval}"]
+            interval = metric.format_interval(stats.get("ci_low"), stats.get("ci_high"))
+            cells = [metric.label, name, str(stats.get("n", 0)), f"{metric.format(stats.get('mean'))} {interval}"]
             pair = _mapping(versus.get(name))
             if pair:
                 dropped = f" ({pair.get('dropped')} dropped)" if pair.get("dropped") else ""
-                cells += [f"{_number(pair.get('diff_mean'), metric)} "
-                          f"{_interval(pair.get('ci_low'), pair.get('ci_high'), metric)}",
+                cells += [f"{metric.format_change(pair.get('diff_mean'))} "
+                          f"{metric.format_interval(pair.get('ci_low'), pair.get('ci_high'))}",
                           f"{pair.get('wins', 0)}/{pair.get('n_pairs', 0)}{dropped}", str(pair.get("verdict"))]
             else:
-                cells += ["(baseline)", "", ""]
+                cells += ["(baseline)" if name == record["baseline"] else "(describes the setting)", "", ""]
             rows.append(cells)
     return rows
 
@@ -396,7 +386,7 @@ def study_tables(record: dict[str, Any]) -> list[tuple[str | None, list[list[str
     if len(by_rate) < 2:
         return [(None, study_table(record))]
     rate = Metric("rate", "rate (req/s)", True)
-    return [(f"rate {_number(entry.get('rate'), rate)} req/s",
+    return [(f"rate {rate.format(entry.get('rate'))} req/s",
              study_table({**record, "statistics": entry.get("statistics")})) for entry in by_rate]
 
 
@@ -414,5 +404,90 @@ def study_lines(record: dict[str, Any]) -> list[str]:
             lines.append(f"  {run.get('run_id')}: {run.get('status')}: {run.get('error')}")
     seeds = record.get("seeds") or []
     if len(seeds) == 1:
-        lines.append("1 seed: no interval; differences this size can flip with the seed")
+        lines.append(SINGLE_SEED_NOTE)
     return lines
+
+
+def _decision_table(folder: Path) -> pd.DataFrame | None:
+    """The columns of a member's requests.parquet that record its decisions; None when unreadable."""
+    from runners.metrics.contention import DECISION_COLUMNS
+
+    try:
+        return pd.read_parquet(folder / "requests.parquet", columns=["request_id", *DECISION_COLUMNS])
+    except (OSError, ValueError, KeyError, pa.ArrowException):
+        return None
+
+
+def identical_decisions_note(root: str | Path, record: dict[str, Any]) -> str | None:
+    """A sentence when the schedulers of the study made identical decisions (identical per-request
+    dispatch, first-token and finish times) at every seed and rate where several finished; at
+    some of them only, how many. None when they differed everywhere or nothing can be compared.
+    Member runs are found by the exact ids study.json lists, inside ``root`` only."""
+    from runners.metrics.contention import identical_decisions, identical_decisions_message
+
+    base = _results_root(root)
+    groups: dict[tuple[Any, Any], list[str]] = {}
+    for run in record.get("runs") or []:
+        if isinstance(run, dict) and run.get("status") == "done" and isinstance(run.get("run_id"), str) \
+                and RUN_ID_PATTERN.match(run["run_id"]):
+            groups.setdefault((run.get("seed"), run.get("rate")), []).append(run["run_id"])
+    compared = identical = 0
+    summaries: list[dict[str, Any]] = []
+    for run_ids in groups.values():
+        folders = [base / run_id for run_id in run_ids if (base / run_id).is_dir() and not (base / run_id).is_symlink()]
+        tables = [table for folder in folders if (table := _decision_table(folder)) is not None]
+        if len(tables) < 2:
+            continue
+        compared += 1
+        if identical_decisions(tables):
+            identical += 1
+            for folder in folders:
+                try:
+                    summaries.append(_read_json_file(folder / "summary.json"))
+                except SchedlabError:
+                    continue
+    if not identical:
+        return None
+    message = identical_decisions_message([s for s in summaries if isinstance(s, dict)], True)
+    if identical == compared:
+        return message
+    return (f"at {identical} of {compared} seeds the schedulers made identical decisions; "
+            + (message or "").removeprefix("these runs made identical decisions: "))
+
+
+def delete_study(root: str | Path, study_id: str) -> list[Path]:
+    """Delete study ``study_id`` (its exact id, a folder directly inside the results folder holding
+    study.json only): first each member run study.json lists (ids that start with
+    ``<study_id>-``, each checked as ``delete`` checks a run id; members already gone are
+    skipped), then the study folder. Returns the deleted folders. SchedlabError, before anything
+    is deleted, when a member is still running or the folder is not a study's."""
+    from runners.result_store import delete_run, inspect_run
+
+    if not isinstance(study_id, str) or not RUN_ID_PATTERN.match(study_id):
+        raise SchedlabError(f"delete: {study_id!r} is not a study id; expected the exact id of a study in the results "
+                            "folder, never a path or pattern")
+    base = _results_root(root)
+    folder = base / study_id
+    if folder.is_symlink() or not folder.is_dir() or folder.resolve().parent != base:
+        raise SchedlabError(f"delete: {folder} is not a study folder inside {base}")
+    extra = sorted(entry.name for entry in folder.iterdir() if entry.name != STUDY_FILE)
+    if extra:
+        raise SchedlabError(f"delete: {folder} holds {extra[0]!r} besides {STUDY_FILE}; not a study folder schedlab "
+                            "wrote, so it is left alone")
+    record = read_study(folder)
+    members = []
+    for run in record["runs"]:
+        run_id = run.get("run_id")
+        if not isinstance(run_id, str) or not run_id.startswith(f"{study_id}-") or not RUN_ID_PATTERN.match(run_id):
+            raise SchedlabError(f"delete: {folder / STUDY_FILE} lists {run_id!r}, not a member id of this study "
+                                f"(expected '{study_id}-...'); nothing deleted")
+        if os.path.lexists(base / run_id):
+            members.append(run_id)
+    for run_id in members:
+        if inspect_run(base / run_id).get("status") == "running":
+            raise SchedlabError(f"delete: member run {run_id!r} is still running; stop the study first (nothing "
+                                "deleted)")
+    deleted = [delete_run(base, run_id) for run_id in members]
+    (folder / STUDY_FILE).unlink()
+    folder.rmdir()
+    return deleted + [folder]

@@ -32,8 +32,13 @@ def test_run_list_show_compare_delete(results_dir, capsys):
     assert "static" in out and "200 request rows" in out
     code, out, _ = cli(["compare", "f", "s", "--out", str(results_dir)], capsys)
     assert code == 0
-    attainment_line = next(line for line in out.splitlines() if line.startswith("SLO attainment"))
-    assert "%)" in attainment_line and "(-" in attainment_line  # static is behind FCFS
+    attainment_line = next(line for line in out.splitlines() if line.startswith("SLO attainment (%)"))
+    cells = attainment_line.split()
+    fcfs, static, change = float(cells[3]), float(cells[4]), float(cells[5])
+    assert change == round(static - fcfs, 1) < 0 and cells[6] == "pts"  # static is behind FCFS, in points
+    assert "1 seed: no interval; differences this size can flip with the seed" in out
+    tpot = next(line for line in out.splitlines() if line.startswith("TPOT mean (ms)")).split()
+    assert 1.0 < float(tpot[3]) < 1000.0  # displayed in milliseconds, as everywhere
     assert cli(["delete", "s", "--out", str(results_dir)], capsys)[0] == 0
     assert not (results_dir / "s").exists()
 

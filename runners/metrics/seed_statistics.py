@@ -27,6 +27,8 @@ import numpy as np
 from scipy import stats
 
 CONFIDENCE = 0.95
+#: What every comparison of one seed says in place of an interval.
+SINGLE_SEED_NOTE = "1 seed: no interval; differences this size can flip with the seed"
 Verdict = Literal["better", "worse", "no difference"]
 
 
@@ -95,7 +97,7 @@ def summarize(values: Sequence[Any], confidence: float = CONFIDENCE) -> SeedSumm
     if not kept:
         return SeedSummary(0, None, None, None, None, "no seed has a value")
     interval = mean_interval(kept, confidence)
-    note = None if interval is not None else "1 seed: no interval; differences this size can flip with the seed"
+    note = None if interval is not None else SINGLE_SEED_NOTE
     low, high = interval if interval is not None else (None, None)
     return SeedSummary(len(kept), float(np.mean(kept)), float(np.median(kept)), low, high, note)
 

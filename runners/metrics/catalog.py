@@ -1,0 +1,156 @@
+"""The metric catalog: every number schedlab shows, with its label, unit, direction and format.
+
+One entry per quantity; the CLI tables (``run``, ``show``, ``compare``, studies), the Results
+page's comparison table and charts, the study statistics and verdicts, the Demo and the exports
+all read it, so adding a metric is one entry here. A quantity has one display unit everywhere it
+is shown: latencies in seconds except TPOT, in milliseconds (the live view, the tables, the CDFs
+and the SLO inputs alike); shares in percent.
+
+- :data:`RUN_METRICS`: per-run values, ``key`` a dotted path into ``summary.json`` (stored in
+  seconds, fractions, 1/s, counts).
+- :data:`REQUEST_METRICS`: per-request values, ``key`` a column of ``requests.parquet`` (stored
+  in seconds).
+
+Displayed value = stored value x ``scale``.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import Any
+
+
+@dataclass(frozen=True)
+class Metric:
+    """One quantity. ``key``: where it is stored (dotted summary path or request column);
+    ``label``: its display name with the display unit in brackets; ``unit``: the display unit;
+    ``higher_is_better``: which way a change is good; ``scale``: display = stored x scale;
+    ``decimals``: digits after the point when displayed (None: 4 significant digits)."""
+
+    key: str
+    label: str
+    higher_is_better: bool
+    unit: str = ""
+    scale: float = 1.0
+    decimals: int | None = None
+    real_engines_only: bool = False  # a table row only when some shown run has the value
+    describes_setting: bool = False  # how contended the run was, not how good the scheduler is: no verdict
+
+    def display(self, value: Any) -> float | None:
+        """The stored ``value`` in display units; None when it is not a finite number."""
+        if value is None or isinstance(value, bool) or not isinstance(value, (int, float)):
+            return None
+        return float(value) * self.scale if math.isfinite(value) else None
+
+    def format(self, value: Any) -> str:
+        """The stored ``value`` as display text (no unit); ``-`` when missing."""
+        shown = self.display(value)
+        if shown is None:
+            return "-"
+        text = f"{shown:.4g}" if self.decimals is None else f"{shown:.{self.decimals}f}"
+        return text[1:] if text.startswith("-") and not text.strip("-0.") else text  # no "-0"
+
+    def format_interval(self, low: Any, high: Any) -> str:
+        """``[low, high]`` of stored values in display units, or ``[no interval]``."""
+        if self.display(low) is None or self.display(high) is None:
+            return "[no interval]"
+        return f"[{self.format(low)}, {self.format(high)}]"
+
+    def format_change(self, diff: Any) -> str:
+        """A signed difference of stored values in display units; a difference of percentages is
+        in percentage points (``pts``)."""
+        shown = self.display(diff)
+        if shown is None:
+            return "-"
+        unit = "pts" if self.unit == "%" else self.unit
+        text = f"{shown:+.4g}" if self.decimals is None else f"{shown:+.{self.decimals}f}"
+        return f"{text} {unit}".rstrip()
+
+
+def _share(key: str, label: str) -> Metric:
+    return Metric(key, f"{label} (%)", True, "%", 100.0, 1)
+
+
+def _seconds(key: str, label: str) -> Metric:
+    return Metric(key, f"{label} (s)", False, "s", 1.0, 3)
+
+
+def _milliseconds(key: str, label: str) -> Metric:
+    return Metric(key, f"{label} (ms)", False, "ms", 1000.0, 1)
+
+
+def _count(key: str, label: str, higher_is_better: bool = False, **kwargs: Any) -> Metric:
+    return Metric(key, label, higher_is_better, "", 1.0, 0, **kwargs)
+
+
+RUN_METRICS: tuple[Metric, ...] = (
+    _share("slo_attainment", "SLO attainment"),
+    _share("slo_attainment_by_task.chat", "SLO attainment, chat"),
+    _share("slo_attainment_by_task.code", "SLO attainment, code"),
+    Metric("G", "G (1/s)", True, "1/s"),
+    Metric("goodput_rps", "goodput (req/s)", True, "req/s", 1.0, 3),
+    Metric("request_throughput_rps", "throughput (req/s)", True, "req/s", 1.0, 3),
+    Metric("output_throughput_tps", "output throughput (tok/s)", True, "tok/s", 1.0, 1),
+    _seconds("ttft_s.mean", "TTFT mean"),
+    _seconds("ttft_s.p90", "TTFT p90"),
+    _seconds("ttft_s.p99", "TTFT p99"),
+    _milliseconds("tpot_s.mean", "TPOT mean"),
+    _milliseconds("tpot_s.p90", "TPOT p90"),
+    _milliseconds("tpot_s.p99", "TPOT p99"),
+    _seconds("e2e_s.mean", "E2E mean"),
+    _seconds("e2e_s.p90", "E2E p90"),
+    _seconds("e2e_s.p99", "E2E p99"),
+    _seconds("queue_s.mean", "queue mean"),
+    _count("preemptions", "preemptions"),
+    _count("completed", "completed requests", True),
+    _count("failed", "failed requests"),
+    _count("output_length_mismatches", "replies shorter than asked", real_engines_only=True),
+    _count("resent_requests", "requests sent again", real_engines_only=True),
+    _count("server_requests", "HTTP requests sent", real_engines_only=True),
+    Metric("duration_s", "duration (s)", False, "s", 1.0, 1),
+    # contention (runners.metrics.contention) describes the setting rather than the scheduler's
+    # quality: no colour and no verdict (describes_setting); the direction is never read
+    Metric("contention.waiting_peak", "requests waiting, peak", False, "requests", 1.0, 0, describes_setting=True),
+    Metric("contention.waiting_mean", "requests waiting, time-averaged", False, "requests", 1.0, 2,
+           describes_setting=True),
+    Metric("contention.queued_share", "time with a queue (%)", False, "%", 100.0, 1, describes_setting=True),
+)
+
+REQUEST_METRICS: tuple[Metric, ...] = (
+    _seconds("ttft_s", "TTFT"),
+    _milliseconds("tpot_s", "TPOT"),
+    _seconds("e2e_s", "E2E latency"),
+    _seconds("queue_s", "queue time"),
+)
+
+#: The CLI study table's headline rows (keys of RUN_METRICS).
+STUDY_HEADLINE_KEYS: tuple[str, ...] = ("slo_attainment", "G", "request_throughput_rps", "ttft_s.mean",
+                                        "tpot_s.mean", "e2e_s.mean", "contention.waiting_peak")
+
+_BY_KEY = {metric.key: metric for metric in RUN_METRICS + REQUEST_METRICS}
+_BY_LABEL = {metric.label: metric for metric in RUN_METRICS}
+assert len(_BY_KEY) == len(RUN_METRICS) + len(REQUEST_METRICS), "metric keys must be unique"
+assert len(_BY_LABEL) == len(RUN_METRICS), "run metric labels must be unique"
+
+
+def metric(key: str) -> Metric:
+    """The catalog entry of ``key`` (a summary path or request column); KeyError otherwise."""
+    return _BY_KEY[key]
+
+
+def metric_by_label(label: str) -> Metric | None:
+    """The run metric whose display label is ``label`` (table rows carry labels), or None."""
+    return _BY_LABEL.get(label)
+
+
+def summary_value(summary: Any, dotted: str) -> float | None:
+    """The number at ``dotted`` in a summary mapping, or None when missing or not finite."""
+    value: Any = summary
+    for part in dotted.split("."):
+        if not isinstance(value, dict):
+            return None
+        value = value.get(part)
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        return None
+    return float(value) if math.isfinite(value) else None
