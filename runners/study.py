@@ -41,7 +41,7 @@ from runners.config import MAX_STUDY_SEEDS, RunConfig, TrialsConfig
 from runners.errors import ConfigError, SchedlabError
 from runners.input_model import MAX_SEED
 from runners.metrics.catalog import STUDY_HEADLINE_KEYS
-from runners.metrics.seed_statistics import SINGLE_SEED_NOTE, paired_comparison, summarize
+from runners.metrics.seed_statistics import SINGLE_SEED_NOTE, paired_comparison, relative_change, summarize
 from runners.registry import make_policy, scheduler_class
 from runners.result_store import RUN_ID_PATTERN, _read_json_file, _results_root, validate_run_id, write_json_atomic
 
@@ -178,9 +178,11 @@ def check_size(plan: StudyPlan, confirmed: bool) -> None:
 
 # -- statistics ------------------------------------------------------------------------------------
 def metric_statistics(metric: Metric, plan_runs: Sequence[dict[str, Any]], summaries: dict[str, dict[str, Any]],
-                      baseline: str, schedulers: Sequence[str]) -> dict[str, Any]:
+                      baseline: str, schedulers: Sequence[str], relative: bool = True) -> dict[str, Any]:
     """One metric's per-scheduler summary and paired comparison with the baseline. ``plan_runs``:
-    the study's run records; ``summaries``: run_id -> summary of the runs that ended done."""
+    the study's run records; ``summaries``: run_id -> summary of the runs that ended done.
+    ``relative``: add each comparison's relative change with its bootstrap interval
+    (``vs_baseline[name]["relative"]``; a few ms each, so left out while a study runs)."""
     by_scheduler: dict[str, dict[int, float | None]] = {name: {} for name in schedulers}
     for run in plan_runs:
         summary = summaries.get(run["run_id"])
@@ -191,13 +193,16 @@ def metric_statistics(metric: Metric, plan_runs: Sequence[dict[str, Any]], summa
         return {"schedulers": per, "vs_baseline": {}}
     versus = {name: paired_comparison(by_scheduler[baseline], values, metric.higher_is_better).as_dict()
               for name, values in by_scheduler.items() if name != baseline}
+    if relative:
+        for name, entry in versus.items():
+            entry["relative"] = relative_change(by_scheduler[baseline], by_scheduler[name]).as_dict()
     return {"schedulers": per, "vs_baseline": versus}
 
 
 def study_statistics(runs: Sequence[dict[str, Any]], summaries: dict[str, dict[str, Any]], baseline: str,
-                     schedulers: Sequence[str]) -> dict[str, Any]:
+                     schedulers: Sequence[str], relative: bool = True) -> dict[str, Any]:
     """:func:`metric_statistics` for every metric of the catalog, keyed by metric key."""
-    return {metric.key: metric_statistics(metric, runs, summaries, baseline, schedulers)
+    return {metric.key: metric_statistics(metric, runs, summaries, baseline, schedulers, relative)
             for metric in COMPARISON_METRICS}
 
 
@@ -235,7 +240,8 @@ def _record(plan: StudyPlan, runs: list[dict[str, Any]], summaries: dict[str, di
     rates = plan.rates or [plan.members[0].rate if plan.members else None]
     by_rate = [{"rate": rate, "statistics": study_statistics([run for run in runs if run["rate"] == rate or
                                                               not plan.rates], summaries, plan.baseline,
-                                                             plan.schedulers)} for rate in rates]
+                                                             plan.schedulers, relative=status != "running")}
+               for rate in rates]
     return {
         "schema_version": STUDY_SCHEMA_VERSION,
         "study_id": plan.study_id,
@@ -353,8 +359,8 @@ def study_table(record: dict[str, Any], keys: Iterable[str] = STUDY_HEADLINE_KEY
     95% interval over seeds; for each non-baseline scheduler the paired difference with the
     baseline, its interval, seeds won and the verdict."""
     catalog = {metric.key: metric for metric in COMPARISON_METRICS}
-    rows = [["metric", "scheduler", "n", "mean [95% CI]", f"diff vs {record['baseline']} [95% CI]", "wins",
-             "verdict"]]
+    rows = [["metric", "scheduler", "n", "mean [95% CI]", f"diff vs {record['baseline']} [95% CI]",
+             "rel. change [95% CI]", "wins", "verdict"]]
     statistics = _mapping(record.get("statistics"))
     for key in keys:
         metric = catalog.get(key)
@@ -372,11 +378,23 @@ def study_table(record: dict[str, Any], keys: Iterable[str] = STUDY_HEADLINE_KEY
                 dropped = f" ({pair.get('dropped')} dropped)" if pair.get("dropped") else ""
                 cells += [f"{metric.format_change(pair.get('diff_mean'))} "
                           f"{metric.format_interval(pair.get('ci_low'), pair.get('ci_high'))}",
+                          _relative_text(_mapping(pair.get("relative"))),
                           f"{pair.get('wins', 0)}/{pair.get('n_pairs', 0)}{dropped}", str(pair.get("verdict"))]
             else:
-                cells += ["(baseline)" if name == record["baseline"] else "(describes the setting)", "", ""]
+                cells += ["(baseline)" if name == record["baseline"] else "(describes the setting)", "", "", ""]
             rows.append(cells)
     return rows
+
+
+def _relative_text(relative: dict[str, Any]) -> str:
+    """``+12.3% [4.1, 20.5]`` from a comparison's ``relative`` entry; ``-`` when it has none."""
+    change = relative.get("change")
+    if not isinstance(change, (int, float)) or isinstance(change, bool):
+        return "-"
+    low, high = relative.get("ci_low"), relative.get("ci_high")
+    interval = (f"[{low * 100:+.1f}, {high * 100:+.1f}]" if isinstance(low, (int, float)) and
+                isinstance(high, (int, float)) else "[no interval]")
+    return f"{change * 100:+.1f}% {interval}"
 
 
 def study_tables(record: dict[str, Any]) -> list[tuple[str | None, list[list[str]]]]:
@@ -398,7 +416,8 @@ def study_lines(record: dict[str, Any]) -> list[str]:
         counts[str(run.get("status"))] = counts.get(str(run.get("status")), 0) + 1
     lines = [f"{len(runs)} runs: " + ", ".join(f"{n} {status}" for status, n in sorted(counts.items())),
              "intervals: Student t 95% over seeds; diff = scheduler - baseline per seed (paired); "
-             "wins = seeds where the scheduler is better; a difference of percentages is in percentage points"]
+             "wins = seeds where the scheduler is better; a difference of percentages is in percentage points; "
+             "rel. change = mean / baseline mean - 1, interval by bootstrap (BCa) over paired seeds"]
     for run in runs:
         if run.get("status") not in ("done", "pending") and run.get("error"):
             lines.append(f"  {run.get('run_id')}: {run.get('status')}: {run.get('error')}")

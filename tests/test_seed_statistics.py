@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import math
 
+import numpy as np
+
 import pytest
 
 from runners.metrics.seed_statistics import mean_interval, paired_comparison, summarize
@@ -65,3 +67,43 @@ def test_a_failed_seed_is_dropped_pairwise_and_counted():
     assert result.diff_mean == pytest.approx((0.05 + 0.02 + 0.05 - 0.01) / 4)
     assert summarize([0.1, None, float("nan"), 0.3]).n == 2
     assert summarize([]).n == 0 and summarize([]).mean is None
+
+
+# -- relative change: a ratio, so a bootstrap interval ------------------------------------------------
+def test_relative_change_point_estimate_is_the_ratio_of_means_minus_one():
+    from runners.metrics.seed_statistics import relative_change
+
+    base = {0: 1.0, 1: 2.0, 2: 3.0, 3: 4.0, 4: 5.0}
+    other = {0: 1.1, 1: 2.3, 2: 3.1, 3: 4.5, 4: 5.2}  # sum 16.2 vs 15: +8%
+    result = relative_change(base, other)
+    assert result.n_pairs == 5 and result.change == pytest.approx(0.08)
+    assert result.ci_low < 0.08 < result.ci_high and "bootstrap" in result.method
+    assert relative_change(base, other) == result  # fixed random state: the same values, the same interval
+
+
+def test_relative_change_degenerate_cases_say_why():
+    from runners.metrics.seed_statistics import relative_change
+
+    scaled = relative_change({0: 1.0, 1: 2.0, 2: 4.0}, {0: 1.5, 1: 3.0, 2: 6.0})  # every resample: ratio 1.5
+    assert (scaled.change, scaled.ci_low, scaled.ci_high) == pytest.approx((0.5, 0.5, 0.5))
+    zero = relative_change({0: 0.0, 1: 0.0, 2: 0.0}, {0: 1.0, 1: 2.0, 2: 3.0})
+    assert zero.change is None and "mean is 0" in zero.note
+    two = relative_change({0: 1.0, 1: 2.0, 2: None}, {0: 2.0, 1: 2.0, 2: 5.0})  # seed 2 failed on one side
+    assert two.n_pairs == 2 and two.change == pytest.approx(4.0 / 3.0 - 1.0) and two.ci_low is None
+    assert "too few" in two.note
+
+
+def test_relative_change_interval_covers_the_true_ratio_most_of_the_time():
+    """200 simulated 10-seed studies with a true +20%: the 95% interval should contain 0.2 in
+    roughly 95% of them (BCa on 10 seeds is a little liberal; at least 85% is required)."""
+    from runners.metrics.seed_statistics import relative_change
+
+    rng = np.random.default_rng(1)
+    covered = 0
+    for _ in range(200):
+        seed_effect = rng.normal(10.0, 2.0, 10)
+        base = seed_effect + rng.normal(0.0, 0.5, 10)
+        other = 1.2 * seed_effect + rng.normal(0.0, 0.5, 10)
+        result = relative_change(dict(enumerate(base)), dict(enumerate(other)), resamples=1999)
+        covered += result.ci_low <= 0.2 <= result.ci_high
+    assert covered >= 170

@@ -14,7 +14,7 @@ from runners.cli import main
 from runners.compare import COMPARISON_METRICS, summary_value
 from runners.config import parse_config
 from runners.errors import ConfigError
-from runners.metrics.seed_statistics import paired_comparison, summarize
+from runners.metrics.seed_statistics import relative_change, paired_comparison, summarize
 from runners.result_store import list_runs, read_summary
 from runners.study import MAX_RUNS_UNCONFIRMED, check_size, parse_seeds, plan_study
 
@@ -83,7 +83,8 @@ def test_study_is_paired_and_its_file_matches_the_member_statistics(results_dir,
             assert entry["vs_baseline"] == {}
             continue
         expected = paired_comparison(values["fcfs"], values["slo-sa"], metric.higher_is_better).as_dict()
-        assert entry["vs_baseline"] == {"slo-sa": pytest.approx(expected)}
+        relative = relative_change(values["fcfs"], values["slo-sa"]).as_dict()
+        assert entry["vs_baseline"] == {"slo-sa": pytest.approx({**expected, "relative": pytest.approx(relative)})}
     attainment = record["statistics"]["slo_attainment"]
     assert attainment["schedulers"]["fcfs"]["n"] == 3 and attainment["schedulers"]["fcfs"]["ci_low"] is not None
     assert attainment["schedulers"]["slo-sa"]["mean"] != attainment["schedulers"]["fcfs"]["mean"]
@@ -246,8 +247,9 @@ def test_study_over_rates_has_statistics_per_rate(results_dir, capsys):
                          for seed in (0, 1)} for name in ("fcfs", "slo-sa")}
         assert entry["statistics"]["G"]["schedulers"]["fcfs"] == pytest.approx(
             summarize(list(values["fcfs"].values())).as_dict())
-        assert entry["statistics"]["G"]["vs_baseline"]["slo-sa"] == pytest.approx(
-            paired_comparison(values["fcfs"], values["slo-sa"], True).as_dict())
+        versus = dict(entry["statistics"]["G"]["vs_baseline"]["slo-sa"])
+        assert versus.pop("relative") == pytest.approx(relative_change(values["fcfs"], values["slo-sa"]).as_dict())
+        assert versus == pytest.approx(paired_comparison(values["fcfs"], values["slo-sa"], True).as_dict())
     fast = pd.read_parquet(results_dir / "st-slo-sa-r9-s1" / "requests.parquet").sort_values("request_id")
     slow = pd.read_parquet(results_dir / "st-slo-sa-r3-s1" / "requests.parquet").sort_values("request_id")
     assert fast["arrival_s"].max() < slow["arrival_s"].max()  # the member ran at its own rate
