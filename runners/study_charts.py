@@ -1,0 +1,182 @@
+"""Plotly figures of a study: per-scheduler means with 95% interval error bars, latency CDFs pooled
+over seeds, sweeps with interval bands, and capacity per seed.
+
+Values come from study.json (:mod:`runners.study`) or member runs
+(:func:`runners.study_view.study_member_runs`) and are drawn in the catalog's display units
+(:mod:`runners.metrics.catalog`: shares in %, TPOT in ms). Nothing here imports streamlit.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Sequence
+
+import pandas as pd
+import plotly.graph_objects as go
+import plotly.io as pio
+from plotly.subplots import make_subplots
+
+from runners.charts import _layout, _share
+from runners.compare import cdf_points
+from runners.metrics.catalog import metric
+from runners.metrics.seed_statistics import SINGLE_SEED_NOTE
+from runners.result_store import RunData
+from runners.study_view import CAPACITY, _ordered, statistics_by_rate, sweep_statistics
+
+NO_INTERVAL_HOVER = "1 seed: no interval"
+TASKS = ("chat", "code")
+
+
+def _palette() -> list[str]:
+    return list(pio.templates["plotly_white"].layout.colorway)
+
+
+def _colours(record: dict[str, Any], names: Sequence[str]) -> dict[str, str]:
+    palette = _palette()
+    order = _ordered(record, names)
+    return {name: palette[index % len(palette)] for index, name in enumerate(order)}
+
+
+def _rate_label(rate: Any) -> str:
+    return "this study's rate" if rate is None else f"{format(float(rate), '.4g')} req/s"
+
+
+def _bar_point(key: str, stats: dict[str, Any]) -> tuple[float | None, float | None, float | None, str]:
+    """(mean, error above, error below, hover text) of one scheduler's statistics, display units."""
+    entry = metric(key)
+    mean, low, high = (entry.display(stats.get(name)) for name in ("mean", "ci_low", "ci_high"))
+    n = int(stats.get("n") or 0)
+    if mean is None:
+        return None, None, None, "no seed has a value"
+    if low is None or high is None:
+        return mean, None, None, f"{entry.format(stats.get('mean'))} {entry.unit}, n={n}: {NO_INTERVAL_HOVER}"
+    return (mean, high - mean, mean - low,
+            f"{entry.format(stats.get('mean'))} {entry.format_interval(stats.get('ci_low'), stats.get('ci_high'))}"
+            f" {entry.unit}, n={n} seeds (95% CI)")
+
+
+def metric_bars(record: dict[str, Any], key: str) -> go.Figure:
+    """Per scheduler the mean of metric ``key`` over seeds with its 95% interval as error bars,
+    in display units; one group per arrival rate when the study has several. A scheduler with
+    one seed has no error bar; its hover says "1 seed: no interval"."""
+    entry = metric(key)
+    by_rate = statistics_by_rate(record)
+    several = len(by_rate) > 1
+    per_rate = [(rate, ((statistics.get(key) or {}).get("schedulers") or {})) for rate, statistics in by_rate]
+    names = _ordered(record, {name for _, per in per_rate for name in per})
+    colours = _colours(record, names)
+    fig = go.Figure()
+    for name in names:
+        xs, ys, plus, minus, hover = [], [], [], [], []
+        for rate, per in per_rate:
+            stats = per.get(name)
+            if not isinstance(stats, dict):
+                continue
+            mean, up, down, text = _bar_point(key, stats)
+            xs.append(_rate_label(rate) if several else name)
+            ys.append(mean)
+            plus.append(up)
+            minus.append(down)
+            hover.append(text)
+        has_error = any(value is not None for value in plus)
+        fig.add_bar(name=name, x=xs, y=ys, marker_color=colours[name], customdata=hover,
+                    hovertemplate=f"{name}: %{{customdata}}<extra></extra>",
+                    error_y={"type": "data", "array": [v if v is not None else 0 for v in plus],
+                             "arrayminus": [v if v is not None else 0 for v in minus], "visible": has_error,
+                             "symmetric": False})
+    fig.update_layout(barmode="group")
+    fig.update_yaxes(title=entry.label)
+    if several:
+        fig.update_xaxes(title="arrival rate")
+    seeds = len(record.get("seeds") or [])
+    note = f" ({SINGLE_SEED_NOTE})" if seeds == 1 else f" over {seeds} seeds, 95% CI"
+    return _layout(fig, f"{entry.label}: mean{note}")
+
+
+def pooled_cdfs(runs_by_scheduler: dict[str, Sequence[RunData]], column: str) -> go.Figure:
+    """CDF of per-request metric ``column`` (a request column of the catalog, e.g. ``tpot_s``),
+    one line per scheduler with its requests pooled over its seeds, a panel per task, in display
+    units (TPOT in ms)."""
+    entry = metric(column)
+    fig = make_subplots(rows=1, cols=len(TASKS), subplot_titles=list(TASKS), shared_yaxes=True)
+    palette = _palette()
+    points = _share(len(TASKS) * max(1, len(runs_by_scheduler)), 400)
+    for index, (name, runs) in enumerate(runs_by_scheduler.items()):
+        frames = [run.requests[["task", column]] for run in runs if len(run.requests) and column in run.requests]
+        pooled = pd.concat(frames, ignore_index=True) if frames else pd.DataFrame(columns=["task", column])
+        label = f"{name} ({len(runs)} seed{'s' if len(runs) != 1 else ''}, {len(pooled):,} requests)"
+        for col, task in enumerate(TASKS, start=1):
+            values = pd.to_numeric(pooled.loc[pooled["task"] == task, column], errors="coerce") * entry.scale
+            x, y = cdf_points(values, points)
+            fig.add_scatter(x=x, y=y, mode="lines", name=label, legendgroup=name, showlegend=col == 1,
+                            line={"color": palette[index % len(palette)]}, row=1, col=col)
+    fig.update_xaxes(title=entry.label)
+    fig.update_yaxes(title="fraction of requests", range=[0, 1.02], row=1, col=1)
+    return _layout(fig, f"{entry.label} CDF per task, requests pooled over seeds")
+
+
+def _rgba(colour: str, alpha: float) -> str:
+    colour = colour.lstrip("#")
+    red, green, blue = (int(colour[i:i + 2], 16) for i in (0, 2, 4))
+    return f"rgba({red},{green},{blue},{alpha})"
+
+
+def sweep_bands(record: dict[str, Any], key: str, target: float | None = None) -> go.Figure:
+    """Metric ``key`` against arrival rate for a study over rates: per scheduler the mean over
+    seeds as a line and its 95% interval as a band, in display units; ``target`` (stored units,
+    e.g. an attainment of 0.9) as a dotted line."""
+    entry = metric(key)
+    frame = sweep_statistics(record, key)
+    colours = _colours(record, frame["scheduler"].unique())
+    fig = go.Figure()
+    for name in _ordered(record, frame["scheduler"].unique()):
+        group = frame[frame["scheduler"] == name].sort_values("rate_rps")
+        rates = group["rate_rps"].tolist()
+        mean = [entry.display(value) for value in group["mean"]]
+        low = [entry.display(value) for value in group["ci_low"]]
+        high = [entry.display(value) for value in group["ci_high"]]
+        banded = [(r, lo, hi) for r, lo, hi in zip(rates, low, high) if lo is not None and hi is not None]
+        if banded:
+            xs = [r for r, _, _ in banded] + [r for r, _, _ in reversed(banded)]
+            ys = [hi for _, _, hi in banded] + [lo for _, lo, _ in reversed(banded)]
+            fig.add_scatter(x=xs, y=ys, fill="toself", fillcolor=_rgba(colours[name], 0.18), mode="lines",
+                            line={"width": 0}, name=f"{name} 95% CI", legendgroup=name, showlegend=False,
+                            hoverinfo="skip")
+        fig.add_scatter(x=rates, y=mean, mode="lines+markers", name=name, legendgroup=name,
+                        line={"color": colours[name]},
+                        customdata=[f"n={n}" if lo is not None else f"n={n}: {NO_INTERVAL_HOVER}"
+                                    for n, lo in zip(group["n"], low)],
+                        hovertemplate=f"{name}: %{{y:.4g}} at %{{x}} req/s (%{{customdata}})<extra></extra>")
+    if target is not None:
+        shown = entry.display(target)
+        fig.add_hline(y=shown, line={"dash": "dot", "color": "grey"}, annotation_text=f"target {entry.format(target)}")
+    fig.update_xaxes(title="arrival rate (req/s)")
+    fig.update_yaxes(title=entry.label)
+    return _layout(fig, f"{entry.label} vs arrival rate: mean over seeds, band 95% CI")
+
+
+def capacity_chart(record: dict[str, Any], per_seed: pd.DataFrame, statistics: pd.DataFrame,
+                   target: float) -> go.Figure:
+    """Capacity at ``target`` attainment: each seed a dot, per scheduler the mean with its 95%
+    interval as an error bar (:func:`runners.study_view.capacity_per_seed` and
+    :func:`runners.study_view.capacity_statistics`)."""
+    colours = _colours(record, per_seed["scheduler"].unique() if len(per_seed) else [])
+    fig = go.Figure()
+    for _, row in statistics.iterrows():
+        name = row["scheduler"]
+        mean = row["mean"]
+        if mean is None or pd.isna(mean):
+            continue
+        has = row["ci_low"] is not None and not pd.isna(row["ci_low"])
+        fig.add_bar(x=[name], y=[mean], name=name, marker_color=_rgba(colours.get(name, "#888888"), 0.5),
+                    error_y={"type": "data", "array": [row["ci_high"] - mean if has else 0],
+                             "arrayminus": [mean - row["ci_low"] if has else 0], "visible": bool(has),
+                             "symmetric": False},
+                    hovertemplate=f"{name}: mean %{{y:.2f}} req/s ({row['mean [95% CI]']})<extra></extra>"
+                    if has else f"{name}: %{{y:.2f}} req/s ({NO_INTERVAL_HOVER})<extra></extra>")
+    seeds = per_seed.dropna(subset=["capacity_rps"]) if len(per_seed) else per_seed
+    if len(seeds):
+        fig.add_scatter(x=seeds["scheduler"], y=seeds["capacity_rps"].astype(float), mode="markers", name="seeds",
+                        marker={"color": "black", "size": 7, "symbol": "circle-open"},
+                        customdata=seeds["seed"], hovertemplate="seed %{customdata}: %{y:.2f} req/s<extra></extra>")
+    fig.update_yaxes(title=CAPACITY.label)
+    return _layout(fig, f"Capacity at SLO attainment ≥ {target:.0%}: per seed (dots), mean and 95% CI")
