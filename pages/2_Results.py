@@ -1,12 +1,18 @@
-"""Results page: saved runs (filter, delete, rename, config), comparison with % change against a
-baseline and every chart, rate sweeps with capacity, and export (CSV, HTML, PNG).
+"""Results page: saved runs and studies (filter, delete, rename, config); a study's statistics over
+seeds (mean with its 95% interval per scheduler, paired change against the baseline with its
+interval, coloured verdict, k of n seeds won), its charts with error bars, CDFs pooled over seeds,
+sweeps with interval bands and capacity per seed; single runs compared with % change against a
+baseline and every chart (one seed: no interval, said on the page); rate sweeps with capacity;
+export (CSV, HTML, PNG).
 
-Thin: tables come from runners.compare, figures from runners.charts, files from runners.result_store.
+Thin: tables come from runners.compare and runners.study_view, figures from runners.charts and
+runners.study_charts, files from runners.result_store and runners.study.
 """
 
 from __future__ import annotations
 
 import json
+import os
 from pathlib import Path
 
 import pandas as pd
@@ -15,8 +21,16 @@ import streamlit as st
 from runners import result_store
 from runners.charts import (CHART_VIEWS, COMPARISON_CHARTS, ExportUnavailable, chart_png, charts_html,
                             comparison_chart, sweep_charts)
-from runners.compare import capacities, change_is_good, comparison_table, sweep_frame
+from runners.compare import COMPARISON_METRICS, capacities, change_is_good, comparison_table, sweep_frame
 from runners.errors import SchedlabError
+from runners.metrics.catalog import REQUEST_METRICS, metric
+from runners.metrics.contention import identical_decisions, identical_decisions_message
+from runners.metrics.seed_statistics import SINGLE_SEED_NOTE
+from runners.study import STUDY_FILE, delete_study, identical_decisions_note, read_study, study_lines
+from runners.study_charts import capacity_chart, metric_bars, pooled_cdfs, sweep_bands
+from runners.study_view import (capacity_per_seed, capacity_statistics, capacity_table, list_studies, member_records,
+                                member_summaries, study_counts, study_frames, study_member_runs, study_setting,
+                                verdict_colour)
 
 st.set_page_config(page_title="schedlab · Results", layout="wide")
 ROOT = result_store.DEFAULT_RESULTS_DIR
@@ -41,17 +55,73 @@ def stamp_of(folder: Path) -> float:
         return 0.0
 
 
+def study_stamp(study_id: str) -> float:
+    """Changes whenever the study's study.json is rewritten (after each member run)."""
+    try:
+        return (ROOT / study_id / STUDY_FILE).stat().st_mtime_ns / 1e9
+    except OSError:
+        return 0.0
+
+
+def _study(root: str, study_id: str) -> dict:
+    return read_study(Path(root) / study_id)
+
+
+@st.cache_data(show_spinner="Reading the member runs' summaries…", max_entries=32)
+def study_summaries_cached(root: str, study_id: str, stamp: float) -> tuple[dict, list[str]]:  # noqa: ARG001
+    """run id -> summary of the study's done members (summaries only), and the unreadable ones."""
+    problems: list[str] = []
+    return member_summaries(root, _study(root, study_id), problems), problems
+
+
+@st.cache_data(show_spinner="Checking whether the schedulers made identical decisions…", max_entries=32)
+def identical_note_cached(root: str, study_id: str, stamp: float) -> str | None:  # noqa: ARG001
+    return identical_decisions_note(root, _study(root, study_id))
+
+
+@st.cache_data(show_spinner=False, max_entries=64)
+def identical_runs_cached(keys: tuple[tuple[str, float], ...]) -> str | None:
+    """The identical-decisions sentence for compared single runs (None when they differ)."""
+    compared = [load_run_cached(folder, stamp) for folder, stamp in keys]
+    same = identical_decisions([run.requests for run in compared])
+    return identical_decisions_message([run.summary for run in compared], same)
+
+
+@st.cache_resource(show_spinner="Reading the member runs' requests…", max_entries=32)
+def pooled_cdf_cached(root: str, study_id: str, stamp: float, rate: float | None, column: str):  # noqa: ARG001
+    """(figure, unreadable members) of the CDF of ``column`` pooled over seeds, per scheduler."""
+    problems: list[str] = []
+    members = study_member_runs(root, _study(root, study_id), rate=rate, problems=problems,
+                                load=lambda base, run_id: load_run_cached(str(base / run_id), stamp_of(base / run_id)))
+    return pooled_cdfs(members, column), problems
+
+
+def styled_verdicts(table: pd.DataFrame):
+    """The table without its helper columns, verdicts coloured (better green, worse red, no
+    difference grey; never for the baseline or a metric that describes the setting)."""
+    judged = list(table["judged"]) if "judged" in table else [False] * len(table)
+    shown = table.drop(columns=[column for column in ("key", "judged", "mean", "ci_low", "ci_high", "diff_mean",
+                                                      "diff_low", "diff_high", "wins", "n_pairs")
+                                if column in table])
+    return shown.style.apply(lambda column: [verdict_colour(value, flag) for value, flag in zip(column, judged)],
+                             subset=["verdict"])
+
+
 st.title("Results")
 try:
     runs = result_store.list_runs(ROOT)
+    studies = list_studies(ROOT)
 except SchedlabError as exc:
     st.error(str(exc))
     st.stop()
-if not runs:
+if not runs and not studies:
     st.info("No saved runs yet: launch one on the Launch page, or see the Demo page.")
     st.stop()
 by_id = {run["run_id"]: run for run in runs}  # run_id is the folder's name, never a value read from a file
 UNUSABLE = (result_store.DAMAGED, result_store.INCOMPLETE)
+studies_by_id = {study["study_id"]: study for study in studies}
+member_of = {run["run_id"]: study["study_id"] for study in studies if not study.get("problem")
+             for run in member_records(study, status=None)}
 
 # -- list and filters --------------------------------------------------------------------------
 frame = pd.DataFrame([{
@@ -59,16 +129,19 @@ frame = pd.DataFrame([{
     "scheduler": run.get("scheduler"), "workload": run.get("workload"),
     "requests": run.get("rows"),  # request rows saved: so far, for a running or interrupted run
     "rate (req/s)": run.get("arrival_rate_rps"), "SLO attainment": run.get("slo_attainment"), "G (1/s)": run.get("G"),
-    "started": run.get("started_at"), "sweep": run.get("sweep_id"), "problem": run.get("problem"),
-} for run in runs])
+    "started": run.get("started_at"), "sweep": run.get("sweep_id"), "study": member_of.get(run["run_id"]),
+    "problem": run.get("problem"),
+} for run in runs], columns=["run", "status", "engine", "scheduler", "workload", "requests", "rate (req/s)",
+                             "SLO attainment", "G (1/s)", "started", "sweep", "study", "problem"])
 with st.expander("Filter", expanded=False):
-    columns = st.columns(4)
+    columns = st.columns(5)
     engines = columns[0].multiselect("Engine", sorted(frame["engine"].dropna().unique()), key="filter_engine")
     schedulers = columns[1].multiselect("Scheduler", sorted(frame["scheduler"].dropna().unique()),
                                         key="filter_scheduler")
     workload_text = columns[2].text_input("Workload contains", key="filter_workload")
     dates = sorted(frame["started"].dropna().str[:10].unique())
     day = columns[3].selectbox("Started on", ["any day", *dates], key="filter_day")
+    in_study = columns[4].selectbox("Study", ["any", "not in a study", *studies_by_id], key="filter_study")
 shown = frame
 if engines:
     shown = shown[shown["engine"].isin(engines)]
@@ -78,7 +151,10 @@ if workload_text:
     shown = shown[shown["workload"].fillna("").str.contains(workload_text, case=False, regex=False)]
 if day != "any day":
     shown = shown[shown["started"].fillna("").str.startswith(day)]
-st.dataframe(shown if shown["problem"].notna().any() else shown.drop(columns="problem"), hide_index=True,
+if in_study != "any":
+    shown = shown[shown["study"].isna()] if in_study == "not in a study" else shown[shown["study"] == in_study]
+listed = shown if shown["study"].notna().any() else shown.drop(columns="study")
+st.dataframe(listed if shown["problem"].notna().any() else listed.drop(columns="problem"), hide_index=True,
              column_config={
                  "SLO attainment": st.column_config.ProgressColumn(min_value=0.0, max_value=1.0, format="percent"),
              })
@@ -88,6 +164,22 @@ if broken:
     st.warning(f"{len(broken)} run folder(s) cannot be read; delete them under 'Manage a run' or repair their files: "
                + "; ".join(f"{run['run_id']} ({run['status']}: {run['problem']})" for run in broken[:5])
                + (" …" if len(broken) > 5 else ""))
+
+if studies:
+    st.subheader("Studies")
+    st.dataframe(pd.DataFrame([{
+        "study": study["study_id"], "status": study.get("status"),
+        "schedulers": ", ".join(map(str, study.get("schedulers") or [])), "baseline": study.get("baseline"),
+        "seeds": len(study.get("seeds") or []),
+        "rates (req/s)": ", ".join(format(rate, ".4g") for rate in study.get("rates") or []) or None,
+        "runs done": (f"{study_counts(study)['done']} of {study_counts(study)['runs']}"
+                      if not study.get("problem") else None),
+        "created": study.get("created_at"), "problem": study.get("problem"),
+    } for study in studies]), hide_index=True, key="studies_table")
+    damaged_studies = [study for study in studies if study.get("problem")]
+    if damaged_studies:
+        st.warning(f"{len(damaged_studies)} study file(s) cannot be read: "
+                   + "; ".join(f"{study['study_id']}: {study['problem']}" for study in damaged_studies[:3]))
 
 with st.expander("Manage a run: config, rename, delete"):
     target = st.selectbox("Run", list(shown["run"]), key="manage_run")
@@ -118,12 +210,160 @@ with st.expander("Manage a run: config, rename, delete"):
             except SchedlabError as exc:
                 st.error(str(exc))
 
+if studies:
+    with st.expander("Manage a study: delete it with its member runs"):
+        doomed = st.selectbox("Study", list(studies_by_id), key="manage_study")
+        if doomed:
+            members = [run["run_id"] for run in member_records(studies_by_id[doomed], status=None)
+                       if os.path.lexists(ROOT / run["run_id"])]
+            sure = st.checkbox(f"Really delete study {doomed} and its {len(members)} member run(s)",
+                               key="confirm_delete_study")
+            if st.button("Delete study", key="delete_study", disabled=not sure):
+                try:
+                    deleted = delete_study(ROOT, doomed)
+                    st.success(f"Deleted study {doomed} ({len(deleted) - 1} member runs)")
+                    st.session_state.pop("confirm_delete_study", None)
+                    st.rerun()
+                except SchedlabError as exc:
+                    st.error(str(exc))
+
+
+# -- a study ------------------------------------------------------------------------------------
+def open_as_runs(run_ids: list[str]) -> None:
+    """Button callback: compare these member runs as single runs."""
+    st.session_state["compare_mode"] = "Saved runs"
+    st.session_state["compare_runs"] = run_ids
+    st.query_params.pop("study", None)
+
+
+def show_study(record: dict) -> None:
+    """A study's setting, counts, statistics tables, charts, sweeps and capacity."""
+    study_id = record["study_id"]
+    if record.get("problem"):
+        st.error(f"Study {study_id} cannot be shown: {record['problem']}")
+        return
+    stamp = study_stamp(study_id)
+    counts = study_counts(record)
+    summaries, problems = study_summaries_cached(str(ROOT), study_id, stamp)
+    setting = study_setting(summaries)
+    seeds, rates = counts["seeds"], counts["rates"]
+    rate_text = (", ".join(format(rate, ".4g") for rate in rates) if rates else
+                 next((format(run["rate"], ".4g") for run in member_records(record, status=None)
+                       if isinstance(run.get("rate"), (int, float))), "?"))
+    st.subheader(f"Study {study_id}")
+    st.markdown(" · ".join([
+        f"**engine** {setting.get('engine', '?')}", f"**workload** {setting.get('workload', '?')}",
+        f"**requests per run** {setting.get('requests_total', '?')}", f"**arrival rate** {rate_text} req/s",
+        f"**schedulers** {', '.join(counts['schedulers'])} (baseline {record['baseline']})",
+        f"**seeds** {', '.join(map(str, seeds))}", f"**status** {record.get('status')}",
+    ]))
+    cells = st.columns(4)
+    cells[0].metric("runs done", f"{counts['done']} of {counts['runs']}")
+    cells[1].metric("runs failed", counts["failed"])
+    cells[2].metric("seeds", len(seeds))
+    cells[3].metric("seeds dropped", len(counts["dropped_seeds"]))
+    if counts["dropped_seeds"]:
+        st.warning(f"seed(s) {', '.join(map(str, counts['dropped_seeds']))}: a member run did not finish, so the "
+                   "comparisons leave that seed out (pairwise); " + "; ".join(study_lines(record)[2:5]))
+    if problems:
+        st.error(f"{len(problems)} member run(s) cannot be read (statistics below are study.json's, charts leave "
+                 "them out): " + "; ".join(problems[:3]) + (" …" if len(problems) > 3 else ""))
+    note = identical_note_cached(str(ROOT), study_id, stamp)
+    if note:
+        st.warning(note)
+    if len(seeds) == 1:
+        st.info(SINGLE_SEED_NOTE)
+
+    for index, (rate, table) in enumerate(study_frames(record)):
+        if rates:
+            st.markdown(f"**At {format(rate, '.4g')} req/s**")
+        st.dataframe(styled_verdicts(table), hide_index=True, key=f"study_table_{index}")
+    st.caption("mean [95% CI]: over seeds, Student t. change: scheduler - baseline per seed (paired), mean and 95% "
+               "CI; a change of percentages is in percentage points. relative change: mean / baseline mean - 1, "
+               "bootstrap (BCa) over paired seeds. seeds better: k of n seeds where the scheduler beat the baseline. "
+               "verdict: better or worse when the 95% interval of the change excludes 0, else no difference.")
+    csv = pd.concat([table.assign(rate_rps=rate) for rate, table in study_frames(record)]).drop(columns="judged")
+    st.download_button("Download statistics (CSV)", csv.to_csv(index=False).encode(), f"{study_id}.csv",
+                       "text/csv", key="study_csv")
+
+    st.markdown("#### Charts")
+    judged = [entry for entry in COMPARISON_METRICS if not entry.real_engines_only]
+    labels = {entry.label: entry.key for entry in judged}
+    picked = st.multiselect("Metrics (mean over seeds, 95% CI error bars)", list(labels),
+                            default=[metric("slo_attainment").label, metric("G").label], key="study_bar_metrics")
+    left, right = st.columns(2)
+    for index, label in enumerate(picked):
+        with (left if index % 2 == 0 else right):
+            st.plotly_chart(metric_bars(record, labels[label]), key=f"study-bars-{labels[label]}")
+
+    cdf_labels = {entry.label: entry.key for entry in REQUEST_METRICS}
+    columns = st.columns([2, 1, 2])
+    column = cdf_labels[columns[0].selectbox("CDF of", list(cdf_labels), key="study_cdf_metric")]
+    rate = columns[1].selectbox("at rate (req/s)", rates, key="study_cdf_rate") if rates else None
+    # a large study reads its members' request tables only when asked
+    if columns[2].toggle("CDFs pooled over seeds", value=counts["done"] <= 40, key="study_cdfs"):
+        figure, unread = pooled_cdf_cached(str(ROOT), study_id, stamp, rate, column)
+        st.plotly_chart(figure, key="study-cdf")
+        st.caption("Each scheduler's requests pooled over its seeds" + (f"; left out: {'; '.join(unread[:3])}"
+                                                                       if unread else "."))
+
+    if rates:
+        st.markdown("#### Sweep over arrival rates")
+        target = st.slider("Capacity at SLO attainment ≥", 0.5, 1.0, 0.9, 0.01, key="study_target")
+        left, right = st.columns(2)
+        with left:
+            st.plotly_chart(sweep_bands(record, "slo_attainment", target), key="study-sweep-attainment")
+        with right:
+            st.plotly_chart(sweep_bands(record, "G"), key="study-sweep-g")
+        per_seed = capacity_per_seed(record, summaries, target)
+        statistics = capacity_statistics(record, per_seed)
+        st.markdown(f"**Capacity at SLO attainment ≥ {target:.0%}, per seed (req/s)**")
+        st.dataframe(capacity_table(record, per_seed), hide_index=True, key="study_capacity_seeds")
+        st.markdown("**Capacity over seeds**")
+        st.dataframe(styled_verdicts(statistics), hide_index=True, key="study_capacity")
+        st.caption("Capacity: the highest arrival rate at which SLO attainment stays at or above the target, "
+                   "interpolated between the study's rates, per seed; '≥' means every rate met it (a lower bound). "
+                   "A seed below the target even at the lowest rate has no capacity and is left out of the mean "
+                   "(and of the pair).")
+        st.plotly_chart(capacity_chart(record, per_seed, statistics, target), key="study-capacity-chart")
+
+    with st.expander("Member runs"):
+        members = member_records(record, status=None)
+        st.dataframe(pd.DataFrame([{key: run.get(key) for key in ("run_id", "scheduler", "seed", "rate", "status",
+                                                                   "error")} for run in members]),
+                     hide_index=True, key="study_members")
+        seed = st.selectbox("Open one seed's runs as single runs", seeds, key="study_open_seed")
+        chosen_ids = [run["run_id"] for run in members if run.get("seed") == seed and run.get("status") == "done"
+                      and run["run_id"] in available]
+        st.button("Compare them as runs", key="study_open", on_click=open_as_runs, args=(chosen_ids,),
+                  disabled=not chosen_ids)
+
+
 # -- compare -----------------------------------------------------------------------------------
 st.header("Compare")
 available = [run for run in shown["run"] if by_id[run]["status"] not in UNUSABLE]
-linked = [run for run in st.query_params.get("runs", "").split(",") if run in available]
-default = linked or [run for run in available if by_id[run]["status"] == "done"][:2]
-chosen = st.multiselect("Runs to compare", available, default=default, key="compare_runs")
+MODES = ("A study", "Saved runs")
+mode = "Saved runs"
+if studies:
+    linked_study = st.query_params.get("study")
+    if "compare_mode" not in st.session_state:
+        st.session_state["compare_mode"] = MODES[1] if st.query_params.get("runs") and not linked_study else MODES[0]
+    mode = st.radio("Compare", MODES, horizontal=True, key="compare_mode",
+                    help="A study: schedulers over seeds, with intervals and verdicts. Saved runs: any runs, one "
+                         "seed each (no interval).")
+if mode == "A study":
+    ids = list(studies_by_id)
+    linked_study = st.query_params.get("study")
+    picked_study = st.selectbox("Study", ids, index=ids.index(linked_study) if linked_study in ids else 0,
+                                key="study")
+    st.query_params["study"] = picked_study
+    show_study(studies_by_id[picked_study])
+    chosen: list[str] = []
+else:
+    st.query_params.pop("study", None)
+    linked = [run for run in st.query_params.get("runs", "").split(",") if run in available]
+    default = linked or [run for run in available if by_id[run]["status"] == "done"][:2]
+    chosen = st.multiselect("Runs to compare", available, default=default, key="compare_runs")
 keys: tuple[tuple[str, float], ...] = ()
 loaded: list[result_store.RunData] = []
 for run_id in chosen:  # a run whose files cannot be read is named, and the others compared
@@ -152,6 +392,11 @@ if loaded:
     styled = table.style.format(precision=4, na_rep="—").format("{:+.1f}%", subset=change_columns, na_rep="—")
     styled = styled.apply(lambda col: [colour(v, m) for v, m in zip(col, table["metric"])], subset=change_columns)
     st.dataframe(styled, hide_index=True)
+    st.info(f"Each run is one seed. {SINGLE_SEED_NOTE}. A study (several seeds per scheduler, Launch page 'Seeds' "
+            "or `--seeds`) gives intervals and verdicts.")
+    same = identical_runs_cached(keys) if len(keys) > 1 else None
+    if same:
+        st.warning(same)
     st.download_button("Download table (CSV)", table.to_csv(index=False).encode(), "comparison.csv", "text/csv",
                        key="csv")
 

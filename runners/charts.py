@@ -3,7 +3,10 @@
 Every function takes plain data (summaries, :class:`runners.result_store.RunData`, data
 frames) and returns a ``plotly.graph_objects.Figure``; nothing here imports streamlit. Long
 series are thinned before drawing (min and max of each bin kept, so a memory sawtooth keeps its
-peaks and troughs), which is what keeps a 20-run comparison fast.
+peaks and troughs), which is what keeps a 20-run comparison fast. Metric labels, units and scales
+come from the catalog (:mod:`runners.metrics.catalog`): one unit per quantity, TPOT in ms in
+every chart. A study's figures (error bars, pooled CDFs, interval bands) are in
+:mod:`runners.study_charts`.
 """
 
 from __future__ import annotations
@@ -17,11 +20,11 @@ import plotly.io as pio
 from plotly.subplots import make_subplots
 
 from runners.compare import cdf_points, summary_value
+from runners.metrics.catalog import metric
 from runners.result_store import RunData
 
 TASK_COLOURS = {"chat": "#1f77b4", "code": "#ff7f0e"}
 MET_SYMBOLS = {True: "circle", False: "x"}
-LATENCY_LABELS = {"ttft_s": "TTFT (s)", "tpot_s": "TPOT (s)", "e2e_s": "E2E latency (s)", "queue_s": "queue time (s)"}
 MAX_SERIES_POINTS = 1500
 MAX_SCATTER_POINTS = 2000
 #: Points drawn per chart across all runs: each run gets an equal share (a floor keeps shapes
@@ -69,30 +72,35 @@ def run_label(summary: dict[str, Any]) -> str:
 
 # -- comparison ------------------------------------------------------------------------------------
 def attainment_bars(summaries: Sequence[dict[str, Any]]) -> go.Figure:
-    """SLO attainment per run: overall, chat and code, in %."""
+    """SLO attainment per run: overall, chat and code, in % (the catalog's display unit)."""
     fig = go.Figure()
     labels = [run_label(s) for s in summaries]
     for key, name in (("slo_attainment", "overall"), ("slo_attainment_by_task.chat", "chat"),
                       ("slo_attainment_by_task.code", "code")):
+        entry = metric(key)
         values = [summary_value(s, key) for s in summaries]
-        fig.add_bar(name=name, x=labels, y=[None if v is None else 100 * v for v in values],
-                    text=[None if v is None else f"{100 * v:.1f}%" for v in values], textposition="outside")
-    fig.update_yaxes(title="SLO attainment (%)", range=[0, 110])
+        fig.add_bar(name=name, x=labels, y=[entry.display(v) for v in values],
+                    text=[None if v is None else f"{entry.format(v)}%" for v in values], textposition="outside")
+    fig.update_yaxes(title=metric("slo_attainment").label, range=[0, 110])
     return _layout(fig, "SLO attainment")
 
 
 def g_bars(summaries: Sequence[dict[str, Any]]) -> go.Figure:
     """G = SLO-meeting requests / sum of E2E latency (1/s) per run."""
     labels = [run_label(s) for s in summaries]
+    entry = metric("G")
     values = [summary_value(s, "G") for s in summaries]
-    fig = go.Figure(go.Bar(x=labels, y=values, text=[None if v is None else f"{v:.4g}" for v in values],
+    fig = go.Figure(go.Bar(x=labels, y=[entry.display(v) for v in values],
+                           text=[None if v is None else entry.format(v) for v in values],
                            textposition="outside", marker_color="#2ca02c"))
-    fig.update_yaxes(title="G (1/s)")
+    fig.update_yaxes(title=entry.label)
     return _layout(fig, "G (SLO-meeting requests per second of summed latency)")
 
 
 def latency_cdfs(runs: Sequence[RunData], column: str = "e2e_s") -> go.Figure:
-    """CDF of one latency per task (a panel each), one line per run."""
+    """CDF of one per-request latency (a request column of the catalog) per task (a panel each),
+    one line per run, in the catalog's display unit (TPOT in ms)."""
+    entry = metric(column)
     tasks = ("chat", "code")
     fig = make_subplots(rows=1, cols=2, subplot_titles=[f"{task}" for task in tasks], shared_yaxes=True)
     palette = pio.templates["plotly_white"].layout.colorway
@@ -101,13 +109,13 @@ def latency_cdfs(runs: Sequence[RunData], column: str = "e2e_s") -> go.Figure:
         colour = palette[index % len(palette)]
         frame = run.requests
         for col, task in enumerate(tasks, start=1):
-            values = frame.loc[frame["task"] == task, column] if len(frame) else []
+            values = frame.loc[frame["task"] == task, column] * entry.scale if len(frame) else []
             x, y = cdf_points(values, points)
             fig.add_scatter(x=x, y=y, mode="lines", name=run.run_id, legendgroup=run.run_id,
                             showlegend=col == 1, line={"color": colour}, row=1, col=col)
-    fig.update_xaxes(title=LATENCY_LABELS.get(column, column))
+    fig.update_xaxes(title=entry.label)
     fig.update_yaxes(title="fraction of requests", range=[0, 1.02], row=1, col=1)
-    return _layout(fig, f"{LATENCY_LABELS.get(column, column)} CDF per task")
+    return _layout(fig, f"{entry.label} CDF per task")
 
 
 def _slo_limits(run: RunData) -> dict[str, dict[str, float]]:
@@ -121,24 +129,27 @@ def ttft_tpot_scatter(runs: Sequence[RunData], seed: int = 0) -> go.Figure:
     palette = pio.templates["plotly_white"].layout.colorway
     rng = np.random.default_rng(seed)
     points = _share(len(runs), MAX_SCATTER_POINTS) // 3  # markers cost far more to draw than line points
+    ttft, tpot = metric("ttft_s"), metric("tpot_s")
     for index, run in enumerate(runs):
         frame = run.requests.dropna(subset=["ttft_s", "tpot_s"]) if len(run.requests) else run.requests
         if len(frame) > points:
             frame = frame.iloc[np.sort(rng.choice(len(frame), points, replace=False))]
-        fig.add_scattergl(x=frame["ttft_s"], y=frame["tpot_s"] * 1000, mode="markers", name=run.run_id,
-                          marker={"color": palette[index % len(palette)], "size": 5, "opacity": 0.6},
-                          text=frame["task"], hovertemplate="%{text}: TTFT %{x:.3f} s, TPOT %{y:.1f} ms")
+        fig.add_scattergl(x=frame["ttft_s"] * ttft.scale, y=frame["tpot_s"] * tpot.scale, mode="markers",
+                          name=run.run_id, marker={"color": palette[index % len(palette)], "size": 5, "opacity": 0.6},
+                          text=frame["task"], hovertemplate=f"%{{text}}: TTFT %{{x:.3f}} {ttft.unit}, "
+                                                            f"TPOT %{{y:.1f}} {tpot.unit}")
     drawn = set()
     for run in runs[:1]:
         for task, limits in _slo_limits(run).items():
             if limits.get("ttft_s") and limits.get("tpot_s") and task not in drawn:
                 drawn.add(task)
-                fig.add_shape(type="rect", x0=0, y0=0, x1=limits["ttft_s"], y1=limits["tpot_s"] * 1000,
+                corner = limits["ttft_s"] * ttft.scale, limits["tpot_s"] * tpot.scale
+                fig.add_shape(type="rect", x0=0, y0=0, x1=corner[0], y1=corner[1],
                               line={"color": TASK_COLOURS.get(task, "grey"), "dash": "dash"})
-                fig.add_annotation(x=limits["ttft_s"], y=limits["tpot_s"] * 1000, text=f"{task} SLO",
+                fig.add_annotation(x=corner[0], y=corner[1], text=f"{task} SLO",
                                    showarrow=False, xanchor="right", yanchor="bottom")
-    fig.update_xaxes(title="TTFT (s)")
-    fig.update_yaxes(title="TPOT (ms)")
+    fig.update_xaxes(title=ttft.label)
+    fig.update_yaxes(title=tpot.label)
     return _layout(fig, "TTFT vs TPOT (dashed box: SLO)")
 
 
@@ -221,15 +232,16 @@ def comparison_charts(summaries: Sequence[dict[str, Any]], runs: Sequence[RunDat
 def sweep_charts(frame: pd.DataFrame, target: float) -> dict[str, go.Figure]:
     """SLO attainment and G against arrival rate, a line per scheduler; the target as a line."""
     attainment, g = go.Figure(), go.Figure()
+    share, g_metric = metric("slo_attainment"), metric("G")
     for scheduler, group in frame.groupby("scheduler", sort=True):
         group = group.sort_values("rate_rps")
-        attainment.add_scatter(x=group["rate_rps"], y=group["slo_attainment"] * 100, mode="lines+markers",
+        attainment.add_scatter(x=group["rate_rps"], y=group["slo_attainment"] * share.scale, mode="lines+markers",
                                name=scheduler)
-        g.add_scatter(x=group["rate_rps"], y=group["G"], mode="lines+markers", name=scheduler)
-    attainment.add_hline(y=target * 100, line={"dash": "dot", "color": "grey"},
+        g.add_scatter(x=group["rate_rps"], y=group["G"] * g_metric.scale, mode="lines+markers", name=scheduler)
+    attainment.add_hline(y=target * share.scale, line={"dash": "dot", "color": "grey"},
                          annotation_text=f"target {target:.0%}")
-    attainment.update_yaxes(title="SLO attainment (%)", range=[0, 105])
-    g.update_yaxes(title="G (1/s)")
+    attainment.update_yaxes(title=share.label, range=[0, 105])
+    g.update_yaxes(title=g_metric.label)
     for fig in (attainment, g):
         fig.update_xaxes(title="arrival rate (req/s)")
     return {"sweep_attainment": _layout(attainment, "SLO attainment vs arrival rate"),
@@ -240,7 +252,8 @@ def sweep_charts(frame: pd.DataFrame, target: float) -> dict[str, go.Figure]:
 def live_latency_scatter(requests: pd.DataFrame) -> go.Figure:
     """TTFT, TPOT and E2E of each finished request against its finish time, coloured by task,
     marked by SLO met (circle) or missed (x)."""
-    fig = make_subplots(rows=1, cols=3, subplot_titles=["TTFT (s)", "TPOT (ms)", "E2E (s)"])
+    shown = [metric(column) for column in ("ttft_s", "tpot_s", "e2e_s")]
+    fig = make_subplots(rows=1, cols=3, subplot_titles=[entry.label for entry in shown])
     frame = requests.dropna(subset=["finish_s"]) if len(requests) else requests
     if len(frame) > MAX_SCATTER_POINTS:
         frame = frame.iloc[-MAX_SCATTER_POINTS:]
@@ -248,8 +261,8 @@ def live_latency_scatter(requests: pd.DataFrame) -> go.Figure:
         for met in (True, False):
             part = frame[(frame["task"] == task) & (frame["slo_met"].fillna(False) == met)] if len(frame) else frame
             name = f"{task}, SLO {'met' if met else 'missed'}"
-            for col, (column, scale) in enumerate((("ttft_s", 1.0), ("tpot_s", 1000.0), ("e2e_s", 1.0)), start=1):
-                fig.add_scattergl(x=part["finish_s"], y=part[column] * scale, mode="markers", name=name,
+            for col, entry in enumerate(shown, start=1):
+                fig.add_scattergl(x=part["finish_s"], y=part[entry.key] * entry.scale, mode="markers", name=name,
                                   legendgroup=name, showlegend=col == 1,
                                   marker={"color": TASK_COLOURS[task], "symbol": MET_SYMBOLS[met], "size": 6,
                                           "opacity": 0.7}, row=1, col=col)
