@@ -1,0 +1,352 @@
+"""The Results page with studies (issue 10, sections 3-5): study_view's frames and member loading,
+study_charts' error bars and pooled CDFs (TPOT in ms), and the page under Streamlit's AppTest on
+small real simulator studies: the numbers shown equal study.json's statistics formatted by the
+catalog, verdicts coloured, k of n seeds, the single-seed note, the identical-decisions warning of
+an uncontended study, capacity per seed on a hand-made sweep, and a damaged study or a missing
+member shown as one message."""
+
+from __future__ import annotations
+
+import json
+import re
+import shutil
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from runners.charts import latency_cdfs
+from runners.cli import main
+from runners.compare import COMPARISON_METRICS
+from runners.metrics.catalog import metric
+from runners.metrics.seed_statistics import SINGLE_SEED_NOTE
+from runners.result_store import load_run, read_summary
+from runners.study import read_study, study_statistics
+from runners.study_charts import metric_bars, pooled_cdfs
+from runners.study_view import (VERDICT_COLOURS, capacity_per_seed, capacity_statistics, capacity_table, list_studies,
+                                member_summaries, statistics_frame, study_counts, study_member_runs)
+from tests.test_app import open_page
+
+SIM = ["--engine", "sim", "--quiet"]
+SEEDS = (0, 1, 2)
+
+
+def write_json(path: Path, data) -> None:
+    path.write_text(json.dumps(data))
+
+
+@pytest.fixture(scope="module")
+def made(tmp_path_factory) -> Path:
+    """Three studies made once: ``st`` (contended: one slot at 6 req/s, fcfs vs slo-sa, 3 seeds),
+    ``calm`` (uncontended: 1 req/s, many slots, one seed: identical decisions) and ``cap`` (a
+    hand-made sweep over 1, 2 and 4 req/s whose attainments are set by hand)."""
+    out = tmp_path_factory.mktemp("studies") / "results"
+    assert main(["run", *SIM, "--requests", "20", "--rate", "6", "--set", "engine.max_num_seqs=1",
+                 "--scheduler", "fcfs,slo-sa", "--seeds", "3", "--run-id", "st", "--out", str(out)]) == 0
+    assert main(["run", *SIM, "--requests", "8", "--rate", "0.5", "--scheduler", "fcfs,slo-sa", "--seeds", "1",
+                 "--run-id", "calm", "--out", str(out)]) == 0
+    make_capacity_study(out)
+    return out
+
+
+#: slo_attainment per (scheduler, seed) at rates 1, 2, 4 req/s. At a 0.8 target, by hand:
+#: fcfs s0: between 2 (0.9) and 4 (0.5): 2 + (0.9 - 0.8) / (0.9 - 0.5) x 2 = 2.5
+#: fcfs s1: between 1 (1.0) and 2 (0.7): 1 + 0.2 / 0.3 = 1.6667;  fcfs s2: every rate meets it: >= 4
+#: slo-sa s0: 2 + 0.2 / 0.4 x 2 = 3.0;  slo-sa s1: 2 + 0.1 / 0.5 x 2 = 2.4;  slo-sa s2: below 1 req/s
+ATTAINMENT = {("fcfs", 0): (1.0, 0.9, 0.5), ("fcfs", 1): (1.0, 0.7, 0.3), ("fcfs", 2): (0.95, 0.85, 0.85),
+              ("slo-sa", 0): (1.0, 1.0, 0.6), ("slo-sa", 1): (1.0, 0.9, 0.4), ("slo-sa", 2): (0.7, 0.6, 0.5)}
+RATES = (1.0, 2.0, 4.0)
+
+
+def make_capacity_study(out: Path) -> None:
+    assert main(["run", *SIM, "--requests", "6", "--run-id", "cap-template", "--out", str(out)]) == 0
+    template = out / "cap-template"
+    runs, summaries = [], {}
+    for (name, seed), values in ATTAINMENT.items():
+        for rate, value in zip(RATES, values):
+            run_id = f"cap-{name}-r{rate:g}-s{seed}"
+            shutil.copytree(template, out / run_id)
+            summary = json.loads((template / "summary.json").read_text())
+            summary.update(run_id=run_id, scheduler=name, slo_attainment=value, arrival_rate_rps=rate)
+            write_json(out / run_id / "summary.json", summary)
+            summaries[run_id] = summary
+            runs.append({"run_id": run_id, "scheduler": name, "seed": seed, "rate": rate, "status": "done",
+                         "error": None})
+    shutil.rmtree(template)
+    by_rate = [{"rate": rate, "statistics": study_statistics([r for r in runs if r["rate"] == rate], summaries,
+                                                             "fcfs", ["fcfs", "slo-sa"], relative=False)}
+               for rate in RATES]
+    (out / "cap").mkdir()
+    write_json(out / "cap" / "study.json", {
+        "schema_version": 1, "study_id": "cap", "baseline": "fcfs", "schedulers": ["fcfs", "slo-sa"],
+        "seeds": list(SEEDS), "status": "done", "created_at": "2020-01-01T00:00:00Z",
+        "finished_at": "2020-01-01T00:01:00Z", "rates": list(RATES), "runs": runs, "statistics": {},
+        "statistics_by_rate": by_rate})
+
+
+@pytest.fixture
+def results(made, tmp_path, monkeypatch) -> Path:
+    """A fresh copy of the three studies, as the pages' results folder."""
+    folder = tmp_path / "results"
+    shutil.copytree(made, folder)
+    monkeypatch.setattr("runners.result_store.DEFAULT_RESULTS_DIR", folder)
+    return folder
+
+
+def record_of(results: Path, study_id: str) -> dict:
+    return read_study(results / study_id)
+
+
+def table_value(element):
+    value = element.value
+    return value.data if hasattr(value, "data") else value
+
+
+def statistics_tables(app) -> list:
+    """(dataframe element, frame) of the page's study statistics tables."""
+    found = []
+    for element in app.dataframe:
+        frame = table_value(element)
+        if "metric" in frame.columns and "mean [95% CI]" in frame.columns:
+            found.append((element, frame))
+    return found
+
+
+def cell_colours(element) -> dict[int, str]:
+    """Row index -> the CSS colour the page gave that row's verdict cell."""
+    styles = element.proto.arrow_data.styler.styles
+    colours = {}
+    for selectors, colour in re.findall(r"([^{}]+)\{\s*color:\s*(#[0-9a-f]{6})", styles):
+        for row in re.findall(r"_row(\d+)_col\d+", selectors):
+            colours[int(row)] = colour
+    return colours
+
+
+def open_study(study_id: str):
+    app = open_page("pages/2_Results.py")
+    app.radio(key="compare_mode").set_value("A study").run()
+    app.selectbox(key="study").set_value(study_id).run()
+    assert not app.exception, app.exception
+    return app
+
+
+# -- study_view ------------------------------------------------------------------------------------
+def test_list_studies_newest_first_and_a_damaged_study_listed_with_its_problem(results):
+    (results / "broken").mkdir()
+    (results / "broken" / "study.json").write_text('{"schema_version": 1, "study_id": "broken"')
+    (results / "linked").symlink_to(results / "st")  # a link is never read as a study
+    studies = list_studies(results)
+    assert [s["study_id"] for s in studies] == ["calm", "st", "cap", "broken"]
+    assert studies[-1]["status"] == "damaged" and "study.json" in studies[-1]["problem"]
+    assert studies[1]["baseline"] == "fcfs" and studies[1]["seeds"] == [0, 1, 2]
+
+
+def test_study_member_runs_loads_exact_ids_inside_the_folder_and_reports_the_missing(results):
+    record = record_of(results, "st")
+    runs = study_member_runs(results, record)
+    assert list(runs) == ["fcfs", "slo-sa"]
+    assert [run.run_id for run in runs["slo-sa"]] == ["st-slo-sa-s0", "st-slo-sa-s1", "st-slo-sa-s2"]
+    # a missing member is reported, never replaced by a run whose id merely starts with it
+    shutil.rmtree(results / "st-fcfs-s1")
+    shutil.copytree(results / "st-fcfs-s2", results / "st-fcfs-s10")
+    shutil.rmtree(results / "st-fcfs-s2")
+    (results / "st-fcfs-s2").symlink_to(results / "st-fcfs-s0")
+    problems: list[str] = []
+    runs = study_member_runs(results, record, problems=problems)
+    assert [run.run_id for run in runs["fcfs"]] == ["st-fcfs-s0"]
+    assert len(problems) == 2
+    assert "'st-fcfs-s1' is missing" in problems[0] and "'st-fcfs-s2' is a symbolic link" in problems[1]
+
+
+def test_statistics_frame_shows_study_json_numbers_formatted_by_the_catalog(results):
+    record = record_of(results, "st")
+    frame = statistics_frame(record, record["statistics"]).set_index(["key", "scheduler"])
+    summaries = {(name, seed): read_summary(results / f"st-{name}-s{seed}") for name in ("fcfs", "slo-sa")
+                 for seed in SEEDS}
+    # attainment by hand from the member summaries: mean and Student t interval (t(0.975, 2) = 4.3027)
+    values = np.array([summaries[("slo-sa", seed)]["slo_attainment"] for seed in SEEDS]) * 100
+    half = 4.302652729911275 * values.std(ddof=1) / np.sqrt(3)
+    row = frame.loc[("slo_attainment", "slo-sa")]
+    assert row["mean [95% CI]"] == f"{values.mean():.1f} [{values.mean() - half:.1f}, {values.mean() + half:.1f}]"
+    diffs = [summaries[("slo-sa", s)]["slo_attainment"] - summaries[("fcfs", s)]["slo_attainment"] for s in SEEDS]
+    assert row["seeds better"] == f"{sum(d > 0 for d in diffs)} of 3 seeds"
+    pair = record["statistics"]["slo_attainment"]["vs_baseline"]["slo-sa"]
+    assert row["change vs fcfs [95% CI]"] == (f"{pair['diff_mean'] * 100:+.1f} pts "
+                                              f"[{pair['ci_low'] * 100:.1f}, {pair['ci_high'] * 100:.1f}]")
+    assert row["verdict"] == pair["verdict"] and row["judged"]
+    assert frame.loc[("slo_attainment", "fcfs"), "verdict"] == "baseline"
+    # TPOT in ms, G in 1/s; contention is described, never judged
+    tpot = record["statistics"]["tpot_s.mean"]["schedulers"]["fcfs"]
+    assert frame.loc[("tpot_s.mean", "fcfs"), "mean [95% CI]"].startswith(f"{tpot['mean'] * 1000:.1f} [")
+    peak = frame.loc[("contention.waiting_peak", "slo-sa")]
+    assert peak["verdict"] == "" and not peak["judged"] and "describes the setting" in peak["note"]
+    assert set(frame.index.get_level_values("key")) == {m.key for m in COMPARISON_METRICS if not m.real_engines_only}
+    assert study_counts(record) | {"by_status": None} == {
+        "runs": 6, "by_status": None, "done": 6, "failed": 0, "seeds": [0, 1, 2], "rates": [],
+        "schedulers": ["fcfs", "slo-sa"], "dropped_seeds": []}
+
+
+def test_capacity_per_seed_then_its_interval_and_paired_difference_by_hand(results):
+    record = record_of(results, "cap")
+    per_seed = capacity_per_seed(record, member_summaries(results, record), 0.8)
+    values = {(row.scheduler, row.seed): row.capacity_rps for row in per_seed.itertuples()}
+    assert values[("fcfs", 0)] == pytest.approx(2.5) and values[("fcfs", 1)] == pytest.approx(1 + 0.2 / 0.3)
+    assert values[("fcfs", 2)] == 4.0 and values[("slo-sa", 0)] == pytest.approx(3.0)
+    assert values[("slo-sa", 1)] == pytest.approx(2.4) and np.isnan(values[("slo-sa", 2)])
+    table = capacity_table(record, per_seed).set_index("seed")
+    assert list(table["fcfs"]) == ["2.50", "1.67", "≥ 4.00"]
+    assert list(table["slo-sa"]) == ["3.00", "2.40", "below the lowest rate"]
+    stats = capacity_statistics(record, per_seed).set_index("scheduler")
+    # fcfs: mean of 2.5, 1.6667, 4 = 2.7222, t(0.975, 2) interval [-0.2151, 5.6595]
+    assert stats.loc["fcfs", "mean [95% CI]"] == "2.72 [-0.22, 5.66]"
+    assert stats.loc["slo-sa", "mean [95% CI]"] == "2.70 [-1.11, 6.51]"
+    # paired over seeds 0 and 1 (seed 2 dropped): diffs 0.5 and 0.7333, t(0.975, 1) = 12.706
+    assert stats.loc["slo-sa", "diff_mean"] == pytest.approx(0.616667, abs=1e-6)
+    assert stats.loc["slo-sa", "diff_low"] == pytest.approx(-0.865724, abs=1e-5)
+    assert stats.loc["slo-sa", "change vs fcfs [95% CI]"] == "+0.62 req/s [-0.87, 2.10]"
+    assert stats.loc["slo-sa", "seeds better"] == "2 of 2 seeds (1 dropped)"
+    assert stats.loc["slo-sa", "verdict"] == "no difference"
+    # a failed member: that seed has no capacity for its scheduler
+    record["runs"][0]["status"] = "failed"
+    failed = capacity_per_seed(record, member_summaries(results, record), 0.8)
+    assert failed.set_index(["scheduler", "seed"]).loc[("fcfs", 0), "reason"] == "no result at 1.00 req/s"
+
+
+# -- study_charts and charts -----------------------------------------------------------------------
+def test_metric_bars_draw_the_interval_in_display_units_and_say_when_one_seed_has_none(results):
+    record = record_of(results, "st")
+    fig = metric_bars(record, "slo_attainment")
+    stats = record["statistics"]["slo_attainment"]["schedulers"]["slo-sa"]
+    bar = next(trace for trace in fig.data if trace.name == "slo-sa")
+    assert bar.y[0] == pytest.approx(stats["mean"] * 100)
+    assert bar.error_y.array[0] == pytest.approx((stats["ci_high"] - stats["mean"]) * 100)
+    assert bar.error_y.arrayminus[0] == pytest.approx((stats["mean"] - stats["ci_low"]) * 100)
+    assert fig.layout.yaxis.title.text == "SLO attainment (%)"
+    single = metric_bars(record_of(results, "calm"), "G")
+    assert all(trace.error_y.visible is False for trace in single.data)
+    assert all("1 seed: no interval" in trace.customdata[0] for trace in single.data)
+    by_rate = metric_bars(record_of(results, "cap"), "slo_attainment")
+    assert list(by_rate.data[0].x) == ["1 req/s", "2 req/s", "4 req/s"]
+    assert by_rate.data[0].y[0] == pytest.approx(np.mean([1.0, 1.0, 0.95]) * 100)
+
+
+def test_pooled_cdfs_and_run_cdfs_show_tpot_in_milliseconds(results):
+    record = record_of(results, "st")
+    runs = study_member_runs(results, record)
+    fig = pooled_cdfs(runs, "tpot_s")
+    assert fig.layout.xaxis.title.text == "TPOT (ms)"
+    chat = [trace for trace in fig.data if trace.legendgroup == "fcfs"][0]
+    pooled = np.concatenate([run.requests.loc[run.requests["task"] == "chat", "tpot_s"].dropna()
+                             for run in runs["fcfs"]])
+    assert chat.name == f"fcfs (3 seeds, {sum(len(run.requests) for run in runs['fcfs'])} requests)"
+    assert max(chat.x) == pytest.approx(pooled.max() * 1000) and min(chat.x) == pytest.approx(pooled.min() * 1000)
+    single = latency_cdfs([load_run(results, "st-fcfs-s0")], "tpot_s")
+    requests = load_run(results, "st-fcfs-s0").requests
+    assert single.layout.xaxis.title.text == "TPOT (ms)"
+    assert max(single.data[0].x) == pytest.approx(requests.loc[requests["task"] == "chat", "tpot_s"].max() * 1000)
+
+
+# -- the page --------------------------------------------------------------------------------------
+def test_results_page_shows_a_study_with_intervals_verdicts_and_k_of_n(results):
+    app = open_study("st")
+    record = record_of(results, "st")
+    tables = statistics_tables(app)
+    assert len(tables) == 1
+    element, shown = tables[0]
+    for index, row in shown.iterrows():
+        entry = metric(next(m.key for m in COMPARISON_METRICS if m.label == row["metric"]))
+        stats = record["statistics"][entry.key]["schedulers"][row["scheduler"]]
+        assert row["n"] == stats["n"] == 3
+        assert row["mean [95% CI]"] == f"{entry.format(stats['mean'])} " \
+                                       f"{entry.format_interval(stats['ci_low'], stats['ci_high'])}"
+        pair = record["statistics"][entry.key]["vs_baseline"].get(row["scheduler"])
+        if pair:
+            assert row["verdict"] == pair["verdict"]
+            assert row["seeds better"] == f"{pair['wins']} of {pair['n_pairs']} seeds"
+            assert row["change vs fcfs [95% CI]"] == (f"{entry.format_change(pair['diff_mean'])} "
+                                                      f"{entry.format_interval(pair['ci_low'], pair['ci_high'])}")
+    # verdicts coloured: better green, worse red, no difference grey; baseline and contention rows never
+    colours = cell_colours(element)
+    for index, row in shown.iterrows():
+        expected = VERDICT_COLOURS.get(row["verdict"]) if row["verdict"] in VERDICT_COLOURS else None
+        assert colours.get(index) == expected, (row["metric"], row["scheduler"], row["verdict"])
+    assert any(row["verdict"] == "baseline" for _, row in shown.iterrows())
+    assert not any(colours.get(i) for i, row in shown.iterrows() if row["metric"].startswith("requests waiting"))
+    cards = {card.label: card.value for card in app.metric}
+    assert cards == {"runs done": "6 of 6", "runs failed": "0", "seeds": "3", "seeds dropped": "0"}
+    assert not app.warning  # a queue formed: no identical-decisions warning
+    charts = [chart.proto.id for chart in app.get("plotly_chart")]
+    assert sum("study-bars" in name for name in charts) == 2 and sum("study-cdf" in name for name in charts) == 1
+
+
+def test_an_uncontended_study_warns_of_identical_decisions_and_its_single_seed(results):
+    app = open_study("calm")
+    warnings = [warning.value for warning in app.warning]
+    assert any("identical decisions" in text and "the engine never had a queue (max waiting 0)" in text
+               and "higher rate" in text for text in warnings), warnings
+    assert SINGLE_SEED_NOTE in [info.value for info in app.info]
+    element, shown = statistics_tables(app)[0]
+    row = shown.set_index(["metric", "scheduler"]).loc[("SLO attainment (%)", "slo-sa")]
+    assert row["mean [95% CI]"].endswith("[no interval]") and row["seeds better"] == "0 of 1 seeds"
+    assert row["verdict"] == "no difference" and "no interval" in row["note"]
+
+
+def test_single_runs_say_one_seed_has_no_interval_and_when_they_made_identical_decisions(results):
+    app = open_page("pages/2_Results.py")
+    app.radio(key="compare_mode").set_value("Saved runs").run()
+    app.multiselect(key="compare_runs").set_value(["calm-fcfs-s0", "calm-slo-sa-s0"]).run()
+    assert not app.exception, app.exception
+    assert any(SINGLE_SEED_NOTE in info.value for info in app.info)
+    assert any(w.value.startswith("these runs made identical decisions: the engine never had a queue")
+               for w in app.warning)
+    app.multiselect(key="compare_runs").set_value(["st-fcfs-s0", "st-slo-sa-s0"]).run()
+    assert any(SINGLE_SEED_NOTE in info.value for info in app.info)
+    assert not app.warning
+
+
+def test_results_page_capacity_per_seed_of_a_rate_study(results):
+    app = open_study("cap")
+    assert len(statistics_tables(app)) == 3  # one per rate
+    app.slider(key="study_target").set_value(0.8).run()
+    assert not app.exception, app.exception
+    frames = [table_value(element) for element in app.dataframe]
+    per_seed = next(frame for frame in frames if list(frame.columns) == ["seed", "fcfs", "slo-sa"])
+    assert list(per_seed["fcfs"]) == ["2.50", "1.67", "≥ 4.00"]
+    assert list(per_seed["slo-sa"]) == ["3.00", "2.40", "below the lowest rate"]
+    summary = next(frame for frame in frames if "seeds better" in frame.columns and "metric" not in frame.columns)
+    summary = summary.set_index("scheduler")
+    assert summary.loc["fcfs", "mean [95% CI]"] == "2.72 [-0.22, 5.66]"
+    assert summary.loc["slo-sa", "change vs fcfs [95% CI]"] == "+0.62 req/s [-0.87, 2.10]"
+    assert summary.loc["slo-sa", "seeds better"] == "2 of 2 seeds (1 dropped)"
+    charts = [chart.proto.id for chart in app.get("plotly_chart")]
+    assert sum("study-sweep" in name for name in charts) == 2 and any("capacity" in name for name in charts)
+
+
+def test_a_damaged_study_or_a_missing_member_is_one_message_never_a_traceback(results):
+    shutil.rmtree(results / "st-slo-sa-s1")
+    (results / "calm" / "study.json").write_text('{"schema_version": 1, "study_id": "calm", "runs": "x"')
+    app = open_page("pages/2_Results.py")
+    assert not app.exception
+    listing = table_value(app.dataframe[1])
+    assert dict(zip(listing["study"], listing["problem"].notna())) == {"calm": True, "st": False, "cap": False}
+    app.radio(key="compare_mode").set_value("A study").run()
+    app.selectbox(key="study").set_value("calm").run()
+    assert not app.exception
+    assert any(e.value.startswith("Study calm cannot be shown:") and "study.json" in e.value for e in app.error)
+    app.selectbox(key="study").set_value("st").run()
+    assert not app.exception
+    assert any("1 member run(s) cannot be read" in e.value and "'st-slo-sa-s1' is missing" in e.value
+               for e in app.error)
+    assert statistics_tables(app)  # the statistics of study.json are still shown
+
+
+def test_results_page_deletes_a_whole_study_after_confirmation(results):
+    app = open_page("pages/2_Results.py")
+    app.selectbox(key="manage_study").set_value("st").run()
+    assert app.button(key="delete_study").disabled
+    app.checkbox(key="confirm_delete_study").check().run()
+    app.button(key="delete_study").click().run()
+    assert not app.exception, app.exception
+    assert not (results / "st").exists() and not any(results.glob("st-*"))
+    assert (results / "calm").exists() and (results / "calm-fcfs-s0").exists()
+    assert "st" not in [study["study_id"] for study in list_studies(results)]
