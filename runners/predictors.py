@@ -1,21 +1,40 @@
 """Predictors shared by the papers' schedulers: request latency from the latency model, output
-length per task (an online Gaussian, the SLO-aware paper's method, or an oracle), and each
-instance's KV memory from telemetry."""
+length per task (a Gaussian per task, the SLO-aware paper's method, or an oracle), and each
+instance's KV memory from telemetry.
+
+Output lengths (004 section 4.2 and 5.1): the paper's request profiler models each task's output
+lengths as a Gaussian - from a distribution the user gives per task, or from profiling data - and
+keeps updating its mean and std with the actual lengths of finished requests; a new request's
+prediction is a random integer drawn from that Gaussian. Here the Gaussian starts from one of
+(:class:`OutputPriorParams`): the run's own workload (each task's target output lengths, known
+before the run: the per-task distribution a user would give the profiler), a previous run's
+finished requests (its ``requests.parquet``: the profiling data), or nothing (``prior_tokens``
+until a request of the task finishes); finished requests are pooled into it as they come.
+
+Each request gets one standard-normal deviate z, drawn the first time it is predicted; its
+prediction is mean + z * std of its task's Gaussian *as it is now*, so a waiting request's
+prediction is redrawn from the refreshed fit at every re-plan while the plan only moves when the
+fit moves (not because the dice were thrown again). Oracle and noisy-oracle (target x (1 + noise
+* z)) are kept for the paper's sensitivity study (Fig. 9).
+"""
 
 from __future__ import annotations
 
 import math
 from dataclasses import dataclass, field
-from typing import Literal
+from pathlib import Path
+from typing import Iterable, Literal, Mapping
 
 import numpy as np
-from pydantic import Field
+from pydantic import Field, model_validator
 
 from runners.engines.latency_model import LatencyModel
-from runners.input_model import InputModel
+from runners.errors import SchedlabError
+from runners.input_model import InputModel, field_error
 from runners.workload.requests import Request
 
 OutputMode = Literal["gaussian", "oracle", "noisy-oracle"]
+PriorSource = Literal["workload", "history", "cold"]
 
 
 class OutputPredictorParams(InputModel):
@@ -26,9 +45,42 @@ class OutputPredictorParams(InputModel):
         description="gaussian: per-task normal fitted online from finished requests (SLO-aware paper); "
         "oracle: the true target; noisy-oracle: target x (1 + N(0, noise))",
     )
-    noise: float = Field(default=0.2, ge=0, description="relative error (std) of noisy-oracle")
+    noise: float = Field(default=0.2, ge=0, description="relative error (std) of noisy-oracle, >= 0")
     prior_tokens: int = Field(default=256, gt=0, description="gaussian: guess before any request of a task finished")
-    predictor_seed: int = Field(default=0, ge=0)
+    predictor_seed: int = Field(default=0, ge=0, description="seed of the predictor's random draws")
+
+
+class OutputPriorParams(OutputPredictorParams):
+    """Where the per-task Gaussian starts (used by output_predictor gaussian)."""
+
+    output_prior: PriorSource = Field(
+        default="workload",
+        description="gaussian: where each task's Gaussian starts - workload: mean and std of that task's target "
+        "output lengths in this run's workload, known before the run (the per-task distribution 004 section 4.2 "
+        "lets a user give); history: a previous run's finished requests (output_history); cold: prior_tokens "
+        "until a request of the task finishes. Finished requests are pooled in as they come in every case",
+    )
+    output_history: str | None = Field(
+        default=None, description="output_prior history: a previous run's folder (its requests.parquet gives each "
+        "task's finished output lengths)")
+
+    @model_validator(mode="after")
+    def _history_is_a_run(self) -> "OutputPriorParams":
+        name = type(self).__name__
+        if self.output_prior != "history":
+            if self.output_history is not None:
+                raise field_error(name, "output_history", "is only read with output_prior 'history'; set "
+                                  "output_prior to 'history' or leave output_history unset", self.output_history)
+            return self
+        if not self.output_history:
+            raise field_error(name, "output_history", "output_prior 'history' needs a previous run's folder",
+                              self.output_history)
+        try:
+            history_moments(self.output_history)
+        except SchedlabError as exc:
+            raise field_error(name, "output_history", str(exc), self.output_history) from None
+        self.output_history = str(Path(self.output_history).resolve())
+        return self
 
 
 @dataclass
@@ -45,6 +97,23 @@ class RunningMoments:
         self.mean += delta / self.count
         self.m2 += delta * (value - self.mean)
 
+    def merge(self, other: "RunningMoments") -> None:
+        """Pool ``other``'s values into these (Chan et al.'s parallel update)."""
+        if other.count == 0:
+            return
+        total = self.count + other.count
+        delta = other.mean - self.mean
+        self.mean += delta * other.count / total
+        self.m2 += other.m2 + delta * delta * self.count * other.count / total
+        self.count = total
+
+    @classmethod
+    def of(cls, values: Iterable[float]) -> "RunningMoments":
+        moments = cls()
+        for value in values:
+            moments.add(float(value))
+        return moments
+
     @property
     def variance(self) -> float:
         return self.m2 / (self.count - 1) if self.count > 1 else 0.0
@@ -54,51 +123,98 @@ class RunningMoments:
         return math.sqrt(self.variance)
 
 
+def moments_by_task(pairs: Iterable[tuple[str, float]]) -> dict[str, RunningMoments]:
+    """(task, output tokens) pairs -> each task's moments."""
+    moments: dict[str, RunningMoments] = {}
+    for task, tokens in pairs:
+        moments.setdefault(task, RunningMoments()).add(float(tokens))
+    return moments
+
+
+def history_moments(folder: str | Path) -> dict[str, RunningMoments]:
+    """Each task's output-length moments (tokens) from the finished requests of the run in
+    ``folder`` (rows of its requests.parquet with no error and output_tokens >= 1).
+    SchedlabError, one line, when ``folder`` is not a readable run folder or holds none."""
+    from runners.result_store import REQUEST_COLUMNS, read_summary, read_table  # the store imports pandas
+
+    path = Path(folder)
+    if not path.exists():
+        raise SchedlabError(f"{folder} does not exist; expected a previous run's folder (holding summary.json and "
+                            "requests.parquet)")
+    if not path.is_dir():
+        raise SchedlabError(f"{folder} is a file, not a run folder; give the folder of a previous run (the one "
+                            "holding summary.json and requests.parquet)")
+    if not (path / "summary.json").exists():
+        raise SchedlabError(f"{folder} is not a run folder (no summary.json); give the folder of a previous run")
+    read_summary(path)  # damaged or incomplete runs: one line naming the file
+    frame = read_table(path, "requests", REQUEST_COLUMNS)
+    finished = frame[frame["error"].isna() & frame["task"].notna() & (frame["output_tokens"] >= 1)]
+    if finished.empty:
+        raise SchedlabError(f"{folder}: its requests.parquet holds no finished request (a row with output_tokens "
+                            ">= 1 and no error) to learn output lengths from")
+    return moments_by_task(zip(finished["task"], finished["output_tokens"]))
+
+
 @dataclass
 class OutputLengthPredictor:
-    """Predicts a request's output tokens. One prediction per request, kept stable once drawn."""
+    """Predicts a request's output tokens from its task's Gaussian (or the target, for the oracles).
+
+    ``warm`` seeds the per-task moments (a prior), ``observe`` pools a finished request in. A
+    request's deviate is drawn once (seeded, in the order requests are first predicted); its
+    prediction follows its task's Gaussian as the fit is refreshed.
+    """
 
     mode: OutputMode = "gaussian"
     noise: float = 0.2
     prior_tokens: int = 256
     seed: int = 0
     _moments: dict[str, RunningMoments] = field(default_factory=dict)
-    _cache: dict[str, int] = field(default_factory=dict)
+    _deviate: dict[str, float] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
         self._rng = np.random.default_rng(self.seed)
 
     @classmethod
     def from_params(cls, params: OutputPredictorParams) -> "OutputLengthPredictor":
-        return cls(params.output_predictor, params.noise, params.prior_tokens, params.predictor_seed)
+        predictor = cls(params.output_predictor, params.noise, params.prior_tokens, params.predictor_seed)
+        if getattr(params, "output_prior", None) == "history" and params.output_predictor == "gaussian":
+            predictor.warm(history_moments(params.output_history))
+        return predictor
+
+    def warm(self, moments: Mapping[str, RunningMoments]) -> None:
+        """Pool a prior (per-task moments of output tokens) into the fit."""
+        for task, prior in moments.items():
+            self._moments.setdefault(task, RunningMoments()).merge(prior)
+
+    def warm_from_workload(self, requests: Iterable[Request]) -> None:
+        """Pool each task's target output lengths of a workload known before the run."""
+        self.warm(moments_by_task((r.task, r.target_output_tokens) for r in requests))
 
     def observe(self, task: str, output_tokens: int) -> None:
         """A request of ``task`` finished with ``output_tokens``: update the task's Gaussian."""
         self._moments.setdefault(task, RunningMoments()).add(float(output_tokens))
 
     def fitted(self, task: str) -> tuple[float, float] | None:
-        """(mean, std) of the task's fitted Gaussian, or None before any observation."""
+        """(mean, std) of the task's fitted Gaussian (tokens), or None before any observation."""
         moments = self._moments.get(task)
         return (moments.mean, moments.std) if moments and moments.count else None
 
     def predict(self, request: Request) -> int:
-        """Predicted output tokens (>= 1) for ``request``; drawn once, then remembered."""
-        cached = self._cache.get(request.request_id)
-        if cached is not None:
-            return cached
+        """Predicted output tokens (>= 1) for ``request``, from its deviate and the current fit."""
+        z = self._deviate.get(request.request_id)
+        if z is None:
+            z = self._deviate[request.request_id] = float(self._rng.standard_normal())
         if self.mode == "oracle":
-            value = request.target_output_tokens
+            value = float(request.target_output_tokens)
         elif self.mode == "noisy-oracle":
-            value = request.target_output_tokens * (1.0 + self._rng.normal(0.0, self.noise))
+            value = request.target_output_tokens * (1.0 + self.noise * z)
         else:
             fit = self.fitted(request.task)
-            value = self.prior_tokens if fit is None else self._rng.normal(fit[0], fit[1])
-        prediction = max(1, int(round(value)))
-        self._cache[request.request_id] = prediction
-        return prediction
+            value = self.prior_tokens if fit is None else fit[0] + fit[1] * z
+        return max(1, int(round(value)))
 
     def forget(self, request_id: str) -> None:
-        self._cache.pop(request_id, None)
+        self._deviate.pop(request_id, None)
 
 
 @dataclass(frozen=True)

@@ -117,3 +117,121 @@ def test_slo_sa_needs_a_latency_model_on_real_engines():
     policy = make_policy("slo-sa")
     with pytest.raises(PolicyError, match="needs a latency model"):
         policy.start([InstanceInfo(0, 1000, 16, 8, None)], 0.0)
+
+
+# -- the policy as the paper runs it: warm predictor, re-plan on completion, earliest free slot,
+# -- priorities that carry the plan -------------------------------------------------------------
+
+from runners.drivers.virtual_time import VirtualTimeDriver  # noqa: E402
+from runners.engines.simulator import SimulatedInstance, SimulatorConfig  # noqa: E402
+from runners.recording import RunRecorder  # noqa: E402
+from runners.registry import make_policy  # noqa: E402
+from runners.schedulers.base import Completion, InstanceInfo  # noqa: E402
+from runners.workload.requests import Request  # noqa: E402
+from runners.workload.slo import TaskSLO  # noqa: E402
+
+ENGINE = SimulatorConfig().resolve()
+LOOSE = TaskSLO(e2e_s=100.0)
+
+
+def code(rid: str, output: int, arrival: float = 0.0, prompt: int = 100) -> Request:
+    return Request(rid, "code", "", prompt, output, arrival, LOOSE)
+
+
+def started(params: dict, max_batch: int = 1):
+    policy = make_policy("slo-sa", {"max_batch": max_batch, **params})
+    policy.start([InstanceInfo(0, ENGINE.kv_capacity_tokens, ENGINE.block_size, max_batch, ENGINE.latency)], 0.0)
+    return policy
+
+
+def test_completion_replans_and_redraws_waiting_predictions():
+    policy = started({"prior_tokens": 256})  # no workload was given (no driver): the cold prior
+    for rid, output in (("a", 40), ("b", 300), ("c", 300)):
+        policy.on_arrival(code(rid, output), 0.0)
+    first = policy.decide(0.0).dispatches
+    assert len(first) == 1 and policy.plans_made == 1
+    waiting = [rid for rid in "abc" if rid != first[0].request_id]
+    assert [policy.outputs.predict(policy.requests[rid]) for rid in waiting] == [256, 256]  # cold prior
+    policy.on_completion(Completion(first[0].request_id, 0, 40, 40, True), 2.0)
+    policy.decide(2.0)
+    assert policy.plans_made == 2  # a completion re-plans
+    # the code Gaussian now holds one finished request of 40 tokens (std 0): waiting ones follow it
+    assert [policy.outputs.predict(policy.requests[rid]) for rid in waiting] == [40, 40]
+
+
+def test_workload_prior_reaches_the_policy_through_the_driver():
+    requests = [code("a", 100), code("b", 300, arrival=0.5)]
+    policy = make_policy("slo-sa")  # default: output_prior workload
+    instance = SimulatedInstance(0, ENGINE.latency, ENGINE.kv_capacity_tokens, ENGINE.block_size, 4)
+    VirtualTimeDriver([instance], policy, requests, RunRecorder(requests)).run()
+    moments = policy.outputs._moments["code"]
+    assert moments.count == 4  # the two workload targets, then the two finished requests
+    assert moments.mean == pytest.approx(200.0)
+
+
+def planned_bases(policy) -> list[float]:
+    bases = []
+    original = policy.make_plan
+
+    def spy(requests, plan):
+        bases.append(plan.base_s)
+        return original(requests, plan)
+
+    policy.make_plan = spy
+    return bases
+
+
+def test_plan_starts_at_the_earliest_free_slot_of_continuous_batching():
+    policy = started({"output_predictor": "oracle"}, max_batch=2)
+    bases = planned_bases(policy)
+    policy.on_arrival(code("short", 20), 0.0)
+    policy.on_arrival(code("long", 400), 0.0)
+    assert len(policy.decide(0.0).dispatches) == 2  # both slots taken at t = 0
+    latency = policy.latency[0]
+    short_done = latency.e2e(2, 100, 20)  # about 0.5 s
+    long_done = latency.e2e(2, 100, 400)  # about 9 s
+    policy.on_arrival(code("next", 50, arrival=0.1), 0.1)
+    policy.decide(0.1)
+    # the first slot frees when the short request ends, not when the long one does
+    assert bases[-1] == pytest.approx(short_done - 0.1)
+    assert policy.plan_start(0, 0.1) == pytest.approx(short_done - 0.1) and short_done < long_done / 10
+    # one slot free: the plan starts now
+    policy.on_completion(Completion("short", 0, 20, 20, True), short_done)
+    assert policy.plan_start(0, short_done) == 0.0
+    # dispatch 'batches' waits for the whole batch in flight
+    batches = started({"output_predictor": "oracle", "dispatch": "batches"}, max_batch=2)
+    batches.on_arrival(code("short", 20), 0.0)
+    batches.on_arrival(code("long", 400), 0.0)
+    batches.decide(0.0)
+    assert batches.plan_start(0, 0.1) == pytest.approx(long_done - 0.1)
+
+
+def test_priority_is_the_batch_planned_start_equal_within_a_batch_increasing_across():
+    policy = started({"output_predictor": "oracle", "dispatch": "all"}, max_batch=2)
+    for rid, output in (("a", 50), ("b", 60), ("c", 300), ("d", 310), ("e", 600)):
+        policy.on_arrival(code(rid, output), 0.0)
+    dispatches = policy.decide(0.0).dispatches
+    # loose SLOs: the latency order meets every SLO and is the plan, in full batches of 2
+    assert [d.request_id for d in dispatches] == ["a", "b", "c", "d", "e"]
+    latency = policy.latency[0]
+    first = max(latency.e2e(2, 100, 50), latency.e2e(2, 100, 60))
+    second = first + max(latency.e2e(2, 100, 300), latency.e2e(2, 100, 310))
+    assert [d.priority for d in dispatches] == [0, 0, int(first * 1000), int(first * 1000), int(second * 1000)]
+
+
+def served_order(scheduling_policy: str) -> list[str]:
+    """A, B, C (short to long) at t = 0, one slot, sent at once; D (shortest) arrives at 0.5 s."""
+    requests = [code("A", 40), code("B", 100), code("C", 150), code("D", 10, arrival=0.5)]
+    policy = make_policy("slo-sa", {"output_predictor": "oracle", "dispatch": "all"})
+    instance = SimulatedInstance(0, ENGINE.latency, ENGINE.kv_capacity_tokens, ENGINE.block_size, 1,
+                                 scheduling_policy=scheduling_policy)
+    recorder = RunRecorder(requests)
+    VirtualTimeDriver([instance], policy, requests, recorder).run()
+    return sorted(recorder.records, key=lambda rid: recorder.records[rid].first_token_s)
+
+
+def test_the_plans_priorities_reach_the_simulators_priority_mode():
+    # D's plan starts when A (running) ends, before C's planned start: a priority engine serves
+    # D before the queued C; an FCFS engine serves in arrival order at the engine
+    assert served_order("priority") == ["A", "B", "D", "C"]
+    assert served_order("fcfs") == ["A", "B", "C", "D"]

@@ -144,6 +144,7 @@ class VirtualTimeDriver:
             InstanceInfo(i, inst.kv_capacity_tokens, inst.block_size, inst.max_num_seqs, inst.latency)
             for i, inst in enumerate(self.instances)
         ]
+        policy.on_workload(self.requests)
         policy.start(infos, 0.0)
         requests = self.requests
         total = len(requests)

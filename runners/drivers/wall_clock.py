@@ -384,6 +384,7 @@ class WallClockDriver:
                 raise RunCancelled("cancelled by the user (during warm-up)")
             infos = [InstanceInfo(i.index, i.kv_capacity_tokens, i.block_size, i.max_num_seqs, self.latency_model)
                      for i in self.instances]
+            self.policy.on_workload(self.requests)
             self._start = time.perf_counter()
             cpu_start = time.process_time()  # the client's own CPU time, from here to the end of the run
             self.policy.start(infos, 0.0)

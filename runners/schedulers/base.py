@@ -112,6 +112,11 @@ class SchedulerPolicy:
         self.tokens_done: dict[str, int] = {}
 
     # -- events ------------------------------------------------------------------------------
+    def on_workload(self, requests: Sequence[Request]) -> None:
+        """Every request the run will send, once, before :meth:`start`. The workload is built
+        before a run, so its per-task statistics are known in advance (a per-task output-length
+        prior may use them); a request's own target is no prediction except for an oracle."""
+
     def start(self, instances: Sequence[InstanceInfo], now: float) -> None:
         self.instances = list(instances)
         self.in_flight = {info.instance_id: set() for info in instances}

@@ -8,11 +8,23 @@ the paper's annealing (T0 = 500, threshold 20, 100 iterations per temperature, d
 :mod:`runners.schedulers.slo_annealing_kernel` for the normalisation of G). Where the paper picks
 the better start point and anneals once, we anneal from both and keep the better result: on 40
 random 6-request problems one chain came within 1% of the exhaustive optimum 36 times (worst gap
-12.6%), two chains 38 times (worst 1.5%, mean 0.07%). Requests reach the
-engine in plan order, one batch at a time (the next batch when the previous one has finished),
-each with ``priority`` = its dispatch rank for engines that honour it. New arrivals go to the
-instance with the largest remaining KV memory (eq. 20: free tokens minus what is already
-assigned there). ``slo-exhaustive`` searches every order and split instead (small n only).
+12.6%), two chains 38 times (worst 1.5%, mean 0.07%).
+
+Output lengths come from a per-task Gaussian (:mod:`runners.predictors`; 004 sections 4.2 and
+5.1): by default warmed from the run's own workload (``output_prior``: or a previous run, or
+cold), pooled with every finished request, each waiting request's prediction following the
+refreshed fit. A plan is made on every arrival, slice return and completion (a completion frees
+a slot and moves its task's Gaussian). Each instance's plan starts at its earliest free slot
+(continuous batching: now if fewer than ``max_batch`` requests are in flight, else the earliest
+predicted finish among them), not at the latest finish of anything in flight.
+
+Requests reach the engine in plan order as slots free up (``dispatch``), each with ``priority``
+= its batch's planned start in milliseconds of run time (equal within a batch, increasing from
+batch to batch, comparable across plans), so an engine that serves by priority (vLLM
+``--scheduling-policy priority``, the simulator's priority mode) serves in plan order. New
+arrivals go to the instance with the largest remaining KV memory (eq. 20: free tokens minus what
+is already assigned there). ``slo-exhaustive`` searches every order and split instead (small n
+only).
 """
 
 from __future__ import annotations
@@ -27,7 +39,8 @@ from numba import njit
 from pydantic import Field, model_validator
 
 from runners.input_model import MAX_SEED, field_error
-from runners.predictors import InstanceMemory, LatencyPredictor, OutputLengthPredictor, OutputPredictorParams
+from runners.predictors import (InstanceMemory, LatencyPredictor, OutputLengthPredictor, OutputPriorParams,
+                                RunningMoments, moments_by_task)
 from runners.schedulers.base import (Completion, Decision, InstanceInfo, PolicyError, PolicyParams, SchedulerPolicy,
                                      TelemetrySample)
 from runners.schedulers.slo_annealing_kernel import evaluate_plan, full_batches, search
@@ -41,7 +54,7 @@ INF = math.inf
 MAX_ANNEALING_MOVES = 10_000_000
 
 
-class SLOAwareParams(OutputPredictorParams, PolicyParams):
+class SLOAwareParams(OutputPriorParams, PolicyParams):
     max_batch: int | None = Field(
         default=None, gt=0, le=65_536, description="largest batch the plan may form (paper: 1, 2, 4); default: the engine's max_num_seqs"
     )
@@ -187,7 +200,18 @@ class _InstanceState:
     waiting: list[str] = field(default_factory=list)
     plan: list[list[str]] = field(default_factory=list)
     dirty: bool = False
-    busy_until: float = 0.0
+    planned_start: dict[str, int] = field(default_factory=dict)  # request -> priority: planned start, ms
+
+
+@dataclass
+class _Sent:
+    """An in-flight dispatch: when it was sent and started (first token), its batch size and the
+    output tokens it already had (seconds, tokens)."""
+
+    at: float
+    batch: int
+    done_before: int
+    started: float | None = None
 
 
 class SLOAwarePolicy(SchedulerPolicy):
@@ -195,6 +219,12 @@ class SLOAwarePolicy(SchedulerPolicy):
     summary = "Orders and batches waiting requests to maximise G by simulated annealing over predicted latencies."
     paper = "Huang et al., SLO-aware scheduling (004), Alg. 1-2"
     Params = SLOAwareParams
+
+    _workload_prior: dict[str, RunningMoments] | None = None
+
+    def on_workload(self, requests) -> None:
+        """output_prior 'workload': each task's target output lengths, known before the run."""
+        self._workload_prior = moments_by_task((r.task, r.target_output_tokens) for r in requests)
 
     def start(self, instances: list[InstanceInfo], now: float) -> None:
         super().start(instances, now)
@@ -205,14 +235,15 @@ class SLOAwarePolicy(SchedulerPolicy):
         self.latency = {info.instance_id: LatencyPredictor(info.latency_model) for info in instances}
         self.state = {info.instance_id: _InstanceState(InstanceMemory(info.kv_capacity_tokens)) for info in instances}
         self.outputs = OutputLengthPredictor.from_params(self.params)
+        if (self.params.output_predictor == "gaussian" and self.params.output_prior == "workload"
+                and self._workload_prior is not None):
+            self.outputs.warm(self._workload_prior)
         engine_batch = min((info.max_num_seqs for info in instances if info.max_num_seqs), default=4)
         self.max_batch = self.params.max_batch or engine_batch
         self.assigned: dict[str, int] = {}
-        self.rank = 0
+        self.footprint: dict[str, float] = {}  # KV tokens counted against the instance at arrival
+        self.sent: dict[str, _Sent] = {}
         self.plans_made = 0
-
-    def _footprint(self, request: Request) -> float:
-        return request.input_tokens + self.outputs.predict(request)
 
     def _assign(self, request: Request) -> int:
         """Eq. 20: the instance with the most free KV tokens after what is assigned to it."""
@@ -227,7 +258,8 @@ class SLOAwarePolicy(SchedulerPolicy):
         super().on_arrival(request, now)
         instance = self._assign(request)
         state = self.state[instance]
-        state.assigned_tokens += self._footprint(request)
+        footprint = self.footprint[request.request_id] = request.input_tokens + self.outputs.predict(request)
+        state.assigned_tokens += footprint
         state.waiting.append(request.request_id)
         state.dirty = True
         self.assigned[request.request_id] = instance
@@ -237,43 +269,92 @@ class SLOAwarePolicy(SchedulerPolicy):
         memory.usage, memory.running, memory.waiting, memory.sampled_at = (
             sample.kv_usage, sample.running, sample.waiting, now)
 
+    def on_first_token(self, request_id: str, instance: int, now: float) -> None:
+        sent = self.sent.get(request_id)
+        if sent is not None and sent.started is None:
+            sent.started = now
+
     def on_completion(self, completion: Completion, now: float) -> None:
         super().on_completion(completion, now)
         request = self.requests[completion.request_id]
+        self.sent.pop(completion.request_id, None)
         state = self.state[completion.instance]
         if completion.done:
             self.outputs.observe(request.task, completion.tokens_total)
-            state.assigned_tokens = max(0.0, state.assigned_tokens - self._footprint(request))
+            state.assigned_tokens = max(0.0, state.assigned_tokens - self.footprint.pop(request.request_id, 0.0))
             self.outputs.forget(request.request_id)
+            # the task's Gaussian moved (every waiting request of it is predicted anew) and a slot
+            # freed here: plan again wherever requests wait
+            for other in self.state.values():
+                if other.plan or other.waiting:
+                    other.dirty = True
         else:  # a slice ended early: plan it again
             state.waiting.append(completion.request_id)
             state.dirty = True
 
     def on_failure(self, request_id: str, instance: int, reason: str, now: float) -> None:
         super().on_failure(request_id, instance, reason, now)
+        self.sent.pop(request_id, None)
         state = self.state[instance]
-        state.assigned_tokens = max(0.0, state.assigned_tokens - self._footprint(self.requests[request_id]))
+        state.assigned_tokens = max(0.0, state.assigned_tokens - self.footprint.pop(request_id, 0.0))
 
     def make_plan(self, requests: list[Request], inputs: PlanInputs) -> tuple[np.ndarray, np.ndarray, int, float]:
         return plan_annealing(inputs, self.params)
+
+    def predicted_finish(self, request_id: str, instance: int, now: float) -> float:
+        """When an in-flight request should finish (seconds): from its start (first token, else
+        dispatch), its predicted remaining output at its batch size; never before ``now``."""
+        sent = self.sent[request_id]
+        request = self.requests[request_id]
+        remaining = max(1, self.outputs.predict(request) - sent.done_before)
+        began = sent.started if sent.started is not None else sent.at
+        return max(now, began + self.latency[instance].e2e(sent.batch, request.input_tokens, remaining))
+
+    def plan_start(self, instance: int, now: float) -> float:
+        """Seconds from ``now`` until the instance can start the plan's first batch.
+
+        slots / all (continuous batching): the earliest free slot - now if fewer than max_batch
+        requests hold one, else the earliest predicted finish among them. With ``all`` only requests
+        that have started hold a slot (the rest wait inside the engine, ordered by the priorities
+        the plans gave them). batches: when the whole batch in flight has finished."""
+        mode = self.params.dispatch
+        holders = [rid for rid in self.in_flight[instance]
+                   if mode != "all" or (rid in self.sent and self.sent[rid].started is not None)]
+        holders = [rid for rid in holders if rid in self.sent]
+        if not holders:
+            return 0.0
+        finishes = sorted(self.predicted_finish(rid, instance, now) for rid in holders)
+        if mode == "batches":
+            return finishes[-1] - now
+        must_free = len(finishes) - self.max_batch + 1
+        return 0.0 if must_free <= 0 else finishes[must_free - 1] - now
 
     def _replan(self, instance: int, now: float) -> None:
         state = self.state[instance]
         ids = [rid for batch in state.plan for rid in batch] + [rid for rid in state.waiting if rid in self.pending]
         ids = list(dict.fromkeys(ids))
         state.waiting = []
+        state.planned_start = {}
         if not ids:
             state.plan = []
+            state.dirty = False
             return
         requests = [self.requests[rid] for rid in ids]
         outputs = [max(1, self.outputs.predict(r) - self.tokens_done[r.request_id]) for r in requests]
-        inputs = plan_inputs(requests, outputs, self.latency[instance], self.max_batch, now,
-                             max(0.0, state.busy_until - now) if self.in_flight[instance] else 0.0)
+        base_s = self.plan_start(instance, now)
+        inputs = plan_inputs(requests, outputs, self.latency[instance], self.max_batch, now, base_s)
         order, sizes, batches, _ = self.make_plan(requests, inputs)
         self.plans_made += 1
-        plan, position = [], 0
+        plan, position, clock, previous = [], 0, now + base_s, -1
         for k in range(batches):
-            plan.append([ids[i] for i in order[position:position + sizes[k]]])
+            members = [int(i) for i in order[position:position + sizes[k]]]
+            plan.append([ids[i] for i in members])
+            # priority = the batch's planned start, ms of run time, strictly increasing per batch
+            priority = max(previous + 1, int(math.floor(clock * 1000.0)))
+            for i in members:
+                state.planned_start[ids[i]] = priority
+            previous = priority
+            clock += float(max(inputs.exec_s[i, sizes[k] - 1] for i in members))
             position += int(sizes[k])
         state.plan = plan
         state.dirty = False
@@ -302,14 +383,13 @@ class SLOAwarePolicy(SchedulerPolicy):
         return Decision(dispatches)
 
     def _send(self, instance: int, request_ids: list[str], batch: int, now: float) -> list:
-        """Dispatch in order with increasing priority ranks; remember when the instance should be free."""
+        """Dispatch in plan order; each request's priority is its batch's planned start (ms of run
+        time), so an engine that serves by priority (lower first) serves in plan order."""
         sent = []
+        planned = self.state[instance].planned_start
         for rid in request_ids:
-            request = self.requests[rid]
-            finish = now + self.latency[instance].e2e(batch, request.input_tokens, self.outputs.predict(request))
-            self.state[instance].busy_until = max(self.state[instance].busy_until, finish)
-            sent.append(self._take(rid, instance, priority=self.rank))
-            self.rank += 1
+            self.sent[rid] = _Sent(now, batch, self.tokens_done[rid])
+            sent.append(self._take(rid, instance, priority=planned.pop(rid)))
         return sent
 
 
