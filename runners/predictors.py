@@ -144,6 +144,8 @@ def history_moments(folder: str | Path) -> dict[str, RunningMoments]:
     if not path.is_dir():
         raise SchedlabError(f"{folder} is a file, not a run folder; give the folder of a previous run (the one "
                             "holding summary.json and requests.parquet)")
+    if (path / "study.json").exists() and not (path / "summary.json").exists():
+        raise SchedlabError(f"{folder} is a study, not a run folder; give one of its runs' folders")
     if not (path / "summary.json").exists():
         raise SchedlabError(f"{folder} is not a run folder (no summary.json); give the folder of a previous run")
     read_summary(path)  # damaged or incomplete runs: one line naming the file

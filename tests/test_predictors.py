@@ -115,6 +115,11 @@ def test_bad_history_and_predictor_parameters_are_refused_naming_the_field(resul
     (tmp_path / "plain").mkdir()
     refused({"output_prior": "history", "output_history": str(tmp_path / "plain")},
             r"scheduler.params.output_history: .*not a run folder \(no summary.json\)")
+    study = tmp_path / "study"
+    study.mkdir()
+    (study / "study.json").write_text("{}")
+    refused({"output_prior": "history", "output_history": str(study)},
+            r"scheduler.params.output_history: .*is a study, not a run folder")
     empty = write_run(results_dir, "empty", [{"request_id": "1", "task": "chat", "output_tokens": 0, "error": "x"}])
     refused({"output_prior": "history", "output_history": empty},
             r"scheduler.params.output_history: .*holds no finished request")

@@ -69,7 +69,8 @@ class SLOAwareParams(OutputPriorParams, PolicyParams):
         default="slots",
         description="slots: keep at most max_batch in flight per instance, sending in plan order as slots free up; "
         "batches: send a planned batch only when the previous one has finished; "
-        "all: send every planned request at once in plan order (the paper's protocol)",
+        "all: send every planned request at once in plan order (the paper's protocol); each request's priority is "
+        "its batch's planned start (ms), so an engine serving by priority keeps the plans' order",
     )
 
     @model_validator(mode="after")
