@@ -29,8 +29,8 @@ from runners.metrics.seed_statistics import SINGLE_SEED_NOTE
 from runners.study import STUDY_FILE, delete_study, identical_decisions_note, read_study, study_lines
 from runners.study_charts import capacity_chart, metric_bars, pooled_cdfs, sweep_bands
 from runners.study_view import (capacity_per_seed, capacity_statistics, capacity_table, list_studies, member_records,
-                                member_summaries, study_counts, study_frames, study_member_runs, study_setting,
-                                verdict_colour)
+                                member_summaries, same_as_baseline_lines, study_counts, study_frames,
+                                study_member_runs, study_setting, verdict_colour)
 
 st.set_page_config(page_title="schedlab · Results", layout="wide")
 ROOT = result_store.DEFAULT_RESULTS_DIR
@@ -232,7 +232,8 @@ if studies:
 def open_as_runs(run_ids: list[str]) -> None:
     """Button callback: compare these member runs as single runs."""
     st.session_state["compare_mode"] = "Saved runs"
-    st.session_state["compare_runs"] = run_ids
+    st.session_state.pop("compare_runs", None)
+    st.query_params["runs"] = ",".join(run_ids)  # the runs multiselect starts from the linked runs
     st.query_params.pop("study", None)
 
 
@@ -271,10 +272,14 @@ def show_study(record: dict) -> None:
     note = identical_note_cached(str(ROOT), study_id, stamp)
     if note:
         st.warning(note)
+    else:  # some scheduler may still have got the baseline's every result
+        for line in same_as_baseline_lines(record):
+            st.warning(line)
     if len(seeds) == 1:
         st.info(SINGLE_SEED_NOTE)
 
-    for index, (rate, table) in enumerate(study_frames(record)):
+    frames = study_frames(record)
+    for index, (rate, table) in enumerate(frames):
         if rates:
             st.markdown(f"**At {format(rate, '.4g')} req/s**")
         st.dataframe(styled_verdicts(table), hide_index=True, key=f"study_table_{index}")
@@ -282,7 +287,7 @@ def show_study(record: dict) -> None:
                "CI; a change of percentages is in percentage points. relative change: mean / baseline mean - 1, "
                "bootstrap (BCa) over paired seeds. seeds better: k of n seeds where the scheduler beat the baseline. "
                "verdict: better or worse when the 95% interval of the change excludes 0, else no difference.")
-    csv = pd.concat([table.assign(rate_rps=rate) for rate, table in study_frames(record)]).drop(columns="judged")
+    csv = pd.concat([table.assign(rate_rps=rate) for rate, table in frames]).drop(columns="judged")
     st.download_button("Download statistics (CSV)", csv.to_csv(index=False).encode(), f"{study_id}.csv",
                        "text/csv", key="study_csv")
 
@@ -301,7 +306,7 @@ def show_study(record: dict) -> None:
     column = cdf_labels[columns[0].selectbox("CDF of", list(cdf_labels), key="study_cdf_metric")]
     rate = columns[1].selectbox("at rate (req/s)", rates, key="study_cdf_rate") if rates else None
     # a large study reads its members' request tables only when asked
-    if columns[2].toggle("CDFs pooled over seeds", value=counts["done"] <= 40, key="study_cdfs"):
+    if columns[2].toggle("CDFs pooled over seeds", value=counts["done"] <= 60, key="study_cdfs"):
         figure, unread = pooled_cdf_cached(str(ROOT), study_id, stamp, rate, column)
         st.plotly_chart(figure, key="study-cdf")
         st.caption("Each scheduler's requests pooled over its seeds" + (f"; left out: {'; '.join(unread[:3])}"

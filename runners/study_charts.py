@@ -20,7 +20,7 @@ from runners.compare import cdf_points
 from runners.metrics.catalog import metric
 from runners.metrics.seed_statistics import SINGLE_SEED_NOTE
 from runners.result_store import RunData
-from runners.study_view import CAPACITY, _ordered, statistics_by_rate, sweep_statistics
+from runners.study_view import CAPACITY, _n, _ordered, statistics_by_rate, sweep_statistics
 
 NO_INTERVAL_HOVER = "1 seed: no interval"
 TASKS = ("chat", "code")
@@ -44,7 +44,7 @@ def _bar_point(key: str, stats: dict[str, Any]) -> tuple[float | None, float | N
     """(mean, error above, error below, hover text) of one scheduler's statistics, display units."""
     entry = metric(key)
     mean, low, high = (entry.display(stats.get(name)) for name in ("mean", "ci_low", "ci_high"))
-    n = int(stats.get("n") or 0)
+    n = _n(stats)
     if mean is None:
         return None, None, None, "no seed has a value"
     if low is None or high is None:

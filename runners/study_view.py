@@ -13,6 +13,7 @@ streamlit.
 
 from __future__ import annotations
 
+import math
 from pathlib import Path
 from typing import Any, Callable, Iterable
 
@@ -28,6 +29,8 @@ from runners.study import STUDY_FILE, _relative_text, read_study
 #: Capacity: the highest arrival rate (req/s) at which SLO attainment stays at or above a target.
 CAPACITY = Metric("capacity_rps", "capacity (req/s)", True, "req/s", 1.0, 2)
 DAMAGED = "damaged"
+#: Metric keys that say where requests waited (engine queue or gateway), not how they were served.
+WHERE_REQUESTS_WAIT = "queue_s."
 #: Verdict -> text colour on the Results page (better green, worse red, no difference grey).
 VERDICT_COLOURS = {"better": "#1a7f37", "worse": "#cf222e", "no difference": "#6e7781"}
 
@@ -49,13 +52,49 @@ def list_studies(root: str | Path) -> list[dict[str, Any]]:
         if not (folder / STUDY_FILE).exists():
             continue
         try:
-            good.append({**read_study(folder), "study_id": name})
+            record = read_study(folder)
+            problem = record_problem(record)
+            if problem is not None:
+                raise SchedlabError(f"{folder / STUDY_FILE}: {problem}; expected a study record")
+            good.append({**record, "study_id": name})
         except SchedlabError as exc:
             damaged.append({"study_id": name, "status": DAMAGED, "problem": str(exc)})
         except (OSError, RecursionError, ValueError) as exc:
             damaged.append({"study_id": name, "status": DAMAGED, "problem": f"{folder / STUDY_FILE}: {exc}"})
     good.sort(key=lambda record: str(record.get("created_at") or ""), reverse=True)
     return good + damaged
+
+
+def _number(value: Any) -> bool:
+    return isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
+
+
+def record_problem(record: dict[str, Any]) -> str | None:
+    """What in a study record (already checked by :func:`runners.study.read_study`) the pages
+    could not show: rates that are not numbers, run entries without their fields, statistics
+    per rate that are not objects. None when it can be shown."""
+    rates = record.get("rates") or []
+    if not isinstance(rates, list) or not all(_number(rate) for rate in rates):
+        return "'rates' is not a list of numbers"
+    for index, run in enumerate(record.get("runs") or []):
+        for key, check, expected in (("scheduler", lambda v: isinstance(v, str), "text"),
+                                     ("status", lambda v: isinstance(v, str), "text"),
+                                     ("seed", lambda v: isinstance(v, int) and not isinstance(v, bool), "an integer"),
+                                     ("rate", lambda v: v is None or _number(v), "a number")):
+            if not check(run.get(key)):
+                return f"runs[{index}].{key} is {run.get(key)!r}, not {expected}"
+    by_rate = record.get("statistics_by_rate", [])
+    if not isinstance(by_rate, list) or not all(isinstance(entry, dict) and isinstance(entry.get("statistics"), dict)
+                                                and (entry.get("rate") is None or _number(entry.get("rate")))
+                                                for entry in by_rate):
+        return "'statistics_by_rate' is not a list of {rate, statistics} objects"
+    return None
+
+
+def _n(stats: dict[str, Any], key: str = "n") -> int:
+    """A statistics entry's count ``key`` (0 when it is not a count)."""
+    value = stats.get(key)
+    return value if isinstance(value, int) and not isinstance(value, bool) else 0
 
 
 def member_records(record: dict[str, Any], status: str | None = "done", rate: Any = None) -> list[dict[str, Any]]:
@@ -183,6 +222,43 @@ def statistics_by_rate(record: dict[str, Any]) -> list[tuple[Any, dict[str, Any]
     return [(None, statistics if isinstance(statistics, dict) else {})]
 
 
+def same_as_baseline(record: dict[str, Any]) -> dict[str, list[Any]]:
+    """Scheduler -> the arrival rates (None: the study's one rate) at which the paired difference
+    against the baseline of every judged metric a user sees is exactly 0 at every seed (mean 0
+    and interval [0, 0], or one pair with difference 0), read from study.json: its results there
+    equal the baseline's. Queue time is left out of the check: a scheduler that holds requests at
+    the gateway moves their wait from the engine's queue to its own without changing any
+    outcome. A scheduler that differs somewhere is left out."""
+    found: dict[str, list[Any]] = {}
+    for rate, statistics in statistics_by_rate(record):
+        pairs: dict[str, list[dict[str, Any]]] = {}
+        for key, entry in statistics.items():
+            if str(key).startswith(WHERE_REQUESTS_WAIT):
+                continue
+            for name, pair in _mapping(_mapping(entry).get("vs_baseline")).items():
+                if isinstance(pair, dict) and _n(pair, "n_pairs"):
+                    pairs.setdefault(str(name), []).append(pair)
+        for name, entries in pairs.items():
+            if all(pair.get("diff_mean") == 0 and pair.get("ci_low") in (0, None) and pair.get("ci_high") in (0, None)
+                   for pair in entries):
+                found.setdefault(name, []).append(rate)
+    return {name: found[name] for name in _ordered(record, found) if name in found}
+
+
+def same_as_baseline_lines(record: dict[str, Any]) -> list[str]:
+    """A sentence for each scheduler of :func:`same_as_baseline`: its zeros are no finding, and
+    what would let it differ."""
+    baseline = record.get("baseline")
+    several = len(statistics_by_rate(record)) > 1
+    lines = []
+    for name, rates in same_as_baseline(record).items():
+        where = f" at {', '.join(format(rate, '.4g') for rate in rates)} req/s" if several else ""
+        lines.append(f"{name} got exactly {baseline}'s results{where} at every seed (attainment, G, throughput and "
+                     f"every latency: each paired difference is 0): what it decides differently never changed how "
+                     f"a request was served in this setting, so these zeros are no finding about {name}")
+    return lines
+
+
 # -- the statistics table --------------------------------------------------------------------------
 def _mapping(value: Any) -> dict[str, Any]:
     return value if isinstance(value, dict) else {}
@@ -190,8 +266,8 @@ def _mapping(value: Any) -> dict[str, Any]:
 
 def wins_text(pair: dict[str, Any]) -> str:
     """``3 of 5 seeds`` (seeds where the scheduler is better), with the dropped seeds."""
-    dropped = f" ({pair.get('dropped')} dropped)" if pair.get("dropped") else ""
-    return f"{pair.get('wins', 0)} of {pair.get('n_pairs', 0)} seeds{dropped}"
+    dropped = f" ({_n(pair, 'dropped')} dropped)" if _n(pair, "dropped") else ""
+    return f"{_n(pair, 'wins')} of {_n(pair, 'n_pairs')} seeds{dropped}"
 
 
 def mean_text(metric: Metric, stats: dict[str, Any]) -> str:
@@ -219,13 +295,13 @@ def statistics_frame(record: dict[str, Any], statistics: dict[str, Any],
     for metric in metrics:
         entry = _mapping(statistics.get(metric.key))
         per = _mapping(entry.get("schedulers"))
-        if not per or (metric.real_engines_only and not any(_mapping(s).get("n") for s in per.values())):
+        if not per or (metric.real_engines_only and not any(_n(_mapping(s)) for s in per.values())):
             continue
         versus = _mapping(entry.get("vs_baseline"))
         for name in _ordered(record, per):
             stats = _mapping(per.get(name))
             pair = _mapping(versus.get(name))
-            row = {"metric": metric.label, "scheduler": name, "n": int(stats.get("n") or 0),
+            row = {"metric": metric.label, "scheduler": name, "n": _n(stats),
                    "mean [95% CI]": mean_text(metric, stats), change_column: "", "relative change [95% CI]": "",
                    "seeds better": "", "verdict": "", "note": stats.get("note") or "", "key": metric.key,
                    "judged": False}
@@ -236,7 +312,8 @@ def statistics_frame(record: dict[str, Any], statistics: dict[str, Any],
             elif pair:
                 row.update({change_column: change_text(metric, pair),
                             "relative change [95% CI]": _relative_text(_mapping(pair.get("relative"))),
-                            "seeds better": wins_text(pair), "verdict": str(pair.get("verdict") or ""),
+                            "seeds better": wins_text(pair),
+                            "verdict": pair["verdict"] if pair.get("verdict") in VERDICT_COLOURS else "-",
                             "note": pair.get("note") or row["note"], "judged": True})
             rows.append(row)
     columns = ["metric", "scheduler", "n", "mean [95% CI]", change_column, "relative change [95% CI]",
@@ -265,7 +342,7 @@ def sweep_statistics(record: dict[str, Any], key: str) -> pd.DataFrame:
         per = _mapping(_mapping(statistics.get(key)).get("schedulers"))
         for name in _ordered(record, per):
             stats = _mapping(per.get(name))
-            rows.append({"scheduler": name, "rate_rps": rate, "n": int(stats.get("n") or 0),
+            rows.append({"scheduler": name, "rate_rps": rate, "n": _n(stats),
                          "mean": stats.get("mean"), "ci_low": stats.get("ci_low"), "ci_high": stats.get("ci_high")})
     return pd.DataFrame(rows, columns=["scheduler", "rate_rps", "n", "mean", "ci_low", "ci_high"])
 
@@ -357,7 +434,8 @@ def capacity_statistics(record: dict[str, Any], per_seed: pd.DataFrame) -> pd.Da
 
 
 __all__ = ["CAPACITY", "SINGLE_SEED_NOTE", "VERDICT_COLOURS", "list_studies", "member_records", "member_folder",
-           "load_member", "study_member_runs", "member_summaries", "study_counts", "study_setting",
-           "statistics_by_rate", "statistics_frame", "study_frames", "verdict_colour", "wins_text", "mean_text",
+           "load_member", "record_problem", "study_member_runs", "member_summaries", "study_counts", "study_setting",
+           "statistics_by_rate", "same_as_baseline", "same_as_baseline_lines",
+           "statistics_frame", "study_frames", "verdict_colour", "wins_text", "mean_text",
            "change_text", "sweep_statistics", "capacity_per_seed", "capacity_text", "capacity_table",
            "capacity_statistics"]

@@ -24,7 +24,8 @@ from runners.result_store import load_run, read_summary
 from runners.study import read_study, study_statistics
 from runners.study_charts import metric_bars, pooled_cdfs
 from runners.study_view import (VERDICT_COLOURS, capacity_per_seed, capacity_statistics, capacity_table, list_studies,
-                                member_summaries, statistics_frame, study_counts, study_member_runs)
+                                member_summaries, same_as_baseline, same_as_baseline_lines, statistics_frame,
+                                study_counts, study_member_runs)
 from tests.test_app import open_page
 
 SIM = ["--engine", "sim", "--quiet"]
@@ -186,6 +187,20 @@ def test_statistics_frame_shows_study_json_numbers_formatted_by_the_catalog(resu
         "schedulers": ["fcfs", "slo-sa"], "dropped_seeds": []}
 
 
+def test_a_scheduler_with_exactly_the_baselines_results_is_named(results):
+    record = record_of(results, "st")
+    assert same_as_baseline(record) == {} and same_as_baseline_lines(record) == []
+    for key, entry in record["statistics"].items():
+        pair = entry["vs_baseline"].get("slo-sa")
+        if pair and pair["n_pairs"] and not key.startswith("queue_s."):  # where requests waited may differ
+            pair.update(diff_mean=0.0, ci_low=0.0, ci_high=0.0)
+    record["statistics_by_rate"][0]["statistics"] = record["statistics"]
+    assert same_as_baseline(record) == {"slo-sa": [6.0]}
+    assert same_as_baseline_lines(record)[0].startswith("slo-sa got exactly fcfs's results at every seed")
+    record["statistics"]["tpot_s.p99"]["vs_baseline"]["slo-sa"]["diff_mean"] = 0.001
+    assert same_as_baseline(record) == {}
+
+
 def test_capacity_per_seed_then_its_interval_and_paired_difference_by_hand(results):
     record = record_of(results, "cap")
     per_seed = capacity_per_seed(record, member_summaries(results, record), 0.8)
@@ -277,6 +292,12 @@ def test_results_page_shows_a_study_with_intervals_verdicts_and_k_of_n(results):
     assert not app.warning  # a queue formed: no identical-decisions warning
     charts = [chart.proto.id for chart in app.get("plotly_chart")]
     assert sum("study-bars" in name for name in charts) == 2 and sum("study-cdf" in name for name in charts) == 1
+    # a seed's member runs open as single runs
+    app.selectbox(key="study_open_seed").set_value(1).run()
+    app.button(key="study_open").click().run()
+    assert not app.exception, app.exception
+    assert app.radio(key="compare_mode").value == "Saved runs"
+    assert app.multiselect(key="compare_runs").value == ["st-fcfs-s1", "st-slo-sa-s1"]
 
 
 def test_an_uncontended_study_warns_of_identical_decisions_and_its_single_seed(results):
@@ -325,10 +346,18 @@ def test_results_page_capacity_per_seed_of_a_rate_study(results):
 def test_a_damaged_study_or_a_missing_member_is_one_message_never_a_traceback(results):
     shutil.rmtree(results / "st-slo-sa-s1")
     (results / "calm" / "study.json").write_text('{"schema_version": 1, "study_id": "calm", "runs": "x"')
+    cap = json.loads((results / "cap" / "study.json").read_text())
+    write_json(results / "cap" / "study.json", {**cap, "rates": [1, "fast"]})
     app = open_page("pages/2_Results.py")
     assert not app.exception
     listing = table_value(app.dataframe[1])
-    assert dict(zip(listing["study"], listing["problem"].notna())) == {"calm": True, "st": False, "cap": False}
+    assert dict(zip(listing["study"], listing["problem"].notna())) == {"calm": True, "st": False, "cap": True}
+    problems = dict(zip(listing["study"], listing["problem"]))
+    assert problems["cap"].endswith("study.json: 'rates' is not a list of numbers; expected a study record")
+    assert "2 study file(s) cannot be read" in app.warning[0].value
+    app.radio(key="compare_mode").set_value("A study").run()
+    app.selectbox(key="study").set_value("cap").run()
+    assert not app.exception and "Study cap cannot be shown" in app.error[0].value
     app.radio(key="compare_mode").set_value("A study").run()
     app.selectbox(key="study").set_value("calm").run()
     assert not app.exception
