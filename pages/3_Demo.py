@@ -1,96 +1,103 @@
-"""Demo page: a ready comparison on the simulator, replayed from the bundled results in
-results/demo-*, presented for a non-specialist; one click reruns it live."""
+"""Demo page: a ready comparison on the simulator, from the bundled study in results/demo/ (five
+schedulers x seeds 0..9, paired by seed), each headline stated with its 95% interval over seeds and
+presented for a non-specialist; one click reruns one seed live, for watching."""
 
 from __future__ import annotations
 
-import time
 from pathlib import Path
 
 import streamlit as st
 
 from runners import result_store
-from runners.charts import attainment_bars, kv_overlay, latency_cdfs
-from runners.compare import percent_change, summary_value
-from runners.demo import DEMO_BASELINE, DEMO_PREFIX, demo_configs, demo_summaries
+from runners.charts import kv_overlay
+from runners.demo import (DEMO_SEEDS, LIVE_PREFIX, card_delta, card_value, demo_config, headline, live_rerun_configs,
+                          read_demo_study, scheduler_results, scheduler_sentence)
 from runners.errors import SchedlabError
 from runners.jobs import new_job_spec, start_job
+from runners.metrics.catalog import RUN_METRICS
+from runners.study_charts import metric_bars, pooled_cdfs
+from runners.study_view import statistics_frame, study_member_runs
 from runners.workload.slo import PAPER_SLOS
 
 st.set_page_config(page_title="schedlab · Demo", layout="wide")
 ROOT = result_store.DEFAULT_RESULTS_DIR
 
 
-@st.cache_resource(show_spinner=False, max_entries=16)
+@st.cache_resource(show_spinner=False, max_entries=64)
 def load(folder: str, stamp: float) -> result_store.RunData:  # noqa: ARG001 - stamp keys the cache
     return result_store.load_run(Path(folder).parent, Path(folder).name)
 
 
-st.title("Which scheduler serves more users on time?")
-try:
-    summaries = demo_summaries(ROOT)
-except SchedlabError as exc:  # the results folder itself is unusable
-    st.error(str(exc))
-    summaries = []
-runs: list[result_store.RunData] = []
-for summary in list(summaries):  # a bundled run whose tables cannot be read is left out, and named
-    folder = ROOT / summary["run_id"]  # the folder's name (list_runs), never a value read from a file
+def load_member(base: Path, run_id: str) -> result_store.RunData:
+    """A member run by its exact id, cached until its summary changes."""
     try:
-        runs.append(load(str(folder), (folder / "summary.json").stat().st_mtime))
-    except (SchedlabError, OSError) as exc:
-        st.warning(f"{summary['run_id']} is left out: {exc}")
-        summaries.remove(summary)
-config = demo_configs()[0]
+        stamp = (base / run_id / "summary.json").stat().st_mtime
+    except OSError as exc:
+        raise SchedlabError(f"member run {run_id!r}: {exc.strerror or exc}") from None
+    return load(str(base / run_id), stamp)
+
+
+def cards(record: dict, key: str, delta_color: str) -> None:
+    """One card per scheduler: mean ± half its 95% interval; the change against the baseline and
+    its verdict (grey when there is no clear difference)."""
+    results = scheduler_results(record, key)
+    for cell, result in zip(st.columns(len(results)), results):
+        delta = card_delta(key, result, record["baseline"])
+        clear = result.pair is not None and result.pair.get("verdict") in ("better", "worse")
+        cell.metric(result.scheduler, card_value(key, result), delta, delta_color=delta_color if clear else "off")
+
+
+st.title("Which scheduler serves more users on time?")
+config = demo_config()
+seeds = list(DEMO_SEEDS)
 st.write(
     f"{config.workload.requests:,} chat and coding requests arrive at about {config.workload.arrival.rate:g} per "
     "second at one simulated GPU server that can work on 16 requests at once. Each request has a deadline ("
     + "; ".join(f"{task}: {slo.describe()}" for task, slo in PAPER_SLOS.items())
-    + "). The same requests, at the same moments, are served by each scheduling strategy below."
+    + "). The same requests, at the same moments, are served by each scheduling strategy below. Traffic is "
+    "random, and one day of it can favour one strategy by chance, so each strategy served "
+    f"{len(seeds)} different random days of traffic (seeds {seeds[0]} to {seeds[-1]}, fixed in advance); every "
+    "number below is the average over them with its 95% interval, the range that holds the true average with 95% "
+    "confidence. Two strategies are compared on the same days (paired); a difference counts as clear only when its "
+    "interval excludes zero."
 )
-if not summaries:
-    st.warning("The bundled demo results (results/demo-*) are missing. Click below to run the comparison, or run "
-               "`python -m runners demo`.")
 
-speed = st.select_slider("Replay speed for a live rerun", ["10x", "20x", "50x", "as fast as possible"], value="20x")
-if st.button("Run this comparison again, live", type="primary"):
-    pace = None if speed == "as fast as possible" else float(speed.rstrip("x"))
-    prefix = f"{DEMO_PREFIX}live-{time.strftime('%Y%m%d-%H%M%S', time.gmtime())}-"
-    spec = new_job_spec(demo_configs(prefix, pace), label="demo comparison (live rerun)")
-    folder = start_job(spec, ROOT)
-    st.session_state["watch_job"] = folder.name
-    st.switch_page("pages/1_Launch.py")
+try:
+    record = read_demo_study(ROOT)
+except SchedlabError as exc:  # missing, damaged or unfinished bundle: say so and how to remake it
+    st.warning(f"{exc} Or click below to watch one seed live.")
+    record = None
 
-if summaries:
-    by_scheduler = {s["scheduler"]: s for s in summaries}
-    base = by_scheduler.get(DEMO_BASELINE, summaries[0])
-    def metric_row(key: str, shown: str, suffix: str = "", delta_color: str = "normal") -> None:
-        """One card per scheduler: the value at ``key`` formatted by ``shown``, % change vs the baseline."""
-        for cell, summary in zip(st.columns(len(summaries)), summaries):
-            value = summary_value(summary, key)
-            change = percent_change(value, summary_value(base, key))
-            cell.metric(summary["scheduler"], "—" if value is None else shown.format(value),
-                        None if summary is base or change is None else f"{change:+.0f}%{suffix}",
-                        delta_color=delta_color)
-
+if record is not None:
+    st.markdown("### " + headline(record))
     st.subheader("Share of requests served on time")
-    metric_row("slo_attainment", "{:.0%}", f" vs {DEMO_BASELINE}")
-    best = max(summaries, key=lambda s: summary_value(s, "slo_attainment") or 0.0)
-    worst = min(summaries, key=lambda s: summary_value(s, "slo_attainment") or 0.0)
-    st.markdown(
-        f"### **{best['scheduler']}** served {summary_value(best, 'slo_attainment'):.0%} of requests on time; "
-        f"**{worst['scheduler']}** only {summary_value(worst, 'slo_attainment'):.0%}."
-    )
-    st.subheader("Average time from sending a request to its full answer")
-    metric_row("e2e_s.mean", "{:.1f} s", delta_color="inverse")
+    cards(record, "slo_attainment", "normal")
+    sentences = [scheduler_sentence("slo_attainment", result, record["baseline"], "served {value} of requests on time")
+                 for result in scheduler_results(record, "slo_attainment")]
+    st.markdown("\n".join(f"- {sentence}" for sentence in sentences))
+    problems: list[str] = []
+    runs_by_scheduler = study_member_runs(ROOT, record, load_member, problems=problems)
+    for problem in problems:  # a member whose tables cannot be read is left out of the charts, and named
+        st.warning(f"left out of the charts: {problem}")
 
-    st.plotly_chart(attainment_bars(summaries), key="demo-attainment")
-    st.caption("Taller is better: the share of requests that met their deadline, overall and for chat and code.")
-    st.plotly_chart(latency_cdfs(runs, "e2e_s"), key="demo-cdf")
-    st.caption("Each line climbs as requests finish: the further left, the sooner users got complete answers.")
-    st.plotly_chart(kv_overlay([r for r in runs if r.summary["scheduler"] in (DEMO_BASELINE, "static")] or runs),
-                    key="demo-memory")
-    st.caption("GPU memory (KV cache) held for requests over time, as a share of the cache: batch-at-a-time serving "
-               "(static) fills and empties it with every batch, a sawtooth; continuous batching (fcfs) holds a steadier "
-               "level.")
+    st.subheader("Average time from sending a request to its full answer")
+    cards(record, "e2e_s.mean", "inverse")
+    st.plotly_chart(metric_bars(record, "slo_attainment"), key="demo-attainment")
+    st.caption(f"Taller is better: the share of requests that met their deadline, averaged over {len(seeds)} seeds; "
+               "the black bar on each is its 95% interval.")
+    if runs_by_scheduler:
+        st.plotly_chart(pooled_cdfs(runs_by_scheduler, "e2e_s"), key="demo-cdf")
+        st.caption("Each line climbs as requests finish, the requests of all seeds together: the further left, the "
+                   "sooner users got complete answers.")
+        first = {name: runs[0] for name, runs in runs_by_scheduler.items() if runs}
+        shown = [first[name] for name in (record["baseline"], "static") if name in first] or list(first.values())[:2]
+        seed = next((run.get("seed") for run in record["runs"] if isinstance(run, dict)
+                     and run.get("run_id") == shown[0].run_id), None)
+        st.plotly_chart(kv_overlay(shown), key="demo-memory")
+        st.caption(f"One seed only (seed {seed}), to show how memory is used, not which strategy is better. GPU memory "
+                   "(KV cache) held for requests over time, as a share of the cache: batch-at-a-time serving (static) "
+                   "fills and empties it with every batch, a sawtooth; continuous batching (fcfs) holds a steadier "
+                   "level.")
     with st.expander("Why do the strategies differ here?"):
         st.markdown(
             "- **fcfs** sends each request on arrival; the engine fills its 16 slots continuously.\n"
@@ -99,10 +106,31 @@ if summaries:
             "- **slo-sa** holds requests at the gateway and orders them to maximise G, predicting each one's output "
             "length from a per-task average; it gains when those predictions separate short from long requests.\n"
             "- **dynamic-mem** caps requests in flight by what the KV cache can hold; this cache holds far more "
-            "than 16 requests, so it sends the same as fcfs.\n"
+            "than 16 requests, so the requests it holds back would have waited in the engine anyway: every request "
+            "starts and finishes at the same moment as with fcfs.\n"
             "- **dynamic-sla** moves a batch-size window to keep decode latency near 50 ms; as its algorithm is "
             "written (window gap alpha = 8) the window's middle stays at most 12 of the 16 slots, so at this load "
             "its queue grows.")
+    with st.expander("Every number, for specialists (G, latencies, how contended the runs were)"):
+        table = statistics_frame(record, record["statistics"], RUN_METRICS)
+        st.dataframe(table.drop(columns=["key", "judged"]), hide_index=True, key="demo-statistics")
+        st.caption("Means over seeds with 95% Student t intervals; change = scheduler - baseline per seed (paired), "
+                   "its 95% interval, and the seeds where the scheduler was better; relative change by bootstrap.")
     st.page_link("pages/2_Results.py", label="See every metric and chart on the Results page", icon="📊")
     st.caption("Simulator: Qwen2.5-7B on 2 x V100 latency model (DESIGN.md); latencies count from each request's "
-               "arrival. Bundled runs: " + ", ".join(s["run_id"] for s in summaries) + ".")
+               f"arrival. Bundled study: results/{record['study_id']}/study.json, runs "
+               f"{record['study_id']}-<scheduler>-s<seed>.")
+
+st.subheader("Watch it live")
+st.write("Rerun one seed of the study live, to watch the strategies work. One seed is for watching, not the verdict: "
+         "1 seed has no interval, and differences of this size can flip with the seed.")
+live_seed = st.selectbox("Seed to rerun", seeds, key="demo-seed")
+speed = st.select_slider("Replay speed", ["10x", "20x", "50x", "as fast as possible"], value="20x")
+if st.button(f"Run seed {live_seed} again, live", type="primary"):
+    pace = None if speed == "as fast as possible" else float(speed.rstrip("x"))
+    spec = new_job_spec(live_rerun_configs(live_seed, pace),
+                        label=f"demo, seed {live_seed} (one seed of the study, for watching; not the verdict)")
+    folder = start_job(spec, ROOT)
+    st.session_state["watch_job"] = folder.name
+    st.switch_page("pages/1_Launch.py")
+st.caption(f"Live reruns are saved as {LIVE_PREFIX}<time>-<scheduler>-s<seed>; the bundled study is left as it is.")

@@ -400,11 +400,23 @@ def command_worker(args: argparse.Namespace) -> int:
 
 
 def command_demo(args: argparse.Namespace) -> int:
-    from runners.demo import make_demo_results
+    """Rerun the Demo's study (five schedulers x seeds 0..9) and print its headline table."""
+    from runners.demo import DEMO_REQUESTS, demo_plan, make_demo_results
 
-    for line in make_demo_results(args.out):
-        print(line)
-    return 0
+    plan = demo_plan()
+    index = {member.run_id: number for number, member in enumerate(plan.members)}
+    with _stoppable_progress(DEMO_REQUESTS * len(plan.members), False) as (bar, should_stop):
+
+        def progress(done: int, count: int, member: Any) -> None:
+            bar.n = index[member.run_id] * DEMO_REQUESTS + done
+            if done == count or done % 100 == 0:
+                bar.set_description(member.run_id, refresh=False)
+                bar.refresh()
+
+        result = make_demo_results(args.out, progress=progress, should_stop=should_stop)
+    print(f"study {result.study_id}: {result.record['status']}  ->  {result.folder / 'study.json'}")
+    _print_study(result.record, args.out)
+    return {"done": 0, "cancelled": 130}.get(result.record["status"], 1)
 
 
 def make_parser() -> argparse.ArgumentParser:

@@ -45,7 +45,7 @@ def _requirements() -> None:
 def dashboard(tmp_path_factory):
     _requirements()
     results = tmp_path_factory.mktemp("results")
-    for folder in (ROOT / "results").glob("demo-*"):
+    for folder in (ROOT / "results").glob("demo*"):  # the Demo's study: demo/ and demo-<scheduler>-s<seed>/
         shutil.copytree(folder, results / folder.name)
     with socket.socket() as probe:
         probe.bind(("127.0.0.1", 0))

@@ -98,14 +98,29 @@ def test_home_page_lists_damaged_runs(results):
 
 
 def test_demo_page_leaves_out_a_damaged_bundled_run(monkeypatch, results_dir):
+    """The study's numbers come from study.json; a member whose files are damaged is left out of
+    the charts and named."""
     monkeypatch.setattr("runners.result_store.DEFAULT_RESULTS_DIR", results_dir)
-    names = ["demo-fcfs", "demo-static", "demo-slo-sa", "demo-dynamic-mem", "demo-dynamic-sla"]
-    for name in names:
-        shutil.copytree(BUNDLED / name, results_dir / name)
-    (results_dir / "demo-static" / "summary.json").write_text('"oops"')
-    timeseries = results_dir / "demo-slo-sa" / "timeseries.parquet"
+    for folder in BUNDLED.glob("demo*"):
+        shutil.copytree(folder, results_dir / folder.name)
+    (results_dir / "demo-static-s3" / "summary.json").write_text('"oops"')
+    timeseries = results_dir / "demo-slo-sa-s0" / "timeseries.parquet"
     timeseries.write_bytes(timeseries.read_bytes()[:100])
     app = open_page("pages/3_Demo.py")
     labels = [metric.label for metric in app.metric]
-    assert labels[:3] == ["fcfs", "dynamic-mem", "dynamic-sla"] and len(labels) == 6
+    assert labels == ["fcfs", "static", "slo-sa", "dynamic-mem", "dynamic-sla"] * 2
+    warnings = " | ".join(warning.value for warning in app.warning)
+    assert "demo-static-s3" in warnings and "demo-slo-sa-s0" in warnings
     assert len(app.get("plotly_chart")) == 3
+
+
+def test_demo_page_with_a_damaged_study_record_says_how_to_remake_it(monkeypatch, results_dir):
+    monkeypatch.setattr("runners.result_store.DEFAULT_RESULTS_DIR", results_dir)
+    for folder in BUNDLED.glob("demo*"):
+        shutil.copytree(folder, results_dir / folder.name)
+    (results_dir / "demo" / "study.json").write_text('{"study_id": "demo", "runs": 5}')
+    app = open_page("pages/3_Demo.py")
+    assert not app.exception
+    assert "damaged" in app.warning[0].value and "python -m runners demo" in app.warning[0].value
+    assert not app.metric and not app.get("plotly_chart")
+    assert app.button[0].label.startswith("Run seed 0 again")  # the live rerun still works

@@ -233,11 +233,11 @@ def test_worker_on_a_folder_that_is_not_a_job_is_one_line(tree, capsys):
 
 def test_demo_over_a_symlinked_demo_run_is_one_line_and_removes_nothing(tree, capsys):
     results = tree / "res"
-    (results / "demo-fcfs").symlink_to(tree / "outside-run", target_is_directory=True)
-    shutil.copytree(results / "good-a", results / "demo-static")
+    (results / "demo-fcfs-s3").symlink_to(tree / "outside-run", target_is_directory=True)
+    shutil.copytree(results / "good-a", results / "demo-static-s0")
     before_outside, before_inside = snapshot(tree, skip=results), snapshot(results)
     code, _, err = cli(["demo", "--out", str(results)], capsys)
-    assert refused(code, err) and "symbolic link" in err and "demo-fcfs" in err
+    assert refused(code, err) and "symbolic link" in err and "demo-fcfs-s3" in err
     assert snapshot(tree, skip=results) == before_outside
     assert snapshot(results) == before_inside  # checked before anything is removed
 
