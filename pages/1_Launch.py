@@ -1,22 +1,28 @@
-"""Launch page: configure engine, workload, SLOs and schedulers; start a background job; watch it live.
+"""Launch page: configure engine, workload, SLOs, schedulers and seeds; start a background job; watch it live.
 
-Thin: fields become a job through runners.launch_form, jobs run in a worker process
-(runners.jobs), and the live view reads the run folder (runners.live, runners.charts).
+Thin: fields become a job (a study of every scheduler at every seed) through runners.launch_form,
+jobs run in a worker process (runners.jobs, runners.worker -> runners.study), the offered load is
+estimated by runners.capacity_estimate, and the live view reads the run folder and the study's
+study.json (runners.live, runners.charts).
 """
 
 from __future__ import annotations
+
+import json
 
 import streamlit as st
 
 from runners.charts import live_instance_series, live_latency_scatter
 from runners.errors import SchedlabError
 from runners.engines.profile import PRESETS
+from runners.capacity_estimate import low_load_warning
 from runners.jobs import cancel_job, list_jobs, read_job, start_job
-from runners.launch_form import build_job, save_upload
-from runners.live import read_live
+from runners.launch_form import (DEFAULT_SCHEDULERS, FORM_DEFAULTS, build_job, preview_load, save_upload,
+                                 study_size)
+from runners.live import read_live, read_study_progress
 from runners.registry import ENGINES, SCHEDULERS, parameter_specs
 from runners import result_store
-from runners.workload.arrivals import ArrivalConfig
+from runners.study import MAX_RUNS_UNCONFIRMED, identical_decisions_note
 from runners.workload.slo import PAPER_SLOS
 
 st.set_page_config(page_title="schedlab · Launch", layout="wide")
@@ -25,6 +31,7 @@ FIELD = "f:"  # session-state prefix of every form field; the rest of the key is
 ERRORS = "launch_errors"
 STORE_ERROR = "launch_store_error"
 PACES = {"as fast as possible": None, "100x": 100.0, "10x": 10.0, "real time": 1.0}
+DEFAULT_PACE = "100x"
 
 
 def key(path: str) -> str:
@@ -49,14 +56,26 @@ def text(label: str, path: str, value: str = "", help: str | None = None, placeh
     error_under(path)
 
 
-def launch() -> None:
-    """Button callback: validate every field, then start the job (runs before the page reruns)."""
+def form_values() -> dict:
+    """The form's fields as dotted config path -> value (what build_job reads)."""
     values = {name[len(FIELD):]: value for name, value in st.session_state.items()
               if isinstance(name, str) and name.startswith(FIELD)}
     if values.get("engine.kind", "sim") == "sim":
-        values["engine.pace"] = PACES.get(st.session_state.get("ui:pace", "10x"))
+        values["engine.pace"] = PACES.get(st.session_state.get("ui:pace", DEFAULT_PACE))
     if st.session_state.get("ui:priority"):
         values["engine.scheduling_policy"] = "priority"
+    return values
+
+
+@st.cache_data(max_entries=32, show_spinner=False)
+def load_preview(values_json: str) -> list[tuple[str, str | None]]:
+    """(sentence, warning or None) per arrival rate: the offered load against the engine's estimated capacity."""
+    return [(load.text, low_load_warning(load) if load.low else None) for load in preview_load(json.loads(values_json))]
+
+
+def launch() -> None:
+    """Button callback: validate every field, then start the job (runs before the page reruns)."""
+    values = form_values()
     try:
         for task in ("chat", "code"):
             upload = st.session_state.get(f"upload:{task}")
@@ -70,12 +89,17 @@ def launch() -> None:
         return
     if folder is not None:
         st.session_state["watch_job"] = folder.name
-        st.session_state["launched"] = f"Started job {result.spec.job_id} with {len(result.spec.runs)} run(s)."
+        study = result.spec.study
+        what = (f"study {study.study_id}: {len(result.spec.runs)} runs ({len(study.schedulers)} scheduler(s) x "
+                f"{len(study.seeds)} seed(s)" + (f" x {len(study.rates)} rates" if study.rates else "") + ")"
+                if study is not None else f"{len(result.spec.runs)} run(s)")
+        st.session_state["launched"] = f"Started job {result.spec.job_id} with {what}."
 
 
 st.title("Launch runs")
-st.caption("Several schedulers run one after the other on the same workload and seed. The job runs in its own "
-           "process: close or reload this page at any time and come back to watch it.")
+st.caption("Every scheduler runs at every seed, paired: at one seed all get the identical workload and arrival "
+           "times, so the comparison carries a 95% interval over seeds. The job runs in its own process: close or "
+           "reload this page at any time and come back to watch it.")
 
 # -- live view ---------------------------------------------------------------------------------
 st.header("Jobs")
@@ -96,28 +120,39 @@ else:
         if job is None:
             st.warning(f"job {job_id} is gone")
             return
+        root = result_store.DEFAULT_RESULTS_DIR
+        study = job.spec.study
         head = st.columns([3, 1])
         with head[0]:
             st.markdown(f"**{job.spec.label or job.job_id}** — state **{job.state}**, "
-                        f"{len(job.spec.runs)} run(s)")
+                        f"{len(job.spec.runs)} run(s)" + (f", study **{study.study_id}**, baseline "
+                                                          f"{study.baseline}" if study else ""))
         with head[1]:
             if job.active and st.button("Cancel job", key=f"cancel-{job_id}"):
                 cancel_job(job.folder)
-                st.toast("Cancel requested: the current run stops and keeps its rows")
+                st.toast("Cancel requested: the current run stops and keeps its rows; runs not started are skipped")
+        progress = read_study_progress(root, study.study_id) if study is not None else None
         runs = {entry.get("run_id"): entry for entry in job.runs}
-        st.dataframe(
-            [{"run": run.run_id, "scheduler": run.scheduler.name, "rate": run.workload.arrival.rate,
-              "status": runs.get(run.run_id, {}).get("status", "queued"),
-              "error": runs.get(run.run_id, {}).get("error")} for run in job.spec.runs],
-            hide_index=True,
-        )
-        run_id = job.current_run_id or next(
-            (run.run_id for run in reversed(job.spec.runs) if (result_store.DEFAULT_RESULTS_DIR / run.run_id).exists()),
-            None)
+        if progress is not None:  # a study's statuses come from its study.json
+            runs.update({entry.get("run_id"): entry for entry in progress.record["runs"]
+                         if entry.get("status") != "pending"})
+        with st.expander(f"Runs ({len(job.spec.runs)})", expanded=study is None or len(job.spec.runs) <= 12):
+            st.dataframe(
+                [{"run": run.run_id, "scheduler": run.scheduler.name, "seed": run.workload.seed,
+                  "rate (req/s)": run.workload.arrival.rate,
+                  "status": runs.get(run.run_id, {}).get("status", "queued"),
+                  "error": runs.get(run.run_id, {}).get("error")} for run in job.spec.runs],
+                hide_index=True,
+            )
+        run_id = job.current_run_id if job.active else None
+        run_id = run_id or next((run.run_id for run in reversed(job.spec.runs) if (root / run.run_id).exists()), None)
+        snapshot = read_live(root / run_id) if run_id is not None else None
+        if progress is not None:
+            current = snapshot.fraction if snapshot is not None and snapshot.status == "running" else 0.0
+            st.progress(progress.fraction(current), text=progress.text())
         if run_id is None:
             st.caption("Starting the worker…")
             return
-        snapshot = read_live(result_store.DEFAULT_RESULTS_DIR / run_id)
         if snapshot is None:
             st.caption(f"Waiting for {run_id} to start…")
             return
@@ -126,14 +161,13 @@ else:
                                            f"({snapshot.status}{eta})")
         if snapshot.error:
             st.error(f"Run {snapshot.status}: {snapshot.error}")
-        metrics = snapshot.metrics
-        cells = st.columns(5)
-        cells[0].metric("SLO attainment", "—" if metrics.get("slo_attainment") is None
-                        else f"{metrics['slo_attainment']:.1%}")
-        cells[1].metric("G (1/s)", "—" if metrics.get("G") is None else f"{metrics['G']:.4g}")
-        cells[2].metric("output tokens/s", "—" if snapshot.tokens_per_s is None else f"{snapshot.tokens_per_s:,.0f}")
-        cells[3].metric("failed", metrics.get("failed", 0))
-        cells[4].metric("elapsed (s)", "—" if snapshot.elapsed_s is None else f"{snapshot.elapsed_s:.0f}")
+        cards = snapshot.cards()
+        cells = st.columns(len(cards) + 2)
+        for cell, (label, value) in zip(cells, cards):
+            cell.metric(label, value)
+        cells[-2].metric("output now (tok/s)", "-" if snapshot.tokens_per_s is None
+                         else f"{snapshot.tokens_per_s:,.0f}")
+        cells[-1].metric("elapsed (s)", "-" if snapshot.elapsed_s is None else f"{snapshot.elapsed_s:.0f}")
         st.plotly_chart(live_latency_scatter(snapshot.requests),
                         key=f"live-lat-{run_id}")
         st.plotly_chart(live_instance_series(snapshot.timeseries),
@@ -142,6 +176,10 @@ else:
             with st.expander(f"{name} (last lines)", expanded=snapshot.status == "failed"):
                 st.code(tail or "(empty)", language=None)
         if not job.active:
+            if progress is not None and progress.finished:
+                note = identical_decisions_note(root, progress.record)
+                if note:
+                    st.warning(note)
             st.page_link("pages/2_Results.py", label="Compare these runs on the Results page", icon="📊")
 
     live_view(selected)
@@ -165,8 +203,10 @@ if kind == "sim":
         number("KV capacity per instance (tokens)", "engine.kv_capacity_tokens", None, step=1000,
                help="blank = the preset's capacity (813,104 tokens for Qwen2.5-7B on 2 x V100)")
     with columns[3]:
-        number("max_num_seqs", "engine.max_num_seqs", None, step=1, help="blank = the preset's (256)")
-    st.select_slider("Speed", options=list(PACES), value="10x", key="ui:pace",
+        number("max_num_seqs", "engine.max_num_seqs", FORM_DEFAULTS["engine.max_num_seqs"], step=1,
+               help="requests the engine runs at once; blank = the preset's (256). Fewer slots make requests queue, "
+                    "which is where schedulers differ")
+    st.select_slider("Speed", options=list(PACES), value=DEFAULT_PACE, key="ui:pace",
                      help="Simulated seconds per wall second; pacing only delays the run so you can watch it, "
                           "every measured value is the same")
     st.checkbox("Priority scheduling in the engine", key="ui:priority",
@@ -240,9 +280,12 @@ with columns[0]:
 with columns[1]:
     number("Code share", "workload.ratio.code", 1.0, step=0.5, min_value=0.0)
 with columns[2]:
-    number("Requests", "workload.requests", 500, step=100, min_value=1)
+    number("Requests", "workload.requests", FORM_DEFAULTS["workload.requests"], step=100, min_value=1)
 with columns[3]:
-    number("Seed", "workload.seed", 0, step=1, min_value=0, help="same seed = same requests and arrival times")
+    text("Seeds", "trials.seeds", FORM_DEFAULTS["trials.seeds"],
+         help="a count N (seeds 0..N-1, e.g. 5) or a comma-separated list (e.g. 3, 7, 11). At each seed every "
+              "scheduler gets the identical requests and arrival times; results carry a 95% interval over seeds. "
+              "Blank: one run per scheduler at seed 0, no study")
 columns = st.columns(3)
 with columns[0]:
     process = st.selectbox("Arrival process", ["poisson", "gamma", "constant", "all-at-once"],
@@ -252,7 +295,7 @@ with columns[0]:
     error_under("workload.arrival.process")
 with columns[1]:
     if process != "all-at-once":
-        number("Rate (req/s)", "workload.arrival.rate", ArrivalConfig().rate, step=0.5, fmt="%.2f")
+        number("Rate (req/s)", "workload.arrival.rate", FORM_DEFAULTS["workload.arrival.rate"], step=0.5, fmt="%.2f")
 with columns[2]:
     if process == "gamma":
         number("Burstiness (gamma shape)", "workload.arrival.burstiness", 1.0, step=0.1, fmt="%.2f",
@@ -270,16 +313,21 @@ if preset == "custom":
         with column:
             st.markdown(f"**{task}** (blank = not checked)")
             number("TTFT limit (s)", f"slo.{task}.ttft_s", None, step=0.5)
-            number("TPOT limit (s)", f"slo.{task}.tpot_s", None, step=0.01, fmt="%.3f")
+            number("TPOT limit (ms)", f"slo.{task}.tpot_ms", None, step=5.0, fmt="%.1f",
+                   help="time per output token, milliseconds (the paper's chat limit is 50 ms)")
             number("E2E limit (s)", f"slo.{task}.e2e_s", None, step=1.0)
             error_under(f"slo.{task}")
 error_under("slo", "slo.preset")
 
 # -- schedulers --------------------------------------------------------------------------------
 st.subheader("Schedulers")
-chosen = st.multiselect("Schedulers to compare", list(SCHEDULERS), default=["fcfs", "slo-sa"], key="schedulers",
-                        help="They run one after the other on the same workload and seed.")
+chosen = st.multiselect("Schedulers to compare", list(SCHEDULERS), default=list(DEFAULT_SCHEDULERS), key="schedulers",
+                        help="Each runs at every seed on the same workload and arrival times.")
 error_under("schedulers")
+st.selectbox("Baseline", [""] + list(SCHEDULERS), key=key("trials.baseline"),
+             format_func=lambda name: name or (f"the first scheduler ({chosen[0]})" if chosen else "the first scheduler"),
+             help="the scheduler the others are compared with (paired by seed: difference, 95% interval, wins, verdict)")
+error_under("trials.baseline")
 for name in chosen:
     cls = SCHEDULERS[name]
     with st.expander(f"{name} — {cls.summary}"):
@@ -314,7 +362,21 @@ if sweep:
     with columns[1]:
         st.slider("Capacity target: SLO attainment", 0.5, 1.0, 0.9, 0.01, key=key("sweep.target"))
         error_under("sweep.target")
+planned = study_size(form_values(), chosen)
+if planned is not None and planned > MAX_RUNS_UNCONFIRMED:
+    st.checkbox(f"Run a study of {planned:,} runs (more than {MAX_RUNS_UNCONFIRMED:,})", key=key("trials.confirm"))
+error_under("trials.confirm")
 text("Job label (optional)", "job.label")
+
+# -- offered load: could the schedulers differ? ------------------------------------------------
+preview = load_preview(json.dumps(form_values(), sort_keys=True, default=str))
+for sentence, warning in preview:
+    if warning:
+        st.warning(f"{sentence} {warning}", icon="⚠️")
+    else:
+        st.info(sentence)
+if planned is not None:
+    st.caption(f"This launch is one study of {planned:,} run(s).")
 st.button("Launch", type="primary", on_click=launch)
 if st.session_state.get(ERRORS):
     st.error(f"{len(st.session_state[ERRORS])} field(s) need attention; each error is shown under its field.")

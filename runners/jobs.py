@@ -1,11 +1,13 @@
-"""Background jobs: one or more runs executed one after the other in a separate worker process.
+"""Background jobs: one or more runs, or one study, executed in a separate worker process.
 
 The dashboard starts a job and returns at once; the worker (``python -m runners worker JOB``)
 writes every run into ``results/<run_id>/`` as it goes, so closing or reloading the browser
 changes nothing and any page can re-attach by reading the job folder. Layout::
 
     results/.jobs/<job_id>/job.json     the spec: label, kind, run configs (run ids fixed up front),
-                                        secrets written as *** (the worker reads the real spec on stdin)
+                                        secrets written as *** (the worker reads the real spec on stdin);
+                                        a study's job adds ``study`` (its id, baseline, schedulers,
+                                        seeds, rates), and the study writes results/<study_id>/study.json
     results/.jobs/<job_id>/status.json  state, worker pid, per-run status; rewritten atomically
     results/.jobs/<job_id>/cancel       present = the user asked to stop
     results/.jobs/<job_id>/worker.log   the worker's own stdout/stderr
@@ -45,14 +47,30 @@ class SweepSpec(BaseModel):
     target_attainment: float = Field(default=0.9, gt=0, le=1, description="SLO attainment that defines capacity")
 
 
+class StudySpec(BaseModel):
+    """A job that is one study (:mod:`runners.study`): its ``runs`` are the study's members in
+    plan order (every scheduler at every seed, and rate for a sweep), each with its own scheduler
+    parameters; the worker runs them with :func:`runners.study.run_study`, which writes
+    ``results/<study_id>/study.json``. Rates in req/s, empty when the study has one rate."""
+
+    study_id: str
+    baseline: str
+    schedulers: list[str] = Field(min_length=1)
+    seeds: list[int] = Field(min_length=1)
+    rates: list[float] = Field(default_factory=list)
+
+
 class JobSpec(BaseModel):
-    """What a job runs. ``runs`` are full run configs (validated), executed in order."""
+    """What a job runs. ``runs`` are full run configs (validated), executed in order; with
+    ``study`` they are the members of that study (a job spec without it, as older versions wrote,
+    runs them one after the other as independent runs)."""
 
     job_id: str
     label: str = ""
     created_at: str = ""
     runs: list[RunConfig] = Field(min_length=1)
     sweep: SweepSpec | None = None
+    study: StudySpec | None = None
 
 
 @dataclass
@@ -88,9 +106,10 @@ def jobs_root(results_root: str | Path = DEFAULT_RESULTS_DIR) -> Path:
     return Path(results_root) / JOBS_FOLDER
 
 
-def new_job_spec(configs: list[RunConfig], label: str = "", sweep: SweepSpec | None = None) -> JobSpec:
+def new_job_spec(configs: list[RunConfig], label: str = "", sweep: SweepSpec | None = None,
+                 study: StudySpec | None = None) -> JobSpec:
     """A job for ``configs``, giving each run without a ``run_id`` a fresh one now, so pages can
-    follow them before they start."""
+    follow them before they start. ``study``: the configs are that study's members."""
     stamp = time.strftime("%Y%m%d-%H%M%S", time.gmtime())
     job_id = f"job-{stamp}-{os.urandom(2).hex()}"
     runs = []
@@ -98,7 +117,7 @@ def new_job_spec(configs: list[RunConfig], label: str = "", sweep: SweepSpec | N
         run_id = config.run_id or f"{new_run_id(config.scheduler.name, config.engine.kind)}-{index:02d}"
         runs.append(config.model_copy(update={"run_id": run_id}))
     return JobSpec(job_id=job_id, label=label, created_at=time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
-                   runs=runs, sweep=sweep)
+                   runs=runs, sweep=sweep, study=study)
 
 
 def start_job(spec: JobSpec, results_root: str | Path = DEFAULT_RESULTS_DIR) -> Path:

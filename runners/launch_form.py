@@ -15,20 +15,98 @@ import re
 import shlex
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Sequence
 
 from pydantic import ValidationError
 
 from runners.benchmark import prepare_run
+from runners.capacity_estimate import OfferedLoad, offered_load
 from runners.config import RunConfig, set_dotted
 from runners.errors import ConfigError, DatasetError, SchedlabError, error_location
-from runners.jobs import JobSpec, SweepSpec, new_job_spec
-from runners.registry import scheduler_class
+from runners.jobs import JobSpec, StudySpec, SweepSpec, new_job_spec
+from runners.registry import parameter_specs, scheduler_class
 from runners.result_store import DEFAULT_RESULTS_DIR
+from runners.study import MAX_RUNS_UNCONFIRMED, check_size, new_study_id, parse_seeds, plan_study
 
 UPLOADS_FOLDER = ".uploads"
 LIST_FIELDS = {"engine.gpus", "engine.urls"}
 ARGS_FIELDS = {"engine.extra_args"}
+#: Form fields that are not config paths (read by build_job itself).
+FORM_ONLY = ("scheduler.", "sweep.", "job.", "trials.")
+#: The CLI flags runners.study names in its errors -> the Launch page's fields.
+STUDY_FLAGS = {"--baseline": "trials.baseline", "--seeds": "trials.seeds", "--rates": "sweep.rates",
+               "--run-id": "trials.seeds"}
+
+
+#: The Launch page's defaults (dotted field -> value), where they differ from the run config's.
+#: Chosen so the pre-selected schedulers can differ: 2.5 req/s is about 130% of the simulator's
+#: estimated capacity with 16 slots (1.94 req/s, runners.capacity_estimate), so requests queue
+#: (the project default, 256 slots at 4 req/s, never queued: identical decisions); five seeds of
+#: 200 requests each make a study of a few seconds' simulation work, about 15 s at 100x pace
+#: (tests/test_launch_study.py checks that the decisions differ at every seed).
+FORM_DEFAULTS: dict[str, Any] = {
+    "engine.kind": "sim",
+    "engine.max_num_seqs": 16,
+    "workload.requests": 200,
+    "workload.arrival.rate": 2.5,
+    "trials.seeds": "5",
+    "trials.baseline": "",
+}
+DEFAULT_SCHEDULERS: tuple[str, ...] = ("fcfs", "slo-sa")
+#: Default speed of a simulated run, simulated seconds per wall second (the page's "100x").
+DEFAULT_PACE = 100.0
+
+
+def default_form_values(schedulers: Sequence[str] = DEFAULT_SCHEDULERS) -> dict[str, Any]:
+    """What the Launch page submits when nothing is changed: :data:`FORM_DEFAULTS`, the default
+    pace, and every parameter of ``schedulers`` at its registry default (as the page draws it)."""
+    values: dict[str, Any] = {**FORM_DEFAULTS, "engine.pace": DEFAULT_PACE}
+    for name in schedulers:
+        for spec in parameter_specs(name):
+            default = spec.default
+            if spec.kind not in ("choice", "bool", "int", "float"):
+                default = "" if default is None else str(default)
+            values[f"scheduler.{name}.{spec.name}"] = default
+    return values
+
+
+def study_size(values: dict[str, Any], schedulers: Sequence[str]) -> int | None:
+    """How many runs the launch makes as a study (schedulers x seeds x rates); None when the
+    Seeds field is blank or not valid yet (the launch names the error)."""
+    errors: dict[str, str] = {}
+    seeds = _seeds(values, errors)
+    rates = _float_list(str(values.get("sweep.rates") or ""), "sweep.rates", errors) \
+        if values.get("sweep.enabled") else [None]
+    if not seeds or errors:
+        return None
+    return len(seeds) * max(len(schedulers), 1) * max(len(rates), 1)
+
+
+def preview_load(values: dict[str, Any]) -> list[OfferedLoad]:
+    """The offered load of the form's settings before launch, one per arrival rate (the sweep's
+    rates when a sweep is on); [] while the engine or workload fields do not validate yet (the
+    launch shows those errors under their fields)."""
+    errors: dict[str, str] = {}
+    data = _nested(values, errors)
+    rates: list[float | None] = [None]
+    if values.get("sweep.enabled"):
+        rates = list(_float_list(str(values.get("sweep.rates") or ""), "sweep.rates", errors))
+    if errors:
+        return []
+    workload = data.get("workload", {})
+    if any(isinstance(workload.get(task), dict) and workload[task].get("kind") == "hub" for task in ("chat", "code")):
+        return [OfferedLoad(None, None, None, None, "The offered load against the engine's capacity is not estimated "
+                            "before launch for a hub dataset: its lengths are known once it is downloaded.")]
+    loads = []
+    for rate in rates:
+        config = copy.deepcopy(data)
+        if rate is not None:
+            set_dotted(config, "workload.arrival.rate", rate)
+        try:
+            loads.append(offered_load(RunConfig.model_validate(config)))
+        except (ValidationError, SchedlabError, ValueError):
+            return []
+    return loads
 
 
 @dataclass
@@ -70,9 +148,13 @@ def _float_list(text: str, key: str, errors: dict[str, str]) -> list[float]:
 def _nested(values: dict[str, Any], errors: dict[str, str]) -> dict[str, Any]:
     data: dict[str, Any] = {}
     for key, value in values.items():
-        if _blank(value) or key.startswith(("scheduler.", "sweep.", "job.")):
+        if _blank(value) or key.startswith(FORM_ONLY):
             continue
-        if key in LIST_FIELDS and isinstance(value, str):
+        if key.startswith("slo.") and key.endswith(".tpot_ms"):  # the form takes TPOT in ms
+            if isinstance(value, (int, float)) and not isinstance(value, bool):
+                value = value / 1000.0
+            key = key[:-len("_ms")] + "_s"
+        elif key in LIST_FIELDS and isinstance(value, str):
             value = [part.strip() for part in value.split(",") if part.strip()]
         elif key in ARGS_FIELDS and isinstance(value, str):
             try:  # split like a shell would quote, but nothing is ever run through a shell
@@ -117,11 +199,68 @@ def _dataset_error_key(exc: DatasetError, data: dict[str, Any]) -> str:
     return "workload"
 
 
+def _seeds(values: dict[str, Any], errors: dict[str, str]) -> list[int]:
+    """The study's seeds from the Seeds field (``trials.seeds``: a count N = seeds 0..N-1, or a
+    comma-separated list; the CLI's parser); [] when blank (no study) or wrong."""
+    text = values.get("trials.seeds")
+    if _blank(text):
+        return []
+    if not _blank(values.get("workload.seed")):
+        errors["trials.seeds"] = "cannot be combined with workload.seed; expected one of them"
+        return []
+    try:
+        return parse_seeds(str(text).strip(), flag="trials.seeds")
+    except ConfigError as exc:
+        errors["trials.seeds"] = exc.message
+        return []
+
+
+def _study(data: dict[str, Any], values: dict[str, Any], schedulers: list[str], params: dict[str, dict[str, Any]],
+           seeds: list[int], rates: list[float | None], sweep_id: str | None,
+           errors: dict[str, str]) -> tuple[list[RunConfig], StudySpec | None]:
+    """The members of the study (every scheduler x rate x seed) as :func:`runners.study.plan_study`
+    plans them, each with its own scheduler's parameters; errors keyed by field."""
+    trials: dict[str, Any] = {"seeds": seeds, "schedulers": schedulers,
+                              "rates": [rate for rate in rates if rate is not None]}
+    if not _blank(values.get("trials.baseline")):
+        trials["baseline"] = str(values["trials.baseline"]).strip()
+    config = {**copy.deepcopy(data), "scheduler": {"name": schedulers[0], "params": {}}, "trials": trials}
+    if sweep_id is not None:
+        config["sweep_id"] = sweep_id
+    try:
+        base = RunConfig.model_validate(config)
+    except ValidationError as exc:
+        for item in exc.errors():
+            errors.setdefault(_error_key(item.get("loc", ())), _message(item))
+        return [], None
+    try:
+        plan = plan_study(base, new_study_id())
+    except ConfigError as exc:
+        errors[STUDY_FLAGS.get(exc.field, exc.field)] = exc.message
+        return [], None
+    try:
+        check_size(plan, bool(values.get("trials.confirm")))
+    except ConfigError:
+        errors["trials.confirm"] = (
+            f"the study has {len(plan.members):,} runs ({len(plan.schedulers)} schedulers x {len(plan.seeds)} seeds x "
+            f"{max(len(plan.rates), 1)} rates), more than {MAX_RUNS_UNCONFIRMED:,}; tick the confirmation box to run "
+            "it anyway, or use fewer seeds, schedulers or rates")
+        return [], None
+    configs = [member.config.model_copy(update={"scheduler": member.config.scheduler.model_copy(
+        update={"params": params.get(member.scheduler, {})})}) for member in plan.members]
+    return configs, StudySpec(study_id=plan.study_id, baseline=plan.baseline, schedulers=plan.schedulers,
+                              seeds=plan.seeds, rates=plan.rates)
+
+
 def build_job(values: dict[str, Any], schedulers: list[str], check_workload: bool = True) -> FormResult:
     """Validate the form and build the job; nothing is started here.
 
     ``values``: dotted field -> value (see module doc); ``sweep.enabled`` (bool),
     ``sweep.rates`` (text "1, 2, 4") and ``sweep.target`` (0-1) make a rate sweep;
+    ``trials.seeds`` (text: a count N = seeds 0..N-1, or a list "3, 7, 11") makes the launch one
+    study of every scheduler (x rate) at every seed, compared with ``trials.baseline`` (blank:
+    the first scheduler); more than :data:`runners.study.MAX_RUNS_UNCONFIRMED` runs need
+    ``trials.confirm``. ``slo.<task>.tpot_ms`` is the TPOT limit in milliseconds.
     ``job.label`` names the job. ``check_workload`` also builds the workload once, so a
     malformed dataset file or an impossible SLO preset is reported before launch."""
     errors: dict[str, str] = {}
@@ -129,6 +268,7 @@ def build_job(values: dict[str, Any], schedulers: list[str], check_workload: boo
         errors["schedulers"] = "choose at least one scheduler"
     data = _nested(values, errors)
     params = {name: _scheduler_params(name, values, errors) for name in schedulers}
+    seeds = _seeds(values, errors)
     sweep = None
     rates: list[float | None] = [None]
     if values.get("sweep.enabled"):
@@ -148,7 +288,12 @@ def build_job(values: dict[str, Any], schedulers: list[str], check_workload: boo
         digest = hashlib.sha1(repr(sorted(values.items(), key=str)).encode()).hexdigest()[:6]
         sweep_id = f"sweep-{digest}"
     configs: list[RunConfig] = []
-    for rate in rates:
+    study = None
+    if seeds and schedulers and not errors:
+        configs, study = _study(data, values, schedulers, params, seeds, rates, sweep_id, errors)
+        if errors:
+            return FormResult(errors=_form_keys(errors, values))
+    for rate in rates if study is None else []:
         for name in schedulers or ["fcfs"]:
             config = {**copy.deepcopy(data), "scheduler": {"name": name, "params": params.get(name, {})}}
             if rate is not None:
@@ -159,9 +304,9 @@ def build_job(values: dict[str, Any], schedulers: list[str], check_workload: boo
             except ValidationError as exc:
                 for item in exc.errors():
                     errors.setdefault(_error_key(item.get("loc", ())), _message(item))
-                return FormResult(errors=errors)
+                return FormResult(errors=_form_keys(errors, values))
     if errors or not configs:
-        return FormResult(errors=errors or {"schedulers": "choose at least one scheduler"})
+        return FormResult(errors=_form_keys(errors or {"schedulers": "choose at least one scheduler"}, values))
     if check_workload:
         try:
             prepare_run(configs[0])
@@ -172,9 +317,22 @@ def build_job(values: dict[str, Any], schedulers: list[str], check_workload: boo
         except SchedlabError as exc:
             errors["workload"] = str(exc)
         if errors:
-            return FormResult(errors=errors)
+            return FormResult(errors=_form_keys(errors, values))
     label = str(values.get("job.label") or "") or " vs ".join(schedulers)
-    return FormResult(spec=new_job_spec(configs, label=label, sweep=sweep))
+    if study is not None and not values.get("job.label"):
+        label += f" · {len(study.seeds)} seed{'s' if len(study.seeds) > 1 else ''}"
+    return FormResult(spec=new_job_spec(configs, label=label, sweep=sweep, study=study))
+
+
+def _form_keys(errors: dict[str, str], values: dict[str, Any]) -> dict[str, str]:
+    """Errors keyed by the form's own fields: a TPOT limit given in ms (``slo.<task>.tpot_ms``)
+    gets the errors of ``slo.<task>.tpot_s``."""
+    keyed = {}
+    for key, message in errors.items():
+        if key.endswith(".tpot_s") and (alias := key[:-len("_s")] + "_ms") in values:
+            key = alias
+        keyed[key] = message
+    return keyed
 
 
 def save_upload(name: str, data: bytes, results_root: str | Path = DEFAULT_RESULTS_DIR) -> Path:

@@ -1,5 +1,7 @@
 """Reading a run folder while its run goes: the rows flushed so far, progress, ETA and running
-metrics, and the launched servers' log tails. Used by the dashboard's live view.
+metrics, and the launched servers' log tails; and a study's progress from its study.json. Used by
+the dashboard's live view. Numbers are shown with the metric catalog's labels and units
+(:mod:`runners.metrics.catalog`: TPOT in ms, shares in percent).
 
 Part files are immutable once they appear (they are renamed into place whole), so each one is
 read once and kept in a small cache keyed by (path, size, mtime); a refresh reads only new parts.
@@ -18,6 +20,7 @@ import pandas as pd
 import pyarrow as pa
 import pyarrow.parquet as pq
 
+from runners.metrics.catalog import metric, summary_value
 from runners.metrics.run_metrics import summarize_requests
 from runners.errors import SchedlabError
 from runners.result_store import (DAMAGED, INCOMPLETE, REQUEST_COLUMNS, TIMESERIES_COLUMNS, empty_frame, inspect_run,
@@ -79,6 +82,24 @@ class LiveSnapshot:
     def fraction(self) -> float:
         return min(1.0, self.done / self.total) if self.total else 0.0
 
+    def cards(self) -> list[tuple[str, str]]:
+        """(label, value) of :data:`LIVE_METRIC_KEYS` over the rows so far, from the catalog."""
+        return live_cards(self.metrics)
+
+
+#: The running metrics the live view shows (run-metric keys of the catalog).
+LIVE_METRIC_KEYS: tuple[str, ...] = ("slo_attainment", "G", "tpot_s.mean", "e2e_s.mean", "failed")
+
+
+def live_cards(metrics: dict[str, Any], keys: tuple[str, ...] = LIVE_METRIC_KEYS) -> list[tuple[str, str]]:
+    """(catalog label with its unit, value in display units) for each key; ``-`` when not yet
+    measured. ``metrics``: fields of ``summary.json`` (stored units: seconds, fractions, 1/s)."""
+    cards = []
+    for key in keys:
+        entry = metric(key)
+        cards.append((entry.label, entry.format(summary_value(metrics, key))))
+    return cards
+
 
 def _parse_utc(stamp: str | None) -> float | None:
     if not stamp:
@@ -136,3 +157,43 @@ def read_live(folder: str | Path, now: float | None = None) -> LiveSnapshot | No
         requests=requests, timeseries=timeseries, total=total, done=done, elapsed_s=elapsed, eta_s=eta,
         metrics=metrics, tokens_per_s=tokens_per_s, logs=log_tails(path),
     )
+
+
+@dataclass
+class StudyProgress:
+    """How far a study has come, from its study.json: ``total`` runs planned, ``finished`` (ended
+    done, failed, cancelled or skipped), ``counts`` per status, ``status`` of the study."""
+
+    study_id: str
+    status: str
+    total: int
+    finished: int
+    counts: dict[str, int]
+    record: dict[str, Any]
+
+    def fraction(self, current: float = 0.0) -> float:
+        """Share of the study done, counting ``current`` (0-1) of the run in progress."""
+        return min(1.0, (self.finished + current) / self.total) if self.total else 0.0
+
+    def text(self) -> str:
+        parts = ", ".join(f"{count} {status}" for status, count in sorted(self.counts.items()) if status != "pending")
+        return f"study {self.study_id}: {self.finished} of {self.total} runs finished" + (f" ({parts})" if parts else "")
+
+
+def read_study_progress(results_root: str | Path, study_id: str) -> StudyProgress | None:
+    """The progress of study ``study_id`` in ``results_root``; None before its study.json exists
+    or when it cannot be read."""
+    from runners.study import read_study
+
+    folder = Path(results_root) / study_id
+    try:
+        record = read_study(folder)
+    except (SchedlabError, OSError):
+        return None
+    counts: dict[str, int] = {}
+    for run in record["runs"]:
+        status = str(run.get("status"))
+        counts[status] = counts.get(status, 0) + 1
+    total = len(record["runs"])
+    return StudyProgress(str(record["study_id"]), str(record.get("status")), total, total - counts.get("pending", 0),
+                         counts, record)

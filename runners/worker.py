@@ -4,6 +4,10 @@ Runs the job's configs one after the other with :func:`runners.benchmark.execute
 reporting to ``status.json`` after each change. A ``cancel`` flag file or SIGTERM stops the
 current run (it keeps its rows, status ``cancelled``) and skips the rest. One failed run does
 not stop the job: the next scheduler still runs, so a comparison keeps what it can.
+
+A job with a ``study`` runs its members through :func:`runners.study.run_study`, exactly as the
+CLI does (``results/<study_id>/study.json`` with the statistics), with the same cancel and
+failure rules; the members' statuses come from study.json.
 """
 
 from __future__ import annotations
@@ -13,13 +17,13 @@ import signal
 import time
 import traceback
 from pathlib import Path
-from typing import Any
+from typing import Any, Callable
 
 from pydantic import ValidationError
 
 from runners.benchmark import execute_run
 from runners.errors import SchedlabError, format_validation_error
-from runners.jobs import JOBS_FOLDER, JobSpec, cancel_requested, write_status
+from runners.jobs import JOBS_FOLDER, JobSpec, _read_json, cancel_requested, write_status
 
 LIVE_FLUSH_S = 0.5  # rows reach disk at least this often, for the live view (seconds)
 
@@ -77,6 +81,8 @@ def run_job(folder: str | Path, results_root: str | Path, given_spec: str | None
     def report(state: str, current: int | None, error: str | None = None) -> None:
         write_status(folder, {"state": state, "pid": os.getpid(), "current": current, "runs": runs, "error": error})
 
+    if spec.study is not None:
+        return _run_study_job(spec, runs, results_root, should_stop, report)
     state = "done"
     for index, config in enumerate(spec.runs):
         if terminated["flag"] or cancel_requested(folder):
@@ -93,7 +99,68 @@ def run_job(folder: str | Path, results_root: str | Path, given_spec: str | None
         except Exception as exc:  # input errors raise before the run folder exists
             runs[index].update(status="failed", error=f"{type(exc).__name__}: {exc}")
             traceback.print_exc()
-    if state != "cancelled" and any(run["status"] == "failed" for run in runs):
-        state = "failed" if all(run["status"] == "failed" for run in runs) else "done"
+    state = _final_state(runs, state == "cancelled")
+    report(state, None, next((run.get("error") for run in runs if run.get("error")), None))
+    return state
+
+
+def _final_state(runs: list[dict[str, Any]], cancelled: bool) -> str:
+    """``cancelled`` when stopped; ``failed`` when every run failed; else ``done`` (a failed run
+    among others keeps what the others measured)."""
+    if cancelled:
+        return "cancelled"
+    if runs and all(run["status"] == "failed" for run in runs):
+        return "failed"
+    return "done"
+
+
+def _run_study_job(spec: JobSpec, runs: list[dict[str, Any]], results_root: str | Path,
+                   should_stop: Callable[[], bool], report: Callable[..., None]) -> str:
+    """Run the job's study with :func:`runners.study.run_study` and report each member's status
+    (read from study.json as each member starts, and from the final record)."""
+    from runners.study import STUDY_FILE, StudyMember, StudyPlan, run_study
+
+    study = spec.study
+    assert study is not None
+    index = {run.run_id: number for number, run in enumerate(spec.runs)}
+    plan = StudyPlan(study.study_id, study.baseline, list(study.schedulers), list(study.seeds),
+                     [StudyMember(str(run.run_id), run.scheduler.name, run.workload.seed, run.workload.arrival.rate,
+                                  run) for run in spec.runs], list(study.rates))
+    record_path = Path(results_root) / study.study_id / STUDY_FILE
+    current = {"index": 0, "reported": 0.0}
+
+    def sync(record: dict[str, Any] | None) -> None:
+        for entry in (record or {}).get("runs") or []:
+            number = index.get(entry.get("run_id")) if isinstance(entry, dict) else None
+            if number is not None and entry.get("status") not in ("pending", "running"):
+                runs[number].update(status=entry.get("status"), error=entry.get("error"))
+
+    def progress(done: int, total: int, member: StudyMember) -> None:  # noqa: ARG001 - run_study's signature
+        """Several members may run at once (a process pool): each is marked running as its first
+        progress arrives; finished ones are read from study.json, at most twice a second."""
+        number = index[member.run_id]
+        started = runs[number]["status"] == "queued"
+        if started:
+            runs[number]["status"] = "running"
+            current["index"] = number
+        now = time.monotonic()
+        if started or now - current["reported"] >= 0.5:
+            current["reported"] = now
+            sync(_read_json(record_path))
+            report("running", current["index"])
+
+    report("running", 0)
+    try:
+        result = run_study(plan, results_root, progress=progress, should_stop=should_stop)
+    except Exception as exc:  # noqa: BLE001 - an input error (a member id taken ...) ends the job, reported
+        error = str(exc) if isinstance(exc, SchedlabError) else f"{type(exc).__name__}: {exc}"
+        for run in runs:
+            if run["status"] in ("queued", "running"):
+                run.update(status="failed", error=error)
+        traceback.print_exc()
+        report("failed", None, error)
+        return "failed"
+    sync(result.record)
+    state = _final_state(runs, result.record.get("status") == "cancelled")
     report(state, None, next((run.get("error") for run in runs if run.get("error")), None))
     return state

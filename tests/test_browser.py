@@ -23,7 +23,9 @@ ROOT = Path(__file__).resolve().parents[1]
 CHROMIUM = "/usr/bin/chromium"
 FLAGS = ["--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run", "--disable-background-networking",
          "--disable-component-update", "--disable-sync"]
-PAGES = [("", "Latest runs"), ("Launch", "Launch runs"), ("Results?view=All+charts", "Compare"),
+# Results: two runs of the bundled demo study compared as saved runs (runs= picks that mode), every chart
+PAGES = [("", "Latest runs"), ("Launch", "Launch runs"), ("Results?runs=demo-fcfs-s0,demo-static-s0&view=All+charts",
+                                                         "Compare"),
          ("Demo", "Which scheduler serves more users on time?")]
 
 
@@ -119,9 +121,10 @@ def test_a_run_launched_in_the_browser_streams_to_the_end(dashboard, browser, tm
     page.get_by_role("button", name="Launch", exact=True).click()
     page.get_by_text("Started job").first.wait_for(timeout=30_000)
     page.get_by_text("120 / 120 requests").first.wait_for(timeout=120_000)
+    page.get_by_text("10 of 10 runs finished").first.wait_for(timeout=120_000)  # the whole study
     assert page.locator("[data-testid='stException']").count() == 0
     page.screenshot(path=str(shots_folder(tmp_path) / "launch-live.png"), full_page=True)
     page.close()
     saved = [folder for folder in results.iterdir() if (folder / "summary.json").exists()
              and not folder.name.startswith("demo-")]
-    assert len(saved) == 2  # the default pair of schedulers, one after the other
+    assert len(saved) == 10  # one study: the default pair of schedulers x the default 5 seeds
