@@ -177,9 +177,11 @@ else:
                 st.code(tail or "(empty)", language=None)
         if not job.active:
             if progress is not None and progress.finished:
-                note = identical_decisions_note(root, progress.record)
-                if note:
-                    st.warning(note)
+                notes = st.session_state.setdefault("identical_notes", {})  # read the members' rows once
+                if study.study_id not in notes:
+                    notes[study.study_id] = identical_decisions_note(root, progress.record)
+                if notes[study.study_id]:
+                    st.warning(notes[study.study_id])
             st.page_link("pages/2_Results.py", label="Compare these runs on the Results page", icon="📊")
 
     live_view(selected)
@@ -189,7 +191,9 @@ st.header("New job")
 st.subheader("Engine")
 kinds = list(ENGINES)
 kind = st.radio("Engine", kinds, key=key("engine.kind"), horizontal=True,
-                format_func=lambda name: f"{name}: {ENGINES[name].summary}")
+                format_func=lambda name: f"{name}: {ENGINES[name].summary}",
+                # the simulator's default of 16 slots is no default for a real server's --max-num-seqs
+                on_change=lambda: st.session_state.pop(key("engine.max_num_seqs"), None))
 error_under("engine.kind", "engine")
 columns = st.columns(4)
 if kind == "sim":

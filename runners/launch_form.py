@@ -20,7 +20,7 @@ from typing import Any, Sequence
 from pydantic import ValidationError
 
 from runners.benchmark import prepare_run
-from runners.capacity_estimate import OfferedLoad, offered_load
+from runners.capacity_estimate import OfferedLoad, offered_load, real_engine_load
 from runners.config import RunConfig, set_dotted
 from runners.errors import ConfigError, DatasetError, SchedlabError, error_location
 from runners.jobs import JobSpec, StudySpec, SweepSpec, new_job_spec
@@ -93,6 +93,9 @@ def preview_load(values: dict[str, Any]) -> list[OfferedLoad]:
         rates = list(_float_list(str(values.get("sweep.rates") or ""), "sweep.rates", errors))
     if errors:
         return []
+    kind = data.get("engine", {}).get("kind", "sim")
+    if kind != "sim":
+        return [real_engine_load(str(kind))]
     workload = data.get("workload", {})
     if any(isinstance(workload.get(task), dict) and workload[task].get("kind") == "hub" for task in ("chat", "code")):
         return [OfferedLoad(None, None, None, None, "The offered load against the engine's capacity is not estimated "

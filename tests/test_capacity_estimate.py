@@ -105,3 +105,7 @@ def test_a_real_engine_gets_no_estimate_in_words(tmp_path):
     load = offered_load(parse_config({"engine": {"kind": "vllm", "model": str(tmp_path)}}))
     assert load.estimate is None and load.share is None and not load.low
     assert "No capacity estimate for a real engine (vllm)" in load.text
+    from runners.launch_form import preview_load
+
+    [form] = preview_load({"engine.kind": "openai"})  # on the Launch page, before its URL is even typed
+    assert form.estimate is None and "No capacity estimate for a real engine (openai)" in form.text

@@ -179,3 +179,31 @@ def test_the_live_view_shows_tpot_in_ms_with_catalog_labels():
     assert cards == {"SLO attainment (%)": "50.0", "G (1/s)": "0.0123", "TPOT mean (ms)": "42.3",
                      "E2E mean (s)": "12.500", "failed requests": "2"}
     assert dict(live_cards({}))["TPOT mean (ms)"] == "-"
+
+
+def test_the_launch_page_shows_the_offered_load_and_puts_seed_errors_under_the_seeds_field(monkeypatch, results_dir):
+    from streamlit.testing.v1 import AppTest
+
+    monkeypatch.setattr("runners.result_store.DEFAULT_RESULTS_DIR", results_dir)
+    root = Path(__file__).resolve().parents[1]
+    app = AppTest.from_file(str(root / "app.py"), default_timeout=60).run()
+    app.switch_page("pages/1_Launch.py").run()
+    assert not app.exception, app.exception
+    assert any("129% of the engine's estimated capacity of 1.94 req/s" in box.value for box in app.info)
+    assert not app.warning
+    app.number_input(key="f:workload.arrival.rate").set_value(0.5).run()  # 26% of the capacity
+    assert "will likely make identical decisions" in app.warning[0].value
+    app.text_input(key="f:trials.seeds").set_value("2, two").run()
+    app.button[0].click().run()
+    leaves = []
+    stack = [app.main]
+    while stack:  # the page's elements in display order, columns flattened
+        node = stack.pop(0)
+        children = getattr(node, "children", None)
+        if children:
+            stack[:0] = [children[index] for index in sorted(children)]
+        else:
+            leaves.append(node)
+    after = leaves[next(i for i, leaf in enumerate(leaves) if getattr(leaf, "key", None) == "f:trials.seeds") + 1]
+    assert after.type == "error" and "'2, two' is not a number" in after.value
+    assert not (results_dir / ".jobs").exists(), "nothing may start while the form has errors"
