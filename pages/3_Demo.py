@@ -10,8 +10,8 @@ import streamlit as st
 
 from runners import result_store
 from runners.charts import kv_overlay
-from runners.demo import (DEMO_SEEDS, LIVE_PREFIX, card_delta, card_value, demo_config, headline, live_rerun_configs,
-                          read_demo_study, scheduler_results, scheduler_sentence)
+from runners.demo import (DEMO_SEEDS, LIVE_PREFIX, card_delta, card_interval, card_value, card_verdict, demo_config,
+                          headline, live_rerun_configs, read_demo_study, scheduler_results, scheduler_sentence)
 from runners.errors import SchedlabError
 from runners.jobs import new_job_spec, start_job
 from runners.metrics.catalog import RUN_METRICS
@@ -38,13 +38,14 @@ def load_member(base: Path, run_id: str) -> result_store.RunData:
 
 
 def cards(record: dict, key: str, delta_color: str) -> None:
-    """One card per scheduler: mean ± half its 95% interval; the change against the baseline and
-    its verdict (grey when there is no clear difference)."""
+    """One card per scheduler: its mean over seeds, under it ± half its 95% interval; the change
+    against the baseline (grey when there is no clear difference) and the verdict in words."""
     results = scheduler_results(record, key)
     for cell, result in zip(st.columns(len(results)), results):
-        delta = card_delta(key, result, record["baseline"])
         clear = result.pair is not None and result.pair.get("verdict") in ("better", "worse")
-        cell.metric(result.scheduler, card_value(key, result), delta, delta_color=delta_color if clear else "off")
+        cell.metric(result.scheduler, card_value(key, result), card_delta(key, result, record["baseline"]),
+                    delta_color=delta_color if clear else "off")
+        cell.caption(f"{card_interval(key, result)}; {card_verdict(result, record['baseline'])}")
 
 
 st.title("Which scheduler serves more users on time?")

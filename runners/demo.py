@@ -30,6 +30,7 @@ from runners.config import RunConfig, parse_config
 from runners.errors import SchedlabError
 from runners.metrics.catalog import Metric, metric
 from runners.result_store import DEFAULT_RESULTS_DIR, RUN_ID_PATTERN, _results_root, delete_run, owned_run_folder
+from runners.metrics.seed_statistics import SINGLE_SEED_NOTE
 from runners.study import STUDY_FILE, StudyMember, StudyPlan, StudyResult, plan_study, read_study, run_study
 
 DEMO_STUDY_ID = "demo"
@@ -232,25 +233,42 @@ def scheduler_results(record: dict[str, Any], key: str) -> list[SchedulerResult]
 
 
 def card_value(key: str, result: SchedulerResult) -> str:
-    """A card's value: the mean over seeds ± half its 95% interval (Student t: symmetric), in
-    display units; the mean alone with "(1 seed)" when there is no interval."""
+    """A card's value: the mean over seeds in display units (``83.2%``); ``(1 seed)`` added when
+    the study has one seed."""
     m = metric(key)
     if not _number(result.mean):
         return "-"
+    return f"{value_text(m, result.mean)} (1 seed)" if result.n == 1 else value_text(m, result.mean)
+
+
+def card_interval(key: str, result: SchedulerResult) -> str:
+    """The line under a card's value: ``± 4.0 (95% interval 79.2 to 87.3%)``, half the Student t
+    interval (symmetric about the mean), or why there is none."""
+    m = metric(key)
     if not (_number(result.ci_low) and _number(result.ci_high)):
-        return f"{value_text(m, result.mean)} (1 seed)" if result.n == 1 else value_text(m, result.mean)
-    return f"{value_text(m, result.mean)} ± {m.format((result.ci_high - result.ci_low) / 2)}"
+        return SINGLE_SEED_NOTE if result.n == 1 else "no interval"
+    return (f"± {m.format((result.ci_high - result.ci_low) / 2)} (95% interval "
+            f"{interval_text(m, result.ci_low, result.ci_high)})")
 
 
 def card_delta(key: str, result: SchedulerResult, baseline: str) -> str | None:
-    """A card's change against the baseline: the mean paired difference and its verdict, or
-    None for the baseline."""
+    """A card's change against the baseline: the mean paired difference (``+28.9 pts vs fcfs``),
+    or None for the baseline."""
     if result.pair is None:
         return None
-    m = metric(key)
-    verdict = result.pair.get("verdict")
-    words = "no clear difference" if verdict == "no difference" else f"{verdict} than {baseline}"
-    return f"{_signed(m, result.pair.get('diff_mean'))}{_difference_unit(m)} vs {baseline}: {words}"
+    return f"{metric(key).format_change(result.pair.get('diff_mean'))} vs {baseline}"
+
+
+def card_verdict(result: SchedulerResult, baseline: str) -> str:
+    """The verdict under a card, with seeds better: ``clearly better than fcfs (9 of 10 seeds
+    better)``, ``no clear difference from fcfs (...)``; ``the baseline`` for the baseline."""
+    pair = result.pair
+    if pair is None:
+        return "the baseline"
+    seeds = f"{int(pair.get('wins') or 0)} of {int(pair.get('n_pairs') or 0)} seeds better"
+    if pair.get("verdict") in ("better", "worse"):
+        return f"clearly {pair['verdict']} than {baseline} ({seeds})"
+    return f"no clear difference from {baseline} ({seeds})"
 
 
 def scheduler_sentence(key: str, result: SchedulerResult, baseline: str, what: str = "{value}") -> str:
@@ -305,5 +323,6 @@ def headline(record: dict[str, Any]) -> str:
 
 __all__ = ["DEMO_STUDY_ID", "DEMO_SEEDS", "DEMO_SCHEDULERS", "DEMO_BASELINE", "LIVE_PREFIX", "HEADLINE_KEYS",
            "MISSING_MESSAGE", "demo_config", "demo_plan", "live_rerun_configs", "clear_demo_results",
-           "make_demo_results", "read_demo_study", "scheduler_results", "card_value", "card_delta",
+           "make_demo_results", "read_demo_study", "scheduler_results", "card_value", "card_interval", "card_delta",
+           "card_verdict",
            "scheduler_sentence", "headline", "value_text", "interval_text"]

@@ -14,8 +14,8 @@ import pytest
 
 from runners.cli import main
 from runners.demo import (DEMO_BASELINE, DEMO_SCHEDULERS, DEMO_STUDY_ID, LIVE_PREFIX, SchedulerResult, card_delta,
-                          clear_demo_results, demo_plan, headline, make_demo_results, read_demo_study,
-                          scheduler_sentence)
+                          card_interval, card_verdict, clear_demo_results, demo_plan, headline, make_demo_results,
+                          read_demo_study, scheduler_sentence)
 from runners.errors import SchedlabError
 from runners.metrics.catalog import metric
 from runners.result_store import read_summary
@@ -87,24 +87,26 @@ def test_demo_page_states_each_headline_with_its_interval(results):
     n = len(record["seeds"])
     attainment = record["statistics"]["slo_attainment"]
     cards = {card.label: card for card in app.metric[: len(DEMO_SCHEDULERS)]}
+    under_cards = [caption.value for caption in app.caption[: len(DEMO_SCHEDULERS)]]
     text = " ".join(markdown.value for markdown in app.markdown)
-    for name in DEMO_SCHEDULERS:
+    for name, under in zip(DEMO_SCHEDULERS, under_cards):
         stats = attainment["schedulers"][name]
         mean, low, high = (ATTAINMENT.format(stats[k]) for k in ("mean", "ci_low", "ci_high"))
         half = ATTAINMENT.format((stats["ci_high"] - stats["ci_low"]) / 2)
-        assert cards[name].value == f"{mean}% ± {half}"
+        assert cards[name].value == f"{mean}%"
+        assert under.startswith(f"± {half} (95% interval {low} to {high}%); ")
         assert f"**{name}** served {mean}% of requests on time (95% interval {low} to {high}%, {n} seeds)" in text
         if name == DEMO_BASELINE:
-            assert cards[name].delta == ""
+            assert cards[name].delta == "" and under.endswith("the baseline")
             continue
         pair = attainment["vs_baseline"][name]
         assert f"better at {pair['wins']} of {pair['n_pairs']} paired seeds" in text or pair["diff_mean"] == 0
-        diff = ATTAINMENT.format(pair["diff_mean"])
-        assert cards[name].delta.startswith(diff if diff.startswith("-") else f"+{diff}")
+        assert cards[name].delta == f"{ATTAINMENT.format_change(pair['diff_mean'])} vs fcfs"
+        seeds = f"({pair['wins']} of {pair['n_pairs']} seeds better)"
         if pair["verdict"] == "no difference":
-            assert "no clear difference" in cards[name].delta
+            assert under.endswith(f"no clear difference from fcfs {seeds}")
         else:
-            assert f"{pair['verdict']} than fcfs" in cards[name].delta
+            assert under.endswith(f"clearly {pair['verdict']} than fcfs {seeds}")
     # the headline names as clearly better exactly the schedulers whose paired interval is above 0
     title = next(markdown.value for markdown in app.markdown if markdown.value.startswith("### "))
     better = [name for name, pair in attainment["vs_baseline"].items() if pair["verdict"] == "better"]
@@ -113,7 +115,7 @@ def test_demo_page_states_each_headline_with_its_interval(results):
     assert sorted(clearly_more.replace("*", "").replace("### ", "").replace(",", " ").split()) == sorted(better)
     assert f"{n} seeds" in title
     e2e = record["statistics"]["e2e_s.mean"]["schedulers"]
-    assert [card.value.split(" ±")[0] for card in app.metric[len(DEMO_SCHEDULERS):]] == [
+    assert [card.value for card in app.metric[len(DEMO_SCHEDULERS):]] == [
         f"{metric('e2e_s.mean').format(e2e[name]['mean'])} s" for name in DEMO_SCHEDULERS]
     captions = " ".join(caption.value for caption in app.caption)
     assert "One seed only (seed 0)" in captions  # the memory sawtooth is one seed, and says so
@@ -145,7 +147,9 @@ def test_no_clear_difference_is_said_and_no_winner_is_claimed():
     assert sentence == ("**slo-sa** served 70.0% of requests on time (95% interval 60.0 to 80.0%, 5 seeds): "
                         "**no clear difference** from fcfs: 4.0 points more on average (95% interval -1.0 to +9.0 "
                         "points); better at 3 of 5 paired seeds.")
-    assert card_delta("slo_attainment", result, "fcfs") == "+4.0 points vs fcfs: no clear difference"
+    assert card_delta("slo_attainment", result, "fcfs") == "+4.0 pts vs fcfs"
+    assert card_verdict(result, "fcfs") == "no clear difference from fcfs (3 of 5 seeds better)"
+    assert card_interval("slo_attainment", result) == "± 10.0 (95% interval 60.0 to 80.0%)"
     record = {"baseline": "fcfs", "schedulers": ["fcfs", "slo-sa"], "seeds": [0, 1, 2, 3, 4], "statistics": {
         "slo_attainment": {"schedulers": {"fcfs": {"n": 5, "mean": 0.66, "ci_low": 0.5, "ci_high": 0.8},
                                           "slo-sa": {"n": 5, "mean": 0.70, "ci_low": 0.6, "ci_high": 0.8}},
