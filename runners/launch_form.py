@@ -4,7 +4,11 @@ The page holds flat values keyed by dotted config paths (``workload.requests``,
 ``engine.max_num_seqs``, ``scheduler.slo-sa.max_batch`` ...). :func:`build_job` assembles them
 into one :class:`RunConfig` per scheduler (or per scheduler x rate for a sweep), validates them
 with the same models the CLI uses, and returns errors keyed by those same paths, so the page can
-show each one under its widget. Blank values (None or "") mean "the default".
+show each one under its widget. Blank values (None or "") mean "the default". With the Seeds
+field (``trials.seeds``) the launch is one study, planned by :func:`runners.study.plan_study`
+exactly as the CLI's ``--seeds`` (every scheduler x rate x seed, paired by seed). The page's
+defaults (:data:`FORM_DEFAULTS`) and its offered-load preview (:func:`preview_load`,
+:mod:`runners.capacity_estimate`) live here too, so tests can run what the page would.
 """
 
 from __future__ import annotations
