@@ -124,9 +124,10 @@ def clear_demo_results(results_root: str | Path, plan: StudyPlan) -> list[str]:
     present = [run_id for run_id in members if os.path.lexists(base / run_id)]
     for run_id in present:
         owned_run_folder(base, run_id, "replace")
-    if os.path.lexists(base / f".{DEMO_STUDY_ID}.creating"):
-        raise SchedlabError(f"demo: {base / f'.{DEMO_STUDY_ID}.creating'} is left from an interrupted study; remove it, "
-                            "then run 'python -m runners demo' again")
+    leftover = base / f".{DEMO_STUDY_ID}.creating"
+    if os.path.lexists(leftover):
+        raise SchedlabError(f"demo: {leftover} is left from an interrupted study; remove it, then run 'python -m "
+                            "runners demo' again")
     for run_id in present:
         delete_run(base, run_id)
     if folder is not None:
