@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import Annotated, Any, Union
+from typing import Annotated, Any, Literal, Union
 
 import yaml
 from pydantic import Field, ValidationError, field_validator, model_validator
@@ -46,6 +46,11 @@ class TrialsConfig(InputModel):
                                   description="schedulers of the study (default: scheduler.name alone)")
     baseline: str | None = Field(default=None, description="the scheduler the others are compared with "
                                                            "(default: the first of schedulers)")
+    workers: int | None = Field(default=None, ge=1, le=1024,
+                                description="simulator runs of the study at once (CLI --workers; default: all cores)")
+    executor: Literal["serial", "process", "ray"] | None = Field(
+        default=None, description="where the runs execute (CLI --executor): serial, process (a pool of worker "
+                                  "processes, the default) or ray (also chosen by RAY_ADDRESS); see runners.executors")
 
     @field_validator("seeds", "rates", "schedulers")
     @classmethod

@@ -20,9 +20,11 @@ study adds ``results/<study_id>/study.json`` (a contract, see README "Result fil
   rates ``statistics`` is empty (means across rates mean nothing).
 
 A study folder holds only study.json, so :func:`runners.result_store.list_runs` never takes it
-for a run; it appears at once, complete (written in a hidden folder, then renamed).
+for a run; it appears at once, complete (written in a hidden folder, then renamed). It also records
+``execution`` (``{executor, workers}``: how the runs executed; the results do not depend on it).
 
-Runs are independent tasks (:func:`execute_member`), run one after the other here.
+Runs are independent tasks (:func:`execute_member`): simulator runs execute in parallel in worker
+processes (default: all cores) or on Ray, real-engine runs one at a time (:mod:`runners.executors`).
 """
 
 from __future__ import annotations
@@ -39,6 +41,7 @@ import pyarrow as pa
 from runners.compare import COMPARISON_METRICS, Metric, summary_value
 from runners.config import MAX_STUDY_SEEDS, RunConfig, TrialsConfig
 from runners.errors import ConfigError, SchedlabError
+from runners.executors import Execution, MemberTask, choose_execution, run_members
 from runners.input_model import MAX_SEED
 from runners.metrics.catalog import STUDY_HEADLINE_KEYS
 from runners.metrics.seed_statistics import SINGLE_SEED_NOTE, paired_comparison, relative_change, summarize
@@ -49,6 +52,8 @@ STUDY_SCHEMA_VERSION = 1
 STUDY_FILE = "study.json"
 #: A study of more runs than this needs confirmation (CLI ``--yes``).
 MAX_RUNS_UNCONFIRMED = 1_000
+#: Seconds between two writes of study.json while a study runs (runs may end many times a second).
+WRITE_INTERVAL_S = 1.0
 
 
 def parse_seeds(text: str, flag: str = "--seeds") -> list[int]:
@@ -121,6 +126,8 @@ class StudyPlan:
     seeds: list[int]
     members: list[StudyMember]
     rates: list[float] = field(default_factory=list)
+    workers: int | None = None  # runs at once (config trials.workers); None: all cores
+    executor: str | None = None  # serial | process | ray (config trials.executor); None: see runners.executors
 
 
 def new_study_id() -> str:
@@ -165,7 +172,7 @@ def plan_study(config: RunConfig, study_id: str | None = None) -> StudyPlan:
         raise ConfigError("--rates", "two rates give the same run id; expected rates that differ in their first "
                                      "10 significant digits")
     ordered = [baseline] + [name for name in schedulers if name != baseline]
-    return StudyPlan(study_id, baseline, ordered, seeds, members, list(trials.rates))
+    return StudyPlan(study_id, baseline, ordered, seeds, members, list(trials.rates), trials.workers, trials.executor)
 
 
 def check_size(plan: StudyPlan, confirmed: bool) -> None:
@@ -236,7 +243,7 @@ def execute_member(member: StudyMember, results_root: str | Path, progress: Call
 
 
 def _record(plan: StudyPlan, runs: list[dict[str, Any]], summaries: dict[str, dict[str, Any]], status: str,
-            created_at: str, finished_at: str | None) -> dict[str, Any]:
+            created_at: str, finished_at: str | None, execution: dict[str, Any] | None = None) -> dict[str, Any]:
     rates = plan.rates or [plan.members[0].rate if plan.members else None]
     by_rate = [{"rate": rate, "statistics": study_statistics([run for run in runs if run["rate"] == rate or
                                                               not plan.rates], summaries, plan.baseline,
@@ -255,6 +262,7 @@ def _record(plan: StudyPlan, runs: list[dict[str, Any]], summaries: dict[str, di
         "runs": runs,
         "statistics": by_rate[0]["statistics"] if len(by_rate) == 1 else {},
         "statistics_by_rate": by_rate,
+        "execution": execution,
     }
 
 
@@ -279,35 +287,60 @@ def _create_folder(base: Path, study_id: str, record: dict[str, Any]) -> Path:
 
 def run_study(plan: StudyPlan, results_root: str | Path,
               progress: Callable[[int, int, StudyMember], None] | None = None,
-              should_stop: Callable[[], bool] | None = None) -> StudyResult:
-    """Run every member in turn and keep study.json current after each. A failed member keeps the
-    rest going; a stop request cancels the current run and skips the rest. ``progress(done,
-    total, member)`` reports the current run's requests."""
+              should_stop: Callable[[], bool] | None = None, execution: Execution | None = None,
+              task: MemberTask = execute_member) -> StudyResult:
+    """Run every member as ``execution`` says (default :func:`runners.executors.choose_execution`
+    of the plan: simulator runs in parallel on all cores) and keep study.json current as they end
+    (written by this process only, at most every :data:`WRITE_INTERVAL_S` while running, and at
+    the end). A failed member keeps the rest going; a stop request cancels the running runs (they
+    keep what they measured) and skips the rest. ``progress(done, total, member)`` reports each
+    member's completed requests (several members may be running). ``task``: the function that
+    runs one member (module-level, so that a worker process can import it)."""
     base = _results_root(results_root)
     for member in plan.members:
         if os.path.lexists(base / member.run_id):
             raise ConfigError("--run-id", f"run {member.run_id!r} already exists in {base}; expected a new study id")
+    execution = execution or choose_execution(plan)
     runs = [{"run_id": m.run_id, "scheduler": m.scheduler, "seed": m.seed, "rate": m.rate, "status": "pending",
              "error": None} for m in plan.members]
+    by_id = {run["run_id"]: run for run in runs}
     summaries: dict[str, dict[str, Any]] = {}
     created_at = _now()
-    folder = _create_folder(base, plan.study_id, _record(plan, runs, summaries, "running", created_at, None))
-    stopped = lambda: bool(should_stop and should_stop())  # noqa: E731
-    for member, run in zip(plan.members, runs):
-        if stopped():
-            run["status"] = "skipped"
-            continue
-        report = (lambda done, total, m=member: progress(done, total, m)) if progress else None
-        status, summary, error = execute_member(member, base, report, should_stop)
-        run["status"], run["error"] = status, error
+    record = lambda status, finished_at=None: _record(plan, runs, summaries, status, created_at,  # noqa: E731
+                                                      finished_at, execution.record())
+    folder = base / plan.study_id
+    created: list[Path] = []
+    written = time.monotonic()
+
+    def on_start() -> None:  # once the executor is ready (Ray reached): nothing written before
+        created.append(_create_folder(base, plan.study_id, record("running")))
+
+    def on_finish(member: StudyMember, outcome: tuple[str, dict[str, Any] | None, str | None]) -> None:
+        nonlocal written
+        status, summary, error = outcome
+        by_id[member.run_id].update(status=status, error=error)
         if status == "done" and summary is not None:
             summaries[member.run_id] = summary
-        write_json_atomic(folder / STUDY_FILE, _record(plan, runs, summaries, "running", created_at, None))
-    statuses = {run["status"] for run in runs}
-    final = "cancelled" if statuses & {"cancelled", "skipped"} else "failed" if statuses - {"done"} else "done"
-    record = _record(plan, runs, summaries, final, created_at, _now())
-    write_json_atomic(folder / STUDY_FILE, record)
-    return StudyResult(plan.study_id, folder, record)
+        if time.monotonic() - written >= WRITE_INTERVAL_S:
+            write_json_atomic(folder / STUDY_FILE, record("running"))
+            written = time.monotonic()
+
+    def on_progress(member: StudyMember, done: int, total: int) -> None:
+        if progress is not None:
+            progress(done, total, member)
+
+    try:
+        run_members(execution, plan.members, base, task, on_progress, on_finish, should_stop, on_start)
+    finally:  # also when leaving on an exception: study.json says what ended how
+        for run in runs:
+            if run["status"] in ("pending", "running"):
+                run["status"] = "skipped"
+        statuses = {run["status"] for run in runs}
+        final = "cancelled" if statuses & {"cancelled", "skipped"} else "failed" if statuses - {"done"} else "done"
+        result = record(final, _now())
+        if created:
+            write_json_atomic(folder / STUDY_FILE, result)
+    return StudyResult(plan.study_id, folder, result)
 
 
 # -- reading and showing ---------------------------------------------------------------------------
