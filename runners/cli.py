@@ -169,20 +169,29 @@ def command_run(args: argparse.Namespace) -> int:
 
 def _run_study(args: argparse.Namespace, config: Any) -> int:
     """Run a study (schedulers x seeds), then print its headline table with intervals."""
+    import time
+
+    from runners.executors import choose_execution
     from runners.study import check_size, plan_study, run_study
 
     plan = plan_study(config)
     check_size(plan, bool(getattr(args, "yes", False)))
-    index = {member.run_id: number for number, member in enumerate(plan.members)}
+    execution = choose_execution(plan, getattr(args, "workers", None), getattr(args, "executor", None))
+    print(f"study {plan.study_id}: {len(plan.members)} runs; {execution.note}", flush=True)
+    completed: dict[str, int] = {}  # requests completed per member; several run at once
+    shown = {"at": 0.0}
     with _stoppable_progress(config.workload.requests * len(plan.members), args.quiet) as (bar, should_stop):
 
         def progress(done: int, count: int, member: Any) -> None:
-            bar.n = index[member.run_id] * config.workload.requests + done
-            if done == count or done % 50 == 0:
-                bar.set_description(member.run_id[len(plan.study_id) + 1:], refresh=False)
+            completed[member.run_id] = done
+            if done == count or time.monotonic() - shown["at"] >= 0.1:
+                shown["at"] = time.monotonic()
+                bar.n = sum(completed.values())
+                bar.set_description(f"{sum(n == count for n in completed.values())}/{len(plan.members)} runs",
+                                    refresh=False)
                 bar.refresh()
 
-        result = run_study(plan, args.out, progress=progress, should_stop=should_stop)
+        result = run_study(plan, args.out, progress=progress, should_stop=should_stop, execution=execution)
     record = result.record
     print(f"study {result.study_id}: {record['status']}  ->  {result.folder / 'study.json'}")
     _print_study(record, args.out)
@@ -445,6 +454,10 @@ def make_parser() -> argparse.ArgumentParser:
     run.add_argument("--rates", help="a study over arrival rates, req/s, e.g. 2,4,6 (statistics per rate)")
     run.add_argument("--baseline", help="the study's baseline scheduler (default: the first of --scheduler)")
     run.add_argument("--yes", action="store_true", help="run a study of more than 1,000 runs without asking")
+    run.add_argument("--workers", type=int, help="a study's simulator runs at once, in worker processes (default: "
+                                                 "all cores); real-engine studies run one at a time")
+    run.add_argument("--executor", help="where a study's runs execute: process (default), serial, or ray (a Ray "
+                                        "cluster: RAY_ADDRESS, else a local Ray; pip install ray)")
     run.add_argument("--requests", type=int, help="number of requests")
     run.add_argument("--rate", type=float, help="arrival rate, requests per second")
     run.add_argument("--arrival", help="all-at-once | poisson | gamma | constant | replay")
