@@ -106,7 +106,7 @@ def test_failed_member_is_dropped_pairwise_and_the_rest_run(results_dir, capsys,
         return real(config, *args, **kwargs)
 
     monkeypatch.setattr(runners.benchmark, "execute_run", crashing)
-    code, out, _ = cli(["run", *SMALL, "--scheduler", "fcfs,slo-sa", "--seeds", "3", "--run-id", "st",
+    code, out, _ = cli(["run", *SMALL, "--scheduler", "fcfs,slo-sa", "--seeds", "3", "--workers", "1", "--run-id", "st",
                         "--out", str(results_dir)], capsys)
     assert code == 1
     record = study_record(results_dir, "st")
@@ -125,7 +125,7 @@ def test_cancel_skips_the_rest_and_keeps_study_json(results_dir, capsys, monkeyp
 
     config = parse_config({"engine": {"kind": "sim", "max_num_seqs": 1}, "run_id": "st",
                            "workload": {"requests": 20, "arrival": {"rate": 6}},
-                           "trials": {"seeds": [0, 1], "schedulers": ["fcfs", "slo-sa"]}})
+                           "trials": {"seeds": [0, 1], "schedulers": ["fcfs", "slo-sa"], "workers": 1}})
     started = []
     result = run_study(plan_study(config), results_dir, progress=lambda d, t, m: started.append(m.run_id),
                        should_stop=lambda: len(started) > 0)
