@@ -169,8 +169,6 @@ def command_run(args: argparse.Namespace) -> int:
 
 def _run_study(args: argparse.Namespace, config: Any) -> int:
     """Run a study (schedulers x seeds), then print its headline table with intervals."""
-    import time
-
     from runners.executors import choose_execution
     from runners.study import check_size, plan_study, run_study
 
@@ -178,9 +176,22 @@ def _run_study(args: argparse.Namespace, config: Any) -> int:
     check_size(plan, bool(getattr(args, "yes", False)))
     execution = choose_execution(plan, getattr(args, "workers", None), getattr(args, "executor", None))
     print(f"study {plan.study_id}: {len(plan.members)} runs; {execution.note}", flush=True)
-    completed: dict[str, int] = {}  # requests completed per member; several run at once
+    result = _with_study_progress(plan, config.workload.requests, args.quiet, lambda progress, should_stop: run_study(
+        plan, args.out, progress=progress, should_stop=should_stop, execution=execution))
+    record = result.record
+    print(f"study {result.study_id}: {record['status']}  ->  {result.folder / 'study.json'}")
+    _print_study(record, args.out)
+    return {"done": 0, "cancelled": 130}.get(record["status"], 1)
+
+
+def _with_study_progress(plan: Any, requests: int, quiet: bool, run: Callable[..., Any]) -> Any:
+    """``run(progress, should_stop)`` under one progress bar over the study's requests: the sum
+    of every member's completed requests (several run at once), with the count of runs done."""
+    import time
+
+    completed: dict[str, int] = {}
     shown = {"at": 0.0}
-    with _stoppable_progress(config.workload.requests * len(plan.members), args.quiet) as (bar, should_stop):
+    with _stoppable_progress(requests * len(plan.members), quiet) as (bar, should_stop):
 
         def progress(done: int, count: int, member: Any) -> None:
             completed[member.run_id] = done
@@ -191,11 +202,7 @@ def _run_study(args: argparse.Namespace, config: Any) -> int:
                                     refresh=False)
                 bar.refresh()
 
-        result = run_study(plan, args.out, progress=progress, should_stop=should_stop, execution=execution)
-    record = result.record
-    print(f"study {result.study_id}: {record['status']}  ->  {result.folder / 'study.json'}")
-    _print_study(record, args.out)
-    return {"done": 0, "cancelled": 130}.get(record["status"], 1)
+        return run(progress, should_stop)
 
 
 def _print_study(record: dict[str, Any], root: str | Path) -> None:
@@ -413,16 +420,8 @@ def command_demo(args: argparse.Namespace) -> int:
     from runners.demo import DEMO_REQUESTS, demo_plan, make_demo_results
 
     plan = demo_plan()
-    index = {member.run_id: number for number, member in enumerate(plan.members)}
-    with _stoppable_progress(DEMO_REQUESTS * len(plan.members), False) as (bar, should_stop):
-
-        def progress(done: int, count: int, member: Any) -> None:
-            bar.n = index[member.run_id] * DEMO_REQUESTS + done
-            if done == count or done % 100 == 0:
-                bar.set_description(member.run_id, refresh=False)
-                bar.refresh()
-
-        result = make_demo_results(args.out, progress=progress, should_stop=should_stop)
+    result = _with_study_progress(plan, DEMO_REQUESTS, False, lambda progress, should_stop: make_demo_results(
+        args.out, progress=progress, should_stop=should_stop))
     print(f"study {result.study_id}: {result.record['status']}  ->  {result.folder / 'study.json'}")
     _print_study(result.record, args.out)
     return {"done": 0, "cancelled": 130}.get(result.record["status"], 1)
@@ -508,7 +507,7 @@ def make_parser() -> argparse.ArgumentParser:
     schedulers = sub.add_parser("schedulers", help="list schedulers, their parameters, and engines")
     schedulers.set_defaults(handler=command_schedulers)
 
-    demo = sub.add_parser("demo", help="rerun the Demo page's comparison and rewrite results/demo-*")
+    demo = sub.add_parser("demo", help="rerun the Demo page's study and rewrite results/demo/ and its runs demo-<scheduler>-s<seed>")
     add_out(demo)
     demo.set_defaults(handler=command_demo)
 
