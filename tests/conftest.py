@@ -19,3 +19,14 @@ def results_dir(tmp_path: Path) -> Path:
     folder = tmp_path / "results"
     folder.mkdir()
     return folder
+
+
+@pytest.fixture(autouse=True)
+def _restore_main_module():
+    """Streamlit's AppTest leaves the page it ran as ``sys.modules['__main__']``; a process pool
+    started later (studies spawn their workers) would import and run that page in every worker.
+    Each test starts and ends with the real main module."""
+    main = sys.modules.get("__main__")
+    yield
+    if main is not None:
+        sys.modules["__main__"] = main
