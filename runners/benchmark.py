@@ -21,6 +21,7 @@ from runners.engines.real_config import redact_args
 from runners.engines.real_engine import RealEngine, check_api_key
 from runners.engines.simulator import ResolvedSimulator, SimulatedInstance, SimulatorConfig
 from runners.errors import ConfigError, RunCancelled, RunStopped
+from runners.schedulers.base import PolicyStalled
 from runners.metrics.run_metrics import distribution
 from runners.recording import RunRecorder
 from runners.registry import make_policy
@@ -197,6 +198,8 @@ def execute_run(
         status, error = "cancelled", str(exc) or "cancelled"
     except RunStopped as exc:
         status, error = "failed", str(exc)
+    except PolicyStalled as exc:
+        status, error = "failed", f"stalled: {policy.name}: {exc}"
     except Exception as exc:  # keep what was measured, then report
         status, error = "failed", f"{type(exc).__name__}: {exc}"
     finally:

@@ -25,6 +25,13 @@ class PolicyError(RuntimeError):
     """A policy asked for something impossible (unknown request, double dispatch, bad instance)."""
 
 
+class PolicyStalled(RuntimeError):
+    """A policy found it cannot make progress (a livelock: the same requests admitted, overflowed
+    and cleared again and again; or every request refused). Raised from :meth:`SchedulerPolicy.decide`;
+    the run ends at once as failed, its error starting with ``stalled:`` and this message, and
+    every measured row is kept."""
+
+
 class PolicyParams(InputModel):
     """Base for a policy's parameters (pydantic: defaults, bounds and help text for UI and CLI).
     As every config model: finite floats, no booleans for numbers, integers within each bound."""
@@ -81,7 +88,12 @@ class Completion:
 
 @dataclass(frozen=True)
 class TelemetrySample:
-    """An engine instance's state at ``t_s``: KV usage 0-1, request counts, cumulative preemptions."""
+    """An engine instance's state at ``t_s``: KV usage 0-1, request counts, cumulative preemptions.
+
+    ``decode_step_s`` is the engine's own per-step decode latency (seconds per output token of a
+    running request) averaged over the interval since the previous sample, where the engine
+    reports it (the simulator per step; vLLM from its inter-token-latency histogram's deltas);
+    None when it does not, or when no decode step ran in the interval."""
 
     instance: int
     t_s: float
@@ -89,6 +101,7 @@ class TelemetrySample:
     running: int | None
     waiting: int | None
     preemptions: int | None
+    decode_step_s: float | None = None
 
 
 class SchedulerPolicy:
