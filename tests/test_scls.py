@@ -1,4 +1,5 @@
-"""SCLS (001): the DP batcher on the paper's Fig. 11 case, max-min offloading, whole runs."""
+"""SCLS (001): the DP batcher on the paper's Fig. 11 case, max-min offloading, the interval of
+eq. 12 with Gamma relative to a slice's serving time, batch-synchronous workers, whole runs."""
 
 from __future__ import annotations
 
@@ -6,9 +7,15 @@ import numpy as np
 import pytest
 
 from runners.benchmark import execute_run
+from pydantic import ValidationError
+
 from runners.config import parse_config
+from runners.engines.profile import QWEN25_7B_2XV100
 from runners.result_store import load_run
-from runners.schedulers.slice_level import assign_max_min, dp_batches, dp_batches_linear, ranges_from
+from runners.schedulers.base import Completion, InstanceInfo
+from runners.schedulers.slice_level import SCLSParams, SCLSPolicy, assign_max_min, dp_batches, dp_batches_linear, ranges_from
+from runners.workload.requests import Request
+from runners.workload.slo import TaskSLO
 
 # Fig. 11: 15 requests of 10 prompt tokens and one of 1,024, S = 128. Batched together they take
 # 13.5 s, split into two batches 7.6 s in total. The text gives no coefficients, so a toy estimator
@@ -79,3 +86,81 @@ def test_scls_beats_static_batching_on_throughput(results_dir):
 def test_fcfs_with_a_conservative_cap(results_dir):
     outcome = run(results_dir, "ils", {"name": "fcfs", "params": {"max_in_flight": 4}}, requests=30)
     assert load_run(results_dir, "ils").timeseries["in_flight"].max() <= 4 and outcome.status == "done"
+
+
+# The simulator's default profile (Qwen2.5-7B, SLO-aware paper Table 2, ms): prefill 0.1, 5.7, 0.01, 43.67;
+# decode 0.0002, 0.275, 0.00088, 15.85. One slice (S = 128) of one request of 300 prompt tokens:
+# prefill 0.1e-3 * 300 + 5.7e-3 + 0.01e-3 * 300 + 43.67e-3 = 0.08237 s; 127 decode steps at the mean
+# context 300 + 64 = 364: 127 * (0.0002e-3 * 364 + 0.275e-3 + 0.00088e-3 * 364 + 15.85e-3) = 2.0978012 s.
+ONE_SLICE_300 = 0.08237 + 127 * 0.01651812
+SLO = TaskSLO(e2e_s=1000)
+
+
+def policy(instances=2, **params):
+    scls = SCLSPolicy(SCLSParams(**params))
+    infos = [InstanceInfo(i, 100_000, 16, 256, QWEN25_7B_2XV100.latency_model()) for i in range(instances)]
+    scls.start(infos, 0.0)
+    return scls
+
+
+def arrive(scls, count, prompt=300, output=200, now=0.0):
+    for i in range(count):
+        scls.on_arrival(Request(f"r{i}", "code", "", prompt, output, now, SLO), now)
+
+
+def test_gamma_is_one_slice_of_one_request_by_default():
+    assert ONE_SLICE_300 == pytest.approx(2.1801712)
+    assert policy().min_interval(300.0) == pytest.approx(ONE_SLICE_300)
+    assert policy(min_interval_slices=0.5).min_interval(300.0) == pytest.approx(ONE_SLICE_300 / 2)
+    assert policy(min_interval_s=3.0).min_interval(300.0) == 3.0  # the paper's absolute DeepSpeed value
+
+
+def test_interval_after_offloading_is_eq_12():
+    # One request on two idle instances: instance 1 keeps load 0, so T = max(0.5 * 0, Gamma) = Gamma.
+    scls = policy()
+    arrive(scls, 1)
+    decision = scls.decide(0.0)
+    assert [d.request_id for d in decision.dispatches] == ["r0"] and decision.dispatches[0].max_tokens == 128
+    assert scls.workers[0].load == pytest.approx(ONE_SLICE_300) and scls.workers[1].load == 0.0
+    assert scls.next_schedule == pytest.approx(ONE_SLICE_300)
+    # With the paper's absolute Gamma the same schedule waits 3 s.
+    scls = policy(min_interval_s=3.0)
+    arrive(scls, 1)
+    scls.decide(0.0)
+    assert scls.next_schedule == 3.0
+    # One instance holding 4 batches of 2 (max_batch 2): the least load, 4 * T_serve(2, 300, 128), sets T.
+    scls = policy(instances=1, max_batch=2)
+    arrive(scls, 8)
+    scls.decide(0.0)
+    two = float(scls.serve_time(np.array([2.0]), 300)[0])
+    assert len(scls.workers[0].queue) == 3 and scls.workers[0].load == pytest.approx(4 * two)
+    assert scls.next_schedule == pytest.approx(0.5 * 4 * two) and 0.5 * 4 * two > ONE_SLICE_300
+
+
+def test_workers_are_batch_synchronous_as_in_the_paper():
+    # One instance, max_batch 2, four requests: two batches. The second starts only when both requests
+    # of the first have returned, even though the first finished early and its slot sits idle.
+    scls = policy(instances=1, max_batch=2)
+    arrive(scls, 4)
+    first = {d.request_id for d in scls.decide(0.0).dispatches}
+    assert len(first) == 2 and len(scls.workers[0].queue) == 1
+    early, straggler = sorted(first)
+    scls.on_completion(Completion(early, 0, 50, 50, True), 1.0)
+    assert scls.decide(1.0).dispatches == []
+    scls.on_completion(Completion(straggler, 0, 128, 128, False), 2.2)
+    second = {d.request_id for d in scls.decide(2.2).dispatches}
+    assert len(second) == 2 and not second & first
+    assert scls.workers[0].load == pytest.approx(float(scls.serve_time(np.array([2.0]), 300)[0]))
+
+
+@pytest.mark.parametrize("params, field", [
+    ({"min_interval_s": 0}, "min_interval_s"), ({"min_interval_s": -3}, "min_interval_s"),
+    ({"min_interval_slices": 0}, "min_interval_slices"), ({"min_interval_slices": -1}, "min_interval_slices"),
+    ({"interval_lambda": 1}, "interval_lambda"), ({"interval_lambda": 0}, "interval_lambda"),
+    ({"zeta": 1.5}, "zeta"), ({"slice_tokens": 0}, "slice_tokens"),
+    ({"min_interval_s": 3, "min_interval_slices": 1}, "min_interval_slices"),
+])
+def test_parameters_outside_the_paper_are_refused_by_name(params, field):
+    with pytest.raises(ValidationError) as error:
+        SCLSParams(**params)
+    assert [e["loc"] for e in error.value.errors()] == [(field,)]
