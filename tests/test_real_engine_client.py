@@ -14,7 +14,8 @@ from runners.benchmark import execute_run
 from runners.config import parse_config
 from runners.engines.openai_client import Endpoint, build_payload, stream_request
 from runners.engines.real_engine import detect_kind
-from runners.engines.telemetry import parse_metrics
+from runners.drivers.wall_clock import _InstanceState
+from runners.engines.telemetry import mean_between, parse_metrics
 from runners.result_store import load_run
 from tests.fakes.lmdeploy_server import FakeLMDeploy
 
@@ -95,8 +96,10 @@ def test_http_error_dropped_stream_timeout_and_dead_engine(lmdeploy):
 
 
 # -- telemetry -----------------------------------------------------------------------------------
-def vllm_v1_metrics_text(running=3, waiting=2, usage=0.42, preemptions=7) -> str:
-    """Exposition text with vLLM V1's names, types and labels (vllm/v1/metrics/loggers.py)."""
+def vllm_v1_metrics_text(running=3, waiting=2, usage=0.42, preemptions=7, itl=(0.02, 0.03, 0.04),
+                         itl_name="vllm:inter_token_latency_seconds") -> str:
+    """Exposition text with vLLM V1's names, types and labels (vllm/v1/metrics/loggers.py); ``itl``:
+    the inter-token latencies observed (seconds), under ``itl_name``."""
     registry = CollectorRegistry()
     labels = {"model_name": "tiny", "engine": "0"}
     Gauge("vllm:num_requests_running", "", list(labels), registry=registry).labels(**labels).set(running)
@@ -106,6 +109,10 @@ def vllm_v1_metrics_text(running=3, waiting=2, usage=0.42, preemptions=7) -> str
     ttft = Histogram("vllm:time_to_first_token_seconds", "", list(labels), registry=registry)
     for value in (0.1, 0.3):
         ttft.labels(**labels).observe(value)
+    if itl_name is not None:
+        histogram = Histogram(itl_name, "", list(labels), registry=registry)
+        for value in itl:
+            histogram.labels(**labels).observe(value)
     info_labels = {"block_size": "128", "num_gpu_blocks": "40", "cache_dtype": "auto", "engine": "0"}
     Gauge("vllm:cache_config_info", "", list(info_labels), registry=registry).labels(**info_labels).set(1)
     return generate_latest(registry).decode()
@@ -117,6 +124,30 @@ def test_parse_vllm_v1_metrics():
     assert (snapshot.running, snapshot.waiting, snapshot.kv_usage, snapshot.preemptions) == (3, 2, 0.42, 7)
     assert snapshot.ttft_count == 2 and snapshot.ttft_sum_s == pytest.approx(0.4)
     assert snapshot.kv_capacity_tokens == 40 * 128 and snapshot.block_size == 128
+    assert snapshot.itl_count == 3 and snapshot.itl_sum_s == pytest.approx(0.09)
+
+
+def test_inter_token_latency_between_scrapes():
+    # two scrapes: 3 tokens at 20, 30, 40 ms, then 2 more at 60 and 100 ms: the interval's mean is 80 ms
+    first = parse_metrics(vllm_v1_metrics_text(itl=(0.02, 0.03, 0.04)))
+    second = parse_metrics(vllm_v1_metrics_text(itl=(0.02, 0.03, 0.04, 0.06, 0.10)))
+    assert (second.itl_count, second.itl_sum_s) == (5, pytest.approx(0.25))
+    assert mean_between(first.itl_sum_s, first.itl_count, second.itl_sum_s, second.itl_count) == pytest.approx(0.08)
+    assert mean_between(second.itl_sum_s, second.itl_count, second.itl_sum_s, second.itl_count) is None  # no token
+    assert mean_between(second.itl_sum_s, second.itl_count, first.itl_sum_s, first.itl_count) is None  # restarted
+    assert mean_between(None, None, second.itl_sum_s, second.itl_count) is None
+    # older vLLM: the same histogram as vllm:time_per_output_token_seconds; none at all: absent
+    old = parse_metrics(vllm_v1_metrics_text(itl=(0.05, 0.07), itl_name="vllm:time_per_output_token_seconds"))
+    assert old.itl_count == 2 and old.itl_sum_s == pytest.approx(0.12)
+    missing = parse_metrics(vllm_v1_metrics_text(itl_name=None))
+    assert (missing.itl_sum_s, missing.itl_count) == (None, None)
+    # the wall-clock driver's per-instance state: baseline, then one interval; a failed scrape or a
+    # page without the histogram gives None and keeps the last values for the next interval
+    state = _InstanceState()
+    assert state.decode_step_s(first) is None  # the baseline: nothing to compare with yet
+    assert state.decode_step_s(None) is None and state.decode_step_s(missing) is None
+    assert state.decode_step_s(second) == pytest.approx(0.08)
+    assert state.decode_step_s(second) is None  # no token since
 
 
 def test_parse_older_vllm_and_lmdeploy_names(lmdeploy):

@@ -3,7 +3,9 @@
 Events, in time order: request arrivals, engine step ends, policy wake-ups and telemetry
 samples. After every batch of events at one instant the policy is asked to decide (only when
 something it can see happened), dispatches join the chosen instance's queue, and idle
-instances with work start their next step. No wall clock is read: a run is a pure function of
+instances with work start their next step. Each telemetry sample carries ``decode_step_s``,
+the mean duration (seconds) of the instance's steps that decoded since the previous sample
+(None if none did). No wall clock is read: a run is a pure function of
 its config and seed. ``pace`` (simulated seconds per wall second) only adds sleeps between
 events so a person can watch the run; it never changes a measured value.
 """
@@ -58,6 +60,9 @@ class VirtualTimeDriver:
         self._events: list[tuple[float, int, int, int]] = []
         self._counter = 0
         self._tokens_since_sample = [0] * len(self.instances)
+        # decode steps since the last sample, per instance: their count and summed duration (seconds)
+        self._decode_steps_since_sample = [0] * len(self.instances)
+        self._decode_time_since_sample = [0.0] * len(self.instances)
         self._last_sample_s = 0.0
         self.now = 0.0
 
@@ -71,6 +76,10 @@ class VirtualTimeDriver:
         for index, instance in enumerate(self.instances):
             tokens = self._tokens_since_sample[index]
             self._tokens_since_sample[index] = 0
+            steps = self._decode_steps_since_sample[index]
+            decode_step_s = self._decode_time_since_sample[index] / steps if steps else None
+            self._decode_steps_since_sample[index] = 0
+            self._decode_time_since_sample[index] = 0.0
             row = {
                 "t_s": now,
                 "instance": index,
@@ -84,7 +93,8 @@ class VirtualTimeDriver:
             }
             self.recorder.sample(row)
             self.policy.on_telemetry(
-                TelemetrySample(index, now, row["kv_usage"], row["running"], row["waiting"], row["preemptions"]), now
+                TelemetrySample(index, now, row["kv_usage"], row["running"], row["waiting"], row["preemptions"],
+                                decode_step_s), now
             )
         self._last_sample_s = now
 
@@ -113,6 +123,9 @@ class VirtualTimeDriver:
         instance = self.instances[index]
         outcome = instance.finish_step(now)
         self._tokens_since_sample[index] += outcome.tokens
+        if outcome.decode_requests:
+            self._decode_steps_since_sample[index] += 1
+            self._decode_time_since_sample[index] += outcome.duration_s
         policy = self.policy
         recorder = self.recorder
         for seq in outcome.first_tokens:

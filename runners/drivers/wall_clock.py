@@ -3,7 +3,9 @@
 Arrivals fire at their times; the policy is asked to decide whenever something it can see
 happens (arrival, first token, completion, failure, telemetry) or at the time it asked to be
 woken; each dispatch becomes a streaming request; telemetry is polled from every instance's
-``/metrics``. Times given to the policy and written to results are seconds since the run's
+``/metrics``; each sample's ``decode_step_s`` is the engine's mean inter-token latency over the
+interval since the previous scrape (deltas of vLLM's histogram; None where the engine has none).
+Times given to the policy and written to results are seconds since the run's
 start on a monotonic clock. Requests in flight are bounded only by the policy: the aiohttp
 connection pool is unlimited.
 
@@ -31,7 +33,7 @@ from runners.engines.latency_model import LatencyModel
 from runners.engines.openai_client import StreamResult, client_connector, header_secrets, redact, stream_request
 from runners.engines.real_config import ClientOptions
 from runners.engines.real_engine import RealEngine, RealInstance
-from runners.engines.telemetry import MetricsSnapshot, parse_metrics
+from runners.engines.telemetry import MetricsSnapshot, mean_between, parse_metrics
 from runners.errors import RunCancelled, RunStopped
 from runners.recording import RunRecorder
 from runners.schedulers.base import Completion, Dispatch, InstanceInfo, PolicyError, SchedulerPolicy, TelemetrySample
@@ -46,6 +48,18 @@ class _InstanceState:
     baseline: MetricsSnapshot | None = None
     chunks_since_sample: int = 0
     last_sample_s: float = 0.0
+    itl_sum_s: float | None = None  # the inter-token latency histogram at the last scrape that had it
+    itl_count: float | None = None
+
+    def decode_step_s(self, snapshot: MetricsSnapshot | None) -> float | None:
+        """The engine's mean inter-token latency (seconds) since the last scrape that had its
+        histogram, from the deltas of ``_sum`` and ``_count``; None without one, or when no token
+        was generated in between. Remembers this scrape's values for the next."""
+        if snapshot is None or snapshot.itl_count is None or snapshot.itl_sum_s is None:
+            return None
+        mean = mean_between(self.itl_sum_s, self.itl_count, snapshot.itl_sum_s, snapshot.itl_count)
+        self.itl_sum_s, self.itl_count = snapshot.itl_sum_s, snapshot.itl_count
+        return mean
 
 
 @dataclass
@@ -307,8 +321,10 @@ class WallClockDriver:
                 if gpu:
                     row["gpu_memory_used_bytes"] = sum(reading.used_bytes for reading in gpu)
                 self.recorder.sample(row)
+                decode_step_s = self._states[index].decode_step_s(snapshot)
                 self.policy.on_telemetry(
-                    TelemetrySample(index, now, row["kv_usage"], row["running"], row["waiting"], row["preemptions"]), now
+                    TelemetrySample(index, now, row["kv_usage"], row["running"], row["waiting"], row["preemptions"],
+                                    decode_step_s), now
                 )
             if (self._arrivals_done and not self._tasks and self.policy.pending and self._wake_at is None
                     and not self.recorder.all_done):
@@ -379,7 +395,9 @@ class WallClockDriver:
             self._session = session
             await self._unless_finished(self._warmup())
             for index, instance in enumerate(self.instances):
-                self._states[index].baseline = await self._unless_finished(self._scrape(instance))
+                state = self._states[index]
+                state.baseline = await self._unless_finished(self._scrape(instance))
+                state.decode_step_s(state.baseline)  # the first interval's deltas start after warm-up
             if self.cancelled:
                 raise RunCancelled("cancelled by the user (during warm-up)")
             infos = [InstanceInfo(i.index, i.kv_capacity_tokens, i.block_size, i.max_num_seqs, self.latency_model)

@@ -134,11 +134,16 @@ class Sequence:
 
 @dataclass(slots=True)
 class StepOutcome:
-    """What one finished step produced."""
+    """What one finished step produced. ``duration_s``: the step's time from the latency model
+    (seconds); ``decode_requests``: requests that generated a decode token in it (0: a step of
+    prefill only), so a step with ``decode_requests`` > 0 took ``duration_s`` per output token of
+    each of them - the engine's own per-step decode latency."""
 
     first_tokens: list[Sequence]
     finished: list[Sequence]
     tokens: int
+    duration_s: float = 0.0
+    decode_requests: int = 0
 
 
 class SimulatedInstance:
@@ -170,6 +175,8 @@ class SimulatedInstance:
         self._waiting_heap: list[tuple[int, int, Sequence]] = []
         self._scheduled: list[Sequence] = []
         self._chunks: list[int] = []
+        self._step_duration_s = 0.0
+        self._step_decodes = 0
         self._order = 0
         self.sequences: dict[str, Sequence] = {}
         self.busy = False
@@ -318,7 +325,9 @@ class SimulatedInstance:
         self._scheduled = scheduled
         self._chunks = chunks
         self.busy = True
-        return self.latency.step_time(prefill_requests, prefill_tokens, decode_requests, decode_context)
+        self._step_decodes = decode_requests
+        self._step_duration_s = self.latency.step_time(prefill_requests, prefill_tokens, decode_requests, decode_context)
+        return self._step_duration_s
 
     def _admit_waiting(self, scheduled: list[Sequence], chunks: list[int], budget: int) -> None:
         if self.run_to_completion and any(seq.generated > 0 for seq in self.running):
@@ -395,4 +404,4 @@ class SimulatedInstance:
         self.busy = False
         self.tokens_total += tokens
         self.steps_total += 1
-        return StepOutcome(first_tokens, finished, tokens)
+        return StepOutcome(first_tokens, finished, tokens, self._step_duration_s, self._step_decodes)

@@ -9,7 +9,13 @@ Names understood (the first one present wins):
 | waiting requests | vllm:num_requests_waiting | (same) | lmdeploy:num_requests_waiting |
 | preemptions (counter) | vllm:num_preemptions_total | vllm:num_preemptions_total | - |
 | TTFT histogram, s | vllm:time_to_first_token_seconds | (same) | lmdeploy:time_to_first_token_seconds |
+| inter-token latency histogram, s | vllm:inter_token_latency_seconds | vllm:time_per_output_token_seconds | - |
 | KV capacity | vllm:cache_config_info{num_gpu_blocks, block_size} | (same) | - |
+
+Histograms are read as their ``_sum`` and ``_count`` (cumulative), so a mean over an interval is
+the ratio of their deltas between two scrapes. vLLM V1 observes the inter-token latency once per
+output token of each running request (every decode step); recent versions emit both names with
+the same values (the older one deprecated), and the V1 name is read first.
 
 Gauges with several label sets (data-parallel engines) are summed, except usage, which is averaged.
 A value that is not a finite number (``NaN``, ``+Inf``) is taken as absent.
@@ -28,6 +34,7 @@ RUNNING = ("vllm:num_requests_running", "lmdeploy:num_requests_running")
 WAITING = ("vllm:num_requests_waiting", "lmdeploy:num_requests_waiting")
 PREEMPTIONS = ("vllm:num_preemptions_total", "vllm:num_preemptions")
 TTFT = ("vllm:time_to_first_token_seconds", "lmdeploy:time_to_first_token_seconds")
+ITL = ("vllm:inter_token_latency_seconds", "vllm:time_per_output_token_seconds")
 CACHE_INFO = ("vllm:cache_config_info",)
 
 
@@ -42,11 +49,13 @@ class MetricsSnapshot:
     preemptions: float | None = None
     ttft_sum_s: float | None = None
     ttft_count: float | None = None
+    itl_sum_s: float | None = None  # inter-token latency histogram: cumulative sum (seconds) and count (tokens)
+    itl_count: float | None = None
     kv_capacity_tokens: int | None = None
     block_size: int | None = None
 
 
-WANTED = frozenset(KV_USAGE + RUNNING + WAITING + PREEMPTIONS + TTFT + CACHE_INFO + ("vllm:num_preemptions",))
+WANTED = frozenset(KV_USAGE + RUNNING + WAITING + PREEMPTIONS + TTFT + ITL + CACHE_INFO + ("vllm:num_preemptions",))
 _SUFFIXES = ("_total", "_sum", "_count", "_info")
 
 
@@ -94,16 +103,34 @@ def _first(samples: dict, names: Iterable[str], combine: str = "sum") -> float |
     return None
 
 
+def _histogram(samples: dict, names: Iterable[str]) -> tuple[float | None, float | None]:
+    """(sum, count) of the first histogram of ``names`` present (label sets summed), else (None, None)."""
+    for base in names:
+        if f"{base}_count" in samples:
+            return _first(samples, [f"{base}_sum"]), _first(samples, [f"{base}_count"])
+    return None, None
+
+
+def mean_between(earlier_sum: float | None, earlier_count: float | None, later_sum: float | None,
+                 later_count: float | None) -> float | None:
+    """Mean of the observations a cumulative histogram took between two scrapes: the ratio of the
+    deltas of its ``_sum`` and ``_count``. None when either scrape lacks it, when nothing was
+    observed in between, or when the counters went backwards (the server restarted)."""
+    if None in (earlier_sum, earlier_count, later_sum, later_count):
+        return None
+    count = later_count - earlier_count
+    total = later_sum - earlier_sum
+    if count <= 0 or total < 0:
+        return None
+    return total / count
+
+
 def parse_metrics(text: str) -> MetricsSnapshot:
     """Parse Prometheus exposition text; ValueError if it is not valid exposition format."""
     samples = _samples(text)
     kind = "vllm" if "vllm:" in text else "lmdeploy" if "lmdeploy:" in text else None
-    ttft_sum = ttft_count = None
-    for base in TTFT:
-        if f"{base}_count" in samples:
-            ttft_sum = _first(samples, [f"{base}_sum"])
-            ttft_count = _first(samples, [f"{base}_count"])
-            break
+    ttft_sum, ttft_count = _histogram(samples, TTFT)
+    itl_sum, itl_count = _histogram(samples, ITL)
     capacity = block_size = None
     for name in CACHE_INFO:
         for labels, _ in samples.get(name, []) + samples.get(f"{name}_info", []):
@@ -124,6 +151,8 @@ def parse_metrics(text: str) -> MetricsSnapshot:
         preemptions=_first(samples, PREEMPTIONS),
         ttft_sum_s=ttft_sum,
         ttft_count=ttft_count,
+        itl_sum_s=itl_sum,
+        itl_count=itl_count,
         kv_capacity_tokens=capacity,
         block_size=block_size,
     )
