@@ -117,7 +117,8 @@ if record is not None:
         st.dataframe(table.drop(columns=["key", "judged"]), hide_index=True, key="demo-statistics")
         st.caption("Means over seeds with 95% Student t intervals; change = scheduler - baseline per seed (paired), "
                    "its 95% interval, and the seeds where the scheduler was better; relative change by bootstrap.")
-    st.page_link("pages/2_Results.py", label="See every metric and chart on the Results page", icon="📊")
+    st.page_link("pages/2_Results.py", label="See every metric and chart of this study on the Results page",
+                 icon="📊", query_params={"study": record["study_id"]})
     st.caption("Simulator: Qwen2.5-7B on 2 x V100 latency model (DESIGN.md); latencies count from each request's "
                f"arrival. Bundled study: results/{record['study_id']}/study.json, runs "
                f"{record['study_id']}-<scheduler>-s<seed>.")

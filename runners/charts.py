@@ -178,8 +178,11 @@ def timeseries_overlay(runs: Sequence[RunData], column: str, how: str, title: st
 
 
 def kv_overlay(runs: Sequence[RunData]) -> go.Figure:
-    """The memory sawtooth: KV-cache usage (% of capacity, mean over instances) over time."""
-    return timeseries_overlay(runs, "kv_usage", "mean", "KV-cache usage over time", "KV cache used (%)", 100.0)
+    """The memory sawtooth: KV-cache usage (% of capacity, mean over instances) over time, on a
+    fixed 0-100% axis so a cache that is never full looks it."""
+    fig = timeseries_overlay(runs, "kv_usage", "mean", "KV-cache usage over time", "KV cache used (%)", 100.0)
+    fig.update_yaxes(range=[0, 100])
+    return fig
 
 
 def batch_size_over_time(runs: Sequence[RunData]) -> go.Figure:

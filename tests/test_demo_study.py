@@ -119,7 +119,12 @@ def test_demo_page_states_each_headline_with_its_interval(results):
         f"{metric('e2e_s.mean').format(e2e[name]['mean'])} s" for name in DEMO_SCHEDULERS]
     captions = " ".join(caption.value for caption in app.caption)
     assert "One seed only (seed 0)" in captions  # the memory sawtooth is one seed, and says so
-    assert len(app.get("plotly_chart")) == 3
+    charts = app.get("plotly_chart")
+    assert len(charts) == 3
+    kv = json.loads(charts[2].proto.spec)["layout"]
+    assert kv["title"]["text"] == "KV-cache usage over time" and kv["yaxis"]["range"] == [0, 100]  # % of the cache
+    links = [link.proto for link in app.get("page_link")]  # the link opens exactly this study on Results
+    assert [(link.page, link.query_string) for link in links] == [("Results", f"study={record['study_id']}")]
 
 
 def test_the_live_rerun_is_one_seed_of_the_study(results, monkeypatch):
