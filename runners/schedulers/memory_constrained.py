@@ -14,16 +14,22 @@ at the first request that does not fit. The client estimates a running request's
 the time since its first token and the latency model's decode-step time (or the TPOT it measured).
 
 alpha-protect admits in arrival order while the KV in use plus the new prompt stays within
-(1 - alpha) M, with no look-ahead; alpha-beta-clear does the same and, when the engine reports
-preemptions (its memory overflowed), clears each running request of that instance with
-probability beta: the request is cancelled, its progress lost, and it waits again at the front.
-On our engines an overflow itself is handled by the engine's preemption (vLLM recomputes).
+(1 - alpha) M, with no look-ahead. With ``overflow: clear`` (the paper's rule, the default), when
+the memory limit is surpassed it clears every active request of that instance: each is cancelled,
+its progress lost, and it waits again as unprocessed (in arrival order, so ahead of later ones)
+to be prefilled from scratch; its latency still counts from its arrival. alpha-beta-clear does
+the same but clears each active request independently with probability beta. With
+``overflow: engine-preempt`` the policy clears nothing and leaves the overflow to the engine's
+own preemption (vLLM: the last-admitted request is recomputed); beta is then unused.
+See :class:`AlphaProtectPolicy` for when an overflow is noticed and when a run is stopped as a
+livelock (the paper's "infinite processing loop").
 """
 
 from __future__ import annotations
 
 import math
 from collections import deque
+from typing import Literal
 
 import numpy as np
 from numba import njit
@@ -38,6 +44,7 @@ from runners.schedulers.base import (
     InstanceInfo,
     PolicyError,
     PolicyParams,
+    PolicyStalled,
     SchedulerPolicy,
     TelemetrySample,
 )
@@ -199,11 +206,20 @@ class MemoryParams(OutputPredictorParams, PolicyParams):
 
 class AlphaParams(MemoryParams):
     alpha: float = Field(default=0.25, ge=0, lt=1, description="protect this share of the KV cache (paper grid 0.1-0.3)")
+    overflow: Literal["clear", "engine-preempt"] = Field(
+        default="clear", description="on a KV overflow: clear = the paper's rule, the policy clears the active "
+        "requests (alpha-protect all, alpha-beta-clear each with probability beta; progress lost, re-prefilled); "
+        "engine-preempt = the policy clears nothing, the engine's preemption recomputes its victim (vLLM)")
 
 
 class AlphaBetaParams(AlphaParams):
-    beta: float = Field(default=0.2, gt=0, le=1, description="probability each running request is cleared on overflow")
+    beta: float = Field(default=0.2, gt=0, le=1, description="probability each active request is cleared on overflow")
     clear_seed: int = Field(default=0, ge=0, le=MAX_SEED)
+
+
+#: Consecutive clears of the same requests on an instance, with no request completing there in
+#: between, after which clearing every active request is a proven livelock (AlphaProtectPolicy).
+LIVELOCK_CLEARS = 2
 
 
 NOT_YET = float("nan")  # first-token time of a running request that has none yet
@@ -360,10 +376,67 @@ class MCSFPolicy(MemoryConstrainedPolicy):
 
 
 class AlphaProtectPolicy(MemoryConstrainedPolicy):
+    """alpha-protection greedy (003): arrival order, admitted while the KV in use plus the prompt
+    stays within (1 - alpha) M; on an overflow (``overflow: clear``) every active request of the
+    instance is cleared: cancelled, taken back as pending and re-prefilled from scratch later.
+
+    When an overflow is noticed (``clear``): at the first telemetry sample of the instance whose
+    cumulative preemption count rose since the previous sample - the engine ran out of KV blocks
+    and had to preempt, which is when the memory limit was surpassed. That is up to one sample
+    interval late (0.25 s in the simulator, about 6 decode steps at 40 ms); meanwhile the engine's
+    own preemption (vLLM: the last-admitted request, recomputed) keeps it running, and the clear
+    then takes every active request, its victims included. A rise is ignored when the policy
+    cleared that instance since the previous sample: it is most likely the overflow just handled.
+    (The policy's own token accounting is not used: its progress estimate, from the first-token
+    time and :meth:`step_time`, ran about 10 steps ahead of the engine after a clear in our
+    simulations, so it would clear before any overflow.)
+
+    Livelock (the paper's "infinite processing loop"): when clearing takes every active request
+    (alpha-protect; alpha-beta-clear with beta = 1) and the same set S of requests is cleared
+    ``LIVELOCK_CLEARS`` = 2 times in a row on an instance with no request completing there in
+    between, decide() raises PolicyStalled. Why 2: after the first clear, S (the earliest arrivals,
+    as admission is in arrival order) is readmitted first and from scratch; the second clear of
+    exactly S means S from scratch overflowed before any member finished. Every later round again
+    starts with S from scratch ahead of every other request (later arrivals can only add KV
+    demand, and the engine serves S's prefill first), so it overflows at the same step or sooner,
+    before any member of S finishes: S can never complete. (This assumes the clear comes at the
+    same step of each round; the sample grid can notice the overflow a few steps later in one
+    round than in another, and a member that finishes in those extra steps ends the count.) With
+    beta < 1 the clearing is random and no round need repeat, so no livelock is declared (the
+    run's time limit still applies)."""
+
     name = "alpha-protect"
     summary = "Arrival order, admitted while KV in use plus the prompt stays within (1 - alpha) of the cache."
     paper = "Jaillet et al. (003), alpha-protection greedy baseline"
     Params = AlphaParams
+
+    def start(self, instances: list[InstanceInfo], now: float) -> None:
+        super().start(instances, now)
+        self.clearing = self.params.overflow == "clear"
+        self.limit_tokens = {i.instance_id: float(i.kv_capacity_tokens) for i in instances}  # M, whole cache
+        self.preemptions: dict[int, int | None] = {i.instance_id: None for i in instances}
+        self.overflowed: set[int] = set()
+        self.cleared_since_sample: set[int] = set()
+        self.last_cleared: dict[int, frozenset[str] | None] = {i.instance_id: None for i in instances}
+        self.repeats = {i.instance_id: 0 for i in instances}
+        self.cleared = 0  # requests cleared (a request cleared twice counts twice)
+        self.clears = 0  # overflows handled by clearing
+
+    def on_telemetry(self, sample: TelemetrySample, now: float) -> None:
+        super().on_telemetry(sample, now)
+        instance = sample.instance
+        if sample.preemptions is not None:
+            previous = self.preemptions[instance]
+            if (self.clearing and previous is not None and sample.preemptions > previous
+                    and instance not in self.cleared_since_sample):
+                self.overflowed.add(instance)
+            self.preemptions[instance] = sample.preemptions
+        self.cleared_since_sample.discard(instance)
+
+    def on_completion(self, completion: Completion, now: float) -> None:
+        super().on_completion(completion, now)
+        self.last_cleared[completion.instance] = None  # a completion ends a run of identical clears
+        self.repeats[completion.instance] = 0
 
     def memory_in_use(self, instance: int, now: float) -> float:
         held, _ = self.progress(instance, now)
@@ -372,7 +445,55 @@ class AlphaProtectPolicy(MemoryConstrainedPolicy):
         measured = usage * self.capacity[instance] / self.params.memory_fraction if usage is not None else 0.0
         return max(estimate, measured)
 
+    def clears_everything(self) -> bool:
+        """True when a clear takes every active request (a deterministic rule)."""
+        return True
+
+    def choose_cleared(self, active: list[str]) -> list[str]:
+        """The active requests an overflow clears (all of them)."""
+        return active
+
+    def clear(self, instance: int, now: float) -> list[str]:
+        """Handle an overflow of ``instance``: clear requests, take them back as pending in
+        arrival order, and raise PolicyStalled on a livelock (see the class docstring)."""
+        active = list(self.running[instance])
+        if not active:
+            return []
+        if self.clears_everything():
+            members = frozenset(active)
+            if members == self.last_cleared[instance]:
+                self.repeats[instance] += 1
+            else:
+                self.last_cleared[instance], self.repeats[instance] = members, 1
+            if self.repeats[instance] >= LIVELOCK_CLEARS:
+                shown = ", ".join(sorted(members)[:5]) + (", ..." if len(members) > 5 else "")
+                raise PolicyStalled(
+                    f"instance {instance}: the same {len(members)} requests ({shown}) overflowed the KV cache "
+                    f"({self.limit_tokens[instance]:.0f} tokens) and were cleared {self.repeats[instance]} times in a "
+                    f"row at t = {now:.2f} s with no request completing in between; each round readmits them from "
+                    f"scratch, so they can never finish (alpha = {self.params.alpha:g} protects too little; the "
+                    "paper's infinite processing loop)")
+        cleared = self.choose_cleared(active)
+        running = self.running[instance]
+        for request_id in cleared:
+            del running[request_id]
+            self.in_flight[instance].discard(request_id)
+        # back as unprocessed: every waiting request in arrival order (ties: as they were)
+        waiting = [(rid, self.requests[rid]) for rid in cleared] + list(self.pending.items())
+        waiting.sort(key=lambda item: self.arrival[item[0]])
+        self.pending = dict(waiting)
+        self.pending_in_arrival_order = True
+        self.usage[instance] = None  # the last sample predates the clear
+        self.cleared_since_sample.add(instance)
+        self.cleared += len(cleared)
+        self.clears += 1
+        return cleared
+
     def decide(self, now: float) -> Decision:
+        cancels: list[str] = []
+        for instance in sorted(self.overflowed):  # empty unless overflow: clear
+            cancels += self.clear(instance, now)
+        self.overflowed.clear()
         dispatches = []
         for instance in sorted(self.running):
             if not self.pending:
@@ -388,41 +509,28 @@ class AlphaProtectPolicy(MemoryConstrainedPolicy):
             over = np.flatnonzero(totals[first:] > limit)
             admitted = first + int(over[0]) if len(over) else len(waiting)
             dispatches += self._send(waiting[:admitted], instance)
-        return Decision(dispatches)
+        return Decision(dispatches, None, cancels)
 
 
 class AlphaBetaClearPolicy(AlphaProtectPolicy):
+    """alpha-protection beta-clearing (003): alpha-protect, but an overflow clears each active
+    request independently with probability beta (seeded by ``clear_seed``). Overflows are noticed
+    as in :class:`AlphaProtectPolicy`; a livelock is declared only for beta = 1."""
+
     name = "alpha-beta-clear"
-    summary = "alpha-protect, and on a KV overflow each running request is cleared (restarted) with probability beta."
+    summary = "alpha-protect, and on a KV overflow each active request is cleared (restarted) with probability beta."
     paper = "Jaillet et al. (003), alpha-protection beta-clearing baseline"
     Params = AlphaBetaParams
 
     def start(self, instances: list[InstanceInfo], now: float) -> None:
         super().start(instances, now)
         self.rng = np.random.default_rng(self.params.clear_seed)
-        self.preemptions: dict[int, int | None] = {i.instance_id: None for i in instances}
-        self.overflowed: set[int] = set()
-        self.cleared = 0
 
-    def on_telemetry(self, sample: TelemetrySample, now: float) -> None:
-        super().on_telemetry(sample, now)
-        previous = self.preemptions[sample.instance]
-        if sample.preemptions is not None:
-            if previous is not None and sample.preemptions > previous:
-                self.overflowed.add(sample.instance)
-            self.preemptions[sample.instance] = sample.preemptions
+    def clears_everything(self) -> bool:
+        return self.params.beta >= 1.0
 
-    def decide(self, now: float) -> Decision:
-        cancels = []
-        for instance in sorted(self.overflowed):
-            for request_id in list(self.running[instance]):
-                if self.rng.random() < self.params.beta:
-                    del self.running[instance][request_id]
-                    self.in_flight[instance].discard(request_id)
-                    self.pending = {request_id: self.requests[request_id], **self.pending}
-                    self.pending_in_arrival_order = False
-                    cancels.append(request_id)
-            self.cleared += len(cancels)
-        self.overflowed.clear()
-        decision = super().decide(now)
-        return Decision(decision.dispatches, decision.wake_at, cancels)
+    def choose_cleared(self, active: list[str]) -> list[str]:
+        if self.params.beta >= 1.0:
+            return active
+        draws = self.rng.random(len(active))
+        return [rid for rid, draw in zip(active, draws.tolist()) if draw < self.params.beta]
