@@ -10,30 +10,64 @@ the safety buffer is L0 = theta sigma sqrt(b*), and b_t = floor((eta - L0) / mu)
 its eq. 12, with mu and sigma per request.) The size is updated only when both prefilling and
 decoding requests exist, then clamped to [decoding now, B_max].
 
+Where the numbers come from:
+
+* E[l_in], Var l_in: the prompt lengths of the requests arrived so far (known on arrival).
+* E[l_out], Var l_out: the **warm per-task prior** (``output_prior``, the same choice slo-sa
+  offers, :mod:`runners.predictors`): by default each task's target output lengths in this run's
+  workload, known before the run; or a previous run's finished requests; or cold (
+  ``prior_output_tokens`` until a request of the task finishes). Finished requests are pooled in
+  as they come. The per-request moments are those of the mixture of tasks in the arrival mix so
+  far (law of total variance). Not the finished requests alone: when all requests arrive at once
+  the first to finish are the shortest, and a mean of them alone under-states E[l_out] by far.
+* Blocks: the engine holds KV in blocks of ``block_size`` tokens (vLLM: 16, or 128 on some
+  backends), so a request of x tokens holds ceil(x / block) blocks. With the rounding residue
+  taken as uniform, its footprint in tokens has mean E[x] + (block - 1) / 2 and variance
+  Var x + (block^2 - 1) / 12; Alg. 1 runs on those (the paper: "implemented using blocks").
+* B_max: the engine's running slots (``max_num_seqs``; 256, vLLM's default, where the engine does
+  not say) unless ``b_max`` is given; a ``b_max`` above the engine's slots is refused, since the
+  engine would queue the extra requests itself. To let the cap grow past 256, configure the
+  engine for it (``engine.max_num_seqs``, vLLM ``--max-num-seqs``): B_max follows it.
+
 Alg. 2 (SLA): a window [b_low, b_high] in [B_min, B_max] moves with the recent mean decode
-latency tau (TPOT of the last ``window`` finished requests, measured by the client) and the
-recent mean batch b (requests in flight):
+latency tau and the recent mean batch b (requests in flight):
     tau > D + eps: b_high = max(b, b_low + alpha), b_low = max(b_low - delta, B_min)
     tau < D - eps: b_low = min(b, b_high - alpha), b_high = min(b_high + delta, B_max)
     otherwise:     b_high = min(b + alpha // 2, B_max), b_low = max(b - alpha // 2, B_min)
 then b_t = floor((b_low + b_high) / 2), clamped as Alg. 1, and the cap is min(memory, SLA).
+alpha (the gap kept between b_low and b_high) defaults to B_max // 32 (8 at B_max 256), at least
+2 so that a window of alpha // 2 either side of b stays open; the cap can come no nearer than
+alpha // 2 below B_max while the latency is under target.
 
-Statistics come from what the client sees: prompt lengths of arrived requests, output lengths of
-finished ones (a prior until the first finishes), prefill = in flight without a first token.
+tau, the decode latency (``latency_signal``): by default the **engine's own per-step decode
+latency** from telemetry (TelemetrySample.decode_step_s: the simulator's decoding-step times;
+vLLM's inter-token-latency histogram deltas between scrapes), the mean of the last ``samples``
+samples, with b the mean requests in flight at those samples; on an instance whose engine
+reports none (no sample has carried one yet), the **lagging TPOT of the last ``window`` finished
+requests** (measured by the client from first token to completion), with b the requests in
+flight at those completions. ``latency_source`` says which each instance is using.
 """
 
 from __future__ import annotations
 
 import math
-from collections import deque
+from collections import Counter, deque
 from dataclasses import dataclass
+from typing import Literal, Sequence
 
-from pydantic import Field
+from pydantic import Field, ValidationError, model_validator
 from scipy.stats import norm
 
-from runners.predictors import RunningMoments
-from runners.schedulers.base import Completion, Decision, InstanceInfo, PolicyParams, SchedulerPolicy
+from runners.errors import ConfigError
+from runners.input_model import field_error
+from runners.predictors import OutputPriorParams, PriorSource, RunningMoments, history_moments, moments_by_task
+from runners.schedulers.base import (Completion, Decision, InstanceInfo, PolicyParams, SchedulerPolicy,
+                                     TelemetrySample)
 from runners.workload.requests import Request
+
+#: B_max where neither ``b_max`` nor the engine gives one: vLLM's default max_num_seqs.
+DEFAULT_B_MAX = 256
+LatencySignal = Literal["engine", "tpot"]
 
 
 def memory_batch_size(eta_tokens: float, mean_tokens: float, std_tokens: float, eps: float) -> tuple[int, float]:
@@ -46,6 +80,31 @@ def memory_batch_size(eta_tokens: float, mean_tokens: float, std_tokens: float, 
     b_star = root * root
     buffer = theta * std_tokens * math.sqrt(b_star)
     return max(1, int(math.floor((eta_tokens - buffer) / mean_tokens))), buffer
+
+
+def block_footprint(mean_tokens: float, variance_tokens: float, block_size: int | None) -> tuple[float, float]:
+    """(mean, variance) in tokens of a request's KV footprint block * ceil(x / block) for x tokens
+    of mean ``mean_tokens`` and variance ``variance_tokens``, the rounding residue taken as uniform
+    over the block: + (block - 1) / 2 to the mean, + (block^2 - 1) / 12 to the variance."""
+    if not block_size or block_size <= 1:
+        return mean_tokens, variance_tokens
+    return mean_tokens + (block_size - 1) / 2, variance_tokens + (block_size**2 - 1) / 12
+
+
+def mixture_moments(weights: dict[str, int], moments: dict[str, RunningMoments],
+                    fallback_mean: float) -> tuple[float, float]:
+    """(mean, variance) of a mixture of tasks: ``weights`` counts per task, each task's moments
+    from ``moments`` (a task with none: ``fallback_mean``, no variance). Law of total variance."""
+    total = sum(weights.values())
+    if total == 0:
+        return float(fallback_mean), 0.0
+    mean = second = 0.0
+    for task, count in weights.items():
+        fit = moments.get(task)
+        m, v = (fit.mean, fit.variance) if fit is not None and fit.count else (float(fallback_mean), 0.0)
+        mean += count / total * m
+        second += count / total * (v + m * m)
+    return mean, max(0.0, second - mean * mean)
 
 
 @dataclass(frozen=True)
@@ -75,22 +134,100 @@ def clamp_batch(size: int, decoding_now: int, b_max: int) -> int:
     return min(max(size, decoding_now), b_max)
 
 
+def default_alpha(b_min: int, b_max: int) -> int:
+    """alpha scaled to the search window: B_max // 32 (8 at 256), at least 2 (a window of
+    alpha // 2 >= 1 either side of b on target), at most the window B_max - B_min (at least 1)."""
+    return min(max(2, b_max // 32), max(1, b_max - b_min))
+
+
+def resolve_b_max(b_max: int | None, info: InstanceInfo) -> int:
+    """B_max for ``info``: ``b_max``, or the engine's max_num_seqs (DEFAULT_B_MAX if unknown).
+    ConfigError naming b_max when it is above the engine's max_num_seqs."""
+    slots = info.max_num_seqs
+    if b_max is None:
+        return slots or DEFAULT_B_MAX
+    if slots is not None and b_max > slots:
+        raise ConfigError("scheduler.params.b_max", f"{b_max} is more than instance {info.instance_id}'s engine runs at "
+                          f"once (max_num_seqs {slots}): the engine would queue the rest itself. Raise "
+                          f"engine.max_num_seqs (vLLM --max-num-seqs) to at least {b_max}, or leave b_max unset to "
+                          "follow the engine")
+    return b_max
+
+
 class DynamicMemoryParams(PolicyParams):
-    b_max: int = Field(default=256, gt=0, le=65_536, description="B_max: largest cap (requests in flight per instance)")
+    b_max: int | None = Field(
+        default=None, gt=0, le=65_536,
+        description="B_max: largest cap, requests in flight per instance. Default: the engine's max_num_seqs (256 "
+                    "where the engine does not say); above it is refused - to let the cap grow past 256, raise "
+                    "engine.max_num_seqs (vLLM --max-num-seqs) and B_max follows")
     eps_m: float = Field(default=0.05, ge=1e-9, le=1 - 1e-9,
-                         description="eps_M: allowed probability of KV overflow, 1e-9 to 1 - 1e-9 (closer to 0 or 1 "
-                                     "the normal quantile is infinite)")
-    prior_output_tokens: int = Field(default=256, gt=0, le=10_000_000, description="E[l_out] before any request has finished")
+                         description="eps_M: allowed probability of KV overflow, in (0, 1): 1e-9 to 1 - 1e-9 (closer "
+                                     "to 0 or 1 the normal quantile is infinite)")
+    output_prior: PriorSource = Field(
+        default="workload",
+        description="E[l_out] and Var l_out (tokens): a per-task prior, mixed by the tasks' share of arrivals - "
+                    "workload: each task's target output lengths in this run's workload, known before the run; "
+                    "history: a previous run's finished requests (output_history); cold: prior_output_tokens "
+                    "until a request of the task finishes. Finished requests are pooled in as they come")
+    output_history: str | None = Field(
+        default=None, description="output_prior history: a previous run's folder (its requests.parquet gives each "
+                                  "task's finished output lengths)")
+    prior_output_tokens: int = Field(default=256, gt=0, le=10_000_000,
+                                     description="E[l_out] of a task with no prior and no finished request (tokens)")
+
+    @model_validator(mode="after")
+    def _prior_is_valid(self) -> "DynamicMemoryParams":
+        """output_prior / output_history checked (and the folder resolved) as slo-sa's are."""
+        try:
+            checked = OutputPriorParams(output_prior=self.output_prior, output_history=self.output_history)
+        except ValidationError as exc:
+            error = exc.errors()[0]
+            raise field_error(type(self).__name__, "output_history", error["msg"].removeprefix("Value error, "),
+                              self.output_history) from None
+        self.output_history = checked.output_history
+        return self
 
 
 class DynamicSLAParams(DynamicMemoryParams):
     d_sla_s: float = Field(default=0.050, gt=0, le=3600.0, description="D_SLA: decode latency target (TPOT), seconds")
-    eps_s: float = Field(default=0.005, ge=0, le=3600.0, description="eps_D: tolerance around D_SLA, seconds")
-    alpha: int = Field(default=8, gt=0, le=65_536, description="gap kept between b_low and b_high")
+    eps_s: float = Field(default=0.005, ge=0, le=3600.0,
+                         description="eps_D: tolerance around D_SLA, seconds, smaller than d_sla_s")
+    alpha: int | None = Field(
+        default=None, gt=0, le=65_536,
+        description="gap kept between b_low and b_high, smaller than the window B_max - B_min. Default: scaled to "
+                    "the window, B_max // 32 (8 at B_max 256), at least 2")
     delta: int = Field(default=2, gt=0, le=65_536, description="corrective step against noise")
-    b_min: int = Field(default=1, gt=0, le=65_536, description="B_min")
-    window: int = Field(default=16, gt=0, le=100_000, description="finished requests averaged for tau")
+    b_min: int = Field(default=1, gt=0, le=65_536, description="B_min, at most B_max")
+    latency_signal: LatencySignal = Field(
+        default="engine",
+        description="tau, the decode latency: engine - the engine's own per-step decode latency from telemetry (the "
+                    "simulator's step times; vLLM's inter-token-latency histogram), mean of the last `samples` "
+                    "samples, falling back to tpot on an instance whose engine reports none; tpot - the TPOT of the "
+                    "last `window` finished requests (lags: a request reports only when it ends)")
+    samples: int = Field(default=4, gt=0, le=100_000,
+                         description="engine signal: telemetry samples averaged for tau (4 x 0.25 s = 1 s at the "
+                                     "default sample interval)")
+    window: int = Field(default=16, gt=0, le=100_000, description="tpot signal: finished requests averaged for tau")
     memory_cap: bool = Field(default=True, description="also apply Alg. 1's memory cap (paper: b = min of both)")
+
+    @model_validator(mode="after")
+    def _bounds_in_order(self) -> "DynamicSLAParams":
+        name = type(self).__name__
+        if self.eps_s >= self.d_sla_s:
+            raise field_error(name, "eps_s", f"must be smaller than d_sla_s ({self.d_sla_s:g} s): a tolerance as "
+                              "large as the target leaves no 'too fast' side", self.eps_s)
+        if self.b_max is not None:
+            check_window(name, self.b_min, self.b_max, self.alpha)
+        return self
+
+
+def check_window(model: str, b_min: int, b_max: int, alpha: int | None) -> None:
+    """ValidationError naming b_min or alpha unless B_min <= B_max and alpha < B_max - B_min."""
+    if b_min > b_max:
+        raise field_error(model, "b_min", f"must be at most B_max ({b_max})", b_min)
+    if alpha is not None and alpha >= b_max - b_min:
+        raise field_error(model, "alpha", f"must be smaller than the window B_max - B_min = {b_max} - {b_min} = "
+                          f"{b_max - b_min}", alpha)
 
 
 class DynamicMemoryPolicy(SchedulerPolicy):
@@ -99,14 +236,26 @@ class DynamicMemoryPolicy(SchedulerPolicy):
     paper = "Pang, Li, Wang, memory-aware dynamic batching (000), Alg. 1"
     Params = DynamicMemoryParams
 
+    _workload_prior: dict[str, RunningMoments] | None = None
+
+    def on_workload(self, requests: Sequence[Request]) -> None:
+        """output_prior 'workload': each task's target output lengths, known before the run."""
+        self._workload_prior = moments_by_task((r.task, r.target_output_tokens) for r in requests)
+
     def start(self, instances: list[InstanceInfo], now: float) -> None:
         super().start(instances, now)
         self.capacity = {info.instance_id: info.kv_capacity_tokens for info in instances}
-        self.b_max = {info.instance_id: min(self.params.b_max, info.max_num_seqs or self.params.b_max)
-                      for info in instances}
+        self.block_size = {info.instance_id: info.block_size for info in instances}
+        self.b_max = {info.instance_id: resolve_b_max(self.params.b_max, info) for info in instances}
         self.cap = {info.instance_id: self.b_max[info.instance_id] for info in instances}
         self.inputs = RunningMoments()
-        self.outputs = RunningMoments()
+        self.output_moments: dict[str, RunningMoments] = {}
+        prior = self._workload_prior if self.params.output_prior == "workload" else None
+        if self.params.output_prior == "history":
+            prior = history_moments(self.params.output_history)
+        for task, moments in (prior or {}).items():
+            self.output_moments.setdefault(task, RunningMoments()).merge(moments)
+        self.task_arrivals: Counter[str] = Counter()
         self.first_token_at: dict[str, float] = {}
         self.cap_history: list[tuple[float, int, int]] = []
         self.sized = {info.instance_id: False for info in instances}
@@ -114,6 +263,7 @@ class DynamicMemoryPolicy(SchedulerPolicy):
     def on_arrival(self, request: Request, now: float) -> None:
         super().on_arrival(request, now)
         self.inputs.add(request.input_tokens)
+        self.task_arrivals[request.task] += 1
 
     def on_first_token(self, request_id: str, instance: int, now: float) -> None:
         self.first_token_at[request_id] = now
@@ -121,7 +271,8 @@ class DynamicMemoryPolicy(SchedulerPolicy):
     def on_completion(self, completion: Completion, now: float) -> None:
         super().on_completion(completion, now)
         if completion.done:
-            self.outputs.add(completion.tokens_total)
+            task = self.requests[completion.request_id].task
+            self.output_moments.setdefault(task, RunningMoments()).add(completion.tokens_total)
         self.first_token_at.pop(completion.request_id, None)
 
     def on_failure(self, request_id: str, instance: int, reason: str, now: float) -> None:
@@ -134,13 +285,26 @@ class DynamicMemoryPolicy(SchedulerPolicy):
         decoding = sum(1 for rid in flying if rid in self.first_token_at)
         return len(flying) - decoding, decoding
 
+    def expected_output(self) -> tuple[float, float]:
+        """(E[l_out], Var l_out) in tokens: the per-task prior and finished requests, mixed by arrivals."""
+        return mixture_moments(self.task_arrivals, self.output_moments, self.params.prior_output_tokens)
+
+    def request_footprint(self, instance: int) -> tuple[float, float] | None:
+        """(mean, std) of one request's KV footprint on ``instance``, tokens, in whole blocks;
+        None before any request arrived."""
+        if self.inputs.count == 0:
+            return None
+        mean_out, var_out = self.expected_output()
+        mean, variance = block_footprint(self.inputs.mean + mean_out, self.inputs.variance + var_out,
+                                         self.block_size.get(instance))
+        return mean, math.sqrt(variance)
+
     def memory_cap(self, instance: int) -> int | None:
         eta = self.capacity.get(instance)
-        if eta is None or self.inputs.count == 0:
+        footprint = self.request_footprint(instance)
+        if eta is None or footprint is None:
             return None
-        mean_out = self.outputs.mean if self.outputs.count else float(self.params.prior_output_tokens)
-        variance = self.inputs.variance + self.outputs.variance
-        size, _ = memory_batch_size(eta, self.inputs.mean + mean_out, math.sqrt(variance), self.params.eps_m)
+        size, _ = memory_batch_size(eta, footprint[0], footprint[1], self.params.eps_m)
         return size
 
     def update_cap(self, instance: int, now: float) -> None:
@@ -167,34 +331,63 @@ class DynamicMemoryPolicy(SchedulerPolicy):
 
 class DynamicSLAPolicy(DynamicMemoryPolicy):
     name = "dynamic-sla"
-    summary = "Moves a batch-size window so the measured decode latency (TPOT) tracks D_SLA; capped by memory too."
+    summary = "Moves a batch-size window so the measured decode latency tracks D_SLA; capped by memory too."
     paper = "Pang, Li, Wang, SLA-constrained dynamic batching (000), Alg. 2"
     Params = DynamicSLAParams
 
     def start(self, instances: list[InstanceInfo], now: float) -> None:
         super().start(instances, now)
         params: DynamicSLAParams = self.params  # type: ignore[assignment]
+        self.alpha: dict[int, int] = {}
+        for i in self.in_flight:
+            try:
+                check_window(type(params).__name__, params.b_min, self.b_max[i], params.alpha)
+            except ValidationError as exc:
+                field = str(exc.errors()[0]["loc"][0])
+                raise ConfigError(f"scheduler.params.{field}", exc.errors()[0]["msg"].removeprefix("Value error, ") +
+                                  f" (B_max {self.b_max[i]}: the engine's max_num_seqs)") from None
+            self.alpha[i] = params.alpha if params.alpha is not None else default_alpha(params.b_min, self.b_max[i])
         self.windows = {i: SLAWindow(params.b_min, self.b_max[i]) for i in self.in_flight}
         self.recent_tpot = {i: deque(maxlen=params.window) for i in self.in_flight}
         self.recent_batch = {i: deque(maxlen=params.window) for i in self.in_flight}
+        self.recent_step = {i: deque(maxlen=params.samples) for i in self.in_flight}
+        self.recent_step_batch = {i: deque(maxlen=params.samples) for i in self.in_flight}
+        self.latency_source = {i: "tpot" for i in self.in_flight}  # 'engine' once its telemetry reports one
         self.sla_cap = {i: self.b_max[i] for i in self.in_flight}
 
-    def on_completion(self, completion: Completion, now: float) -> None:
-        first = self.first_token_at.get(completion.request_id)
-        if first is not None and completion.tokens_this_dispatch > 1:
-            self.recent_tpot[completion.instance].append((now - first) / (completion.tokens_this_dispatch - 1))
-        self.recent_batch[completion.instance].append(len(self.in_flight[completion.instance]))
-        super().on_completion(completion, now)
+    def _move_window(self, instance: int, tau_s: float, mean_batch: float) -> None:
         params: DynamicSLAParams = self.params  # type: ignore[assignment]
+        window = sla_window_update(self.windows[instance], tau_s, mean_batch, params.d_sla_s, params.eps_s,
+                                   self.alpha[instance], params.delta, params.b_min, self.b_max[instance])
+        self.windows[instance] = window
+        _, decoding = self._phases(instance)
+        self.sla_cap[instance] = clamp_batch((window.low + window.high) // 2, decoding, self.b_max[instance])
+
+    def on_telemetry(self, sample: TelemetrySample, now: float) -> None:
+        """Engine signal: tau from the engine's per-step decode latency (mean of the last samples)."""
+        params: DynamicSLAParams = self.params  # type: ignore[assignment]
+        instance = sample.instance
+        if params.latency_signal != "engine" or sample.decode_step_s is None or instance not in self.recent_step:
+            return
+        self.latency_source[instance] = "engine"
+        self.recent_step[instance].append(sample.decode_step_s)
+        self.recent_step_batch[instance].append(len(self.in_flight[instance]))
+        steps, batches = self.recent_step[instance], self.recent_step_batch[instance]
+        self._move_window(instance, sum(steps) / len(steps), sum(batches) / len(batches))
+
+    def on_completion(self, completion: Completion, now: float) -> None:
         instance = completion.instance
-        if self.recent_tpot[instance]:
+        uses_tpot = self.latency_source[instance] == "tpot"
+        first = self.first_token_at.get(completion.request_id)
+        if uses_tpot and first is not None and completion.tokens_this_dispatch > 1:
+            self.recent_tpot[instance].append((now - first) / (completion.tokens_this_dispatch - 1))
+        if uses_tpot:
+            self.recent_batch[instance].append(len(self.in_flight[instance]))
+        super().on_completion(completion, now)
+        if uses_tpot and self.recent_tpot[instance]:
             tau = sum(self.recent_tpot[instance]) / len(self.recent_tpot[instance])
             batch = sum(self.recent_batch[instance]) / len(self.recent_batch[instance])
-            window = sla_window_update(self.windows[instance], tau, batch, params.d_sla_s, params.eps_s, params.alpha,
-                                       params.delta, params.b_min, self.b_max[instance])
-            self.windows[instance] = window
-            _, decoding = self._phases(instance)
-            self.sla_cap[instance] = clamp_batch((window.low + window.high) // 2, decoding, self.b_max[instance])
+            self._move_window(instance, tau, batch)
 
     def update_cap(self, instance: int, now: float) -> None:
         params: DynamicSLAParams = self.params  # type: ignore[assignment]
