@@ -115,13 +115,15 @@ class SLAWindow:
 
 def sla_window_update(window: SLAWindow, tau_s: float, mean_batch: float, d_sla_s: float, eps_s: float, alpha: int,
                       delta: int, b_min: int, b_max: int) -> SLAWindow:
-    """One step of Alg. 2's window rule (latencies in seconds, sizes in requests)."""
+    """One step of Alg. 2's window rule (latencies in seconds, sizes in requests). The window
+    stays inside [B_min, B_max], the paper's hard bounds (its lines 6 and 10 alone could leave
+    them: b above B_max, or b below B_min when few requests are in flight)."""
     b = int(round(mean_batch))
     if tau_s > d_sla_s + eps_s:
-        high = max(b, window.low + alpha)
+        high = min(max(b, window.low + alpha), b_max)
         low = max(window.low - delta, b_min)
     elif tau_s < d_sla_s - eps_s:
-        low = min(b, window.high - alpha)
+        low = max(min(b, window.high - alpha), b_min)
         high = min(window.high + delta, b_max)
     else:
         high = min(b + alpha // 2, b_max)
