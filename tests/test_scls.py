@@ -158,9 +158,14 @@ def test_workers_are_batch_synchronous_as_in_the_paper():
     ({"min_interval_slices": 0}, "min_interval_slices"), ({"min_interval_slices": -1}, "min_interval_slices"),
     ({"interval_lambda": 1}, "interval_lambda"), ({"interval_lambda": 0}, "interval_lambda"),
     ({"zeta": 1.5}, "zeta"), ({"slice_tokens": 0}, "slice_tokens"),
-    ({"min_interval_s": 3, "min_interval_slices": 1}, "min_interval_slices"),
+    ({"min_interval_s": 3, "min_interval_slices": 0.5}, "min_interval_slices"),
 ])
 def test_parameters_outside_the_paper_are_refused_by_name(params, field):
     with pytest.raises(ValidationError) as error:
         SCLSParams(**params)
     assert [e["loc"] for e in error.value.errors()] == [(field,)]
+
+
+def test_absolute_gamma_beside_the_default_relative_one_is_accepted():
+    # The Launch form submits every parameter at its default, so this is what setting seconds there sends.
+    assert SCLSParams(min_interval_s=3, min_interval_slices=1.0).min_interval_s == 3

@@ -22,10 +22,11 @@ times), so Gamma is read as a time in units of the engine's speed, not an absolu
 default Gamma = ``min_interval_slices`` (1.0) x T_serve(1, L, S): the estimated serving time of
 one slice of one request at L, the mean length (prompt + output so far, tokens) of the requests
 just batched, from the same latency model as the batcher. A single-request slice is the cheapest
-slice at that length, so Gamma never exceeds the estimate of any batch the DP forms there. On
-the simulator's default profile (Qwen2.5-7B, 15.85 ms a decode step) that is about 2.1-2.2 s at
-S = 128; on a faster engine it shrinks with it. ``min_interval_s`` sets an absolute Gamma
-instead (the paper's 3 s for DeepSpeed); setting both is refused.
+slice at a length, so Gamma is at most the estimate of any batch whose longest prompt is at
+least L. On the simulator's default profile (Qwen2.5-7B, 15.85 ms a decode step) that is 2.11 s
+at L = 0 to 2.35 s at L = 1,000 tokens for S = 128; on a faster engine it shrinks with it.
+``min_interval_s`` sets an absolute Gamma instead (the paper's 3 s for DeepSpeed); with it, a
+min_interval_slices other than its default is refused as a contradiction.
 
 Batch-synchronous serving, as the paper describes: a worker's processing thread takes one batch
 from its local queue and serves it (section 4.1) on a static-batching engine (HF, DeepSpeed),
@@ -37,6 +38,7 @@ at once while the batch's stragglers run on, and those slots stay idle until the
 done: a cost of the paper's design on such engines (a finding, not a bug), which we keep rather
 than start the next batch early, which the paper does not do.
 """
+
 from __future__ import annotations
 
 from dataclasses import dataclass, field
@@ -134,10 +136,12 @@ class SCLSParams(PolicyParams):
 
     @model_validator(mode="after")
     def _one_gamma(self) -> "SCLSParams":
-        if self.min_interval_s is not None and "min_interval_slices" in self.model_fields_set:
-            raise field_error("SCLSParams", "min_interval_slices", "Gamma is given twice: set min_interval_slices "
-                              "(relative to a slice's serving time) or min_interval_s (seconds), not both",
-                              self.min_interval_slices)
+        # the Launch form submits every parameter, so the default alongside min_interval_s is no conflict
+        default = type(self).model_fields["min_interval_slices"].default
+        if self.min_interval_s is not None and self.min_interval_slices != default:
+            raise field_error("SCLSParams", "min_interval_slices", f"Gamma is given twice: min_interval_s "
+                              f"{self.min_interval_s:g} s and min_interval_slices {self.min_interval_slices:g}; set one "
+                              f"(leave min_interval_slices at {default:g} when giving seconds)", self.min_interval_slices)
         return self
 
 
