@@ -37,6 +37,7 @@ from runners.executors import Outcome, choose_execution, run_members
 from runners.metrics.catalog import Metric, metric
 from runners.metrics.seed_statistics import (PairedComparison, RelativeChange, SeedSummary, paired_comparison,
                                              relative_change, summarize)
+from runners.registry import scheduler_class
 from runners.study import StudyMember, StudyPlan, execute_member, plan_study
 
 #: The verdict rule, said once: :func:`verdict` applies it and the tables' notes quote it.
@@ -337,6 +338,17 @@ def compute_row(spec: RowSpec, results: Results, seeds: Sequence[int]) -> dict[s
     }
 
 
+def parameters_text(specs: Sequence[RowSpec]) -> str:
+    """One line per scheduler the rows use: its registry default parameters (a row's setting
+    states what it changes)."""
+    names = list(dict.fromkeys(arm.scheduler for arm in unique_arms(specs)))
+    lines = []
+    for name in names:
+        defaults = scheduler_class(name).Params().model_dump()
+        lines.append(f"- {name}: " + (", ".join(f"{key} {value!r}" for key, value in defaults.items()) or "none"))
+    return "\n".join(lines)
+
+
 # -- running ---------------------------------------------------------------------------------------
 def unique_arms(specs: Sequence[RowSpec]) -> list[Arm]:
     """Every arm the rows use, once (arms of the same name must be the same arm)."""
@@ -369,12 +381,21 @@ def plan_arms(arms: Sequence[Arm], seeds: Sequence[int], config_for: Callable[[A
 START_S = 0.5
 PER_REQUEST_S = {"slo-sa": 0.12, "slo-exhaustive": 0.5}
 PER_REQUEST_DEFAULT_S = 0.008
+#: The same for a run against real servers: requests sent at once take about this long each (the
+#: CPU vLLM's table of issue 4 took 1,001 s for about 2,900 requests); a Poisson run lasts about
+#: its arrivals' span (requests / rate), plus a tenth to drain.
+REAL_START_S = 2.0
+REAL_PER_REQUEST_S = 0.3
 
 
 def run_cost_s(member: StudyMember) -> float:
-    """The rough seconds one simulator run takes (see :data:`PER_REQUEST_S`)."""
-    rate = PER_REQUEST_S.get(member.scheduler, PER_REQUEST_DEFAULT_S)
-    return START_S + member.config.workload.requests * rate
+    """The rough seconds one run takes (see :data:`PER_REQUEST_S`, :data:`REAL_PER_REQUEST_S`)."""
+    workload = member.config.workload
+    if member.config.engine.kind != "sim":
+        if workload.arrival.process == "poisson" and workload.arrival.rate:
+            return REAL_START_S + 1.1 * workload.requests / workload.arrival.rate
+        return REAL_START_S + workload.requests * REAL_PER_REQUEST_S
+    return START_S + workload.requests * PER_REQUEST_S.get(member.scheduler, PER_REQUEST_DEFAULT_S)
 
 
 def execute(members: Sequence[StudyMember], keys: Mapping[str, RunKey], results_root: Path,
@@ -382,15 +403,16 @@ def execute(members: Sequence[StudyMember], keys: Mapping[str, RunKey], results_
             on_finish: Callable[[StudyMember, Outcome], None] | None = None, log: Callable[[str], None] = print
             ) -> Results:
     """Run ``members`` with :func:`runners.executors.run_members` (simulator: a pool of worker
-    processes, default all cores; real engines: one at a time), printing progress with a
-    remaining-time estimate; the outcomes by (arm, seed, rate)."""
+    processes, default all cores, the longest runs first; real engines: one at a time, in
+    order), printing progress with a remaining-time estimate; the outcomes by (arm, seed, rate)."""
     plan = StudyPlan("reproduction", members[0].scheduler if members else "fcfs", [], [], list(members),
                      workers=workers, executor=executor)
     execution = choose_execution(plan)
+    if execution.kind != "serial":  # longest first, so that no long run starts last and runs alone
+        members = sorted(members, key=run_cost_s, reverse=True)
     total_cost = sum(run_cost_s(member) for member in members) or 1.0
     parallel = max(execution.workers or 1, 1)
-    log(f"{len(members)} runs; {execution.note}; rough estimate {total_cost / parallel / 60:.1f} min "
-        f"(simulator; a real engine takes longer)")
+    log(f"{len(members)} runs; {execution.note}; rough estimate {total_cost / parallel / 60:.0f} min")
     results = Results()
     started = time.perf_counter()
     done_cost = 0.0
