@@ -561,11 +561,15 @@ def real(args: argparse.Namespace) -> None:
             "parameters": parameters_text(used)}
     OUT.mkdir(parents=True, exist_ok=True)
     (OUT / f"reproduction_{name}.json").write_text(json.dumps(meta, indent=2) + "\n")
-    table = rows["one"] + rows["small"] + rows["two"]
-    order = ("A", "B", "C", "D", "Baton")  # the simulator table's order
-    table.sort(key=lambda row: next(i for i, prefix in enumerate(order) if row["scenario"].startswith(prefix)))
+    table = in_table_order(rows["one"] + rows["small"] + rows["two"])
     write(table, name, meta["command"], seconds, real_notes(meta), problems)
     print(json.dumps({key: meta[key] for key in ("runs", "seconds", "launch_s", "problems")}))
+
+
+def in_table_order(rows: list[dict]) -> list[dict]:
+    """The rows in the simulator table's order (A, B, C, D, Baton), keeping the order within each."""
+    rank = lambda row: 4 if row["scenario"].startswith("Baton") else "ABCD".index(row["scenario"][0])  # noqa: E731
+    return sorted(rows, key=rank)
 
 
 def real_notes(meta: dict) -> str:

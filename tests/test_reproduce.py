@@ -169,6 +169,17 @@ def test_real_target_holds_a_smaller_max_batch_in_the_client():
         target(Arm("x", "slo-sa", {"max_batch": 64}, {"scheduling_policy": "priority"}))
 
 
+def test_real_rows_come_in_the_simulator_tables_order():
+    rows = [{"scenario": name} for name in ("A slo-sa vs fcfs", "B dynamic-sla vs static (capacity)",
+                                            "Baton continuous vs static batches", "A slo-sa oracle vs fcfs",
+                                            "D mcsf vs alpha-protect", "B dynamic-mem vs static max batch",
+                                            "C scls vs fcfs uncapped")]
+    assert [row["scenario"] for row in reproduce.in_table_order(rows)] == [
+        "A slo-sa vs fcfs", "A slo-sa oracle vs fcfs", "B dynamic-sla vs static (capacity)",
+        "B dynamic-mem vs static max batch", "C scls vs fcfs uncapped", "D mcsf vs alpha-protect",
+        "Baton continuous vs static batches"]
+
+
 # -- the plans -------------------------------------------------------------------------------------
 def test_the_simulator_table_plans_every_row_with_valid_settings():
     """Every arm's config and parameters pass the registry (plan_study checks them), at the full
