@@ -201,7 +201,10 @@ def test_the_simulator_table_plans_every_row_with_valid_settings():
 def test_the_quick_table_plans():
     specs = reproduce.sim_rows(reproduce.QUICK_SCALE)
     members, _ = plan_arms(unique_arms(specs), [0, 1, 2], reproduce.sim_config)
-    assert len(members) == 81
+    assert len(members) == 117  # 3 seeds x 39 arms, 18 of them D: (mcsf + 8 baselines) x 2 counts
+    d_params = {(m.scheduler, tuple(sorted(m.config.scheduler.params.items()))) for m in members
+                if m.run_id.startswith("d-")}
+    assert len(d_params) == 1 + len(reproduce.D_BASELINES)  # every baseline setting is its own arm
 
 
 # -- a tiny paired run -----------------------------------------------------------------------------
