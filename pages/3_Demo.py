@@ -1,4 +1,4 @@
-"""Demo page: a ready comparison on the simulator, from the bundled study in results/demo/ (five
+"""Demo page: a ready comparison on the simulator, from the bundled study in results/demo/ (six
 schedulers x seeds 0..9, paired by seed), each headline stated with its 95% interval over seeds and
 presented for a non-specialist; one click reruns one seed live, for watching."""
 
@@ -10,7 +10,7 @@ import streamlit as st
 
 from runners import result_store
 from runners.charts import kv_overlay
-from runners.demo import (DEMO_SEEDS, LIVE_PREFIX, card_delta, card_interval, card_value, card_verdict, demo_config,
+from runners.demo import (DEMO_KV_TOKENS, DEMO_SEEDS, DEMO_SLOTS, LIVE_PREFIX, card_delta, card_interval, card_value, card_verdict, demo_config,
                           headline, live_rerun_configs, read_demo_study, scheduler_results, scheduler_sentence)
 from runners.errors import SchedlabError
 from runners.jobs import new_job_spec, start_job
@@ -53,7 +53,9 @@ config = demo_config()
 seeds = list(DEMO_SEEDS)
 st.write(
     f"{config.workload.requests:,} chat and coding requests arrive at about {config.workload.arrival.rate:g} per "
-    "second at one simulated GPU server that can work on 16 requests at once. Each request has a deadline ("
+    f"second at one simulated GPU server that can work on up to {DEMO_SLOTS} requests at once, but whose memory "
+    f"for them (the KV cache, {DEMO_KV_TOKENS:,} tokens) fills up before that: memory, not slots, limits it. "
+    "Each request has a deadline ("
     + "; ".join(f"{task}: {slo.describe()}" for task, slo in PAPER_SLOS.items())
     + "). The same requests, at the same moments, are served by each scheduling strategy below. Traffic is "
     "random, and one day of it can favour one strategy by chance, so each strategy served "
@@ -91,27 +93,35 @@ if record is not None:
         st.caption("Each line climbs as requests finish, the requests of all seeds together: the further left, the "
                    "sooner users got complete answers.")
         first = {name: runs[0] for name, runs in runs_by_scheduler.items() if runs}
-        shown = [first[name] for name in (record["baseline"], "static") if name in first] or list(first.values())[:2]
+        shown = ([first[name] for name in (record["baseline"], "mcsf", "static") if name in first]
+                 or list(first.values())[:2])
         seed = next((run.get("seed") for run in record["runs"] if isinstance(run, dict)
                      and run.get("run_id") == shown[0].run_id), None)
         st.plotly_chart(kv_overlay(shown), key="demo-memory")
+        evictions = "; ".join(f"{run.summary.get('scheduler', run.run_id)} {run.summary.get('preemptions', 0):,}"
+                              for run in shown)
         st.caption(f"One seed only (seed {seed}), to show how memory is used, not which strategy is better. GPU memory "
-                   "(KV cache) held for requests over time, as a share of the cache: batch-at-a-time serving (static) "
-                   "fills and empties it with every batch, a sawtooth; continuous batching (fcfs) holds a steadier "
-                   "level.")
+                   "(KV cache) held for requests over time, as a share of the cache (0-100%). fcfs fills it to the top, "
+                   "where the engine has to evict requests and recompute them later; mcsf runs it full too, but admits "
+                   "only what its predicted output lengths say will still fit, so it evicts less; static batching "
+                   f"fills and empties it with every batch, a sawtooth. Evictions (preemptions) in this seed: {evictions}.")
     with st.expander("Why do the strategies differ here?"):
         st.markdown(
-            "- **fcfs** sends each request on arrival; the engine fills its 16 slots continuously.\n"
-            "- **static** sends 16 requests and waits until all 16 have finished before sending more, so one long "
-            "answer keeps 15 slots idle.\n"
-            "- **slo-sa** holds requests at the gateway and orders them to maximise G, predicting each one's output "
-            "length from a per-task average; it gains when those predictions separate short from long requests.\n"
-            "- **dynamic-mem** caps requests in flight by what the KV cache can hold; this cache holds far more "
-            "than 16 requests, so the requests it holds back would have waited in the engine anyway: every request "
-            "starts and finishes at the same moment as with fcfs.\n"
-            "- **dynamic-sla** moves a batch-size window to keep decode latency near 50 ms; as its algorithm is "
-            "written (window gap alpha = 8) the window's middle stays at most 12 of the 16 slots, so at this load "
-            "its queue grows.")
+            f"- **fcfs** sends each request on arrival; the engine admits up to {DEMO_SLOTS} and, when their answers "
+            "outgrow the memory, evicts the newest and recomputes it later, work done twice.\n"
+            f"- **static** sends {DEMO_SLOTS} requests and waits until all have finished before sending more, so one "
+            "long answer keeps the other slots idle.\n"
+            "- **slo-sa** (paper 004) holds requests at the gateway and orders them to maximise G, predicting each "
+            "one's output length from a per-task average; it does not look at memory.\n"
+            "- **dynamic-mem** (paper 000, Alg. 1) caps requests in flight at the number whose memory fits with 95% "
+            "probability, from average prompt and output lengths: it avoids evictions but also leaves memory unused "
+            "when the answers turn out short.\n"
+            "- **dynamic-sla** (paper 000, Alg. 2) also moves a batch-size window to keep decode latency near 50 ms, "
+            "and uses the smaller of that and the memory cap.\n"
+            "- **mcsf** (paper 003) admits the requests with the shortest predicted answers first, and only as many "
+            "as will still fit in memory when each has grown to its predicted length, so short requests finish "
+            "early. Its paper assumes the true lengths are known; here it predicts them as slo-sa does, so some "
+            "answers outgrow their prediction and it still evicts, less often than fcfs.")
     with st.expander("Every number, for specialists (G, latencies, how contended the runs were)"):
         table = statistics_frame(record, record["statistics"], RUN_METRICS)
         st.dataframe(table.drop(columns=["key", "judged"]), hide_index=True, key="demo-statistics")

@@ -1,13 +1,16 @@
 """The Demo page's ready comparison, on the simulator: one study, and the bundled results that replay it.
 
-Setting (chosen to give the schedulers something to decide, not to favour one): the mixed
-chat + code stand-in workload, 1,000 requests arriving as a Poisson process at 2 req/s, the
-paper SLOs, one simulated Qwen2.5-7B / 2 x V100 instance whose engine runs at most 16 requests
-at a time (max_num_seqs 16), so requests queue at the gateway when load exceeds its capacity
-of about 1.8 req/s. Every scheduler keeps its registry defaults, except static batching's batch
-size, set to the engine's 16.
+Setting (chosen so that scheduling matters and memory binds, not to favour one scheduler; picked
+on fcfs's queue and KV usage at exploration seeds 100-102, never at the study's seeds): the mixed
+chat + code stand-in workload, 1,000 requests arriving as a Poisson process at 4 req/s, the paper
+SLOs, one simulated Qwen2.5-7B / 2 x V100 instance that runs at most 64 requests at a time
+(max_num_seqs 64) with its KV cache cut to 16,000 tokens (about 0.9 GB of this model's KV, as on
+a GPU shared with other work): 64 requests of this workload need more than that, so memory, not
+slots, limits the batch, the engine preempts, and requests queue. Every scheduler keeps its
+registry defaults, except static batching's batch size, set to the engine's 64, and mcsf's output
+lengths: predicted from a per-task Gaussian warmed from the workload, as slo-sa's, not the oracle.
 
-It is one study (:mod:`runners.study`), id ``demo``: the five schedulers at each of the seeds
+It is one study (:mod:`runners.study`), id ``demo``: the six schedulers at each of the seeds
 0..9, fixed in advance (never chosen by outcome), paired by seed (at one seed every scheduler
 gets the identical requests and arrival times), fcfs the baseline. Members are the runs
 ``demo-<scheduler>-s<seed>``; the study record is ``results/demo/study.json``.
@@ -36,12 +39,18 @@ from runners.study import STUDY_FILE, StudyMember, StudyPlan, StudyResult, plan_
 DEMO_STUDY_ID = "demo"
 #: The study's seeds, fixed in advance: 0..9.
 DEMO_SEEDS: tuple[int, ...] = tuple(range(10))
-DEMO_SCHEDULERS: tuple[str, ...] = ("fcfs", "static", "slo-sa", "dynamic-mem", "dynamic-sla")
-#: Scheduler parameters of the study; each scheduler gets the ones it takes (batch_size: static only).
-DEMO_PARAMS: dict[str, Any] = {"batch_size": 16}
+DEMO_SCHEDULERS: tuple[str, ...] = ("fcfs", "static", "slo-sa", "dynamic-mem", "dynamic-sla", "mcsf")
+#: The engine's slots (max_num_seqs) and KV cache (tokens): memory binds before the slots do.
+DEMO_SLOTS = 64
+DEMO_KV_TOKENS = 16_000
+#: Scheduler parameters of the study; each scheduler gets the ones it takes: static batches of the
+#: engine's slots; every predicting scheduler (slo-sa, mcsf) predicts output lengths the same way,
+#: a per-task Gaussian warmed from the workload, so none is told a request's true length (mcsf's
+#: registry default is the oracle its paper assumes).
+DEMO_PARAMS: dict[str, Any] = {"batch_size": DEMO_SLOTS, "output_predictor": "gaussian"}
 DEMO_BASELINE = "fcfs"
 DEMO_REQUESTS = 1000
-DEMO_RATE_RPS = 2.0
+DEMO_RATE_RPS = 4.0
 #: Run ids of live reruns start with this (never a member id of the bundled study).
 LIVE_PREFIX = "demo-live-"
 #: The catalog keys the Demo states as headlines.
@@ -50,10 +59,10 @@ HEADLINE_KEYS: tuple[str, ...] = ("slo_attainment", "e2e_s.mean", "G")
 
 def demo_config(seeds: Sequence[int] = DEMO_SEEDS, study_id: str = DEMO_STUDY_ID, pace: float | None = None,
                 requests: int = DEMO_REQUESTS) -> RunConfig:
-    """The study's config: the demo setting with ``trials`` = the five schedulers at ``seeds``.
+    """The study's config: the demo setting with ``trials`` = the demo schedulers at ``seeds``.
     ``pace`` replays the simulator in real time x pace (a live rerun); ``requests`` other than
     1,000 only for quick checks."""
-    engine: dict[str, Any] = {"kind": "sim", "max_num_seqs": 16}
+    engine: dict[str, Any] = {"kind": "sim", "max_num_seqs": DEMO_SLOTS, "kv_capacity_tokens": DEMO_KV_TOKENS}
     if pace is not None:
         engine["pace"] = pace
     return parse_config({
@@ -73,7 +82,7 @@ def demo_plan(seeds: Sequence[int] = DEMO_SEEDS, requests: int = DEMO_REQUESTS) 
 
 
 def live_rerun_configs(seed: int, pace: float | None, stamp: str | None = None) -> list[RunConfig]:
-    """One seed of the study, for watching live: the five schedulers at ``seed``, run ids
+    """One seed of the study, for watching live: the demo schedulers at ``seed``, run ids
     ``demo-live-<UTC stamp>-<scheduler>-s<seed>`` (plain runs, no study record; the verdict
     stays the bundled study's)."""
     stamp = stamp or time.strftime("%Y%m%d-%H%M%S", time.gmtime())

@@ -12,6 +12,7 @@ import pytest
 from streamlit.testing.v1 import AppTest
 
 from runners.jobs import list_jobs
+from runners.demo import DEMO_SCHEDULERS
 
 ROOT = Path(__file__).resolve().parents[1]
 BUNDLED = ROOT / "results"
@@ -214,7 +215,7 @@ def test_demo_page_presents_the_bundled_study(results):
     """The study's cards, one per scheduler for attainment and for E2E (numbers: test_demo_study.py)."""
     bundle(results, *sorted(folder.name for folder in BUNDLED.glob("demo*")))
     app = open_page("pages/3_Demo.py")
-    schedulers = ["fcfs", "static", "slo-sa", "dynamic-mem", "dynamic-sla"]
+    schedulers = list(DEMO_SCHEDULERS)  # fcfs, static, slo-sa, dynamic-mem, dynamic-sla, mcsf
     assert [metric.label for metric in app.metric] == schedulers * 2
     assert sum(caption.value.startswith("± ") for caption in app.caption) == 2 * len(schedulers)  # intervals
     assert len(app.get("plotly_chart")) == 3

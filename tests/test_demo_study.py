@@ -10,10 +10,11 @@ import os
 import shutil
 from pathlib import Path
 
+import pandas as pd
 import pytest
 
 from runners.cli import main
-from runners.demo import (DEMO_BASELINE, DEMO_SCHEDULERS, DEMO_STUDY_ID, LIVE_PREFIX, SchedulerResult, card_delta,
+from runners.demo import (DEMO_BASELINE, DEMO_KV_TOKENS, DEMO_RATE_RPS, DEMO_SCHEDULERS, DEMO_SLOTS, DEMO_STUDY_ID, LIVE_PREFIX, SchedulerResult, card_delta,
                           card_interval, card_verdict, clear_demo_results, demo_plan, headline, make_demo_results,
                           read_demo_study, scheduler_sentence)
 from runners.errors import SchedlabError
@@ -42,6 +43,11 @@ def copy_bundle(results: Path) -> None:
 
 
 # -- the bundle -----------------------------------------------------------------------------------
+#: static batches of the engine's slots; the predicting schedulers share the warm Gaussian (mcsf not the oracle)
+EXPECTED_PARAMS = {"static": {"batch_size": DEMO_SLOTS}, "slo-sa": {"output_predictor": "gaussian"},
+                   "mcsf": {"output_predictor": "gaussian"}}
+
+
 def test_the_bundled_study_has_every_member_done_at_five_or_more_fixed_seeds():
     record = read_demo_study(BUNDLED)
     assert record["status"] == "done" and record["baseline"] == "fcfs"
@@ -56,11 +62,15 @@ def test_the_bundled_study_has_every_member_done_at_five_or_more_fixed_seeds():
         summary = read_summary(BUNDLED / run["run_id"])
         config = json.loads((BUNDLED / run["run_id"] / "config.json").read_text())["config"]
         assert summary["status"] == "done" and summary["scheduler"] == name and summary["completed"] == 1000
-        assert config["workload"]["seed"] == seed and config["workload"]["arrival"]["rate"] == 2.0
-        assert config["engine"]["max_num_seqs"] == 16 and config["slo"]["preset"] == "paper"
-        assert config["scheduler"]["params"] == ({"batch_size": 16} if name == "static" else {})
+        assert config["workload"]["seed"] == seed and config["workload"]["arrival"]["rate"] == DEMO_RATE_RPS
+        assert config["engine"]["max_num_seqs"] == DEMO_SLOTS and config["slo"]["preset"] == "paper"
+        assert config["engine"]["kv_capacity_tokens"] == DEMO_KV_TOKENS
+        if name == DEMO_BASELINE:  # memory binds: the cache fills and the engine preempts at every seed
+            kv = pd.read_parquet(BUNDLED / run["run_id"] / "timeseries.parquet")["kv_usage"]
+            assert kv.max() > 0.95 and summary["preemptions"] > 0
+        assert config["scheduler"]["params"] == EXPECTED_PARAMS.get(name, {})
         waiting_peaks.append(summary["contention"]["waiting_peak"])
-    assert min(waiting_peaks) > 16  # the setting has contention: requests always queued
+    assert min(waiting_peaks) > DEMO_SLOTS  # the setting has contention: requests always queued
     for key in ("slo_attainment", "G"):
         per = record["statistics"][key]["schedulers"]
         assert all(per[name]["n"] == len(seeds) for name in DEMO_SCHEDULERS)
@@ -74,9 +84,8 @@ def test_the_bundled_study_is_what_the_demo_setting_plans():
     record = bundled_record()
     plan = demo_plan(record["seeds"])
     assert [run["run_id"] for run in record["runs"]] == [member.run_id for member in plan.members]
-    static = next(member for member in plan.members if member.scheduler == "static")
-    assert static.config.scheduler.params == {"batch_size": 16}
-    assert all(member.config.scheduler.params == {} for member in plan.members if member.scheduler != "static")
+    assert {member.scheduler: member.config.scheduler.params for member in plan.members} == {
+        name: EXPECTED_PARAMS.get(name, {}) for name in DEMO_SCHEDULERS}
 
 
 # -- the page -------------------------------------------------------------------------------------
@@ -231,7 +240,7 @@ def test_regeneration_replaces_its_own_study_and_nothing_else(results):
     (results / "other-run").mkdir()
     (results / "other-run" / "summary.json").write_text("{}")
     first = make_demo_results(results, seeds=(0, 1), requests=30)
-    assert first.record["status"] == "done" and len(first.record["runs"]) == 10
+    assert first.record["status"] == "done" and len(first.record["runs"]) == 2 * len(DEMO_SCHEDULERS)
     old_summary = read_summary(results / "demo-fcfs-s0")
     second = make_demo_results(results, seeds=(0,), requests=30)
     assert second.record["seeds"] == [0] and second.record["status"] == "done"

@@ -65,3 +65,28 @@ def test_a_simulation_stops_at_its_time_limit(results_dir):
     outcome = execute_run(parse_config(config), results_dir)
     assert outcome.status == "failed" and "time limit" in outcome.error
     assert len(load_run(results_dir, "slow").requests) == 80
+
+
+def test_mcsf_with_the_gaussian_predictor_starts_warm_from_the_workload():
+    """output_predictor gaussian + output_prior workload (as slo-sa): before any request finishes,
+    a request's prediction is its task's workload mean + std x its deviate, not the 256-token prior.
+    Chat targets 100 and 300 (mean 200, std 141.42), code 1000 and 1000 (mean 1000, std 0)."""
+    from runners.schedulers.base import InstanceInfo
+    from runners.schedulers.memory_constrained import MCSFPolicy
+    from runners.workload.requests import Request
+    from runners.workload.slo import TaskSLO
+
+    slo = TaskSLO(e2e_s=30.0)
+    targets = [("chat", 100), ("chat", 300), ("code", 1000), ("code", 1000)]
+    requests = [Request(f"r{i}", task, "x", 10, out, 0.0, slo) for i, (task, out) in enumerate(targets)]
+    for prior, expect_warm in (("workload", True), ("cold", False)):
+        policy = MCSFPolicy(MCSFPolicy.Params(output_predictor="gaussian", output_prior=prior))
+        policy.on_workload(requests)
+        policy.start([InstanceInfo(0, 100_000, 16, 64, None)], 0.0)
+        for request in requests:
+            policy.on_arrival(request, 0.0)
+        z = {r.request_id: policy.outputs._deviate[r.request_id] for r in requests}
+        for request in requests:
+            mean, std = (200.0, float(np.std([100, 300], ddof=1))) if request.task == "chat" else (1000.0, 0.0)
+            expected = max(1, round(mean + std * z[request.request_id])) if expect_warm else 256
+            assert policy.predicted[request.request_id] == expected, (prior, request.request_id)

@@ -11,6 +11,7 @@ from pathlib import Path
 
 import pytest
 from runners.cli import main
+from runners.demo import DEMO_SCHEDULERS
 from tests.test_app import open_page
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -108,7 +109,7 @@ def test_demo_page_leaves_out_a_damaged_bundled_run(monkeypatch, results_dir):
     timeseries.write_bytes(timeseries.read_bytes()[:100])
     app = open_page("pages/3_Demo.py")
     labels = [metric.label for metric in app.metric]
-    assert labels == ["fcfs", "static", "slo-sa", "dynamic-mem", "dynamic-sla"] * 2
+    assert labels == list(DEMO_SCHEDULERS) * 2
     warnings = " | ".join(warning.value for warning in app.warning)
     assert "demo-static-s3" in warnings and "demo-slo-sa-s0" in warnings
     assert len(app.get("plotly_chart")) == 3

@@ -36,7 +36,7 @@ from numba import njit
 from pydantic import Field
 
 from runners.input_model import MAX_SEED
-from runners.predictors import OutputLengthPredictor, OutputPredictorParams
+from runners.predictors import OutputLengthPredictor, OutputPriorParams, RunningMoments, moments_by_task
 from runners.schedulers.base import (
     Completion,
     Decision,
@@ -196,7 +196,7 @@ def admit_shortest_first(running_base, running_end, candidate_base, candidate_en
     return admitted
 
 
-class MemoryParams(OutputPredictorParams, PolicyParams):
+class MemoryParams(OutputPriorParams, PolicyParams):
     output_predictor: str = Field(  # type: ignore[assignment]
         default="oracle", description="MC-SF assumes known output lengths (the paper's setting); "
         "gaussian or noisy-oracle to relax it")
@@ -243,6 +243,9 @@ class MemoryConstrainedPolicy(SchedulerPolicy):
         # prompt size and predicted steps at dispatch stay in prompt_size / remaining_steps.
         self.running: dict[int, dict[str, float]] = {i.instance_id: {} for i in instances}
         self.outputs = OutputLengthPredictor.from_params(self.params)
+        if (self.params.output_predictor == "gaussian" and self.params.output_prior == "workload"
+                and self._workload_prior is not None):
+            self.outputs.warm(self._workload_prior)  # as slo-sa: the per-task Gaussian starts warm
         self.usage: dict[int, float | None] = {i.instance_id: None for i in instances}
         self.measured_tpot: deque[float] = deque(maxlen=32)
         self.predicted: dict[str, int] = {}  # output tokens, drawn once at arrival
@@ -251,6 +254,13 @@ class MemoryConstrainedPolicy(SchedulerPolicy):
         self.arrival: dict[str, float] = {}
         self.pending_in_arrival_order = True  # pending's order is by arrival time (ties: as they came)
         self.last_arrival = -math.inf
+
+    _workload_prior: dict[str, RunningMoments] | None = None
+
+    def on_workload(self, requests) -> None:
+        """output_predictor gaussian with output_prior 'workload': each task's target output lengths,
+        known before the run, start the per-task Gaussian (as slo-sa); unused by the oracle."""
+        self._workload_prior = moments_by_task((r.task, r.target_output_tokens) for r in requests)
 
     def on_arrival(self, request: Request, now: float) -> None:
         super().on_arrival(request, now)
