@@ -369,6 +369,8 @@ class ReferenceAlphaBetaClear(ReferenceAlphaProtect):
 
     def decide(self, now):
         cancels = []
+        if self.params.overflow != "clear":  # engine-preempt: the engine handles an overflow alone
+            self.overflowed.clear()
         for instance in sorted(self.overflowed):
             for request_id in list(self.running[instance]):
                 if self.rng.random() < self.params.beta:
@@ -456,8 +458,11 @@ def drive(name: str, params: dict, seed: int) -> int:
 
 @pytest.mark.parametrize("name,params", [
     ("mcsf", {}), ("mcsf", {"output_predictor": "gaussian", "memory_fraction": 0.8}),
-    ("alpha-protect", {}), ("alpha-protect", {"alpha": 0.1, "output_predictor": "noisy-oracle"}),
-    ("alpha-beta-clear", {"alpha": 0.1, "beta": 0.5}),
+    # admission is the fast path compared here; clearing on overflow (the default) is checked by hand
+    # in test_memory_overflow.py, so the alpha policies run with the engine's own preemption
+    ("alpha-protect", {"overflow": "engine-preempt"}),
+    ("alpha-protect", {"alpha": 0.1, "output_predictor": "noisy-oracle", "overflow": "engine-preempt"}),
+    ("alpha-beta-clear", {"alpha": 0.1, "beta": 0.5, "overflow": "engine-preempt"}),
 ])
 def test_memory_policies_decide_like_their_per_request_versions(name, params):
     dispatched = sum(drive(name, params, seed) for seed in range(6))
