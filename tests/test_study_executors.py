@@ -128,18 +128,22 @@ def test_a_member_that_raises_or_kills_its_worker_fails_alone(results_dir):
     assert runs["cr-slo-sa-s0"] == ("failed", "RuntimeError: engine exploded")
     status, error = runs["cr-fcfs-s1"]
     assert status == "failed" and error.startswith("its worker process (pid ") and "died (exit code 3: crashed" in error
-    # fcfs-s0, in flight beside it, ended before the crash or was stopped with it, and says so;
-    # slo-sa-s1 ran after it, in a new pool
-    status, error = runs["cr-fcfs-s0"]
-    assert status == "done" or (status == "failed" and error.startswith("stopped when the worker process of ")
-                                and error.endswith("died (the process pool stops all its workers then); what it "
-                                                   "measured is in its folder")), runs
-    assert runs["cr-slo-sa-s1"] == ("done", None)
+    # with two workers at most one other run is in flight beside the dying one: which one (fcfs-s0
+    # or slo-sa-s1) depends on how fast each ran; it ended before the crash or was stopped with it,
+    # and says so. Every other run is done, the later ones in a new pool.
+    beside = ("stopped when the worker process of ", "died (the process pool stops all its workers then); what it "
+              "measured is in its folder")
+    others = {run_id: outcome for run_id, outcome in runs.items() if run_id not in ("cr-slo-sa-s0", "cr-fcfs-s1")}
+    stopped = [run_id for run_id, (status, error) in others.items() if status != "done"]
+    assert len(stopped) <= 1 and all(others[run_id][0] == "failed" and others[run_id][1].startswith(beside[0])
+                                     and others[run_id][1].endswith(beside[1]) for run_id in stopped), runs
+    assert all(error is None for status, error in others.values() if status == "done"), runs
     # what the dead worker's run measured stays in its folder, marked interrupted
     assert inspect_run(results_dir / "cr-fcfs-s1")["status"] == "interrupted"
     # statistics count the done runs only
     attainment = record["statistics"]["slo_attainment"]["schedulers"]
-    assert attainment["slo-sa"]["n"] == 1 and attainment["fcfs"]["n"] == (runs["cr-fcfs-s0"][0] == "done")
+    assert attainment["slo-sa"]["n"] == (runs["cr-slo-sa-s1"][0] == "done")
+    assert attainment["fcfs"]["n"] == (runs["cr-fcfs-s0"][0] == "done")
     # the workers were spawned: nothing of this process (streamlit, plotly, the marker) is in them
     assert {path.stem: path.read_text() for path in results_dir.parent.glob("*.modules")} == {
         run_id: "" for run_id in runs}
