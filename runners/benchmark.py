@@ -18,7 +18,7 @@ from runners.drivers.wall_clock import WallClockDriver
 from runners.engines.latency_model import LatencyModel
 from runners.engines.profile import load_profile
 from runners.engines.real_config import redact_args
-from runners.engines.real_engine import RealEngine, check_api_key
+from runners.engines.real_engine import RealEngine, check_api_key, resolve_tokenization
 from runners.engines.simulator import ResolvedSimulator, SimulatedInstance, SimulatorConfig
 from runners.errors import ConfigError, RunCancelled, RunStopped
 from runners.schedulers.base import PolicyStalled
@@ -37,6 +37,7 @@ class PreparedRun:
     latency: LatencyModel | None
     workload: Workload
     slos: dict[str, TaskSLO]
+    tokenization: dict[str, Any] | None = None  # real engines: counter, context limit, what was tried
 
 
 @dataclass
@@ -73,7 +74,12 @@ def prepare_run(config: RunConfig) -> PreparedRun:
             raise ConfigError("slo.preset", str(exc)) from exc
         return resolved
 
-    workload = build_workload(config.workload, slos_for)
+    tokenization = None
+    if simulator is None:  # real servers: their tokenizer and their context limit
+        tokenization = resolve_tokenization(config.engine, config.workload.tokenizer)
+        workload = build_workload(config.workload, slos_for, tokenization.counter, tokenization.context)
+    else:
+        workload = build_workload(config.workload, slos_for)
     if simulator is not None:
         largest = max(workload.requests, key=lambda r: r.total_tokens)
         if largest.total_tokens > simulator.kv_capacity_tokens:
@@ -82,7 +88,8 @@ def prepare_run(config: RunConfig) -> PreparedRun:
                 f"the KV cache holds {simulator.kv_capacity_tokens} tokens but request {largest.request_id} needs "
                 f"{largest.total_tokens} (prompt + output); expected a cache of at least one whole request",
             )
-    return PreparedRun(config, simulator, latency, workload, resolved)
+    return PreparedRun(config, simulator, latency, workload, resolved,
+                       tokenization.record if tokenization is not None else None)
 
 
 def _config_record(prepared: PreparedRun) -> dict[str, Any]:
@@ -92,6 +99,8 @@ def _config_record(prepared: PreparedRun) -> dict[str, Any]:
         "workload_reports": prepared.workload.reports,
         "workload_synthetic": prepared.workload.synthetic,
     }
+    if prepared.tokenization is not None:
+        resolved["tokenization"] = prepared.tokenization
     simulator = prepared.simulator
     if simulator is not None:
         resolved.update(

@@ -18,6 +18,14 @@ from runners.engines.openai_client import Endpoint, header_secrets, quote, redac
 from runners.engines.real_config import AttachConfig, LMDeployConfig, VLLMConfig
 from runners.engines.telemetry import MetricsSnapshot, parse_metrics
 from runners.errors import ConfigError, SchedlabError
+from runners.workload.builder import ContextLimit
+from runners.workload.tokens import (
+    ApproximateTokenCounter,
+    TokenCounter,
+    TokenizerUnavailable,
+    make_token_counter,
+    server_token_counter,
+)
 
 RealEngineConfig = VLLMConfig | LMDeployConfig | AttachConfig
 KV_LOG_PATTERN = re.compile(r"(?:GPU|CPU) KV cache size:\s*([\d,]+)\s*tokens")
@@ -121,6 +129,186 @@ def _version(base_url: str, headers: dict[str, str]) -> str | None:
         return str(json.loads(text).get("version")) if status == 200 else None
     except (URLError, OSError, ValueError, AttributeError, RecursionError):
         return None
+
+
+#: Keys of a model's config.json that bound its context, as vLLM reads them
+#: (vllm/transformers_utils/model_arch_config_convertor.py, derive_max_model_len_and_key): the
+#: smallest present wins, and ``model_max_length`` overrides them all.
+CONTEXT_KEYS = ("max_position_embeddings", "n_positions", "max_seq_len", "seq_length", "model_max_length",
+                "max_target_positions", "max_sequence_length", "max_seq_length", "seq_len")
+
+
+@dataclass
+class Tokenization:
+    """How a run against real servers counts tokens and what context its requests must fit:
+    ``counter``, ``context`` (None when nothing reported a limit) and ``record`` (written to
+    config.json as ``resolved.tokenization``: the counter's name, where it and the limit came
+    from, ``approximate`` when the 4-characters-per-token rule counts, and what was tried)."""
+
+    counter: TokenCounter
+    context: ContextLimit | None
+    record: dict[str, Any]
+
+
+def model_card(base_url: str, headers: dict[str, str], model: str | None) -> dict[str, Any] | None:
+    """The ``/v1/models`` card of ``model`` (the first when None); None if it is not listed.
+    SchedlabError naming the endpoint if the server does not answer or answers garbage."""
+    try:
+        status, text = _get(base_url + "/v1/models", headers)
+    except (URLError, OSError, ValueError) as exc:
+        reason = redact(str(exc), header_secrets(headers))
+        raise SchedlabError(f"engine.urls: {base_url} did not answer GET /v1/models ({reason})") from exc
+    cards = _models(base_url, text, headers)
+    if model is None:
+        return cards[0] if cards else None
+    return next((card for card in cards if card.get("id") == model), None)
+
+
+def _positive_int(value: object) -> int | None:
+    return value if isinstance(value, int) and not isinstance(value, bool) and value > 0 else None
+
+
+def context_from_model_folder(folder: str) -> tuple[int, str] | None:
+    """(context tokens, source) from a model folder's config.json as vLLM derives its default
+    max_model_len (:data:`CONTEXT_KEYS`; text_config of multimodal models); None if unreadable."""
+    path = Path(folder) / "config.json"
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return None
+    if not isinstance(data, dict):
+        return None
+    config = data.get("text_config") if isinstance(data.get("text_config"), dict) else data
+    if _positive_int(config.get("model_max_length")):
+        return config["model_max_length"], f"{path} model_max_length"
+    found = [(config[key], key) for key in CONTEXT_KEYS if _positive_int(config.get(key))]
+    if not found:
+        return None
+    value, key = min(found)
+    return value, f"{path} {key}"
+
+
+def _flag_value(args: list[str], flag: str) -> str | None:
+    """The value of ``flag`` in an argument list (``--flag V`` or ``--flag=V``), the last one wins."""
+    value = None
+    for index, arg in enumerate(args):
+        if arg == flag and index + 1 < len(args):
+            value = args[index + 1]
+        elif arg.startswith(flag + "="):
+            value = arg.partition("=")[2]
+    return value
+
+
+def _overhead(counter: TokenCounter, api: str, tried: list[str]) -> int:
+    """Tokens the server adds to each prompt (see ``overhead_tokens`` of the counters); 0 when the
+    counter cannot say (the approximation, a server refusing the empty chat)."""
+    overhead = getattr(counter, "overhead_tokens", None)
+    if not callable(overhead):
+        return 0
+    try:
+        return overhead(api)
+    except TokenizerUnavailable as exc:
+        tried.append(f"prompt overhead: {exc}")
+        return 0
+
+
+def _with_fallback(counter: TokenCounter | None, source: str | None, tried: list[str]) -> tuple[TokenCounter, str]:
+    if counter is not None and source is not None:
+        return counter, source
+    tried.append("approximation: 4 characters per token (last resort)")
+    return ApproximateTokenCounter(), "approximation (4 characters per token): no server or model tokenizer"
+
+
+def resolve_tokenization(engine: RealEngineConfig, tokenizer: str | None) -> Tokenization:
+    """The token counter and context limit for a run against real servers, before it starts.
+
+    Counter: ``tokenizer`` (the workload's folder) when set; else, attached, the server's
+    ``/tokenize`` (vLLM), then the model folder its ``/v1/models`` card names as ``root`` when
+    readable here; launched, the model folder. The approximation only when none of these works.
+    Limit: the smallest ``max_model_len`` of the attached servers' cards (or a /tokenize reply);
+    launched, ``--max-model-len`` (vLLM) / ``--session-len`` (LMDeploy), else the model folder's
+    config.json as vLLM derives it.
+    """
+    tried: list[str] = []
+    counter: TokenCounter | None = None
+    source: str | None = None
+    limit: int | None = None
+    limit_source = ""
+    if tokenizer:
+        counter, source = make_token_counter(tokenizer), f"workload.tokenizer {tokenizer}"
+    if isinstance(engine, AttachConfig):
+        key = _api_key(engine)
+        headers = {"Authorization": f"Bearer {key}"} if key else {}
+        cards = []
+        for url in engine.urls:
+            try:
+                card = model_card(url, headers, engine.model)
+            except SchedlabError as exc:
+                tried.append(str(exc))
+                continue
+            if card is not None:
+                cards.append((url, card))
+                value = _positive_int(card.get("max_model_len"))
+                if value is not None and (limit is None or value < limit):
+                    limit, limit_source = value, f"GET {url}/v1/models max_model_len"
+        if cards and limit is None:
+            tried.append("no /v1/models card reports max_model_len")
+        if counter is None and cards:
+            url, card = cards[0]
+            model = engine.model or card.get("id")
+            if isinstance(model, str):
+                try:
+                    counter = server_token_counter(url, model, headers)
+                    source = f"server tokenizer: POST {url}/tokenize"
+                except TokenizerUnavailable as exc:
+                    tried.append(str(exc))
+            root = card.get("root")
+            if counter is None and isinstance(root, str) and root:
+                if Path(root).is_dir():
+                    try:
+                        counter, source = make_token_counter(root), f"model folder {root} (/v1/models root)"
+                    except ConfigError as exc:
+                        tried.append(f"model folder {root}: {exc}")
+                else:
+                    tried.append(f"model folder {root} (/v1/models root) is not readable here")
+        server_limit = getattr(counter, "max_model_len", None)
+        if limit is None and _positive_int(server_limit):
+            limit, limit_source = server_limit, "POST /tokenize max_model_len"
+    else:
+        model = engine.model
+        if counter is None:
+            if Path(model).is_dir():
+                try:
+                    counter, source = make_token_counter(model), f"model folder {model} (launch --model)"
+                except ConfigError as exc:
+                    tried.append(f"model folder {model}: {exc}")
+            else:
+                tried.append(f"model {model!r} is not a folder here")
+        flag = "--max-model-len" if isinstance(engine, VLLMConfig) else "--session-len"
+        launched = engine.max_model_len if isinstance(engine, VLLMConfig) else engine.session_len
+        extra = _flag_value(list(engine.extra_args), flag)
+        if extra is not None and extra.isdigit() and int(extra) > 0:
+            limit, limit_source = int(extra), f"launch flag {flag} (extra_args)"
+        elif launched is not None:
+            limit, limit_source = launched, f"launch flag {flag}"
+        else:
+            derived = context_from_model_folder(model)
+            if derived is not None:
+                limit, limit_source = derived
+            else:
+                tried.append(f"no {flag} and no readable {model}/config.json: context limit unknown")
+    counter, source = _with_fallback(counter, source, tried)
+    context = None
+    if limit is not None:
+        context = ContextLimit(limit, _overhead(counter, engine.api, tried), limit_source)
+    record = {
+        "counter": counter.name,
+        "source": source,
+        "approximate": isinstance(counter, ApproximateTokenCounter),
+        "context": context.as_dict() if context is not None else None,
+        "tried": tried,
+    }
+    return Tokenization(counter, context, record)
 
 
 class RealEngine:

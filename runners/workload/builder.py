@@ -14,7 +14,7 @@ from runners.workload.arrivals import ArrivalConfig, arrival_times
 from runners.workload.conversations import ConversationPair, DatasetSource, LengthFilter, load_pairs
 from runners.workload.requests import Request
 from runners.workload.slo import TASKS, TaskSLO
-from runners.workload.tokens import make_token_counter
+from runners.workload.tokens import TokenCounter, make_token_counter
 
 
 #: Most requests in one run. Every request is held in memory with its record and its result row
@@ -41,6 +41,40 @@ class MixRatio(InputModel):
         return {"chat": chat, "code": total - chat}
 
 
+#: The reason a pair that does not fit the server's context is dropped (counted like the
+#: dataset filters' reasons in each task's load report).
+OVER_CONTEXT = "prompt + reply over the server's context"
+
+
+@dataclass(frozen=True)
+class ContextLimit:
+    """The server's context: ``max_tokens`` (prompt + output, tokens; vLLM's ``max_model_len``)
+    and ``prompt_overhead_tokens`` (tokens the server adds to each prompt's text: BOS, a chat
+    template), with ``source`` saying where the limit was read."""
+
+    max_tokens: int
+    prompt_overhead_tokens: int = 0
+    source: str = ""
+
+    def as_dict(self) -> dict[str, Any]:
+        return {"max_tokens": self.max_tokens, "prompt_overhead_tokens": self.prompt_overhead_tokens,
+                "source": self.source}
+
+
+class ContextLengthFilter(LengthFilter):
+    """The dataset filters, then the server's context: a pair is kept only if its prompt, with
+    the tokens the server adds, plus its reply (the target output) fit in ``context_tokens``."""
+
+    context_tokens: int = Field(ge=1)
+    prompt_overhead_tokens: int = Field(default=0, ge=0)
+
+    def rejects(self, input_tokens: int, output_tokens: int) -> str | None:
+        reason = super().rejects(input_tokens, output_tokens)
+        if reason is None and input_tokens + self.prompt_overhead_tokens + output_tokens > self.context_tokens:
+            return OVER_CONTEXT
+        return reason
+
+
 class WorkloadConfig(InputModel):
     """Everything that decides which requests a run sends and when."""
 
@@ -55,7 +89,11 @@ class WorkloadConfig(InputModel):
     seed: int = Field(default=0, ge=0, le=MAX_SEED, description="workload and arrival seed")
     arrival: ArrivalConfig = Field(default_factory=ArrivalConfig)
     filters: LengthFilter = Field(default_factory=LengthFilter)
-    tokenizer: str | None = Field(default=None, description="local Hugging Face tokenizer folder")
+    tokenizer: str | None = Field(
+        default=None,
+        description="local Hugging Face tokenizer folder; default for real engines: the server's own tokenizer "
+                    "(vLLM /tokenize, or the model folder), else about 4 characters per token",
+    )
 
     @property
     def is_synthetic(self) -> bool:
@@ -103,23 +141,34 @@ def _sample(pairs: list[ConversationPair], count: int, rng: np.random.Generator)
 def build_workload(
     config: WorkloadConfig,
     slos_for: Callable[["Workload"], dict[str, TaskSLO]] | dict[str, TaskSLO],
+    counter: TokenCounter | None = None,
+    context: ContextLimit | None = None,
 ) -> Workload:
     """Load, mix (ratio chat:code, shuffled with the seed), time and tag every request.
 
     ``slos_for`` is a mapping task -> SLO, or a callable that computes it from the loaded
-    (not yet tagged) workload, which the "auto" preset needs.
+    (not yet tagged) workload, which the "auto" preset needs. ``counter``: the token counter
+    (default: ``config.tokenizer``'s, or the approximation); ``context``: the server's limit,
+    pairs that do not fit it are dropped before sampling and counted as :data:`OVER_CONTEXT`.
     """
     counts = config.ratio.counts(config.requests)
-    counter = make_token_counter(config.tokenizer)
+    if counter is None:
+        counter = make_token_counter(config.tokenizer)
+    filters: LengthFilter = config.filters
+    if context is not None:
+        filters = ContextLengthFilter(**config.filters.model_dump(), context_tokens=context.max_tokens,
+                                      prompt_overhead_tokens=context.prompt_overhead_tokens)
     rng = np.random.default_rng(config.seed)
     chosen: list[tuple[str, ConversationPair]] = []
     reports: dict[str, dict[str, Any]] = {}
     for task in TASKS:
         if counts[task] == 0:
             continue
-        pairs, report = load_pairs(getattr(config, task), task, counter, config.filters)
+        pairs, report = load_pairs(getattr(config, task), task, counter, filters)
         indices, oversampled = _sample(pairs, counts[task], rng)
         reports[task] = report.as_dict() | {"sampled": counts[task], "oversampled": oversampled}
+        if context is not None:
+            reports[task]["context"] = context.as_dict()
         chosen.extend((task, pairs[i]) for i in indices)
     order = rng.permutation(len(chosen))
     times = arrival_times(config.arrival, len(chosen), config.seed)

@@ -9,17 +9,36 @@ A tokenizer is loaded once per process and folder (and again if its files change
 remembers the count of every text it has seen: building a workload tokenises every pair of
 the chosen datasets before filtering (about 10,000 texts for the stand-ins, 6-8 s on 2 CPU
 cores), and a sweep or a page of runs builds many workloads from the same texts.
+
+Server tokenizer (no tokenizer given, attached to a server): :class:`ServerTokenCounter` asks
+vLLM's ``POST /tokenize`` (``{"model", "prompt", "add_special_tokens": false}`` answered by
+``{"count", "max_model_len", "tokens"}``, vllm/entrypoints/serve/tokenize/protocol.py of vLLM
+0.11-0.32): one text per request, ``concurrency`` requests at once, every count remembered per
+server and model. ``prompt_overhead_tokens`` is what the server adds to every prompt on top of
+its text (BOS for completions; the chat template's tokens for chat), so the context check can
+count a prompt as the server will.
 """
 
 from __future__ import annotations
 
+import asyncio
+import json
 import os
+import threading
 from pathlib import Path
-from typing import Protocol, Sequence
+from typing import Any, Awaitable, Callable, Protocol, Sequence, TypeVar
 
-from runners.errors import ConfigError
+import aiohttp
+
+from runners.engines.openai_client import header_secrets, redact
+from runners.errors import ConfigError, SchedlabError
 
 CHARACTERS_PER_TOKEN = 4.0
+#: /tokenize requests in flight at once while counting a workload's texts.
+TOKENIZE_CONCURRENCY = 32
+#: Seconds one /tokenize request may take.
+TOKENIZE_TIMEOUT_S = 30.0
+T = TypeVar("T")
 
 
 class TokenCounter(Protocol):
@@ -29,10 +48,16 @@ class TokenCounter(Protocol):
         """Token count of each text."""
 
 
+class TokenizerUnavailable(SchedlabError):
+    """A server cannot count tokens; the message says what was asked and what came back (API
+    keys written as ***)."""
+
+
 class ApproximateTokenCounter:
     """``max(1, round(len(text) / 4))`` tokens per text."""
 
     name = "approx-4-chars-per-token"
+    prompt_overhead_tokens = 0
 
     def count(self, texts: Sequence[str]) -> list[int]:
         return [max(1, round(len(text) / CHARACTERS_PER_TOKEN)) for text in texts]
@@ -57,6 +82,24 @@ class HuggingFaceTokenCounter:
             raise ConfigError("workload.tokenizer", f"could not load a tokenizer from {str(directory)!r}: {exc}") from exc
         self.name = f"hf:{directory.name}"
         self._counts: dict[str, int] = {}
+        self._overhead: dict[str, int] = {}
+
+    def overhead_tokens(self, api: str = "completions") -> int:
+        """Tokens the server adds to every prompt besides its text: the special tokens (BOS) for
+        completions; for chat, the chat template's tokens around an empty user message (0 when
+        the tokenizer has no template)."""
+        if api not in self._overhead:
+            tokenizer = self._tokenizer
+            if api == "chat":
+                try:
+                    ids = tokenizer.apply_chat_template([{"role": "user", "content": ""}], add_generation_prompt=True,
+                                                        tokenize=True)
+                    self._overhead[api] = len(ids["input_ids"] if isinstance(ids, dict) else ids)
+                except Exception:  # no chat template: the server refuses chat requests anyway
+                    self._overhead[api] = 0
+            else:
+                self._overhead[api] = len(tokenizer("", add_special_tokens=True)["input_ids"])
+        return self._overhead[api]
 
     def count(self, texts: Sequence[str]) -> list[int]:
         counts = self._counts
@@ -82,3 +125,137 @@ def make_token_counter(tokenizer_path: str | None) -> TokenCounter:
             _LOADED[key] = HuggingFaceTokenCounter(directory)
         return _LOADED[key]
     return ApproximateTokenCounter()
+
+
+def run_coroutine(make: Callable[[], Awaitable[T]]) -> T:
+    """Run the coroutine ``make()`` to its end from synchronous code, in a thread of its own when
+    this thread already runs an event loop (the dashboard)."""
+    try:
+        asyncio.get_running_loop()
+    except RuntimeError:
+        return asyncio.run(make())
+    box: dict[str, Any] = {}
+
+    def target() -> None:
+        try:
+            box["value"] = asyncio.run(make())
+        except BaseException as exc:  # handed to the caller's thread
+            box["error"] = exc
+
+    thread = threading.Thread(target=target, daemon=True)
+    thread.start()
+    thread.join()
+    if "error" in box:
+        raise box["error"]
+    return box["value"]
+
+
+class ServerTokenCounter:
+    """Counts with a vLLM server's own tokenizer through ``POST {base_url}/tokenize``.
+
+    ``count`` sends only texts it has not counted before, :data:`TOKENIZE_CONCURRENCY` at a
+    time, each with ``add_special_tokens: false`` (the text's own tokens, as the Hugging Face
+    counter counts). :class:`TokenizerUnavailable` when the server has no usable /tokenize.
+    """
+
+    def __init__(self, base_url: str, model: str, headers: dict[str, str] | None = None,
+                 concurrency: int = TOKENIZE_CONCURRENCY, timeout_s: float = TOKENIZE_TIMEOUT_S) -> None:
+        self.base_url = base_url.rstrip("/")
+        self.model = model
+        self.headers = dict(headers or {})
+        self.concurrency = concurrency
+        self.timeout_s = timeout_s
+        self.name = f"server:{self.base_url}/tokenize ({model})"
+        self.max_model_len: int | None = None  # as the last /tokenize reply reported it
+        self._counts: dict[str, int] = {}
+        self._overhead: dict[str, int] = {}
+        self.requests_sent = 0
+
+    @property
+    def url(self) -> str:
+        return self.base_url + "/tokenize"
+
+    async def _post(self, session: aiohttp.ClientSession, body: dict[str, Any]) -> int:
+        try:
+            return await self._post_once(session, body)
+        except TokenizerUnavailable as exc:
+            raise TokenizerUnavailable(redact(str(exc), header_secrets(self.headers))) from exc.__cause__
+
+    async def _post_once(self, session: aiohttp.ClientSession, body: dict[str, Any]) -> int:
+        self.requests_sent += 1
+        try:
+            async with session.post(self.url, json=body, headers=self.headers) as response:
+                text = await response.text()
+                status = response.status
+        except (aiohttp.ClientError, asyncio.TimeoutError, OSError) as exc:
+            raise TokenizerUnavailable(f"POST {self.url} failed: {type(exc).__name__}: {exc}") from exc
+        if status != 200:
+            raise TokenizerUnavailable(f"POST {self.url} answered HTTP {status}: {text.strip()[:200]}")
+        try:
+            reply = json.loads(text)
+        except ValueError:
+            reply = None
+        count = reply.get("count") if isinstance(reply, dict) else None
+        if isinstance(reply, dict) and count is None and isinstance(reply.get("tokens"), list):
+            count = len(reply["tokens"])
+        if isinstance(count, bool) or not isinstance(count, int) or count < 0:
+            raise TokenizerUnavailable(f"POST {self.url} answered {text.strip()[:200]!r}; expected "
+                                       '{"count": <tokens>, "max_model_len": ..., "tokens": [...]}')
+        limit = reply.get("max_model_len")
+        if isinstance(limit, int) and not isinstance(limit, bool) and limit > 0:
+            self.max_model_len = limit
+        return count
+
+    async def _count_all(self, bodies: list[dict[str, Any]]) -> list[int]:
+        gate = asyncio.Semaphore(self.concurrency)
+        connector = aiohttp.TCPConnector(limit=self.concurrency)
+        timeout = aiohttp.ClientTimeout(total=self.timeout_s)
+        async with aiohttp.ClientSession(connector=connector, timeout=timeout) as session:
+            async def one(body: dict[str, Any]) -> int:
+                async with gate:
+                    return await self._post(session, body)
+
+            tasks = [asyncio.ensure_future(one(body)) for body in bodies]
+            try:
+                return list(await asyncio.gather(*tasks))
+            finally:
+                for task in tasks:
+                    task.cancel()
+
+    def count(self, texts: Sequence[str]) -> list[int]:
+        counts = self._counts
+        new = [text for text in dict.fromkeys(texts) if text not in counts]
+        if new:
+            bodies = [{"model": self.model, "prompt": text, "add_special_tokens": False} for text in new]
+            counts.update(zip(new, run_coroutine(lambda: self._count_all(bodies))))
+        return [counts[text] for text in texts]
+
+    def overhead_tokens(self, api: str = "completions") -> int:
+        """Tokens the server adds to every prompt besides its text: /tokenize of an empty prompt
+        with special tokens (completions), or of an empty user message with the chat template and
+        generation prompt (chat)."""
+        if api not in self._overhead:
+            if api == "chat":
+                body = {"model": self.model, "messages": [{"role": "user", "content": ""}],
+                        "add_generation_prompt": True}
+            else:
+                body = {"model": self.model, "prompt": "", "add_special_tokens": True}
+            self._overhead[api] = run_coroutine(lambda: self._count_all([body]))[0]
+        return self._overhead[api]
+
+
+_SERVER_COUNTERS: dict[tuple[str, str], ServerTokenCounter] = {}
+
+
+def server_token_counter(base_url: str, model: str, headers: dict[str, str] | None = None) -> ServerTokenCounter:
+    """The counter of ``model`` at ``base_url``, checked with one /tokenize request; one per
+    server and model in a process, so its remembered counts serve every run against it.
+    :class:`TokenizerUnavailable` when the server cannot tokenize."""
+    key = (base_url.rstrip("/"), model)
+    counter = _SERVER_COUNTERS.get(key)
+    if counter is None:
+        counter = ServerTokenCounter(base_url, model, headers)
+        counter.overhead_tokens("completions")  # the check: raises if there is no usable /tokenize
+        _SERVER_COUNTERS[key] = counter
+    counter.headers = dict(headers or {})
+    return counter
