@@ -219,6 +219,19 @@ def _with_fallback(counter: TokenCounter | None, source: str | None, tried: list
     return ApproximateTokenCounter(), "approximation (4 characters per token): no server or model tokenizer"
 
 
+def _folder_counter(folder: str, named_by: str, tried: list[str]) -> tuple[TokenCounter | None, str | None]:
+    """The tokenizer in model folder ``folder`` (named by ``named_by``) and its source label, or
+    (None, None) with the reason appended to ``tried``."""
+    if not Path(folder).is_dir():
+        tried.append(f"model folder {folder} ({named_by}) is not readable here")
+        return None, None
+    try:
+        return make_token_counter(folder), f"model folder {folder} ({named_by})"
+    except ConfigError as exc:
+        tried.append(f"model folder {folder}: {exc}")
+        return None, None
+
+
 def resolve_tokenization(engine: RealEngineConfig, tokenizer: str | None) -> Tokenization:
     """The token counter and context limit for a run against real servers, before it starts.
 
@@ -264,26 +277,14 @@ def resolve_tokenization(engine: RealEngineConfig, tokenizer: str | None) -> Tok
                     tried.append(str(exc))
             root = card.get("root")
             if counter is None and isinstance(root, str) and root:
-                if Path(root).is_dir():
-                    try:
-                        counter, source = make_token_counter(root), f"model folder {root} (/v1/models root)"
-                    except ConfigError as exc:
-                        tried.append(f"model folder {root}: {exc}")
-                else:
-                    tried.append(f"model folder {root} (/v1/models root) is not readable here")
+                counter, source = _folder_counter(root, "/v1/models root", tried)
         server_limit = getattr(counter, "max_model_len", None)
         if limit is None and _positive_int(server_limit):
             limit, limit_source = server_limit, "POST /tokenize max_model_len"
     else:
         model = engine.model
         if counter is None:
-            if Path(model).is_dir():
-                try:
-                    counter, source = make_token_counter(model), f"model folder {model} (launch --model)"
-                except ConfigError as exc:
-                    tried.append(f"model folder {model}: {exc}")
-            else:
-                tried.append(f"model {model!r} is not a folder here")
+            counter, source = _folder_counter(model, "launch --model", tried)
         flag = "--max-model-len" if isinstance(engine, VLLMConfig) else "--session-len"
         launched = engine.max_model_len if isinstance(engine, VLLMConfig) else engine.session_len
         extra = _flag_value(list(engine.extra_args), flag)
