@@ -177,10 +177,18 @@ class OutputLengthPredictor:
         self._rng = np.random.default_rng(self.seed)
 
     @classmethod
-    def from_params(cls, params: OutputPredictorParams) -> "OutputLengthPredictor":
+    def from_params(cls, params: OutputPredictorParams,
+                    workload_prior: Mapping[str, RunningMoments] | None = None) -> "OutputLengthPredictor":
+        """The predictor ``params`` describe, its per-task Gaussian warmed as ``output_prior`` says:
+        from a previous run's requests (history), or from ``workload_prior`` (workload: the run's
+        own per-task moments, given by the policy's ``on_workload``)."""
         predictor = cls(params.output_predictor, params.noise, params.prior_tokens, params.predictor_seed)
-        if getattr(params, "output_prior", None) == "history" and params.output_predictor == "gaussian":
-            predictor.warm(history_moments(params.output_history))
+        prior = getattr(params, "output_prior", None)
+        if params.output_predictor == "gaussian":
+            if prior == "history":
+                predictor.warm(history_moments(params.output_history))
+            elif prior == "workload" and workload_prior is not None:
+                predictor.warm(workload_prior)
         return predictor
 
     def warm(self, moments: Mapping[str, RunningMoments]) -> None:

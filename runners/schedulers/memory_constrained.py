@@ -242,10 +242,7 @@ class MemoryConstrainedPolicy(SchedulerPolicy):
         # running requests per instance -> time of their first token (NOT_YET before it). Their
         # prompt size and predicted steps at dispatch stay in prompt_size / remaining_steps.
         self.running: dict[int, dict[str, float]] = {i.instance_id: {} for i in instances}
-        self.outputs = OutputLengthPredictor.from_params(self.params)
-        if (self.params.output_predictor == "gaussian" and self.params.output_prior == "workload"
-                and self._workload_prior is not None):
-            self.outputs.warm(self._workload_prior)  # as slo-sa: the per-task Gaussian starts warm
+        self.outputs = OutputLengthPredictor.from_params(self.params, self._workload_prior)  # warm, as slo-sa
         self.usage: dict[int, float | None] = {i.instance_id: None for i in instances}
         self.measured_tpot: deque[float] = deque(maxlen=32)
         self.predicted: dict[str, int] = {}  # output tokens, drawn once at arrival

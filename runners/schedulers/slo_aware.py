@@ -235,10 +235,7 @@ class SLOAwarePolicy(SchedulerPolicy):
                               "profile from 'python -m runners profile'")
         self.latency = {info.instance_id: LatencyPredictor(info.latency_model) for info in instances}
         self.state = {info.instance_id: _InstanceState(InstanceMemory(info.kv_capacity_tokens)) for info in instances}
-        self.outputs = OutputLengthPredictor.from_params(self.params)
-        if (self.params.output_predictor == "gaussian" and self.params.output_prior == "workload"
-                and self._workload_prior is not None):
-            self.outputs.warm(self._workload_prior)
+        self.outputs = OutputLengthPredictor.from_params(self.params, self._workload_prior)
         engine_batch = min((info.max_num_seqs for info in instances if info.max_num_seqs), default=4)
         self.max_batch = self.params.max_batch or engine_batch
         self.assigned: dict[str, int] = {}
