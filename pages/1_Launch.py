@@ -20,6 +20,7 @@ from runners.jobs import cancel_job, list_jobs, read_job, start_job
 from runners.launch_form import (DEFAULT_SCHEDULERS, FORM_DEFAULTS, build_job, preview_load, save_upload,
                                  study_size)
 from runners.live import read_live, read_study_progress
+from runners.engines.adapters import ADAPTERS, FormField
 from runners.registry import ENGINES, SCHEDULERS, parameter_specs
 from runners import result_store
 from runners.study import MAX_RUNS_UNCONFIRMED, identical_decisions_note
@@ -56,6 +57,23 @@ def text(label: str, path: str, value: str = "", help: str | None = None, placeh
     error_under(path)
 
 
+def adapter_input(field: FormField) -> None:
+    """One engine-specific input, as its adapter describes it. A flag that sets a value other
+    than True (``--scheduling-policy priority``) is kept under ``ui:flag:<path>``."""
+    if field.widget == "text":
+        text(field.label, field.path, help=field.help or None)
+    elif field.widget in ("int", "float"):
+        number(field.label, field.path, None, help=field.help or None, step=field.step,
+               fmt="%.2f" if field.widget == "float" else None)
+    elif field.widget == "choice":
+        st.selectbox(field.label, list(field.choices), key=key(field.path), help=field.help or None)
+        error_under(field.path)
+    elif field.flag_value is True:
+        st.checkbox(field.label, value=True, key=key(field.path), help=field.help or None)
+    else:
+        st.checkbox(field.label, key=f"ui:flag:{field.path}", help=field.help or None)
+
+
 def form_values() -> dict:
     """The form's fields as dotted config path -> value (what build_job reads)."""
     values = {name[len(FIELD):]: value for name, value in st.session_state.items()
@@ -64,6 +82,10 @@ def form_values() -> dict:
         values["engine.pace"] = PACES.get(st.session_state.get("ui:pace", DEFAULT_PACE))
     if st.session_state.get("ui:priority"):
         values["engine.scheduling_policy"] = "priority"
+    adapter = ADAPTERS.get(values.get("engine.kind", "sim"))
+    for field in adapter.form_fields if adapter else ():
+        if field.widget == "flag" and field.flag_value is not True and st.session_state.get(f"ui:flag:{field.path}"):
+            values[field.path] = field.flag_value
     return values
 
 
@@ -215,7 +237,8 @@ if kind == "sim":
                           "every measured value is the same")
     st.checkbox("Priority scheduling in the engine", key="ui:priority",
                 help="vLLM's --scheduling-policy priority: the engine orders its queue by the scheduler's priority")
-elif kind in ("vllm", "lmdeploy"):
+elif kind in ADAPTERS:
+    adapter = ADAPTERS[kind]
     with columns[0]:
         text("Model folder", "engine.model", help="local folder (or hub id where the hub is reachable)")
     with columns[1]:
@@ -226,28 +249,14 @@ elif kind in ("vllm", "lmdeploy"):
     with columns[3]:
         text("Latency profile (optional)", "engine.profile",
              help="file from `python -m runners profile`; needed by slo-sa, scls, mcsf and the auto SLO")
-    columns = st.columns(4)
-    if kind == "vllm":
-        with columns[0]:
-            text("Python of the vLLM environment", "engine.python", help="vLLM pins its own torch: point at its venv")
-        with columns[1]:
-            number("--max-num-seqs", "engine.max_num_seqs", None, step=1)
-        with columns[2]:
-            number("--max-model-len", "engine.max_model_len", None, step=256)
-        with columns[3]:
-            number("--gpu-memory-utilization", "engine.gpu_memory_utilization", None, step=0.05, fmt="%.2f")
-        st.checkbox("--scheduling-policy priority", key="ui:priority")
-        st.checkbox("Set CUDA_VISIBLE_DEVICES per instance (off for the CPU build)", value=True,
-                    key=key("engine.use_gpus"))
-    else:
-        with columns[0]:
-            st.selectbox("--backend", ["turbomind", "pytorch"], key=key("engine.backend"))
-        with columns[1]:
-            number("--max-batch-size", "engine.max_batch_size", None, step=1)
-        with columns[2]:
-            number("--cache-max-entry-count", "engine.cache_max_entry_count", None, step=0.05, fmt="%.2f")
-        with columns[3]:
-            number("--tp", "engine.tp", None, step=1)
+    inputs = [field for field in adapter.form_fields if field.widget != "flag"]
+    for start in range(0, len(inputs), 4):  # the engine's own fields, from its adapter
+        for column, field in zip(st.columns(4), inputs[start:start + 4]):
+            with column:
+                adapter_input(field)
+    for field in adapter.form_fields:
+        if field.widget == "flag":
+            adapter_input(field)
     text("Extra server arguments", "engine.extra_args",
          help="appended to the server's argument list (split like a shell would, never run through one)")
 else:

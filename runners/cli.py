@@ -316,6 +316,7 @@ def command_profile(args: argparse.Namespace) -> int:
 
     from tqdm import tqdm
 
+    from runners.engines.adapters import adapter_for
     from runners.engines.real_engine import RealEngine
     from runners.engines.simulator import SimulatorConfig
     from runners.profiler import ProfileGrid, fit_profile, measure, write_samples
@@ -323,7 +324,10 @@ def command_profile(args: argparse.Namespace) -> int:
     config = build_run_config(args)
     engine_config = config.engine
     if isinstance(engine_config, SimulatorConfig):
-        raise ConfigError("--engine", "profile needs a real engine: vllm, lmdeploy or openai (with --url)")
+        from runners.registry import ENGINES
+
+        real = ", ".join(name for name in ENGINES if name != "sim")
+        raise ConfigError("--engine", f"profile needs a real engine: {real} (openai with --url)")
     out = Path(args.out)
     out.parent.mkdir(parents=True, exist_ok=True)
     grid = ProfileGrid(
@@ -353,7 +357,7 @@ def command_profile(args: argparse.Namespace) -> int:
                f"model {instance.endpoint.model}".strip(),
         kv_capacity_tokens=instance.kv_capacity_tokens,
         block_size=instance.block_size,
-        max_num_seqs=getattr(engine_config, "max_num_seqs", None) or getattr(engine_config, "max_batch_size", None),
+        max_num_seqs=adapter_for(engine_config.kind).max_num_seqs(engine_config),
         max_num_batched_tokens=getattr(engine_config, "max_num_batched_tokens", None),
     )
     profile.to_file(out)
@@ -436,10 +440,14 @@ def make_parser() -> argparse.ArgumentParser:
     def add_out(p: argparse.ArgumentParser) -> None:
         p.add_argument("--out", default=str(DEFAULT_RESULTS_DIR), help="results folder (default: results/)")
 
+    from runners.registry import ENGINES
+
+    launched = ", ".join(name for name in ENGINES if name not in ("sim", "openai"))
+
     def add_engine_flags(p: argparse.ArgumentParser) -> None:
         p.add_argument("--config", help="YAML or JSON run config; flags override it")
-        p.add_argument("--engine", help="engine kind: sim | vllm | lmdeploy | openai (attach)")
-        p.add_argument("--model", help="model folder to launch (vllm, lmdeploy) or served model name (openai)")
+        p.add_argument("--engine", help=f"engine kind: {' | '.join(ENGINES)} (openai: attach by --url)")
+        p.add_argument("--model", help=f"model folder to launch ({launched}) or served model name (openai)")
         p.add_argument("--url", help="openai: base URL(s) of running servers, comma-separated")
         p.add_argument("--python", help="vllm: the Python of the environment vLLM is installed in")
         p.add_argument("--set", action="append", metavar="KEY=VALUE", help="any config field, e.g. engine.max_num_seqs=64")

@@ -10,11 +10,11 @@ from typing import Annotated, Any, Literal, Union
 import yaml
 from pydantic import Field, ValidationError, field_validator, model_validator
 
-from runners.engines.real_config import REDACT_SECRETS, AttachConfig, LMDeployConfig, VLLMConfig
+from runners.engines.real_config import REDACT_SECRETS
 from runners.engines.simulator import SimulatorConfig
 from runners.errors import ConfigError, format_validation_error
 from runners.input_model import MAX_SEED, InputModel, field_error
-from runners.registry import engine_entry, make_policy
+from runners.registry import ENGINES, engine_entry, make_policy
 from runners.result_store import validate_run_id
 from runners.workload.builder import WorkloadConfig
 from runners.workload.slo import SLOConfig
@@ -61,9 +61,8 @@ class TrialsConfig(InputModel):
         return values
 
 
-EngineConfig = Annotated[
-    Union[SimulatorConfig, VLLMConfig, LMDeployConfig, AttachConfig], Field(discriminator="kind")
-]
+#: Any engine's config, told apart by its ``kind`` (the registry's engines, in its order).
+EngineConfig = Annotated[Union[tuple(entry.config for entry in ENGINES.values())], Field(discriminator="kind")]
 
 
 #: Most time-series samples a run may take per instance (max_duration_s / sample_interval_s):

@@ -3,9 +3,6 @@
 from __future__ import annotations
 
 
-ENGINE_KINDS = ("sim", "vllm", "lmdeploy", "openai")
-
-
 class SchedlabError(Exception):
     """Base class for errors caused by the user's input, printed as one line by the CLI."""
 
@@ -46,8 +43,10 @@ class RunCancelled(Exception):
 def error_location(loc: "tuple[object, ...]") -> str:
     """A pydantic error location as the dotted field the user wrote (``engine.model``): the
     engine union's kind tag (``engine.vllm.model``) is not a field, so it is dropped."""
+    from runners.registry import ENGINES  # the registry imports this module
+
     parts = [str(part) for part in loc]
-    if len(parts) > 1 and parts[0] == "engine" and parts[1] in ENGINE_KINDS:
+    if len(parts) > 1 and parts[0] == "engine" and parts[1] in ENGINES:
         del parts[1]
     return ".".join(parts)
 

@@ -10,7 +10,8 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ValidationError
 
-from runners.engines.real_config import AttachConfig, LMDeployConfig, VLLMConfig
+from runners.engines.adapters import ADAPTERS
+from runners.engines.real_config import AttachConfig
 from runners.engines.simulator import SimulatorConfig
 from runners.errors import ConfigError, UnknownNameError, format_validation_error
 from runners.schedulers.base import SchedulerPolicy
@@ -45,10 +46,12 @@ class EngineEntry:
     summary: str
 
 
+#: Engine kinds: the simulator, every engine adapter with a launch config
+#: (``runners/engines/adapters/``), and attaching to running servers by URL.
 ENGINES: dict[str, EngineEntry] = {
     "sim": EngineEntry("sim", SimulatorConfig, "built-in discrete-event simulator of a vLLM-like engine"),
-    "vllm": EngineEntry("vllm", VLLMConfig, "launch vLLM OpenAI-compatible servers (one per GPU)"),
-    "lmdeploy": EngineEntry("lmdeploy", LMDeployConfig, "launch LMDeploy api_server processes (GPU only)"),
+    **{name: EngineEntry(name, adapter.config, adapter.summary) for name, adapter in ADAPTERS.items()
+       if adapter.config is not None},
     "openai": EngineEntry("openai", AttachConfig, "attach to running OpenAI-compatible servers by URL"),
 }
 

@@ -13,7 +13,8 @@ import pytest
 from runners.benchmark import execute_run
 from runners.config import parse_config
 from runners.engines.launcher import EngineStartError, ServerProcess, free_port
-from runners.engines.real_config import LMDeployConfig, VLLMConfig
+from runners.engines.adapters.lmdeploy import LMDeployConfig
+from runners.engines.adapters.vllm import VLLMConfig
 from runners.engines.real_engine import kv_capacity_from_log
 from runners.errors import RunCancelled
 from runners.result_store import load_run

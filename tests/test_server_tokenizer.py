@@ -25,7 +25,8 @@ from aiohttp import web
 
 from runners.benchmark import execute_run, prepare_run
 from runners.config import parse_config
-from runners.engines.real_config import AttachConfig, VLLMConfig
+from runners.engines.adapters.vllm import VLLMAdapter, VLLMConfig
+from runners.engines.real_config import AttachConfig
 from runners.engines.real_engine import context_from_model_folder, resolve_tokenization
 from runners.result_store import load_run
 from runners.workload.builder import OVER_CONTEXT, ContextLengthFilter
@@ -141,7 +142,7 @@ def server():
 
 
 def test_server_counter_counts_with_the_servers_tokenizer_once_per_text(server):
-    counter = ServerTokenCounter(server.url, "tiny", concurrency=4)
+    counter = ServerTokenCounter(server.url, "tiny", VLLMAdapter.tokenize_api, concurrency=4)
     texts = ["hello world", "abc", "hello world", "x" * 101]
     assert counter.count(texts) == [6, 2, 6, 51]
     sent = [body["prompt"] for body in server.tokenize_bodies]
@@ -158,7 +159,7 @@ def test_server_counter_counts_with_the_servers_tokenizer_once_per_text(server):
 
 
 def test_server_counter_many_texts_concurrently(server):
-    counter = ServerTokenCounter(server.url, "tiny", concurrency=8)
+    counter = ServerTokenCounter(server.url, "tiny", VLLMAdapter.tokenize_api, concurrency=8)
     texts = [f"text number {i}" + "y" * (i % 7) for i in range(300)]
     assert counter.count(texts) == [fake_count(text) for text in texts]
     assert len(server.tokenize_bodies) == 300
@@ -168,7 +169,7 @@ def test_a_server_without_tokenize_is_reported_not_counted():
     fake = FakeVLLMTokenizer(has_tokenize=False).start()
     try:
         with pytest.raises(TokenizerUnavailable, match=r"POST http://127\.0\.0\.1:\d+/tokenize answered HTTP 404"):
-            ServerTokenCounter(fake.url, "tiny").count(["abc"])
+            ServerTokenCounter(fake.url, "tiny", VLLMAdapter.tokenize_api).count(["abc"])
     finally:
         fake.stop()
 
@@ -184,7 +185,7 @@ def test_context_filter_drops_what_does_not_fit_and_names_the_reason():
 
 def test_attached_vllm_gives_its_tokenizer_and_limit(server):
     tokenization = resolve_tokenization(AttachConfig(urls=[server.url]), None)
-    assert tokenization.record["source"] == f"server tokenizer: POST {server.url}/tokenize"
+    assert tokenization.record["source"] == f"server tokenizer (vllm): POST {server.url}/tokenize"
     assert tokenization.record["approximate"] is False
     assert tokenization.context.max_tokens == 2048
     assert tokenization.context.prompt_overhead_tokens == 1
@@ -263,7 +264,7 @@ def test_every_request_fits_the_servers_context_and_none_fails(server, results_d
     config = parse_config(attach(server, "fits"))
     prepared = prepare_run(config)
     record = prepared.tokenization
-    assert record["source"] == f"server tokenizer: POST {server.url}/tokenize" and not record["approximate"]
+    assert record["source"] == f"server tokenizer (vllm): POST {server.url}/tokenize" and not record["approximate"]
     assert record["context"] == {"max_tokens": 700, "prompt_overhead_tokens": 1,
                                  "source": f"GET {server.url}/v1/models max_model_len"}
     for request in prepared.workload.requests:
@@ -308,4 +309,4 @@ def test_an_lmdeploy_server_is_counted_by_the_labelled_approximation(results_dir
         fake.stop()
     assert record["approximate"] is True and record["context"] is None
     assert record["source"] == "approximation (4 characters per token): no server or model tokenizer"
-    assert any(f"POST {fake.url}/tokenize answered HTTP 404" in line for line in record["tried"])
+    assert any(f"POST {fake.url}/v1/encode answered HTTP 404" in line for line in record["tried"])

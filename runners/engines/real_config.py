@@ -1,4 +1,5 @@
-"""Configs for real engines: launch vLLM or LMDeploy servers, or attach to running ones.
+"""Shared parts of the real-engine configs (each engine's own launch config lives in its adapter,
+``runners/engines/adapters/``), and the config that attaches to running servers.
 
 Everything launched is an argument list (never a shell). The API key of an attached server is
 read from the environment variable named in ``api_key_env`` and never written to results; the
@@ -10,7 +11,6 @@ the :data:`REDACT_SECRETS` context (config.json), and reach the launched servers
 from __future__ import annotations
 
 import re
-import sys
 from typing import Annotated, Literal
 from urllib.parse import urlsplit, urlunsplit
 
@@ -65,7 +65,7 @@ def redact_url(url: str) -> str:
     return urlunsplit(parts._replace(netloc=f"{parts.username}:{REDACTED}@{netloc[2]}"))
 
 
-def _redacting(info: FieldSerializationInfo) -> bool:
+def redacting(info: FieldSerializationInfo) -> bool:
     return bool(isinstance(info.context, dict) and info.context.get("redact_secrets"))
 
 
@@ -113,11 +113,11 @@ class LaunchOptions(InputModel):
 
     @field_serializer("env")
     def _env_out(self, env: dict[str, str], info: FieldSerializationInfo) -> dict[str, str]:
-        return {key: REDACTED for key in env} if _redacting(info) else dict(env)
+        return {key: REDACTED for key in env} if redacting(info) else dict(env)
 
     @field_serializer("extra_args")
     def _args_out(self, args: list[str], info: FieldSerializationInfo) -> list[str]:
-        return redact_args(args) if _redacting(info) else list(args)
+        return redact_args(args) if redacting(info) else list(args)
 
     @field_validator("env", mode="before")
     @classmethod
@@ -133,78 +133,6 @@ class LaunchOptions(InputModel):
         if self.gpus is not None and len(self.gpus) != self.instances:
             raise ValueError(f"gpus has {len(self.gpus)} entries; expected one per instance ({self.instances})")
         return self
-
-
-class VLLMConfig(ClientOptions, LaunchOptions):
-    """Launch ``instances`` vLLM OpenAI-compatible servers."""
-
-    kind: Literal["vllm"] = "vllm"
-    model: str = Field(description="model folder or hub id (hubs are unreachable here: use a folder)")
-    served_model_name: str = "model"
-    python: str = Field(default=sys.executable, description="Python of the environment vLLM is installed in")
-    command: list[str] | None = Field(
-        default=None, description="server command prefix; default [python, -m, vllm.entrypoints.openai.api_server]"
-    )
-    max_num_seqs: int | None = Field(default=None, gt=0, le=65_536)
-    max_num_batched_tokens: int | None = Field(default=None, gt=0, le=10_000_000)
-    gpu_memory_utilization: float | None = Field(default=None, gt=0, le=1)
-    scheduling_policy: Literal["fcfs", "priority"] = "fcfs"
-    num_gpu_blocks_override: int | None = Field(default=None, gt=0, le=100_000_000)
-    max_model_len: int | None = Field(default=None, gt=0, le=10_000_000)
-    dtype: str | None = None
-    block_size: int | None = Field(default=None, gt=0, le=4096)
-
-    @field_serializer("command")
-    def _command_out(self, command: list[str] | None, info: FieldSerializationInfo) -> list[str] | None:
-        return redact_args(command) if command is not None and _redacting(info) else command
-
-    def server_command(self, port: int) -> list[str]:
-        """The argument list that starts one server on ``port``."""
-        command = list(self.command) if self.command else [self.python, "-m", "vllm.entrypoints.openai.api_server"]
-        command += ["--model", self.model, "--served-model-name", self.served_model_name,
-                    "--host", self.host, "--port", str(port)]
-        optional = {
-            "--max-num-seqs": self.max_num_seqs,
-            "--max-num-batched-tokens": self.max_num_batched_tokens,
-            "--gpu-memory-utilization": self.gpu_memory_utilization,
-            "--num-gpu-blocks-override": self.num_gpu_blocks_override,
-            "--max-model-len": self.max_model_len,
-            "--dtype": self.dtype,
-            "--block-size": self.block_size,
-        }
-        command += optional_flags(optional)
-        command += ["--scheduling-policy", self.scheduling_policy]
-        return command + list(self.extra_args)
-
-
-class LMDeployConfig(ClientOptions, LaunchOptions):
-    """Launch ``instances`` LMDeploy ``api_server`` processes (GPU only: LMDeploy has no CPU backend)."""
-
-    kind: Literal["lmdeploy"] = "lmdeploy"
-    model: str
-    model_name: str = "model"
-    command: list[str] = Field(default_factory=lambda: ["lmdeploy", "serve", "api_server"])
-    backend: Literal["turbomind", "pytorch"] = "turbomind"
-    max_batch_size: int | None = Field(default=None, gt=0, le=65_536)
-    cache_max_entry_count: float | None = Field(default=None, gt=0, le=1)
-    session_len: int | None = Field(default=None, gt=0, le=10_000_000)
-    tp: int | None = Field(default=None, gt=0, le=64)
-
-    @field_serializer("command")
-    def _command_out(self, command: list[str], info: FieldSerializationInfo) -> list[str]:
-        return redact_args(command) if _redacting(info) else command
-
-    def server_command(self, port: int) -> list[str]:
-        command = list(self.command) + [self.model, "--server-name", self.host, "--server-port", str(port),
-                                        "--backend", self.backend, "--model-name", self.model_name]
-        optional = {
-            "--max-batch-size": self.max_batch_size,
-            "--cache-max-entry-count": self.cache_max_entry_count,
-            "--session-len": self.session_len,
-            "--tp": self.tp,
-        }
-        command += optional_flags(optional)
-        return command + list(self.extra_args)
 
 
 class AttachConfig(ClientOptions):
@@ -236,7 +164,7 @@ class AttachConfig(ClientOptions):
 
     @field_serializer("urls")
     def _urls_out(self, urls: list[str], info: FieldSerializationInfo) -> list[str]:
-        return [redact_url(url) for url in urls] if _redacting(info) else list(urls)
+        return [redact_url(url) for url in urls] if redacting(info) else list(urls)
 
     @property
     def instances(self) -> int:

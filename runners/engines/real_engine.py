@@ -1,5 +1,7 @@
-"""Real engine instances, launched (vLLM, LMDeploy) or attached (any OpenAI-compatible URL):
-endpoints, engine-kind detection, KV capacity, and clean shutdown."""
+"""Real engine instances, launched (any engine adapter: vLLM, LMDeploy, SGLang) or attached (any
+OpenAI-compatible URL): endpoints, engine-kind detection, token counting and context limit, KV
+capacity, and clean shutdown. What differs between engines comes from their adapters
+(``runners/engines/adapters/``)."""
 
 from __future__ import annotations
 
@@ -13,9 +15,11 @@ from urllib.error import URLError
 from urllib.request import Request as HTTPRequest
 from urllib.request import urlopen
 
+from runners.engines.adapters import ADAPTERS, EngineAdapter, adapter_for, detect_adapter
+from runners.engines.adapters.base import positive_int
 from runners.engines.launcher import ServerProcess, free_port, launch_servers, unless_stopped
 from runners.engines.openai_client import Endpoint, header_secrets, quote, redact
-from runners.engines.real_config import AttachConfig, LMDeployConfig, VLLMConfig
+from runners.engines.real_config import AttachConfig
 from runners.engines.telemetry import MetricsSnapshot, parse_metrics
 from runners.errors import ConfigError, SchedlabError
 from runners.workload.builder import ContextLimit
@@ -27,7 +31,8 @@ from runners.workload.tokens import (
     server_token_counter,
 )
 
-RealEngineConfig = VLLMConfig | LMDeployConfig | AttachConfig
+#: A launch config of any adapter, or an attach config.
+RealEngineConfig = Any
 KV_LOG_PATTERN = re.compile(r"(?:GPU|CPU) KV cache size:\s*([\d,]+)\s*tokens")
 T = TypeVar("T")
 
@@ -84,8 +89,14 @@ def _models(base_url: str, text: str, headers: dict[str, str]) -> list[dict[str,
 
 
 def detect_kind(base_url: str, headers: dict[str, str]) -> tuple[str, str | None]:
-    """(engine kind, first served model) from ``/metrics`` names or ``/v1/models`` owned_by."""
-    snapshot = scrape(base_url + "/metrics", headers)
+    """(engine kind, first served model) from the ``/metrics`` prefix or ``/v1/models`` owned_by
+    (:func:`runners.engines.adapters.detect_adapter`; ``openai`` when neither is known)."""
+    try:
+        status, metrics_text = _get(base_url + "/metrics", headers)
+        if status != 200:
+            metrics_text = None
+    except (URLError, OSError, ValueError):
+        metrics_text = None
     try:
         status, text = _get(base_url + "/v1/models", headers)
     except (URLError, OSError, ValueError) as exc:
@@ -98,11 +109,7 @@ def detect_kind(base_url: str, headers: dict[str, str]) -> tuple[str, str | None
         if model is not None and not isinstance(model, str):
             raise SchedlabError(f"engine.urls: GET {base_url}/v1/models lists a model whose id is not a string "
                                 f"({quote(json.dumps(model))})")
-    if snapshot is not None and snapshot.kind:
-        return snapshot.kind, model
-    if owner in ("vllm", "lmdeploy"):
-        return owner, model
-    return "openai", model
+    return detect_adapter(metrics_text, owner).name, model
 
 
 def check_api_key(engine: object) -> None:
@@ -164,10 +171,6 @@ def model_card(base_url: str, headers: dict[str, str], model: str | None) -> dic
     return next((card for card in cards if card.get("id") == model), None)
 
 
-def _positive_int(value: object) -> int | None:
-    return value if isinstance(value, int) and not isinstance(value, bool) and value > 0 else None
-
-
 def context_from_model_folder(folder: str) -> tuple[int, str] | None:
     """(context tokens, source) from a model folder's config.json as vLLM derives its default
     max_model_len (:data:`CONTEXT_KEYS`; text_config of multimodal models); None if unreadable."""
@@ -179,9 +182,9 @@ def context_from_model_folder(folder: str) -> tuple[int, str] | None:
     if not isinstance(data, dict):
         return None
     config = data.get("text_config") if isinstance(data.get("text_config"), dict) else data
-    if _positive_int(config.get("model_max_length")):
+    if positive_int(config.get("model_max_length")):
         return config["model_max_length"], f"{path} model_max_length"
-    found = [(config[key], key) for key in CONTEXT_KEYS if _positive_int(config.get(key))]
+    found = [(config[key], key) for key in CONTEXT_KEYS if positive_int(config.get(key))]
     if not found:
         return None
     value, key = min(found)
@@ -232,15 +235,38 @@ def _folder_counter(folder: str, named_by: str, tried: list[str]) -> tuple[Token
         return None, None
 
 
+def _server_counter(url: str, model: str, headers: dict[str, str],
+                    tried: list[str]) -> tuple[TokenCounter | None, str | None]:
+    """The server's own token counter, through the tokenize endpoint of the engine it runs (every
+    adapter's in turn when the kind is not known), or (None, None) with what failed in ``tried``."""
+    try:
+        kind, _ = detect_kind(url, headers)
+    except SchedlabError as exc:
+        tried.append(str(exc))
+        return None, None
+    detected = adapter_for(kind)
+    candidates = [detected] if detected.tokenize_api else [adapter for adapter in ADAPTERS.values()
+                                                            if adapter.tokenize_api]
+    for adapter in candidates:
+        try:
+            counter = server_token_counter(url, model, adapter.tokenize_api, headers)
+        except TokenizerUnavailable as exc:
+            tried.append(f"{adapter.name} tokenizer: {exc}")
+            continue
+        return counter, f"server tokenizer ({adapter.name}): POST {counter.url}"
+    return None, None
+
+
 def resolve_tokenization(engine: RealEngineConfig, tokenizer: str | None) -> Tokenization:
     """The token counter and context limit for a run against real servers, before it starts.
 
-    Counter: ``tokenizer`` (the workload's folder) when set; else, attached, the server's
-    ``/tokenize`` (vLLM), then the model folder its ``/v1/models`` card names as ``root`` when
-    readable here; launched, the model folder. The approximation only when none of these works.
-    Limit: the smallest ``max_model_len`` of the attached servers' cards (or a /tokenize reply);
-    launched, ``--max-model-len`` (vLLM) / ``--session-len`` (LMDeploy), else the model folder's
-    config.json as vLLM derives it.
+    Counter: ``tokenizer`` (the workload's folder) when set; else, attached, the server's own
+    tokenize endpoint (its adapter's; every adapter's in turn for a server of unknown kind), then
+    the model folder its ``/v1/models`` card names as ``root`` when readable here; launched, the
+    model folder. The approximation only when none of these works.
+    Limit: the smallest ``max_model_len`` of the attached servers' cards (or a tokenize reply);
+    launched, the adapter's context flag (``--max-model-len``, ``--session-len``,
+    ``--context-length``), else the model folder's config.json as vLLM derives it.
     """
     tried: list[str] = []
     counter: TokenCounter | None = None
@@ -261,7 +287,7 @@ def resolve_tokenization(engine: RealEngineConfig, tokenizer: str | None) -> Tok
                 continue
             if card is not None:
                 cards.append((url, card))
-                value = _positive_int(card.get("max_model_len"))
+                value = positive_int(card.get("max_model_len"))
                 if value is not None and (limit is None or value < limit):
                     limit, limit_source = value, f"GET {url}/v1/models max_model_len"
         if cards and limit is None:
@@ -270,24 +296,21 @@ def resolve_tokenization(engine: RealEngineConfig, tokenizer: str | None) -> Tok
             url, card = cards[0]
             model = engine.model or card.get("id")
             if isinstance(model, str):
-                try:
-                    counter = server_token_counter(url, model, headers)
-                    source = f"server tokenizer: POST {url}/tokenize"
-                except TokenizerUnavailable as exc:
-                    tried.append(str(exc))
+                counter, source = _server_counter(url, model, headers, tried)
             root = card.get("root")
             if counter is None and isinstance(root, str) and root:
                 counter, source = _folder_counter(root, "/v1/models root", tried)
         server_limit = getattr(counter, "max_model_len", None)
-        if limit is None and _positive_int(server_limit):
-            limit, limit_source = server_limit, "POST /tokenize max_model_len"
+        if limit is None and positive_int(server_limit):
+            limit, limit_source = server_limit, f"POST {counter.url} max_model_len"
     else:
+        adapter = adapter_for(engine.kind)
         model = engine.model
         if counter is None:
             counter, source = _folder_counter(model, "launch --model", tried)
-        flag = "--max-model-len" if isinstance(engine, VLLMConfig) else "--session-len"
-        launched = engine.max_model_len if isinstance(engine, VLLMConfig) else engine.session_len
-        extra = _flag_value(list(engine.extra_args), flag)
+        flag = adapter.context_flag or "the context-limit flag"
+        launched = adapter.context_limit(engine)
+        extra = _flag_value(list(engine.extra_args), flag) if adapter.context_flag else None
         if extra is not None and extra.isdigit() and int(extra) > 0:
             limit, limit_source = int(extra), f"launch flag {flag} (extra_args)"
         elif launched is not None:
@@ -337,8 +360,7 @@ class RealEngine:
                 model = config.model or first_model
                 if not model:
                     raise ConfigError("engine.model", f"{url} lists no model; set engine.model")
-                endpoint = Endpoint(url, model, config.api, kind, headers, accepts_min_tokens=kind == "vllm",
-                                    accepts_priority=kind == "vllm" and config.scheduling_policy == "priority")
+                endpoint = adapter_for(kind).endpoint(url, model, config.api, headers, config.scheduling_policy)
                 version = probe(lambda: _version(url, headers), f"asking {url} for its version")
                 self.instances.append(RealInstance(index, endpoint, version=version))
         else:
@@ -353,27 +375,23 @@ class RealEngine:
                 instance.kv_capacity_tokens = kv_capacity_from_log(instance.server.log_path)
         return self.instances
 
-    def _launch(self, config: VLLMConfig | LMDeployConfig, should_stop: Callable[[], bool] | None = None) -> None:
+    def _launch(self, config: Any, should_stop: Callable[[], bool] | None = None) -> None:
+        adapter: type[EngineAdapter] = adapter_for(config.kind)
         ports = config.ports or [free_port(config.host) for _ in range(config.instances)]
         for index, port in enumerate(ports):
             env = dict(config.env)
             if config.use_gpus:
                 env["CUDA_VISIBLE_DEVICES"] = config.gpus[index] if config.gpus else str(index)
-            self.servers.append(ServerProcess(config.server_command(port), port, config.host,
-                                              self.log_folder / f"server-{index}.log", env, "/health"))
+            self.servers.append(ServerProcess(adapter.server_command(config, port), port, config.host,
+                                              self.log_folder / f"server-{index}.log", env, adapter.health_path))
         launch_servers(self.servers, config.startup_timeout_s, should_stop)
+        policy = getattr(config, "scheduling_policy", "fcfs")
         for index, server in enumerate(self.servers):
-            if isinstance(config, VLLMConfig):
-                endpoint = Endpoint(server.base_url, config.served_model_name, config.api, "vllm",
-                                    accepts_min_tokens=True, accepts_priority=config.scheduling_policy == "priority")
-                max_seqs = config.max_num_seqs
-            else:
-                endpoint = Endpoint(server.base_url, config.model_name, config.api, "lmdeploy",
-                                    accepts_min_tokens=False, accepts_priority=False)
-                max_seqs = config.max_batch_size
+            endpoint = adapter.endpoint(server.base_url, adapter.served_model(config), config.api, {}, policy)
             version = unless_stopped(lambda: _version(server.base_url, {}), should_stop,
                                      f"asking {server.base_url} for its version")
-            self.instances.append(RealInstance(index, endpoint, server, max_num_seqs=max_seqs, version=version))
+            self.instances.append(RealInstance(index, endpoint, server, max_num_seqs=adapter.max_num_seqs(config),
+                                               version=version))
 
     def dead_instances(self) -> list[tuple[RealInstance, int]]:
         """Launched instances whose process has exited, with the exit code."""

@@ -1,16 +1,11 @@
 """Engine telemetry from Prometheus ``/metrics``, parsed with ``prometheus_client``'s parser.
 
-Names understood (the first one present wins):
-
-| quantity | vLLM V1 | older vLLM | LMDeploy |
-|---|---|---|---|
-| KV-cache usage, 0-1 | vllm:kv_cache_usage_perc | vllm:gpu_cache_usage_perc | lmdeploy:gpu_cache_usage_perc |
-| running requests | vllm:num_requests_running | (same) | lmdeploy:num_requests_running |
-| waiting requests | vllm:num_requests_waiting | (same) | lmdeploy:num_requests_waiting |
-| preemptions (counter) | vllm:num_preemptions_total | vllm:num_preemptions_total | - |
-| TTFT histogram, s | vllm:time_to_first_token_seconds | (same) | lmdeploy:time_to_first_token_seconds |
-| inter-token latency histogram, s | vllm:inter_token_latency_seconds | vllm:time_per_output_token_seconds | - |
-| KV capacity | vllm:cache_config_info{num_gpu_blocks, block_size} | (same) | - |
+The names come from the engine adapters (``runners/engines/adapters/``, each adapter's
+``metrics``): KV-cache usage (0-1), running and waiting requests, preemptions (counter), the TTFT
+and inter-token latency histograms (seconds), and the KV capacity (vLLM's
+``cache_config_info{num_gpu_blocks, block_size}``, or a gauge of the pool's tokens). Within an
+engine the first name present wins (vLLM V1 names before the older ones); a page is read with the
+names of the engine whose prefix it carries, so one engine's names never shadow another's.
 
 Histograms are read as their ``_sum`` and ``_count`` (cumulative), so a mean over an interval is
 the ratio of their deltas between two scrapes. vLLM V1 observes the inter-token latency once per
@@ -29,14 +24,15 @@ from typing import Iterable
 
 from prometheus_client.parser import text_string_to_metric_families
 
-KV_USAGE = ("vllm:kv_cache_usage_perc", "vllm:gpu_cache_usage_perc", "lmdeploy:gpu_cache_usage_perc")
-RUNNING = ("vllm:num_requests_running", "lmdeploy:num_requests_running")
-WAITING = ("vllm:num_requests_waiting", "lmdeploy:num_requests_waiting")
-PREEMPTIONS = ("vllm:num_preemptions_total", "vllm:num_preemptions")
-TTFT = ("vllm:time_to_first_token_seconds", "lmdeploy:time_to_first_token_seconds")
-ITL = ("vllm:inter_token_latency_seconds", "vllm:time_per_output_token_seconds")
-CACHE_INFO = ("vllm:cache_config_info",)
+from runners.engines.adapters import ADAPTERS, MetricNames
 
+
+
+def _names(field: str) -> tuple[str, ...]:
+    return tuple(name for adapter in ADAPTERS.values() for name in getattr(adapter.metrics, field))
+
+
+METRIC_FIELDS = ("kv_usage", "running", "waiting", "preemptions", "ttft", "itl", "cache_info", "kv_capacity_tokens")
 
 @dataclass(frozen=True)
 class MetricsSnapshot:
@@ -55,7 +51,7 @@ class MetricsSnapshot:
     block_size: int | None = None
 
 
-WANTED = frozenset(KV_USAGE + RUNNING + WAITING + PREEMPTIONS + TTFT + ITL + CACHE_INFO + ("vllm:num_preemptions",))
+WANTED = frozenset(name for field in METRIC_FIELDS for name in _names(field))
 _SUFFIXES = ("_total", "_sum", "_count", "_info")
 
 
@@ -125,14 +121,25 @@ def mean_between(earlier_sum: float | None, earlier_count: float | None, later_s
     return total / count
 
 
+def _engine(text: str) -> MetricNames | None:
+    """The metric names of the engine whose prefix the page carries."""
+    for adapter in ADAPTERS.values():
+        if adapter.metrics.prefix and adapter.metrics.prefix in text:
+            return adapter.metrics
+    return None
+
+
 def parse_metrics(text: str) -> MetricsSnapshot:
     """Parse Prometheus exposition text; ValueError if it is not valid exposition format."""
     samples = _samples(text)
-    kind = "vllm" if "vllm:" in text else "lmdeploy" if "lmdeploy:" in text else None
-    ttft_sum, ttft_count = _histogram(samples, TTFT)
-    itl_sum, itl_count = _histogram(samples, ITL)
+    names = _engine(text)
+    if names is None:
+        return MetricsSnapshot(kind=None)
+    kind = next(adapter.name for adapter in ADAPTERS.values() if adapter.metrics is names)
+    ttft_sum, ttft_count = _histogram(samples, names.ttft)
+    itl_sum, itl_count = _histogram(samples, names.itl)
     capacity = block_size = None
-    for name in CACHE_INFO:
+    for name in names.cache_info:
         for labels, _ in samples.get(name, []) + samples.get(f"{name}_info", []):
             try:
                 block_size = int(labels["block_size"])
@@ -141,14 +148,17 @@ def parse_metrics(text: str) -> MetricsSnapshot:
                 block_size = capacity = None
                 continue
             break
-    running = _first(samples, RUNNING)
-    waiting = _first(samples, WAITING)
+    if capacity is None:
+        pool = _first(samples, names.kv_capacity_tokens)
+        capacity = None if pool is None or pool <= 0 else int(pool)
+    running = _first(samples, names.running)
+    waiting = _first(samples, names.waiting)
     return MetricsSnapshot(
         kind=kind,
-        kv_usage=_first(samples, KV_USAGE, combine="mean"),
+        kv_usage=_first(samples, names.kv_usage, combine="mean"),
         running=None if running is None else int(running),
         waiting=None if waiting is None else int(waiting),
-        preemptions=_first(samples, PREEMPTIONS),
+        preemptions=_first(samples, names.preemptions),
         ttft_sum_s=ttft_sum,
         ttft_count=ttft_count,
         itl_sum_s=itl_sum,

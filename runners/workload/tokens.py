@@ -11,12 +11,12 @@ the chosen datasets before filtering (about 10,000 texts for the stand-ins, 6-8 
 cores), and a sweep or a page of runs builds many workloads from the same texts.
 
 Server tokenizer (no tokenizer given, attached to a server): :class:`ServerTokenCounter` asks
-vLLM's ``POST /tokenize`` (``{"model", "prompt", "add_special_tokens": false}`` answered by
-``{"count", "max_model_len", "tokens"}``, vllm/entrypoints/serve/tokenize/protocol.py of vLLM
-0.11-0.32): one text per request, ``concurrency`` requests at once, every count remembered per
-server and model. ``prompt_overhead_tokens`` is what the server adds to every prompt on top of
-its text (BOS for completions; the chat template's tokens for chat), so the context check can
-count a prompt as the server will.
+the server's own tokenize endpoint, described by a :class:`TokenizeAPI` that each engine adapter
+gives (``runners/engines/adapters/``: vLLM's ``POST /tokenize``, SGLang's, LMDeploy's): one
+text per request, ``concurrency`` requests at once, every count remembered per server and model.
+``overhead_tokens`` is what the server adds to every prompt on top of its text (BOS for
+completions; the chat template's tokens for chat), so the context check can count a prompt as
+the server will.
 """
 
 from __future__ import annotations
@@ -25,6 +25,7 @@ import asyncio
 import json
 import os
 import threading
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Awaitable, Callable, Protocol, Sequence, TypeVar
 
@@ -150,30 +151,47 @@ def run_coroutine(make: Callable[[], Awaitable[T]]) -> T:
     return box["value"]
 
 
+@dataclass(frozen=True)
+class TokenizeAPI:
+    """How one engine counts tokens over HTTP: ``path`` (POSTed), the JSON body that counts a
+    text's own tokens (``text_body(model, text)``), the body that counts what the server adds to
+    a prompt (``overhead_body(model, api)``: an empty prompt with special tokens, or an empty chat
+    message with the template; None where the engine cannot be asked), and how to read the count
+    and the context limit (tokens; None where the reply has none) from a reply."""
+
+    path: str
+    text_body: Callable[[str, str], dict[str, Any]]
+    overhead_body: Callable[[str, str], dict[str, Any] | None]
+    read_count: Callable[[Any], int | None]
+    read_limit: Callable[[Any], int | None]
+    expected: str  # the reply's shape, for error messages
+
+
 class ServerTokenCounter:
-    """Counts with a vLLM server's own tokenizer through ``POST {base_url}/tokenize``.
+    """Counts with a server's own tokenizer through its tokenize endpoint (``api``).
 
     ``count`` sends only texts it has not counted before, :data:`TOKENIZE_CONCURRENCY` at a
-    time, each with ``add_special_tokens: false`` (the text's own tokens, as the Hugging Face
-    counter counts). :class:`TokenizerUnavailable` when the server has no usable /tokenize.
+    time, each counting the text's own tokens (no special tokens, as the Hugging Face counter
+    counts). :class:`TokenizerUnavailable` when the server has no usable endpoint.
     """
 
-    def __init__(self, base_url: str, model: str, headers: dict[str, str] | None = None,
+    def __init__(self, base_url: str, model: str, api: TokenizeAPI, headers: dict[str, str] | None = None,
                  concurrency: int = TOKENIZE_CONCURRENCY, timeout_s: float = TOKENIZE_TIMEOUT_S) -> None:
         self.base_url = base_url.rstrip("/")
         self.model = model
+        self.api = api
         self.headers = dict(headers or {})
         self.concurrency = concurrency
         self.timeout_s = timeout_s
-        self.name = f"server:{self.base_url}/tokenize ({model})"
-        self.max_model_len: int | None = None  # as the last /tokenize reply reported it
+        self.name = f"server:{self.base_url}{api.path} ({model})"
+        self.max_model_len: int | None = None  # as the last reply reported it
         self._counts: dict[str, int] = {}
         self._overhead: dict[str, int] = {}
         self.requests_sent = 0
 
     @property
     def url(self) -> str:
-        return self.base_url + "/tokenize"
+        return self.base_url + self.api.path
 
     async def _post(self, session: aiohttp.ClientSession, body: dict[str, Any]) -> int:
         try:
@@ -195,13 +213,10 @@ class ServerTokenCounter:
             reply = json.loads(text)
         except ValueError:
             reply = None
-        count = reply.get("count") if isinstance(reply, dict) else None
-        if isinstance(reply, dict) and count is None and isinstance(reply.get("tokens"), list):
-            count = len(reply["tokens"])
+        count = self.api.read_count(reply)
         if isinstance(count, bool) or not isinstance(count, int) or count < 0:
-            raise TokenizerUnavailable(f"POST {self.url} answered {text.strip()[:200]!r}; expected "
-                                       '{"count": <tokens>, "max_model_len": ..., "tokens": [...]}')
-        limit = reply.get("max_model_len")
+            raise TokenizerUnavailable(f"POST {self.url} answered {text.strip()[:200]!r}; expected {self.api.expected}")
+        limit = self.api.read_limit(reply)
         if isinstance(limit, int) and not isinstance(limit, bool) and limit > 0:
             self.max_model_len = limit
         return count
@@ -226,36 +241,34 @@ class ServerTokenCounter:
         counts = self._counts
         new = [text for text in dict.fromkeys(texts) if text not in counts]
         if new:
-            bodies = [{"model": self.model, "prompt": text, "add_special_tokens": False} for text in new]
+            bodies = [self.api.text_body(self.model, text) for text in new]
             counts.update(zip(new, run_coroutine(lambda: self._count_all(bodies))))
         return [counts[text] for text in texts]
 
     def overhead_tokens(self, api: str = "completions") -> int:
-        """Tokens the server adds to every prompt besides its text: /tokenize of an empty prompt
-        with special tokens (completions), or of an empty user message with the chat template and
-        generation prompt (chat)."""
+        """Tokens the server adds to every prompt besides its text (see :class:`TokenizeAPI`);
+        :class:`TokenizerUnavailable` where the engine cannot be asked."""
         if api not in self._overhead:
-            if api == "chat":
-                body = {"model": self.model, "messages": [{"role": "user", "content": ""}],
-                        "add_generation_prompt": True}
-            else:
-                body = {"model": self.model, "prompt": "", "add_special_tokens": True}
+            body = self.api.overhead_body(self.model, api)
+            if body is None:
+                raise TokenizerUnavailable(f"{self.url} cannot count the tokens the server adds to a {api} prompt")
             self._overhead[api] = run_coroutine(lambda: self._count_all([body]))[0]
         return self._overhead[api]
 
 
-_SERVER_COUNTERS: dict[tuple[str, str], ServerTokenCounter] = {}
+_SERVER_COUNTERS: dict[tuple[str, str, str], ServerTokenCounter] = {}
 
 
-def server_token_counter(base_url: str, model: str, headers: dict[str, str] | None = None) -> ServerTokenCounter:
-    """The counter of ``model`` at ``base_url``, checked with one /tokenize request; one per
-    server and model in a process, so its remembered counts serve every run against it.
-    :class:`TokenizerUnavailable` when the server cannot tokenize."""
-    key = (base_url.rstrip("/"), model)
+def server_token_counter(base_url: str, model: str, api: TokenizeAPI,
+                         headers: dict[str, str] | None = None) -> ServerTokenCounter:
+    """The counter of ``model`` at ``base_url``, checked with one request (an empty text); one
+    per server, model and endpoint in a process, so its remembered counts serve every run
+    against it. :class:`TokenizerUnavailable` when the server cannot tokenize."""
+    key = (base_url.rstrip("/"), model, api.path)
     counter = _SERVER_COUNTERS.get(key)
     if counter is None:
-        counter = ServerTokenCounter(base_url, model, headers)
-        counter.overhead_tokens("completions")  # the check: raises if there is no usable /tokenize
+        counter = ServerTokenCounter(base_url, model, api, headers)
+        counter.count([""])  # the check: raises if there is no usable endpoint
         _SERVER_COUNTERS[key] = counter
     counter.headers = dict(headers or {})
     return counter

@@ -1,0 +1,140 @@
+"""What an engine adapter owns: everything schedlab knows about one serving engine.
+
+An adapter is one module in this package holding the engine's launch config (a pydantic model
+whose ``kind`` tag names the engine), and an :class:`EngineAdapter` subclass that says how to
+start it (argument list, health path, context-limit flag), what its OpenAI-compatible requests
+accept (``min_tokens``, ``priority``), how to recognise it when attached (its ``/metrics``
+prefix, its ``/v1/models`` ``owned_by``), what its Prometheus metrics are called, how it counts
+tokens over HTTP, whether it is installed here, and which fields the Launch page draws. The
+config union, the CLI, the registry, telemetry and the Launch page all read the adapters
+(:data:`runners.engines.adapters.ADAPTERS`), so adding an engine is adding a module.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import shutil
+from dataclasses import dataclass
+from typing import Any, ClassVar, Literal
+
+from pydantic import BaseModel
+
+from runners.engines.openai_client import Endpoint
+from runners.workload.tokens import TokenizeAPI
+
+
+@dataclass(frozen=True)
+class MetricNames:
+    """An engine's Prometheus names, each tuple in order of preference (the first present
+    wins): KV-cache usage as a fraction 0-1, requests running and waiting (gauges), preemptions
+    (counter), the TTFT and inter-token latency histograms (seconds), and the info metric whose
+    labels give the KV capacity (``num_gpu_blocks``, ``block_size``). ``prefix`` (``vllm:``)
+    identifies the engine on a ``/metrics`` page."""
+
+    prefix: str
+    kv_usage: tuple[str, ...] = ()
+    running: tuple[str, ...] = ()
+    waiting: tuple[str, ...] = ()
+    preemptions: tuple[str, ...] = ()
+    ttft: tuple[str, ...] = ()
+    itl: tuple[str, ...] = ()
+    cache_info: tuple[str, ...] = ()
+    kv_capacity_tokens: tuple[str, ...] = ()  # a gauge of the KV pool size in tokens, where there is one
+
+
+@dataclass(frozen=True)
+class FormField:
+    """One engine-specific input of the Launch page: the config path it fills
+    (``engine.max_num_seqs``), its label, widget (``text``, ``int``, ``float``, ``choice``,
+    ``flag``), help text, choices, and the number input's step."""
+
+    path: str
+    label: str
+    widget: Literal["text", "int", "float", "choice", "flag"]
+    help: str = ""
+    choices: tuple[str, ...] = ()
+    step: float | None = None
+    flag_value: Any = True  # what a ticked ``flag`` sets (``"priority"`` for engine.scheduling_policy)
+
+
+@dataclass(frozen=True)
+class Availability:
+    """Whether an engine can be driven from this machine now, and why (for the home page)."""
+
+    name: str
+    available: bool
+    detail: str
+
+
+@dataclass(frozen=True)
+class Capabilities:
+    """What the engine's OpenAI-compatible API accepts besides the standard fields."""
+
+    min_tokens: bool = False
+    priority: bool = False  # a per-request ``priority`` field the engine's queue orders by
+
+
+class EngineAdapter:
+    """Base of the engine adapters; subclasses set the class attributes and override what differs."""
+
+    name: ClassVar[str]  # the config's ``kind`` tag, and the engine's name on the CLI and page
+    summary: ClassVar[str]
+    order: ClassVar[int] = 100  # position in lists (vLLM first)
+    config: ClassVar[type[BaseModel] | None] = None  # the launch config; None: attach only
+    metrics: ClassVar[MetricNames]
+    owned_by: ClassVar[tuple[str, ...]] = ()  # /v1/models owned_by values that identify the engine
+    health_path: ClassVar[str] = "/health"
+    context_flag: ClassVar[str | None] = None  # the launch flag that sets the context limit, tokens
+    tokenize_api: ClassVar[TokenizeAPI | None] = None
+    form_fields: ClassVar[tuple[FormField, ...]] = ()
+    #: the Python module a launch runs (``vllm.entrypoints.openai.api_server``), or the CLI it finds
+    module: ClassVar[str | None] = None
+    cli: ClassVar[str | None] = None
+    install_hint: ClassVar[str] = "not installed here: attach to a running server by URL"
+
+    @classmethod
+    def capabilities(cls, scheduling_policy: str = "fcfs") -> Capabilities:
+        """What a server of this engine accepts, given how its queue is ordered."""
+        return Capabilities()
+
+    @classmethod
+    def server_command(cls, config: Any, port: int) -> list[str]:
+        """The argument list that starts one server on ``port`` (never a shell)."""
+        raise NotImplementedError(f"{cls.name} cannot be launched")
+
+    @classmethod
+    def served_model(cls, config: Any) -> str:
+        """The model name a launched server answers to."""
+        raise NotImplementedError
+
+    @classmethod
+    def max_num_seqs(cls, config: Any) -> int | None:
+        """The launch's cap on requests running at once, when set."""
+        return None
+
+    @classmethod
+    def context_limit(cls, config: Any) -> int | None:
+        """The context limit (tokens) the launch sets through its config field, when set."""
+        return None
+
+    @classmethod
+    def endpoint(cls, base_url: str, model: str, api: str, headers: dict[str, str] | None = None,
+                 scheduling_policy: str = "fcfs") -> Endpoint:
+        """The client's view of one server of this engine."""
+        able = cls.capabilities(scheduling_policy)
+        return Endpoint(base_url, model, api, cls.name, dict(headers or {}), accepts_min_tokens=able.min_tokens,
+                        accepts_priority=able.priority)
+
+    @classmethod
+    def availability(cls) -> Availability:
+        """Installed here (its module importable, or its CLI on PATH)?"""
+        if cls.module and importlib.util.find_spec(cls.module.split(".")[0]) is not None:
+            return Availability(cls.name, True, f"{cls.module.split('.')[0]} importable in this Python: launchable")
+        if cls.cli and shutil.which(cls.cli):
+            return Availability(cls.name, True, f"{cls.cli} found at {shutil.which(cls.cli)}: launchable")
+        return Availability(cls.name, False, cls.install_hint)
+
+
+def positive_int(value: object) -> int | None:
+    """``value`` when it is a positive integer (not a bool), else None."""
+    return value if isinstance(value, int) and not isinstance(value, bool) and value > 0 else None

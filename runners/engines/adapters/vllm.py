@@ -1,0 +1,154 @@
+"""vLLM: ``python -m vllm.entrypoints.openai.api_server``, its /metrics names and /tokenize.
+
+Facts from vLLM's source (0.11-0.32): the request fields ``min_tokens``, ``ignore_eos`` and,
+with ``--scheduling-policy priority``, ``priority`` (vllm/entrypoints/openai/protocol.py);
+``POST /tokenize`` ``{"model", "prompt", "add_special_tokens"}`` or ``{"model", "messages",
+"add_generation_prompt"}`` answered by ``{"count", "max_model_len", "tokens"}``
+(vllm/entrypoints/serve/tokenize/protocol.py); metric names in vllm/v1/metrics/loggers.py (V1)
+and the older ``gpu_cache_usage_perc`` / ``time_per_output_token_seconds`` names. vLLM V1
+observes the inter-token latency once per output token of each running request.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+from pathlib import Path
+from typing import Any, Literal
+
+from pydantic import Field, FieldSerializationInfo, field_serializer
+
+from runners.engines.adapters.base import Availability, Capabilities, EngineAdapter, FormField, MetricNames, positive_int
+from runners.engines.real_config import ClientOptions, LaunchOptions, optional_flags, redact_args, redacting
+from runners.workload.tokens import TokenizeAPI
+
+ROOT = Path(__file__).resolve().parents[3]
+
+
+class VLLMConfig(ClientOptions, LaunchOptions):
+    """Launch ``instances`` vLLM OpenAI-compatible servers."""
+
+    kind: Literal["vllm"] = "vllm"
+    model: str = Field(description="model folder or hub id (hubs are unreachable here: use a folder)")
+    served_model_name: str = "model"
+    python: str = Field(default=sys.executable, description="Python of the environment vLLM is installed in")
+    command: list[str] | None = Field(
+        default=None, description="server command prefix; default [python, -m, vllm.entrypoints.openai.api_server]"
+    )
+    max_num_seqs: int | None = Field(default=None, gt=0, le=65_536)
+    max_num_batched_tokens: int | None = Field(default=None, gt=0, le=10_000_000)
+    gpu_memory_utilization: float | None = Field(default=None, gt=0, le=1)
+    scheduling_policy: Literal["fcfs", "priority"] = "fcfs"
+    num_gpu_blocks_override: int | None = Field(default=None, gt=0, le=100_000_000)
+    max_model_len: int | None = Field(default=None, gt=0, le=10_000_000)
+    dtype: str | None = None
+    block_size: int | None = Field(default=None, gt=0, le=4096)
+
+    @field_serializer("command")
+    def _command_out(self, command: list[str] | None, info: FieldSerializationInfo) -> list[str] | None:
+        return redact_args(command) if command is not None and redacting(info) else command
+
+    def server_command(self, port: int) -> list[str]:
+        """The argument list that starts one server on ``port``."""
+        return VLLMAdapter.server_command(self, port)
+
+
+def _tokenize_text(model: str, text: str) -> dict[str, Any]:
+    return {"model": model, "prompt": text, "add_special_tokens": False}
+
+
+def _tokenize_overhead(model: str, api: str) -> dict[str, Any]:
+    if api == "chat":
+        return {"model": model, "messages": [{"role": "user", "content": ""}], "add_generation_prompt": True}
+    return {"model": model, "prompt": "", "add_special_tokens": True}
+
+
+def _read_count(reply: Any) -> int | None:
+    if not isinstance(reply, dict):
+        return None
+    count = reply.get("count")
+    if count is None and isinstance(reply.get("tokens"), list):
+        count = len(reply["tokens"])
+    return count
+
+
+def _read_limit(reply: Any) -> int | None:
+    return positive_int(reply.get("max_model_len")) if isinstance(reply, dict) else None
+
+
+class VLLMAdapter(EngineAdapter):
+    name = "vllm"
+    order = 10
+    summary = "launch vLLM OpenAI-compatible servers (one per GPU)"
+    config = VLLMConfig
+    owned_by = ("vllm",)
+    module = "vllm.entrypoints.openai.api_server"
+    context_flag = "--max-model-len"
+    metrics = MetricNames(
+        prefix="vllm:",
+        kv_usage=("vllm:kv_cache_usage_perc", "vllm:gpu_cache_usage_perc"),
+        running=("vllm:num_requests_running",),
+        waiting=("vllm:num_requests_waiting",),
+        preemptions=("vllm:num_preemptions_total", "vllm:num_preemptions"),
+        ttft=("vllm:time_to_first_token_seconds",),
+        itl=("vllm:inter_token_latency_seconds", "vllm:time_per_output_token_seconds"),
+        cache_info=("vllm:cache_config_info",),
+    )
+    tokenize_api = TokenizeAPI("/tokenize", _tokenize_text, _tokenize_overhead, _read_count, _read_limit,
+                               '{"count": <tokens>, "max_model_len": ..., "tokens": [...]}')
+    form_fields = (
+        FormField("engine.python", "Python of the vLLM environment", "text",
+                  "vLLM pins its own torch: point at its venv"),
+        FormField("engine.max_num_seqs", "--max-num-seqs", "int", step=1),
+        FormField("engine.max_model_len", "--max-model-len", "int", step=256),
+        FormField("engine.gpu_memory_utilization", "--gpu-memory-utilization", "float", step=0.05),
+        FormField("engine.scheduling_policy", "--scheduling-policy priority", "flag",
+                  "the engine orders its queue by the scheduler's priority", flag_value="priority"),
+        FormField("engine.use_gpus", "Set CUDA_VISIBLE_DEVICES per instance (off for the CPU build)", "flag",
+                  flag_value=True),
+    )
+
+    @classmethod
+    def capabilities(cls, scheduling_policy: str = "fcfs") -> Capabilities:
+        return Capabilities(min_tokens=True, priority=scheduling_policy == "priority")
+
+    @classmethod
+    def server_command(cls, config: VLLMConfig, port: int) -> list[str]:
+        command = list(config.command) if config.command else [config.python, "-m", cls.module]
+        command += ["--model", config.model, "--served-model-name", config.served_model_name,
+                    "--host", config.host, "--port", str(port)]
+        command += optional_flags({
+            "--max-num-seqs": config.max_num_seqs,
+            "--max-num-batched-tokens": config.max_num_batched_tokens,
+            "--gpu-memory-utilization": config.gpu_memory_utilization,
+            "--num-gpu-blocks-override": config.num_gpu_blocks_override,
+            "--max-model-len": config.max_model_len,
+            "--dtype": config.dtype,
+            "--block-size": config.block_size,
+        })
+        command += ["--scheduling-policy", config.scheduling_policy]
+        return command + list(config.extra_args)
+
+    @classmethod
+    def served_model(cls, config: VLLMConfig) -> str:
+        return config.served_model_name
+
+    @classmethod
+    def max_num_seqs(cls, config: VLLMConfig) -> int | None:
+        return config.max_num_seqs
+
+    @classmethod
+    def context_limit(cls, config: VLLMConfig) -> int | None:
+        return config.max_model_len
+
+    @classmethod
+    def availability(cls) -> Availability:
+        """Importable here, or a vLLM environment known by SCHEDLAB_VLLM_PYTHON or .venv-vllm."""
+        found = super().availability()
+        if found.available:
+            return found
+        for candidate in (os.environ.get("SCHEDLAB_VLLM_PYTHON"), str(ROOT / ".venv-vllm" / "bin" / "python")):
+            if candidate and Path(candidate).exists():
+                return Availability(cls.name, True, f"vLLM environment at {candidate}: launchable")
+        return Availability(cls.name, False, "not installed here: install it in its own environment (README) or "
+                                             "attach to a running server")
