@@ -1,0 +1,269 @@
+"""What every importer shares: the parsed run (:class:`ImportedRun`), the per-request row it
+becomes, and :func:`write_run`, which saves it as an ordinary run folder.
+
+An imported run is a run folder like any other (``config.json``, ``summary.json``,
+``requests.parquet``, ``timeseries.parquet``; the timeseries is empty, the tools sample no
+engine state), plus a byte-for-byte copy of the tool's file. Its summary metrics are computed by
+:func:`runners.metrics.run_metrics.summarize_requests` from the request rows, the same function
+as for a schedlab run, wherever the tool wrote per-request times; a run-level figure of the
+tool's is written in our summary only where its definition is ours (``mapped``). Where a
+definition differs, the tool's figure is kept beside ours in ``imported.definitions`` and the
+Results page says so.
+
+Provenance (``summary.json`` key ``imported``, optional; the full record is in
+``config.json`` under the same key)::
+
+    {"tool": "vllm-bench", "tool_version": "0.32.0", "label": "imported from vLLM bench serve 0.32.0",
+     "source_file": "source-<name>", "benchmark": <index or null>,
+     "metrics": {<summary key>: "recomputed" | "mapped" | "not measured"},
+     "definitions": [{"metric": <summary key>, "tool_metric": <their name>, "tool_value": <seconds or null>,
+                      "note": <how the definitions differ>}]}
+
+Times in rows are seconds since the run's first arrival; token counts are tokens.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import platform
+import re
+import shutil
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Sequence
+
+import numpy as np
+import pandas as pd
+
+import runners
+from runners.errors import SchedlabError
+from runners.metrics.request_metrics import request_latencies
+from runners.metrics.run_metrics import LATENCY_COLUMNS, summarize_requests
+from runners.result_store import REQUEST_COLUMNS, RunWriter, validate_run_id
+
+#: An imported request has no task of ours; it is counted as a chat request (the CDF panels
+#: are per task), and the SLO metrics are left unmeasured since the tools hold no SLO.
+IMPORTED_TASK = "chat"
+#: Summary keys an import never fills: the tools know no SLO of ours.
+SLO_KEYS = ("slo_attainment", "slo_met", "G", "goodput_rps")
+RECOMPUTED, MAPPED, NOT_MEASURED = "recomputed", "mapped", "not measured"
+#: The summary metrics recomputed from per-request rows (the distributions' keys included).
+PER_REQUEST_KEYS = ("requests", "completed", "failed", "duration_s", "request_throughput_rps",
+                    "output_throughput_tps", "total_throughput_tps", "ttft_s", "tpot_s", "e2e_s", "queue_s")
+
+
+class ImportFormatError(SchedlabError):
+    """The file is not (or not wholly) the format an importer reads; the message names the file
+    and what was expected."""
+
+
+@dataclass
+class RequestTimes:
+    """One request as a tool measured it, in seconds since the run's first arrival: ``arrival_s``
+    (when the load generator released it), ``sent_s`` (when it went to the server), first token
+    and finish (None when it failed before them), token counts, the gaps between its streamed
+    chunks (``itl_s``, seconds; None when the tool kept none) and the tool's error text."""
+
+    request_id: str
+    arrival_s: float
+    sent_s: float
+    first_token_s: float | None
+    finish_s: float | None
+    input_tokens: int
+    output_tokens: int
+    itl_s: Sequence[float] | None = None
+    error: str | None = None
+
+
+@dataclass
+class Definition:
+    """A metric whose definition differs between the tool and schedlab (see module docstring)."""
+
+    metric: str
+    tool_metric: str
+    tool_value: float | None
+    note: str
+
+    def record(self) -> dict[str, Any]:
+        return {"metric": self.metric, "tool_metric": self.tool_metric, "tool_value": self.tool_value,
+                "note": self.note}
+
+
+@dataclass
+class ImportedRun:
+    """One run parsed from a tool's file, ready for :func:`write_run`.
+
+    ``requests``: per-request times (empty when the tool kept only run-level figures);
+    ``mapped``: summary fields taken from the tool's run-level figures whose definition is ours
+    (used only where no per-request data recomputes them); ``definitions``: differing ones;
+    ``tool_summary``: the tool's own run-level figures as it named them (kept in config.json)."""
+
+    tool: str
+    tool_name: str
+    tool_version: str | None
+    workload: str
+    requests: list[RequestTimes]
+    arrival_process: str | None = None
+    arrival_rate_rps: float | None = None
+    started_at_unix_s: float | None = None
+    benchmark: int | None = None
+    model: str | None = None
+    target: str | None = None
+    mapped: dict[str, Any] = field(default_factory=dict)
+    definitions: list[Definition] = field(default_factory=list)
+    tool_summary: dict[str, Any] = field(default_factory=dict)
+    notes: list[str] = field(default_factory=list)
+
+    @property
+    def label(self) -> str:
+        return f"imported from {self.tool_name} {self.tool_version or '(version unknown)'}"
+
+
+def request_row(times: RequestTimes) -> dict[str, Any]:
+    """The ``requests.parquet`` row of one imported request: latencies from arrival by
+    :func:`runners.metrics.request_metrics.request_latencies` (the tool's client-side queue,
+    ``sent_s - arrival_s``, is our queue time); no SLO, so ``slo_met`` is False."""
+    gaps = np.asarray(times.itl_s if times.itl_s is not None else [], dtype=float)
+    row: dict[str, Any] = {
+        "request_id": times.request_id, "task": IMPORTED_TASK, "arrival_s": times.arrival_s,
+        "dispatch_s": times.sent_s, "first_token_s": times.first_token_s, "finish_s": times.finish_s,
+        "input_tokens": int(times.input_tokens), "output_tokens": int(times.output_tokens),
+        "target_output_tokens": int(times.output_tokens), "ttft_s": None, "tpot_s": None, "e2e_s": None,
+        "queue_s": times.sent_s - times.arrival_s, "slo_met": False, "instance": 0, "slices": 1,
+        "error": times.error, "preemptions": None, "itl_max_s": float(gaps.max()) if gaps.size else None,
+    }
+    if times.error is None and times.first_token_s is not None and times.finish_s is not None:
+        latencies = request_latencies(times.arrival_s, times.sent_s, times.first_token_s, times.finish_s,
+                                      times.output_tokens)
+        row.update(ttft_s=latencies.ttft_s, tpot_s=latencies.tpot_s, e2e_s=latencies.e2e_s,
+                   queue_s=latencies.queue_s)
+    return row
+
+
+def imported_summary(run: ImportedRun) -> tuple[dict[str, Any], dict[str, str]]:
+    """(summary metric fields, provenance per summary key) of ``run``: recomputed from its
+    request rows by the project's own :func:`summarize_requests`, else mapped from the tool's
+    run-level figures; SLO metrics are not measured."""
+    rows = pd.DataFrame([request_row(times) for times in run.requests], columns=list(REQUEST_COLUMNS))
+    gaps = [np.asarray(times.itl_s, dtype=float) for times in run.requests
+            if times.error is None and times.itl_s is not None]
+    itl = np.concatenate(gaps) if gaps else None
+    provenance: dict[str, str] = {}
+    if run.requests:
+        summary = summarize_requests(rows, itl_gaps_s=itl)
+        provenance.update(dict.fromkeys(PER_REQUEST_KEYS, RECOMPUTED))
+        if itl is not None:
+            provenance["itl_s"] = RECOMPUTED
+    else:  # run-level figures only: ours are the tool's where the definitions match, else unmeasured
+        summary = summarize_requests(rows)
+        for key in ("requests", "completed", "failed", "duration_s", "request_throughput_rps",
+                    "output_throughput_tps", "total_throughput_tps"):
+            summary[key] = None
+        for key in (*LATENCY_COLUMNS, "itl_s"):
+            summary[key] = {"mean": None, "median": None, "p90": None, "p99": None}
+    for key, value in run.mapped.items():
+        if provenance.get(key.split(".")[0]) == RECOMPUTED:
+            continue
+        _set_dotted(summary, key, value)
+        provenance[key] = MAPPED
+    for key in SLO_KEYS:
+        summary[key] = None
+        provenance[key] = NOT_MEASURED
+    summary["slo_attainment_by_task"] = {task: None for task in summary.get("slo_attainment_by_task", {})}
+    summary["preemptions"] = None
+    provenance["preemptions"] = NOT_MEASURED
+    if summary.get("itl_s", {}).get("mean") is None and "itl_s" not in provenance:
+        provenance["itl_s"] = NOT_MEASURED
+    return summary, provenance
+
+
+def _set_dotted(target: dict[str, Any], key: str, value: Any) -> None:
+    head, _, rest = key.partition(".")
+    if rest:
+        inner = target.get(head)
+        if not isinstance(inner, dict):
+            inner = target[head] = {}
+        _set_dotted(inner, rest, value)
+    else:
+        target[head] = value
+
+
+def default_run_id(run: ImportedRun, source: Path) -> str:
+    """``imported-<tool>-<file stem>[-b<benchmark>]-<4 hex of the file's bytes>``, a valid run id."""
+    stem = re.sub(r"[^A-Za-z0-9._-]+", "-", source.stem)[:60].strip("-._") or "file"
+    digest = hashlib.sha256(source.read_bytes()).hexdigest()[:4]
+    bench = f"-b{run.benchmark}" if run.benchmark is not None else ""
+    return f"imported-{run.tool}-{stem}{bench}-{digest}"
+
+
+def write_run(root: str | Path, run: ImportedRun, source: Path, run_id: str | None = None) -> Path:
+    """Save ``run`` (parsed from ``source``) as a run folder in ``root``; returns the folder.
+
+    The source file is copied unchanged into the folder as ``source-<its name>``. Raises
+    ConfigError when a run named ``run_id`` exists (nothing is overwritten)."""
+    run_id = validate_run_id(run_id or default_run_id(run, source))
+    summary, provenance = imported_summary(run)
+    copy_name = "source-" + re.sub(r"[^A-Za-z0-9._-]+", "_", source.name)
+    record = {
+        "tool": run.tool, "tool_name": run.tool_name, "tool_version": run.tool_version, "label": run.label,
+        "source_file": copy_name, "source_path": str(source), "benchmark": run.benchmark,
+        "metrics": provenance, "definitions": [definition.record() for definition in run.definitions],
+        "notes": run.notes,
+    }
+    config = {
+        "label": run.label,
+        "imported": {**record, "model": run.model, "target": run.target, "tool_summary": run.tool_summary},
+        "versions": {"schedlab": runners.__version__, "engine": run.tool_name + (f" {run.tool_version}"
+                                                                                 if run.tool_version else ""),
+                     "python": platform.python_version()},
+    }
+    started = run.started_at_unix_s
+    header = {
+        "engine": "imported", "scheduler": run.tool, "workload": run.workload, "synthetic": None,
+        "started_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(started)) if started else None,
+        "started_at_unix_s": started, "slos": {}, "arrival_process": run.arrival_process,
+        "arrival_rate_rps": run.arrival_rate_rps, "instances": 1, "sweep_id": None, "notes": run.label,
+    }
+    writer = RunWriter(root, run_id, config, header)
+    try:
+        shutil.copyfile(source, writer.folder / copy_name)
+        for times in run.requests:
+            writer.add_request(request_row(times))
+        writer.close("done", {**summary, "requests_total": len(run.requests) or summary.get("requests"),
+                              "imported": record, "finished_at": header["started_at"]})
+    except OSError as exc:
+        shutil.rmtree(writer.folder, ignore_errors=True)
+        raise SchedlabError(f"{writer.folder}: cannot write the imported run ({exc.strerror or exc})") from None
+    return writer.folder
+
+
+def read_bytes(path: str | Path, limit: int = 512 * 2**20) -> bytes:
+    """The bytes of ``path``; SchedlabError naming it when it is missing, a folder, empty or huge."""
+    path = Path(path)
+    try:
+        if path.is_dir():
+            raise ImportFormatError(f"{path}: is a folder; expected a result file of vLLM bench serve, GuideLLM or "
+                                    "AIPerf")
+        size = path.stat().st_size
+    except FileNotFoundError:
+        raise SchedlabError(f"{path}: no such file") from None
+    except OSError as exc:
+        raise SchedlabError(f"{path}: unreadable ({exc.strerror or exc})") from None
+    if size == 0:
+        raise ImportFormatError(f"{path}: the file is empty; expected a result file of vLLM bench serve, GuideLLM "
+                                "or AIPerf")
+    if size > limit:
+        raise ImportFormatError(f"{path}: {size} bytes, larger than the {limit >> 20} MiB an import reads")
+    try:
+        return path.read_bytes()
+    except OSError as exc:
+        raise SchedlabError(f"{path}: unreadable ({exc.strerror or exc})") from None
+
+
+def number(value: Any) -> float | None:
+    """``value`` as a finite float, or None (for bools, text, NaN, missing)."""
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        return None
+    value = float(value)
+    return value if np.isfinite(value) else None
