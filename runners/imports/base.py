@@ -153,7 +153,7 @@ def imported_summary(run: ImportedRun) -> tuple[dict[str, Any], dict[str, str]]:
     if run.requests:
         summary = summarize_requests(rows, itl_gaps_s=itl)
         provenance.update(dict.fromkeys(PER_REQUEST_KEYS, RECOMPUTED))
-        if itl is not None:
+        if itl is not None and itl.size:
             provenance["itl_s"] = RECOMPUTED
     else:  # run-level figures only: ours are the tool's where the definitions match, else unmeasured
         summary = summarize_requests(rows)

@@ -1,0 +1,61 @@
+"""The ``import`` and ``export`` commands (hooked into ``python -m runners`` by
+:func:`add_subcommands`):
+
+- ``python -m runners import FILE [--out DIR] [--name RUN_ID] [--tool NAME] [--tool-version V]``
+- ``python -m runners export RUN_ID --format vllm-bench [-o FILE] [--out DIR]``
+"""
+
+from __future__ import annotations
+
+import argparse
+from typing import Any
+
+from runners.imports import IMPORTERS, import_file
+from runners.imports.export_vllm_bench import FORMATS, export_run
+from runners.result_store import DEFAULT_RESULTS_DIR, load_run
+
+
+def command_import(args: argparse.Namespace) -> int:
+    """Import ``args.file``; prints one line per run written. SchedlabError on a bad file."""
+    folders = import_file(args.file, args.out, name=args.name, tool=args.tool, tool_version=args.tool_version)
+    for folder in folders:
+        run = load_run(folder.parent, folder.name)
+        imported: dict[str, Any] = run.summary.get("imported") or {}
+        rows = len(run.requests)
+        detail = f"{rows} requests recomputed" if rows else "run-level figures only"
+        print(f"{folder.name}: {imported.get('label')} ({detail}) -> {folder}")
+        for definition in imported.get("definitions") or []:
+            print(f"  note {definition['metric']}: {definition['note']}")
+    return 0
+
+
+def command_export(args: argparse.Namespace) -> int:
+    """Export run ``args.run`` as ``args.format``; prints the file written."""
+    path = export_run(args.run, args.out, args.output, args.format)
+    print(f"wrote {path}")
+    return 0
+
+
+def add_subcommands(subparsers: Any) -> None:
+    """Add ``import`` and ``export`` to the ``python -m runners`` subparsers."""
+    importer = subparsers.add_parser(
+        "import", help="import a vLLM bench serve, GuideLLM or AIPerf result file as run(s)",
+        description="Import a result file of another tool into the result store, as runs labelled "
+                    "'imported from <tool> <version>'. Readers: " + "; ".join(
+                        f"{name}: {entry.description}" for name, entry in IMPORTERS.items()))
+    importer.add_argument("file", help="the tool's result file (it is only read; a copy goes into the run folder)")
+    importer.add_argument("--out", "--results", dest="out", default=str(DEFAULT_RESULTS_DIR),
+                          help="results folder (default: results/)")
+    importer.add_argument("--name", help="run id (a file with several benchmarks: <name>-b<index>)")
+    importer.add_argument("--tool", choices=list(IMPORTERS), help="the importer to use (default: detect the format)")
+    importer.add_argument("--tool-version", help="the tool's version, when the file does not record it (vLLM's "
+                                                 "result JSON does not)")
+    importer.set_defaults(handler=command_import)
+
+    exporter = subparsers.add_parser("export", help="write a saved run as a vLLM bench serve-compatible JSON")
+    exporter.add_argument("run", help="run id, unique prefix, or folder")
+    exporter.add_argument("--format", choices=FORMATS, default="vllm-bench", help="output format (default vllm-bench)")
+    exporter.add_argument("-o", "--output", help="file to write (default: <run id>.vllm-bench.json)")
+    exporter.add_argument("--out", "--results", dest="out", default=str(DEFAULT_RESULTS_DIR),
+                          help="results folder (default: results/)")
+    exporter.set_defaults(handler=command_export)

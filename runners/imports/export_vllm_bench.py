@@ -1,0 +1,148 @@
+"""Export any saved run as a vLLM ``bench serve``-compatible result JSON, so scripts that read
+those keep working.
+
+The keys are those vLLM's ``vllm/benchmarks/serve.py`` writes with ``--save-result
+--save-detailed`` (``date`` ... ``max_concurrency``, ``duration``, counts, throughputs, the
+per-request lists, ``mean_/median_/std_/p99_`` of ``ttft``, ``tpot``, ``itl`` in ms), with vLLM's
+definitions: a request's ``start_times`` entry is when it was sent (our dispatch, seconds since
+the run's start), ``ttfts`` and ``latencies`` are measured from sending, and ``queue_times``
+holds the time before sending (a scheduler's hold, our queue time). When some request waited,
+the ``*_client_queue_time_ms`` and ``*_e2el_including_client_queue_ms`` figures vLLM writes for
+a client-side queue are written too, so held time is never hidden.
+
+What schedlab does not keep is said in ``schedlab_export`` (the one key vLLM does not write):
+the per-request ``itls`` lists are empty (schedlab keeps each request's largest gap, not every
+gap), so the ``*_itl_ms`` figures come from the run's ITL summary, without ``std``;
+``generated_texts`` are empty; ``max_output_tokens_per_s`` is null.
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from runners.metrics.run_metrics import distribution
+from runners.result_store import DEFAULT_RESULTS_DIR, RunData, load_run, write_json_atomic
+
+FORMATS = ("vllm-bench",)
+
+
+def _ms_figures(name: str, values: Any, out: dict[str, Any]) -> None:
+    """vLLM's ``mean_/median_/std_/p99_<name>_ms`` of ``values`` (seconds); vLLM's rule: 0 when
+    there are none."""
+    array = np.asarray(values, dtype=float)
+    array = array[np.isfinite(array)]
+    shown = distribution(array) if array.size else {"mean": 0.0, "median": 0.0, "p99": 0.0}
+    out[f"mean_{name}_ms"] = shown["mean"] * 1000.0
+    out[f"median_{name}_ms"] = shown["median"] * 1000.0
+    out[f"std_{name}_ms"] = float(np.std(array)) * 1000.0 if array.size else 0.0
+    out[f"p99_{name}_ms"] = shown["p99"] * 1000.0
+
+
+def _max_concurrency(starts: list[float], latencies: list[float], ok: list[bool]) -> int:
+    """vLLM's ``max_concurrent_requests``: the most successful requests active in one whole
+    second bucket since the first start."""
+    pairs = [(s, s + lat) for s, lat, good in zip(starts, latencies, ok) if good]
+    if not pairs:
+        return 0
+    first = min(s for s, _ in pairs)
+    buckets = np.zeros(int(math.ceil(max(e for _, e in pairs) - first)) + 1)
+    for start, end in pairs:
+        buckets[int(start - first):int(end - first) + 1] += 1
+    return int(buckets.max())
+
+
+def vllm_bench_json(run: RunData) -> dict[str, Any]:
+    """The vLLM bench serve result of ``run`` (see the module docstring)."""
+    summary, rows = run.summary, run.requests.sort_values(["arrival_s", "request_id"], kind="stable")
+    done = rows["error"].isna() & rows["finish_s"].notna() & rows["first_token_s"].notna()
+    sent = rows["dispatch_s"].fillna(rows["arrival_s"])
+    starts = [float(x) for x in sent]
+    queue = [float(x) for x in (sent - rows["arrival_s"])]
+    ttfts = [float(f - s) if ok else 0.0 for f, s, ok in zip(rows["first_token_s"], sent, done)]
+    latencies = [float(f - s) if ok else 0.0 for f, s, ok in zip(rows["finish_s"], sent, done)]
+    output_lens = [int(n) if ok else 0 for n, ok in zip(rows["output_tokens"], done)]
+    input_lens = [int(n) for n in rows["input_tokens"]]
+    completed = int(done.sum())
+    duration = summary.get("duration_s") or 0.0
+    started = summary.get("started_at_unix_s")
+    config = run.config.get("config") if isinstance(run.config.get("config"), dict) else {}
+    engine = config.get("engine") if isinstance(config.get("engine"), dict) else {}
+    imported = summary.get("imported") if isinstance(summary.get("imported"), dict) else None
+    rate = summary.get("arrival_rate_rps")
+    result: dict[str, Any] = {
+        "date": time.strftime("%Y%m%d-%H%M%S", time.localtime(started)) if isinstance(started, (int, float)) else None,
+        "endpoint_type": summary.get("engine"),
+        "backend": summary.get("engine"),
+        "label": imported["label"] if imported else None,
+        "model_id": engine.get("served_model_name") or engine.get("model") or
+        ((run.config.get("imported") or {}).get("model") if imported else None),
+        "tokenizer_id": None,
+        "num_prompts": int(summary.get("requests_total") or len(rows)),
+        "request_rate": rate if rate is not None else "inf",
+        "burstiness": 1.0 if summary.get("arrival_process") == "poisson" else None,
+        "max_concurrency": None,
+        "duration": duration,
+        "completed": completed,
+        "failed": int(len(rows) - completed),
+        "total_input_tokens": int(sum(n for n, ok in zip(input_lens, done) if ok)),
+        "total_output_tokens": int(sum(output_lens)),
+        "request_throughput": summary.get("request_throughput_rps"),
+        "request_goodput": None,
+        "output_throughput": summary.get("output_throughput_tps"),
+        "total_token_throughput": summary.get("total_throughput_tps"),
+        "input_lens": input_lens,
+        "output_lens": output_lens,
+        "ttfts": ttfts,
+        "itls": [[] for _ in starts],
+        "latencies": latencies,
+        "start_times": starts,
+        "queue_times": queue,
+        "generated_texts": ["" for _ in starts],
+        "errors": [str(e) if isinstance(e, str) else "" for e in rows["error"]],
+        "max_output_tokens_per_s": None,
+        "max_concurrent_requests": _max_concurrency(starts, latencies, list(done)),
+        "rtfx": 0.0,
+    }
+    ok_ttfts = [t for t, ok in zip(ttfts, done) if ok]
+    _ms_figures("ttft", ok_ttfts, result)
+    _ms_figures("tpot", rows.loc[done, "tpot_s"].dropna(), result)
+    itl = summary.get("itl_s") if isinstance(summary.get("itl_s"), dict) else {}
+    for statistic in ("mean", "median", "p99"):
+        value = itl.get(statistic)
+        result[f"{statistic}_itl_ms"] = value * 1000.0 if isinstance(value, (int, float)) else 0.0
+    result["std_itl_ms"] = None
+    if any(wait > 0 for wait in queue):
+        _ms_figures("client_queue_time", [w for w, ok in zip(queue, done) if ok], result)
+        _ms_figures("e2el_including_client_queue", [lat + w for lat, w, ok in zip(latencies, queue, done) if ok],
+                    result)
+    result["schedlab_export"] = {
+        "run_id": run.run_id,
+        "notes": ["start_times: when each request was sent (seconds since the run's start); ttfts and latencies from "
+                  "then, as vLLM measures; queue_times: the wait before sending (a scheduler's hold)",
+                  "itls: schedlab keeps no per-request chunk gaps, so the lists are empty; mean/median/p99_itl_ms come "
+                  "from the run's ITL summary over every gap, std_itl_ms is null",
+                  "generated_texts are empty and max_output_tokens_per_s is null: schedlab keeps neither"],
+    }
+    return result
+
+
+def export_run(run_id: str, results: str | Path = DEFAULT_RESULTS_DIR, output: str | Path | None = None,
+               format: str = "vllm-bench") -> Path:
+    """Write run ``run_id`` (an id, unique prefix or folder) as a vLLM bench serve JSON to
+    ``output`` (default ``<run_id>.vllm-bench.json`` in the working folder); returns the path."""
+    from runners.errors import ConfigError
+
+    if format not in FORMATS:
+        raise ConfigError("format", f"unknown export format {format!r}; expected one of: {', '.join(FORMATS)}")
+    run = load_run(results, run_id, allow_path=True)
+    path = Path(output) if output is not None else Path(f"{run.run_id}.vllm-bench.json")
+    data = vllm_bench_json(run)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    write_json_atomic(path, data)
+    return path
+
