@@ -21,8 +21,10 @@ import streamlit as st
 from runners import result_store
 from runners.charts import (CHART_VIEWS, COMPARISON_CHARTS, ExportUnavailable, chart_png, charts_html,
                             comparison_chart, sweep_charts)
-from runners.compare import COMPARISON_METRICS, capacities, change_is_good, comparison_table, sweep_frame
+from runners.compare import (COMPARISON_METRICS, capacities, change_is_good, comparison_table, definition_details,
+                              imported_label, sweep_frame, tokenization_note)
 from runners.errors import SchedlabError
+from runners.imports import IMPORTERS, import_bytes
 from runners.metrics.catalog import REQUEST_METRICS, metric
 from runners.metrics.contention import identical_decisions, identical_decisions_message
 from runners.metrics.seed_statistics import SINGLE_SEED_NOTE
@@ -108,6 +110,35 @@ def styled_verdicts(table: pd.DataFrame):
 
 
 st.title("Results")
+
+
+def import_section() -> None:
+    """Upload a vLLM bench serve, GuideLLM or AIPerf result file and import it as run(s)."""
+    with st.expander("Import results from vLLM bench serve, GuideLLM or AIPerf"):
+        st.caption("Each run in the file becomes a run here, labelled 'imported from <tool> <version>'; its metrics "
+                   "are recomputed from the file's per-request times where it has them. The file is kept, "
+                   "unchanged, in the run folder. Readers: " + "; ".join(
+                       f"**{name}**: {entry.description}" for name, entry in IMPORTERS.items()))
+        upload = st.file_uploader("Result file", type=["json", "jsonl"], key="import_file")
+        columns = st.columns(3)
+        tool = columns[0].selectbox("Format", ["detect", *IMPORTERS], key="import_tool")
+        version = columns[1].text_input("Tool version (when the file lacks it)", key="import_version")
+        name = columns[2].text_input("Run id (optional)", key="import_name")
+        if st.button("Import", key="import_button", disabled=upload is None):
+            try:
+                folders = import_bytes(upload.name, upload.getvalue(), ROOT, name=name.strip() or None,
+                                       tool=None if tool == "detect" else tool,
+                                       tool_version=version.strip() or None)
+                st.session_state["import_done"] = [folder.name for folder in folders]
+                st.rerun()
+            except SchedlabError as exc:
+                st.error(f"Nothing imported: {exc}")
+        done = st.session_state.get("import_done")
+        if done:
+            st.success(f"Imported {len(done)} run(s): {', '.join(done)}")
+
+
+import_section()
 try:
     runs = result_store.list_runs(ROOT)
     studies = list_studies(ROOT)
@@ -115,7 +146,7 @@ except SchedlabError as exc:
     st.error(str(exc))
     st.stop()
 if not runs and not studies:
-    st.info("No saved runs yet: launch one on the Launch page, or see the Demo page.")
+    st.info("No saved runs yet: launch one on the Launch page, import one above, or see the Demo page.")
     st.stop()
 by_id = {run["run_id"]: run for run in runs}  # run_id is the folder's name, never a value read from a file
 UNUSABLE = (result_store.DAMAGED, result_store.INCOMPLETE)
@@ -130,9 +161,9 @@ frame = pd.DataFrame([{
     "requests": run.get("rows"),  # request rows saved: so far, for a running or interrupted run
     "rate (req/s)": run.get("arrival_rate_rps"), "SLO attainment": run.get("slo_attainment"), "G (1/s)": run.get("G"),
     "started": run.get("started_at"), "sweep": run.get("sweep_id"), "study": member_of.get(run["run_id"]),
-    "problem": run.get("problem"),
+    "source": imported_label(run), "problem": run.get("problem"),
 } for run in runs], columns=["run", "status", "engine", "scheduler", "workload", "requests", "rate (req/s)",
-                             "SLO attainment", "G (1/s)", "started", "sweep", "study", "problem"])
+                             "SLO attainment", "G (1/s)", "started", "sweep", "study", "source", "problem"])
 with st.expander("Filter", expanded=False):
     columns = st.columns(5)
     engines = columns[0].multiselect("Engine", sorted(frame["engine"].dropna().unique()), key="filter_engine")
@@ -154,6 +185,7 @@ if day != "any day":
 if in_study != "any":
     shown = shown[shown["study"].isna()] if in_study == "not in a study" else shown[shown["study"] == in_study]
 listed = shown if shown["study"].notna().any() else shown.drop(columns="study")
+listed = listed if shown["source"].notna().any() else listed.drop(columns="source")  # imported runs: their tool
 st.dataframe(listed if shown["problem"].notna().any() else listed.drop(columns="problem"), hide_index=True,
              column_config={
                  "SLO attainment": st.column_config.ProgressColumn(min_value=0.0, max_value=1.0, format="percent"),
@@ -189,7 +221,8 @@ with st.expander("Manage a run: config, rename, delete"):
             st.error(f"{target} is {record['status']}: {record['problem']}")
         else:
             try:
-                st.json(result_store.load_run(ROOT, target).config.get("config", {}), expanded=False)
+                managed = result_store.load_run(ROOT, target).config
+                st.json(managed.get("config") or managed.get("imported") or {}, expanded=False)
             except SchedlabError as exc:
                 st.error(str(exc))
         columns = st.columns([2, 1, 1])
@@ -397,6 +430,15 @@ if loaded:
     styled = table.style.format(precision=4, na_rep="—").format("{:+.1f}%", subset=change_columns, na_rep="—")
     styled = styled.apply(lambda col: [colour(v, m) for v, m in zip(col, table["metric"])], subset=change_columns)
     st.dataframe(styled, hide_index=True)
+    for run in loaded:  # issue 12 section 1: approximate token counts are labelled where they are shown
+        note = tokenization_note(run.config)
+        if note:
+            st.warning(f"{run.run_id}: {note}")
+    details = definition_details(summaries)
+    if details:
+        st.markdown("**Imported runs.** The 'definition' column marks every metric whose value is not schedlab's "
+                    "own recomputation from the file's request times, or whose definition differs from the tool's:")
+        st.markdown("\n".join(f"- {line}" for line in details))
     st.info(f"Each run is one seed. {SINGLE_SEED_NOTE}. A study (several seeds per scheduler, Launch page 'Seeds' "
             "or `--seeds`) gives intervals and verdicts.")
     same = identical_runs_cached(keys) if len(keys) > 1 else None

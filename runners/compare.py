@@ -15,7 +15,8 @@ import pandas as pd
 from runners.metrics.catalog import RUN_METRICS, Metric, metric_by_label, summary_value
 
 __all__ = ["COMPARISON_METRICS", "Metric", "summary_value", "percent_change", "comparison_table", "change_is_good",
-           "sweep_frame", "capacity_at", "capacities", "cdf_points"]
+           "sweep_frame", "capacity_at", "capacities", "cdf_points", "imported_label", "definition_notes", "definition_details",
+           "tokenization_note", "APPROXIMATE_TOKENS_NOTE"]
 
 
 #: The rows of the comparison table and of the study statistics: the whole run-metric catalog.
@@ -47,8 +48,82 @@ def comparison_table(summaries: Sequence[dict[str, Any]], baseline: str) -> pd.D
             row[run_id] = metric.display(value)
         for run_id in order[1:]:
             row[f"Δ% {run_id}"] = percent_change(summary_value(by_id[run_id], metric.key), base)
+        if any(imported_label(by_id[run_id]) for run_id in order):
+            row["definition"] = "; ".join(definition_notes([by_id[run_id] for run_id in order], metric.key)) or None
         rows.append(row)
     return pd.DataFrame(rows)
+
+
+# -- imported runs (runners.imports) ------------------------------------------------------------
+def imported_label(summary: dict[str, Any]) -> str | None:
+    """"imported from <tool> <version>" for a run imported from another tool's file, else None
+    (the optional ``imported`` record of summary.json)."""
+    record = summary.get("imported")
+    return record.get("label") if isinstance(record, dict) and isinstance(record.get("label"), str) else None
+
+
+def definition_notes(summaries: Sequence[dict[str, Any]], key: str, detailed: bool = False) -> list[str]:
+    """For the run metric ``key`` (a dotted summary path), one note per imported run among
+    ``summaries`` whose value is not schedlab's own recomputation from request times: the tool
+    defines that quantity differently (its name and its own mean, in the metric's display
+    unit; with ``detailed``, how the definitions differ), the value was mapped from the tool's
+    run-level figure, or the tool did not measure it."""
+    head = key.split(".")[0]
+    entry = next((m for m in COMPARISON_METRICS if m.key == key), None)
+    notes: list[str] = []
+    for summary in summaries:
+        record = summary.get("imported")
+        if not isinstance(record, dict):
+            continue
+        run_id = summary.get("run_id")
+        provenance = record.get("metrics") if isinstance(record.get("metrics"), dict) else {}
+        state = provenance.get(key, provenance.get(head))
+        if state == "not measured":
+            notes.append(f"{run_id}: not measured by {record.get('tool_name') or record.get('tool')}")
+        elif state == "mapped":
+            notes.append(f"{run_id}: the tool's own figure")
+        for definition in record.get("definitions") or []:
+            if not isinstance(definition, dict) or definition.get("metric") != head:
+                continue
+            theirs = definition.get("tool_value")
+            shown = ""
+            if entry is not None and entry.display(theirs) is not None:
+                shown = f", theirs {entry.format(theirs)} {entry.unit}".rstrip() + " mean"
+            text = f"{run_id}: definition differs ({definition.get('tool_metric')}{shown})"
+            notes.append(text + (f": {definition.get('note')}" if detailed else ""))
+    return notes
+
+
+def definition_details(summaries: Sequence[dict[str, Any]]) -> list[str]:
+    """Every imported run's label, how each of its differing definitions differs, and its
+    notes: the lines shown under a comparison that holds an imported run."""
+    lines: list[str] = []
+    for summary in summaries:
+        record = summary.get("imported")
+        if not isinstance(record, dict):
+            continue
+        run_id = summary.get("run_id")
+        lines.append(f"{run_id}: {record.get('label')}")
+        for definition in record.get("definitions") or []:
+            if isinstance(definition, dict):
+                lines.append(f"{run_id}: {definition.get('metric')} vs the tool's {definition.get('tool_metric')}: "
+                             f"{definition.get('note')}")
+        lines += [f"{run_id}: {note}" for note in record.get("notes") or [] if isinstance(note, str)]
+    return lines
+
+
+APPROXIMATE_TOKENS_NOTE = "token counts approximate (4 characters per token)"
+
+
+def tokenization_note(config: dict[str, Any]) -> str | None:
+    """The note a run's page shows when its token counts were approximated (config.json
+    ``resolved.tokenization.approximate``): the label and where the counter came from."""
+    resolved = config.get("resolved") if isinstance(config, dict) else None
+    tokenization = resolved.get("tokenization") if isinstance(resolved, dict) else None
+    if not isinstance(tokenization, dict) or tokenization.get("approximate") is not True:
+        return None
+    source = tokenization.get("source")
+    return APPROXIMATE_TOKENS_NOTE + (f"; source: {source}" if source else "")
 
 
 def change_is_good(metric_label: str, change: float | None) -> bool | None:

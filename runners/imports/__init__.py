@@ -23,7 +23,7 @@ from runners.imports import aiperf, guidellm, vllm_bench
 from runners.imports.base import ImportedRun, ImportFormatError, default_run_id, read_bytes, write_run
 from runners.result_store import DEFAULT_RESULTS_DIR, validate_run_id
 
-__all__ = ["IMPORTERS", "Importer", "ImportFormatError", "import_file", "parse_file", "importer_names"]
+__all__ = ["IMPORTERS", "Importer", "ImportFormatError", "import_file", "import_bytes", "parse_file", "importer_names"]
 
 
 @dataclass(frozen=True)
@@ -144,3 +144,23 @@ def import_file(path: str | Path, results: str | Path = DEFAULT_RESULTS_DIR, nam
             raise ConfigError("name", f"a run named {run_id!r} already exists in {results}; pass another --name "
                                       "(or delete that run) to import this file again")
     return [write_run(results, run, path, run_id) for run, run_id in zip(runs, ids)]
+
+
+def import_bytes(file_name: str, data: bytes, results: str | Path = DEFAULT_RESULTS_DIR, name: str | None = None,
+                 tool: str | None = None, tool_version: str | None = None) -> list[Path]:
+    """:func:`import_file` for an uploaded file: ``data`` is written under its own name
+    (``file_name``'s last part, made safe) in a private temporary folder, imported, and the
+    temporary copy removed; each run folder keeps its own copy. Errors name ``file_name``."""
+    import re
+    import tempfile
+
+    safe = re.sub(r"[^A-Za-z0-9._-]+", "_", Path(str(file_name)).name)[:120] or "upload"
+    with tempfile.TemporaryDirectory(prefix="schedlab-import-") as folder:
+        path = Path(folder) / safe
+        path.write_bytes(data)
+        try:
+            return import_file(path, results, name=name, tool=tool, tool_version=tool_version)
+        except ConfigError:
+            raise
+        except SchedlabError as exc:
+            raise ImportFormatError(str(exc).replace(str(path), f"uploaded file {file_name!r}")) from None
