@@ -231,11 +231,18 @@ def write_run(root: str | Path, run: ImportedRun, source: Path, run_id: str | No
         for times in run.requests:
             writer.add_request(request_row(times))
         writer.close("done", {**summary, "requests_total": len(run.requests) or summary.get("requests"),
-                              "imported": record, "finished_at": header["started_at"]})
+                              "imported": record, "finished_at": _finished_at(started, summary.get("duration_s"))})
     except OSError as exc:
         shutil.rmtree(writer.folder, ignore_errors=True)
         raise SchedlabError(f"{writer.folder}: cannot write the imported run ({exc.strerror or exc})") from None
     return writer.folder
+
+
+def _finished_at(started: float | None, duration_s: float | None) -> str | None:
+    """UTC time of the run's last finish: its start plus our duration (None when unknown)."""
+    if started is None:
+        return None
+    return time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(started + (duration_s or 0.0)))
 
 
 def read_bytes(path: str | Path, limit: int = 512 * 2**20) -> bytes:
