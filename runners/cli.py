@@ -255,6 +255,7 @@ def command_list(args: argparse.Namespace) -> int:
 
 def command_show(args: argparse.Namespace) -> int:
     from runners.result_store import load_run
+    from runners.workload.tokens import tokenization_label
     from runners.study import find_study, read_study
 
     study = find_study(args.out, args.run)
@@ -269,6 +270,10 @@ def command_show(args: argparse.Namespace) -> int:
     for key in ("engine", "scheduler", "workload", "synthetic", "slos", "started_at", "finished_at", "error"):
         if key in summary:
             print(f"  {key}: {summary[key]}")
+    resolved = run.config.get("resolved") if isinstance(run.config, dict) else None
+    label = tokenization_label(resolved.get("tokenization") if isinstance(resolved, dict) else None)
+    if label:
+        print(f"  {label}")
     print(_table([["metric", "value"]] + _metric_rows([summary])))
     print(f"  {len(run.requests)} request rows, {len(run.timeseries)} time-series rows")
     return 0

@@ -14,7 +14,8 @@ from runners.benchmark import execute_run
 from runners.config import parse_config
 from runners.engines.launcher import EngineStartError, ServerProcess, free_port
 from runners.engines.adapters.lmdeploy import LMDeployConfig
-from runners.engines.adapters.vllm import VLLMConfig
+from runners.engines.adapters.sglang import SGLangAdapter
+from runners.engines.adapters.vllm import VLLMAdapter, VLLMConfig
 from runners.engines.real_engine import kv_capacity_from_log
 from runners.errors import RunCancelled
 from runners.result_store import load_run
@@ -102,9 +103,19 @@ def alive(pid: int) -> bool:
 def test_kv_capacity_from_vllm_log(tmp_path):
     log = tmp_path / "server.log"
     log.write_text("INFO [kv_cache_utils.py:2327] GPU KV cache size: 813,104 tokens, Maximum concurrency ...\n")
-    assert kv_capacity_from_log(log) == 813104
+    assert kv_capacity_from_log(log, VLLMAdapter.kv_log_pattern) == 813104
     log.write_text("INFO CPU KV cache size: 524,288 tokens\n")
-    assert kv_capacity_from_log(log) == 524288
+    assert kv_capacity_from_log(log, VLLMAdapter.kv_log_pattern) == 524288
+
+
+def test_kv_capacity_from_sglang_log(tmp_path):
+    # the scheduler's start-up line of SGLang 0.5.x (srt/managers/scheduler.py), effective values
+    log = tmp_path / "server.log"
+    log.write_text("[2026-11-23 10:00:00 TP0] max_total_num_tokens=411336, chunked_prefill_size=8192, "
+                   "max_prefill_tokens=16384, max_running_requests=2048, context_len=32768, "
+                   "available_gpu_mem=6.21 GB\n")
+    assert kv_capacity_from_log(log, SGLangAdapter.kv_log_pattern) == 411336
+    assert kv_capacity_from_log(log, VLLMAdapter.kv_log_pattern) is None
 
 
 def lmdeploy_launch(run_id: str, **engine) -> dict:

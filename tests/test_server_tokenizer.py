@@ -295,11 +295,32 @@ def test_the_approximation_alone_would_have_sent_requests_the_server_refuses(ser
     assert too_long, "the approximation's workload should hold requests the 700-token server refuses"
 
 
-def test_an_lmdeploy_server_is_counted_by_the_labelled_approximation(results_dir):
-    """LMDeploy's fake has no /tokenize and no max_model_len: the run says so in config.json."""
+def test_an_lmdeploy_server_is_counted_by_its_encode_endpoint_and_its_stated_context():
+    """LMDeploy counts with POST /v1/encode; it reports no context limit, so the run says so, and
+    takes the one the user states (engine.context_tokens, its --session-len)."""
     from tests.fakes.lmdeploy_server import FakeLMDeploy
 
     fake = FakeLMDeploy().start()
+    try:
+        unstated = resolve_tokenization(AttachConfig(urls=[fake.url]), None)
+        stated = resolve_tokenization(AttachConfig(urls=[fake.url], context_tokens=1024), None)
+        counts = unstated.counter.count(["abcdefghi", "abc"])
+    finally:
+        fake.stop()
+    record = unstated.record
+    assert record["source"] == f"server tokenizer (lmdeploy): POST {fake.url}/v1/encode"
+    assert not record["approximate"] and record["context"] is None
+    assert "no /v1/models card reports max_model_len; set engine.context_tokens" in " ".join(record["tried"])
+    assert counts == [2, 0]  # the fake's len // 4, no BOS
+    assert stated.record["context"] == {"max_tokens": 1024, "prompt_overhead_tokens": 1,
+                                        "source": "engine.context_tokens"}
+
+
+def test_a_server_without_a_tokenizer_is_counted_by_the_labelled_approximation(results_dir):
+    """An LMDeploy without /v1/encode and no max_model_len: the run says so in config.json."""
+    from tests.fakes.lmdeploy_server import FakeLMDeploy
+
+    fake = FakeLMDeploy(has_encode=False).start()
     try:
         config = parse_config({"run_id": "lmd", "engine": {"kind": "openai", "urls": fake.url},
                                "workload": {"requests": 5, "arrival": {"process": "poisson", "rate": 50}},

@@ -144,7 +144,13 @@ class AttachConfig(ClientOptions):
     api_key_env: str | None = Field(default=None, description="environment variable holding the API key")
     api_key: SecretStr | None = Field(default=None, exclude=True, description="API key; sent, never saved")
     scheduling_policy: Literal["fcfs", "priority"] = Field(
-        default="fcfs", description="set 'priority' if the servers were started with --scheduling-policy priority"
+        default="fcfs", description="set 'priority' if the servers order their queue by priority (vLLM "
+        "--scheduling-policy priority; SGLang --enable-priority-scheduling --schedule-low-priority-values-first)"
+    )
+    context_tokens: int | None = Field(
+        default=None, gt=0, le=10_000_000,
+        description="the servers' context limit (prompt + output, tokens) when they do not report it on "
+        "/v1/models (LMDeploy: its --session-len); the smaller wins when both are known",
     )
 
     @field_validator("urls", mode="before")

@@ -33,7 +33,6 @@ from runners.workload.tokens import (
 
 #: A launch config of any adapter, or an attach config.
 RealEngineConfig = Any
-KV_LOG_PATTERN = re.compile(r"(?:GPU|CPU) KV cache size:\s*([\d,]+)\s*tokens")
 T = TypeVar("T")
 
 
@@ -130,9 +129,10 @@ def _api_key(config: AttachConfig) -> str | None:
     return None
 
 
-def _version(base_url: str, headers: dict[str, str]) -> str | None:
+def _version(base_url: str, headers: dict[str, str], path: str = "/version") -> str | None:
+    """The server's version from ``GET path`` (the adapter's: ``/version``, SGLang's ``/server_info``)."""
     try:
-        status, text = _get(base_url + "/version", headers)
+        status, text = _get(base_url + path, headers)
         return str(json.loads(text).get("version")) if status == 200 else None
     except (URLError, OSError, ValueError, AttributeError, RecursionError):
         return None
@@ -290,8 +290,11 @@ def resolve_tokenization(engine: RealEngineConfig, tokenizer: str | None) -> Tok
                 value = positive_int(card.get("max_model_len"))
                 if value is not None and (limit is None or value < limit):
                     limit, limit_source = value, f"GET {url}/v1/models max_model_len"
+        if engine.context_tokens is not None and (limit is None or engine.context_tokens < limit):
+            limit, limit_source = engine.context_tokens, "engine.context_tokens"
         if cards and limit is None:
-            tried.append("no /v1/models card reports max_model_len")
+            tried.append("no /v1/models card reports max_model_len; set engine.context_tokens to the servers' "
+                         "context limit")
         if counter is None and cards:
             url, card = cards[0]
             model = engine.model or card.get("id")
@@ -360,8 +363,9 @@ class RealEngine:
                 model = config.model or first_model
                 if not model:
                     raise ConfigError("engine.model", f"{url} lists no model; set engine.model")
-                endpoint = adapter_for(kind).endpoint(url, model, config.api, headers, config.scheduling_policy)
-                version = probe(lambda: _version(url, headers), f"asking {url} for its version")
+                adapter = adapter_for(kind)
+                endpoint = adapter.endpoint(url, model, config.api, headers, config.scheduling_policy)
+                version = probe(lambda: _version(url, headers, adapter.version_path), f"asking {url} for its version")
                 self.instances.append(RealInstance(index, endpoint, version=version))
         else:
             self._launch(config, should_stop)
@@ -371,8 +375,9 @@ class RealEngine:
             if snapshot is not None:
                 instance.kv_capacity_tokens = snapshot.kv_capacity_tokens
                 instance.block_size = snapshot.block_size
-            if instance.kv_capacity_tokens is None and instance.server is not None:
-                instance.kv_capacity_tokens = kv_capacity_from_log(instance.server.log_path)
+            pattern = adapter_for(instance.endpoint.kind).kv_log_pattern
+            if instance.kv_capacity_tokens is None and instance.server is not None and pattern is not None:
+                instance.kv_capacity_tokens = kv_capacity_from_log(instance.server.log_path, pattern)
         return self.instances
 
     def _launch(self, config: Any, should_stop: Callable[[], bool] | None = None) -> None:
@@ -388,7 +393,7 @@ class RealEngine:
         policy = getattr(config, "scheduling_policy", "fcfs")
         for index, server in enumerate(self.servers):
             endpoint = adapter.endpoint(server.base_url, adapter.served_model(config), config.api, {}, policy)
-            version = unless_stopped(lambda: _version(server.base_url, {}), should_stop,
+            version = unless_stopped(lambda: _version(server.base_url, {}, adapter.version_path), should_stop,
                                      f"asking {server.base_url} for its version")
             self.instances.append(RealInstance(index, endpoint, server, max_num_seqs=adapter.max_num_seqs(config),
                                                version=version))
@@ -407,11 +412,12 @@ class RealEngine:
             server.stop()
 
 
-def kv_capacity_from_log(path: Path) -> int | None:
-    """KV capacity in tokens from a vLLM start-up log line ``GPU KV cache size: N tokens``."""
+def kv_capacity_from_log(path: Path, pattern: re.Pattern[str]) -> int | None:
+    """KV capacity in tokens from a start-up log line (the adapter's ``kv_log_pattern``: vLLM's
+    ``GPU KV cache size: N tokens``, SGLang's ``max_total_num_tokens=N``)."""
     try:
         text = path.read_text(encoding="utf-8", errors="replace")
     except FileNotFoundError:
         return None
-    match = KV_LOG_PATTERN.search(text)
+    match = pattern.search(text)
     return int(match.group(1).replace(",", "")) if match else None

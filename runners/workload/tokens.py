@@ -272,3 +272,15 @@ def server_token_counter(base_url: str, model: str, api: TokenizeAPI,
         _SERVER_COUNTERS[key] = counter
     counter.headers = dict(headers or {})
     return counter
+
+
+def tokenization_label(record: dict[str, Any] | None) -> str | None:
+    """One line saying how a real-engine run counted tokens, from config.json's
+    ``resolved.tokenization``: the counter's source, with a warning when the 4-characters-per-token
+    approximation counted (its prompts were sized by a guess); None for runs without the record."""
+    if not isinstance(record, dict) or not record.get("source"):
+        return None
+    if record.get("approximate"):
+        return (f"token counts approximate ({CHARACTERS_PER_TOKEN:g} characters per token): {record['source']}; "
+                "requests may not fit the server's context")
+    return f"token counts: {record['source']}"

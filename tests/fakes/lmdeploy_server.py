@@ -8,6 +8,11 @@ the v0.10 line (usage only on the chunk that carries ``finish_reason``, null fie
 ``lmdeploy:num_requests_running``, ``lmdeploy:num_requests_waiting``,
 ``lmdeploy:time_to_first_token_seconds``, ...) with labels ``model_name`` and ``engine``.
 Errors use LMDeploy's flat body ``{"message", "type", "code", "param", "object": "error"}``.
+``POST /v1/encode`` (api_server.py of v0.10; endpoints/auxiliary.py since v0.16) takes
+``{"input": str | [str], "do_preprocess": bool, "add_bos": bool}`` and answers
+``{"input_ids", "length"}`` (lists for a list input); ``has_encode=False`` leaves it out.
+The fake's tokenizer: ``len(text) // 4`` ids per text, plus BOS with ``add_bos``, the count its
+usage reports for a prompt.
 
 It is a real HTTP server (aiohttp) on a loopback port, run in a background thread. Tokens come
 out every ``token_delay_s``; at most ``max_batch`` requests run at once (others wait), so
@@ -44,6 +49,7 @@ class FakeLMDeploy(ThreadedServer):
     max_batch: int = 8
     kv_capacity_tokens: int = 20_000
     usage_style: str = "final"  # "final" (v0.10) or "separate" (main)
+    has_encode: bool = True
     port: int = 0
     requests_seen: list[dict] = field(default_factory=list)
 
@@ -74,6 +80,21 @@ class FakeLMDeploy(ThreadedServer):
         card = {"id": self.model_name, "object": "model", "created": int(time.time()), "owned_by": "lmdeploy",
                 "root": self.model_name, "parent": None, "permission": []}
         return web.json_response({"object": "list", "data": [card]})
+
+    async def encode(self, request: web.Request) -> web.Response:
+        body = await request.json()
+        texts = body.get("input")
+        if not isinstance(texts, (str, list)):
+            return self._error(400, "input must be a string or a list of strings")
+
+        def ids(text: str) -> list[int]:
+            return ([1] if body.get("add_bos", True) else []) + [7] * (len(text) // 4)
+
+        if isinstance(texts, str):
+            encoded = ids(texts)
+            return web.json_response({"input_ids": encoded, "length": len(encoded)})
+        encoded_all = [ids(text) for text in texts]
+        return web.json_response({"input_ids": encoded_all, "length": [len(item) for item in encoded_all]})
 
     async def metrics(self, request: web.Request) -> web.Response:
         return web.Response(body=generate_latest(self.registry), content_type="text/plain")
@@ -154,6 +175,8 @@ class FakeLMDeploy(ThreadedServer):
         app.router.add_get("/health", self.health)
         app.router.add_get("/v1/models", self.models)
         app.router.add_get("/metrics", self.metrics)
+        if self.has_encode:
+            app.router.add_post("/v1/encode", self.encode)
         app.router.add_post("/v1/completions", self.completions)
         app.router.add_post("/v1/chat/completions", self.completions)
 

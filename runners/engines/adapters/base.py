@@ -13,6 +13,7 @@ config union, the CLI, the registry, telemetry and the Launch page all read the 
 from __future__ import annotations
 
 import importlib.util
+import re
 import shutil
 from dataclasses import dataclass
 from typing import Any, ClassVar, Literal
@@ -84,6 +85,9 @@ class EngineAdapter:
     metrics: ClassVar[MetricNames]
     owned_by: ClassVar[tuple[str, ...]] = ()  # /v1/models owned_by values that identify the engine
     health_path: ClassVar[str] = "/health"
+    version_path: ClassVar[str] = "/version"  # GET, answered by a JSON object with "version"
+    #: a start-up log line giving the KV pool in tokens (group 1), for engines whose metrics do not
+    kv_log_pattern: ClassVar[re.Pattern[str] | None] = None
     context_flag: ClassVar[str | None] = None  # the launch flag that sets the context limit, tokens
     tokenize_api: ClassVar[TokenizeAPI | None] = None
     form_fields: ClassVar[tuple[FormField, ...]] = ()

@@ -6,7 +6,9 @@ lmdeploy/metrics/loggers.py of v0.10-v0.11): no ``min_tokens`` or ``priority`` r
 ``POST /v1/encode`` ``{"input", "do_preprocess", "add_bos"}`` answered by
 ``{"input_ids", "length"}`` (``do_preprocess`` applies the chat template); metrics
 ``lmdeploy:gpu_cache_usage_perc``, ``lmdeploy:num_requests_running``,
-``lmdeploy:num_requests_waiting``, ``lmdeploy:time_to_first_token_seconds``.
+``lmdeploy:num_requests_waiting``, ``lmdeploy:time_to_first_token_seconds``, the inter-token
+latency histogram ``lmdeploy:iter_token_latency`` (seconds; no ``_seconds`` suffix). It reports no
+context limit (no ``max_model_len`` on its ``/v1/models`` cards).
 """
 
 from __future__ import annotations
@@ -75,6 +77,7 @@ class LMDeployAdapter(EngineAdapter):
         running=("lmdeploy:num_requests_running",),
         waiting=("lmdeploy:num_requests_waiting",),
         ttft=("lmdeploy:time_to_first_token_seconds",),
+        itl=("lmdeploy:iter_token_latency",),
     )
     tokenize_api = TokenizeAPI("/v1/encode", _encode_text, _encode_overhead, _read_length, lambda reply: None,
                                '{"input_ids": [...], "length": <tokens>}')

