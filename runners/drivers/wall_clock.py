@@ -42,14 +42,6 @@ from runners.workload.requests import Request
 #: Seconds between two looks at ``should_stop``: a cancel takes effect within about this long.
 STOP_POLL_S = 0.1
 
-#: Sent with every ``/metrics`` scrape (after the endpoint's own headers). aiohttp asks for
-#: ``gzip, deflate`` by default, and prometheus_client's app (vLLM's ``/metrics``) then compresses
-#: the whole exposition with ``gzip.compress`` (level 9) synchronously in the server's API event
-#: loop - the loop that streams every token. At 4 scrapes a second on a shared 2-core machine that
-#: held the streams of the run's own requests back (issue 12 section 4: first tokens arrived in a
-#: burst with the rest). ``identity`` asks for the plain text, which costs the server no compression.
-METRICS_HEADERS = {"Accept-Encoding": "identity"}
-
 
 @dataclass
 class _InstanceState:
@@ -287,7 +279,7 @@ class WallClockDriver:
 
     async def _scrape(self, instance: RealInstance, timeout_s: float = 5.0) -> MetricsSnapshot | None:
         try:
-            async with self._session.get(instance.metrics_url, headers={**instance.endpoint.headers, **METRICS_HEADERS},
+            async with self._session.get(instance.metrics_url, headers=instance.endpoint.headers,
                                          timeout=aiohttp.ClientTimeout(total=timeout_s)) as response:
                 if response.status != 200:
                     return None
