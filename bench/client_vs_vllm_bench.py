@@ -56,8 +56,6 @@ VARIANTS: dict[str, dict] = {
     "no-warmup": {"config": {"engine.warmup_concurrency": []}},
     "no-flush": {"flush_seconds": 1e9},  # rows reach disk only at the end
     "keepalive-15s": {"patch": {"runners.engines.openai_client.KEEPALIVE_S": 15.0}},
-    # the scrape as before the fix: aiohttp's default Accept-Encoding, so the server gzips /metrics
-    "metrics-gzip": {"patch": {"runners.drivers.wall_clock.METRICS_HEADERS": {"Accept-Encoding": "gzip, deflate"}}},
 }
 
 MODES = {"constant": "constant", "all-at-once": "all-at-once"}
@@ -131,8 +129,9 @@ def scrape(url: str):
 
 
 def metrics_probe(url: str, scrapes: int = 20) -> dict:
-    """Size and wall time of ``/metrics`` as plain text and gzipped (the server compresses when
-    the client accepts gzip), median over ``scrapes`` sequential scrapes each."""
+    """Size and wall time of ``/metrics`` asked for as plain text and with gzip accepted (vLLM
+    0.32 answers both uncompressed: its /metrics is prometheus-fastapi-instrumentator's route,
+    gzip off, run in the server's thread pool), median over ``scrapes`` sequential scrapes each."""
     out = {}
     for encoding in ("identity", "gzip, deflate"):
         times, size = [], 0
@@ -277,7 +276,7 @@ def markdown(report: dict) -> str:
              f"{report['output_len']} output tokens; {report['rounds']} interleaved rounds per tool; "
              "median [min - max] over rounds. Gap = client mean TTFT - engine mean TTFT over the run's window."
              + (f" {report['busy_processes']} busy-loop processes ran beside every run." if report["busy_processes"] else ""),
-             "", f"/metrics (plain / gzipped by the server): {json.dumps(report['metrics_probe'])}", ""]
+             "", f"/metrics scrape (bytes, wall ms; identity / gzip accepted): {json.dumps(report['metrics_probe'])}", ""]
     for mode, tools in report["medians"].items():
         label = f"constant {report['rate']:g} req/s" if mode == "constant" else "all at once"
         lines += [f"## {label}", "",
