@@ -274,6 +274,9 @@ def command_show(args: argparse.Namespace) -> int:
     label = tokenization_label(resolved.get("tokenization") if isinstance(resolved, dict) else None)
     if label:
         print(f"  {label}")
+    imported = summary.get("imported")
+    if isinstance(imported, dict) and imported.get("label"):
+        print(f"  {imported['label']}")
     print(_table([["metric", "value"]] + _metric_rows([summary])))
     print(f"  {len(run.requests)} request rows, {len(run.timeseries)} time-series rows")
     return 0
@@ -530,6 +533,10 @@ def make_parser() -> argparse.ArgumentParser:
     worker.add_argument("--spec-stdin", action="store_true",
                         help="read the job spec with its secrets from stdin (job.json holds them as ***)")
     worker.set_defaults(handler=command_worker)
+
+    from runners.imports.cli import add_subcommands as add_import_subcommands
+
+    add_import_subcommands(sub)  # import FILE (vLLM bench, GuideLLM, AIPerf) and export RUN
     return parser
 
 

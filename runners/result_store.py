@@ -39,7 +39,10 @@ import pyarrow.parquet as pq
 
 from runners.errors import ConfigError, SchedlabError
 
-SCHEMA_VERSION = 1
+#: Version 2 added, without removing or renaming anything of version 1: ``resolved.tokenization`` in
+#: config.json of real-engine runs, and imported runs (``summary.imported``; their config.json holds
+#: ``label``, ``imported`` and ``versions`` instead of ``config`` and ``resolved``).
+SCHEMA_VERSION = 2
 DEFAULT_RESULTS_DIR = Path(os.environ.get("SCHEDLAB_RESULTS_DIR") or Path(__file__).resolve().parents[1] / "results")
 RUN_ID_PATTERN = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$")
 
