@@ -7,6 +7,7 @@ that fails or is cancelled still saves its partial results and exits 1 or 130.
 from __future__ import annotations
 
 import argparse
+import json
 import signal
 import sys
 from pathlib import Path
@@ -163,6 +164,12 @@ def command_run(args: argparse.Namespace) -> int:
     print(f"run {outcome.run_id}: {outcome.status}  ->  {outcome.folder}")
     if outcome.error:
         print(f"reason: {outcome.error}")
+    try:
+        saved = json.loads((Path(outcome.folder) / "config.json").read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        saved = None
+    for line in _tokenization_lines(saved):
+        print(line)
     print(_table([["metric", outcome.run_id]] + _metric_rows([summary])))
     return {"done": 0, "cancelled": 130}.get(outcome.status, 1)
 
@@ -253,9 +260,26 @@ def command_list(args: argparse.Namespace) -> int:
     return 0
 
 
+def _tokenization_lines(config: Any) -> list[str]:
+    """How a real-engine run counted tokens and what context it sized requests for (config.json's
+    ``resolved.tokenization``): the counter's label, and the limit or why none was known."""
+    from runners.workload.tokens import tokenization_label
+
+    resolved = config.get("resolved") if isinstance(config, dict) else None
+    record = resolved.get("tokenization") if isinstance(resolved, dict) else None
+    label = tokenization_label(record)
+    if label is None:
+        return []
+    context = record.get("context")
+    if isinstance(context, dict):
+        limit = f"context limit: {context.get('max_tokens')} tokens ({context.get('source')})"
+    else:
+        limit = "context limit: unknown, requests not sized to it; tried: " + "; ".join(map(str, record.get("tried", [])))
+    return [label, limit]
+
+
 def command_show(args: argparse.Namespace) -> int:
     from runners.result_store import load_run
-    from runners.workload.tokens import tokenization_label
     from runners.study import find_study, read_study
 
     study = find_study(args.out, args.run)
@@ -270,10 +294,8 @@ def command_show(args: argparse.Namespace) -> int:
     for key in ("engine", "scheduler", "workload", "synthetic", "slos", "started_at", "finished_at", "error"):
         if key in summary:
             print(f"  {key}: {summary[key]}")
-    resolved = run.config.get("resolved") if isinstance(run.config, dict) else None
-    label = tokenization_label(resolved.get("tokenization") if isinstance(resolved, dict) else None)
-    if label:
-        print(f"  {label}")
+    for line in _tokenization_lines(run.config):
+        print(f"  {line}")
     imported = summary.get("imported")
     if isinstance(imported, dict) and imported.get("label"):
         print(f"  {imported['label']}")

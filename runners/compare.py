@@ -13,6 +13,7 @@ import numpy as np
 import pandas as pd
 
 from runners.metrics.catalog import RUN_METRICS, Metric, metric_by_label, summary_value
+from runners.workload.tokens import tokenization_label
 
 __all__ = ["COMPARISON_METRICS", "Metric", "summary_value", "percent_change", "comparison_table", "change_is_good",
            "sweep_frame", "capacity_at", "capacities", "cdf_points", "imported_label", "definition_notes", "definition_details",
@@ -112,18 +113,14 @@ def definition_details(summaries: Sequence[dict[str, Any]]) -> list[str]:
     return lines
 
 
-APPROXIMATE_TOKENS_NOTE = "token counts approximate (4 characters per token)"
-
-
 def tokenization_note(config: dict[str, Any]) -> str | None:
     """The note a run's page shows when its token counts were approximated (config.json
-    ``resolved.tokenization.approximate``): the label and where the counter came from."""
+    ``resolved.tokenization.approximate``): :func:`runners.workload.tokens.tokenization_label`."""
     resolved = config.get("resolved") if isinstance(config, dict) else None
     tokenization = resolved.get("tokenization") if isinstance(resolved, dict) else None
     if not isinstance(tokenization, dict) or tokenization.get("approximate") is not True:
         return None
-    source = tokenization.get("source")
-    return APPROXIMATE_TOKENS_NOTE + (f"; source: {source}" if source else "")
+    return tokenization_label(tokenization)
 
 
 def change_is_good(metric_label: str, change: float | None) -> bool | None:

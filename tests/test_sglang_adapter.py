@@ -211,3 +211,35 @@ def test_a_dead_sglang_launch_says_so(tmp_path):
     with pytest.raises(Exception, match="CUDA not found"):
         engine.start()
     engine.stop()
+
+
+def test_cli_run_and_show_say_how_tokens_were_counted(sglang, results_dir, capsys):
+    from runners.cli import main
+
+    sglang.context_length = 700
+    code = main(["run", "--engine", "openai", "--url", sglang.url, "--requests", "6", "--rate", "50",
+                 "--out", str(results_dir), "--set", "run_id=sgl-cli", "--quiet"])
+    out = capsys.readouterr().out
+    assert code == 0
+    assert f"token counts: server tokenizer (sglang): POST {sglang.url}/v1/tokenize" in out
+    assert f"context limit: 700 tokens (GET {sglang.url}/v1/models max_model_len)" in out
+    assert main(["show", "sgl-cli", "--out", str(results_dir)]) == 0
+    assert "context limit: 700 tokens" in capsys.readouterr().out
+
+
+def test_cli_says_when_the_approximation_counted_and_no_limit_was_known(results_dir, capsys):
+    from runners.cli import main
+    from tests.fakes.lmdeploy_server import FakeLMDeploy
+
+    fake = FakeLMDeploy(has_encode=False).start()
+    try:
+        code = main(["run", "--engine", "openai", "--url", fake.url, "--requests", "4", "--rate", "50",
+                     "--out", str(results_dir), "--set", "run_id=lmd-cli", "--quiet",
+                     "--set", "workload.filters.max_total_tokens=300"])
+    finally:
+        fake.stop()
+    out = capsys.readouterr().out
+    assert code == 0
+    assert ("token counts approximate (4 characters per token); source: approximation (4 characters per token): no server "
+            "or model tokenizer; requests may not fit the server's context") in out
+    assert "context limit: unknown, requests not sized to it; tried: no /v1/models card reports max_model_len" in out

@@ -281,6 +281,6 @@ def tokenization_label(record: dict[str, Any] | None) -> str | None:
     if not isinstance(record, dict) or not record.get("source"):
         return None
     if record.get("approximate"):
-        return (f"token counts approximate ({CHARACTERS_PER_TOKEN:g} characters per token): {record['source']}; "
+        return (f"token counts approximate ({CHARACTERS_PER_TOKEN:g} characters per token); source: {record['source']}; "
                 "requests may not fit the server's context")
     return f"token counts: {record['source']}"
