@@ -17,7 +17,7 @@ from runners.workload.tokens import tokenization_label
 
 __all__ = ["COMPARISON_METRICS", "Metric", "summary_value", "percent_change", "comparison_table", "change_is_good",
            "sweep_frame", "capacity_at", "capacities", "cdf_points", "imported_label", "definition_notes", "definition_details",
-           "tokenization_note", "APPROXIMATE_TOKENS_NOTE"]
+           "tokenization_note"]
 
 
 #: The rows of the comparison table and of the study statistics: the whole run-metric catalog.

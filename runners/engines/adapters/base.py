@@ -18,9 +18,10 @@ import shutil
 from dataclasses import dataclass
 from typing import Any, ClassVar, Literal
 
-from pydantic import BaseModel
+from pydantic import BaseModel, FieldSerializationInfo
 
 from runners.engines.openai_client import Endpoint
+from runners.engines.real_config import redact_args, redacting
 from runners.workload.tokens import TokenizeAPI
 
 
@@ -142,3 +143,41 @@ class EngineAdapter:
 def positive_int(value: object) -> int | None:
     """``value`` when it is a positive integer (not a bool), else None."""
     return value if isinstance(value, int) and not isinstance(value, bool) and value > 0 else None
+
+
+def _prompt_body(model: str, text: str) -> dict[str, Any]:
+    return {"model": model, "prompt": text, "add_special_tokens": False}
+
+
+def _overhead_body(model: str, api: str) -> dict[str, Any]:
+    if api == "chat":
+        return {"model": model, "messages": [{"role": "user", "content": ""}], "add_generation_prompt": True}
+    return {"model": model, "prompt": "", "add_special_tokens": True}
+
+
+def _count_of(reply: Any) -> int | None:
+    if not isinstance(reply, dict):
+        return None
+    count = reply.get("count")
+    if count is None and isinstance(reply.get("tokens"), list):
+        count = len(reply["tokens"])
+    return count
+
+
+def _max_model_len_of(reply: Any) -> int | None:
+    return positive_int(reply.get("max_model_len")) if isinstance(reply, dict) else None
+
+
+def prompt_tokenize_api(path: str, reply_limit_is_context: bool) -> TokenizeAPI:
+    """The tokenize protocol vLLM and SGLang share: ``{"model", "prompt", "add_special_tokens"}``
+    (or ``messages`` with ``add_generation_prompt`` for a chat prompt's overhead) answered by
+    ``{"count", "tokens", "max_model_len"}``; ``reply_limit_is_context`` says whether that
+    ``max_model_len`` is the server's context (vLLM) or only the tokenizer's own (SGLang)."""
+    return TokenizeAPI(path, _prompt_body, _overhead_body, _count_of,
+                       _max_model_len_of if reply_limit_is_context else (lambda reply: None),
+                       '{"count": <tokens>, "max_model_len": ..., "tokens": [...]}')
+
+
+def redacted_command(command: list[str] | None, info: FieldSerializationInfo) -> list[str] | None:
+    """A launch config's ``command`` as config.json writes it: secret-looking values as ***."""
+    return redact_args(command) if command is not None and redacting(info) else command

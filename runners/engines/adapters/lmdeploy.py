@@ -17,8 +17,8 @@ from typing import Any, Literal
 
 from pydantic import Field, FieldSerializationInfo, field_serializer
 
-from runners.engines.adapters.base import EngineAdapter, FormField, MetricNames
-from runners.engines.real_config import ClientOptions, LaunchOptions, optional_flags, redact_args, redacting
+from runners.engines.adapters.base import EngineAdapter, FormField, MetricNames, redacted_command
+from runners.engines.real_config import ClientOptions, LaunchOptions, optional_flags
 from runners.workload.tokens import TokenizeAPI
 
 
@@ -37,7 +37,7 @@ class LMDeployConfig(ClientOptions, LaunchOptions):
 
     @field_serializer("command")
     def _command_out(self, command: list[str], info: FieldSerializationInfo) -> list[str]:
-        return redact_args(command) if redacting(info) else command
+        return redacted_command(command, info)
 
     def server_command(self, port: int) -> list[str]:
         """The argument list that starts one server on ``port``."""

@@ -26,13 +26,13 @@ from __future__ import annotations
 
 import re
 import sys
-from typing import Any, Literal
+from typing import Literal
 
 from pydantic import Field, FieldSerializationInfo, field_serializer, field_validator
 
-from runners.engines.adapters.base import Capabilities, EngineAdapter, FormField, MetricNames
-from runners.engines.real_config import ClientOptions, LaunchOptions, optional_flags, redact_args, redacting
-from runners.workload.tokens import TokenizeAPI
+from runners.engines.adapters.base import (Capabilities, EngineAdapter, FormField, MetricNames, prompt_tokenize_api,
+                                           redacted_command)
+from runners.engines.real_config import ClientOptions, LaunchOptions, optional_flags
 
 
 class SGLangConfig(ClientOptions, LaunchOptions):
@@ -65,30 +65,11 @@ class SGLangConfig(ClientOptions, LaunchOptions):
 
     @field_serializer("command")
     def _command_out(self, command: list[str] | None, info: FieldSerializationInfo) -> list[str] | None:
-        return redact_args(command) if command is not None and redacting(info) else command
+        return redacted_command(command, info)
 
     def server_command(self, port: int) -> list[str]:
         """The argument list that starts one server on ``port``."""
         return SGLangAdapter.server_command(self, port)
-
-
-def _tokenize_text(model: str, text: str) -> dict[str, Any]:
-    return {"model": model, "prompt": text, "add_special_tokens": False}
-
-
-def _tokenize_overhead(model: str, api: str) -> dict[str, Any]:
-    if api == "chat":  # 0.5.23 takes messages; 0.5.4-0.5.6 refuse them (the overhead is then unknown)
-        return {"model": model, "messages": [{"role": "user", "content": ""}], "add_generation_prompt": True}
-    return {"model": model, "prompt": "", "add_special_tokens": True}
-
-
-def _read_count(reply: Any) -> int | None:
-    if not isinstance(reply, dict):
-        return None
-    count = reply.get("count")
-    if count is None and isinstance(reply.get("tokens"), list):
-        count = len(reply["tokens"])
-    return count
 
 
 class SGLangAdapter(EngineAdapter):
@@ -112,8 +93,7 @@ class SGLangAdapter(EngineAdapter):
         itl=("sglang:inter_token_latency_seconds",),
         kv_capacity_tokens=("sglang:max_total_num_tokens",),
     )
-    tokenize_api = TokenizeAPI("/v1/tokenize", _tokenize_text, _tokenize_overhead, _read_count, lambda reply: None,
-                               '{"tokens": [...], "count": <tokens>, "max_model_len": ...}')
+    tokenize_api = prompt_tokenize_api("/v1/tokenize", reply_limit_is_context=False)
     form_fields = (
         FormField("engine.python", "Python of the SGLang environment", "text",
                   "SGLang pins its own torch: point at its venv"),

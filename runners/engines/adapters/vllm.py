@@ -15,13 +15,13 @@ import os
 import re
 import sys
 from pathlib import Path
-from typing import Any, Literal
+from typing import Literal
 
 from pydantic import Field, FieldSerializationInfo, field_serializer
 
-from runners.engines.adapters.base import Availability, Capabilities, EngineAdapter, FormField, MetricNames, positive_int
-from runners.engines.real_config import ClientOptions, LaunchOptions, optional_flags, redact_args, redacting
-from runners.workload.tokens import TokenizeAPI
+from runners.engines.adapters.base import (Availability, Capabilities, EngineAdapter, FormField, MetricNames,
+                                           prompt_tokenize_api, redacted_command)
+from runners.engines.real_config import ClientOptions, LaunchOptions, optional_flags
 
 ROOT = Path(__file__).resolve().parents[3]
 
@@ -47,34 +47,11 @@ class VLLMConfig(ClientOptions, LaunchOptions):
 
     @field_serializer("command")
     def _command_out(self, command: list[str] | None, info: FieldSerializationInfo) -> list[str] | None:
-        return redact_args(command) if command is not None and redacting(info) else command
+        return redacted_command(command, info)
 
     def server_command(self, port: int) -> list[str]:
         """The argument list that starts one server on ``port``."""
         return VLLMAdapter.server_command(self, port)
-
-
-def _tokenize_text(model: str, text: str) -> dict[str, Any]:
-    return {"model": model, "prompt": text, "add_special_tokens": False}
-
-
-def _tokenize_overhead(model: str, api: str) -> dict[str, Any]:
-    if api == "chat":
-        return {"model": model, "messages": [{"role": "user", "content": ""}], "add_generation_prompt": True}
-    return {"model": model, "prompt": "", "add_special_tokens": True}
-
-
-def _read_count(reply: Any) -> int | None:
-    if not isinstance(reply, dict):
-        return None
-    count = reply.get("count")
-    if count is None and isinstance(reply.get("tokens"), list):
-        count = len(reply["tokens"])
-    return count
-
-
-def _read_limit(reply: Any) -> int | None:
-    return positive_int(reply.get("max_model_len")) if isinstance(reply, dict) else None
 
 
 class VLLMAdapter(EngineAdapter):
@@ -96,8 +73,7 @@ class VLLMAdapter(EngineAdapter):
         itl=("vllm:inter_token_latency_seconds", "vllm:time_per_output_token_seconds"),
         cache_info=("vllm:cache_config_info",),
     )
-    tokenize_api = TokenizeAPI("/tokenize", _tokenize_text, _tokenize_overhead, _read_count, _read_limit,
-                               '{"count": <tokens>, "max_model_len": ..., "tokens": [...]}')
+    tokenize_api = prompt_tokenize_api("/tokenize", reply_limit_is_context=True)
     form_fields = (
         FormField("engine.python", "Python of the vLLM environment", "text",
                   "vLLM pins its own torch: point at its venv"),
