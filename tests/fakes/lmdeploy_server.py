@@ -31,13 +31,13 @@ from aiohttp import web
 from prometheus_client import CollectorRegistry, Gauge, Histogram, generate_latest
 
 try:
-    from tests.fakes.threaded_server import ThreadedServer
+    from tests.fakes.threaded_server import ThreadedServer, serve_until_signalled
 except ImportError:  # run as a script (the launch tests start it as `lmdeploy serve api_server`)
     import sys
     from pathlib import Path
 
     sys.path.insert(0, str(Path(__file__).resolve().parent))
-    from threaded_server import ThreadedServer  # type: ignore[no-redef]
+    from threaded_server import ThreadedServer, serve_until_signalled  # type: ignore[no-redef]
 
 LMDEPLOY_FORMAT_VERSION = "0.10 (api_server.py streaming; loggers.py metric names)"
 
@@ -185,8 +185,6 @@ def main(argv: list[str] | None = None) -> None:
     """Command line shaped like ``lmdeploy serve api_server`` (flags from lmdeploy/cli/serve.py),
     so schedlab's LMDeploy launch path can start this server in place of the real one."""
     import argparse
-    import os
-    import signal
 
     parser = argparse.ArgumentParser(prog="fake lmdeploy serve api_server")
     parser.add_argument("model_path")
@@ -204,11 +202,7 @@ def main(argv: list[str] | None = None) -> None:
                           port=args.server_port)
     server.start()
     print(f"fake LMDeploy {LMDEPLOY_FORMAT_VERSION} serving {server.model_name} on {server.url}", flush=True)
-    if args.die_after is not None:
-        time.sleep(args.die_after)
-        os._exit(9)
-    signal.sigwait({signal.SIGTERM, signal.SIGINT})
-    server.stop()
+    serve_until_signalled(server, args.die_after)
 
 
 if __name__ == "__main__":

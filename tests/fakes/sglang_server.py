@@ -43,13 +43,13 @@ from aiohttp import web
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, generate_latest
 
 try:
-    from tests.fakes.threaded_server import ThreadedServer
+    from tests.fakes.threaded_server import ThreadedServer, serve_until_signalled
 except ImportError:  # run as a script (the launch tests start it as `python -m sglang.launch_server`)
     import sys
     from pathlib import Path
 
     sys.path.insert(0, str(Path(__file__).resolve().parent))
-    from threaded_server import ThreadedServer  # type: ignore[no-redef]
+    from threaded_server import ThreadedServer, serve_until_signalled  # type: ignore[no-redef]
 
 SGLANG_FORMAT_VERSION = "0.5.23"
 TOKENIZER_MAX_LENGTH = 131_072
@@ -298,8 +298,6 @@ def main(argv: list[str] | None = None) -> None:
     """Command line shaped like ``python -m sglang.launch_server`` (flag names from SGLang 0.5.23,
     srt/arg_groups/fields/), so schedlab's SGLang launch path can start this server in its place."""
     import argparse
-    import os
-    import signal
 
     parser = argparse.ArgumentParser(prog="fake python -m sglang.launch_server")
     parser.add_argument("--model-path", "--model", required=True)
@@ -332,11 +330,7 @@ def main(argv: list[str] | None = None) -> None:
           "available_gpu_mem=0.00 GB", flush=True)
     print(f"fake SGLang {SGLANG_FORMAT_VERSION} serving {server.served_model_name} on {server.url}", flush=True)
     print("The server is fired up and ready to roll!", flush=True)
-    if args.die_after is not None:
-        time.sleep(args.die_after)
-        os._exit(9)
-    signal.sigwait({signal.SIGTERM, signal.SIGINT})
-    server.stop()
+    serve_until_signalled(server, args.die_after)
 
 
 if __name__ == "__main__":

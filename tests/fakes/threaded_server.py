@@ -64,3 +64,17 @@ class ThreadedServer:
             self._loop.call_soon_threadsafe(self._loop.stop)
         if self._thread is not None:
             self._thread.join(10)
+
+
+def serve_until_signalled(server: ThreadedServer, die_after_s: float | None = None) -> None:
+    """Run a started fake as a launched server does: until SIGTERM or SIGINT (then stop it), or,
+    with ``die_after_s``, exit with code 9 after that many seconds (a crashing engine)."""
+    import os
+    import signal
+    import time
+
+    if die_after_s is not None:
+        time.sleep(die_after_s)
+        os._exit(9)
+    signal.sigwait({signal.SIGTERM, signal.SIGINT})
+    server.stop()
