@@ -249,6 +249,29 @@ def test_an_engine_that_fails_to_start_shows_its_log(results, tmp_path):
     assert any("vllm" in text.lower() for text in logs), logs
 
 
+def test_launch_page_draws_an_engine_from_its_adapter_alone(results, tmp_path):
+    """SGLang's inputs come from its adapter's form_fields: they reach the job's config, and a
+    machine without SGLang shows the failed launch with its log."""
+    app = open_page("pages/1_Launch.py")
+    app.radio(key="f:engine.kind").set_value("sglang").run()
+    app.text_input(key="f:engine.model").set_value(str(tmp_path / "model")).run()
+    app.number_input(key="f:engine.max_running_requests").set_value(12).run()
+    app.number_input(key="f:engine.context_length").set_value(2048).run()
+    app.checkbox(key="ui:flag:engine.scheduling_policy").check().run()
+    app.checkbox(key="f:engine.use_gpus").uncheck().run()
+    app.number_input(key="f:workload.requests").set_value(5).run()
+    app.multiselect(key="schedulers").set_value(["fcfs"]).run()
+    app.button[0].click().run()
+    assert not app.error, errors_text(app)
+    job = wait_for_job(results, timeout_s=180)
+    engine = job.spec.runs[0].engine
+    assert (engine.kind, engine.max_running_requests, engine.context_length) == ("sglang", 12, 2048)
+    assert engine.scheduling_policy == "priority" and engine.use_gpus is False
+    assert job.runs[0]["status"] == "failed"  # no SGLang here: python -m sglang.launch_server dies
+    app.run()
+    assert any("sglang" in block.value for block in app.code)
+
+
 def test_the_dashboard_binds_to_localhost_unless_configured():
     import tomllib
 
