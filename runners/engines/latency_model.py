@@ -11,11 +11,27 @@ prefill does) we use the token sum for ``b * l`` and the mean for ``l``:
          + [alpha_d * D_context + beta_d * D + gamma_d * D_context / D]    (if D > 0 decodes)
          + max(delta_p if P > 0, delta_d if D > 0)
 which equals eq. 14 on a pure prefill step of equal lengths and eq. 15 on a pure decode step.
+
+That is the paper's model of the paper's engine (kept for its preset and for slo-sa's predictor).
+Profiles fitted on a real engine carry a :class:`LinearStepModel` instead, whose terms follow how
+an iteration-level engine spends one step (cf. BLIS/inference-sim's beta0 + beta1 * prefill
+tokens + beta2 * decode tokens):
+
+    step = fixed_s                                   (scheduler pass, launch, sampling setup)
+         + per_prefill_token_s  * prefill_tokens     (prompt tokens computed in the step)
+         + per_decode_request_s * decode_requests    (one new token each)
+         + per_context_token_s  * decode_context     (KV tokens the decodes attend over)
+         + per_request_cpu_s    * (prefill_requests + decode_requests)   (per-request CPU work)
+
+On a pure step it is eq. 14/15 with gamma = 0 (see :meth:`LinearStepModel.phases`), so every
+caller of ``prefill``/``decode`` (slo-sa, SCLS, capacity estimates) gets the same numbers, and
+a mixed step costs one ``fixed_s`` rather than both phases' constants.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Literal
 
 from pydantic import ConfigDict, Field
 
@@ -47,12 +63,74 @@ class PhaseCoefficients(InputModel):
         return cls(alpha=alpha / 1000, beta=beta / 1000, gamma=gamma / 1000, delta=delta / 1000)
 
 
+#: The linear step model's terms, in the order of its design-matrix columns (see
+#: :meth:`LinearStepModel.features`).
+STEP_TERMS: tuple[str, ...] = ("fixed_s", "per_prefill_token_s", "per_decode_request_s", "per_context_token_s",
+                               "per_request_cpu_s")
+
+
+class LinearStepModel(InputModel):
+    """One engine step's seconds as a linear function of what the step computes (module
+    docstring). Every term finite, 0 to 3600 s per unit, and required."""
+
+    model_config = ConfigDict(frozen=True)
+
+    kind: Literal["linear-step"] = "linear-step"
+    fixed_s: float = Field(ge=0, le=MAX_COEFFICIENT_S, description="seconds per step")
+    per_prefill_token_s: float = Field(ge=0, le=MAX_COEFFICIENT_S, description="seconds per prompt token computed")
+    per_decode_request_s: float = Field(ge=0, le=MAX_COEFFICIENT_S, description="seconds per decoding request")
+    per_context_token_s: float = Field(ge=0, le=MAX_COEFFICIENT_S,
+                                       description="seconds per KV token a decoding request attends over")
+    per_request_cpu_s: float = Field(ge=0, le=MAX_COEFFICIENT_S,
+                                     description="seconds per request in the step (prefill or decode)")
+
+    @staticmethod
+    def features(prefill_requests: float, prefill_tokens: float, decode_requests: float,
+                 decode_context: float) -> tuple[float, float, float, float, float]:
+        """The design-matrix row of one step, in :data:`STEP_TERMS` order (1 for the fixed term,
+        0 everywhere for an empty step)."""
+        if not prefill_requests and not decode_requests:
+            return (0.0, 0.0, 0.0, 0.0, 0.0)
+        return (1.0, float(prefill_tokens), float(decode_requests), float(decode_context),
+                float(prefill_requests + decode_requests))
+
+    def step_time(self, prefill_requests: int, prefill_tokens: int, decode_requests: int, decode_context: int) -> float:
+        """Seconds for one step; 0 for an empty step."""
+        row = self.features(prefill_requests, prefill_tokens, decode_requests, decode_context)
+        return sum(getattr(self, term) * value for term, value in zip(STEP_TERMS, row))
+
+    def phases(self) -> tuple[PhaseCoefficients, PhaseCoefficients]:
+        """(prefill, decode) eq. 14/15 coefficients equal to this model on pure steps:
+        prefill of b prompts of l tokens = per_prefill_token*b*l + per_request_cpu*b + fixed;
+        decode of b requests at context l = per_context_token*b*l + (per_decode_request +
+        per_request_cpu)*b + fixed."""
+        prefill = PhaseCoefficients(alpha=self.per_prefill_token_s, beta=self.per_request_cpu_s, gamma=0.0,
+                                    delta=self.fixed_s)
+        decode = PhaseCoefficients(alpha=self.per_context_token_s,
+                                   beta=min(MAX_COEFFICIENT_S, self.per_decode_request_s + self.per_request_cpu_s),
+                                   gamma=0.0, delta=self.fixed_s)
+        return prefill, decode
+
+
 @dataclass(frozen=True)
 class LatencyModel:
-    """Prefill and decode coefficients, in seconds."""
+    """Prefill and decode coefficients, in seconds; with ``step`` set, steps are costed by that
+    linear step model and ``prefill``/``decode`` are its eq. 14/15 view (use :meth:`of_step`)."""
 
     prefill: PhaseCoefficients
     decode: PhaseCoefficients
+    step: LinearStepModel | None = None
+
+    @classmethod
+    def of_step(cls, step: LinearStepModel) -> "LatencyModel":
+        """The latency model of a linear step model (phases derived, exact on pure steps)."""
+        prefill, decode = step.phases()
+        return cls(prefill=prefill, decode=decode, step=step)
+
+    @property
+    def kind(self) -> str:
+        """``"linear-step"`` or ``"phase"`` (eq. 14-15)."""
+        return "phase" if self.step is None else self.step.kind
 
     def prefill_time(self, batch: int, input_tokens: float) -> float:
         """Eq. 14: seconds to prefill ``batch`` prompts of ``input_tokens`` each."""
@@ -64,6 +142,8 @@ class LatencyModel:
 
     def step_time(self, prefill_requests: int, prefill_tokens: int, decode_requests: int, decode_context: int) -> float:
         """Seconds for one engine step (see module docstring); 0 for an empty step."""
+        if self.step is not None:
+            return self.step.step_time(prefill_requests, prefill_tokens, decode_requests, decode_context)
         total = 0.0
         fixed = 0.0
         if prefill_requests:

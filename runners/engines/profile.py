@@ -6,6 +6,10 @@ Profile file format (JSON or YAML; the real-engine profiler writes the same):
     name: qwen2.5-7b-2xv100-vllm
     source: where the numbers come from
     units: seconds
+    # either the linear step model (what the profiler fits by default) ...
+    step_model: {kind: linear-step, fixed_s: ..., per_prefill_token_s: ..., per_decode_request_s: ...,
+                 per_context_token_s: ..., per_request_cpu_s: ...}     # seconds per unit
+    # ... or the SLO-aware paper's phase model (its preset, older profiles):
     prefill: {alpha: ..., beta: ..., gamma: ..., delta: ...}   # eq. 14, seconds
     decode:  {alpha: ..., beta: ..., gamma: ..., delta: ...}   # eq. 15, seconds
     kv_capacity_tokens: 813056        # or give model + gpu and it is computed
@@ -15,6 +19,9 @@ Profile file format (JSON or YAML; the real-engine profiler writes the same):
     max_num_seqs: 256
     max_num_batched_tokens: 8192
     fit: {...}                        # optional: fit errors written by the profiler
+
+A profile carries exactly one latency model. With ``step_model`` the ``prefill``/``decode``
+attributes are that model's eq. 14/15 view (equal on pure steps) and are not written to the file.
 """
 
 from __future__ import annotations
@@ -27,11 +34,25 @@ import yaml
 from pydantic import ConfigDict, Field, ValidationError, model_validator
 
 from runners.engines.kv_cache import GPUBudget, ModelShape, kv_capacity_tokens
-from runners.engines.latency_model import LatencyModel, PhaseCoefficients
+from runners.engines.latency_model import LatencyModel, LinearStepModel, PhaseCoefficients
 from runners.errors import ConfigError, DatasetError, format_validation_error
 from runners.input_model import InputModel
 
 PROFILE_SCHEMA = "schedlab.profile/1"
+
+
+def latency_model_problem(data: dict) -> str | None:
+    """Why a profile mapping carries no single latency model ("field: message"), or None."""
+    if data.get("step_model") is not None:
+        if data.get("prefill") is not None or data.get("decode") is not None:
+            return "step_model: give either step_model or prefill + decode (eq. 14-15), not both"
+        return None
+    missing = [name for name in ("prefill", "decode") if data.get(name) is None]
+    if len(missing) == 2:
+        return "step_model: Field required (or prefill and decode, the eq. 14-15 phase model)"
+    if missing:
+        return f"{missing[0]}: Field required (the phase model needs both prefill and decode)"
+    return None
 
 
 class EngineProfile(InputModel):
@@ -43,8 +64,9 @@ class EngineProfile(InputModel):
     name: str
     source: str = ""
     units: Literal["seconds"] = "seconds"
-    prefill: PhaseCoefficients
-    decode: PhaseCoefficients
+    prefill: PhaseCoefficients | None = None
+    decode: PhaseCoefficients | None = None
+    step_model: LinearStepModel | None = None
     kv_capacity_tokens: int | None = Field(default=None, gt=0, le=1_000_000_000, description="tokens")
     model: ModelShape | None = None
     gpu: GPUBudget | None = None
@@ -55,11 +77,27 @@ class EngineProfile(InputModel):
 
     @model_validator(mode="after")
     def _capacity_known(self) -> "EngineProfile":
+        problem = latency_model_problem({"step_model": self.step_model, "prefill": self.prefill,
+                                         "decode": self.decode})
+        if problem:  # exactly one latency model: step_model, or prefill + decode
+            raise ValueError(problem)
         if self.kv_capacity_tokens is None and (self.model is None or self.gpu is None):
             raise ValueError("give kv_capacity_tokens, or both model and gpu to compute it")
+        if self.step_model is not None:
+            prefill, decode = self.step_model.phases()
+            object.__setattr__(self, "prefill", prefill)
+            object.__setattr__(self, "decode", decode)
         return self
 
+    @property
+    def latency_kind(self) -> str:
+        """``"linear-step"`` or ``"phase"``: which latency model the profile carries."""
+        return "phase" if self.step_model is None else self.step_model.kind
+
     def latency_model(self) -> LatencyModel:
+        if self.step_model is not None:
+            return LatencyModel.of_step(self.step_model)
+        assert self.prefill is not None and self.decode is not None
         return LatencyModel(prefill=self.prefill, decode=self.decode)
 
     def capacity_tokens(self) -> int:
@@ -73,6 +111,9 @@ class EngineProfile(InputModel):
         """Write as JSON (``.json``) or YAML (anything else)."""
         target = Path(path)
         data = self.model_dump(by_alias=True, exclude_none=True)
+        if self.step_model is not None:  # prefill/decode are its derived view, not the file's content
+            data.pop("prefill", None)
+            data.pop("decode", None)
         text = json.dumps(data, indent=2) if target.suffix == ".json" else yaml.safe_dump(data, sort_keys=False)
         target.write_text(text, encoding="utf-8")
         return target
@@ -115,9 +156,13 @@ def load_profile(path: str | Path) -> EngineProfile:
     except RecursionError:
         raise DatasetError(str(file), f"nested too deeply to be a profile ({kind})") from None
     if not isinstance(data, dict):
-        raise DatasetError(str(file), "expected a mapping with prefill, decode and kv_capacity_tokens")
+        raise DatasetError(str(file), "expected a mapping with step_model (or prefill and decode) and "
+                                      "kv_capacity_tokens")
     if data.get("schema", PROFILE_SCHEMA) != PROFILE_SCHEMA:
         raise DatasetError(str(file), f"schema is {data.get('schema')!r}; expected {PROFILE_SCHEMA!r}")
+    problem = latency_model_problem(data)
+    if problem:
+        raise DatasetError(str(file), problem)
     try:
         return EngineProfile.model_validate(data)
     except ValidationError as exc:
