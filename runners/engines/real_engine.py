@@ -235,16 +235,13 @@ def _folder_counter(folder: str, named_by: str, tried: list[str]) -> tuple[Token
         return None, None
 
 
-def _server_counter(url: str, model: str, headers: dict[str, str],
+def _server_counter(url: str, model: str, owned_by: object, headers: dict[str, str],
                     tried: list[str]) -> tuple[TokenCounter | None, str | None]:
-    """The server's own token counter, through the tokenize endpoint of the engine it runs (every
-    adapter's in turn when the kind is not known), or (None, None) with what failed in ``tried``."""
-    try:
-        kind, _ = detect_kind(url, headers)
-    except SchedlabError as exc:
-        tried.append(str(exc))
-        return None, None
-    detected = adapter_for(kind)
+    """The server's own token counter, through the tokenize endpoint of the engine its
+    ``/v1/models`` card names in ``owned_by`` (every adapter's in turn when that names none), or
+    (None, None) with what failed in ``tried``. Only the card is read: ``/metrics`` may be slow
+    or never answer, and nothing here can be cancelled."""
+    detected = detect_adapter(None, owned_by)
     candidates = [detected] if detected.tokenize_api else [adapter for adapter in ADAPTERS.values()
                                                             if adapter.tokenize_api]
     for adapter in candidates:
@@ -299,7 +296,7 @@ def resolve_tokenization(engine: RealEngineConfig, tokenizer: str | None) -> Tok
             url, card = cards[0]
             model = engine.model or card.get("id")
             if isinstance(model, str):
-                counter, source = _server_counter(url, model, headers, tried)
+                counter, source = _server_counter(url, model, card.get("owned_by"), headers, tried)
             root = card.get("root")
             if counter is None and isinstance(root, str) and root:
                 counter, source = _folder_counter(root, "/v1/models root", tried)
