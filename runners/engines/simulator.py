@@ -21,6 +21,7 @@ requests keep their KV blocks until the whole batch has finished (the memory saw
 from __future__ import annotations
 
 import heapq
+from array import array
 from collections import deque
 from dataclasses import dataclass, field
 from typing import Literal
@@ -117,19 +118,59 @@ class SimulationError(RuntimeError):
 
 @dataclass(slots=True, eq=False)
 class Sequence:
-    """One dispatch of a request inside the engine. Token counts; times in seconds."""
+    """One dispatch of a request inside the engine. Token counts; times in seconds.
+
+    While a request decodes steadily (one token each step) the engine does not touch it step
+    by step: ``c``, ``g`` and ``b`` then hold its state as of step ``lazy_from`` and the
+    properties :attr:`computed`, :attr:`generated`, :attr:`blocks` and :attr:`token_times`
+    add the steps since. ``runs`` holds the steps that produced its tokens as flat
+    ``[start, end)`` pairs of indices into the engine's ``step_times`` (the last pair is open,
+    ending at the engine's step count, while it decodes steadily)."""
 
     request_id: str
     prompt_tokens: int
     max_tokens: int
     priority: int
     order: int
-    computed: int = 0
-    generated: int = 0
-    blocks: int = 0
+    engine: "SimulatedInstance"
+    c: int = 0  # computed tokens (as of step lazy_from when lazy)
+    g: int = 0  # generated tokens (as of step lazy_from when lazy)
+    b: int = 0  # KV blocks held (explicit sequences only)
     preemptions: int = 0
-    token_times: list[float] = field(default_factory=list)
+    runs: list[int] = field(default_factory=list)
     cancelled: bool = False
+    lazy_from: int = -1  # the engine's step count when it began decoding steadily; -1: not
+    rank: int = 0  # admission order into the running set (running order)
+
+    @property
+    def computed(self) -> int:
+        """Tokens in the KV cache (prompt and output so far)."""
+        return self.c if self.lazy_from < 0 else self.c + self.engine.steps_total - self.lazy_from
+
+    @property
+    def generated(self) -> int:
+        """Output tokens generated so far in this dispatch."""
+        return self.g if self.lazy_from < 0 else self.g + self.engine.steps_total - self.lazy_from
+
+    @property
+    def blocks(self) -> int:
+        """KV blocks held (a steadily decoding request holds its step's block once the step started)."""
+        if self.lazy_from < 0:
+            return self.b
+        engine = self.engine
+        return -(-(self.computed + (1 if engine.busy else 0)) // engine.block_size)
+
+    @property
+    def token_times(self) -> list[float]:
+        """When each output token of this dispatch was produced, seconds."""
+        steps = self.engine.step_times
+        runs = self.runs
+        times: list[float] = []
+        last = len(runs) - 2
+        for position in range(0, len(runs), 2):
+            end = self.engine.steps_total if position == last and self.lazy_from >= 0 else runs[position + 1]
+            times.extend(steps[runs[position]:end])
+        return times
 
 
 @dataclass(slots=True)
@@ -147,7 +188,15 @@ class StepOutcome:
 
 
 class SimulatedInstance:
-    """One simulated engine instance; all times are seconds of virtual time."""
+    """One simulated engine instance; all times are seconds of virtual time.
+
+    Steady decoders (requests whose next step is one decode token) are kept in aggregate:
+    their count, the sum of their context lengths, how many reach a new KV block at each step
+    (by ``computed`` modulo ``block_size``) and the step at which each finishes. A step in which
+    every running request fits the token budget and the free blocks (no preemption) is then
+    planned and applied without visiting them one by one; any other step materialises every
+    request and plays the iteration exactly as described in the module docstring. Both give the
+    same steps, step times and tokens."""
 
     def __init__(
         self,
@@ -169,15 +218,28 @@ class SimulatedInstance:
         self.max_num_batched_tokens = max_num_batched_tokens
         self.priority_mode = scheduling_policy == "priority"
         self.run_to_completion = run_to_completion
-        self.running: list[Sequence] = []
+        #: running requests in admission order (a dict used as an ordered set)
+        self.running: dict[Sequence, None] = {}
+        #: the running requests that are not steady decoders, in admission order
+        self._explicit: dict[Sequence, None] = {}
         self.holding: list[Sequence] = []
         self._waiting_fifo: deque[Sequence] = deque()
         self._waiting_heap: list[tuple[int, int, Sequence]] = []
         self._scheduled: list[Sequence] = []
         self._chunks: list[int] = []
+        self._fast = False
         self._step_duration_s = 0.0
         self._step_decodes = 0
         self._order = 0
+        self._rank = 0
+        # steady decoders in aggregate: count, sum of (computed - lazy_from), count per
+        # (computed - lazy_from) mod block_size, and who finishes at which step count
+        self._lazy_count = 0
+        self._lazy_key_sum = 0
+        self._lazy_phase = [0] * block_size
+        self._finish_at: dict[int, list[Sequence]] = {}
+        #: end time (seconds) of every finished step, by step index
+        self.step_times: array[float] = array("d")
         self.sequences: dict[str, Sequence] = {}
         self.busy = False
         self.preemptions_total = 0
@@ -196,7 +258,7 @@ class SimulatedInstance:
                 f"request {request_id} needs {prompt_tokens + max_tokens} KV tokens but instance "
                 f"{self.instance_id} holds only {self.kv_capacity_tokens}"
             )
-        seq = Sequence(request_id, int(prompt_tokens), int(max_tokens), int(priority), self._order)
+        seq = Sequence(request_id, int(prompt_tokens), int(max_tokens), int(priority), self._order, self)
         self._order += 1
         self.sequences[request_id] = seq
         self._push_waiting(seq, front=False)
@@ -207,11 +269,17 @@ class SimulatedInstance:
         seq = self.sequences.pop(request_id, None)
         if seq is None:
             return False
+        if seq.lazy_from >= 0:
+            self._finish_at[seq.lazy_from + seq.max_tokens - seq.g].remove(seq)
+            self._unlazify(seq)
+            if self.busy:
+                seq.b = -(-(seq.c + 1) // self.block_size)  # its block for the step under way
         seq.cancelled = True
-        self.free_blocks += seq.blocks
-        seq.blocks = 0
+        self.free_blocks += seq.b
+        seq.b = 0
         if seq in self.running:
-            self.running.remove(seq)
+            del self.running[seq]
+            self._explicit.pop(seq, None)
         elif self.priority_mode:
             self._waiting_heap = [entry for entry in self._waiting_heap if entry[2] is not seq]
             heapq.heapify(self._waiting_heap)
@@ -248,43 +316,122 @@ class SimulatedInstance:
     def used_blocks(self) -> int:
         return self.total_blocks - self.free_blocks
 
-    # -- one step ----------------------------------------------------------------------------
-    def _preempt_victim(self) -> Sequence:
-        if self.priority_mode:
-            return max(self.running, key=lambda s: (s.priority, s.order))
-        return self.running[-1]
+    # -- steady decoders ---------------------------------------------------------------------
+    def _lazify(self, seq: Sequence) -> None:
+        """Keep ``seq`` (its next step is one decode token) in aggregate from now on."""
+        step = self.steps_total
+        key = seq.c - step
+        seq.lazy_from = step
+        self._lazy_count += 1
+        self._lazy_key_sum += key
+        self._lazy_phase[key % self.block_size] += 1
+        finish = step + seq.max_tokens - seq.g
+        waiting = self._finish_at.get(finish)
+        if waiting is None:
+            self._finish_at[finish] = [seq]
+        else:
+            waiting.append(seq)
+        runs = seq.runs
+        if not runs or runs[-1] != step:
+            runs.append(step)
+            runs.append(step)
 
+    def _unlazify(self, seq: Sequence) -> None:
+        """Give ``seq`` its explicit state as of now (not busy); the caller drops it from ``_finish_at``."""
+        step = self.steps_total
+        since = step - seq.lazy_from
+        key = seq.c - seq.lazy_from
+        self._lazy_count -= 1
+        self._lazy_key_sum -= key
+        self._lazy_phase[key % self.block_size] -= 1
+        seq.c += since
+        seq.g += since
+        seq.b = -(-seq.c // self.block_size)
+        seq.runs[-1] = step
+        seq.lazy_from = -1
+
+    def _unlazify_all(self) -> None:
+        for group in self._finish_at.values():
+            for seq in group:
+                self._unlazify(seq)
+        self._finish_at.clear()
+        self._explicit = dict.fromkeys(self.running)
+
+    # -- one step ----------------------------------------------------------------------------
     def start_step(self) -> float | None:
         """Choose this step's work; return its duration in seconds, or None if there is none."""
+        block_size = self.block_size
+        step = self.steps_total
+        lazy = self._lazy_count
+        demand = lazy
+        need_blocks = self._lazy_phase[-step % block_size] if lazy else 0
+        plan: list[tuple[Sequence, int, int]] = []
+        for seq in self._explicit:
+            chunk = seq.prompt_tokens + seq.g - seq.c
+            need = -(-(seq.c + chunk) // block_size) - seq.b
+            plan.append((seq, chunk, need))
+            demand += chunk
+            if need > 0:
+                need_blocks += need
+        if demand <= self.max_num_batched_tokens and need_blocks <= self.free_blocks:
+            # every running request gets its whole chunk and no one is preempted
+            scheduled: list[Sequence] = []
+            chunks: list[int] = []
+            for seq, chunk, need in plan:
+                if need > 0:
+                    seq.b += need
+                scheduled.append(seq)
+                chunks.append(chunk)
+            self.free_blocks -= need_blocks
+            self._admit_waiting(scheduled, chunks, self.max_num_batched_tokens - demand)
+            if not scheduled and not lazy:
+                return None
+            self._fast = True
+            decode_requests = lazy
+            decode_context = self._lazy_key_sum + lazy * (step + 1)
+            prefill_requests = len(scheduled)
+            prefill_tokens = sum(chunks)
+        else:
+            self._unlazify_all()
+            self._fast = False
+            scheduled, chunks, decode_requests, decode_context = self._plan_each()
+            if not scheduled:
+                return None
+            prefill_requests = len(scheduled) - decode_requests
+            prefill_tokens = sum(chunks) - decode_requests
+        self._scheduled = scheduled
+        self._chunks = chunks
+        self.busy = True
+        self._step_decodes = decode_requests
+        self._step_duration_s = self.latency.step_time(prefill_requests, prefill_tokens, decode_requests, decode_context)
+        return self._step_duration_s
+
+    def _plan_each(self) -> tuple[list[Sequence], list[int], int, int]:
+        """Plan a step request by request (every request explicit): the running ones first,
+        preempting on a block shortage, then waiting ones if no one was preempted."""
         budget = self.max_num_batched_tokens
         block_size = self.block_size
         scheduled: list[Sequence] = []
         chunks: list[int] = []
         preempted = False
         decode_requests = decode_context = 0
-        running = self.running
+        running = list(self.running)
         index = 0
         while index < len(running) and budget > 0:
             seq = running[index]
-            computed = seq.computed
-            chunk = seq.prompt_tokens + seq.generated - computed
-            if chunk == 1 and seq.generated and computed < seq.blocks * block_size:
-                # the common case: a decode token that fits in the sequence's last block
-                scheduled.append(seq)
-                chunks.append(1)
-                budget -= 1
-                decode_requests += 1
-                decode_context += computed + 1
-                index += 1
-                continue
+            computed = seq.c
+            chunk = seq.prompt_tokens + seq.g - computed
             if chunk > budget:
                 chunk = budget
-            need = -(-(computed + chunk) // block_size) - seq.blocks
+            need = -(-(computed + chunk) // block_size) - seq.b
             if need > self.free_blocks:
                 preempted = True
                 preempted_self = False
                 while need > self.free_blocks:
-                    victim = self._preempt_victim()
+                    if self.priority_mode:
+                        victim = max(running, key=lambda s: (s.priority, s.order))
+                    else:
+                        victim = running[-1]
                     victim_index = running.index(victim)
                     del running[victim_index]
                     for position, planned in enumerate(scheduled):
@@ -301,65 +448,63 @@ class SimulatedInstance:
                 if preempted_self:
                     continue  # running[index] is now the next request
             if need > 0:
-                seq.blocks += need
+                seq.b += need
                 self.free_blocks -= need
             scheduled.append(seq)
             chunks.append(chunk)
             budget -= chunk
-            if chunk == 1 and seq.generated and computed == seq.prompt_tokens + seq.generated - 1:
+            if chunk == 1 and seq.g and computed == seq.prompt_tokens + seq.g - 1:
                 decode_requests += 1
                 decode_context += computed + 1
             index += 1
+        self.running = dict.fromkeys(running)
+        self._explicit = dict.fromkeys(running)
         if not preempted:
             self._admit_waiting(scheduled, chunks, budget)
-        if not scheduled:
-            return None
-        if preempted:  # victims may have been dropped from the plan: count afresh
+        else:  # victims may have been dropped from the plan: count afresh
             decode_requests = decode_context = 0
             for seq, chunk in zip(scheduled, chunks):
-                if chunk == 1 and seq.generated and seq.computed == seq.prompt_tokens + seq.generated - 1:
+                if chunk == 1 and seq.g and seq.c == seq.prompt_tokens + seq.g - 1:
                     decode_requests += 1
-                    decode_context += seq.computed + 1
-        prefill_requests = len(scheduled) - decode_requests
-        prefill_tokens = sum(chunks) - decode_requests
-        self._scheduled = scheduled
-        self._chunks = chunks
-        self.busy = True
-        self._step_decodes = decode_requests
-        self._step_duration_s = self.latency.step_time(prefill_requests, prefill_tokens, decode_requests, decode_context)
-        return self._step_duration_s
+                    decode_context += seq.c + 1
+        return scheduled, chunks, decode_requests, decode_context
 
     def _admit_waiting(self, scheduled: list[Sequence], chunks: list[int], budget: int) -> None:
-        if self.run_to_completion and any(seq.generated > 0 for seq in self.running):
+        if self.run_to_completion and (self._lazy_count or any(seq.g > 0 for seq in self._explicit)):
             return  # the current batch is past its prefill: no one joins until it ends
         if self.run_to_completion and self.holding:
             return
         block_size = self.block_size
-        while budget > 0 and len(self.running) < self.max_num_seqs:
+        running = self.running
+        explicit = self._explicit
+        while budget > 0 and len(running) < self.max_num_seqs:
             seq = self._peek_waiting()
             if seq is None:
                 break
-            chunk = seq.prompt_tokens + seq.generated - seq.computed
+            chunk = seq.prompt_tokens + seq.g - seq.c
             if chunk > budget:
                 chunk = budget
-            need = -(-(seq.computed + chunk) // block_size) - seq.blocks
+            need = -(-(seq.c + chunk) // block_size) - seq.b
             if need > self.free_blocks:
-                if not self.running and need > self.total_blocks:
+                if not running and need > self.total_blocks:
                     raise SimulationError(f"request {seq.request_id} cannot fit in an empty KV cache")
                 break
             self._pop_waiting()
-            seq.blocks += need
+            seq.b += need
             self.free_blocks -= need
-            self.running.append(seq)
+            seq.rank = self._rank
+            self._rank += 1
+            running[seq] = None
+            explicit[seq] = None
             scheduled.append(seq)
             chunks.append(chunk)
             budget -= chunk
 
     def _preempt(self, seq: Sequence) -> None:
         """Recompute-style preemption: drop the KV blocks; prompt and output so far are re-prefilled."""
-        self.free_blocks += seq.blocks
-        seq.blocks = 0
-        seq.computed = 0
+        self.free_blocks += seq.b
+        seq.b = 0
+        seq.c = 0
         seq.preemptions += 1
         self.preemptions_total += 1
         self._push_waiting(seq, front=True)
@@ -369,39 +514,79 @@ class SimulatedInstance:
         first_tokens: list[Sequence] = []
         finished: list[Sequence] = []
         tokens = 0
+        step = self.steps_total
+        after = step + 1
+        self.step_times.append(now)
         for seq, chunk in zip(self._scheduled, self._chunks):
             if seq.cancelled:
                 continue
-            computed = seq.computed + chunk
-            seq.computed = computed
-            generated = seq.generated
+            computed = seq.c + chunk
+            seq.c = computed
+            generated = seq.g
             if computed == seq.prompt_tokens + generated:
                 generated += 1
-                seq.generated = generated
-                seq.token_times.append(now)
+                seq.g = generated
+                runs = seq.runs
+                if runs and runs[-1] == step:
+                    runs[-1] = after
+                else:
+                    runs.append(step)
+                    runs.append(after)
                 tokens += 1
                 if generated == 1:
                     first_tokens.append(seq)
                 if generated >= seq.max_tokens:
                     finished.append(seq)
+        if self._fast:
+            tokens += self._lazy_count
+            done = self._finish_at.pop(after, None)
+            if done:
+                block_size = self.block_size
+                phase = self._lazy_phase
+                for seq in done:
+                    since = after - seq.lazy_from
+                    key = seq.c - seq.lazy_from
+                    self._lazy_count -= 1
+                    self._lazy_key_sum -= key
+                    phase[key % block_size] -= 1
+                    seq.c += since
+                    seq.g += since
+                    seq.b = -(-seq.c // block_size)
+                    seq.runs[-1] = after
+                    seq.lazy_from = -1
+                finished.extend(done)
+                if len(finished) > 1:
+                    finished.sort(key=_rank_of)
+        self.steps_total = after
         if finished:
+            running = self.running
+            explicit = self._explicit
+            sequences = self.sequences
             for seq in finished:
-                self.sequences.pop(seq.request_id, None)
-            done = set(map(id, finished))
-            self.running = [seq for seq in self.running if id(seq) not in done]
+                sequences.pop(seq.request_id, None)
+                del running[seq]
+                explicit.pop(seq, None)
             if self.run_to_completion:
                 self.holding.extend(finished)
             else:
                 for seq in finished:
-                    self.free_blocks += seq.blocks
-                    seq.blocks = 0
+                    self.free_blocks += seq.b
+                    seq.b = 0
         if self.run_to_completion and self.holding and not self.running:
             for seq in self.holding:
-                self.free_blocks += seq.blocks
-                seq.blocks = 0
+                self.free_blocks += seq.b
+                seq.b = 0
             self.holding = []
+        if self._explicit:
+            steady = [seq for seq in self._explicit if seq.g and seq.c == seq.prompt_tokens + seq.g - 1]
+            for seq in steady:
+                del self._explicit[seq]
+                self._lazify(seq)
         self._scheduled, self._chunks = [], []
         self.busy = False
         self.tokens_total += tokens
-        self.steps_total += 1
         return StepOutcome(first_tokens, finished, tokens, self._step_duration_s, self._step_decodes)
+
+
+def _rank_of(seq: Sequence) -> int:
+    return seq.rank
