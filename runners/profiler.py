@@ -197,7 +197,8 @@ def write_samples(samples: Sequence[ProfileSample], path: Path) -> Path:
 # - prefill: one request alone with max_tokens=1; the engine's own ``request_prefill_time``
 #   (scheduled -> first token, engine-core clock; vLLM's vllm:request_prefill_time_seconds) is one
 #   pure prefill step when the prompt fits max_num_batched_tokens. Read as the histogram's sum and
-#   count increments around the request.
+#   count increments around the request. A prompt the engine counts longer than
+#   max_num_batched_tokens is chunked over several steps and is dropped.
 # - mixed: D decoding requests run, then P prompts of L tokens are sent at once (P*L + D within the
 #   token budget, so chunked prefill schedules each prompt whole in one step). The prompts' first
 #   tokens come out of the mixed step (P prefills + D decodes); the decoders' token gap that ends
@@ -220,7 +221,7 @@ class StepGrid(BaseModel):
     decode_long_prompt_max_batch: int = Field(default=32, ge=1, description="largest batch run with the long prompts")
     decode_output_tokens: int = Field(default=160, ge=8)
     decode_windows: int = Field(default=4, ge=1)
-    prefill_prompt_tokens: list[int] = Field(default_factory=lambda: [16, 64, 128, 256, 512, 1024, 1536])
+    prefill_prompt_tokens: list[int] = Field(default_factory=lambda: [16, 64, 128, 256, 512, 768, 1024, 1200])
     prefill_repeats: int = Field(default=3, ge=1)
     mixed_decodes: list[int] = Field(default_factory=lambda: [1, 4, 16, 48])
     mixed_prefills: list[int] = Field(default_factory=lambda: [1, 2, 4])
@@ -344,8 +345,10 @@ async def measure_steps(endpoint: Endpoint, grid: StepGrid, max_num_batched_toke
                 if count != 1:
                     raise SchedlabError("profile: the engine exposes no vllm:request_prefill_time_seconds "
                                         "(the step profiler needs vLLM's V1 metrics)")
-                samples.append(StepSample("prefill", 1, int(result.prompt_tokens or tokens), 0, 0, total,
-                                          "engine request_prefill_time"))
+                counted = int(result.prompt_tokens or tokens)
+                if counted > max_num_batched_tokens:
+                    continue  # chunked over several steps: not one prefill step
+                samples.append(StepSample("prefill", 1, counted, 0, 0, total, "engine request_prefill_time"))
             say(f"prefill {tokens} tokens")
         # -- pure decode: N long outputs decoding together -------------------------------------------
         for prompt_tokens in grid.decode_prompt_tokens:
@@ -383,8 +386,8 @@ async def measure_steps(endpoint: Endpoint, grid: StepGrid, max_num_batched_toke
                     await asyncio.sleep(0.05)  # a few decode steps between injections
                     sample = _mixed_sample(streams.times, [r.chunk_times[0] for r in results],
                                            sum(r.prompt_tokens or tokens for r in results), short)
-                    if sample is not None:
-                        samples.append(sample)
+                    if sample is not None and sample.prefill_tokens + decodes <= max_num_batched_tokens:
+                        samples.append(sample)  # else the prompts were chunked over several steps
             finally:
                 await streams.cancel()
             say(f"mixed with {decodes} decoding")
@@ -541,3 +544,22 @@ def read_step_samples(path: Path) -> list[StepSample]:
         return [StepSample(row["kind"], int(row["prefill_requests"]), int(row["prefill_tokens"]),
                            int(row["decode_requests"]), int(row["decode_context"]), float(row["seconds"]),
                            row["signal"]) for row in csv.DictReader(handle)]
+
+
+def fit_table(profile: EngineProfile) -> list[list[str]]:
+    """Rows (header first) describing a fitted profile's coefficients and errors, for printing."""
+    fit = profile.fit or {}
+    if profile.step_model is not None:
+        cv = fit.get("cross_validation", {})
+        rows = [["term", "seconds per unit"]]
+        rows += [[term, f"{getattr(profile.step_model, term):.3g}"] for term in STEP_TERMS]
+        rows += [["out-of-fold MAPE " + kind, f"{cv[kind]['mape']:.1%} (n={cv[kind]['n']})"]
+                 for kind in (*STEP_KINDS, "all") if kind in cv]
+        return rows
+    assert profile.prefill is not None and profile.decode is not None
+    rows = [["phase", "alpha (s/tok/req)", "beta (s/req)", "gamma (s/tok)", "delta (s)", "MAPE"]]
+    for name, phase in (("prefill", profile.prefill), ("decode", profile.decode)):
+        mape = fit.get(f"mape_{name}", fit.get("mape_in_sample", {}).get(name))
+        rows.append([name, f"{phase.alpha:.3g}", f"{phase.beta:.3g}", f"{phase.gamma:.3g}", f"{phase.delta:.3g}",
+                     "" if mape is None else f"{mape:.1%}"])
+    return rows
