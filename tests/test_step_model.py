@@ -194,3 +194,24 @@ def test_fit_step_profile_and_samples_csv(tmp_path):
     assert phase.latency_kind == "phase" and phase.step_model is None
     loaded = load_profile(profile.to_file(tmp_path / "t.yaml"))
     assert loaded.step_model == profile.step_model
+
+
+def test_decode_and_mixed_steps_from_token_times():
+    from runners.profiler import _mixed_sample, decode_samples
+
+    a = [0.0, 0.01, 0.02, 0.03, 0.04]
+    b = [0.001, 0.011, 0.021, 0.031, 0.041]
+    # after b's first token (1 ms) both decode together; every gap ending by 40 ms is 10 ms; by the
+    # window's middle (20.5 ms) a has 3 tokens and b 2, so context = 2 * 10 prompt tokens + 5
+    [sample] = decode_samples([a, b], prompt_tokens=10, start=0.001, windows=1)
+    assert (sample.kind, sample.decode_requests, sample.decode_context) == ("decode", 2, 25)
+    assert sample.seconds == pytest.approx(0.01)
+    # two prompts' first tokens at 35.1 and 35.2 ms came out of the step that ended the decoders'
+    # 15 ms gap (20 -> 35 ms): one mixed step of 2 prefills + 2 decodes at context 2 * (16 + 3)
+    a = [0.0, 0.01, 0.02, 0.035, 0.045]
+    b = [0.0005, 0.0105, 0.0205, 0.0355]
+    mixed = _mixed_sample([a, b], [0.0351, 0.0352], prefill_tokens=400, prompt_tokens=16)
+    assert (mixed.kind, mixed.prefill_requests, mixed.prefill_tokens, mixed.decode_requests, mixed.decode_context) == (
+        "mixed", 2, 400, 2, 38)
+    assert mixed.seconds == pytest.approx(0.015)
+    assert _mixed_sample([a, b], [0.0351, 0.045], prefill_tokens=400, prompt_tokens=16) is None  # two steps
