@@ -27,7 +27,7 @@ import numpy as np
 from pydantic import BaseModel, ConfigDict, Field
 from scipy.optimize import nnls
 
-from runners.engines.latency_model import STEP_TERMS, LatencyModel, LinearStepModel, PhaseCoefficients
+from runners.engines.latency_model import MIN_POINTS_PER_TERM, STEP_TERMS, LatencyModel, LinearStepModel, PhaseCoefficients
 from runners.engines.openai_client import Endpoint, StreamResult, stream_request
 from runners.engines.profile import EngineProfile
 from runners.errors import SchedlabError
@@ -207,8 +207,6 @@ def write_samples(samples: Sequence[ProfileSample], path: Path) -> Path:
 
 STEP_KINDS: tuple[str, ...] = ("prefill", "decode", "mixed")
 
-#: Fewest samples per fitted term: an NNLS fit of k terms on fewer than k x this many steps is refused.
-MIN_POINTS_PER_TERM = 3
 
 
 class StepGrid(BaseModel):

@@ -215,3 +215,10 @@ def test_decode_and_mixed_steps_from_token_times():
         "mixed", 2, 400, 2, 38)
     assert mixed.seconds == pytest.approx(0.015)
     assert _mixed_sample([a, b], [0.0351, 0.045], prefill_tokens=400, prompt_tokens=16) is None  # two steps
+
+
+def test_profile_fitted_on_too_few_steps_is_refused(tmp_path):
+    with pytest.raises(DatasetError, match=r"bad\.yaml: fit\.points: the step model was fitted on 14 measured steps; its 5 "
+                                           r"terms need at least 15"):
+        load_profile(_write(tmp_path, STEP.model_dump(), fit={"points": {"prefill": 4, "decode": 5, "mixed": 5}}))
+    assert load_profile(_write(tmp_path, STEP.model_dump(), fit={"points": 15})).step_model == STEP

@@ -63,6 +63,10 @@ class PhaseCoefficients(InputModel):
         return cls(alpha=alpha / 1000, beta=beta / 1000, gamma=gamma / 1000, delta=delta / 1000)
 
 
+#: Fewest measured steps per fitted term: a linear step model fitted on fewer than
+#: len(STEP_TERMS) x this many steps is refused (by the profiler, and in a profile's ``fit.points``).
+MIN_POINTS_PER_TERM = 3
+
 #: The linear step model's terms, in the order of its design-matrix columns (see
 #: :meth:`LinearStepModel.features`).
 STEP_TERMS: tuple[str, ...] = ("fixed_s", "per_prefill_token_s", "per_decode_request_s", "per_context_token_s",

@@ -34,7 +34,7 @@ import yaml
 from pydantic import ConfigDict, Field, ValidationError, model_validator
 
 from runners.engines.kv_cache import GPUBudget, ModelShape, kv_capacity_tokens
-from runners.engines.latency_model import LatencyModel, LinearStepModel, PhaseCoefficients
+from runners.engines.latency_model import MIN_POINTS_PER_TERM, STEP_TERMS, LatencyModel, LinearStepModel, PhaseCoefficients
 from runners.errors import ConfigError, DatasetError, format_validation_error
 from runners.input_model import InputModel
 
@@ -42,10 +42,22 @@ PROFILE_SCHEMA = "schedlab.profile/1"
 
 
 def latency_model_problem(data: dict) -> str | None:
-    """Why a profile mapping carries no single latency model ("field: message"), or None."""
+    """Why a profile mapping carries no single, well-fitted latency model ("field: message"), or
+    None. A step model whose ``fit.points`` (a count, or counts per step kind) is below
+    len(STEP_TERMS) x MIN_POINTS_PER_TERM was fitted on too few steps for its terms."""
     if data.get("step_model") is not None:
         if data.get("prefill") is not None or data.get("decode") is not None:
             return "step_model: give either step_model or prefill + decode (eq. 14-15), not both"
+        fit = data.get("fit")
+        points = fit.get("points") if isinstance(fit, dict) else None
+        try:
+            total = sum(points.values()) if isinstance(points, dict) else points
+        except TypeError:
+            return "fit.points: expected a number of measured steps, or one per step kind"
+        needed = len(STEP_TERMS) * MIN_POINTS_PER_TERM
+        if isinstance(total, (int, float)) and not isinstance(total, bool) and total < needed:
+            return (f"fit.points: the step model was fitted on {total:g} measured steps; its {len(STEP_TERMS)} "
+                    f"terms need at least {needed} ({MIN_POINTS_PER_TERM} per term)")
         return None
     missing = [name for name in ("prefill", "decode") if data.get(name) is None]
     if len(missing) == 2:
@@ -78,7 +90,7 @@ class EngineProfile(InputModel):
     @model_validator(mode="after")
     def _capacity_known(self) -> "EngineProfile":
         problem = latency_model_problem({"step_model": self.step_model, "prefill": self.prefill,
-                                         "decode": self.decode})
+                                         "decode": self.decode, "fit": self.fit})
         if problem:  # exactly one latency model: step_model, or prefill + decode
             raise ValueError(problem)
         if self.kv_capacity_tokens is None and (self.model is None or self.gpu is None):
