@@ -3,16 +3,20 @@ bridge to the result store. Both drivers (virtual time and wall clock) use it.""
 
 from __future__ import annotations
 
+import threading
+from array import array
 from dataclasses import dataclass, field
-from typing import Any, Callable, Sequence
+from operator import sub
+from typing import Any, Callable, Iterator, Sequence
 
 import numpy as np
 import pandas as pd
+import pyarrow as pa
 
 from runners.metrics.contention import contention
-from runners.metrics.request_metrics import inter_token_latencies, request_latencies
-from runners.metrics.run_metrics import summarize_requests
-from runners.result_store import REQUEST_COLUMNS, RunWriter
+from runners.metrics.request_metrics import inter_token_latencies
+from runners.metrics.run_metrics import distribution, summarize_requests, weighted_distribution
+from runners.result_store import REQUEST_COLUMNS, TIMESERIES_COLUMNS, RunWriter, table_from_rows
 from runners.schedulers.base import Dispatch, PolicyError
 from runners.workload.requests import Request
 
@@ -38,38 +42,149 @@ class RequestRecord:
     def remaining_tokens(self) -> int:
         return self.request.target_output_tokens - self.output_tokens
 
+    def row_values(self) -> tuple:
+        """The ``requests.parquet`` row as a tuple in :data:`REQUEST_COLUMNS` order, with the
+        per-request metrics (:func:`runners.metrics.request_metrics.request_latencies`, from
+        arrival) and the SLO verdict."""
+        request = self.request
+        arrival = request.arrival_s
+        dispatch = self.dispatch_s
+        ttft = tpot = e2e = None
+        queue = None if dispatch is None else dispatch - arrival
+        met = False
+        if self.error is None and self.finish_s is not None and self.first_token_s is not None:
+            ttft = self.first_token_s - arrival
+            e2e = self.finish_s - arrival
+            tpot = (e2e - ttft) / (self.output_tokens - 1) if self.output_tokens > 1 else None
+            queue = (dispatch or arrival) - arrival
+            met = request.slo.is_met(ttft, tpot, e2e)
+        return (request.request_id, request.task, arrival, dispatch, self.first_token_s, self.finish_s,
+                request.input_tokens, self.output_tokens, request.target_output_tokens, ttft, tpot, e2e, queue, met,
+                self.instance, self.slices, self.error, self.preemptions, self.itl_max_s)
+
     def to_row(self) -> dict[str, Any]:
         """One ``requests.parquet`` row, with the per-request metrics and SLO verdict."""
-        request = self.request
-        row: dict[str, Any] = {
-            "request_id": request.request_id,
-            "task": request.task,
-            "arrival_s": request.arrival_s,
-            "dispatch_s": self.dispatch_s,
-            "first_token_s": self.first_token_s,
-            "finish_s": self.finish_s,
-            "input_tokens": request.input_tokens,
-            "output_tokens": self.output_tokens,
-            "target_output_tokens": request.target_output_tokens,
-            "ttft_s": None,
-            "tpot_s": None,
-            "e2e_s": None,
-            "queue_s": None if self.dispatch_s is None else self.dispatch_s - request.arrival_s,
-            "slo_met": False,
-            "instance": self.instance,
-            "slices": self.slices,
-            "error": self.error,
-            "preemptions": self.preemptions,
-            "itl_max_s": self.itl_max_s,
-        }
-        if self.error is None and self.finish_s is not None and self.first_token_s is not None:
-            latencies = request_latencies(
-                request.arrival_s, self.dispatch_s or request.arrival_s, self.first_token_s, self.finish_s,
-                self.output_tokens,
-            )
-            row.update(ttft_s=latencies.ttft_s, tpot_s=latencies.tpot_s, e2e_s=latencies.e2e_s, queue_s=latencies.queue_s)
-            row["slo_met"] = request.slo.is_met(latencies.ttft_s, latencies.tpot_s, latencies.e2e_s)
-        return row
+        return dict(zip(REQUEST_NAMES, self.row_values()))
+
+
+REQUEST_NAMES = tuple(REQUEST_COLUMNS)
+TIMESERIES_NAMES = tuple(TIMESERIES_COLUMNS)
+_REQUEST_SCHEMA = pa.schema([pa.field(name, dtype) for name, dtype in REQUEST_COLUMNS.items()])
+
+
+class RowStore:
+    """Every row of a run as tuples in column order, compacted into Arrow tables every
+    ``chunk_rows`` rows (a few bytes a value instead of Python objects). Appends come from one
+    thread; :meth:`table` may be called from another (a flush worker) at the same time."""
+
+    def __init__(self, schema: pa.Schema, chunk_rows: int = 8192) -> None:
+        self.schema = schema
+        self.chunk_rows = chunk_rows
+        self.pending: list[tuple] = []
+        self.chunks: list[pa.Table] = []
+        self.count = 0
+        self._lock = threading.Lock()
+
+    def append(self, values: tuple) -> None:
+        self.pending.append(values)
+        self.count += 1
+        if len(self.pending) >= self.chunk_rows:
+            with self._lock:
+                self.chunks.append(table_from_rows(self.pending, self.schema))
+                self.pending = []
+
+    def __len__(self) -> int:
+        return self.count
+
+    def table(self) -> pa.Table:
+        """Every row so far as one table."""
+        with self._lock:
+            chunks = list(self.chunks)
+            pending = list(self.pending)
+        return pa.concat_tables([*chunks, table_from_rows(pending, self.schema)])
+
+
+class RowsView(Sequence):
+    """The request rows so far as read-only mappings (column -> value), in finish order."""
+
+    def __init__(self, store: RowStore) -> None:
+        self._store = store
+
+    def __len__(self) -> int:
+        return len(self._store)
+
+    def __getitem__(self, index):  # type: ignore[override]
+        rows = self._store.table().to_pylist()
+        return rows[index]
+
+    def __iter__(self) -> Iterator[dict[str, Any]]:
+        table = self._store.table()
+        for batch in table.to_batches(max_chunksize=65536):
+            yield from batch.to_pylist()
+
+
+class _Gaps:
+    """Every inter-token gap of a run, in the order :meth:`RunRecorder.tokens` met them: float32
+    values given one by one, and runs of consecutive steps of a simulated engine (the gaps
+    between its successive step end times, taken when the summary needs them)."""
+
+    def __init__(self) -> None:
+        self.values = array("f")
+        # (source, a, b): source -1: values[a:a+b]; else the gaps of steps a..b-1 of that source
+        self.log = array("q")
+        self.steps: dict[int, array] = {}
+        self.count = 0
+
+    def add_values(self, gaps: np.ndarray) -> None:
+        if gaps.size:
+            self.log.extend((-1, len(self.values), gaps.size))
+            self.values.frombytes(gaps.astype(np.float32).tobytes())
+            self.count += int(gaps.size)
+
+    def add_value(self, gap: float) -> None:
+        self.log.extend((-1, len(self.values), 1))
+        self.values.append(gap)
+        self.count += 1
+
+    def add_run(self, source: int, steps: array, start: int, end: int) -> None:
+        """The gaps between the end times ``steps[start:end]`` (end exclusive, at least 2 apart)."""
+        self.steps[source] = steps
+        self.log.extend((source, start, end))
+        self.count += end - start - 1
+
+    def _step_gaps(self) -> dict[int, np.ndarray]:
+        return {source: np.diff(np.frombuffer(steps, dtype=np.float64)).astype(np.float32)
+                for source, steps in self.steps.items()}
+
+    def ordered(self) -> np.ndarray:
+        """Every gap (float32), in order."""
+        step_gaps = self._step_gaps()
+        values = np.frombuffer(self.values, dtype=np.float32) if len(self.values) else np.zeros(0, np.float32)
+        log = np.frombuffer(self.log, dtype=np.int64).reshape(-1, 3).tolist() if len(self.log) else []
+        pieces = [values[a:a + b] if source < 0 else step_gaps[source][a:b - 1] for source, a, b in log]
+        return np.concatenate(pieces) if pieces else np.zeros(0, np.float32)
+
+    def weighted(self) -> tuple[np.ndarray, np.ndarray]:
+        """The distinct-position gaps and how often each occurs (float32 values, int64 counts)."""
+        log = np.frombuffer(self.log, dtype=np.int64).reshape(-1, 3) if len(self.log) else np.zeros((0, 3), np.int64)
+        values = [np.frombuffer(self.values, dtype=np.float32)] if len(self.values) else []
+        counts = [np.ones(len(self.values), dtype=np.int64)] if len(self.values) else []
+        for source, gaps in self._step_gaps().items():
+            runs = log[log[:, 0] == source]
+            size = len(gaps) + 1
+            cover = (np.bincount(runs[:, 1], minlength=size) - np.bincount(runs[:, 2] - 1, minlength=size))
+            weight = np.cumsum(cover)[: len(gaps)]
+            used = weight > 0
+            values.append(gaps[used])
+            counts.append(weight[used])
+        if not values:
+            return np.zeros(0, np.float32), np.zeros(0, np.int64)
+        return np.concatenate(values), np.concatenate(counts)
+
+
+#: Above this many gaps the ITL distribution is computed from (value, count) pairs instead of
+#: the list of every gap: same percentiles, the mean summed in another order (to ~1e-15).
+ITL_LIST_LIMIT = 20_000_000
 
 
 @dataclass
@@ -80,15 +195,20 @@ class RunRecorder:
     writer: RunWriter | None = None
     progress: Callable[[int, int], None] | None = None
     records: dict[str, RequestRecord] = field(init=False)
-    rows: list[dict[str, Any]] = field(default_factory=list)
-    itl_gaps: list[np.ndarray] = field(default_factory=list)
     preemptions_by_instance: dict[int, int] = field(default_factory=dict)
-    # (t_s, instance, waiting, gateway_pending) of every sample, for the contention summary
-    waiting_samples: list[tuple[float, int, Any, Any]] = field(default_factory=list)
     finished_count: int = 0
 
     def __post_init__(self) -> None:
         self.records = {request.request_id: RequestRecord(request) for request in self.requests}
+        self._rows = RowStore(_REQUEST_SCHEMA)
+        self._gaps = _Gaps()
+        # (t_s, instance, waiting, gateway_pending) of every sample, for the contention summary
+        self._samples = {name: array("d") for name in ("t_s", "instance", "waiting", "gateway_pending")}
+
+    @property
+    def rows(self) -> RowsView:
+        """The request rows written so far (finished or failed requests), in finish order."""
+        return RowsView(self._rows)
 
     # -- events from drivers ---------------------------------------------------------------------
     def check_dispatch(self, dispatch: Dispatch, policy_name: str, instances: int) -> tuple[RequestRecord, int]:
@@ -122,10 +242,43 @@ class RunRecorder:
         times = token_times_s if record.last_token_s is None else [record.last_token_s, *token_times_s]
         gaps = inter_token_latencies(times)
         if gaps.size:
-            self.itl_gaps.append(gaps.astype(np.float32))
+            self._gaps.add_values(gaps)
             largest = float(gaps.max())
             record.itl_max_s = largest if record.itl_max_s is None else max(record.itl_max_s, largest)
         record.last_token_s = token_times_s[-1]
+        record.output_tokens += tokens
+        record.preemptions += preemptions
+        return record
+
+    def step_tokens(self, request_id: str, source: int, step_times_s: array, runs: Sequence[int], tokens: int,
+                    preemptions: int = 0) -> RequestRecord:
+        """As :meth:`tokens`, for a simulated engine: the token times are ``step_times_s[i]`` for
+        ``i`` in the runs ``runs`` (flat ``[start, end)`` pairs of step indices, in order) of the
+        engine ``source`` (an index of its own; ``step_times_s`` is its growing list of step end
+        times, seconds)."""
+        record = self.records[request_id]
+        if not runs:
+            return record
+        gaps = self._gaps
+        first = step_times_s[runs[0]]
+        if record.first_token_s is None:
+            record.first_token_s = first
+        largest = None
+        previous = record.last_token_s
+        for position in range(0, len(runs), 2):
+            start, end = runs[position], runs[position + 1]
+            if previous is not None:
+                gap = step_times_s[start] - previous
+                gaps.add_value(gap)
+                largest = gap if largest is None or gap > largest else largest
+            if end - start > 1:
+                gaps.add_run(source, step_times_s, start, end)
+                top = max(map(sub, step_times_s[start + 1:end], step_times_s[start:end - 1]))
+                largest = top if largest is None or top > largest else largest
+            previous = step_times_s[end - 1]
+        if largest is not None:
+            record.itl_max_s = largest if record.itl_max_s is None else max(record.itl_max_s, largest)
+        record.last_token_s = previous
         record.output_tokens += tokens
         record.preemptions += preemptions
         return record
@@ -138,20 +291,23 @@ class RunRecorder:
         record.done = True
         record.error = error
         record.finish_s = record.last_token_s if error is None else now
-        row = record.to_row()
-        self.rows.append(row)
+        values = record.row_values()
+        self._rows.append(values)
         if self.writer is not None:
-            self.writer.add_request(row)
+            self.writer.add_request_values(values)
         self.finished_count += 1
         if self.progress is not None:
             self.progress(self.finished_count, len(self.records))
 
     def sample(self, row: dict[str, Any]) -> None:
         if self.writer is not None:
-            self.writer.add_sample(row)
+            self.writer.add_sample_values(tuple([row.get(name) for name in TIMESERIES_NAMES]))
         if row.get("preemptions") is not None:
             self.preemptions_by_instance[int(row["instance"])] = int(row["preemptions"])
-        self.waiting_samples.append((row["t_s"], row["instance"], row.get("waiting"), row.get("gateway_pending")))
+        samples = self._samples
+        for name in ("t_s", "instance", "waiting", "gateway_pending"):
+            value = row.get(name)
+            samples[name].append(np.nan if value is None else value)
 
     # -- summaries ---------------------------------------------------------------------------
     @property
@@ -167,16 +323,26 @@ class RunRecorder:
                 count += 1
         return count
 
+    def itl_distribution(self) -> dict[str, float | None]:
+        """mean / median / p90 / p99 of every inter-token gap so far, seconds."""
+        gaps = self._gaps
+        if gaps.count <= ITL_LIST_LIMIT:
+            return distribution(gaps.ordered())
+        return weighted_distribution(*gaps.weighted())
+
     def summary(self, include_itl: bool = True) -> dict[str, Any]:
         """Summary metrics of the rows so far, and ``contention`` of the samples so far
         (:func:`runners.metrics.contention.contention`); ITL percentiles (over every token gap)
         only when ``include_itl``, since they cost a pass over all gaps."""
-        frame = pd.DataFrame(list(self.rows), columns=list(REQUEST_COLUMNS))
-        gaps = np.concatenate(self.itl_gaps) if include_itl and self.itl_gaps else None
-        summary = summarize_requests(frame, preemptions=sum(self.preemptions_by_instance.values()), itl_gaps_s=gaps)
+        frame = self._rows.table().to_pandas()
+        summary = summarize_requests(frame, preemptions=sum(self.preemptions_by_instance.values()))
+        summary["itl_s"] = self.itl_distribution() if include_itl else distribution([])
         summary["requests_total"] = len(self.records)
-        summary["contention"] = contention(
-            pd.DataFrame(self.waiting_samples, columns=["t_s", "instance", "waiting", "gateway_pending"]))
+        count = len(self._samples["gateway_pending"])
+        samples = pd.DataFrame({name: np.frombuffer(values, dtype=np.float64)[:count].copy()
+                                for name, values in self._samples.items()})
+        samples["instance"] = samples["instance"].astype(np.int64)
+        summary["contention"] = contention(samples)
         return summary
 
     def flush_due(self) -> bool:

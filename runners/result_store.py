@@ -115,18 +115,34 @@ def _write_parquet_atomic(path: Path, table: pa.Table) -> None:
     os.replace(temporary, path)
 
 
+def table_from_rows(rows: list[tuple], schema: pa.Schema) -> pa.Table:
+    """A table of ``rows``, each a tuple of values in ``schema``'s column order (None: null);
+    every column converted as :meth:`pyarrow.Table.from_pylist` converts it."""
+    if not rows:
+        return schema.empty_table()
+    columns = list(zip(*rows))
+    return pa.Table.from_arrays([pa.array(column, type=field.type) for column, field in zip(columns, schema)],
+                                schema=schema)
+
+
 class _PartedTable:
-    """Rows buffered in memory and flushed as numbered part files; merged on close."""
+    """Rows buffered in memory (as tuples in column order) and flushed as numbered part files;
+    merged on close."""
 
     def __init__(self, folder: Path, stem: str, columns: dict[str, pa.DataType]) -> None:
         self.folder = folder
         self.stem = stem
         self.schema = _schema(columns)
-        self.buffer: list[dict[str, Any]] = []
+        self.names = tuple(columns)
+        self.buffer: list[tuple] = []
         self.parts = 0
 
     def add(self, row: dict[str, Any]) -> None:
-        self.buffer.append(row)
+        self.buffer.append(tuple([row.get(name) for name in self.names]))
+
+    def add_values(self, values: tuple) -> None:
+        """A row as a tuple of values in column order."""
+        self.buffer.append(values)
 
     def flush(self) -> None:
         """Write the buffered rows as the next part. Safe to call from a worker thread while
@@ -136,7 +152,7 @@ class _PartedTable:
             return
         number = self.parts
         self.parts += 1
-        table = pa.Table.from_pylist(rows, schema=self.schema)
+        table = table_from_rows(rows, self.schema)
         _write_parquet_atomic(self.folder / f"{self.stem}.part-{number:05d}.parquet", table)
 
     def merge(self) -> None:
@@ -286,8 +302,16 @@ class RunWriter:
     def add_request(self, row: dict[str, Any]) -> None:
         self.requests.add(row)
 
+    def add_request_values(self, values: tuple) -> None:
+        """A request row as a tuple in :data:`REQUEST_COLUMNS` order."""
+        self.requests.add_values(values)
+
     def add_sample(self, row: dict[str, Any]) -> None:
         self.timeseries.add(row)
+
+    def add_sample_values(self, values: tuple) -> None:
+        """A time-series row as a tuple in :data:`TIMESERIES_COLUMNS` order."""
+        self.timeseries.add_values(values)
 
     def due(self) -> bool:
         """True when buffered rows should be flushed."""

@@ -131,7 +131,8 @@ class VirtualTimeDriver:
         for seq in outcome.first_tokens:
             policy.on_first_token(seq.request_id, index, now)
         for seq in outcome.finished:
-            record = recorder.tokens(seq.request_id, seq.token_times, seq.generated, seq.preemptions)
+            record = recorder.step_tokens(seq.request_id, index, instance.step_times, seq.runs, seq.generated,
+                                         seq.preemptions)
             done = record.remaining_tokens <= 0
             policy.on_completion(
                 Completion(seq.request_id, index, seq.generated, record.output_tokens, done), now
