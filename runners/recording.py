@@ -6,7 +6,6 @@ from __future__ import annotations
 import threading
 from array import array
 from dataclasses import dataclass, field
-from operator import sub
 from typing import Any, Callable, Iterator, Sequence
 
 import numpy as np
@@ -273,7 +272,7 @@ class RunRecorder:
                 largest = gap if largest is None or gap > largest else largest
             if end - start > 1:
                 gaps.add_run(source, step_times_s, start, end)
-                top = max(map(sub, step_times_s[start + 1:end], step_times_s[start:end - 1]))
+                top = float(np.diff(np.frombuffer(step_times_s, np.float64, end - start, 8 * start)).max())
                 largest = top if largest is None or top > largest else largest
             previous = step_times_s[end - 1]
         if largest is not None:
@@ -349,9 +348,10 @@ class RunRecorder:
         return self.writer is not None and self.writer.due()
 
     def flush(self) -> None:
-        """Write buffered rows and an interim summary (may run in a worker thread)."""
+        """Write buffered rows, and an interim summary every ``flush_seconds`` (may run in a worker
+        thread)."""
         if self.writer is not None:
-            self.writer.flush(self.summary(include_itl=False))
+            self.writer.flush(self.summary(include_itl=False) if self.writer.summary_due() else None)
 
     def maybe_flush(self) -> None:
         if self.flush_due():

@@ -275,7 +275,7 @@ class RunWriter:
         self.timeseries = _PartedTable(self.folder, "timeseries", TIMESERIES_COLUMNS)
         self.flush_rows = flush_rows
         self.flush_seconds = flush_seconds
-        self._last_flush = time.monotonic()
+        self._last_flush = self._last_summary = time.monotonic()
         self.closed = False
         try:
             write_json_atomic(self.folder / "config.json", {"schema_version": SCHEMA_VERSION, **config})
@@ -318,11 +318,17 @@ class RunWriter:
         pending = len(self.requests.buffer) + len(self.timeseries.buffer)
         return pending >= self.flush_rows or (pending and time.monotonic() - self._last_flush >= self.flush_seconds)
 
+    def summary_due(self) -> bool:
+        """True when the interim summary is ``flush_seconds`` old (a flush for ``flush_rows``
+        rows alone writes no summary: computing one costs a pass over every row so far)."""
+        return time.monotonic() - self._last_summary >= self.flush_seconds
+
     def flush(self, summary_fields: dict[str, Any] | None = None) -> None:
         self.requests.flush()
         self.timeseries.flush()
         self._last_flush = time.monotonic()
         if summary_fields is not None:
+            self._last_summary = self._last_flush
             self.write_summary({"status": "running", **summary_fields}, durable=False)
 
     def close(self, status: str, summary_fields: dict[str, Any], error: str | None = None) -> None:

@@ -148,6 +148,29 @@ def test_itl_from_counted_gaps_matches_the_list(name, tmp_path, monkeypatch):
     _same_value(name, summary, golden)
 
 
+def test_distribution_equals_numpy_bit_for_bit():
+    """distribution() takes its order statistics from one partition and weighted_distribution()
+    from counted values: both give numpy's median and linear percentiles exactly."""
+    from runners.metrics.run_metrics import distribution, weighted_distribution
+
+    rng = np.random.default_rng(7)
+    for trial in range(400):
+        size = int(rng.integers(1, 40)) if trial % 10 else int(rng.integers(1, 20_000))
+        values = rng.lognormal(-3, 1, size=size)
+        if trial % 3 == 0:
+            values = np.round(values, 2).astype(np.float32)  # ties, float32 gaps as the recorder keeps them
+        counts = rng.integers(0, 4, size=size)
+        counts[0] += 1
+        full = np.repeat(values, counts).astype(float)
+        want = {"mean": float(np.mean(full)), "median": float(np.median(full)),
+                "p90": float(np.percentile(full, 90)), "p99": float(np.percentile(full, 99))}
+        assert distribution(full) == want
+        weighted = weighted_distribution(values, counts)
+        assert math.isclose(weighted.pop("mean"), want.pop("mean"), rel_tol=1e-12)
+        assert weighted == want
+    assert distribution([1.0, np.nan, np.inf, 3.0]) == {"mean": 2.0, "median": 2.0, "p90": 2.8, "p99": 2.98}
+
+
 def test_golden_runs_exercise_what_they_claim():
     """The goldens are not vacuous: preemption and chunked-prefill configs did preempt, every
     run completed every request, and the cases differ from each other."""

@@ -25,16 +25,31 @@ LATENCY_COLUMNS = ("ttft_s", "tpot_s", "e2e_s", "queue_s")
 
 
 def distribution(values: Any) -> dict[str, float | None]:
-    """mean, median, p90, p99 of the finite values (seconds); None each when there are none."""
+    """mean, median, p90, p99 of the finite values (seconds); None each when there are none.
+    The same numbers as ``np.mean``, ``np.median`` and ``np.percentile`` (linear), with one
+    partition of the values for all three order statistics."""
     array = np.asarray(values, dtype=float)
-    array = array[np.isfinite(array)]
-    if array.size == 0:
+    finite = np.isfinite(array)
+    if not finite.all():
+        array = array[finite]
+    count = int(array.size)
+    if count == 0:
         return {"mean": None, "median": None, "p90": None, "p99": None}
+    half = count // 2
+    wanted = {half, max(half - 1, 0), count - 1}
+    for percent in (90, 99):
+        virtual = (count - 1) * (percent / 100)
+        wanted.update((min(math.floor(virtual), count - 1), min(math.floor(virtual) + 1, count - 1)))
+    part = np.partition(array, sorted(wanted))
+
+    def value_at(index: int) -> float:
+        return float(part[index])
+
     return {
         "mean": float(np.mean(array)),
-        "median": float(np.median(array)),
-        "p90": float(np.percentile(array, 90)),
-        "p99": float(np.percentile(array, 99)),
+        "median": value_at(half) if count % 2 else (value_at(half - 1) + value_at(half)) / 2,
+        "p90": _lerp_percentile(value_at, count, 90),
+        "p99": _lerp_percentile(value_at, count, 99),
     }
 
 
