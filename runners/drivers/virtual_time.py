@@ -113,10 +113,12 @@ class VirtualTimeDriver:
 
     def _start_idle(self, now: float) -> None:
         for index, instance in enumerate(self.instances):
-            if not instance.busy and instance.has_work():
+            if not instance.busy and (instance.running or instance.waiting_count):
                 duration = instance.start_step()
                 if duration is not None:
-                    self._push(now + max(duration, MIN_STEP_S), STEP_END, index)
+                    self._counter += 1
+                    heapq.heappush(self._events, (now + (duration if duration > MIN_STEP_S else MIN_STEP_S),
+                                                  self._counter, STEP_END, index))
 
     def _step_end(self, index: int, now: float) -> bool:
         """Apply a finished step; True if the policy saw an event."""
@@ -169,7 +171,8 @@ class VirtualTimeDriver:
         events = self._events
         recorder = self.recorder
         wall_start = time.perf_counter()
-        while not recorder.all_done:
+        records = len(recorder.records)
+        while recorder.finished_count != records:
             iterations += 1
             if self.should_stop is not None and iterations % 256 == 0 and self.should_stop():
                 raise RunCancelled("cancelled by the user")
