@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from typing import Any, Callable
 
 import numpy as np
@@ -194,5 +194,9 @@ def build_workload(
     missing = [task for task in counts if counts[task] and task not in slos]
     if missing:
         raise ConfigError("slo", f"no SLO for task(s) {missing}")
-    workload.requests = [replace(request, slo=slos[request.task]) for request in workload.requests]
+    workload.requests = [
+        Request(request.request_id, request.task, request.prompt, request.input_tokens, request.target_output_tokens,
+                request.arrival_s, slos[request.task], request.source)
+        for request in workload.requests
+    ]
     return workload

@@ -147,7 +147,7 @@ def _decode(data: bytes, first: bool) -> str:
     return data.decode("utf-8-sig" if first else "utf-8")
 
 
-def _read_jsonl(file: Path) -> list[Any]:
+def _read_jsonl_streaming(file: Path) -> list[Any]:
     entries = []
     number = 0
     try:
@@ -170,6 +170,33 @@ def _read_jsonl(file: Path) -> list[Any]:
     except _READ_ERRORS as exc:
         where = f" after line {number}" if number else ""
         raise DatasetError(str(file), f"could not be read{where} ({_describe(exc)})") from None
+    return entries
+
+
+def _read_jsonl(file: Path) -> list[Any]:
+    """Entries of a JSONL file (optionally gzip): read whole, then parsed line by line; a file
+    that cannot be read whole is read again line by line, so the error names where it broke."""
+    try:
+        with _open_binary(file) as handle:
+            data = handle.read()
+    except _READ_ERRORS:
+        return _read_jsonl_streaming(file)
+    entries = []
+    loads = json.loads
+    for number, raw in enumerate(data.split(b"\n"), start=1):
+        try:
+            line = _decode(raw, number == 1)
+        except UnicodeDecodeError as exc:
+            raise DatasetError(str(file), f"line {number} is not UTF-8 text (byte {exc.start} of the line); "
+                               "expected a UTF-8 .jsonl file") from None
+        if not line.strip():
+            continue
+        try:
+            entries.append(loads(line))
+        except json.JSONDecodeError as exc:
+            raise DatasetError(str(file), f"line {number} is not valid JSON ({exc.msg})") from exc
+        except RecursionError:
+            raise DatasetError(str(file), f"line {number} is nested too deeply to be a conversation") from None
     return entries
 
 
