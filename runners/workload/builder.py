@@ -173,20 +173,16 @@ def build_workload(
     order = rng.permutation(len(chosen))
     times = arrival_times(config.arrival, len(chosen), config.seed)
     unset = TaskSLO.model_construct(e2e_s=float("inf"))  # a placeholder (not user input), replaced below
+    kinds = {task: getattr(config, task).kind for task in TASKS}
+    arrivals = np.asarray(times, dtype=float).tolist()  # the same floats as float(times[i])
+
+    def request(position: int, index: int) -> Request:
+        task, pair = chosen[index]
+        return Request(f"req-{position:05d}", task, pair.prompt, pair.input_tokens, pair.output_tokens,
+                       arrivals[position], unset, kinds[task])
+
     workload = Workload(
-        [
-            Request(
-                request_id=f"req-{position:05d}",
-                task=chosen[index][0],
-                prompt=chosen[index][1].prompt,
-                input_tokens=chosen[index][1].input_tokens,
-                target_output_tokens=chosen[index][1].output_tokens,
-                arrival_s=float(times[position]),
-                slo=unset,
-                source=getattr(config, chosen[index][0]).kind,
-            )
-            for position, index in enumerate(order.tolist())
-        ],
+        [request(position, index) for position, index in enumerate(order.tolist())],
         reports,
         synthetic=config.is_synthetic,
     )
