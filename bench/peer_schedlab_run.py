@@ -1,0 +1,65 @@
+"""The schedlab run that sits beside the peer tools' files in tests/data/peer_results/.
+
+The peer files (vLLM bench serve, GuideLLM, AIPerf; their README) were written against one CPU
+vLLM serving the tiny model with prompts of 96 tokens and replies of 48 at about 3 req/s. This
+script writes the schedlab run of that workload: the same server flags, 50 prompts of exactly 96
+tokens (the tiny model's own tokenizer, texts drawn from the bundled chat stand-in, as
+bench/client_vs_vllm_bench.py makes them), 48-token replies, a constant 3 req/s, fcfs, and
+copies the run folder to tests/data/peer_results/schedlab-fcfs-openai-tiny/.
+
+Usage: flock /tmp/schedlab-cpu.lock python bench/peer_schedlab_run.py
+"""
+
+from __future__ import annotations
+
+import shutil
+import tempfile
+from pathlib import Path
+
+from client_vs_vllm_bench import make_workload
+from vllm_cpu_common import ROOT, tiny_model, vllm_python
+
+from runners.benchmark import execute_run
+from runners.config import parse_config
+from runners.engines.adapters.vllm import VLLMAdapter, VLLMConfig
+from runners.engines.launcher import ServerProcess, free_port, launch_servers
+
+TARGET = ROOT / "tests" / "data" / "peer_results" / "schedlab-fcfs-openai-tiny"
+REQUESTS, INPUT_LEN, OUTPUT_LEN, RATE = 50, 96, 48, 3.0
+
+
+def main() -> None:
+    work = Path(tempfile.mkdtemp(prefix="schedlab-peer-"))
+    model = tiny_model(ROOT / "bench" / ".tiny-model")
+    dataset, _ = make_workload(model, work, REQUESTS, INPUT_LEN, OUTPUT_LEN)
+    config = VLLMConfig(model=str(model), python=vllm_python(), served_model_name="tiny", dtype="bfloat16",
+                        use_gpus=False, max_model_len=4096, max_num_seqs=64, max_num_batched_tokens=2048,
+                        env={"VLLM_CPU_KVCACHE_SPACE": "1", "HF_HUB_OFFLINE": "1"})
+    port = free_port(config.host)
+    server = ServerProcess(VLLMAdapter.server_command(config, port), port, config.host, work / "server.log",
+                           dict(config.env), VLLMAdapter.health_path)
+    run = {
+        "run_id": "schedlab-fcfs-openai-tiny",
+        "engine": {"kind": "openai", "urls": None},
+        "workload": {"requests": REQUESTS, "seed": 0, "tokenizer": str(model), "ratio": {"chat": 1, "code": 0},
+                     "chat": {"kind": "file", "path": str(dataset)},
+                     "arrival": {"process": "constant", "rate": RATE}},
+        "scheduler": {"name": "fcfs"},
+    }
+    try:
+        launch_servers([server], 600.0)
+        run["engine"]["urls"] = server.base_url
+        outcome = execute_run(parse_config(run), work / "runs")
+    finally:
+        server.stop()
+    if outcome.status != "done":
+        raise SystemExit(f"the run ended {outcome.status}: {outcome.error}")
+    shutil.rmtree(TARGET, ignore_errors=True)
+    shutil.copytree(outcome.folder, TARGET)
+    summary = outcome.summary
+    print(f"{TARGET}: {summary['completed']} requests, mean TTFT {summary['ttft_s']['mean'] * 1000:.1f} ms, "
+          f"mean TPOT {summary['tpot_s']['mean'] * 1000:.2f} ms")
+
+
+if __name__ == "__main__":
+    main()
