@@ -349,7 +349,8 @@ def command_profile(args: argparse.Namespace) -> int:
     from runners.engines.adapters import adapter_for
     from runners.engines.real_engine import RealEngine
     from runners.engines.simulator import SimulatorConfig
-    from runners.profiler import ProfileGrid, fit_profile, measure, write_samples
+    from runners.profiler import (ProfileGrid, StepGrid, fit_profile, fit_step_profile, fit_table, measure,
+                                  measure_steps, write_samples, write_step_samples)
 
     config = build_run_config(args)
     engine_config = config.engine
@@ -360,12 +361,20 @@ def command_profile(args: argparse.Namespace) -> int:
         raise ConfigError("--engine", f"profile needs a real engine: {real} (openai with --url)")
     out = Path(args.out)
     out.parent.mkdir(parents=True, exist_ok=True)
-    grid = ProfileGrid(
-        batch_sizes=_int_list(args.batch_sizes, "--batch-sizes"),
-        input_tokens=_int_list(args.input_tokens, "--input-tokens"),
-        output_tokens=_int_list(args.output_tokens, "--output-tokens"),
-        repeats=args.repeats,
-    )
+    budget = getattr(engine_config, "max_num_batched_tokens", None)
+    if args.latency_model == "phase":  # the request grid and eq. 14-15 (SLO-aware paper)
+        grid = ProfileGrid(
+            batch_sizes=_int_list(args.batch_sizes or "1,2,4,8,16", "--batch-sizes"),
+            input_tokens=_int_list(args.input_tokens or "32,128,512", "--input-tokens"),
+            output_tokens=_int_list(args.output_tokens or "16,64", "--output-tokens"),
+            repeats=args.repeats,
+        )
+    else:  # measured engine steps and the linear step model
+        step_grid = StepGrid(
+            prefill_repeats=args.repeats, mixed_repeats=args.repeats,
+            **({"decode_batches": _int_list(args.batch_sizes, "--batch-sizes")} if args.batch_sizes else {}),
+            **({"prefill_prompt_tokens": _int_list(args.input_tokens, "--input-tokens")} if args.input_tokens else {}),
+        )
     engine = RealEngine(engine_config, out.parent / f"{out.stem}-logs")
     bar = tqdm(unit="point", disable=None, file=sys.stderr)
 
@@ -376,31 +385,34 @@ def command_profile(args: argparse.Namespace) -> int:
 
     try:
         instance = engine.start()[0]
-        samples = asyncio.run(measure(instance.endpoint, grid, engine_config.request_timeout_s, progress=progress))
+        if args.latency_model == "phase":
+            samples = asyncio.run(measure(instance.endpoint, grid, engine_config.request_timeout_s, progress=progress))
+        else:
+            samples = asyncio.run(measure_steps(instance.endpoint, step_grid, budget or 8192,
+                                                engine_config.request_timeout_s, progress=bar.set_description_str))
     finally:
         bar.close()
         engine.stop()
-    profile = fit_profile(
-        samples,
+    limits = dict(
         name=args.name or out.stem,
         source=f"python -m runners profile against {instance.endpoint.kind} {instance.version or ''} "
                f"model {instance.endpoint.model}".strip(),
         kv_capacity_tokens=instance.kv_capacity_tokens,
         block_size=instance.block_size,
         max_num_seqs=adapter_for(engine_config.kind).max_num_seqs(engine_config),
-        max_num_batched_tokens=getattr(engine_config, "max_num_batched_tokens", None),
+        max_num_batched_tokens=budget,
     )
+    samples_path = out.with_name(out.stem + "-samples.csv")
+    if args.latency_model == "phase":
+        profile = fit_profile(samples, **limits)
+        write_samples(samples, samples_path)
+    else:
+        profile = fit_step_profile(samples, **limits)
+        write_step_samples(samples, samples_path)
     profile.to_file(out)
-    write_samples(samples, out.with_name(out.stem + "-samples.csv"))
-    fit = profile.fit or {}
-    print(f"profile written to {out} ({len(samples)} grid measurements)")
-    print(_table([
-        ["phase", "alpha (s/tok/req)", "beta (s/req)", "gamma (s/tok)", "delta (s)", "RMSE (ms)", "MAPE"],
-        ["prefill", f"{profile.prefill.alpha:.3g}", f"{profile.prefill.beta:.3g}", f"{profile.prefill.gamma:.3g}",
-         f"{profile.prefill.delta:.3g}", f"{fit['rmse_prefill_s'] * 1000:.2f}", f"{fit['mape_prefill']:.1%}"],
-        ["decode", f"{profile.decode.alpha:.3g}", f"{profile.decode.beta:.3g}", f"{profile.decode.gamma:.3g}",
-         f"{profile.decode.delta:.3g}", f"{fit['rmse_decode_s'] * 1000:.2f}", f"{fit['mape_decode']:.1%}"],
-    ]))
+    print(f"profile written to {out} ({len(samples)} measurements, {profile.latency_kind} model; samples in "
+          f"{samples_path})")
+    print(_table(fit_table(profile)))
     print(f"KV capacity: {profile.kv_capacity_tokens} tokens")
     return 0
 
@@ -517,9 +529,14 @@ def make_parser() -> argparse.ArgumentParser:
     add_engine_flags(profile)
     profile.add_argument("--out", required=True, help="profile file to write (.yaml or .json)")
     profile.add_argument("--name", help="profile name (default: the file's stem)")
-    profile.add_argument("--batch-sizes", default="1,2,4,8,16")
-    profile.add_argument("--input-tokens", default="32,128,512")
-    profile.add_argument("--output-tokens", default="16,64")
+    profile.add_argument("--latency-model", choices=["linear-step", "phase"], default="linear-step",
+                         help="linear-step (default): measure pure prefill, pure decode and mixed engine steps and "
+                              "fit the linear step model; phase: the request grid and the SLO-aware paper's "
+                              "eq. 14-15")
+    profile.add_argument("--batch-sizes", help="decode batch sizes (default 1,2,4,8,16,32,64; phase: 1,2,4,8,16)")
+    profile.add_argument("--input-tokens", help="prompt lengths of the prefill steps (default 16,64,...,1200 words; "
+                                                "phase: 32,128,512)")
+    profile.add_argument("--output-tokens", help="phase model only: output lengths (default 16,64)")
     profile.add_argument("--repeats", type=int, default=2)
     profile.set_defaults(handler=command_profile)
 
