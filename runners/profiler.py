@@ -175,7 +175,8 @@ def fit_profile(samples: Sequence[ProfileSample], name: str, source: str, kv_cap
     )
 
 
-def write_samples(samples: Sequence[ProfileSample], path: Path) -> Path:
+def write_samples(samples: Sequence[ProfileSample] | Sequence[StepSample], path: Path) -> Path:
+    """The measured samples (grid points or engine steps, one dataclass each) as a CSV file."""
     with path.open("w", newline="") as handle:
         writer = csv.DictWriter(handle, fieldnames=list(asdict(samples[0])))
         writer.writeheader()
@@ -528,15 +529,6 @@ def fit_step_profile(samples: Sequence[StepSample], name: str, source: str, kv_c
                          **coefficients, **extra)
 
 
-def write_step_samples(samples: Sequence[StepSample], path: Path) -> Path:
-    with path.open("w", newline="") as handle:
-        writer = csv.DictWriter(handle, fieldnames=list(asdict(samples[0])))
-        writer.writeheader()
-        for sample in samples:
-            writer.writerow(asdict(sample))
-    return path
-
-
 def read_step_samples(path: Path) -> list[StepSample]:
     with Path(path).open(newline="") as handle:
         return [StepSample(row["kind"], int(row["prefill_requests"]), int(row["prefill_tokens"]),
@@ -561,3 +553,7 @@ def fit_table(profile: EngineProfile) -> list[list[str]]:
         rows.append([name, f"{phase.alpha:.3g}", f"{phase.beta:.3g}", f"{phase.gamma:.3g}", f"{phase.delta:.3g}",
                      "" if mape is None else f"{mape:.1%}"])
     return rows
+
+
+#: Engine-step samples are written like grid samples.
+write_step_samples = write_samples

@@ -147,26 +147,31 @@ def _decode(data: bytes, first: bool) -> str:
     return data.decode("utf-8-sig" if first else "utf-8")
 
 
+def _parse_line(file: Path, raw: bytes, number: int, entries: list[Any]) -> None:
+    """Append line ``number`` of a JSONL file to ``entries`` (a blank line adds nothing);
+    DatasetError naming the file and line when it is not UTF-8 or not JSON."""
+    try:
+        line = _decode(raw, number == 1)
+    except UnicodeDecodeError as exc:
+        raise DatasetError(str(file), f"line {number} is not UTF-8 text (byte {exc.start} of the line); "
+                           "expected a UTF-8 .jsonl file") from None
+    if not line.strip():
+        return
+    try:
+        entries.append(json.loads(line))
+    except json.JSONDecodeError as exc:
+        raise DatasetError(str(file), f"line {number} is not valid JSON ({exc.msg})") from exc
+    except RecursionError:
+        raise DatasetError(str(file), f"line {number} is nested too deeply to be a conversation") from None
+
+
 def _read_jsonl_streaming(file: Path) -> list[Any]:
     entries = []
     number = 0
     try:
         with _open_binary(file) as handle:
             for number, raw in enumerate(handle, start=1):
-                try:
-                    line = _decode(raw, number == 1)
-                except UnicodeDecodeError as exc:
-                    raise DatasetError(str(file), f"line {number} is not UTF-8 text (byte {exc.start} of the line); "
-                                       "expected a UTF-8 .jsonl file") from None
-                if not line.strip():
-                    continue
-                try:
-                    entries.append(json.loads(line))
-                except json.JSONDecodeError as exc:
-                    raise DatasetError(str(file), f"line {number} is not valid JSON ({exc.msg})") from exc
-                except RecursionError:
-                    raise DatasetError(str(file), f"line {number} is nested too deeply to be a conversation") \
-                        from None
+                _parse_line(file, raw, number, entries)
     except _READ_ERRORS as exc:
         where = f" after line {number}" if number else ""
         raise DatasetError(str(file), f"could not be read{where} ({_describe(exc)})") from None
@@ -181,22 +186,9 @@ def _read_jsonl(file: Path) -> list[Any]:
             data = handle.read()
     except _READ_ERRORS:
         return _read_jsonl_streaming(file)
-    entries = []
-    loads = json.loads
+    entries: list[Any] = []
     for number, raw in enumerate(data.split(b"\n"), start=1):
-        try:
-            line = _decode(raw, number == 1)
-        except UnicodeDecodeError as exc:
-            raise DatasetError(str(file), f"line {number} is not UTF-8 text (byte {exc.start} of the line); "
-                               "expected a UTF-8 .jsonl file") from None
-        if not line.strip():
-            continue
-        try:
-            entries.append(loads(line))
-        except json.JSONDecodeError as exc:
-            raise DatasetError(str(file), f"line {number} is not valid JSON ({exc.msg})") from exc
-        except RecursionError:
-            raise DatasetError(str(file), f"line {number} is nested too deeply to be a conversation") from None
+        _parse_line(file, raw, number, entries)
     return entries
 
 
