@@ -68,10 +68,15 @@ def scrape(url: str, headers: dict[str, str]) -> MetricsSnapshot | None:
         return None
 
 
-def _models(base_url: str, text: str, headers: dict[str, str]) -> list[dict[str, Any]]:
-    """The model cards of a ``/v1/models`` reply; SchedlabError naming the endpoint if the reply
-    is not ``{"data": [{"id": ...}, ...]}``."""
+def _models(base_url: str, headers: dict[str, str]) -> list[dict[str, Any]]:
+    """The model cards of ``GET /v1/models``; SchedlabError naming the endpoint if the server
+    does not answer or the reply is not ``{"data": [{"id": ...}, ...]}``."""
     endpoint = f"{base_url}/v1/models"
+    try:
+        status, text = _get(endpoint, headers)
+    except (URLError, OSError, ValueError) as exc:
+        reason = redact(str(exc), header_secrets(headers))
+        raise SchedlabError(f"engine.urls: {base_url} did not answer GET /v1/models ({reason})") from exc
     try:
         body = json.loads(text)
     except (ValueError, RecursionError):
@@ -96,12 +101,7 @@ def detect_kind(base_url: str, headers: dict[str, str]) -> tuple[str, str | None
             metrics_text = None
     except (URLError, OSError, ValueError):
         metrics_text = None
-    try:
-        status, text = _get(base_url + "/v1/models", headers)
-    except (URLError, OSError, ValueError) as exc:
-        reason = redact(str(exc), header_secrets(headers))
-        raise SchedlabError(f"engine.urls: {base_url} did not answer GET /v1/models ({reason})") from exc
-    cards = _models(base_url, text, headers)
+    cards = _models(base_url, headers)
     model = owner = None
     if cards:
         model, owner = cards[0].get("id"), cards[0].get("owned_by")
@@ -160,12 +160,7 @@ class Tokenization:
 def model_card(base_url: str, headers: dict[str, str], model: str | None) -> dict[str, Any] | None:
     """The ``/v1/models`` card of ``model`` (the first when None); None if it is not listed.
     SchedlabError naming the endpoint if the server does not answer or answers garbage."""
-    try:
-        status, text = _get(base_url + "/v1/models", headers)
-    except (URLError, OSError, ValueError) as exc:
-        reason = redact(str(exc), header_secrets(headers))
-        raise SchedlabError(f"engine.urls: {base_url} did not answer GET /v1/models ({reason})") from exc
-    cards = _models(base_url, text, headers)
+    cards = _models(base_url, headers)
     if model is None:
         return cards[0] if cards else None
     return next((card for card in cards if card.get("id") == model), None)

@@ -24,7 +24,7 @@ from typing import Iterable
 
 from prometheus_client.parser import text_string_to_metric_families
 
-from runners.engines.adapters import ADAPTERS, MetricNames
+from runners.engines.adapters import ADAPTERS, detect_adapter
 
 
 
@@ -121,21 +121,13 @@ def mean_between(earlier_sum: float | None, earlier_count: float | None, later_s
     return total / count
 
 
-def _engine(text: str) -> MetricNames | None:
-    """The metric names of the engine whose prefix the page carries."""
-    for adapter in ADAPTERS.values():
-        if adapter.metrics.prefix and adapter.metrics.prefix in text:
-            return adapter.metrics
-    return None
-
-
 def parse_metrics(text: str) -> MetricsSnapshot:
     """Parse Prometheus exposition text; ValueError if it is not valid exposition format."""
     samples = _samples(text)
-    names = _engine(text)
-    if names is None:
+    adapter = detect_adapter(text, None)  # the engine whose metric prefix the page carries
+    if not adapter.metrics.prefix:
         return MetricsSnapshot(kind=None)
-    kind = next(adapter.name for adapter in ADAPTERS.values() if adapter.metrics is names)
+    names = adapter.metrics
     ttft_sum, ttft_count = _histogram(samples, names.ttft)
     itl_sum, itl_count = _histogram(samples, names.itl)
     capacity = block_size = None
@@ -154,7 +146,7 @@ def parse_metrics(text: str) -> MetricsSnapshot:
     running = _first(samples, names.running)
     waiting = _first(samples, names.waiting)
     return MetricsSnapshot(
-        kind=kind,
+        kind=adapter.name,
         kv_usage=_first(samples, names.kv_usage, combine="mean"),
         running=None if running is None else int(running),
         waiting=None if waiting is None else int(waiting),
