@@ -27,7 +27,8 @@ import numpy as np
 from pydantic import BaseModel, ConfigDict, Field
 from scipy.optimize import nnls
 
-from runners.engines.latency_model import MIN_POINTS_PER_TERM, STEP_TERMS, LatencyModel, LinearStepModel, PhaseCoefficients
+from runners.engines.latency_model import (MIN_POINTS_PER_TERM, STEP_TERMS, LatencyModel, LinearStepModel,
+                                          PhaseCoefficients, ServingOverhead)
 from runners.engines.openai_client import Endpoint, StreamResult, stream_request
 from runners.engines.profile import EngineProfile
 from runners.errors import SchedlabError
@@ -207,6 +208,9 @@ def write_samples(samples: Sequence[ProfileSample] | Sequence[StepSample], path:
 #   arrived within a quarter of a decode step of each other (one step, not two).
 
 STEP_KINDS: tuple[str, ...] = ("prefill", "decode", "mixed")
+#: Samples of the serving front end's delay (client TTFT minus the engine's queue and prefill time,
+#: one request alone on an idle server): not engine steps, fitted to a ServingOverhead.
+OVERHEAD_KIND = "overhead"
 
 
 
@@ -234,7 +238,7 @@ class StepGrid(BaseModel):
 class StepSample:
     """One measured engine step (or the median of identical ones). Tokens, seconds."""
 
-    kind: str  # prefill, decode or mixed
+    kind: str  # prefill, decode or mixed (STEP_KINDS), or overhead (OVERHEAD_KIND)
     prefill_requests: int
     prefill_tokens: int
     decode_requests: int
@@ -337,17 +341,23 @@ async def measure_steps(endpoint: Endpoint, grid: StepGrid, max_num_batched_toke
                     raise SchedlabError(f"profile: prefill of {tokens} tokens failed: {result.error}")
                 await asyncio.sleep(0.05)  # the metrics are recorded just after the response
                 after = await _scrape(session, endpoint)
-                count = (_metric_total(after, "vllm:request_prefill_time_seconds_count")
-                         - _metric_total(before, "vllm:request_prefill_time_seconds_count"))
-                total = (_metric_total(after, "vllm:request_prefill_time_seconds_sum")
-                         - _metric_total(before, "vllm:request_prefill_time_seconds_sum"))
-                if count != 1:
+
+                def increment(name: str) -> float:
+                    return _metric_total(after, name) - _metric_total(before, name)
+
+                if increment("vllm:request_prefill_time_seconds_count") != 1:
                     raise SchedlabError("profile: the engine exposes no vllm:request_prefill_time_seconds "
                                         "(the step profiler needs vLLM's V1 metrics)")
+                prefill_s = increment("vllm:request_prefill_time_seconds_sum")
+                queue_s = increment("vllm:request_queue_time_seconds_sum")
                 counted = int(result.prompt_tokens or tokens)
+                if result.chunk_times:  # the front end's share of the client's TTFT (ServingOverhead)
+                    outside = result.chunk_times[0] - result.sent_at - prefill_s - queue_s
+                    samples.append(StepSample("overhead", 1, counted, 0, 0, max(0.0, outside),
+                                              "client TTFT - engine queue - engine prefill"))
                 if counted > max_num_batched_tokens:
                     continue  # chunked over several steps: not one prefill step
-                samples.append(StepSample("prefill", 1, counted, 0, 0, total, "engine request_prefill_time"))
+                samples.append(StepSample("prefill", 1, counted, 0, 0, prefill_s, "engine request_prefill_time"))
             say(f"prefill {tokens} tokens")
         # -- pure decode: N long outputs decoding together -------------------------------------------
         for prompt_tokens in grid.decode_prompt_tokens:
@@ -496,11 +506,43 @@ def cross_validate(samples: Sequence[StepSample], model: Literal["linear-step", 
     return report
 
 
+#: The serving overhead's terms, in its design-matrix column order.
+OVERHEAD_TERMS: tuple[str, ...] = ("request_s", "per_prompt_token_s")
+
+
+def fit_serving_overhead(samples: Sequence[StepSample], folds: int = 5,
+                         seed: int = 0) -> tuple[ServingOverhead, dict[str, float]] | None:
+    """NNLS of the :data:`OVERHEAD_KIND` samples' seconds on [1, prompt tokens], with the in-sample
+    and out-of-fold errors; None when there are none. Refuses fewer than
+    ``len(OVERHEAD_TERMS) * MIN_POINTS_PER_TERM`` samples."""
+    chosen = [s for s in samples if s.kind == OVERHEAD_KIND]
+    if not chosen:
+        return None
+    needed = len(OVERHEAD_TERMS) * MIN_POINTS_PER_TERM
+    if len(chosen) < needed:
+        raise SchedlabError(f"profile: need at least {needed} measured requests to fit the {len(OVERHEAD_TERMS)} "
+                            f"terms of the serving overhead ({MIN_POINTS_PER_TERM} per term), got {len(chosen)}")
+    design = np.array([[1.0, float(s.prefill_tokens)] for s in chosen])
+    y = np.array([s.seconds for s in chosen], dtype=float)
+    solution, _ = nnls(design, y)
+    predicted = np.full(len(chosen), np.nan)
+    for test in fold_indices(len(chosen), min(folds, len(chosen)), seed):
+        train = np.setdiff1d(np.arange(len(chosen)), test)
+        fold_solution, _ = nnls(design[train], y[train])
+        predicted[test] = design[test] @ fold_solution
+    report = {"n": len(chosen), "mape_in_sample": _mape(design @ solution, y),
+              "mape_out_of_fold": _mape(predicted, y), "mean_s": float(np.mean(y))}
+    return ServingOverhead(**{term: float(v) for term, v in zip(OVERHEAD_TERMS, solution)}), report
+
+
 def fit_step_profile(samples: Sequence[StepSample], name: str, source: str, kv_capacity_tokens: int | None,
                      block_size: int | None, max_num_seqs: int | None, max_num_batched_tokens: int | None,
                      model: Literal["linear-step", "phase"] = "linear-step", folds: int = 5) -> EngineProfile:
     """An EngineProfile from measured steps: the linear step model (default) or eq. 14-15 fitted on
-    the same steps, with in-sample and out-of-fold errors per step kind in ``fit``."""
+    the same steps, with in-sample and out-of-fold errors per step kind in ``fit``; and, when the
+    samples hold :data:`OVERHEAD_KIND` requests, the serving overhead fitted on them."""
+    overhead = fit_serving_overhead(samples, folds)
+    samples = [s for s in samples if s.kind in STEP_KINDS]
     if kv_capacity_tokens is None:
         raise SchedlabError("profile: the engine did not report its KV capacity (vllm:cache_config_info); "
                             "set engine.kv_capacity_tokens in the profile by hand")
@@ -525,6 +567,9 @@ def fit_step_profile(samples: Sequence[StepSample], name: str, source: str, kv_c
         "rmse_s": float(np.sqrt(np.mean((predicted - measured) ** 2))),
         "cross_validation": cross_validate(samples, model, folds),
     }
+    if overhead is not None:
+        extra["serving_overhead"] = overhead[0]
+        fit["serving_overhead"] = overhead[1]
     return EngineProfile(name=name, source=source, kv_capacity_tokens=kv_capacity_tokens, fit=fit,
                          **coefficients, **extra)
 
@@ -545,6 +590,7 @@ def fit_table(profile: EngineProfile) -> list[list[str]]:
         rows += [[term, f"{getattr(profile.step_model, term):.3g}"] for term in STEP_TERMS]
         rows += [["out-of-fold MAPE " + kind, f"{cv[kind]['mape']:.1%} (n={cv[kind]['n']})"]
                  for kind in (*STEP_KINDS, "all") if kind in cv]
+        rows += _overhead_rows(profile)
         return rows
     assert profile.prefill is not None and profile.decode is not None
     rows = [["phase", "alpha (s/tok/req)", "beta (s/req)", "gamma (s/tok)", "delta (s)", "MAPE"]]
@@ -552,6 +598,17 @@ def fit_table(profile: EngineProfile) -> list[list[str]]:
         mape = fit.get(f"mape_{name}", fit.get("mape_in_sample", {}).get(name))
         rows.append([name, f"{phase.alpha:.3g}", f"{phase.beta:.3g}", f"{phase.gamma:.3g}", f"{phase.delta:.3g}",
                      "" if mape is None else f"{mape:.1%}"])
+    return rows + [row + [""] * 4 for row in _overhead_rows(profile)]
+
+
+def _overhead_rows(profile: EngineProfile) -> list[list[str]]:
+    overhead = profile.serving_overhead
+    if overhead is None:
+        return []
+    rows = [[f"serving overhead {term}", f"{getattr(overhead, term):.3g}"] for term in OVERHEAD_TERMS]
+    report = (profile.fit or {}).get("serving_overhead")
+    if report:
+        rows.append(["out-of-fold MAPE serving overhead", f"{report['mape_out_of_fold']:.1%} (n={report['n']})"])
     return rows
 
 

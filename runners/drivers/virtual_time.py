@@ -24,7 +24,7 @@ from runners.recording import RunRecorder
 from runners.schedulers.base import Completion, InstanceInfo, SchedulerPolicy, TelemetrySample
 from runners.workload.requests import Request
 
-STEP_END, WAKE = 0, 1
+STEP_END, WAKE, ADMIT = 0, 1, 2
 MIN_STEP_S = 1e-6
 
 
@@ -64,6 +64,10 @@ class VirtualTimeDriver:
         self._decode_steps_since_sample = [0] * len(self.instances)
         self._decode_time_since_sample = [0.0] * len(self.instances)
         self._last_sample_s = 0.0
+        # dispatches still in the serving front end (see ServingOverhead), by event payload:
+        # (request id, instance, prompt tokens, max tokens, priority); and payload by request id
+        self._admitting: dict[int, tuple[str, int, int, int, int]] = {}
+        self._admitting_ids: dict[str, int] = {}
         self.now = 0.0
 
     def _push(self, time_s: float, kind: int, payload: int) -> None:
@@ -101,12 +105,26 @@ class VirtualTimeDriver:
     def _apply(self, now: float) -> None:
         decision = self.policy.decide(now)
         for request_id in decision.cancels:
+            payload = self._admitting_ids.pop(request_id, None)
+            if payload is not None:
+                del self._admitting[payload]
             for instance in self.instances:
                 instance.cancel(request_id)
         for dispatch in decision.dispatches:
             record, max_tokens = self.recorder.check_dispatch(dispatch, self.policy.name, len(self.instances))
             prompt = record.request.input_tokens + record.output_tokens
-            self.instances[dispatch.instance].add(dispatch.request_id, prompt, max_tokens, dispatch.priority or 0)
+            instance = self.instances[dispatch.instance]
+            overhead = instance.latency.overhead
+            if overhead is None:
+                instance.add(dispatch.request_id, prompt, max_tokens, dispatch.priority or 0)
+            else:  # the front end holds it first: the engine sees it when its overhead has passed
+                self._counter += 1
+                payload = self._counter
+                self._admitting[payload] = (dispatch.request_id, dispatch.instance, prompt, max_tokens,
+                                            dispatch.priority or 0)
+                self._admitting_ids[dispatch.request_id] = payload
+                heapq.heappush(self._events, (now + max(overhead.seconds(prompt), MIN_STEP_S), payload, ADMIT,
+                                              payload))
             self.recorder.dispatched(dispatch.request_id, dispatch.instance, now)
         if decision.wake_at is not None and math.isfinite(decision.wake_at):
             self._push(max(decision.wake_at, now + MIN_STEP_S), WAKE, -1)
@@ -200,6 +218,10 @@ class VirtualTimeDriver:
                     _, _, kind, payload = heapq.heappop(events)
                     if kind == STEP_END:
                         noticed = self._step_end(payload, now) or noticed
+                    elif kind == ADMIT:
+                        request_id, index, prompt, max_tokens, priority = self._admitting.pop(payload)
+                        del self._admitting_ids[request_id]
+                        self.instances[index].add(request_id, prompt, max_tokens, priority)
                     else:
                         noticed = True
             self.now = now

@@ -26,6 +26,28 @@ tokens + beta2 * decode tokens):
 On a pure step it is eq. 14/15 with gamma = 0 (see :meth:`LinearStepModel.phases`), so every
 caller of ``prefill``/``decode`` (slo-sa, SCLS, capacity estimates) gets the same numbers, and
 a mixed step costs one ``fixed_s`` rather than both phases' constants.
+
+A client of a real server also waits outside the steps: the HTTP request is parsed, the prompt
+tokenised (chat template applied), the request handed to the engine process, and the first token
+detokenised and streamed back. :class:`ServingOverhead` models that as one delay before the
+engine sees a request,
+
+    overhead(prompt) = request_s + per_prompt_token_s * prompt_tokens        (seconds),
+
+measured by the profiler on an idle server as the client's TTFT minus the engine's own queue and
+prefill times (vLLM's ``vllm:request_queue_time_seconds`` and ``vllm:request_prefill_time_seconds``,
+engine-core clock). On a big model it is a few percent of TTFT; on the tiny CPU model it is most
+of it. Where it knowingly differs from vLLM:
+
+- the whole delay is put before the engine. The real split (tokenisation and IPC before,
+  detokenisation and streaming after) changes no client metric while the delay does not depend
+  on load (every request's timeline only shifts), but the engine sees a request earlier than
+  modelled by the part that really comes after;
+- the front end's CPU work per streamed token is no separate term: where it competes with the
+  engine for the same cores it is inside the decode step times, which the profiler reads from the
+  client's token gaps;
+- the delay does not grow with load; on a machine whose cores the front end and the engine share,
+  it does (bench/sim_fidelity.py measures what that costs).
 """
 
 from __future__ import annotations
@@ -116,20 +138,38 @@ class LinearStepModel(InputModel):
         return prefill, decode
 
 
+class ServingOverhead(InputModel):
+    """The serving front end's delay before the engine sees a request, seconds (module
+    docstring). Both terms finite, 0 to 3600, and required."""
+
+    model_config = ConfigDict(frozen=True)
+
+    request_s: float = Field(ge=0, le=MAX_COEFFICIENT_S,
+                             description="seconds per request (HTTP, IPC, streaming the first token)")
+    per_prompt_token_s: float = Field(ge=0, le=MAX_COEFFICIENT_S,
+                                      description="seconds per prompt token (tokenisation, chat template)")
+
+    def seconds(self, prompt_tokens: int) -> float:
+        """The delay for one request of ``prompt_tokens``, seconds."""
+        return self.request_s + self.per_prompt_token_s * prompt_tokens
+
+
 @dataclass(frozen=True)
 class LatencyModel:
     """Prefill and decode coefficients, in seconds; with ``step`` set, steps are costed by that
-    linear step model and ``prefill``/``decode`` are its eq. 14/15 view (use :meth:`of_step`)."""
+    linear step model and ``prefill``/``decode`` are its eq. 14/15 view (use :meth:`of_step`).
+    ``overhead``: the serving front end's delay before the engine sees a request (None: none)."""
 
     prefill: PhaseCoefficients
     decode: PhaseCoefficients
     step: LinearStepModel | None = None
+    overhead: ServingOverhead | None = None
 
     @classmethod
-    def of_step(cls, step: LinearStepModel) -> "LatencyModel":
+    def of_step(cls, step: LinearStepModel, overhead: ServingOverhead | None = None) -> "LatencyModel":
         """The latency model of a linear step model (phases derived, exact on pure steps)."""
         prefill, decode = step.phases()
-        return cls(prefill=prefill, decode=decode, step=step)
+        return cls(prefill=prefill, decode=decode, step=step, overhead=overhead)
 
     @property
     def kind(self) -> str:
@@ -173,6 +213,9 @@ class LatencyModel:
         return steps * self.decode.at(batch, mean_context)
 
     def alone_latency(self, input_tokens: float, output_tokens: int) -> tuple[float, float]:
-        """(TTFT, E2E) in seconds of one request served alone on an idle engine."""
+        """(TTFT, E2E) in seconds of one request served alone on an idle engine, as its client
+        sees them (the serving overhead included)."""
         ttft = self.prefill_time(1, input_tokens)
+        if self.overhead is not None:
+            ttft += self.overhead.seconds(round(input_tokens))
         return ttft, ttft + self.decode_time(1, input_tokens, output_tokens)

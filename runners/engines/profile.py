@@ -18,7 +18,9 @@ Profile file format (JSON or YAML; the real-engine profiler writes the same):
     block_size: 16
     max_num_seqs: 256
     max_num_batched_tokens: 8192
+    serving_overhead: {request_s: ..., per_prompt_token_s: ...}   # optional: the front end's delay, seconds
     fit: {...}                        # optional: fit errors written by the profiler
+    fidelity: {...}                   # optional: bench/sim_fidelity.py's report (real engine vs simulator)
 
 A profile carries exactly one latency model. With ``step_model`` the ``prefill``/``decode``
 attributes are that model's eq. 14/15 view (equal on pure steps) and are not written to the file.
@@ -34,7 +36,8 @@ import yaml
 from pydantic import ConfigDict, Field, ValidationError, model_validator
 
 from runners.engines.kv_cache import GPUBudget, ModelShape, kv_capacity_tokens
-from runners.engines.latency_model import MIN_POINTS_PER_TERM, STEP_TERMS, LatencyModel, LinearStepModel, PhaseCoefficients
+from runners.engines.latency_model import (MIN_POINTS_PER_TERM, STEP_TERMS, LatencyModel, LinearStepModel,
+                                          PhaseCoefficients, ServingOverhead)
 from runners.errors import ConfigError, DatasetError, format_validation_error
 from runners.input_model import InputModel
 
@@ -85,7 +88,9 @@ class EngineProfile(InputModel):
     block_size: int = Field(default=16, gt=0, le=4096)
     max_num_seqs: int = Field(default=256, gt=0, le=65_536)
     max_num_batched_tokens: int = Field(default=8192, gt=0, le=10_000_000)
+    serving_overhead: ServingOverhead | None = None
     fit: dict[str, Any] | None = None
+    fidelity: dict[str, Any] | None = None
 
     @model_validator(mode="after")
     def _capacity_known(self) -> "EngineProfile":
@@ -108,9 +113,9 @@ class EngineProfile(InputModel):
 
     def latency_model(self) -> LatencyModel:
         if self.step_model is not None:
-            return LatencyModel.of_step(self.step_model)
+            return LatencyModel.of_step(self.step_model, self.serving_overhead)
         assert self.prefill is not None and self.decode is not None
-        return LatencyModel(prefill=self.prefill, decode=self.decode)
+        return LatencyModel(prefill=self.prefill, decode=self.decode, overhead=self.serving_overhead)
 
     def capacity_tokens(self) -> int:
         """KV-cache capacity in tokens: given directly, else computed from model shape and GPU."""

@@ -16,6 +16,28 @@ comes from :class:`~runners.engines.latency_model.LatencyModel`. With ``run_to_c
 the engine behaves like a static-batching server (FasterTransformer; Baton's baseline):
 new requests join only while the current batch is still in its first prefill, and finished
 requests keep their KV blocks until the whole batch has finished (the memory sawtooth).
+
+A client of a real server also waits outside the steps (HTTP, tokenisation, streaming): with a
+profile that carries a :class:`~runners.engines.latency_model.ServingOverhead`, the driver hands a
+dispatched request to the instance only when that delay has passed (``serving_overhead: false``
+turns it off).
+
+Where this model knowingly differs from vLLM V1 (measured cost: bench/results/sim_fidelity.md):
+
+- prefix caching (on by default in V1) is not modelled: every prompt is computed in full. The
+  bundled workloads share no prefix longer than a block, so it changes nothing there; a workload
+  with long shared system prompts runs faster on vLLM than here;
+- a step's time comes from the profile's step model, a function of what the step computes; the
+  real step varies around it (the fit's out-of-fold error is in the profile's ``fit``);
+- the serving front end's delay is one per-request constant plus a per-prompt-token term, all
+  put before the engine, and it does not grow with load (see ``ServingOverhead``); on a machine
+  where front end and engine share cores the real delay and the real steps both grow with load;
+- no EOS, stop strings or speculative decoding: a request generates exactly its ``max_tokens``
+  (the real runs ask for exactly that many with ``min_tokens``/``ignore_eos``);
+- no swap preemption and no pipeline of scheduled-ahead steps (async scheduling): a step starts
+  when the previous one ends and sees every request that arrived before it started;
+- requests that arrive in the same instant join the waiting queue in dispatch order (the real
+  front end may reorder them by a few microseconds).
 """
 
 from __future__ import annotations
@@ -23,7 +45,7 @@ from __future__ import annotations
 import heapq
 from array import array
 from collections import deque
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Literal
 
 from pydantic import Field
@@ -55,6 +77,11 @@ class SimulatorConfig(InputModel):
     max_num_batched_tokens: int | None = Field(default=None, gt=0, le=10_000_000, description="tokens per step")
     scheduling_policy: Literal["fcfs", "priority"] = "fcfs"
     run_to_completion: bool = Field(default=False, description="hold KV until the batch ends (static server)")
+    serving_overhead: bool = Field(
+        default=True,
+        description="add the profile's serving front-end delay (HTTP, tokenisation, streaming) before the engine "
+                    "sees a request, as a client of a real server waits; false: the engine alone",
+    )
     pace: float | None = Field(
         default=None, ge=0.001, le=1_000_000.0,
         description="simulated seconds per wall-clock second (1 = real time), so a run can be watched live; "
@@ -92,9 +119,10 @@ class SimulatorConfig(InputModel):
             source = "engine.gpu" if self.model is not None or self.gpu is not None else "engine.profile"
             raise ConfigError(source, f"the model and GPU give a KV cache of {capacity:,} tokens; expected at most "
                               f"{MAX_KV_CAPACITY_TOKENS:,}")
+        latency = profile.latency_model()
         return ResolvedSimulator(
             profile=profile,
-            latency=profile.latency_model(),
+            latency=latency if self.serving_overhead else replace(latency, overhead=None),
             kv_capacity_tokens=(capacity // block_size) * block_size,
             block_size=block_size,
             max_num_seqs=self.max_num_seqs or profile.max_num_seqs,

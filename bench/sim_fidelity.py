@@ -1,0 +1,208 @@
+"""Simulator fidelity (issue 13 section 3): the real CPU vLLM against the simulator with its fitted
+profile, from light load to overload, over several seeds.
+
+1. Launch the CPU vLLM (tiny random Llama, max_num_seqs 64, max_num_batched_tokens 2048,
+   128-token blocks) and, unless ``--profile`` names an existing profile, measure its steps and
+   serving overhead with the step profiler (controlled loads of random prompts, seed 0: a
+   different sample from the validation workload) and fit the profile.
+2. Measure the engine's capacity: the mixed chat + code workload sent all at once
+   (``--capacity-requests``, workload seed 1000), completed requests per second.
+3. For every load level (fraction of that capacity) and seed: the mixed workload (``--requests``
+   per run, Poisson arrivals at level x capacity, workload seeds 101, 102, ...) with FCFS on the
+   real engine, then on the simulator with the profile, with the same requests and arrival times
+   (same seed, the model's own tokenizer on both sides). Per level and quantity: the error of each
+   seed, their mean, 95% interval and largest, against the targets (runners/engines/fidelity.py).
+   A level the real engine cannot serve (failed requests, a run that does not finish) is reported
+   as failed and the others are kept; the report is rewritten after every level.
+4. Write bench/results/sim_fidelity.{json,md} and the profile with its fidelity report
+   (bench/results/tiny-cpu-vllm.profile.yaml, the bundled tiny-CPU profile) plus its samples.
+
+No parameter is tuned to the validation seeds: the profile comes from step 1 only.
+
+Usage: python bench/sim_fidelity.py [--levels 0.2,0.5,0.8,1.2] [--seeds 3] [--requests 120]
+       [--capacity-requests 200] [--profile PATH]
+Run it under the CPU lock on a quiet machine (it takes about 10 minutes).
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import math
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+from vllm_cpu_common import RESULTS, tiny_model, vllm_engine
+
+from runners.benchmark import execute_run
+from runners.config import parse_config
+from runners.engines.fidelity import (FIDELITY_SCHEMA, compare_level, missed_targets, parse_levels, quantity_keys,
+                                      quantity_label)
+from runners.engines.profile import load_profile
+from runners.engines.real_engine import RealEngine
+from runners.errors import SchedlabError
+from runners.profiler import StepGrid, fit_step_profile, fit_table, measure_steps, write_step_samples
+
+PROFILE = RESULTS / "tiny-cpu-vllm.profile.yaml"
+SAMPLES = RESULTS / "tiny-cpu-vllm.profile-samples.csv"
+REPORT_JSON = RESULTS / "sim_fidelity.json"
+REPORT_MD = RESULTS / "sim_fidelity.md"
+SOURCE = ("bench/sim_fidelity.py: vllm-cpu 0.32.0, tiny random Llama (2 layers, hidden 256), this machine's 2 cores; "
+          "steps and serving overhead measured by runners.profiler.measure_steps (seed 0)")
+CAPACITY_SEED = 1000
+FIRST_VALIDATION_SEED = 101
+
+
+def workload(model: Path, requests: int, seed: int, rate: float | None) -> dict:
+    arrival = {"process": "all-at-once"} if rate is None else {"process": "poisson", "rate": rate}
+    return {"requests": requests, "seed": seed, "tokenizer": str(model), "arrival": arrival}
+
+
+def run(engine: dict, work: dict, out: Path, limit_s: float) -> dict:
+    outcome = execute_run(parse_config({"engine": engine, "workload": work, "scheduler": {"name": "fcfs"},
+                                        "max_duration_s": limit_s}), out)
+    summary = dict(outcome.summary)
+    summary["_status"], summary["_error"] = outcome.status, outcome.error
+    return summary
+
+
+def unserved(summary: dict, requests: int) -> str | None:
+    """Why a real run does not measure its level (None: it does)."""
+    if summary["_status"] != "done":
+        return f"run {summary['_status']}: {summary['_error'] or 'no reason given'}"
+    if summary.get("failed"):
+        return f"{summary['failed']} of {requests} requests failed"
+    if summary.get("completed") != requests:
+        return f"{summary.get('completed')} of {requests} requests completed"
+    return None
+
+
+def markdown(report: dict) -> str:
+    lines = [
+        f"# Simulator fidelity (bench/sim_fidelity.py)", "",
+        f"{report['date']}; real engine: {report['engine']}; profile `{report['profile']}`; workload: "
+        f"{report['workload']}; {report['requests_per_run']} requests per run; seeds {report['seeds']}; measured "
+        f"capacity {report['capacity_rps']:.2f} req/s ({report['capacity_note']}). Error = (simulated - real) / real, "
+        "mean over seeds [95% t-interval] (largest |error| of a seed). Targets: |mean error| <= 5% below saturation, "
+        "<= 10% above; p90 <= 10% below saturation.", "",
+    ]
+    header = "| quantity | " + " | ".join(f"{lv['level']:.0%} ({lv['rate_rps']:.2f} req/s)" for lv in report["levels"])
+    lines += [header + " |", "|---" * (len(report["levels"]) + 1) + "|"]
+    for key in quantity_keys():
+        cells = []
+        for level in report["levels"]:
+            q = level["quantities"][key]
+            real = sum(q["real"]) / len(q["real"])
+            sim = sum(q["sim"]) / len(q["sim"])
+            unit = 1000 if key != "output_throughput_tps" else 1
+            ci = f" [{q['ci95'][0]:+.1%}, {q['ci95'][1]:+.1%}]" if q["ci95"] else ""
+            mark = {True: " ok", False: " **MISS**", None: ""}[q["met"]]
+            cells.append(f"{real * unit:.3g} / {sim * unit:.3g}: {q['mean_error']:+.1%}{ci} "
+                         f"(max {q['max_abs_error']:.1%}){mark}")
+        unit = "" if key == "output_throughput_tps" else " (ms)"
+        lines.append(f"| {quantity_label(key)}{unit} real / sim | " + " | ".join(cells) + " |")
+    misses = missed_targets(report)
+    lines += ["", "## Targets missed" if misses else "## All targets met", ""]
+    lines += [f"- {line}" for line in misses]
+    if report.get("failed_levels"):
+        lines += ["", "## Levels not measured", ""]
+        lines += [f"- {f['level']:.0%} ({f['rate_rps']:.2f} req/s): {f['error']}" for f in report["failed_levels"]]
+    lines += ["", "## The profile", "", "| | |", "|---|---|"]
+    lines += [f"| {a} | {b} |" for a, b in report.get("fit_table", [])[1:]]
+    return "\n".join(lines) + "\n"
+
+
+def save(report: dict) -> None:
+    REPORT_JSON.write_text(json.dumps(report, indent=2) + "\n")
+    REPORT_MD.write_text(markdown(report))
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--levels", default="0.2,0.5,0.8,1.2", help="fractions of the measured capacity")
+    parser.add_argument("--seeds", type=int, default=3)
+    parser.add_argument("--requests", type=int, default=120, help="requests per run")
+    parser.add_argument("--capacity-requests", type=int, default=200)
+    parser.add_argument("--profile", help="validate this profile instead of measuring a new one")
+    args = parser.parse_args()
+    try:
+        levels = parse_levels(args.levels)
+    except SchedlabError as exc:
+        sys.exit(str(exc))
+    if args.seeds < 1 or args.requests < 1:
+        sys.exit("--seeds and --requests: expected at least 1")
+    seeds = [FIRST_VALIDATION_SEED + i for i in range(args.seeds)]
+    RESULTS.mkdir(parents=True, exist_ok=True)
+    with tempfile.TemporaryDirectory() as scratch:
+        model = tiny_model(Path(scratch) / "tiny")
+        engine_config = parse_config({"engine": vllm_engine(model)}).engine
+        server = RealEngine(engine_config, Path(scratch) / "logs")
+        instance = server.start()[0]
+        out = Path(scratch) / "results"
+        try:
+            if args.profile:
+                profile_path = Path(args.profile)
+                profile = load_profile(profile_path)
+            else:
+                samples = asyncio.run(measure_steps(instance.endpoint, StepGrid(),
+                                                    engine_config.max_num_batched_tokens,
+                                                    progress=lambda m: print(m, flush=True)))
+                write_step_samples(samples, SAMPLES)
+                profile = fit_step_profile(samples, "tiny-cpu-vllm", SOURCE, instance.kv_capacity_tokens,
+                                           instance.block_size, engine_config.max_num_seqs,
+                                           engine_config.max_num_batched_tokens)
+                profile_path = PROFILE
+                profile.to_file(profile_path)
+            print("\n".join(f"{a}: {b}" for a, b in fit_table(profile)[1:]), flush=True)
+            real_engine = {"kind": "openai", "urls": instance.endpoint.base_url}
+            sim_engine = {"kind": "sim", "profile": str(profile_path)}
+            capacity = run(real_engine, workload(model, args.capacity_requests, CAPACITY_SEED, None), out, 3600)
+            problem = unserved(capacity, args.capacity_requests)
+            if problem:
+                sys.exit(f"capacity run: {problem}")
+            capacity_rps = capacity["request_throughput_rps"]
+            print(f"capacity: {capacity_rps:.2f} req/s", flush=True)
+            report = {
+                "schema": FIDELITY_SCHEMA, "profile": profile.name, "profile_file": str(profile_path),
+                "engine": f"vllm-cpu 0.32.0 ({instance.version or 'version unknown'}), tiny random Llama, "
+                          "max_num_seqs 64, max_num_batched_tokens 2048",
+                "workload": "mixed chat + code synthetic stand-ins, Poisson arrivals",
+                "date": time.strftime("%Y-%m-%d %H:%M:%S"), "capacity_rps": capacity_rps,
+                "capacity_note": f"all {args.capacity_requests} requests at once, seed {CAPACITY_SEED}",
+                "seeds": seeds, "requests_per_run": args.requests, "levels": [], "failed_levels": [],
+                "fit_table": fit_table(profile),
+            }
+            for level in levels:
+                rate = level * capacity_rps
+                # a run that needs more than 4x its arrival span plus 2 minutes did not keep up
+                limit = 4 * args.requests / rate + 120
+                real, sim, failure = [], [], None
+                for seed in seeds:
+                    summary = run(real_engine, workload(model, args.requests, seed, rate), out, limit)
+                    failure = unserved(summary, args.requests)
+                    if failure:
+                        failure = f"seed {seed}: {failure}"
+                        break
+                    real.append(summary)
+                    sim.append(run(sim_engine, workload(model, args.requests, seed, rate), out, math.inf))
+                    print(f"level {level:.0%} seed {seed}: TTFT real {summary['ttft_s']['mean'] * 1000:.2f} ms / sim "
+                          f"{sim[-1]['ttft_s']['mean'] * 1000:.2f} ms; TPOT {summary['tpot_s']['mean'] * 1000:.3f} / "
+                          f"{sim[-1]['tpot_s']['mean'] * 1000:.3f} ms", flush=True)
+                if failure:
+                    report["failed_levels"].append({"level": level, "rate_rps": rate,
+                                                    "error": f"the real engine cannot be measured here ({failure})"})
+                else:
+                    report["levels"].append(compare_level(level, rate, seeds, real, sim))
+                save(report)
+        finally:
+            server.stop()
+    if not args.profile or Path(args.profile).resolve() == PROFILE.resolve():
+        profile.model_copy(update={"fidelity": {k: v for k, v in report.items() if k != "fit_table"}}).to_file(PROFILE)
+    print(markdown(report))
+
+
+if __name__ == "__main__":
+    main()

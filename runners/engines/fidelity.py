@@ -1,0 +1,169 @@
+"""How close the simulator comes to the real engine: the fidelity report a profile carries.
+
+``bench/sim_fidelity.py`` runs one workload at several load levels (fractions of the real
+engine's measured capacity) and several seeds on the real engine, then on the simulator with the
+profile, with the same requests and arrival times. For every level and quantity (mean and p90 of
+TTFT, TPOT and E2E; output throughput) each seed gives a relative error
+
+    error = (simulated - real) / real
+
+and the level reports their mean over seeds, a 95% Student-t interval of that mean
+(scipy.stats.t, n - 1 degrees of freedom; none for one seed) and the largest error of any seed.
+A level is below saturation when its offered rate is under the measured capacity. Targets
+(issue 13): |mean error| of every mean <= 5% below saturation and <= 10% above; of every p90 <=
+10% below saturation (p90 above saturation and throughput: reported, no target).
+
+The report is a plain mapping (JSON in the bench's results, ``fidelity`` in the profile file)::
+
+    schema: schedlab.fidelity/1
+    profile, engine, workload, date, capacity_rps, seeds, requests_per_run
+    levels: [{level, rate_rps, saturated, seeds, quantities: {"ttft_s.mean": {real, sim, errors,
+              mean_error, ci95, max_abs_error, target, met}, ...}}, ...]
+    failed_levels: [{level, rate_rps, error}]     # levels that could not be measured (kept out)
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any, Sequence
+
+import numpy as np
+from scipy import stats
+
+from runners.errors import ConfigError
+
+FIDELITY_SCHEMA = "schedlab.fidelity/1"
+
+#: The latency metrics compared (summary key, label) and the statistics of each.
+LATENCY_METRICS: tuple[tuple[str, str], ...] = (("ttft_s", "TTFT"), ("tpot_s", "TPOT"), ("e2e_s", "E2E"))
+LATENCY_STATS: tuple[str, ...] = ("mean", "p90")
+#: Output throughput (summary key, label).
+THROUGHPUT: tuple[str, str] = ("output_throughput_tps", "output tok/s")
+
+#: Targets, as |relative error| (issue 13 section 3).
+MEAN_TARGET_BELOW_SATURATION = 0.05
+MEAN_TARGET_ABOVE_SATURATION = 0.10
+P90_TARGET_BELOW_SATURATION = 0.10
+
+#: Load levels are fractions of the measured capacity: above 0 and at most this.
+MAX_LEVEL = 3.0
+
+
+def quantity_keys() -> list[str]:
+    """Every compared quantity, as ``"<summary key>.<stat>"`` (latencies) or the throughput key."""
+    return [f"{key}.{stat}" for key, _ in LATENCY_METRICS for stat in LATENCY_STATS] + [THROUGHPUT[0]]
+
+
+def quantity_label(key: str) -> str:
+    """``"ttft_s.mean"`` -> ``"mean TTFT"``; the throughput key -> ``"output tok/s"``."""
+    if key == THROUGHPUT[0]:
+        return THROUGHPUT[1]
+    metric, stat = key.split(".")
+    return f"{stat} {dict(LATENCY_METRICS)[metric]}"
+
+
+def summary_value(summary: dict[str, Any], key: str) -> float:
+    """The quantity ``key`` from a run's summary.json mapping (NaN when absent)."""
+    if "." in key:
+        metric, stat = key.split(".")
+        value = (summary.get(metric) or {}).get(stat)
+    else:
+        value = summary.get(key)
+    return float("nan") if value is None else float(value)
+
+
+def target_for(key: str, saturated: bool) -> float | None:
+    """The |error| target of quantity ``key`` at a level below or above saturation (None: no target)."""
+    if key == THROUGHPUT[0]:
+        return None
+    if key.endswith(".mean"):
+        return MEAN_TARGET_ABOVE_SATURATION if saturated else MEAN_TARGET_BELOW_SATURATION
+    return None if saturated else P90_TARGET_BELOW_SATURATION
+
+
+def parse_levels(text: str) -> list[float]:
+    """``"0.2,0.5,0.8,1.2"`` -> sorted distinct fractions; ConfigError naming ``--levels`` otherwise."""
+    try:
+        levels = sorted({float(part) for part in text.split(",") if part.strip()})
+    except ValueError:
+        raise ConfigError("--levels", f"{text!r}: expected comma-separated fractions of capacity, e.g. "
+                          "0.2,0.5,0.8,1.2") from None
+    if not levels:
+        raise ConfigError("--levels", "expected at least one load level")
+    bad = [level for level in levels if not (0 < level <= MAX_LEVEL) or not math.isfinite(level)]
+    if bad:
+        raise ConfigError("--levels", f"{bad[0]:g} is not a load level: expected a fraction of the measured capacity "
+                          f"above 0 and at most {MAX_LEVEL:g}")
+    return levels
+
+
+def compare_level(level: float, rate_rps: float, seeds: Sequence[int], real: Sequence[dict[str, Any]],
+                  simulated: Sequence[dict[str, Any]]) -> dict[str, Any]:
+    """One level of the report from the real and simulated summaries of the same seeds (paired)."""
+    if not (len(seeds) == len(real) == len(simulated)) or not seeds:
+        raise ValueError("compare_level: one real and one simulated summary per seed")
+    saturated = level >= 1.0
+    quantities: dict[str, Any] = {}
+    for key in quantity_keys():
+        real_values = [summary_value(s, key) for s in real]
+        sim_values = [summary_value(s, key) for s in simulated]
+        errors = [(sim - rl) / rl if rl else float("nan") for sim, rl in zip(sim_values, real_values)]
+        finite = np.array([e for e in errors if math.isfinite(e)])
+        mean_error = float(finite.mean()) if len(finite) else float("nan")
+        ci95 = None
+        if len(finite) >= 2:
+            half = float(stats.t.ppf(0.975, len(finite) - 1) * finite.std(ddof=1) / math.sqrt(len(finite)))
+            ci95 = [mean_error - half, mean_error + half]
+        target = target_for(key, saturated)
+        quantities[key] = {
+            "real": real_values, "sim": sim_values, "errors": errors, "mean_error": mean_error, "ci95": ci95,
+            "max_abs_error": float(np.abs(finite).max()) if len(finite) else float("nan"),
+            "target": target,
+            "met": None if target is None or not math.isfinite(mean_error) else abs(mean_error) <= target,
+        }
+    return {"level": level, "rate_rps": rate_rps, "saturated": saturated, "seeds": list(seeds),
+            "quantities": quantities}
+
+
+def missed_targets(report: dict[str, Any]) -> list[str]:
+    """One line per (level, quantity) whose target is missed, saying by how much."""
+    lines = []
+    for level in report.get("levels", []):
+        for key, q in level["quantities"].items():
+            if q.get("met") is False:
+                lines.append(f"{level['level']:.0%} load: {quantity_label(key)} error {q['mean_error']:+.1%} "
+                             f"(target within {q['target']:.0%}, missed by {abs(q['mean_error']) - q['target']:.1%})")
+    return lines
+
+
+def nearest_level(report: dict[str, Any], rate_rps: float | None) -> dict[str, Any] | None:
+    """The report's level closest to ``rate_rps`` (offered req/s; None: all at once, the highest)."""
+    levels = report.get("levels") or []
+    if not levels:
+        return None
+    if rate_rps is None or not math.isfinite(rate_rps):
+        return max(levels, key=lambda lv: lv["level"])
+    return min(levels, key=lambda lv: abs(lv["rate_rps"] - rate_rps))
+
+
+def fidelity_sentence(profile_name: str, report: dict[str, Any] | None, rate_rps: float | None) -> str:
+    """What a simulated run with this profile can be trusted for, in one sentence (the Launch
+    and Results pages show it beside any simulated run)."""
+    if not report or not report.get("levels"):
+        return (f"simulated with profile {profile_name}: no fidelity report; this profile was never compared with "
+                "the real engine (bench/sim_fidelity.py makes one)")
+    level = nearest_level(report, rate_rps)
+    assert level is not None
+    q = level["quantities"]
+
+    def err(key: str) -> str:
+        value = q[key]["mean_error"]
+        return "n/a" if not math.isfinite(value) else f"{abs(value):.1%}"
+
+    seeds = len(level["seeds"])
+    misses = [quantity_label(k) for k, v in q.items() if v.get("met") is False]
+    verdict = (f"misses the target for {', '.join(misses)}" if misses else "meets the fidelity targets")
+    return (f"simulated with profile {profile_name}: mean TTFT within {err('ttft_s.mean')} of the real engine "
+            f"(TPOT {err('tpot_s.mean')}, E2E {err('e2e_s.mean')}, output tok/s {err(THROUGHPUT[0])}) at "
+            f"{level['level']:.0%} of its capacity ({level['rate_rps']:.3g} req/s, {seeds} seed"
+            f"{'s' if seeds != 1 else ''}, {report.get('workload', 'its workload')}); {verdict} there")
