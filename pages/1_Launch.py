@@ -90,9 +90,11 @@ def form_values() -> dict:
 
 
 @st.cache_data(max_entries=32, show_spinner=False)
-def load_preview(values_json: str) -> list[tuple[str, str | None]]:
-    """(sentence, warning or None) per arrival rate: the offered load against the engine's estimated capacity."""
-    return [(load.text, low_load_warning(load) if load.low else None) for load in preview_load(json.loads(values_json))]
+def load_preview(values_json: str) -> list[tuple[str, str | None, str | None]]:
+    """(sentence, warning or None, simulator fidelity or None) per arrival rate: the offered load against the
+    engine's estimated capacity, and how close the simulator came to the real engine near it."""
+    return [(load.text, low_load_warning(load) if load.low else None, load.fidelity)
+            for load in preview_load(json.loads(values_json))]
 
 
 def launch() -> None:
@@ -223,6 +225,10 @@ if kind == "sim":
         st.selectbox("Profile preset", list(PRESETS), key=key("engine.preset"),
                      help="Latency coefficients and KV capacity of a measured engine (DESIGN.md)")
         error_under("engine.preset")
+        text("Profile file (optional)", "engine.profile",
+             placeholder="bench/results/tiny-cpu-vllm.profile.yaml",
+             help="a profile from `python -m runners profile` or bench/sim_fidelity.py (which adds its fidelity "
+                  "report against the real engine); overrides the preset")
     with columns[1]:
         number("Instances", "engine.instances", 1, step=1, min_value=1)
     with columns[2]:
@@ -383,11 +389,13 @@ text("Job label (optional)", "job.label")
 
 # -- offered load: could the schedulers differ? ------------------------------------------------
 preview = load_preview(json.dumps(form_values(), sort_keys=True, default=str))
-for sentence, warning in preview:
+for sentence, warning, fidelity in preview:
     if warning:
         st.warning(f"{sentence} {warning}", icon="⚠️")
     else:
         st.info(sentence)
+    if fidelity:
+        st.caption(f"Fidelity: {fidelity}.")
 if planned is not None:
     st.caption(f"This launch is one study of {planned:,} run(s).")
 st.button("Launch", type="primary", on_click=launch)

@@ -22,7 +22,7 @@ from runners import result_store
 from runners.charts import (CHART_VIEWS, COMPARISON_CHARTS, ExportUnavailable, chart_png, charts_html,
                             comparison_chart, sweep_charts)
 from runners.compare import (COMPARISON_METRICS, capacities, change_is_good, comparison_table, definition_details,
-                              imported_label, sweep_frame, tokenization_note)
+                              imported_label, sweep_frame, tokenization_note, fidelity_note)
 from runners.errors import SchedlabError
 from runners.imports import IMPORTERS, import_bytes
 from runners.metrics.catalog import REQUEST_METRICS, metric
@@ -434,6 +434,13 @@ if loaded:
         note = tokenization_note(run.config)
         if note:
             st.warning(f"{run.run_id}: {note}")
+    fidelity = {}  # issue 13 section 3: how far a simulated run can be trusted, once per profile and rate
+    for run in loaded:
+        note = fidelity_note(run.config)
+        if note:
+            fidelity.setdefault(note, []).append(run.run_id)
+    for note, run_ids in fidelity.items():
+        st.caption(f"Fidelity ({', '.join(run_ids[:4])}{' …' if len(run_ids) > 4 else ''}): {note}.")
     details = definition_details(summaries)
     if details:
         st.markdown("**Imported runs.** The 'definition' column marks every metric whose value is not schedlab's "

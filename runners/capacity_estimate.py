@@ -51,7 +51,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
-from typing import Sequence
+from typing import TYPE_CHECKING, Sequence
 
 import numpy as np
 
@@ -60,6 +60,10 @@ from runners.workload.builder import WorkloadConfig
 from runners.workload.conversations import load_pairs
 from runners.workload.slo import TASKS
 from runners.workload.tokens import make_token_counter
+
+if TYPE_CHECKING:
+    from runners.config import RunConfig
+    from runners.engines.simulator import ResolvedSimulator
 
 #: Below this share of its slots in use (at the end of the arrivals, see :func:`is_low`) an engine
 #: rarely has a queue, so schedulers tend to make identical decisions (every request is
@@ -208,6 +212,9 @@ class OfferedLoad:
     occupancy: float | None
     text: str
     low: bool = False
+    #: how close the simulator with this profile came to the real engine near this load
+    #: (:func:`runners.engines.fidelity.fidelity_sentence`); None for a real engine
+    fidelity: str | None = None
 
 
 def is_low(estimate: CapacityEstimate, occupancy: float) -> bool:
@@ -245,7 +252,17 @@ def offered_load(config) -> OfferedLoad:
     engine = config.engine
     if not isinstance(engine, SimulatorConfig):
         return real_engine_load(engine.kind)
+    from runners.engines.fidelity import fidelity_sentence
+
     resolved = engine.resolve()
+    load = _simulated_load(config, resolved)
+    load.fidelity = fidelity_sentence(resolved.profile.name, resolved.profile.fidelity,
+                                      load.rate_rps)
+    return load
+
+
+def _simulated_load(config: RunConfig, resolved: ResolvedSimulator) -> OfferedLoad:
+    engine = config.engine
     estimate = estimate_capacity(resolved.latency, workload_lengths(config.workload), resolved.kv_capacity_tokens,
                                  resolved.block_size, resolved.max_num_seqs, resolved.max_num_batched_tokens,
                                  engine.instances)

@@ -12,6 +12,7 @@ from typing import Any, Sequence
 import numpy as np
 import pandas as pd
 
+from runners.engines.fidelity import fidelity_sentence
 from runners.metrics.catalog import RUN_METRICS, Metric, metric_by_label, summary_value
 from runners.workload.tokens import tokenization_label
 
@@ -121,6 +122,22 @@ def tokenization_note(config: dict[str, Any]) -> str | None:
     if not isinstance(tokenization, dict) or tokenization.get("approximate") is not True:
         return None
     return tokenization_label(tokenization)
+
+
+def fidelity_note(config: dict[str, Any]) -> str | None:
+    """For a simulated run, how close the simulator with its profile came to the real engine at
+    about the run's arrival rate (config.json ``resolved.engine_profile.fidelity``, written by
+    bench/sim_fidelity.py): :func:`runners.engines.fidelity.fidelity_sentence`. None for a run on a
+    real engine."""
+    resolved = config.get("resolved") if isinstance(config, dict) else None
+    profile = resolved.get("engine_profile") if isinstance(resolved, dict) else None
+    if not isinstance(profile, dict):
+        return None
+    arrival = ((config.get("config") or {}).get("workload") or {}).get("arrival") or {}
+    rate = arrival.get("rate") if arrival.get("process") in (None, "poisson", "gamma", "constant") else None
+    report = profile.get("fidelity")
+    return fidelity_sentence(str(profile.get("name", "?")), report if isinstance(report, dict) else None,
+                             float(rate) if isinstance(rate, (int, float)) else None)
 
 
 def change_is_good(metric_label: str, change: float | None) -> bool | None:

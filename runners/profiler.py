@@ -200,7 +200,10 @@ def write_samples(samples: Sequence[ProfileSample] | Sequence[StepSample], path:
 #   (scheduled -> first token, engine-core clock; vLLM's vllm:request_prefill_time_seconds) is one
 #   pure prefill step when the prompt fits max_num_batched_tokens. Read as the histogram's sum and
 #   count increments around the request. A prompt the engine counts longer than
-#   max_num_batched_tokens is chunked over several steps and is dropped.
+#   max_num_batched_tokens is chunked over several steps and is dropped. The engine was idle
+#   before it, so it is fitted as an idle start (the step model's ``idle_start_s``). The same
+#   request gives an ``overhead`` sample: the client's TTFT minus the engine's queue and prefill
+#   time, the serving front end's share (ServingOverhead).
 # - mixed: D decoding requests run, then P prompts of L tokens are sent at once (P*L + D within the
 #   token budget, so chunked prefill schedules each prompt whole in one step). The prompts' first
 #   tokens come out of the mixed step (P prefills + D decodes); the decoders' token gap that ends
@@ -435,8 +438,10 @@ class StepFit:
 
 
 def _design(samples: Sequence[StepSample]) -> np.ndarray:
+    """Design-matrix rows; a pure prefill sample is an idle start (one prompt sent to an idle engine)."""
     return np.array([LinearStepModel.features(s.prefill_requests, s.prefill_tokens, s.decode_requests,
-                                              s.decode_context) for s in samples], dtype=float)
+                                              s.decode_context, idle_start=s.kind == "prefill")
+                     for s in samples], dtype=float)
 
 
 def _mape(predicted: np.ndarray, measured: np.ndarray) -> float:
@@ -444,15 +449,20 @@ def _mape(predicted: np.ndarray, measured: np.ndarray) -> float:
 
 
 def fit_step_model(samples: Sequence[StepSample], min_points_per_term: int = MIN_POINTS_PER_TERM) -> StepFit:
-    """NNLS of step seconds on the :data:`STEP_TERMS` columns; refuses fewer than
-    ``len(STEP_TERMS) * min_points_per_term`` samples."""
+    """NNLS of step seconds on the :data:`STEP_TERMS` columns, each row weighted by 1 / its
+    measured seconds, so the fit minimises relative error: steps span 1 to 50 ms, and unweighted
+    least squares fits the long prefill steps at the cost of the short, frequent decode steps that
+    make TPOT. Refuses fewer than ``len(STEP_TERMS) * min_points_per_term`` samples."""
     needed = len(STEP_TERMS) * min_points_per_term
     if len(samples) < needed:
         raise SchedlabError(f"profile: need at least {needed} measured steps to fit the {len(STEP_TERMS)} terms of "
                             f"the linear step model ({min_points_per_term} per term), got {len(samples)}")
     design = _design(samples)
     y = np.array([s.seconds for s in samples], dtype=float)
-    solution, _ = nnls(design, y)
+    if (y <= 0).any() or not np.isfinite(y).all():
+        raise SchedlabError("profile: every measured step must take a finite, positive time")
+    weight = 1.0 / y
+    solution, _ = nnls(design * weight[:, None], y * weight)
     predicted = design @ solution
     model = LinearStepModel(**{term: float(v) for term, v in zip(STEP_TERMS, solution)})
     return StepFit(model, float(np.sqrt(np.mean((predicted - y) ** 2))), _mape(predicted, y), len(y))
@@ -472,7 +482,7 @@ def _phase_model(samples: Sequence[StepSample]) -> LatencyModel:
 
 def _predict(model: LatencyModel, samples: Sequence[StepSample]) -> np.ndarray:
     return np.array([model.step_time(s.prefill_requests, s.prefill_tokens, s.decode_requests, s.decode_context)
-                     for s in samples], dtype=float)
+                     + (model.idle_start_s if s.kind == "prefill" else 0.0) for s in samples], dtype=float)
 
 
 def fold_indices(n: int, folds: int, seed: int = 0) -> list[np.ndarray]:

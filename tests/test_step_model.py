@@ -144,9 +144,9 @@ def test_fit_recovers_known_coefficients():
 
 def test_too_few_points_are_refused():
     samples = synthetic_steps(MODEL, 0.0)
-    with pytest.raises(SchedlabError, match="need at least 15 measured steps .* got 14"):
-        fit_step_model(samples[:14])
-    fit_step_model(samples[:15])
+    with pytest.raises(SchedlabError, match="need at least 18 measured steps .* got 17"):
+        fit_step_model(samples[:17])
+    fit_step_model(samples[:18])
 
 
 def test_fold_indices_partition():
@@ -158,15 +158,22 @@ def test_fold_indices_partition():
 
 
 def test_cross_validation_by_hand():
-    # six identical prefill steps timed 10..60 ms: any fit predicts the mean of its training set, so
-    # leave-one-out predicts (210 - y_i) / 5 ms for sample i, errors |21 - 6i| / (5i) for i = 1..6
-    samples = [StepSample("prefill", 1, 100, 0, 0, 0.01 * i, "hand") for i in range(1, 7)]
-    report = cross_validate(samples, "linear-step", folds=6)
-    expected = np.mean([abs(21 - 6 * i) / (5 * i) for i in range(1, 7)])
-    assert expected == pytest.approx(0.851667, abs=1e-6)
-    assert report["prefill"]["mape"] == pytest.approx(expected)
-    assert report["prefill"]["n"] == 6 and "decode" not in report
-    errors_ms = [abs(21 - 6 * i) / (5 * i) * 10 * i for i in range(1, 7)]  # relative error x 10i ms
+    # seven identical prefill steps timed 10..70 ms: every fit predicts one constant c, and the
+    # relative-error weighting (1 / y) makes it minimise sum((c - y) / y)^2, so
+    # c = sum(1 / y) / sum(1 / y^2) over the training set. Leave-one-out leaves out y_i = 10i ms:
+    # c_i = 10 ms * H_i / Q_i, H_i = sum_{j != i} 1/j, Q_i = sum_{j != i} 1/j^2; error |H_i / Q_i - i| / i
+    samples = [StepSample("prefill", 1, 100, 0, 0, 0.01 * i, "hand") for i in range(1, 8)]
+    report = cross_validate(samples, "linear-step", folds=7)
+    errors = []
+    for i in range(1, 8):
+        h = sum(1 / j for j in range(1, 8) if j != i)
+        q = sum(1 / j ** 2 for j in range(1, 8) if j != i)
+        errors.append(abs(h / q - i) / i)
+    assert errors[0] == pytest.approx(2.1123, abs=1e-4)  # leaving out 10 ms: c = 31.1 ms
+    assert np.mean(errors) == pytest.approx(0.786970, abs=1e-6)
+    assert report["prefill"]["mape"] == pytest.approx(np.mean(errors))
+    assert report["prefill"]["n"] == 7 and "decode" not in report
+    errors_ms = [e * 10 * i for e, i in zip(errors, range(1, 8))]  # relative error x 10i ms
     assert report["all"]["rmse_s"] == pytest.approx(np.sqrt(np.mean(np.square(errors_ms))) / 1000)
 
 
@@ -218,7 +225,7 @@ def test_decode_and_mixed_steps_from_token_times():
 
 
 def test_profile_fitted_on_too_few_steps_is_refused(tmp_path):
-    with pytest.raises(DatasetError, match=r"bad\.yaml: fit\.points: the step model was fitted on 14 measured steps; its 5 "
-                                           r"terms need at least 15"):
+    with pytest.raises(DatasetError, match=r"bad\.yaml: fit\.points: the step model was fitted on 14 measured steps; its 6 "
+                                           r"terms need at least 18"):
         load_profile(_write(tmp_path, STEP.model_dump(), fit={"points": {"prefill": 4, "decode": 5, "mixed": 5}}))
-    assert load_profile(_write(tmp_path, STEP.model_dump(), fit={"points": 15})).step_model == STEP
+    assert load_profile(_write(tmp_path, STEP.model_dump(), fit={"points": 18})).step_model == STEP

@@ -219,9 +219,11 @@ class VirtualTimeDriver:
                     if kind == STEP_END:
                         noticed = self._step_end(payload, now) or noticed
                     elif kind == ADMIT:
-                        request_id, index, prompt, max_tokens, priority = self._admitting.pop(payload)
-                        del self._admitting_ids[request_id]
-                        self.instances[index].add(request_id, prompt, max_tokens, priority)
+                        entry = self._admitting.pop(payload, None)
+                        if entry is not None:  # else cancelled while in the front end
+                            request_id, index, prompt, max_tokens, priority = entry
+                            del self._admitting_ids[request_id]
+                            self.instances[index].add(request_id, prompt, max_tokens, priority)
                     else:
                         noticed = True
             self.now = now

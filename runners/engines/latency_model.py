@@ -22,6 +22,11 @@ tokens + beta2 * decode tokens):
          + per_decode_request_s * decode_requests    (one new token each)
          + per_context_token_s  * decode_context     (KV tokens the decodes attend over)
          + per_request_cpu_s    * (prefill_requests + decode_requests)   (per-request CPU work)
+         + idle_start_s         * (1 if the engine was idle before this step, else 0)
+
+(``idle_start_s``: a step that starts on an idle engine, which waited for a request, costs more
+than the same step inside a busy loop; on the CPU vLLM one prompt alone takes 1.5-3 ms longer
+than the same prompt in a mixed step. Absent in older profiles: 0.)
 
 On a pure step it is eq. 14/15 with gamma = 0 (see :meth:`LinearStepModel.phases`), so every
 caller of ``prefill``/``decode`` (slo-sa, SCLS, capacity estimates) gets the same numbers, and
@@ -92,7 +97,7 @@ MIN_POINTS_PER_TERM = 3
 #: The linear step model's terms, in the order of its design-matrix columns (see
 #: :meth:`LinearStepModel.features`).
 STEP_TERMS: tuple[str, ...] = ("fixed_s", "per_prefill_token_s", "per_decode_request_s", "per_context_token_s",
-                               "per_request_cpu_s")
+                               "per_request_cpu_s", "idle_start_s")
 
 
 class LinearStepModel(InputModel):
@@ -109,20 +114,23 @@ class LinearStepModel(InputModel):
                                        description="seconds per KV token a decoding request attends over")
     per_request_cpu_s: float = Field(ge=0, le=MAX_COEFFICIENT_S,
                                      description="seconds per request in the step (prefill or decode)")
+    idle_start_s: float = Field(default=0.0, ge=0, le=MAX_COEFFICIENT_S,
+                                description="seconds added to a step that starts on an idle engine")
 
     @staticmethod
-    def features(prefill_requests: float, prefill_tokens: float, decode_requests: float,
-                 decode_context: float) -> tuple[float, float, float, float, float]:
+    def features(prefill_requests: float, prefill_tokens: float, decode_requests: float, decode_context: float,
+                 idle_start: bool = False) -> tuple[float, ...]:
         """The design-matrix row of one step, in :data:`STEP_TERMS` order (1 for the fixed term,
         0 everywhere for an empty step)."""
         if not prefill_requests and not decode_requests:
-            return (0.0, 0.0, 0.0, 0.0, 0.0)
+            return (0.0,) * len(STEP_TERMS)
         return (1.0, float(prefill_tokens), float(decode_requests), float(decode_context),
-                float(prefill_requests + decode_requests))
+                float(prefill_requests + decode_requests), 1.0 if idle_start else 0.0)
 
-    def step_time(self, prefill_requests: int, prefill_tokens: int, decode_requests: int, decode_context: int) -> float:
-        """Seconds for one step; 0 for an empty step."""
-        row = self.features(prefill_requests, prefill_tokens, decode_requests, decode_context)
+    def step_time(self, prefill_requests: int, prefill_tokens: int, decode_requests: int, decode_context: int,
+                  idle_start: bool = False) -> float:
+        """Seconds for one step (started on an idle engine when ``idle_start``); 0 for an empty step."""
+        row = self.features(prefill_requests, prefill_tokens, decode_requests, decode_context, idle_start)
         return sum(getattr(self, term) * value for term, value in zip(STEP_TERMS, row))
 
     def phases(self) -> tuple[PhaseCoefficients, PhaseCoefficients]:
@@ -172,6 +180,11 @@ class LatencyModel:
         return cls(prefill=prefill, decode=decode, step=step, overhead=overhead)
 
     @property
+    def idle_start_s(self) -> float:
+        """Seconds added to a step that starts on an idle engine (0 for the phase model)."""
+        return 0.0 if self.step is None else self.step.idle_start_s
+
+    @property
     def kind(self) -> str:
         """``"linear-step"`` or ``"phase"`` (eq. 14-15)."""
         return "phase" if self.step is None else self.step.kind
@@ -215,7 +228,7 @@ class LatencyModel:
     def alone_latency(self, input_tokens: float, output_tokens: int) -> tuple[float, float]:
         """(TTFT, E2E) in seconds of one request served alone on an idle engine, as its client
         sees them (the serving overhead included)."""
-        ttft = self.prefill_time(1, input_tokens)
+        ttft = self.prefill_time(1, input_tokens) + self.idle_start_s
         if self.overhead is not None:
             ttft += self.overhead.seconds(round(input_tokens))
         return ttft, ttft + self.decode_time(1, input_tokens, output_tokens)

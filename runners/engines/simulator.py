@@ -12,7 +12,8 @@ V1 scheduler does, then :meth:`finish_step` applies it when the step's time has 
    than ``max_num_seqs`` run and blocks and token budget remain.
 
 A request's KV footprint is its computed tokens rounded up to ``block_size``. The step time
-comes from :class:`~runners.engines.latency_model.LatencyModel`. With ``run_to_completion``
+comes from :class:`~runners.engines.latency_model.LatencyModel`, plus the step model's
+``idle_start_s`` for a step that starts when the engine held no request since its last step. With ``run_to_completion``
 the engine behaves like a static-batching server (FasterTransformer; Baton's baseline):
 new requests join only while the current batch is still in its first prefill, and finished
 requests keep their KV blocks until the whole batch has finished (the memory sawtooth).
@@ -270,6 +271,9 @@ class SimulatedInstance:
         self.step_times: array[float] = array("d")
         self.sequences: dict[str, Sequence] = {}
         self.busy = False
+        #: no request in the engine since its last step ended (or ever): the next step is an idle start
+        self.idle = True
+        self._idle_start_s = latency.idle_start_s
         self.preemptions_total = 0
         self.tokens_total = 0
         self.steps_total = 0
@@ -432,6 +436,9 @@ class SimulatedInstance:
         self.busy = True
         self._step_decodes = decode_requests
         self._step_duration_s = self.latency.step_time(prefill_requests, prefill_tokens, decode_requests, decode_context)
+        if self.idle:
+            self.idle = False
+            self._step_duration_s += self._idle_start_s
         return self._step_duration_s
 
     def _plan_each(self) -> tuple[list[Sequence], list[int], int, int]:
@@ -612,6 +619,8 @@ class SimulatedInstance:
                 self._lazify(seq)
         self._scheduled, self._chunks = [], []
         self.busy = False
+        if not self.running and not self.waiting_count:
+            self.idle = True
         self.tokens_total += tokens
         return StepOutcome(first_tokens, finished, tokens, self._step_duration_s, self._step_decodes)
 
