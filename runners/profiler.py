@@ -390,12 +390,17 @@ async def measure_steps(endpoint: Endpoint, grid: StepGrid, max_num_batched_toke
                 await streams.all_started()
                 await asyncio.sleep(0.1)
                 for prefills, tokens in combos:
+                    before = await _scrape(session, endpoint)
                     results = await _batch(session, endpoint, [_prompt(tokens, rng, vocabulary)
                                                                for _ in range(prefills)], 1, timeout_s)
                     failed = [r.error for r in results if r.error]
                     if failed:
                         raise SchedlabError(f"profile: mixed prefill failed: {failed[0]}")
                     await asyncio.sleep(0.05)  # a few decode steps between injections
+                    overhead = _busy_overhead_sample(before, await _scrape(session, endpoint), results, tokens,
+                                                     decodes)
+                    if overhead is not None:
+                        samples.append(overhead)
                     sample = _mixed_sample(streams.times, [r.chunk_times[0] for r in results],
                                            sum(r.prompt_tokens or tokens for r in results), short)
                     if sample is not None and sample.prefill_tokens + decodes <= max_num_batched_tokens:
@@ -404,6 +409,23 @@ async def measure_steps(endpoint: Endpoint, grid: StepGrid, max_num_batched_toke
                 await streams.cancel()
             say(f"mixed with {decodes} decoding")
     return samples
+
+
+def _busy_overhead_sample(before: str, after: str, results: Sequence[StreamResult], tokens: int,
+                          decodes: int) -> StepSample | None:
+    """The serving front end's share of the TTFT of prompts sent while ``decodes`` requests decode:
+    their mean client TTFT minus their mean engine queue + prefill time (the histograms' sum
+    increments over the count increment, which must equal the prompts sent). None otherwise."""
+    def increment(name: str) -> float:
+        return _metric_total(after, name) - _metric_total(before, name)
+
+    if increment("vllm:request_prefill_time_seconds_count") != len(results) or not all(r.chunk_times for r in results):
+        return None
+    engine = (increment("vllm:request_prefill_time_seconds_sum") + increment("vllm:request_queue_time_seconds_sum"))
+    client = float(np.mean([r.chunk_times[0] - r.sent_at for r in results]))
+    prompt = float(np.mean([r.prompt_tokens or tokens for r in results]))
+    return StepSample(OVERHEAD_KIND, 1, int(round(prompt)), decodes, 0, max(0.0, client - engine / len(results)),
+                      "client TTFT - engine queue - engine prefill, engine busy")
 
 
 def _mixed_sample(times: Sequence[Sequence[float]], first_tokens: Sequence[float], prefill_tokens: int,
@@ -517,14 +539,14 @@ def cross_validate(samples: Sequence[StepSample], model: Literal["linear-step", 
 
 
 #: The serving overhead's terms, in its design-matrix column order.
-OVERHEAD_TERMS: tuple[str, ...] = ("request_s", "per_prompt_token_s")
+OVERHEAD_TERMS: tuple[str, ...] = ("request_s", "per_prompt_token_s", "busy_engine_s")
 
 
 def fit_serving_overhead(samples: Sequence[StepSample], folds: int = 5,
                          seed: int = 0) -> tuple[ServingOverhead, dict[str, float]] | None:
-    """NNLS of the :data:`OVERHEAD_KIND` samples' seconds on [1, prompt tokens], with the in-sample
-    and out-of-fold errors; None when there are none. Refuses fewer than
-    ``len(OVERHEAD_TERMS) * MIN_POINTS_PER_TERM`` samples."""
+    """NNLS of the :data:`OVERHEAD_KIND` samples' seconds on [1, prompt tokens, engine busy (the
+    sample's ``decode_requests`` > 0)], with the in-sample and out-of-fold errors; None when there
+    are none. Refuses fewer than ``len(OVERHEAD_TERMS) * MIN_POINTS_PER_TERM`` samples."""
     chosen = [s for s in samples if s.kind == OVERHEAD_KIND]
     if not chosen:
         return None
@@ -532,7 +554,7 @@ def fit_serving_overhead(samples: Sequence[StepSample], folds: int = 5,
     if len(chosen) < needed:
         raise SchedlabError(f"profile: need at least {needed} measured requests to fit the {len(OVERHEAD_TERMS)} "
                             f"terms of the serving overhead ({MIN_POINTS_PER_TERM} per term), got {len(chosen)}")
-    design = np.array([[1.0, float(s.prefill_tokens)] for s in chosen])
+    design = np.array([[1.0, float(s.prefill_tokens), 1.0 if s.decode_requests else 0.0] for s in chosen])
     y = np.array([s.seconds for s in chosen], dtype=float)
     solution, _ = nnls(design, y)
     predicted = np.full(len(chosen), np.nan)
@@ -540,8 +562,10 @@ def fit_serving_overhead(samples: Sequence[StepSample], folds: int = 5,
         train = np.setdiff1d(np.arange(len(chosen)), test)
         fold_solution, _ = nnls(design[train], y[train])
         predicted[test] = design[test] @ fold_solution
-    report = {"n": len(chosen), "mape_in_sample": _mape(design @ solution, y),
-              "mape_out_of_fold": _mape(predicted, y), "mean_s": float(np.mean(y))}
+    busy = design[:, 2] > 0
+    report = {"n": len(chosen), "n_busy": int(busy.sum()), "mape_in_sample": _mape(design @ solution, y),
+              "mape_out_of_fold": _mape(predicted, y), "mean_idle_s": float(np.mean(y[~busy])) if (~busy).any() else None,
+              "mean_busy_s": float(np.mean(y[busy])) if busy.any() else None}
     return ServingOverhead(**{term: float(v) for term, v in zip(OVERHEAD_TERMS, solution)}), report
 
 

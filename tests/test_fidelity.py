@@ -64,6 +64,26 @@ def test_the_per_prompt_token_term_and_no_overhead_profile(tmp_path):
     assert delayed["ttft_s"]["mean"] - engine_only["ttft_s"]["mean"] == pytest.approx(prompt * 1e-3, abs=1e-12)
 
 
+def test_busy_engine_term_applies_only_to_requests_arriving_while_it_runs(tmp_path):
+    import pandas as pd
+
+    frames = {}
+    for busy in (0.0, 0.05):
+        profile = _profile(tmp_path, {"request_s": 0.004, "per_prompt_token_s": 0.0, "busy_engine_s": busy},
+                           f"busy{busy}.yaml")
+        config = parse_config({"engine": {"kind": "sim", "profile": profile},
+                               "workload": {"requests": 2, "seed": 3,
+                                            "arrival": {"process": "constant", "rate": 100.0}},
+                               "scheduler": {"name": "fcfs"}})
+        outcome = execute_run(config, tmp_path / "results")
+        frames[busy] = pd.read_parquet(outcome.folder / "requests.parquet").sort_values("arrival_s")
+    quiet, loud = frames[0.0]["ttft_s"].tolist(), frames[0.05]["ttft_s"].tolist()
+    assert loud[0] == pytest.approx(quiet[0], abs=1e-12)  # the first finds the engine idle
+    # the second arrives 10 ms later, while the first decodes: 50 ms more in the front end, give or
+    # take where the engine's step boundaries fall (each step here is under 4 ms)
+    assert 0.05 - 0.004 <= loud[1] - quiet[1] <= 0.05 + 0.004
+
+
 def test_overhead_under_load_keeps_every_request_and_latency_counts_from_arrival(tmp_path):
     with_overhead = _profile(tmp_path, {"request_s": 0.005, "per_prompt_token_s": 1e-6})
     loaded = _run(tmp_path, with_overhead, 200, 40.0)
@@ -118,18 +138,22 @@ def test_alone_latency_includes_the_overhead():
 
 # -- fitting it ------------------------------------------------------------------------------------
 def _overhead_samples(n: int) -> list[StepSample]:
-    return [StepSample("overhead", 1, tokens, 0, 0, 0.004 + 2e-6 * tokens, "hand")
-            for tokens in [16, 64, 128, 256, 512, 1024, 1500, 2000][:n]]
+    """4 ms + 2 us per prompt token, + 1.5 ms when sent while 4 or 16 requests decode."""
+    rows = [(tokens, decodes) for decodes in (0, 4, 16) for tokens in (16, 128, 512, 1500)]
+    return [StepSample("overhead", 1, tokens, decodes, 0, 0.004 + 2e-6 * tokens + (0.0015 if decodes else 0.0),
+                       "hand") for tokens, decodes in rows[:n]]
 
 
 def test_fit_serving_overhead_recovers_exact_terms_and_refuses_too_few():
-    overhead, report = fit_serving_overhead(_overhead_samples(8))
+    overhead, report = fit_serving_overhead(_overhead_samples(12))
     assert overhead.request_s == pytest.approx(0.004, rel=1e-9)
     assert overhead.per_prompt_token_s == pytest.approx(2e-6, rel=1e-9)
-    assert report["n"] == 8 and report["mape_out_of_fold"] < 1e-9
+    assert overhead.busy_engine_s == pytest.approx(0.0015, rel=1e-9)
+    assert report["n"] == 12 and report["n_busy"] == 8 and report["mape_out_of_fold"] < 1e-9
+    assert report["mean_idle_s"] == pytest.approx(0.004 + 2e-6 * (16 + 128 + 512 + 1500) / 4)
     assert fit_serving_overhead([]) is None
-    with pytest.raises(SchedlabError, match="need at least 6 measured requests .* got 5"):
-        fit_serving_overhead(_overhead_samples(5))
+    with pytest.raises(SchedlabError, match="need at least 9 measured requests .* got 8"):
+        fit_serving_overhead(_overhead_samples(8))
 
 
 def test_profile_fit_keeps_overhead_samples_out_of_the_step_model():
@@ -137,13 +161,14 @@ def test_profile_fit_keeps_overhead_samples_out_of_the_step_model():
     steps += [StepSample("decode", 0, 0, d, d * 100, 0.002 + 1e-4 * d, "hand") for d in (1, 2, 4, 8, 16, 32, 64)]
     steps += [StepSample("mixed", 1, t, d, d * 100, 0.002 + 1e-5 * t + 1e-4 * d, "hand")
               for t, d in ((100, 4), (400, 16), (700, 48), (250, 8), (900, 2))]
-    profile = fit_step_profile(steps + _overhead_samples(8), "t", "hand", 65536, 16, 64, 2048)
+    profile = fit_step_profile(steps + _overhead_samples(12), "t", "hand", 65536, 16, 64, 2048)
     assert profile.fit["points"] == {"prefill": 6, "decode": 7, "mixed": 5}
     assert profile.step_model.fixed_s == pytest.approx(0.002, rel=1e-6)
     assert profile.serving_overhead.request_s == pytest.approx(0.004, rel=1e-6)
     rows = dict(map(tuple, fit_table(profile)[1:]))
     assert rows["serving overhead request_s"] == "0.004"
-    assert rows["out-of-fold MAPE serving overhead"].endswith("(n=8)")
+    assert rows["serving overhead busy_engine_s"] == "0.0015"
+    assert rows["out-of-fold MAPE serving overhead"].endswith("(n=12)")
 
 
 # -- the report ------------------------------------------------------------------------------------

@@ -123,8 +123,8 @@ class VirtualTimeDriver:
                 self._admitting[payload] = (dispatch.request_id, dispatch.instance, prompt, max_tokens,
                                             dispatch.priority or 0)
                 self._admitting_ids[dispatch.request_id] = payload
-                heapq.heappush(self._events, (now + max(overhead.seconds(prompt), MIN_STEP_S), payload, ADMIT,
-                                              payload))
+                delay = overhead.seconds(prompt, engine_busy=bool(instance.running))
+                heapq.heappush(self._events, (now + max(delay, MIN_STEP_S), payload, ADMIT, payload))
             self.recorder.dispatched(dispatch.request_id, dispatch.instance, now)
         if decision.wake_at is not None and math.isfinite(decision.wake_at):
             self._push(max(decision.wake_at, now + MIN_STEP_S), WAKE, -1)

@@ -37,12 +37,15 @@ tokenised (chat template applied), the request handed to the engine process, and
 detokenised and streamed back. :class:`ServingOverhead` models that as one delay before the
 engine sees a request,
 
-    overhead(prompt) = request_s + per_prompt_token_s * prompt_tokens        (seconds),
+    overhead(prompt) = request_s + per_prompt_token_s * prompt_tokens
+                     + busy_engine_s * (1 if the engine is running requests, else 0)   (seconds),
 
-measured by the profiler on an idle server as the client's TTFT minus the engine's own queue and
-prefill times (vLLM's ``vllm:request_queue_time_seconds`` and ``vllm:request_prefill_time_seconds``,
-engine-core clock). On a big model it is a few percent of TTFT; on the tiny CPU model it is most
-of it. Where it knowingly differs from vLLM:
+measured by the profiler as the client's TTFT minus the engine's own queue and prefill times
+(vLLM's ``vllm:request_queue_time_seconds`` and ``vllm:request_prefill_time_seconds``, engine-core
+clock), for prompts sent to an idle engine and prompts sent while requests decode (the front end
+then shares the machine with a busy engine; on this 2-core machine that costs it time). On a big
+model it is a few percent of TTFT; on the tiny CPU model it is most of it. Where it knowingly
+differs from vLLM:
 
 - the whole delay is put before the engine. The real split (tokenisation and IPC before,
   detokenisation and streaming after) changes no client metric while the delay does not depend
@@ -51,8 +54,9 @@ of it. Where it knowingly differs from vLLM:
 - the front end's CPU work per streamed token is no separate term: where it competes with the
   engine for the same cores it is inside the decode step times, which the profiler reads from the
   client's token gaps;
-- the delay does not grow with load; on a machine whose cores the front end and the engine share,
-  it does (bench/sim_fidelity.py measures what that costs).
+- the delay depends on load only through ``busy_engine_s`` (engine busy or not); on a machine
+  whose cores the front end and the engine share it grows further with the token rate it streams
+  (bench/sim_fidelity.py measures what that costs).
 """
 
 from __future__ import annotations
@@ -156,10 +160,13 @@ class ServingOverhead(InputModel):
                              description="seconds per request (HTTP, IPC, streaming the first token)")
     per_prompt_token_s: float = Field(ge=0, le=MAX_COEFFICIENT_S,
                                       description="seconds per prompt token (tokenisation, chat template)")
+    busy_engine_s: float = Field(default=0.0, ge=0, le=MAX_COEFFICIENT_S,
+                                 description="seconds added while the engine is running requests")
 
-    def seconds(self, prompt_tokens: int) -> float:
-        """The delay for one request of ``prompt_tokens``, seconds."""
-        return self.request_s + self.per_prompt_token_s * prompt_tokens
+    def seconds(self, prompt_tokens: int, engine_busy: bool = False) -> float:
+        """The delay for one request of ``prompt_tokens``, seconds (``engine_busy``: the engine is
+        running requests when it arrives)."""
+        return self.request_s + self.per_prompt_token_s * prompt_tokens + (self.busy_engine_s if engine_busy else 0.0)
 
 
 @dataclass(frozen=True)
