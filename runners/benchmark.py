@@ -215,7 +215,8 @@ def execute_run(
         if real_engine is not None:
             real_engine.stop()
         now = _driver_now(driver)
-        gate = failure_gate(recorder.rows, config.max_error_rate)  # before unfinished requests get a row
+        # before unfinished requests get a row
+        gate = failure_gate(recorder.finished_count, recorder.failed_count, config.max_error_rate)
         if status == "done" and recorder.all_done and gate["tripped"]:
             status, error = "failed", gate["reason"]
         else:
@@ -234,13 +235,11 @@ def execute_run(
     return RunOutcome(run_id, writer.folder, status, {**writer.header, "status": status, **summary}, error)
 
 
-def failure_gate(rows: list[dict[str, Any]], max_error_rate: float) -> dict[str, Any]:
-    """The failure gate over the request rows recorded so far (requests that ran to an end of their
-    own: completed or failed; cancelled and never-sent ones have no row yet): ``errors`` of ``ran``
-    failed, ``error_rate`` = errors / ran (None before any ran), ``tripped`` when it exceeds
-    ``max_error_rate`` (a fraction, 0-1), with ``reason`` saying so."""
-    ran = len(rows)
-    errors = sum(1 for row in rows if row.get("error") is not None)
+def failure_gate(ran: int, errors: int, max_error_rate: float) -> dict[str, Any]:
+    """The failure gate over the request rows recorded so far (``ran``: requests that ran to an end
+    of their own, completed or failed; cancelled and never-sent ones have no row yet): ``errors``
+    of ``ran`` failed, ``error_rate`` = errors / ran (None before any ran), ``tripped`` when it
+    exceeds ``max_error_rate`` (a fraction, 0-1), with ``reason`` saying so."""
     rate = errors / ran if ran else None
     tripped = rate is not None and rate > max_error_rate
     reason = (f"{errors} of {ran} requests failed (error rate {rate:.3g} > max_error_rate {max_error_rate:g})"

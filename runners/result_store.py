@@ -125,9 +125,15 @@ def table_from_rows(rows: list[tuple], schema: pa.Schema) -> pa.Table:
                                 schema=schema)
 
 
+#: Bytes of part tables (Arrow buffers) a parted table keeps in memory after writing them, so the
+#: merge on close need not read them back from disk; parts beyond it are read back.
+MERGE_CACHE_BYTES = 16 * 2**20
+
+
 class _PartedTable:
     """Rows buffered in memory (as tuples in column order) and flushed as numbered part files;
-    merged on close."""
+    merged on close (from the part tables still in memory, up to :data:`MERGE_CACHE_BYTES`, and
+    the files of the others)."""
 
     def __init__(self, folder: Path, stem: str, columns: dict[str, pa.DataType]) -> None:
         self.folder = folder
@@ -136,6 +142,8 @@ class _PartedTable:
         self.names = tuple(columns)
         self.buffer: list[tuple] = []
         self.parts = 0
+        self.cached: dict[str, pa.Table] = {}  # part file name -> the table written there
+        self.cached_bytes = 0
 
     def add(self, row: dict[str, Any]) -> None:
         self.buffer.append(tuple([row.get(name) for name in self.names]))
@@ -153,17 +161,24 @@ class _PartedTable:
         number = self.parts
         self.parts += 1
         table = table_from_rows(rows, self.schema)
-        _write_parquet_atomic(self.folder / f"{self.stem}.part-{number:05d}.parquet", table)
+        path = self.folder / f"{self.stem}.part-{number:05d}.parquet"
+        _write_parquet_atomic(path, table)
+        if self.cached_bytes + table.nbytes <= MERGE_CACHE_BYTES:
+            self.cached[path.name] = table
+            self.cached_bytes += table.nbytes
 
     def merge(self) -> None:
         """Write ``<stem>.parquet`` from all parts and the buffer, then remove the parts."""
         self.flush()
         parts = sorted(self.folder.glob(f"{self.stem}.part-*.parquet"))
-        tables = [pq.read_table(part, schema=self.schema) for part in parts]
+        tables = [self.cached[part.name] if part.name in self.cached else pq.read_table(part, schema=self.schema)
+                  for part in parts]
         merged = pa.concat_tables(tables) if tables else self.schema.empty_table()
         _write_parquet_atomic(self.folder / f"{self.stem}.parquet", merged)
         for part in parts:
             part.unlink(missing_ok=True)
+        self.cached.clear()
+        self.cached_bytes = 0
 
 
 def validate_run_id(run_id: str) -> str:

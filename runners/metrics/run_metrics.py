@@ -24,14 +24,18 @@ from runners.workload.slo import TASKS
 LATENCY_COLUMNS = ("ttft_s", "tpot_s", "e2e_s", "queue_s")
 
 
+def _finite(values: Any) -> np.ndarray:
+    """The finite values as float64 (the array itself when all are finite)."""
+    array = np.asarray(values, dtype=float)
+    finite = np.isfinite(array)
+    return array if finite.all() else array[finite]
+
+
 def distribution(values: Any) -> dict[str, float | None]:
     """mean, median, p90, p99 of the finite values (seconds); None each when there are none.
     The same numbers as ``np.mean``, ``np.median`` and ``np.percentile`` (linear), with one
     partition of the values for all three order statistics."""
-    array = np.asarray(values, dtype=float)
-    finite = np.isfinite(array)
-    if not finite.all():
-        array = array[finite]
+    array = _finite(values)
     count = int(array.size)
     if count == 0:
         return {"mean": None, "median": None, "p90": None, "p99": None}
@@ -67,10 +71,13 @@ def _lerp_percentile(value_at: Any, count: int, percent: int) -> float:
     return high - diff * (1 - gamma) if gamma >= 0.5 else low + diff * gamma
 
 
-def weighted_distribution(values: Any, counts: Any) -> dict[str, float | None]:
+def weighted_distribution(values: Any, counts: Any, mean_of: Any = None) -> dict[str, float | None]:
     """:func:`distribution` of the list holding each of ``values`` ``counts`` times, without
-    building it: the same median, p90 and p99 bit for bit (order statistics), the mean summed
-    exactly (``math.fsum``) where numpy sums pairwise, so it can differ in the last bits."""
+    sorting it: the same median, p90 and p99 bit for bit (order statistics, from the few distinct
+    values instead of a partition of the whole list). The mean: ``np.mean`` of the finite values
+    of ``mean_of`` (that list, in its order), as :func:`distribution` gives it bit for bit, when
+    given; else summed exactly (``math.fsum``) where numpy sums pairwise, so it can differ from
+    :func:`distribution`'s in the last bits."""
     array = np.asarray(values, dtype=float)
     weights = np.asarray(counts, dtype=np.int64)
     keep = np.isfinite(array) & (weights > 0)
@@ -87,8 +94,9 @@ def weighted_distribution(values: Any, counts: Any) -> dict[str, float | None]:
 
     half = total // 2
     median = value_at(half) if total % 2 else (value_at(half - 1) + value_at(half)) / 2
+    mean = math.fsum((array * weights).tolist()) / total if mean_of is None else float(np.mean(_finite(mean_of)))
     return {
-        "mean": math.fsum((array * weights).tolist()) / total,
+        "mean": mean,
         "median": median,
         "p90": _lerp_percentile(value_at, total, 90),
         "p99": _lerp_percentile(value_at, total, 99),

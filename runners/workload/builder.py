@@ -138,6 +138,12 @@ def _sample(pairs: list[ConversationPair], count: int, rng: np.random.Generator)
     return rng.integers(len(pairs), size=count).tolist(), True
 
 
+def _check_slos(counts: dict[str, int], slos: dict[str, TaskSLO]) -> None:
+    missing = [task for task in counts if counts[task] and task not in slos]
+    if missing:
+        raise ConfigError("slo", f"no SLO for task(s) {missing}")
+
+
 def build_workload(
     config: WorkloadConfig,
     slos_for: Callable[["Workload"], dict[str, TaskSLO]] | dict[str, TaskSLO],
@@ -159,7 +165,8 @@ def build_workload(
         filters = ContextLengthFilter(**config.filters.model_dump(), context_tokens=context.max_tokens,
                                       prompt_overhead_tokens=context.prompt_overhead_tokens)
     rng = np.random.default_rng(config.seed)
-    chosen: list[tuple[str, ConversationPair]] = []
+    chosen_tasks: list[str] = []
+    chosen: list[ConversationPair] = []
     reports: dict[str, dict[str, Any]] = {}
     for task in TASKS:
         if counts[task] == 0:
@@ -169,30 +176,30 @@ def build_workload(
         reports[task] = report.as_dict() | {"sampled": counts[task], "oversampled": oversampled}
         if context is not None:
             reports[task]["context"] = context.as_dict()
-        chosen.extend((task, pairs[i]) for i in indices)
+        chosen_tasks.extend([task] * len(indices))
+        chosen.extend([pairs[i] for i in indices])
     order = rng.permutation(len(chosen))
     times = arrival_times(config.arrival, len(chosen), config.seed)
-    unset = TaskSLO.model_construct(e2e_s=float("inf"))  # a placeholder (not user input), replaced below
     kinds = {task: getattr(config, task).kind for task in TASKS}
     arrivals = np.asarray(times, dtype=float).tolist()  # the same floats as float(times[i])
-
-    def request(position: int, index: int) -> Request:
-        task, pair = chosen[index]
-        return Request(f"req-{position:05d}", task, pair.prompt, pair.input_tokens, pair.output_tokens,
-                       arrivals[position], unset, kinds[task])
-
-    workload = Workload(
-        [request(position, index) for position, index in enumerate(order.tolist())],
-        reports,
-        synthetic=config.is_synthetic,
-    )
-    slos = slos_for(workload) if callable(slos_for) else slos_for
-    missing = [task for task in counts if counts[task] and task not in slos]
-    if missing:
-        raise ConfigError("slo", f"no SLO for task(s) {missing}")
-    workload.requests = [
-        Request(request.request_id, request.task, request.prompt, request.input_tokens, request.target_output_tokens,
-                request.arrival_s, slos[request.task], request.source)
-        for request in workload.requests
-    ]
+    slos = None if callable(slos_for) else slos_for
+    if slos is not None:
+        _check_slos(counts, slos)
+    # a placeholder (not user input) until the callable has seen the workload, replaced below
+    unset = TaskSLO.model_construct(e2e_s=float("inf"))
+    slo_of = {task: unset if slos is None else slos[task] for task in TASKS if counts[task]}
+    requests = []
+    for position, index in enumerate(order.tolist()):
+        task, pair = chosen_tasks[index], chosen[index]
+        requests.append(Request(f"req-{position:05d}", task, pair.prompt, pair.input_tokens, pair.output_tokens,
+                                arrivals[position], slo_of[task], kinds[task]))
+    workload = Workload(requests, reports, synthetic=config.is_synthetic)
+    if slos is None:
+        slos = slos_for(workload)  # type: ignore[operator]
+        _check_slos(counts, slos)
+        # tag in place: the requests are this function's own until it returns (one object each
+        # instead of two: building a million requests twice is seconds, and garbage-collector work)
+        tag = object.__setattr__
+        for request in requests:
+            tag(request, "slo", slos[request.task])
     return workload

@@ -19,7 +19,7 @@ import zlib
 from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Iterable, Literal
+from typing import Any, Iterable, Iterator, Literal
 
 from pydantic import Field, model_validator
 
@@ -147,55 +147,67 @@ def _decode(data: bytes, first: bool) -> str:
     return data.decode("utf-8-sig" if first else "utf-8")
 
 
-def _parse_line(file: Path, raw: bytes, number: int, entries: list[Any]) -> None:
-    """Append line ``number`` of a JSONL file to ``entries`` (a blank line adds nothing);
-    DatasetError naming the file and line when it is not UTF-8 or not JSON."""
+#: What :func:`_parse_line` returns for a blank line.
+_BLANK = object()
+
+
+def _parse_line(file: Path, raw: bytes, number: int) -> Any:
+    """Line ``number`` of a JSONL file parsed (:data:`_BLANK` for a blank line); DatasetError
+    naming the file and line when it is not UTF-8 or not JSON."""
     try:
         line = _decode(raw, number == 1)
     except UnicodeDecodeError as exc:
         raise DatasetError(str(file), f"line {number} is not UTF-8 text (byte {exc.start} of the line); "
                            "expected a UTF-8 .jsonl file") from None
     if not line.strip():
-        return
+        return _BLANK
     try:
-        entries.append(json.loads(line))
+        return json.loads(line)
     except json.JSONDecodeError as exc:
         raise DatasetError(str(file), f"line {number} is not valid JSON ({exc.msg})") from exc
     except RecursionError:
         raise DatasetError(str(file), f"line {number} is nested too deeply to be a conversation") from None
 
 
-def _read_jsonl_streaming(file: Path) -> list[Any]:
-    entries = []
+def _iter_jsonl_streaming(file: Path) -> Iterator[Any]:
     number = 0
     try:
         with _open_binary(file) as handle:
             for number, raw in enumerate(handle, start=1):
-                _parse_line(file, raw, number, entries)
+                entry = _parse_line(file, raw, number)
+                if entry is not _BLANK:
+                    yield entry
     except _READ_ERRORS as exc:
         where = f" after line {number}" if number else ""
         raise DatasetError(str(file), f"could not be read{where} ({_describe(exc)})") from None
-    return entries
 
 
-def _read_jsonl(file: Path) -> list[Any]:
-    """Entries of a JSONL file (optionally gzip): read whole, then parsed line by line; a file
-    that cannot be read whole is read again line by line, so the error names where it broke."""
+def _read_bytes(file: Path) -> bytes:
+    """The file's bytes, decompressed when it is ``.gz`` (every gzip member, in one call)."""
+    data = file.read_bytes()
+    return gzip.decompress(data) if file.suffix == ".gz" else data
+
+
+def _iter_jsonl(file: Path) -> Iterator[Any]:
+    """Entries of a JSONL file (optionally gzip), one at a time: the file is read whole, then its
+    lines parsed as they are asked for, so a caller that keeps only what it needs of each entry
+    never holds every parsed entry at once (millions of small objects the garbage collector would
+    walk again and again). A file that cannot be read whole is read again line by line, so the
+    error names where it broke."""
     try:
-        with _open_binary(file) as handle:
-            data = handle.read()
+        data = _read_bytes(file)
     except _READ_ERRORS:
-        return _read_jsonl_streaming(file)
-    entries: list[Any] = []
+        yield from _iter_jsonl_streaming(file)
+        return
     for number, raw in enumerate(data.split(b"\n"), start=1):
-        _parse_line(file, raw, number, entries)
-    return entries
+        entry = _parse_line(file, raw, number)
+        if entry is not _BLANK:
+            yield entry
 
 
 def _read_json(file: Path) -> Any:
     try:
-        with _open_binary(file) as handle:
-            data = handle.read()
+        data = _read_bytes(file)
     except _READ_ERRORS as exc:
         raise DatasetError(str(file), f"could not be read ({_describe(exc)})") from None
     try:
@@ -225,12 +237,20 @@ def read_entries_from_file(path: str | Path) -> list[Any]:
 
     Raises DatasetError naming the file, and the line for JSONL, when it cannot be parsed.
     """
+    entries = iter_entries_from_file(path)
+    return entries if isinstance(entries, list) else list(entries)
+
+
+def iter_entries_from_file(path: str | Path) -> Iterable[Any]:
+    """As :func:`read_entries_from_file`, a JSONL file's entries parsed one at a time as they are
+    iterated (a JSON array is parsed whole: its list). A missing file raises at once; a line that
+    does not parse raises when it is reached."""
     file = Path(path)
     if not file.is_file():
         raise DatasetError(str(file), "file not found (expected a .json or .jsonl dataset file)")
     name = file.name[:-3] if file.name.endswith(".gz") else file.name
     if name.endswith(".jsonl"):
-        return _read_jsonl(file)
+        return _iter_jsonl(file)
     data = _read_json(file)
     if isinstance(data, dict) and isinstance(data.get("data"), list):
         data = data["data"]
@@ -342,10 +362,11 @@ def load_pairs(
 ) -> tuple[list[ConversationPair], LoadReport]:
     """Load one task's dataset from its source; DatasetError if nothing usable remains."""
     label = source.label(task)
+    entries: Iterable[Any]
     if source.kind == "synthetic":
-        entries = read_entries_from_file(SYNTHETIC_FILES[task])
+        entries = iter_entries_from_file(SYNTHETIC_FILES[task])
     elif source.kind == "file":
-        entries = read_entries_from_file(source.path or "")
+        entries = iter_entries_from_file(source.path or "")
     else:
         entries = read_entries_from_hub(source)
     pairs, report = extract_pairs(entries, counter, length_filter, label)
