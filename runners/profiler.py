@@ -539,14 +539,16 @@ def cross_validate(samples: Sequence[StepSample], model: Literal["linear-step", 
 
 
 #: The serving overhead's terms, in its design-matrix column order.
-OVERHEAD_TERMS: tuple[str, ...] = ("request_s", "per_prompt_token_s", "busy_engine_s")
+OVERHEAD_TERMS: tuple[str, ...] = ("request_s", "per_prompt_token_s", "busy_engine_s", "per_running_request_s")
 
 
 def fit_serving_overhead(samples: Sequence[StepSample], folds: int = 5,
                          seed: int = 0) -> tuple[ServingOverhead, dict[str, float]] | None:
     """NNLS of the :data:`OVERHEAD_KIND` samples' seconds on [1, prompt tokens, engine busy (the
-    sample's ``decode_requests`` > 0)], with the in-sample and out-of-fold errors; None when there
-    are none. Refuses fewer than ``len(OVERHEAD_TERMS) * MIN_POINTS_PER_TERM`` samples."""
+    sample's ``decode_requests`` > 0), requests running (``decode_requests``)], weighted by 1 / the
+    measured seconds (relative error, as the step model), with the in-sample and out-of-fold
+    errors; None when there are none. Refuses fewer than ``len(OVERHEAD_TERMS) *
+    MIN_POINTS_PER_TERM`` samples."""
     chosen = [s for s in samples if s.kind == OVERHEAD_KIND]
     if not chosen:
         return None
@@ -554,13 +556,15 @@ def fit_serving_overhead(samples: Sequence[StepSample], folds: int = 5,
     if len(chosen) < needed:
         raise SchedlabError(f"profile: need at least {needed} measured requests to fit the {len(OVERHEAD_TERMS)} "
                             f"terms of the serving overhead ({MIN_POINTS_PER_TERM} per term), got {len(chosen)}")
-    design = np.array([[1.0, float(s.prefill_tokens), 1.0 if s.decode_requests else 0.0] for s in chosen])
+    design = np.array([[1.0, float(s.prefill_tokens), 1.0 if s.decode_requests else 0.0, float(s.decode_requests)]
+                       for s in chosen])
     y = np.array([s.seconds for s in chosen], dtype=float)
-    solution, _ = nnls(design, y)
+    weight = 1.0 / np.maximum(y, 1e-6)
+    solution, _ = nnls(design * weight[:, None], y * weight)
     predicted = np.full(len(chosen), np.nan)
     for test in fold_indices(len(chosen), min(folds, len(chosen)), seed):
         train = np.setdiff1d(np.arange(len(chosen)), test)
-        fold_solution, _ = nnls(design[train], y[train])
+        fold_solution, _ = nnls(design[train] * weight[train, None], y[train] * weight[train])
         predicted[test] = design[test] @ fold_solution
     busy = design[:, 2] > 0
     report = {"n": len(chosen), "n_busy": int(busy.sum()), "mape_in_sample": _mape(design @ solution, y),

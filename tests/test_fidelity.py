@@ -149,10 +149,14 @@ def test_fit_serving_overhead_recovers_exact_terms_and_refuses_too_few():
     assert overhead.request_s == pytest.approx(0.004, rel=1e-9)
     assert overhead.per_prompt_token_s == pytest.approx(2e-6, rel=1e-9)
     assert overhead.busy_engine_s == pytest.approx(0.0015, rel=1e-9)
+    assert overhead.per_running_request_s == pytest.approx(0.0, abs=1e-12)
+    assert overhead.seconds(100, running=4) == pytest.approx(0.004 + 2e-4 + 0.0015)
+    assert ServingOverhead(request_s=0.001, per_prompt_token_s=0.0, per_running_request_s=1e-4).seconds(
+        10, running=8) == pytest.approx(0.0018)
     assert report["n"] == 12 and report["n_busy"] == 8 and report["mape_out_of_fold"] < 1e-9
     assert report["mean_idle_s"] == pytest.approx(0.004 + 2e-6 * (16 + 128 + 512 + 1500) / 4)
     assert fit_serving_overhead([]) is None
-    with pytest.raises(SchedlabError, match="need at least 9 measured requests .* got 8"):
+    with pytest.raises(SchedlabError, match="need at least 12 measured requests .* got 8"):
         fit_serving_overhead(_overhead_samples(8))
 
 

@@ -123,7 +123,7 @@ class VirtualTimeDriver:
                 self._admitting[payload] = (dispatch.request_id, dispatch.instance, prompt, max_tokens,
                                             dispatch.priority or 0)
                 self._admitting_ids[dispatch.request_id] = payload
-                delay = overhead.seconds(prompt, engine_busy=bool(instance.running))
+                delay = overhead.seconds(prompt, len(instance.running))
                 heapq.heappush(self._events, (now + max(delay, MIN_STEP_S), payload, ADMIT, payload))
             self.recorder.dispatched(dispatch.request_id, dispatch.instance, now)
         if decision.wake_at is not None and math.isfinite(decision.wake_at):

@@ -38,7 +38,8 @@ detokenised and streamed back. :class:`ServingOverhead` models that as one delay
 engine sees a request,
 
     overhead(prompt) = request_s + per_prompt_token_s * prompt_tokens
-                     + busy_engine_s * (1 if the engine is running requests, else 0)   (seconds),
+                     + busy_engine_s * (1 if the engine is running requests, else 0)
+                     + per_running_request_s * requests the engine is running       (seconds),
 
 measured by the profiler as the client's TTFT minus the engine's own queue and prefill times
 (vLLM's ``vllm:request_queue_time_seconds`` and ``vllm:request_prefill_time_seconds``, engine-core
@@ -54,9 +55,9 @@ differs from vLLM:
 - the front end's CPU work per streamed token is no separate term: where it competes with the
   engine for the same cores it is inside the decode step times, which the profiler reads from the
   client's token gaps;
-- the delay depends on load only through ``busy_engine_s`` (engine busy or not); on a machine
-  whose cores the front end and the engine share it grows further with the token rate it streams
-  (bench/sim_fidelity.py measures what that costs).
+- the delay depends on load only through the requests the engine runs when a request arrives
+  (the front end streams their tokens and, on a machine whose cores it shares with the engine,
+  competes with it); queueing inside the front end itself is not modelled.
 """
 
 from __future__ import annotations
@@ -162,11 +163,16 @@ class ServingOverhead(InputModel):
                                       description="seconds per prompt token (tokenisation, chat template)")
     busy_engine_s: float = Field(default=0.0, ge=0, le=MAX_COEFFICIENT_S,
                                  description="seconds added while the engine is running requests")
+    per_running_request_s: float = Field(default=0.0, ge=0, le=MAX_COEFFICIENT_S,
+                                         description="seconds per request the engine is running")
 
-    def seconds(self, prompt_tokens: int, engine_busy: bool = False) -> float:
-        """The delay for one request of ``prompt_tokens``, seconds (``engine_busy``: the engine is
-        running requests when it arrives)."""
-        return self.request_s + self.per_prompt_token_s * prompt_tokens + (self.busy_engine_s if engine_busy else 0.0)
+    def seconds(self, prompt_tokens: int, running: int = 0) -> float:
+        """The delay for one request of ``prompt_tokens`` that arrives while the engine runs
+        ``running`` requests, seconds."""
+        delay = self.request_s + self.per_prompt_token_s * prompt_tokens
+        if running:
+            delay += self.busy_engine_s + self.per_running_request_s * running
+        return delay
 
 
 @dataclass(frozen=True)
