@@ -3,11 +3,13 @@ keep every measurement in ``results/<run_id>/`` whatever happens."""
 
 from __future__ import annotations
 
+import gc
 import platform
 import time
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any, Callable, Iterator
 
 import numpy as np
 
@@ -164,6 +166,27 @@ def execute_run(
     folder exists, a failure or cancel closes it with its partial data and the reason.
     ``flush_seconds``: longest wall time finished rows wait in memory before they reach disk
     (the dashboard's live view reads them from there)."""
+    with _collector_skips_older_objects():
+        return _execute_run(config, results_root, progress, should_stop, flush_seconds)
+
+
+@contextmanager
+def _collector_skips_older_objects() -> Iterator[None]:
+    """Hide the objects that exist before a run (modules, classes, functions: ~160,000 once
+    pandas, scipy and numba are imported) from Python's cyclic garbage collector while the run
+    goes (``gc.freeze``), so a full collection, which the run's own allocations trigger, walks
+    only the run's objects (a pass over everything took ~50 ms, 5% of a 10,000-request
+    simulation); handed back (``gc.unfreeze``) when the run ends, so nothing stays hidden from
+    the collector. Reference counting frees objects as before either way."""
+    gc.freeze()
+    try:
+        yield
+    finally:
+        gc.unfreeze()
+
+
+def _execute_run(config: RunConfig, results_root: str | Path, progress: Callable[[int, int], None] | None,
+                 should_stop: Callable[[], bool] | None, flush_seconds: float) -> RunOutcome:
     prepared = prepare_run(config)
     policy = make_policy(config.scheduler.name, config.scheduler.params)
     run_id = config.run_id or new_run_id(config.scheduler.name, config.engine.kind)

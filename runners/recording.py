@@ -189,6 +189,9 @@ class _Gaps:
 ITL_LIST_LIMIT = 20_000_000
 
 
+_largest = np.maximum.reduce
+
+
 @dataclass
 class RunRecorder:
     """Holds every record, streams finished rows and samples to the writer, builds summaries."""
@@ -276,7 +279,8 @@ class RunRecorder:
                 largest = gap if largest is None or gap > largest else largest
             if end - start > 1:
                 gaps.add_run(source, step_times_s, start, end)
-                top = float(np.diff(np.frombuffer(step_times_s, np.float64, end - start, 8 * start)).max())
+                times = np.frombuffer(step_times_s, np.float64, end - start, 8 * start)
+                top = float(_largest(times[1:] - times[:-1]))  # np.diff(times).max(), fewer calls
                 largest = top if largest is None or top > largest else largest
             previous = step_times_s[end - 1]
         if largest is not None:
