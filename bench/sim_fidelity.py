@@ -11,7 +11,8 @@ profile, from light load to overload, over several seeds.
    per run, Poisson arrivals at level x capacity, workload seeds 301, 302, ...) with FCFS on the
    real engine, then on the simulator with the profile, with the same requests and arrival times
    (same seed, the model's own tokenizer on both sides). Per level and quantity: the error of each
-   seed, their mean, 95% interval and largest, against the targets (runners/engines/fidelity.py).
+   seed, their mean, 95% interval and largest, against the targets (runners/engines/fidelity.py);
+   and the first seed run a second time on the real engine: the engine's own run-to-run spread.
    A level the real engine cannot serve (failed requests, a run that does not finish) is reported
    as failed and the others are kept; the report is rewritten after every level.
 4. Write bench/results/sim_fidelity.{json,md} and the profile with its fidelity report
@@ -103,6 +104,14 @@ def markdown(report: dict) -> str:
                          f"(max {q['max_abs_error']:.1%}){mark}")
         unit = "" if key == "output_throughput_tps" else " (ms)"
         lines.append(f"| {quantity_label(key)}{unit} real / sim | " + " | ".join(cells) + " |")
+    if any("real_repeat" in level for level in report["levels"]):
+        lines += ["", "The real engine against itself: the first seed of each level run twice, (second - first) / first "
+                  "(the noise floor of any comparison on this machine):", "",
+                  header + " |", "|---" * (len(report["levels"]) + 1) + "|"]
+        for key in quantity_keys():
+            cells = [f"{level['real_repeat'][key]:+.1%}" if "real_repeat" in level else "-"
+                     for level in report["levels"]]
+            lines.append(f"| {quantity_label(key)} | " + " | ".join(cells) + " |")
     misses = missed_targets(report)
     lines += ["", "## Targets missed" if misses else "## All targets met", ""]
     lines += [f"- {line}" for line in misses]
@@ -126,6 +135,8 @@ def main() -> None:
     parser.add_argument("--requests", type=int, default=200, help="requests per run")
     parser.add_argument("--capacity-requests", type=int, default=200)
     parser.add_argument("--profile", help="validate this profile instead of measuring a new one")
+    parser.add_argument("--no-repeat-real", dest="repeat_real", action="store_false",
+                        help="skip the second real run of each level's first seed (the engine's own run-to-run spread)")
     args = parser.parse_args()
     try:
         levels = parse_levels(args.levels)
@@ -190,11 +201,19 @@ def main() -> None:
                     print(f"level {level:.0%} seed {seed}: TTFT real {summary['ttft_s']['mean'] * 1000:.2f} ms / sim "
                           f"{sim[-1]['ttft_s']['mean'] * 1000:.2f} ms; TPOT {summary['tpot_s']['mean'] * 1000:.3f} / "
                           f"{sim[-1]['tpot_s']['mean'] * 1000:.3f} ms", flush=True)
+                repeat = None
+                if not failure and args.repeat_real:  # the real engine against itself: the noise floor
+                    again = run(real_engine, workload(model, args.requests, seeds[0], rate), out, limit)
+                    if unserved(again, args.requests) is None:
+                        repeat = compare_level(level, rate, seeds[:1], real[:1], [again])
                 if failure:
                     report["failed_levels"].append({"level": level, "rate_rps": rate,
                                                     "error": f"the real engine cannot be measured here ({failure})"})
                 else:
                     report["levels"].append(compare_level(level, rate, seeds, real, sim))
+                    if repeat is not None:
+                        report["levels"][-1]["real_repeat"] = {key: q["mean_error"]
+                                                               for key, q in repeat["quantities"].items()}
                 save(report)
         finally:
             server.stop()

@@ -50,7 +50,7 @@ the server runs: no estimate is made for them; :func:`offered_load` says so in w
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Sequence
 
 import numpy as np
@@ -256,9 +256,7 @@ def offered_load(config) -> OfferedLoad:
 
     resolved = engine.resolve()
     load = _simulated_load(config, resolved)
-    load.fidelity = fidelity_sentence(resolved.profile.name, resolved.profile.fidelity,
-                                      load.rate_rps)
-    return load
+    return replace(load, fidelity=fidelity_sentence(resolved.profile.name, resolved.profile.fidelity, load.rate_rps))
 
 
 def _simulated_load(config: RunConfig, resolved: ResolvedSimulator) -> OfferedLoad:

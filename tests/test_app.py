@@ -278,3 +278,20 @@ def test_the_dashboard_binds_to_localhost_unless_configured():
     config = tomllib.loads((ROOT / ".streamlit" / "config.toml").read_text())
     assert config["server"]["address"] == "localhost"
     assert config["server"]["headless"] is True
+
+
+def test_launch_and_results_pages_say_how_far_a_simulated_run_can_be_trusted(results):
+    # issue 13 section 3: the profile's fidelity report beside any simulated run
+    app = open_page("pages/1_Launch.py")
+    captions = " | ".join(caption.value for caption in app.caption)
+    assert "Fidelity: simulated with profile qwen2.5-7b-2xv100-vllm: no fidelity report" in captions
+    app.text_input(key="f:engine.profile").set_value("bench/results/tiny-cpu-vllm.profile.yaml").run()
+    assert not app.exception, app.exception
+    captions = " | ".join(caption.value for caption in app.caption)
+    assert "Fidelity: simulated with profile tiny-cpu-vllm: mean TTFT within" in captions
+    assert "of its capacity" in captions and "3 seeds" in captions
+    bundle(results, "demo-fcfs-s0", "demo-static-s0")
+    app.switch_page("pages/2_Results.py").run()
+    captions = " | ".join(caption.value for caption in app.caption)
+    assert "simulated with profile qwen2.5-7b-2xv100-vllm: no fidelity report" in captions
+    assert "Fidelity (demo-static-s0, demo-fcfs-s0)" in captions or "Fidelity (demo-fcfs-s0, demo-static-s0)" in captions
