@@ -126,14 +126,15 @@ def table_from_rows(rows: list[tuple], schema: pa.Schema) -> pa.Table:
 
 
 #: Bytes of part tables (Arrow buffers) a parted table keeps in memory after writing them, so the
-#: merge on close need not read them back from disk; parts beyond it are read back.
+#: merge on close need not read them back from disk. A table whose parts outgrow it lets go of
+#: them all and reads every part back (a big run's memory stays what it was without the cache).
 MERGE_CACHE_BYTES = 16 * 2**20
 
 
 class _PartedTable:
     """Rows buffered in memory (as tuples in column order) and flushed as numbered part files;
-    merged on close (from the part tables still in memory, up to :data:`MERGE_CACHE_BYTES`, and
-    the files of the others)."""
+    merged on close (from the part tables still in memory while they fit in
+    :data:`MERGE_CACHE_BYTES`, else from the files)."""
 
     def __init__(self, folder: Path, stem: str, columns: dict[str, pa.DataType]) -> None:
         self.folder = folder
@@ -142,7 +143,7 @@ class _PartedTable:
         self.names = tuple(columns)
         self.buffer: list[tuple] = []
         self.parts = 0
-        self.cached: dict[str, pa.Table] = {}  # part file name -> the table written there
+        self.cached: dict[str, pa.Table] | None = {}  # part file name -> its table; None: outgrown
         self.cached_bytes = 0
 
     def add(self, row: dict[str, Any]) -> None:
@@ -163,22 +164,25 @@ class _PartedTable:
         table = table_from_rows(rows, self.schema)
         path = self.folder / f"{self.stem}.part-{number:05d}.parquet"
         _write_parquet_atomic(path, table)
-        if self.cached_bytes + table.nbytes <= MERGE_CACHE_BYTES:
-            self.cached[path.name] = table
+        if self.cached is not None:
             self.cached_bytes += table.nbytes
+            if self.cached_bytes <= MERGE_CACHE_BYTES:
+                self.cached[path.name] = table
+            else:
+                self.cached = None
 
     def merge(self) -> None:
         """Write ``<stem>.parquet`` from all parts and the buffer, then remove the parts."""
         self.flush()
         parts = sorted(self.folder.glob(f"{self.stem}.part-*.parquet"))
-        tables = [self.cached[part.name] if part.name in self.cached else pq.read_table(part, schema=self.schema)
+        cached = self.cached or {}
+        tables = [cached[part.name] if part.name in cached else pq.read_table(part, schema=self.schema)
                   for part in parts]
         merged = pa.concat_tables(tables) if tables else self.schema.empty_table()
         _write_parquet_atomic(self.folder / f"{self.stem}.parquet", merged)
         for part in parts:
             part.unlink(missing_ok=True)
-        self.cached.clear()
-        self.cached_bytes = 0
+        self.cached, self.cached_bytes = {}, 0
 
 
 def validate_run_id(run_id: str) -> str:

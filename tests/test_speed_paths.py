@@ -119,8 +119,8 @@ def test_failure_gate_from_counts():
 
 @pytest.mark.parametrize("cache_bytes", [0, 3000, 2**24])
 def test_merge_takes_parts_from_memory_or_disk(tmp_path, monkeypatch, cache_bytes):
-    """Parts kept in memory (none, some, all) and those read back merge into every row in order;
-    the part files are removed."""
+    """Parts kept in memory (all of them) or read back (when they outgrow the cache) merge into
+    every row in order; the part files are removed."""
     monkeypatch.setattr(result_store, "MERGE_CACHE_BYTES", cache_bytes)
     writer = RunWriter(tmp_path, "m", {}, {}, flush_rows=7)
     for i in range(50):
@@ -129,8 +129,11 @@ def test_merge_takes_parts_from_memory_or_disk(tmp_path, monkeypatch, cache_byte
         if writer.due():
             writer.flush()
     assert writer.requests.parts == 7  # 7 parts of 7 rows, 1 row left in the buffer
-    kept = len(writer.requests.cached)
-    assert (kept == 0) if cache_bytes == 0 else (0 < kept < 7) if cache_bytes == 3000 else (kept == 7)
+    cached = writer.requests.cached
+    if cache_bytes == 2**24:
+        assert len(cached) == 7 and writer.requests.cached_bytes > 3000  # 7 parts outgrow a 3000-byte cache
+    else:
+        assert cached is None
     writer.close("done", {})
     table = pq.read_table(tmp_path / "m" / "requests.parquet")
     assert table.column("request_id").to_pylist() == [f"r{i}" for i in range(50)]
