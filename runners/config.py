@@ -10,6 +10,7 @@ from typing import Annotated, Any, Literal, Union
 import yaml
 from pydantic import Field, ValidationError, field_validator, model_validator
 
+from runners import paths
 from runners.engines.real_config import REDACT_SECRETS
 from runners.engines.simulator import SimulatorConfig
 from runners.errors import ConfigError, format_validation_error
@@ -149,7 +150,7 @@ def config_record(config: RunConfig) -> dict[str, Any]:
 def read_config_file(path: str | Path) -> dict[str, Any]:
     """A YAML (``.yaml``/``.yml``) or JSON config file as a mapping."""
     file = Path(path)
-    if not file.is_file():
+    if not paths.is_file(file):
         raise ConfigError("--config", f"{file} not found (expected a YAML or JSON run config)")
     kind = "JSON" if file.suffix == ".json" else "YAML"
     try:

@@ -23,6 +23,7 @@ from typing import Any, Sequence
 
 from pydantic import ValidationError
 
+from runners import paths
 from runners.benchmark import prepare_run
 from runners.capacity_estimate import OfferedLoad, offered_load, real_engine_load
 from runners.config import RunConfig, set_dotted
@@ -349,6 +350,6 @@ def save_upload(name: str, data: bytes, results_root: str | Path = DEFAULT_RESUL
     folder = Path(results_root) / UPLOADS_FOLDER
     folder.mkdir(parents=True, exist_ok=True)
     path = folder / f"{hashlib.sha256(data).hexdigest()[:12]}-{safe}"
-    if not path.exists():
+    if not paths.exists(path):
         path.write_bytes(data)
     return path

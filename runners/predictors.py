@@ -28,6 +28,7 @@ from typing import Iterable, Literal, Mapping
 import numpy as np
 from pydantic import Field, model_validator
 
+from runners import paths
 from runners.engines.latency_model import LatencyModel
 from runners.errors import SchedlabError
 from runners.input_model import InputModel, field_error
@@ -138,10 +139,10 @@ def history_moments(folder: str | Path) -> dict[str, RunningMoments]:
     from runners.result_store import REQUEST_COLUMNS, read_summary, read_table  # the store imports pandas
 
     path = Path(folder)
-    if not path.exists():
+    if not paths.exists(path):
         raise SchedlabError(f"{folder} does not exist; expected a previous run's folder (holding summary.json and "
                             "requests.parquet)")
-    if not path.is_dir():
+    if not paths.is_dir(path):
         raise SchedlabError(f"{folder} is a file, not a run folder; give the folder of a previous run (the one "
                             "holding summary.json and requests.parquet)")
     if (path / "study.json").exists() and not (path / "summary.json").exists():

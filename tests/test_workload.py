@@ -240,3 +240,16 @@ def test_stand_in_lengths_match_documented_statistics():
         assert report.kept == 5000
         assert np.mean([p.input_tokens for p in pairs]) == pytest.approx(mean_in, abs=0.1)
         assert np.mean([p.output_tokens for p in pairs]) == pytest.approx(mean_out, abs=0.1)
+
+
+def test_a_path_the_file_system_cannot_look_up_is_not_found_not_a_crash():
+    # found by the input fuzzer: Path.is_file() raises OSError (name too long) on Python 3.11
+    from runners.engines.profile import load_profile
+    from runners.errors import DatasetError
+    from runners.workload.conversations import iter_entries_from_file
+
+    too_long = "∞" * 300
+    with pytest.raises(DatasetError, match="file not found"):
+        iter_entries_from_file(too_long)
+    with pytest.raises(DatasetError, match="profile file not found"):
+        load_profile(too_long)

@@ -35,6 +35,7 @@ from typing import Any, Literal
 import yaml
 from pydantic import ConfigDict, Field, ValidationError, model_validator
 
+from runners import paths
 from runners.engines.kv_cache import GPUBudget, ModelShape, kv_capacity_tokens
 from runners.engines.latency_model import (MIN_POINTS_PER_TERM, STEP_TERMS, LatencyModel, LinearStepModel,
                                           PhaseCoefficients, ServingOverhead)
@@ -157,7 +158,7 @@ PRESETS: dict[str, EngineProfile] = {QWEN25_7B_2XV100.name: QWEN25_7B_2XV100}
 def load_profile(path: str | Path) -> EngineProfile:
     """Read a profile file; DatasetError naming the file and field on any problem."""
     file = Path(path)
-    if not file.is_file():
+    if not paths.is_file(file):
         raise DatasetError(str(file), "profile file not found (expected JSON or YAML, schema schedlab.profile/1)")
     kind = "JSON" if file.suffix == ".json" else "YAML"
     try:

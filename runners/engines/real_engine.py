@@ -15,6 +15,7 @@ from urllib.error import URLError
 from urllib.request import Request as HTTPRequest
 from urllib.request import urlopen
 
+from runners import paths
 from runners.engines.adapters import ADAPTERS, EngineAdapter, adapter_for, detect_adapter
 from runners.engines.adapters.base import positive_int
 from runners.engines.launcher import ServerProcess, free_port, launch_servers, unless_stopped
@@ -220,7 +221,7 @@ def _with_fallback(counter: TokenCounter | None, source: str | None, tried: list
 def _folder_counter(folder: str, named_by: str, tried: list[str]) -> tuple[TokenCounter | None, str | None]:
     """The tokenizer in model folder ``folder`` (named by ``named_by``) and its source label, or
     (None, None) with the reason appended to ``tried``."""
-    if not Path(folder).is_dir():
+    if not paths.is_dir(Path(folder)):
         tried.append(f"model folder {folder} ({named_by}) is not readable here")
         return None, None
     try:

@@ -20,6 +20,7 @@ from typing import Literal
 import numpy as np
 from pydantic import Field, model_validator
 
+from runners import paths
 from runners.errors import ConfigError, DatasetError
 from runners.input_model import InputModel
 
@@ -57,7 +58,7 @@ def read_timestamps(path: str | Path) -> np.ndarray:
     else the first column. Timestamps must be finite and non-decreasing.
     """
     file = Path(path)
-    if not file.is_file():
+    if not paths.is_file(file):
         raise DatasetError(str(file), "replay file not found (expected one timestamp in seconds per line)")
     try:  # utf-8-sig: a byte-order mark is not part of the first timestamp (or header)
         text = file.read_text(encoding="utf-8-sig")

@@ -23,6 +23,7 @@ from typing import Any, Iterable, Iterator, Literal
 
 from pydantic import Field, model_validator
 
+from runners import paths
 from runners.errors import DatasetError
 from runners.input_model import InputModel
 from runners.workload.tokens import TokenCounter
@@ -246,7 +247,7 @@ def iter_entries_from_file(path: str | Path) -> Iterable[Any]:
     iterated (a JSON array is parsed whole: its list). A missing file raises at once; a line that
     does not parse raises when it is reached."""
     file = Path(path)
-    if not file.is_file():
+    if not paths.is_file(file):
         raise DatasetError(str(file), "file not found (expected a .json or .jsonl dataset file)")
     name = file.name[:-3] if file.name.endswith(".gz") else file.name
     if name.endswith(".jsonl"):

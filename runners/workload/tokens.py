@@ -31,6 +31,7 @@ from typing import Any, Awaitable, Callable, Protocol, Sequence, TypeVar
 
 import aiohttp
 
+from runners import paths
 from runners.engines.openai_client import header_secrets, redact
 from runners.errors import ConfigError, SchedlabError
 
@@ -69,7 +70,7 @@ class HuggingFaceTokenCounter:
 
     def __init__(self, path: str | Path) -> None:
         directory = Path(path)
-        if not directory.exists():
+        if not paths.exists(directory):
             raise ConfigError("workload.tokenizer", f"tokenizer path {str(directory)!r} does not exist")
         # transformers prints "PyTorch was not found ..." on import: advice, not an error of the run
         os.environ.setdefault("TRANSFORMERS_NO_ADVISORY_WARNINGS", "1")
@@ -118,7 +119,7 @@ def make_token_counter(tokenizer_path: str | None) -> TokenCounter:
     """The tokenizer at ``tokenizer_path`` if given, else the 4-characters-per-token approximation."""
     if tokenizer_path:
         directory = Path(tokenizer_path)
-        if not directory.is_dir():
+        if not paths.is_dir(directory):
             return HuggingFaceTokenCounter(directory)  # raises the configuration error
         key = (str(directory.resolve()), max((f.stat().st_mtime for f in directory.iterdir() if f.is_file()),
                                              default=0.0))
