@@ -213,6 +213,11 @@ def test_decode_and_mixed_steps_from_token_times():
     [sample] = decode_samples([a, b], prompt_tokens=10, start=0.001, windows=1)
     assert (sample.kind, sample.decode_requests, sample.decode_context) == ("decode", 2, 25)
     assert sample.seconds == pytest.approx(0.01)
+    # a slow step counts: up to the window's end (60 ms) a's gaps after 1 ms are 10, 30, 10 ms and b's
+    # 10, 10, 10, 10 ms -> mean 90 / 7 ms (a median says 10)
+    slow = decode_samples([[0.0, 0.01, 0.02, 0.05, 0.06], [0.001, 0.011, 0.021, 0.031, 0.041, 0.061]],
+                          prompt_tokens=10, start=0.001, windows=1)
+    assert slow[0].seconds == pytest.approx(0.09 / 7)
     # two prompts' first tokens at 35.1 and 35.2 ms came out of the step that ended the decoders'
     # 15 ms gap (20 -> 35 ms): one mixed step of 2 prefills + 2 decodes at context 2 * (16 + 3)
     a = [0.0, 0.01, 0.02, 0.035, 0.045]
