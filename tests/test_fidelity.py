@@ -245,3 +245,33 @@ def test_sentence_picks_the_nearest_level():
     assert "within 30.0%" in heavy and "misses the target for mean TTFT" in heavy
     assert "no fidelity report" in fidelity_sentence("qwen", None, 3.0)
     assert not math.isnan(report["levels"][0]["quantities"]["e2e_s.mean"]["mean_error"])
+
+
+def _bench():
+    import importlib.util
+    import sys
+    from pathlib import Path
+
+    bench = Path(__file__).resolve().parents[1] / "bench"
+    sys.path.insert(0, str(bench))
+    spec = importlib.util.spec_from_file_location("sim_fidelity_bench", bench / "sim_fidelity.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_a_level_the_engine_cannot_serve_is_named_and_the_measured_levels_kept():
+    bench = _bench()
+    assert bench.unserved({"_status": "done", "failed": 0, "completed": 200}, 200) is None
+    assert bench.unserved({"_status": "done", "failed": 3, "completed": 197}, 200) == "3 of 200 requests failed"
+    assert bench.unserved({"_status": "stopped", "_error": "time limit", "failed": 0}, 200) == "run stopped: time limit"
+    real = [_summary(0.010)] * 3
+    report = {"date": "d", "engine": "e", "profile": "p", "workload": "w", "requests_per_run": 200,
+              "seeds": [1, 2, 3], "capacity_rps": 10.0, "capacity_note": "n",
+              "levels": [compare_level(0.2, 2.0, [1, 2, 3], real, [_summary(0.0102)] * 3)],
+              "failed_levels": [{"level": 1.5, "rate_rps": 15.0,
+                                 "error": "the real engine cannot be measured here (seed 1: 9 of 200 requests failed)"}]}
+    text = bench.markdown(report)
+    assert "| mean TTFT (ms) real / sim | 10 / 10.2: +2.0%" in text
+    assert "## Levels not measured" in text
+    assert "- 150% (15.00 req/s): the real engine cannot be measured here (seed 1: 9 of 200 requests failed)" in text
