@@ -52,43 +52,22 @@ from __future__ import annotations
 
 import math
 from collections import Counter, deque
-from dataclasses import dataclass
 from typing import Literal, Sequence
 
 from pydantic import Field, ValidationError, model_validator
-from scipy.stats import norm
 
 from runners.errors import ConfigError
 from runners.input_model import field_error
 from runners.predictors import OutputPriorParams, PriorSource, RunningMoments, history_moments, moments_by_task
 from runners.schedulers.base import (Completion, Decision, InstanceInfo, PolicyParams, SchedulerPolicy,
                                      TelemetrySample)
+from runners.schedulers.dynamic_batching_core import (SLAWindow, block_footprint, clamp_batch,  # noqa: F401
+                                                    default_alpha, memory_batch_size, sla_window_update)
 from runners.workload.requests import Request
 
 #: B_max where neither ``b_max`` nor the engine gives one: vLLM's default max_num_seqs.
 DEFAULT_B_MAX = 256
 LatencySignal = Literal["engine", "tpot"]
-
-
-def memory_batch_size(eta_tokens: float, mean_tokens: float, std_tokens: float, eps: float) -> tuple[int, float]:
-    """(b_t, L0) of Alg. 1 for KV capacity ``eta_tokens`` and per-request token mean/std."""
-    if mean_tokens <= 0 or eta_tokens <= 0:
-        return 1, 0.0
-    theta = float(norm.ppf(1.0 - eps))
-    sigma_theta = std_tokens * theta
-    root = (math.sqrt(sigma_theta**2 + 4 * mean_tokens * eta_tokens) - sigma_theta) / (2 * mean_tokens)
-    b_star = root * root
-    buffer = theta * std_tokens * math.sqrt(b_star)
-    return max(1, int(math.floor((eta_tokens - buffer) / mean_tokens))), buffer
-
-
-def block_footprint(mean_tokens: float, variance_tokens: float, block_size: int | None) -> tuple[float, float]:
-    """(mean, variance) in tokens of a request's KV footprint block * ceil(x / block) for x tokens
-    of mean ``mean_tokens`` and variance ``variance_tokens``, the rounding residue taken as uniform
-    over the block: + (block - 1) / 2 to the mean, + (block^2 - 1) / 12 to the variance."""
-    if not block_size or block_size <= 1:
-        return mean_tokens, variance_tokens
-    return mean_tokens + (block_size - 1) / 2, variance_tokens + (block_size**2 - 1) / 12
 
 
 def mixture_moments(weights: dict[str, int], moments: dict[str, RunningMoments],
@@ -105,41 +84,6 @@ def mixture_moments(weights: dict[str, int], moments: dict[str, RunningMoments],
         mean += count / total * m
         second += count / total * (v + m * m)
     return mean, max(0.0, second - mean * mean)
-
-
-@dataclass(frozen=True)
-class SLAWindow:
-    low: int
-    high: int
-
-
-def sla_window_update(window: SLAWindow, tau_s: float, mean_batch: float, d_sla_s: float, eps_s: float, alpha: int,
-                      delta: int, b_min: int, b_max: int) -> SLAWindow:
-    """One step of Alg. 2's window rule (latencies in seconds, sizes in requests). The window
-    stays inside [B_min, B_max], the paper's hard bounds (its lines 6 and 10 alone could leave
-    them: b above B_max, or b below B_min when few requests are in flight)."""
-    b = int(round(mean_batch))
-    if tau_s > d_sla_s + eps_s:
-        high = min(max(b, window.low + alpha), b_max)
-        low = max(window.low - delta, b_min)
-    elif tau_s < d_sla_s - eps_s:
-        low = max(min(b, window.high - alpha), b_min)
-        high = min(window.high + delta, b_max)
-    else:
-        high = min(b + alpha // 2, b_max)
-        low = max(b - alpha // 2, b_min)
-    return SLAWindow(low, high)
-
-
-def clamp_batch(size: int, decoding_now: int, b_max: int) -> int:
-    """min(max(b, N_decode), B_max): never below what is already decoding, never above B_max."""
-    return min(max(size, decoding_now), b_max)
-
-
-def default_alpha(b_min: int, b_max: int) -> int:
-    """alpha scaled to the search window: B_max // 32 (8 at 256), at least 2 (a window of
-    alpha // 2 >= 1 either side of b on target), at most the window B_max - B_min (at least 1)."""
-    return min(max(2, b_max // 32), max(1, b_max - b_min))
 
 
 def resolve_b_max(b_max: int | None, info: InstanceInfo) -> int:
