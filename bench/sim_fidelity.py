@@ -35,7 +35,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from vllm_cpu_common import RESULTS, tiny_model, vllm_engine
+from vllm_cpu_common import RESULTS, TINY_ENGINE, tiny_model, vllm_engine
 
 from runners.benchmark import execute_run
 from runners.config import parse_config
@@ -50,8 +50,7 @@ PROFILE = RESULTS / "tiny-cpu-vllm.profile.yaml"
 SAMPLES = RESULTS / "tiny-cpu-vllm.profile-samples.csv"
 REPORT_JSON = RESULTS / "sim_fidelity.json"
 REPORT_MD = RESULTS / "sim_fidelity.md"
-SOURCE = ("bench/sim_fidelity.py: vllm-cpu 0.32.0, tiny random Llama (2 layers, hidden 256), this machine's 2 cores; "
-          "steps and serving overhead measured by runners.profiler.measure_steps (seed 0)")
+SOURCE = f"bench/sim_fidelity.py: {TINY_ENGINE}; steps and serving overhead measured by runners.profiler.measure_steps (seed 0)"
 CAPACITY_SEED = 1000
 FIRST_VALIDATION_SEED = 401  # 101-103, 201-203 and 301-303 were looked at while the model was built (README)
 

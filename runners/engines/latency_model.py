@@ -153,7 +153,8 @@ class LinearStepModel(InputModel):
 
 class ServingOverhead(InputModel):
     """The serving front end's delay before the engine sees a request, seconds (module
-    docstring). Both terms finite, 0 to 3600, and required."""
+    docstring). Every term finite, 0 to 3600; ``request_s`` and ``per_prompt_token_s`` required,
+    the two busy-engine terms 0 when absent."""
 
     model_config = ConfigDict(frozen=True)
 
