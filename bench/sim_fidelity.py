@@ -50,7 +50,8 @@ PROFILE = RESULTS / "tiny-cpu-vllm.profile.yaml"
 SAMPLES = RESULTS / "tiny-cpu-vllm.profile-samples.csv"
 REPORT_JSON = RESULTS / "sim_fidelity.json"
 REPORT_MD = RESULTS / "sim_fidelity.md"
-SOURCE = f"bench/sim_fidelity.py: {TINY_ENGINE}; steps and serving overhead measured by runners.profiler.measure_steps (seed 0)"
+SOURCE = (f"bench/sim_fidelity.py: {TINY_ENGINE}; steps and serving overhead measured by "
+          "runners.profiler.measure_steps (seed 0)")
 CAPACITY_SEED = 1000
 FIRST_VALIDATION_SEED = 401  # 101-103, 201-203 and 301-303 were looked at while the model was built (README)
 
