@@ -377,7 +377,7 @@ class RealEngine:
         adapter: type[EngineAdapter] = adapter_for(config.kind)
         ports = config.ports or [free_port(config.host) for _ in range(config.instances)]
         for index, port in enumerate(ports):
-            env = dict(config.env)
+            env = {**config.env, **adapter.server_env(config)}
             if config.use_gpus:
                 env["CUDA_VISIBLE_DEVICES"] = config.gpus[index] if config.gpus else str(index)
             self.servers.append(ServerProcess(adapter.server_command(config, port), port, config.host,

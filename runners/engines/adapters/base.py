@@ -108,6 +108,13 @@ class EngineAdapter:
         raise NotImplementedError(f"{cls.name} cannot be launched")
 
     @classmethod
+    def server_env(cls, config: Any) -> dict[str, str]:
+        """Environment variables a launched server needs beyond the config's ``env`` (none by
+        default), set over it: an adapter that extends a variable the config also sets (a path
+        list) merges the config's value into its own."""
+        return {}
+
+    @classmethod
     def served_model(cls, config: Any) -> str:
         """The model name a launched server answers to."""
         raise NotImplementedError

@@ -44,6 +44,12 @@ class VLLMConfig(ClientOptions, LaunchOptions):
     max_model_len: int | None = Field(default=None, gt=0, le=10_000_000)
     dtype: str | None = None
     block_size: int | None = Field(default=None, gt=0, le=4096)
+    scheduler_cls: str | None = Field(
+        default=None, pattern=r"^[A-Za-z_]\w*(\.[A-Za-z_]\w*)+$",
+        description="vLLM --scheduler-cls: the engine's scheduler class as a qualified name (mod.Class); "
+                    "schedlab's own in-engine schedulers (runners.engines.vllm_scheduler...) are put on the "
+                    "server's PYTHONPATH, nothing is installed into the vLLM environment",
+    )
 
     @field_serializer("command")
     def _command_out(self, command: list[str] | None, info: FieldSerializationInfo) -> list[str] | None:
@@ -105,7 +111,18 @@ class VLLMAdapter(EngineAdapter):
             "--block-size": config.block_size,
         })
         command += ["--scheduling-policy", config.scheduling_policy]
+        if config.scheduler_cls:
+            command += ["--scheduler-cls", config.scheduler_cls]
         return command + list(config.extra_args)
+
+    @classmethod
+    def server_env(cls, config: VLLMConfig) -> dict[str, str]:
+        """With one of schedlab's in-engine schedulers (a ``runners.`` class), the repository root
+        goes first on the server's PYTHONPATH so its Python imports the class from here."""
+        if not config.scheduler_cls or not config.scheduler_cls.startswith("runners."):
+            return {}
+        inherited = config.env.get("PYTHONPATH", os.environ.get("PYTHONPATH", ""))
+        return {"PYTHONPATH": os.pathsep.join(part for part in (str(ROOT), inherited) if part)}
 
     @classmethod
     def served_model(cls, config: VLLMConfig) -> str:
