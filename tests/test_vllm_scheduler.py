@@ -45,9 +45,9 @@ def test_the_client_policy_and_the_engine_share_one_decision_function():
 
 
 def test_block_exact_capacity_by_hand():
-    # 10 free blocks of 128 tokens; running requests of 1, 128, 129 and 0 computed tokens hold
-    # 1 + 1 + 2 + 0 blocks: eta = 128 * 14 = 1792 tokens
-    assert batch_capacity_tokens(128, 10, [1, 128, 129, 0]) == 1792
+    # 10 free blocks of 128 tokens; running requests holding blocks [1, 2], [2, 3] (block 2, a
+    # common prefix, shared), [4] and none: 4 distinct blocks, eta = 128 * (10 + 4) = 1792 tokens
+    assert batch_capacity_tokens(128, 10, [[1, 2], [2, 3], [4], []]) == 1792
     assert batch_capacity_tokens(16, 0, []) == 0
 
 

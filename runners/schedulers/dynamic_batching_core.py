@@ -14,6 +14,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 from statistics import NormalDist
+from typing import Iterable
 
 _STANDARD_NORMAL = NormalDist()
 
@@ -81,13 +82,16 @@ def default_alpha(b_min: int, b_max: int) -> int:
     return min(max(2, b_max // 32), max(1, b_max - b_min))
 
 
-def batch_capacity_tokens(block_size: int, free_blocks: int, running_tokens: "list[int] | tuple[int, ...]") -> int:
-    """eta for the in-engine Alg. 1, tokens, block-exact: the blocks free now plus the blocks the
-    running requests hold (ceil(tokens / block_size) each, ``running_tokens`` their computed
-    tokens), times ``block_size``. Blocks held by anything else (a waiting request that keeps its
-    blocks) are not the batch's to use and are left out."""
-    held = sum(-(-tokens // block_size) for tokens in running_tokens)
-    return block_size * (free_blocks + held)
+def batch_capacity_tokens(block_size: int, free_blocks: int, held_block_ids: Iterable[Iterable[int]]) -> int:
+    """eta for the in-engine Alg. 1, tokens, block-exact: the blocks free now plus the distinct
+    blocks the running requests hold (``held_block_ids``: each running request's block ids; a
+    block shared by several, a common prompt prefix, counts once), times ``block_size``. Blocks
+    held by anything else (a waiting request that keeps its blocks) are not the batch's to use and
+    are left out."""
+    held: set[int] = set()
+    for ids in held_block_ids:
+        held.update(ids)
+    return block_size * (free_blocks + len(held))
 
 
 def memory_limit(eta_tokens: float, prompt_mean: float, prompt_variance: float, output_mean: float,

@@ -117,6 +117,13 @@ class SchedlabScheduler(Scheduler):
         """Usable KV blocks (the pool less its null block)."""
         return self.kv_cache_manager.block_pool.num_gpu_blocks - 1
 
+    def running_block_ids(self) -> list[list[int]]:
+        """Each running request's KV block ids (all KV cache groups together; the null block,
+        which stands for skipped blocks and holds nothing, left out)."""
+        null = self.kv_cache_manager.block_pool.null_block.block_id
+        return [[block for group in self.kv_cache_manager.get_block_ids(request.request_id) for block in group
+                 if block != null] for request in self.running]
+
     def num_waiting(self) -> int:
         return len(self.waiting) + len(self.kv_holding_waiting)
 

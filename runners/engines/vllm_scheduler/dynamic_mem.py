@@ -7,8 +7,8 @@ dynamic-mem policy uses (:func:`runners.schedulers.dynamic_batching_core.memory_
 sees, not the rule:
 
 * eta, the KV capacity (tokens), is block-exact: the blocks free in vLLM's block pool now plus
-  the blocks the running requests hold (ceil(computed tokens / block size) each), times the block
-  size (:func:`~runners.schedulers.dynamic_batching_core.batch_capacity_tokens`). The client can
+  the distinct blocks the running requests hold (read from the KV cache manager; a prefix block
+  shared by several counts once), times the block size (:func:`~runners.schedulers.dynamic_batching_core.batch_capacity_tokens`). The client can
   only estimate it from the engine's configured capacity.
 * E[l_in], Var l_in: the prompt lengths of every request the engine has been given (tokens).
 * E[l_out], Var l_out: ``output_prior`` (:class:`~runners.engines.vllm_scheduler.EngineDynamicMemoryParams`)
@@ -92,8 +92,7 @@ class DynamicMemoryScheduler(SchedlabScheduler):
         decoding = sum(1 for request in self.running if request.num_output_tokens > 0)
         prefilling = len(self.running) - decoding + self.num_waiting()
         update = self.prompts.count > 0 and ((prefilling > 0 and decoding > 0) or not self.sized)
-        eta = batch_capacity_tokens(self.block_size, self.free_blocks(),
-                                    [request.num_computed_tokens for request in self.running])
+        eta = batch_capacity_tokens(self.block_size, self.free_blocks(), self.running_block_ids())
         self._fields = {"eta_tokens": eta, "decoding": decoding, "sized": update}
         if update:
             output_mean, output_variance = self.output_moments()
