@@ -17,6 +17,7 @@ from runners.errors import ConfigError, UnknownNameError, format_validation_erro
 from runners.schedulers.base import SchedulerPolicy
 from runners.schedulers.dynamic_batching import DynamicMemoryPolicy, DynamicSLAPolicy
 from runners.schedulers.fcfs import FCFSPolicy
+from runners.schedulers.in_engine import EngineDynamicMemoryPolicy
 from runners.schedulers.memory_constrained import AlphaBetaClearPolicy, AlphaProtectPolicy, MCSFPolicy
 from runners.schedulers.slice_level import SCLSPolicy
 from runners.schedulers.slo_aware import SLOAwarePolicy, SLOExhaustivePolicy
@@ -33,6 +34,7 @@ SCHEDULER_CLASSES: tuple[type[SchedulerPolicy], ...] = (
     MCSFPolicy,
     AlphaProtectPolicy,
     AlphaBetaClearPolicy,
+    EngineDynamicMemoryPolicy,
 )
 SCHEDULERS: dict[str, type[SchedulerPolicy]] = {cls.name: cls for cls in SCHEDULER_CLASSES}
 

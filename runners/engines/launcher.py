@@ -99,13 +99,26 @@ def free_port(host: str = "127.0.0.1") -> int:
         return int(probe.getsockname()[1])
 
 
+#: Log lines naming this are quoted even when they are older than the tail: schedlab's own code
+#: inside the server (the in-engine schedulers) says there why it refused to run.
+OWN_LINES_MARK = "schedlab"
+
+
 def log_tail(path: Path, lines: int = 30, secrets: Sequence[str] = ()) -> str:
-    """The last ``lines`` lines of a server log, with ``secrets`` and token-like text redacted."""
+    """The last ``lines`` lines of a server log, after up to 5 earlier lines that name schedlab
+    (:data:`OWN_LINES_MARK`), with ``secrets`` and token-like text redacted."""
     try:
         with path.open("r", encoding="utf-8", errors="replace") as handle:
-            return redact("".join(deque(handle, maxlen=lines)), list(secrets))
+            tail: deque[str] = deque(maxlen=lines)
+            own: list[str] = []
+            for line in handle:
+                if len(tail) == lines and OWN_LINES_MARK in tail[0].lower() and len(own) < 5:
+                    own.append(tail[0])  # about to leave the tail
+                tail.append(line)
     except FileNotFoundError:
         return ""
+    earlier = "".join(own) + "[...]\n" if own else ""
+    return redact(earlier + "".join(tail), list(secrets))
 
 
 @dataclass

@@ -331,6 +331,10 @@ def resolve_tokenization(engine: RealEngineConfig, tokenizer: str | None) -> Tok
     return Tokenization(counter, context, record)
 
 
+#: In a launched server's environment values, replaced by the server's index (0, 1, ...).
+INSTANCE_TOKEN = "{instance}"
+
+
 class RealEngine:
     """Owns the instances of one run: launches or attaches in :meth:`start`, stops in :meth:`stop`."""
 
@@ -374,10 +378,13 @@ class RealEngine:
         return self.instances
 
     def _launch(self, config: Any, should_stop: Callable[[], bool] | None = None) -> None:
+        """Start every server of ``config``; in its environment ``{instance}`` becomes the
+        server's index (a per-instance file such as the in-engine schedulers' decisions)."""
         adapter: type[EngineAdapter] = adapter_for(config.kind)
         ports = config.ports or [free_port(config.host) for _ in range(config.instances)]
         for index, port in enumerate(ports):
-            env = {**config.env, **adapter.server_env(config)}
+            env = {name: value.replace(INSTANCE_TOKEN, str(index))
+                   for name, value in {**config.env, **adapter.server_env(config)}.items()}
             if config.use_gpus:
                 env["CUDA_VISIBLE_DEVICES"] = config.gpus[index] if config.gpus else str(index)
             self.servers.append(ServerProcess(adapter.server_command(config, port), port, config.host,

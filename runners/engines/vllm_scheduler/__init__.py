@@ -25,6 +25,7 @@ from __future__ import annotations
 import json
 import os
 import re
+from pathlib import Path
 from typing import Literal
 
 from pydantic import Field, model_validator
@@ -33,11 +34,11 @@ from runners.input_model import InputModel, field_error
 
 #: schedlab scheduler name -> qualified class name for vLLM's ``--scheduler-cls``.
 IN_ENGINE_SCHEDULERS: dict[str, str] = {
-    "engine:dynamic-mem": "runners.engines.vllm_scheduler.dynamic_mem.DynamicMemoryScheduler",
+    "engine-dynamic-mem": "runners.engines.vllm_scheduler.dynamic_mem.DynamicMemoryScheduler",
 }
 
 #: The client-side policy each in-engine scheduler shares its decision logic with.
-CLIENT_TWINS: dict[str, str] = {"engine:dynamic-mem": "dynamic-mem"}
+CLIENT_TWINS: dict[str, str] = {"engine-dynamic-mem": "dynamic-mem"}
 
 #: vLLM releases the classes are tested against, as "major.minor" (any patch release of each).
 #: The scheduler interface is not public ("compatibility may not be maintained"), so each new
@@ -70,7 +71,7 @@ def version_error(version: str | None) -> str | None:
     return (f"schedlab's in-engine schedulers support vLLM {supported}; this server runs vLLM {shown}. "
             "vLLM's scheduler interface is not public and changes between releases, so the plugin refuses "
             f"to run rather than schedule wrongly. Install vLLM {supported} in the server's environment, or "
-            "run the policy's client-side twin instead (e.g. dynamic-mem for engine:dynamic-mem)")
+            "run the policy's client-side twin instead (e.g. dynamic-mem for engine-dynamic-mem)")
 
 
 def scheduler_class(name: str) -> str:
@@ -86,7 +87,7 @@ EngineOutputPrior = Literal["max_tokens", "given", "cold"]
 
 
 class EngineDynamicMemoryParams(InputModel):
-    """Parameters of engine:dynamic-mem (000 Alg. 1 inside vLLM), read from the JSON object at
+    """Parameters of engine-dynamic-mem (000 Alg. 1 inside vLLM), read from the JSON object at
     ``SCHEDLAB_ENGINE_PARAMS``. Tokens are tokens; eps_m a probability."""
 
     b_max: int | None = Field(
@@ -120,7 +121,7 @@ class EngineDynamicMemoryParams(InputModel):
 
 
 #: schedlab scheduler name -> the parameters model of its class (importable without vLLM).
-IN_ENGINE_PARAMS: dict[str, type[InputModel]] = {"engine:dynamic-mem": EngineDynamicMemoryParams}
+IN_ENGINE_PARAMS: dict[str, type[InputModel]] = {"engine-dynamic-mem": EngineDynamicMemoryParams}
 
 
 def load_params(model: type[InputModel], environ: "os._Environ[str] | dict[str, str] | None" = None) -> InputModel:
@@ -139,3 +140,23 @@ def load_params(model: type[InputModel], environ: "os._Environ[str] | dict[str, 
         return model.model_validate(data)
     except ValueError as exc:
         raise ValueError(f"schedlab in-engine scheduler: bad parameters in {PARAMS_ENV}={path}: {exc}") from None
+
+
+def launch_settings(name: str, params: InputModel, folder: Path) -> tuple[str, dict[str, str]]:
+    """What a vLLM launch needs to run in-engine scheduler ``name``: its ``--scheduler-cls`` and
+    the server environment (the parameters written as JSON into ``folder``, the decisions file
+    per instance there: ``engine-decisions-{instance}.jsonl``, ``{instance}`` being replaced by the
+    launcher)."""
+    folder.mkdir(parents=True, exist_ok=True)
+    params_file = folder / "engine-scheduler-params.json"
+    params_file.write_text(params.model_dump_json(indent=2) + "\n", encoding="utf-8")
+    return scheduler_class(name), {PARAMS_ENV: str(params_file),
+                                   DECISIONS_ENV: str(folder / "engine-decisions-{instance}.jsonl")}
+
+
+def attach_instructions(name: str) -> str:
+    """How to start a server elsewhere with in-engine scheduler ``name`` (for an attach config)."""
+    return (f"{name} runs inside vLLM, so schedlab must launch the server (engine kind vllm). To use it with a "
+            f"server started elsewhere, start that server with PYTHONPATH=<schedlab repository> and --scheduler-cls "
+            f"{scheduler_class(name)} (vLLM {', '.join(v + '.x' for v in SUPPORTED_VLLM_VERSIONS)}), then attach "
+            f"with scheduler fcfs")

@@ -1,4 +1,4 @@
-"""engine:dynamic-mem: 000 Alg. 1 (memory-aware dynamic batch size) inside vLLM's scheduler.
+"""engine-dynamic-mem: 000 Alg. 1 (memory-aware dynamic batch size) inside vLLM's scheduler.
 
 Before each ``schedule()`` the running limit (vLLM's admission limit ``max_num_active_reqs``, see
 :mod:`.base`) is set to Alg. 1's batch size, computed by the same functions the client-side
@@ -52,11 +52,11 @@ class DynamicMemoryScheduler(SchedlabScheduler):
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
-        params = load_params(IN_ENGINE_PARAMS["engine:dynamic-mem"])
+        params = load_params(IN_ENGINE_PARAMS["engine-dynamic-mem"])
         assert isinstance(params, EngineDynamicMemoryParams)
         self.params = params
         if params.b_max is not None and params.b_max > self.max_num_running_reqs:
-            raise ValueError(f"schedlab engine:dynamic-mem: b_max {params.b_max} is more than this engine runs at "
+            raise ValueError(f"schedlab engine-dynamic-mem: b_max {params.b_max} is more than this engine runs at "
                              f"once (max_num_seqs {self.max_num_running_reqs}): raise --max-num-seqs to at least "
                              f"{params.b_max}, or leave b_max unset to follow the engine")
         self.b_max = params.b_max or self.max_num_running_reqs
