@@ -207,3 +207,13 @@ def test_the_launch_page_shows_the_offered_load_and_puts_seed_errors_under_the_s
     after = leaves[next(i for i, leaf in enumerate(leaves) if getattr(leaf, "key", None) == "f:trials.seeds") + 1]
     assert after.type == "error" and "'2, two' is not a number" in after.value
     assert not (results_dir / ".jobs").exists(), "nothing may start while the form has errors"
+
+
+def test_an_in_engine_scheduler_on_the_simulator_is_an_error_under_the_schedulers_field():
+    # issue 14: engine-dynamic-mem runs inside vLLM; listed like any scheduler, refused before launch elsewhere
+    values = default_form_values(["fcfs", "engine-dynamic-mem"])
+    result = build_job(values, ["fcfs", "engine-dynamic-mem"])
+    assert not result.ok
+    assert "engine-dynamic-mem runs inside vLLM" in result.errors["schedulers"]
+    assert "--scheduler-cls runners.engines.vllm_scheduler.dynamic_mem.DynamicMemoryScheduler" in result.errors[
+        "schedulers"]
