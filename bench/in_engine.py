@@ -13,7 +13,7 @@ against static-16 and engine-dynamic-mem against dynamic-mem: the relative chang
 (paired bootstrap 95% interval) and seeds won.
 
 Usage: python bench/in_engine.py [--seeds 3] [--requests 80]
-Writes bench/results/in_engine.{json,md}. Run it under the CPU lock (about 20 minutes).
+Writes bench/results/in_engine.{json,md}. Run it under the CPU lock (about 13 minutes).
 """
 
 from __future__ import annotations
