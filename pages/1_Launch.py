@@ -341,7 +341,10 @@ error_under("slo", "slo.preset")
 # -- schedulers --------------------------------------------------------------------------------
 st.subheader("Schedulers")
 chosen = st.multiselect("Schedulers to compare", list(SCHEDULERS), default=list(DEFAULT_SCHEDULERS), key="schedulers",
-                        help="Each runs at every seed on the same workload and arrival times.")
+                        format_func=lambda name: name + (" (inside vLLM: engine vllm only)"
+                                                         if getattr(SCHEDULERS[name], "in_engine", False) else ""),
+                        help="Each runs at every seed on the same workload and arrival times. engine-* schedulers run "
+                             "inside a vLLM that schedlab launches (its --scheduler-cls).")
 error_under("schedulers")
 st.selectbox("Baseline", [""] + list(SCHEDULERS), key=key("trials.baseline"),
              format_func=lambda name: name or (f"the first scheduler ({chosen[0]})" if chosen else "the first scheduler"),

@@ -295,3 +295,9 @@ def test_launch_and_results_pages_say_how_far_a_simulated_run_can_be_trusted(res
     captions = " | ".join(caption.value for caption in app.caption)
     assert "simulated with profile qwen2.5-7b-2xv100-vllm: no fidelity report" in captions
     assert "Fidelity (demo-static-s0, demo-fcfs-s0)" in captions or "Fidelity (demo-fcfs-s0, demo-static-s0)" in captions
+
+
+def test_the_launch_page_marks_in_engine_schedulers(results):
+    app = open_page("pages/1_Launch.py")
+    options = app.multiselect(key="schedulers").options
+    assert "engine-dynamic-mem (inside vLLM: engine vllm only)" in options and "fcfs" in options
