@@ -264,6 +264,11 @@ def _metric_total(text: str, name: str) -> float:
     return total
 
 
+def _increment(before: str, after: str, name: str) -> float:
+    """How much the Prometheus sample ``name`` grew between two scrapes (summed over label sets)."""
+    return _metric_total(after, name) - _metric_total(before, name)
+
+
 async def _scrape(session: aiohttp.ClientSession, endpoint: Endpoint) -> str:
     async with session.get(endpoint.base_url.rstrip("/").removesuffix("/v1") + "/metrics") as response:
         return await response.text()
@@ -346,15 +351,11 @@ async def measure_steps(endpoint: Endpoint, grid: StepGrid, max_num_batched_toke
                     raise SchedlabError(f"profile: prefill of {tokens} tokens failed: {result.error}")
                 await asyncio.sleep(0.05)  # the metrics are recorded just after the response
                 after = await _scrape(session, endpoint)
-
-                def increment(name: str) -> float:
-                    return _metric_total(after, name) - _metric_total(before, name)
-
-                if increment("vllm:request_prefill_time_seconds_count") != 1:
+                if _increment(before, after, "vllm:request_prefill_time_seconds_count") != 1:
                     raise SchedlabError("profile: the engine exposes no vllm:request_prefill_time_seconds "
                                         "(the step profiler needs vLLM's V1 metrics)")
-                prefill_s = increment("vllm:request_prefill_time_seconds_sum")
-                queue_s = increment("vllm:request_queue_time_seconds_sum")
+                prefill_s = _increment(before, after, "vllm:request_prefill_time_seconds_sum")
+                queue_s = _increment(before, after, "vllm:request_queue_time_seconds_sum")
                 counted = int(result.prompt_tokens or tokens)
                 if result.chunk_times:  # the front end's share of the client's TTFT (ServingOverhead)
                     outside = result.chunk_times[0] - result.sent_at - prefill_s - queue_s
@@ -418,12 +419,11 @@ def _busy_overhead_sample(before: str, after: str, results: Sequence[StreamResul
     """The serving front end's share of the TTFT of prompts sent while ``decodes`` requests decode:
     their mean client TTFT minus their mean engine queue + prefill time (the histograms' sum
     increments over the count increment, which must equal the prompts sent). None otherwise."""
-    def increment(name: str) -> float:
-        return _metric_total(after, name) - _metric_total(before, name)
-
-    if increment("vllm:request_prefill_time_seconds_count") != len(results) or not all(r.chunk_times for r in results):
+    if (_increment(before, after, "vllm:request_prefill_time_seconds_count") != len(results)
+            or not all(r.chunk_times for r in results)):
         return None
-    engine = (increment("vllm:request_prefill_time_seconds_sum") + increment("vllm:request_queue_time_seconds_sum"))
+    engine = (_increment(before, after, "vllm:request_prefill_time_seconds_sum")
+              + _increment(before, after, "vllm:request_queue_time_seconds_sum"))
     client = float(np.mean([r.chunk_times[0] - r.sent_at for r in results]))
     prompt = float(np.mean([r.prompt_tokens or tokens for r in results]))
     return StepSample(OVERHEAD_KIND, 1, int(round(prompt)), decodes, 0, max(0.0, client - engine / len(results)),
@@ -461,11 +461,22 @@ class StepFit:
     points: int
 
 
+def _idle_start(sample: StepSample) -> bool:
+    """A pure prefill sample is an idle start: the profiler sends that prompt to an idle engine."""
+    return sample.kind == "prefill"
+
+
 def _design(samples: Sequence[StepSample]) -> np.ndarray:
-    """Design-matrix rows; a pure prefill sample is an idle start (one prompt sent to an idle engine)."""
     return np.array([LinearStepModel.features(s.prefill_requests, s.prefill_tokens, s.decode_requests,
-                                              s.decode_context, idle_start=s.kind == "prefill")
+                                              s.decode_context, idle_start=_idle_start(s))
                      for s in samples], dtype=float)
+
+
+def _relative_nnls(design: np.ndarray, y: np.ndarray, weight: np.ndarray) -> np.ndarray:
+    """Non-negative least squares with each row weighted by ``weight`` (1 / its measured seconds:
+    the fit then minimises relative error)."""
+    solution, _ = nnls(design * weight[:, None], y * weight)
+    return solution
 
 
 def _mape(predicted: np.ndarray, measured: np.ndarray) -> float:
@@ -485,8 +496,7 @@ def fit_step_model(samples: Sequence[StepSample], min_points_per_term: int = MIN
     y = np.array([s.seconds for s in samples], dtype=float)
     if (y <= 0).any() or not np.isfinite(y).all():
         raise SchedlabError("profile: every measured step must take a finite, positive time")
-    weight = 1.0 / y
-    solution, _ = nnls(design * weight[:, None], y * weight)
+    solution = _relative_nnls(design, y, 1.0 / y)
     predicted = design @ solution
     model = LinearStepModel(**{term: float(v) for term, v in zip(STEP_TERMS, solution)})
     return StepFit(model, float(np.sqrt(np.mean((predicted - y) ** 2))), _mape(predicted, y), len(y))
@@ -506,7 +516,7 @@ def _phase_model(samples: Sequence[StepSample]) -> LatencyModel:
 
 def _predict(model: LatencyModel, samples: Sequence[StepSample]) -> np.ndarray:
     return np.array([model.step_time(s.prefill_requests, s.prefill_tokens, s.decode_requests, s.decode_context)
-                     + (model.idle_start_s if s.kind == "prefill" else 0.0) for s in samples], dtype=float)
+                     + (model.idle_start_s if _idle_start(s) else 0.0) for s in samples], dtype=float)
 
 
 def fold_indices(n: int, folds: int, seed: int = 0) -> list[np.ndarray]:
@@ -561,13 +571,12 @@ def fit_serving_overhead(samples: Sequence[StepSample], folds: int = 5,
     design = np.array([[1.0, float(s.prefill_tokens), 1.0 if s.decode_requests else 0.0, float(s.decode_requests)]
                        for s in chosen])
     y = np.array([s.seconds for s in chosen], dtype=float)
-    weight = 1.0 / np.maximum(y, 1e-6)
-    solution, _ = nnls(design * weight[:, None], y * weight)
+    weight = 1.0 / np.maximum(y, 1e-6)  # a front end faster than the engine's clocks resolve is clamped to 0
+    solution = _relative_nnls(design, y, weight)
     predicted = np.full(len(chosen), np.nan)
     for test in fold_indices(len(chosen), min(folds, len(chosen)), seed):
         train = np.setdiff1d(np.arange(len(chosen)), test)
-        fold_solution, _ = nnls(design[train] * weight[train, None], y[train] * weight[train])
-        predicted[test] = design[test] @ fold_solution
+        predicted[test] = design[test] @ _relative_nnls(design[train], y[train], weight[train])
     busy = design[:, 2] > 0
     report = {"n": len(chosen), "n_busy": int(busy.sum()), "mape_in_sample": _mape(design @ solution, y),
               "mape_out_of_fold": _mape(predicted, y), "mean_idle_s": float(np.mean(y[~busy])) if (~busy).any() else None,
