@@ -342,7 +342,7 @@ error_under("slo", "slo.preset")
 st.subheader("Schedulers")
 chosen = st.multiselect("Schedulers to compare", list(SCHEDULERS), default=list(DEFAULT_SCHEDULERS), key="schedulers",
                         format_func=lambda name: name + (" (inside vLLM: engine vllm only)"
-                                                         if getattr(SCHEDULERS[name], "in_engine", False) else ""),
+                                                         if SCHEDULERS[name].in_engine else ""),
                         help="Each runs at every seed on the same workload and arrival times. engine-* schedulers run "
                              "inside a vLLM that schedlab launches (its --scheduler-cls).")
 error_under("schedulers")

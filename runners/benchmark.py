@@ -22,12 +22,12 @@ from runners.engines.profile import load_profile
 from runners.engines.real_config import redact_args
 from runners.engines.real_engine import RealEngine, check_api_key, resolve_tokenization
 from runners.engines.simulator import ResolvedSimulator, SimulatedInstance, SimulatorConfig
-from runners.engines.vllm_scheduler import attach_instructions, launch_settings
+from runners.engines.vllm_scheduler import launch_settings
 from runners.errors import ConfigError, RunCancelled, RunStopped
 from runners.schedulers.base import PolicyStalled, SchedulerPolicy
 from runners.metrics.run_metrics import distribution
 from runners.recording import RunRecorder
-from runners.registry import make_policy, scheduler_class
+from runners.registry import check_engine_for, make_policy
 from runners.result_store import DEFAULT_RESULTS_DIR, RunWriter, new_run_id, write_json_atomic
 from runners.workload.builder import Workload, build_workload
 from runners.workload.slo import TaskSLO
@@ -55,7 +55,7 @@ class RunOutcome:
 def prepare_run(config: RunConfig) -> PreparedRun:
     """Resolve the engine, build the workload with its SLOs, and check the cache can hold it."""
     check_api_key(config.engine)
-    _check_in_engine(config)
+    check_engine_for(config.scheduler.name, config.engine.kind)
     simulator = config.engine.resolve() if isinstance(config.engine, SimulatorConfig) else None
     latency = simulator.latency if simulator else None
     if simulator is None and config.engine.profile:
@@ -125,17 +125,10 @@ def _config_record(prepared: PreparedRun) -> dict[str, Any]:
     }
 
 
-def _check_in_engine(config: RunConfig) -> None:
-    """An in-engine scheduler (``engine-<name>``) needs a vLLM that schedlab launches: ConfigError
-    saying how to start a server elsewhere otherwise."""
-    if getattr(scheduler_class(config.scheduler.name), "in_engine", False) and config.engine.kind != "vllm":
-        raise ConfigError("scheduler.name", attach_instructions(config.scheduler.name))
-
-
 def _engine_with_scheduler(config: RunConfig, policy: SchedulerPolicy, folder: Path) -> Any:
     """The engine config to launch: with an in-engine scheduler, its ``--scheduler-cls`` and the
     server environment that hands it its parameters and a decisions file in the run folder."""
-    if not getattr(policy, "in_engine", False):
+    if not policy.in_engine:
         return config.engine
     scheduler_cls, env = launch_settings(policy.name, policy.params, folder)
     return config.engine.model_copy(update={"scheduler_cls": scheduler_cls, "env": {**config.engine.env, **env}})

@@ -29,8 +29,7 @@ from runners.capacity_estimate import OfferedLoad, offered_load, real_engine_loa
 from runners.config import RunConfig, set_dotted
 from runners.errors import ConfigError, DatasetError, SchedlabError, error_location
 from runners.jobs import JobSpec, StudySpec, SweepSpec, new_job_spec
-from runners.engines.vllm_scheduler import attach_instructions
-from runners.registry import SCHEDULERS, parameter_specs, scheduler_class
+from runners.registry import check_engine_for, parameter_specs, scheduler_class
 from runners.result_store import DEFAULT_RESULTS_DIR
 from runners.study import MAX_RUNS_UNCONFIRMED, check_size, new_study_id, parse_seeds, plan_study
 
@@ -316,9 +315,11 @@ def build_job(values: dict[str, Any], schedulers: list[str], check_workload: boo
                 return FormResult(errors=_form_keys(errors, values))
     if errors or not configs:
         return FormResult(errors=_form_keys(errors or {"schedulers": "choose at least one scheduler"}, values))
-    in_engine = [name for name in schedulers if getattr(SCHEDULERS.get(name), "in_engine", False)]
-    if in_engine and configs[0].engine.kind != "vllm":  # every run of the job, not only the first
-        return FormResult(errors=_form_keys({"schedulers": attach_instructions(in_engine[0])}, values))
+    try:  # every scheduler of the job, not only the first run's, which prepare_run checks below
+        for name in schedulers:
+            check_engine_for(name, configs[0].engine.kind)
+    except ConfigError as exc:
+        return FormResult(errors=_form_keys({"schedulers": exc.message}, values))
     if check_workload:
         try:
             prepare_run(configs[0])

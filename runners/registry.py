@@ -13,6 +13,7 @@ from pydantic import BaseModel, ValidationError
 from runners.engines.adapters import ADAPTERS
 from runners.engines.real_config import AttachConfig
 from runners.engines.simulator import SimulatorConfig
+from runners.engines.vllm_scheduler import attach_instructions
 from runners.errors import ConfigError, UnknownNameError, format_validation_error
 from runners.schedulers.base import SchedulerPolicy
 from runners.schedulers.dynamic_batching import DynamicMemoryPolicy, DynamicSLAPolicy
@@ -62,6 +63,14 @@ def scheduler_class(name: str) -> type[SchedulerPolicy]:
     if name not in SCHEDULERS:
         raise UnknownNameError("scheduler.name", name, list(SCHEDULERS))
     return SCHEDULERS[name]
+
+
+def check_engine_for(scheduler: str, engine_kind: str) -> None:
+    """ConfigError naming ``scheduler.name`` when ``scheduler`` cannot run on an engine of
+    ``engine_kind``: an in-engine scheduler needs a vLLM that schedlab launches (the error says
+    how to start such a server elsewhere)."""
+    if scheduler_class(scheduler).in_engine and engine_kind != "vllm":
+        raise ConfigError("scheduler.name", attach_instructions(scheduler))
 
 
 def engine_entry(name: str) -> EngineEntry:

@@ -115,6 +115,9 @@ class SchedulerPolicy:
     summary: ClassVar[str] = ""
     paper: ClassVar[str] = ""
     Params: ClassVar[type[PolicyParams]] = PolicyParams
+    #: True for the client side of an in-engine scheduler (runners/schedulers/in_engine.py): the
+    #: policy itself runs inside a vLLM that schedlab launches
+    in_engine: ClassVar[bool] = False
 
     def __init__(self, params: PolicyParams | None = None) -> None:
         self.params = params if params is not None else self.Params()
