@@ -28,6 +28,7 @@ from vllm_cpu_common import RESULTS, tiny_model, vllm_engine
 
 from runners.benchmark import execute_run
 from runners.config import parse_config
+from runners.metrics.catalog import summary_value
 from runners.metrics.seed_statistics import relative_change, summarize
 
 ARMS: dict[str, tuple[str, dict, dict]] = {  # name: (scheduler, params, engine overrides)
@@ -43,13 +44,6 @@ METRICS: tuple[tuple[str, str, bool], ...] = (("output_throughput_tps", "output 
                                               ("preemptions", "preemptions", False))
 COMPARISONS: tuple[tuple[str, str], ...] = (("static-16", "fcfs-64"), ("static-16", "dynamic-mem"),
                                             ("static-16", "engine-dynamic-mem"), ("dynamic-mem", "engine-dynamic-mem"))
-
-
-def value(summary: dict, key: str) -> float | None:
-    if "." in key:
-        metric, stat = key.split(".")
-        return (summary.get(metric) or {}).get(stat)
-    return summary.get(key)
 
 
 def main() -> None:
@@ -77,7 +71,7 @@ def main() -> None:
                     if outcome.status != "done" or summary.get("failed"):
                         problems.append(f"{kv_name} {arm} seed {seed}: {outcome.status} {outcome.error or ''} "
                                         f"failed {summary.get('failed')}")
-                    results[kv_name][arm][seed] = {key: value(summary, key) for key, _, _ in METRICS}
+                    results[kv_name][arm][seed] = {key: summary_value(summary, key) for key, _, _ in METRICS}
                     print(f"{kv_name} {arm} seed {seed}: {outcome.status}, "
                           f"{results[kv_name][arm][seed]['output_throughput_tps']:.0f} tok/s, "
                           f"{results[kv_name][arm][seed]['preemptions']} preemptions", flush=True)

@@ -14,6 +14,7 @@ import pandas as pd
 
 from runners.engines.fidelity import fidelity_sentence
 from runners.metrics.catalog import RUN_METRICS, Metric, metric_by_label, summary_value
+from runners.workload.arrivals import RATE_PROCESSES
 from runners.workload.tokens import tokenization_label
 
 __all__ = ["COMPARISON_METRICS", "Metric", "summary_value", "percent_change", "comparison_table", "change_is_good",
@@ -134,7 +135,7 @@ def fidelity_note(config: dict[str, Any]) -> str | None:
     if not isinstance(profile, dict):
         return None
     arrival = ((config.get("config") or {}).get("workload") or {}).get("arrival") or {}
-    rate = arrival.get("rate") if arrival.get("process") in (None, "poisson", "gamma", "constant") else None
+    rate = arrival.get("rate") if (arrival.get("process") or "poisson") in RATE_PROCESSES else None
     report = profile.get("fidelity")
     return fidelity_sentence(str(profile.get("name", "?")), report if isinstance(report, dict) else None,
                              float(rate) if isinstance(rate, (int, float)) else None)

@@ -31,6 +31,7 @@ import numpy as np
 from scipy import stats
 
 from runners.errors import ConfigError
+from runners.metrics.catalog import summary_value
 
 FIDELITY_SCHEMA = "schedlab.fidelity/1"
 
@@ -62,16 +63,6 @@ def quantity_label(key: str) -> str:
     return f"{stat} {dict(LATENCY_METRICS)[metric]}"
 
 
-def summary_value(summary: dict[str, Any], key: str) -> float:
-    """The quantity ``key`` from a run's summary.json mapping (NaN when absent)."""
-    if "." in key:
-        metric, stat = key.split(".")
-        value = (summary.get(metric) or {}).get(stat)
-    else:
-        value = summary.get(key)
-    return float("nan") if value is None else float(value)
-
-
 def target_for(key: str, saturated: bool) -> float | None:
     """The |error| target of quantity ``key`` at a level below or above saturation (None: no target)."""
     if key == THROUGHPUT[0]:
@@ -97,6 +88,12 @@ def parse_levels(text: str) -> list[float]:
     return levels
 
 
+def _value(summary: dict[str, Any], key: str) -> float:
+    """The quantity ``key`` of a run's summary (NaN when absent, so its error is left out)."""
+    value = summary_value(summary, key)
+    return float("nan") if value is None else value
+
+
 def compare_level(level: float, rate_rps: float, seeds: Sequence[int], real: Sequence[dict[str, Any]],
                   simulated: Sequence[dict[str, Any]]) -> dict[str, Any]:
     """One level of the report from the real and simulated summaries of the same seeds (paired)."""
@@ -105,8 +102,8 @@ def compare_level(level: float, rate_rps: float, seeds: Sequence[int], real: Seq
     saturated = level >= 1.0
     quantities: dict[str, Any] = {}
     for key in quantity_keys():
-        real_values = [summary_value(s, key) for s in real]
-        sim_values = [summary_value(s, key) for s in simulated]
+        real_values = [_value(s, key) for s in real]
+        sim_values = [_value(s, key) for s in simulated]
         errors = [(sim - rl) / rl if rl else float("nan") for sim, rl in zip(sim_values, real_values)]
         finite = np.array([e for e in errors if math.isfinite(e)])
         mean_error = float(finite.mean()) if len(finite) else float("nan")

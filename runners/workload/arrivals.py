@@ -25,6 +25,8 @@ from runners.errors import ConfigError, DatasetError
 from runners.input_model import InputModel
 
 ArrivalProcess = Literal["all-at-once", "poisson", "gamma", "constant", "replay"]
+#: The processes that take a rate (requests per second).
+RATE_PROCESSES: tuple[str, ...] = ("poisson", "gamma", "constant")
 
 
 class ArrivalConfig(InputModel):
@@ -44,7 +46,7 @@ class ArrivalConfig(InputModel):
 
     @model_validator(mode="after")
     def _needs(self) -> "ArrivalConfig":
-        if self.process in ("poisson", "gamma", "constant") and self.rate is None:
+        if self.process in RATE_PROCESSES and self.rate is None:
             raise ValueError(f"process {self.process!r} needs rate (requests per second, > 0)")
         if self.process == "replay" and not self.replay_file:
             raise ValueError("process 'replay' needs replay_file (one timestamp in seconds per line)")
