@@ -30,9 +30,10 @@ Where this model knowingly differs from vLLM V1 (measured cost: bench/results/si
   with long shared system prompts runs faster on vLLM than here;
 - a step's time comes from the profile's step model, a function of what the step computes; the
   real step varies around it (the fit's out-of-fold error is in the profile's ``fit``);
-- the serving front end's delay is one per-request constant plus a per-prompt-token term, all
-  put before the engine, and it does not grow with load (see ``ServingOverhead``); on a machine
-  where front end and engine share cores the real delay and the real steps both grow with load;
+- the serving front end's delay is all put before the engine and depends on load only through
+  the requests the engine runs when a request arrives (see ``ServingOverhead``); on a machine
+  where front end and engine share cores the real steps grow with load too, which the step
+  model does not see (bench/results/sim_fidelity.md: 12-21% too fast at 80-120% load);
 - no EOS, stop strings or speculative decoding: a request generates exactly its ``max_tokens``
   (the real runs ask for exactly that many with ``min_tokens``/``ignore_eos``);
 - no swap preemption and no pipeline of scheduled-ahead steps (async scheduling): a step starts
