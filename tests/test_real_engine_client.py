@@ -12,6 +12,7 @@ from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, gene
 
 from runners.benchmark import execute_run
 from runners.config import parse_config
+from runners.engines.adapters.vllm import VLLMAdapter
 from runners.engines.openai_client import Endpoint, build_payload, stream_request
 from runners.engines.real_engine import detect_kind
 from runners.drivers.wall_clock import _InstanceState
@@ -57,6 +58,16 @@ def test_payload_asks_for_exactly_the_target():
     payload = build_payload(lmdeploy, "hi", 5, priority=3, send_min_tokens=True)
     assert "min_tokens" not in payload and "priority" not in payload
     assert payload["messages"] == [{"role": "user", "content": "hi"}]
+
+
+def test_engine_args_travel_as_vllm_xargs_only_where_accepted():
+    args = {"schedlab_predicted_output_tokens": 120, "schedlab_ttft_slo_s": 2.5}
+    vllm = VLLMAdapter.endpoint("http://x", "m", "completions")
+    assert vllm.accepts_engine_args
+    assert build_payload(vllm, "hi", 7, None, True, args)["vllm_xargs"] == args
+    assert "vllm_xargs" not in build_payload(vllm, "hi", 7, None, True)  # none given: none sent
+    lmdeploy = Endpoint("http://x", "m", accepts_min_tokens=False)
+    assert "vllm_xargs" not in build_payload(lmdeploy, "hi", 7, None, True, args)
 
 
 # -- streaming -----------------------------------------------------------------------------------

@@ -170,6 +170,7 @@ class WallClockDriver:
             result = await stream_request(
                 self._session, instance.endpoint, prompt, max_tokens, dispatch.priority,
                 self.options.send_min_tokens, self.options.request_timeout_s, on_chunk,
+                engine_args=dispatch.engine_args,
             )
         except asyncio.CancelledError:
             if asyncio.current_task() in self._cancelled:

@@ -30,7 +30,7 @@ import json
 import re
 import time
 from dataclasses import dataclass, field
-from typing import Any, Callable, Literal
+from typing import Any, Callable, Literal, Mapping
 
 import aiohttp
 
@@ -97,6 +97,7 @@ class Endpoint:
     headers: dict[str, str] = field(default_factory=dict)
     accepts_min_tokens: bool = True
     accepts_priority: bool = False
+    accepts_engine_args: bool = False  # vLLM's ``vllm_xargs`` (per-request values for its scheduler class)
 
     @property
     def url(self) -> str:
@@ -124,8 +125,9 @@ class StreamResult:
         return self.completion_tokens if self.completion_tokens is not None else len(self.chunk_times)
 
 
-def build_payload(endpoint: Endpoint, prompt: str, max_tokens: int, priority: int | None, send_min_tokens: bool) -> dict[str, Any]:
-    """The JSON body for one request."""
+def build_payload(endpoint: Endpoint, prompt: str, max_tokens: int, priority: int | None, send_min_tokens: bool,
+                  engine_args: Mapping[str, int | float | str] | None = None) -> dict[str, Any]:
+    """The JSON body for one request (``engine_args`` as ``vllm_xargs`` where accepted)."""
     payload: dict[str, Any] = {
         "model": endpoint.model,
         "max_tokens": max_tokens,
@@ -142,6 +144,8 @@ def build_payload(endpoint: Endpoint, prompt: str, max_tokens: int, priority: in
         payload["min_tokens"] = max_tokens
     if priority is not None and endpoint.accepts_priority:
         payload["priority"] = int(priority)
+    if engine_args and endpoint.accepts_engine_args:
+        payload["vllm_xargs"] = dict(engine_args)
     return payload
 
 
@@ -226,21 +230,23 @@ async def stream_request(
     timeout_s: float = 600.0,
     on_chunk: Callable[[float, bool], None] | None = None,
     clock: Callable[[], float] = time.perf_counter,
+    engine_args: Mapping[str, int | float | str] | None = None,
 ) -> StreamResult:
     """Send one streaming request and collect its chunks; never raises for server trouble.
 
     ``on_chunk(time, is_first)`` is called for every chunk that carries text, as it arrives.
     If the server drops the connection before any response (a keep-alive close racing the
     send: the server never saw the request), it is sent once more, on a connection of its own.
-    Error texts have the endpoint's API key (and anything like a token) redacted.
+    Error texts have the endpoint's API key (and anything like a token) redacted. ``engine_args``:
+    per-request values for an in-engine scheduler (see :func:`build_payload`).
     """
     secrets = header_secrets(endpoint.headers)
     result = await _stream_once(session, endpoint, prompt, max_tokens, priority, send_min_tokens, timeout_s,
-                                on_chunk, clock)
+                                on_chunk, clock, engine_args)
     if result.dropped_unanswered:
         async with aiohttp.ClientSession(connector=aiohttp.TCPConnector(force_close=True)) as fresh:
             retry = await _stream_once(fresh, endpoint, prompt, max_tokens, priority, send_min_tokens, timeout_s,
-                                       on_chunk, clock)
+                                       on_chunk, clock, engine_args)
         retry.sent_at = result.sent_at
         retry.retried_after = redact(result.error or "", secrets)
         result = retry
@@ -250,8 +256,8 @@ async def stream_request(
 
 
 async def _stream_once(session, endpoint, prompt, max_tokens, priority, send_min_tokens, timeout_s, on_chunk,
-                       clock) -> StreamResult:
-    payload = build_payload(endpoint, prompt, max_tokens, priority, send_min_tokens)
+                       clock, engine_args=None) -> StreamResult:
+    payload = build_payload(endpoint, prompt, max_tokens, priority, send_min_tokens, engine_args)
     result = StreamResult(sent_at=clock())
     done = False
     try:

@@ -14,7 +14,7 @@ that wait counts in its TTFT and E2E.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import ClassVar, Sequence
+from typing import ClassVar, Mapping, Sequence
 
 from runners.engines.latency_model import LatencyModel
 from runners.input_model import InputModel
@@ -53,13 +53,17 @@ class Dispatch:
     """Send ``request_id`` to ``instance``. ``max_tokens`` None = the rest of its target output.
 
     ``priority`` (lower runs first) reaches engines that accept it (vLLM's priority policy,
-    the simulator's priority mode); others ignore it.
+    the simulator's priority mode); others ignore it. ``engine_args``: per-request values for
+    an in-engine scheduler (vLLM's ``vllm_xargs``, read by the scheduler class as
+    ``request.sampling_params.extra_args``; names in runners.engines.vllm_scheduler); engines
+    that do not accept them (and the simulator) ignore them.
     """
 
     request_id: str
     instance: int
     max_tokens: int | None = None
     priority: int | None = None
+    engine_args: Mapping[str, int | float | str] | None = None
 
 
 @dataclass(frozen=True)

@@ -74,6 +74,7 @@ class Capabilities:
 
     min_tokens: bool = False
     priority: bool = False  # a per-request ``priority`` field the engine's queue orders by
+    engine_args: bool = False  # per-request ``vllm_xargs`` for an in-engine scheduler class
 
 
 class EngineAdapter:
@@ -135,7 +136,7 @@ class EngineAdapter:
         """The client's view of one server of this engine."""
         able = cls.capabilities(scheduling_policy)
         return Endpoint(base_url, model, api, cls.name, dict(headers or {}), accepts_min_tokens=able.min_tokens,
-                        accepts_priority=able.priority)
+                        accepts_priority=able.priority, accepts_engine_args=able.engine_args)
 
     @classmethod
     def availability(cls) -> Availability:

@@ -94,7 +94,7 @@ class VLLMAdapter(EngineAdapter):
 
     @classmethod
     def capabilities(cls, scheduling_policy: str = "fcfs") -> Capabilities:
-        return Capabilities(min_tokens=True, priority=scheduling_policy == "priority")
+        return Capabilities(min_tokens=True, priority=scheduling_policy == "priority", engine_args=True)
 
     @classmethod
     def server_command(cls, config: VLLMConfig, port: int) -> list[str]:

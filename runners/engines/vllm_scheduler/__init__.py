@@ -54,6 +54,13 @@ VERSION_OVERRIDE_ENV = "SCHEDLAB_ENGINE_VLLM_VERSION"
 #: Prefix of the decision lines in the server log.
 DECISION_LOG_PREFIX = "SCHEDLAB_DECISION "
 
+#: Per-request values the client sends with a request for the engine's scheduler class (vLLM's
+#: ``vllm_xargs``; the class reads ``request.sampling_params.extra_args``). Flat names: vLLM takes
+#: only numbers, strings and lists there.
+PREDICTED_OUTPUT_ARG = "schedlab_predicted_output_tokens"  # predicted output length, tokens
+TTFT_SLO_ARG = "schedlab_ttft_slo_s"  # the request's TTFT objective, seconds
+TPOT_SLO_ARG = "schedlab_tpot_slo_s"  # the request's TPOT objective, seconds
+
 
 def supported_version(version: str) -> bool:
     """True when ``version`` (e.g. "0.32.0", "0.32.1+cpu", "0.32.0rc1") is a release of a
