@@ -1,122 +1,235 @@
-"""In-engine schedulers against their client-side twins on the real CPU vLLM (issue 14 item 4).
+"""In-engine schedulers against their client-side twins and the static baselines on the real CPU
+vLLM (issue 14 item 4), as rows of the reproduction table (same statistics and verdict rule:
+bench/reproduction_study.py).
 
-000 Table I's setting: all requests at once, output throughput. Arms, each run on its own freshly
-launched server (schedlab launches it, as a user's run does):
-- ``static-16``: FCFS on vLLM with max_num_seqs 16 (the paper's "static batch size as configured");
-- ``fcfs-64``: FCFS on max_num_seqs 64;
-- ``dynamic-mem``: 000 Alg. 1 as a client-side policy (b_max 64 on max_num_seqs 64);
-- ``engine-dynamic-mem``: the same algorithm inside vLLM (--scheduler-cls), max_num_seqs 64.
-Two KV settings: forced small (--num-gpu-blocks-override 24, 128-token blocks: 23 usable, 2,944
-tokens) and the default (1 GiB of KV: memory never binds, so dynamic-mem should equal fcfs-64).
-Per arm: output tok/s, mean E2E and preemptions, mean over seeds with a 95% interval; each arm
-against static-16 and engine-dynamic-mem against dynamic-mem: the relative change of the mean
-(paired bootstrap 95% interval) and seeds won.
+Every run launches its own vLLM server (an in-engine scheduler is the server's ``--scheduler-cls``,
+so arms cannot share servers), one run at a time; at each seed the arms take turns in a fixed order
+(A B C A B C ...) so that drift of this shared machine hits every arm alike. All arms plan with the
+bundled tiny-CPU profile (bench/results/tiny-cpu-vllm.profile.yaml). Rows ("E" in the table):
 
-Usage: python bench/in_engine.py [--seeds 3] [--requests 80]
-Writes bench/results/in_engine.{json,md}. Run it under the CPU lock (about 13 minutes).
+  E1  000 Table I, small KV (--num-gpu-blocks-override 24: 23 usable 128-token blocks, 2,944
+      tokens) and default KV (1 GiB: memory never binds): 80 requests at once (prompt + reply
+      <= 640 tokens), output throughput. static-16 (FCFS, max_num_seqs 16: "the static batch size
+      vLLM is configured with"), fcfs-64, dynamic-mem (client, b_max 64) and engine-dynamic-mem
+      (max_num_seqs 64).
+  E2  000 Alg. 2, default KV, the same 80 requests at once: mean TPOT and output throughput of
+      dynamic-sla (client) and engine-dynamic-sla with D_SLA = the profile's decode step at a
+      batch of 32 (half the 64 slots; fixed from the profile before any run, not tuned), against
+      fcfs-64.
+  E3  003 Fig. 5: the growth of mean E2E with the number of requests n (least-squares slope over
+      n = 15 / 30 / 60, Poisson 8 req/s, small KV): mcsf (client) and engine-mcsf against vLLM's
+      own FCFS (max_num_seqs 64) and against each other.
+  E4  004 Fig. 7: G with 40 requests at once, max batch 4: slo-sa (client, max_batch 4) and
+      engine-slo-sa (max_batch 4 inside the engine) against FCFS with max_num_seqs 4.
+
+Writes bench/results/in_engine.{json,md} and the E rows of results/reproduction/
+reproduction_cpu-vllm.{csv,md} (the other rows untouched).
+
+Usage: python bench/in_engine.py [--seeds 3] [--rows E1,E2,E3,E4] [--keep DIR]
+Run it under the CPU lock (about 40 minutes for every row at 3 seeds).
 """
 
 from __future__ import annotations
 
 import argparse
+import csv
 import json
 import tempfile
 import time
 from pathlib import Path
+from typing import Any
 
+from reproduce import OUT, PROFILE, in_table_order, real_notes, write
+from reproduction_study import VERDICT_RULE, Arm, Claim, Measure, RowSpec, parameters_text, run_rows
 from vllm_cpu_common import RESULTS, tiny_model, vllm_engine
 
-from runners.benchmark import execute_run
-from runners.config import parse_config
-from runners.metrics.catalog import summary_value
-from runners.metrics.seed_statistics import relative_change, summarize
+from runners.engines.profile import load_profile
+from runners.study import StudyMember
 
-ARMS: dict[str, tuple[str, dict, dict]] = {  # name: (scheduler, params, engine overrides)
-    "static-16": ("fcfs", {}, {"max_num_seqs": 16}),
-    "fcfs-64": ("fcfs", {}, {"max_num_seqs": 64}),
-    "dynamic-mem": ("dynamic-mem", {"b_max": 64}, {"max_num_seqs": 64}),
-    "engine-dynamic-mem": ("engine-dynamic-mem", {}, {"max_num_seqs": 64}),
-}
-KV_SETTINGS: dict[str, dict] = {"small KV (24 blocks)": {"num_gpu_blocks_override": 24, "max_model_len": 1024},
-                                "default KV (1 GiB)": {}}
-METRICS: tuple[tuple[str, str, bool], ...] = (("output_throughput_tps", "output tok/s", True),
-                                              ("e2e_s.mean", "mean E2E (s)", False),
-                                              ("preemptions", "preemptions", False))
-COMPARISONS: tuple[tuple[str, str], ...] = (("static-16", "fcfs-64"), ("static-16", "dynamic-mem"),
-                                            ("static-16", "engine-dynamic-mem"), ("dynamic-mem", "engine-dynamic-mem"))
+SMALL_KV = {"num_gpu_blocks_override": 24, "max_model_len": 1024}
+FILTERS = {"max_total_tokens": 640}
+E_REQUESTS = 80
+D_COUNTS = (15, 30, 60)
+D_RATE = 8.0
+SLOTS = 64
+TABLE_I = Claim("output throughput +6.5% to +28.2% (000 Table I; abstract: 8% to 28%) over the static batch size "
+                "vLLM is configured with", 0.065, 0.282)
+TWIN = Claim("no paper number: the same algorithm inside the engine against its client-side twin")
+NONE = Claim("no paper number")
+
+
+def sla_target_s() -> float:
+    """D_SLA for E2: the bundled profile's decode step at a batch of 32 and a 320-token context
+    (half of the 640-token filter), seconds."""
+    return round(load_profile(PROFILE).latency_model().decode_step_time(32, 320.0), 4)
+
+
+def rows_e1() -> list[RowSpec]:
+    specs = []
+    workload = {"requests": E_REQUESTS, "arrival": {"process": "all-at-once"}}
+    for tag, label, kv in (("small", "small KV (24 blocks, 2,944 tokens)", SMALL_KV), ("default", "default KV (1 GiB)", {})):
+        arm = lambda name, scheduler, params, seqs: Arm(f"e1-{tag}-{name}", scheduler, params,  # noqa: E731
+                                                        {**kv, "max_num_seqs": seqs}, workload)
+        static = arm("static16", "fcfs", {}, 16)
+        fcfs = arm("fcfs64", "fcfs", {}, SLOTS)
+        client = arm("dynamic-mem", "dynamic-mem", {"b_max": SLOTS}, SLOTS)
+        engine = arm("engine-dynamic-mem", "engine-dynamic-mem", {}, SLOTS)
+        setting = (f"{E_REQUESTS} requests at once, {label}; static: FCFS with max_num_seqs 16; the others on "
+                   f"max_num_seqs {SLOTS}; eps_M and priors at registry defaults")
+        also = ("preemptions", "e2e_s.mean")
+        key = "output_throughput_tps"
+        specs += [
+            RowSpec("E1 engine-dynamic-mem vs static max batch", setting, Measure("static 16", (static,), key=key),
+                    Measure("engine-dynamic-mem", (engine,), key=key), TABLE_I, also),
+            RowSpec("E1 dynamic-mem vs static max batch", setting, Measure("static 16", (static,), key=key),
+                    Measure("dynamic-mem", (client,), key=key), TABLE_I, also),
+            RowSpec("E1 fcfs 64 slots vs static max batch", setting, Measure("static 16", (static,), key=key),
+                    Measure("fcfs 64", (fcfs,), key=key),
+                    Claim("no paper number: the slots alone, no algorithm (what dynamic-mem's gain must exceed)"),
+                    also),
+            RowSpec("E1 engine-dynamic-mem vs dynamic-mem", setting, Measure("dynamic-mem", (client,), key=key),
+                    Measure("engine-dynamic-mem", (engine,), key=key), TWIN, also),
+        ]
+    return specs
+
+
+def rows_e2(d_sla_s: float) -> list[RowSpec]:
+    workload = {"requests": E_REQUESTS, "arrival": {"process": "all-at-once"}}
+    fcfs = Arm("e1-default-fcfs64", "fcfs", {}, {"max_num_seqs": SLOTS}, workload)
+    # eps: a tenth of the target, as the registry's defaults (D_SLA 50 ms, eps 5 ms)
+    sla = {"d_sla_s": d_sla_s, "eps_s": round(d_sla_s / 10, 6)}
+    client = Arm("e2-dynamic-sla", "dynamic-sla", sla, {"max_num_seqs": SLOTS}, workload)
+    engine = Arm("e2-engine-dynamic-sla", "engine-dynamic-sla", sla, {"max_num_seqs": SLOTS}, workload)
+    setting = (f"{E_REQUESTS} requests at once, default KV, max_num_seqs {SLOTS}; D_SLA {d_sla_s * 1000:.1f} ms (the "
+               f"profile's decode step at batch 32), eps {sla['eps_s'] * 1000:.2f} ms (a tenth of it, as the "
+               "registry defaults' 50 / 5 ms), the rest registry defaults")
+    specs = []
+    for key, also in (("tpot_s.mean", ("output_throughput_tps",)), ("output_throughput_tps", ("tpot_s.mean",))):
+        specs += [
+            RowSpec("E2 dynamic-sla vs fcfs", setting, Measure("fcfs 64", (fcfs,), key=key),
+                    Measure("dynamic-sla", (client,), key=key),
+                    Claim("no paper number at one load: 000 Table II reports capacity under the SLA"), also),
+            RowSpec("E2 engine-dynamic-sla vs fcfs", setting, Measure("fcfs 64", (fcfs,), key=key),
+                    Measure("engine-dynamic-sla", (engine,), key=key),
+                    Claim("no paper number at one load: 000 Table II reports capacity under the SLA"), also),
+            RowSpec("E2 engine-dynamic-sla vs dynamic-sla", setting, Measure("dynamic-sla", (client,), key=key),
+                    Measure("engine-dynamic-sla", (engine,), key=key), TWIN, also),
+        ]
+    return specs
+
+
+def rows_e3() -> list[RowSpec]:
+    def arms(name: str, scheduler: str) -> tuple[Arm, ...]:
+        return tuple(Arm(f"e3-{name}-n{n}", scheduler, {}, {**SMALL_KV, "max_num_seqs": SLOTS},
+                         {"requests": n, "arrival": {"process": "poisson", "rate": D_RATE}}) for n in D_COUNTS)
+
+    fcfs, client, engine = (Measure(label, arms(name, scheduler), "slope", "e2e_s.mean", D_COUNTS)
+                            for label, name, scheduler in (("vLLM fcfs", "fcfs", "fcfs"), ("mcsf", "mcsf", "mcsf"),
+                                                           ("engine-mcsf", "engine-mcsf", "engine-mcsf")))
+    setting = (f"Poisson {D_RATE:g}/s, small KV (24 blocks, 2,944 tokens), n = {' / '.join(map(str, D_COUNTS))}, "
+               f"max_num_seqs {SLOTS}; MC-SF with the oracle (each request's target length)")
+    claim = Claim("lower latency growth with load than the baselines (003 Fig. 5: the best baseline's slope about "
+                  "3x MC-SF's at high demand); the paper's baselines are the alpha policies, vLLM's FCFS is ours")
+    return [RowSpec("E3 mcsf vs vLLM fcfs", setting, fcfs, client, claim),
+            RowSpec("E3 engine-mcsf vs vLLM fcfs", setting, fcfs, engine, claim),
+            RowSpec("E3 engine-mcsf vs mcsf", setting, client, engine, TWIN)]
+
+
+def rows_e4() -> list[RowSpec]:
+    workload = {"requests": 40, "arrival": {"process": "all-at-once"}}
+    fcfs = Arm("e4-fcfs", "fcfs", {}, {"max_num_seqs": 4}, workload)
+    client = Arm("e4-slo-sa", "slo-sa", {"max_batch": 4}, {"max_num_seqs": SLOTS}, workload)
+    engine = Arm("e4-engine-slo-sa", "engine-slo-sa", {"max_batch": 4}, {"max_num_seqs": SLOTS}, workload)
+    setting = ("40 requests at once, max batch 4 (fcfs: max_num_seqs 4; slo-sa: max_batch 4, the client holds the "
+               "rest; engine-slo-sa: running limit 4 inside vLLM); registry defaults otherwise")
+    claim = Claim("G +0.3% to +46.5% over vLLM (004 Fig. 7)", 0.003, 0.465)
+    also = ("slo_attainment", "e2e_s.mean")
+    return [RowSpec("E4 slo-sa vs fcfs", setting, Measure("fcfs", (fcfs,)), Measure("slo-sa", (client,)), claim, also),
+            RowSpec("E4 engine-slo-sa vs fcfs", setting, Measure("fcfs", (fcfs,)),
+                    Measure("engine-slo-sa", (engine,)), claim, also),
+            RowSpec("E4 engine-slo-sa vs slo-sa", setting, Measure("slo-sa", (client,)),
+                    Measure("engine-slo-sa", (engine,)), TWIN, also)]
+
+
+ROWS = {"E1": rows_e1, "E2": lambda: rows_e2(sla_target_s()), "E3": rows_e3, "E4": rows_e4}
+
+
+def take_turns(members: list[StudyMember]) -> list[StudyMember]:
+    """The planned runs ordered seed by seed, the arms in their planned order within a seed."""
+    order = {member.run_id: index for index, member in enumerate(members)}
+    return sorted(members, key=lambda member: (member.seed, order[member.run_id]))
+
+
+def merge_into_reproduction(rows: list[dict[str, Any]]) -> None:
+    """Replace the E rows of reproduction_cpu-vllm.{csv,md} with ``rows`` (other rows untouched)."""
+    name = "cpu-vllm"
+    meta = json.loads((OUT / f"reproduction_{name}.json").read_text())
+    kept = [row for row in csv.DictReader((OUT / f"reproduction_{name}.csv").open()) if not row["scenario"].startswith("E")]
+    fields = list(kept[0]) if kept else list(rows[0])
+    merged = in_table_order(kept + [{field: row.get(field, "") for field in fields} for row in rows])
+    meta["in_engine"] = {"command": "python bench/in_engine.py", "date": time.strftime("%Y-%m-%d")}
+    (OUT / f"reproduction_{name}.json").write_text(json.dumps(meta, indent=2) + "\n")
+    write(merged, name, meta["command"], meta["seconds"], real_notes(meta), meta["problems"])
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--seeds", type=int, default=3)
-    parser.add_argument("--requests", type=int, default=80)
+    parser.add_argument("--rows", default=",".join(ROWS), help="which rows (comma-separated: E1,E2,E3,E4)")
+    parser.add_argument("--keep", help="keep the runs and server logs in this folder")
     args = parser.parse_args()
+    chosen = [name.strip() for name in args.rows.split(",") if name.strip()]
+    unknown = sorted(set(chosen) - set(ROWS))
+    if unknown:
+        raise SystemExit(f"--rows: unknown {unknown}; known: {', '.join(ROWS)}")
     seeds = list(range(args.seeds))
+    specs = [spec for name in chosen for spec in ROWS[name]()]
     started = time.perf_counter()
-    results: dict[str, dict[str, dict[int, dict]]] = {}
     problems: list[str] = []
-    with tempfile.TemporaryDirectory() as scratch:
-        model = tiny_model(Path(scratch) / "tiny")
-        for kv_name, kv in KV_SETTINGS.items():
-            results[kv_name] = {arm: {} for arm in ARMS}
-            for seed in seeds:  # the arms take turns at each seed (A B C D A B C D ...): drift hits all alike
-                for arm, (scheduler, params, engine) in ARMS.items():
-                    config = {"engine": vllm_engine(model, **kv, **engine),
-                              "workload": {"requests": args.requests, "seed": seed, "tokenizer": str(model),
-                                           "arrival": {"process": "all-at-once"},
-                                           "filters": {"max_total_tokens": 640}},
-                              "scheduler": {"name": scheduler, "params": params}}
-                    outcome = execute_run(parse_config(config), Path(scratch) / "results")
-                    summary = outcome.summary
-                    if outcome.status != "done" or summary.get("failed"):
-                        problems.append(f"{kv_name} {arm} seed {seed}: {outcome.status} {outcome.error or ''} "
-                                        f"failed {summary.get('failed')}")
-                    results[kv_name][arm][seed] = {key: summary_value(summary, key) for key, _, _ in METRICS}
-                    print(f"{kv_name} {arm} seed {seed}: {outcome.status}, "
-                          f"{results[kv_name][arm][seed]['output_throughput_tps']:.0f} tok/s, "
-                          f"{results[kv_name][arm][seed]['preemptions']} preemptions", flush=True)
-    report = {"date": time.strftime("%Y-%m-%d %H:%M:%S"), "seeds": seeds, "requests": args.requests,
-              "seconds": round(time.perf_counter() - started, 1), "problems": problems, "results": results,
-              "summaries": {}, "comparisons": {}}
-    lines = ["# In-engine vs client-side schedulers on the CPU vLLM (bench/in_engine.py)", "",
-             f"{report['date']}; {args.requests} requests at once per run (prompt + reply <= 640 tokens), seeds "
-             f"{seeds}, every run on a freshly launched server; mean over seeds [95% t-interval]; changes: ratio of "
-             "means - 1 [paired bootstrap 95%], seeds won.", ""]
-    for kv_name, arms in results.items():
-        lines += [f"## {kv_name}", "", "| arm | " + " | ".join(label for _, label, _ in METRICS) + " |",
-                  "|---" * (len(METRICS) + 1) + "|"]
-        report["summaries"][kv_name] = {}
-        for arm, per_seed in arms.items():
-            cells = []
-            report["summaries"][kv_name][arm] = {}
-            for key, _, _ in METRICS:
-                s = summarize([per_seed[seed][key] for seed in seeds])
-                report["summaries"][kv_name][arm][key] = s.as_dict()
-                ci = f" [{s.ci_low:.3g}, {s.ci_high:.3g}]" if s.ci_low is not None else ""
-                cells.append("n/a" if s.mean is None else f"{s.mean:.3g}{ci}")
-            lines.append(f"| {arm} | " + " | ".join(cells) + " |")
-        lines += ["", "| comparison | " + " | ".join(label for _, label, _ in METRICS) + " |",
-                  "|---" * (len(METRICS) + 1) + "|"]
-        report["comparisons"][kv_name] = {}
-        for base, other in COMPARISONS:
-            cells = []
-            for key, _, higher in METRICS:
-                b = {seed: arms[base][seed][key] for seed in seeds}
-                o = {seed: arms[other][seed][key] for seed in seeds}
-                change = relative_change(b, o)
-                wins = sum(1 for seed in seeds if b[seed] is not None and o[seed] is not None
-                           and (o[seed] > b[seed] if higher else o[seed] < b[seed]))
-                report["comparisons"][kv_name][f"{other} vs {base}: {key}"] = {**change.as_dict(), "wins": wins}
-                ci = (f" [{change.ci_low:+.1%}, {change.ci_high:+.1%}]" if change.ci_low is not None else "")
-                cells.append("n/a" if change.change is None else f"{change.change:+.1%}{ci}, {wins}/{len(seeds)}")
-            lines.append(f"| {other} vs {base} | " + " | ".join(cells) + " |")
-        lines.append("")
-    if problems:
-        lines += ["## Problems", ""] + [f"- {p}" for p in problems]
+
+    def on_finish(member: StudyMember, outcome: tuple) -> None:
+        status, summary, error = outcome
+        failed = (summary or {}).get("failed") or 0
+        if status != "done" or failed:
+            problems.append(f"{member.run_id}: {status}, {failed} failed {error or ''}".strip())
+        print(f"  [{member.run_id}: {status}]", flush=True)
+
+    with tempfile.TemporaryDirectory() as scratch_dir:
+        scratch = Path(args.keep) if args.keep else Path(scratch_dir)
+        model = tiny_model(scratch / "tiny")
+        workload_extra = {"tokenizer": str(model), "filters": FILTERS}
+
+        def config_for(arm: Arm) -> dict[str, Any]:
+            config: dict[str, Any] = {"engine": vllm_engine(model, profile=str(PROFILE), **arm.engine),
+                                      "workload": {**workload_extra, **arm.workload}, "max_duration_s": 900,
+                                      "scheduler": {"name": arm.scheduler, "params": dict(arm.params)}}
+            if arm.slo:
+                config["slo"] = dict(arm.slo)
+            return config
+
+        table, results = run_rows(specs, seeds, config_for, scratch / "results", prepare=take_turns,
+                                  on_finish=on_finish)
+    seconds = time.perf_counter() - started
+    report = {"date": time.strftime("%Y-%m-%d %H:%M:%S"), "seeds": seeds, "rows": chosen,
+              "seconds": round(seconds, 1), "runs": len(results.outcomes), "problems": problems,
+              "parameters": parameters_text(specs), "table": table}
     RESULTS.mkdir(parents=True, exist_ok=True)
-    (RESULTS / "in_engine.json").write_text(json.dumps(report, indent=2) + "\n")
+    (RESULTS / "in_engine.json").write_text(json.dumps(report, indent=2, default=str) + "\n")
+    lines = ["# In-engine schedulers vs their client-side twins and static baselines (bench/in_engine.py)", "",
+             f"{report['date']}; CPU vLLM 0.32.0, tiny model; seeds {seeds}; {report['runs']} runs, each on a freshly "
+             f"launched server, {seconds / 60:.0f} min. Each row: baseline and ours as means over seeds [95% t], "
+             "mean change [95% bootstrap], paired difference [95% t], k of n seeds better, verdict.", "",
+             "| row | setting | quantity | baseline | ours | change | k of n | verdict | also |", "|---" * 9 + "|"]
+    for row in table:
+        lines.append("| " + " | ".join(str(row[key]).replace("|", "/") for key in (
+            "scenario", "setting", "quantity", "baseline", "ours", "change", "k_of_n", "verdict", "also")) + " |")
+    lines += ["", VERDICT_RULE, "", "Parameters (registry defaults unless the setting says otherwise):", "",
+              report["parameters"], ""]
+    if problems:
+        lines += ["## Problems", ""] + [f"- {problem}" for problem in problems]
     (RESULTS / "in_engine.md").write_text("\n".join(lines) + "\n")
     print("\n".join(lines))
+    merge_into_reproduction(table)
 
 
 if __name__ == "__main__":

@@ -392,6 +392,10 @@ How this differs from the simulator table (same rows, scaled down to fit this 2-
   to {load_max:.1f} (median {load_median:.1f}); it counts the server's own processes and our
   client. Timings carry that noise; the paired intervals include it.
 - No scheduler parameter was tuned to this table: registry defaults, as in the simulator table.
+- E rows (in-engine schedulers, issue 14) come from `python bench/in_engine.py` ({in_engine}): an
+  in-engine scheduler is the server's --scheduler-cls, so every E run launches its own server
+  (80 requests at once of at most 640 tokens, or Poisson 8/s for E3), the arms taking turns at
+  each seed; see bench/results/in_engine.md for their settings and parameters.
 
 Scheduler parameters in effect: the registry defaults below, plus what a row's setting states.
 {parameters}
@@ -584,8 +588,8 @@ def real(args: argparse.Namespace) -> None:
 
 
 def in_table_order(rows: list[dict]) -> list[dict]:
-    """The rows in the simulator table's order (A, B, C, D, Baton), keeping the order within each."""
-    rank = lambda row: 4 if row["scenario"].startswith("Baton") else "ABCD".index(row["scenario"][0])  # noqa: E731
+    """The rows in the simulator table's order (A, B, C, D, E, Baton), keeping the order within each."""
+    rank = lambda row: 5 if row["scenario"].startswith("Baton") else "ABCDE".index(row["scenario"][0])  # noqa: E731
     return sorted(rows, key=rank)
 
 
@@ -601,6 +605,7 @@ def real_notes(meta: dict) -> str:
         b_rates=" / ".join(f"{rate:g}" for rate in scale["b_rates"]), b_sla=scale["b_sla_requests"],
         c_requests=scale["c_requests"], c_rate=scale["c_rate"], d_counts=" / ".join(map(str, scale["d_counts"])),
         load_min=min(load), load_max=max(load), load_median=float(np.median(load)),
+        in_engine=(f"{meta['in_engine']['date']}" if meta.get("in_engine") else "not yet run"),
         parameters=meta.get("parameters", "(not recorded)"))
 
 
