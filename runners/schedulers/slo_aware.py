@@ -38,7 +38,8 @@ import numpy as np
 from numba import njit
 from pydantic import Field, model_validator
 
-from runners.input_model import MAX_SEED, field_error
+from runners.engines.latency_model import LatencyModel
+from runners.input_model import MAX_SEED, InputModel, field_error
 from runners.predictors import (InstanceMemory, LatencyPredictor, OutputLengthPredictor, OutputPriorParams,
                                 RunningMoments, moments_by_task)
 from runners.schedulers.base import (Completion, Decision, InstanceInfo, PolicyError, PolicyParams, SchedulerPolicy,
@@ -54,7 +55,10 @@ INF = math.inf
 MAX_ANNEALING_MOVES = 10_000_000
 
 
-class SLOAwareParams(OutputPriorParams, PolicyParams):
+class SLOPlanParams(InputModel):
+    """The plan's own settings (batch cap and annealing), shared by slo-sa and its in-engine twin
+    engine-slo-sa (:class:`runners.engines.vllm_scheduler.EngineSLOAwareParams`)."""
+
     max_batch: int | None = Field(
         default=None, gt=0, le=65_536, description="largest batch the plan may form (paper: 1, 2, 4); default: the engine's max_num_seqs"
     )
@@ -65,6 +69,19 @@ class SLOAwareParams(OutputPriorParams, PolicyParams):
     seed: int = Field(default=0, ge=0, le=MAX_SEED)
     chains: int = Field(default=2, ge=1, le=2, description="anneal from 1 or both start points (paper: 1; 2 is "
                         "closer to the exhaustive optimum at twice the time)")
+
+    @model_validator(mode="after")
+    def _bounded_search(self) -> "SLOPlanParams":
+        levels = 0 if self.t0 < self.t_threshold else math.floor(math.log(self.t_threshold / self.t0)
+                                                                 / math.log(self.decay)) + 1
+        if levels * self.iterations > MAX_ANNEALING_MOVES:
+            raise field_error(type(self).__name__, "iterations", f"t0, t_threshold, decay and iterations give "
+                              f"{levels:,} temperature levels x {self.iterations:,} moves per plan; expected at most "
+                              f"{MAX_ANNEALING_MOVES:,} moves (lower iterations or decay, or raise t_threshold)", self.iterations)
+        return self
+
+
+class SLOAwareParams(SLOPlanParams, OutputPriorParams, PolicyParams):
     dispatch: Literal["slots", "batches", "all"] = Field(
         default="slots",
         description="slots: keep at most max_batch in flight per instance, sending in plan order as slots free up; "
@@ -72,16 +89,6 @@ class SLOAwareParams(OutputPriorParams, PolicyParams):
         "all: send every planned request at once in plan order (the paper's protocol); each request's priority is "
         "its batch's planned start (ms), so an engine serving by priority keeps the plans' order",
     )
-
-    @model_validator(mode="after")
-    def _bounded_search(self) -> "SLOAwareParams":
-        levels = 0 if self.t0 < self.t_threshold else math.floor(math.log(self.t_threshold / self.t0)
-                                                                 / math.log(self.decay)) + 1
-        if levels * self.iterations > MAX_ANNEALING_MOVES:
-            raise field_error("SLOAwareParams", "iterations", f"t0, t_threshold, decay and iterations give "
-                              f"{levels:,} temperature levels x {self.iterations:,} moves per plan; expected at most "
-                              f"{MAX_ANNEALING_MOVES:,} moves (lower iterations or decay, or raise t_threshold)", self.iterations)
-        return self
 
 
 @dataclass
@@ -135,23 +142,44 @@ def latency_tables(inputs, produced, width, prefill_coef, decode_coef):
 
 def plan_inputs(requests: list[Request], outputs: list[int], latency: LatencyPredictor, max_batch: int,
                 now: float, base_s: float) -> PlanInputs:
-    """Latency tables [request, batch size - 1] from the latency model. No batch can be larger
-    than the number of requests, so the tables are at most n wide."""
+    """Latency tables [request, batch size - 1] from the latency model, for workload requests
+    (their prompt tokens, time waited since arrival and their task's SLOs): :func:`plan_inputs_of`."""
     n = len(requests)
-    width = max(1, min(max_batch, n))
-    model = latency.model
-    exec_s, prefill_s, tpot_s = latency_tables(
-        np.fromiter((r.input_tokens for r in requests), dtype=float, count=n), np.asarray(outputs, dtype=float), width,
-        (float(model.prefill.alpha), float(model.prefill.beta), float(model.prefill.gamma), float(model.prefill.delta)),
-        (float(model.decode.alpha), float(model.decode.beta), float(model.decode.gamma), float(model.decode.delta)))
-    return PlanInputs(
-        exec_s, prefill_s, tpot_s,
+    return plan_inputs_of(
+        np.fromiter((r.input_tokens for r in requests), dtype=float, count=n), outputs,
         np.fromiter((max(0.0, now - r.arrival_s) for r in requests), dtype=float, count=n),
         np.fromiter((r.slo.ttft_s or INF for r in requests), dtype=float, count=n),
         np.fromiter((r.slo.tpot_s or INF for r in requests), dtype=float, count=n),
         np.fromiter((r.slo.e2e_s or INF for r in requests), dtype=float, count=n),
-        base_s,
-    )
+        latency.model, max_batch, base_s)
+
+
+def plan_inputs_of(input_tokens: np.ndarray, outputs, waited_s: np.ndarray, ttft_limit: np.ndarray,
+                   tpot_limit: np.ndarray, e2e_limit: np.ndarray, model: LatencyModel, max_batch: int,
+                   base_s: float) -> PlanInputs:
+    """A plan's inputs from plain arrays, one entry per waiting request: prompt tokens, predicted
+    output tokens still to come, seconds waited since arrival, SLO limits in seconds (inf: none),
+    the latency model's eq. 14/15 coefficients, and ``base_s``, seconds until the plan's first
+    batch can start. The one function slo-sa (:func:`plan_inputs`) and the in-engine
+    engine-slo-sa both plan from. No batch can be larger than the number of requests, so the
+    tables are at most n wide."""
+    n = len(waited_s)
+    width = max(1, min(max_batch, n))
+    exec_s, prefill_s, tpot_s = latency_tables(
+        np.asarray(input_tokens, dtype=float), np.asarray(outputs, dtype=float), width,
+        (float(model.prefill.alpha), float(model.prefill.beta), float(model.prefill.gamma), float(model.prefill.delta)),
+        (float(model.decode.alpha), float(model.decode.beta), float(model.decode.gamma), float(model.decode.delta)))
+    return PlanInputs(exec_s, prefill_s, tpot_s, np.asarray(waited_s, dtype=float), np.asarray(ttft_limit, dtype=float),
+                      np.asarray(tpot_limit, dtype=float), np.asarray(e2e_limit, dtype=float), base_s)
+
+
+def slot_wait_s(finishes_s: list[float], max_batch: int) -> float:
+    """Seconds until a continuous-batching instance has a free slot for the plan's first batch:
+    0 while fewer than ``max_batch`` requests hold one, else the wait for the earliest of the
+    predicted finishes (``finishes_s``, seconds from now, sorted ascending) that brings them below
+    ``max_batch``. Shared by slo-sa (:meth:`SLOAwarePolicy.plan_start`) and engine-slo-sa."""
+    must_free = len(finishes_s) - max_batch + 1
+    return 0.0 if must_free <= 0 else finishes_s[must_free - 1]
 
 
 def plan_annealing(inputs: PlanInputs, params: SLOAwareParams) -> tuple[np.ndarray, np.ndarray, int, float]:
@@ -324,8 +352,7 @@ class SLOAwarePolicy(SchedulerPolicy):
         finishes = sorted(self.predicted_finish(rid, instance, now) for rid in holders)
         if mode == "batches":
             return finishes[-1] - now
-        must_free = len(finishes) - self.max_batch + 1
-        return 0.0 if must_free <= 0 else finishes[must_free - 1] - now
+        return slot_wait_s([finish - now for finish in finishes], self.max_batch)
 
     def _replan(self, instance: int, now: float) -> None:
         state = self.state[instance]
