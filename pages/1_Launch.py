@@ -21,7 +21,7 @@ from runners.launch_form import (DEFAULT_SCHEDULERS, FORM_DEFAULTS, build_job, p
                                  study_size)
 from runners.live import read_live, read_study_progress
 from runners.engines.adapters import ADAPTERS, FormField
-from runners.registry import ENGINES, SCHEDULERS, parameter_specs
+from runners.registry import ENGINES, SCHEDULERS, check_engine_for, parameter_specs
 from runners import result_store
 from runners.study import MAX_RUNS_UNCONFIRMED, identical_decisions_note
 from runners.workload.slo import PAPER_SLOS
@@ -37,6 +37,18 @@ DEFAULT_PACE = "100x"
 
 def key(path: str) -> str:
     return FIELD + path
+
+
+def scheduler_unavailable(engine_kind: str) -> dict[str, str]:
+    """Scheduler name -> why it cannot run on ``engine_kind`` (registry.check_engine_for, the
+    check the CLI and the job builder make), for the schedulers that cannot."""
+    reasons = {}
+    for name in SCHEDULERS:
+        try:
+            check_engine_for(name, engine_kind)
+        except SchedlabError as exc:
+            reasons[name] = getattr(exc, "message", str(exc))
+    return reasons
 
 
 def error_under(*paths: str) -> None:
@@ -192,6 +204,10 @@ else:
         cells[-2].metric("output now (tok/s)", "-" if snapshot.tokens_per_s is None
                          else f"{snapshot.tokens_per_s:,.0f}")
         cells[-1].metric("elapsed (s)", "-" if snapshot.elapsed_s is None else f"{snapshot.elapsed_s:.0f}")
+        engine_cards = snapshot.engine_cards()  # an in-engine scheduler's latest decision, all instances
+        if engine_cards:
+            for cell, (label, value) in zip(st.columns(len(cards) + 2), engine_cards):
+                cell.metric(label, value)
         st.plotly_chart(live_latency_scatter(snapshot.requests),
                         key=f"live-lat-{run_id}")
         st.plotly_chart(live_instance_series(snapshot.timeseries),
@@ -340,13 +356,24 @@ error_under("slo", "slo.preset")
 
 # -- schedulers --------------------------------------------------------------------------------
 st.subheader("Schedulers")
-chosen = st.multiselect("Schedulers to compare", list(SCHEDULERS), default=list(DEFAULT_SCHEDULERS), key="schedulers",
-                        format_func=lambda name: name + (" (inside vLLM: engine vllm only)"
-                                                         if SCHEDULERS[name].in_engine else ""),
+unavailable = scheduler_unavailable(kind)  # engine-* ones unless schedlab launches the vLLM
+offered = [name for name in SCHEDULERS if name not in unavailable]
+if "schedulers" in st.session_state:  # chosen under another engine: drop what this one cannot run
+    st.session_state["schedulers"] = [name for name in st.session_state["schedulers"] if name in offered]
+else:
+    st.session_state["schedulers"] = [name for name in DEFAULT_SCHEDULERS if name in offered]
+if st.session_state.get(key("trials.baseline")) in unavailable:
+    st.session_state[key("trials.baseline")] = ""
+chosen = st.multiselect("Schedulers to compare", offered, key="schedulers",
+                        format_func=lambda name: name + (" (inside vLLM)" if SCHEDULERS[name].in_engine else ""),
                         help="Each runs at every seed on the same workload and arrival times. engine-* schedulers run "
-                             "inside a vLLM that schedlab launches (its --scheduler-cls).")
+                             "inside a vLLM that schedlab launches (its --scheduler-cls): they are offered only "
+                             "with engine vllm.")
+if unavailable:
+    st.caption("Not offered with engine " + kind + ": " + "; ".join(
+        f"**{name}**: {reason}" for name, reason in unavailable.items()))
 error_under("schedulers")
-st.selectbox("Baseline", [""] + list(SCHEDULERS), key=key("trials.baseline"),
+st.selectbox("Baseline", [""] + offered, key=key("trials.baseline"),
              format_func=lambda name: name or (f"the first scheduler ({chosen[0]})" if chosen else "the first scheduler"),
              help="the scheduler the others are compared with (paired by seed: difference, 95% interval, wins, verdict)")
 error_under("trials.baseline")

@@ -20,7 +20,7 @@ import plotly.io as pio
 from plotly.subplots import make_subplots
 
 from runners.compare import cdf_points, summary_value
-from runners.metrics.catalog import metric
+from runners.metrics.catalog import metric, timeseries_metric
 from runners.result_store import RunData
 
 TASK_COLOURS = {"chat": "#1f77b4", "code": "#ff7f0e"}
@@ -160,18 +160,41 @@ def _per_time(frame: pd.DataFrame, column: str, how: str) -> pd.Series:
     return grouped.mean() if how == "mean" else grouped.sum()
 
 
+#: The in-engine scheduler's decisions drawn beside the batch size: column -> line dash.
+ENGINE_DECISION_LINES: dict[str, str] = {"engine_limit": "dash", "engine_held_back": "dot"}
+
+
+def _has_values(frame: pd.DataFrame, column: str) -> bool:
+    """True when ``frame`` has ``column`` with at least one non-null value (runs without an
+    in-engine scheduler, and files of older schema versions, have none)."""
+    return column in frame.columns and bool(frame[column].notna().any())
+
+
 def timeseries_overlay(runs: Sequence[RunData], column: str, how: str, title: str, axis: str,
-                       scale: float = 1.0, smooth_samples: int = 1) -> go.Figure:
+                       scale: float = 1.0, smooth_samples: int = 1,
+                       companions: dict[str, str] | None = None) -> go.Figure:
     """``column`` of each run's time series against run time, combined over instances with
-    ``how`` (mean or sum), one line per run."""
+    ``how`` (mean or sum), one line per run. ``companions`` (column -> line dash): further
+    columns drawn, summed over instances, in the run's colour with that dash, for the runs that
+    have values in them (label: the catalog's)."""
     fig = go.Figure()
     points = _share(len(runs), MAX_SERIES_POINTS, floor=200)
-    for run in runs:
+    palette = pio.templates["plotly_white"].layout.colorway
+    for index, run in enumerate(runs):
+        colour = palette[index % len(palette)]
         series = _per_time(run.timeseries, column, how) * scale
         if smooth_samples > 1 and len(series):
             series = series.rolling(smooth_samples, min_periods=1).mean()
         t, y = thin_series(series.index.to_numpy(), series.to_numpy(), points)
-        fig.add_scatter(x=t, y=y, mode="lines", name=run.run_id)
+        fig.add_scatter(x=t, y=y, mode="lines", name=run.run_id, legendgroup=run.run_id, line={"color": colour})
+        for other, dash in (companions or {}).items():
+            if not _has_values(run.timeseries, other):
+                continue
+            entry = timeseries_metric(other)
+            extra = run.timeseries.groupby("t_s")[other].sum(min_count=1) * entry.scale
+            t, y = thin_series(extra.index.to_numpy(), extra.to_numpy(), points)
+            fig.add_scatter(x=t, y=y, mode="lines", name=f"{run.run_id}: {entry.label}", legendgroup=run.run_id,
+                            line={"color": colour, "dash": dash})
     fig.update_xaxes(title="run time (s)")
     fig.update_yaxes(title=axis)
     return _layout(fig, title)
@@ -180,14 +203,19 @@ def timeseries_overlay(runs: Sequence[RunData], column: str, how: str, title: st
 def kv_overlay(runs: Sequence[RunData]) -> go.Figure:
     """The memory sawtooth: KV-cache usage (% of capacity, mean over instances) over time, on a
     fixed 0-100% axis so a cache that is never full looks it."""
-    fig = timeseries_overlay(runs, "kv_usage", "mean", "KV-cache usage over time", "KV cache used (%)", 100.0)
+    kv = timeseries_metric("kv_usage")
+    fig = timeseries_overlay(runs, kv.key, "mean", "KV-cache usage over time", kv.label, kv.scale)
     fig.update_yaxes(range=[0, 100])
     return fig
 
 
 def batch_size_over_time(runs: Sequence[RunData]) -> go.Figure:
-    """Running requests (the engine's batch) summed over instances."""
-    return timeseries_overlay(runs, "running", "sum", "Batch size (running requests) over time", "running requests")
+    """Running requests (the engine's batch) summed over instances; for a run with an in-engine
+    scheduler, also its running limit (dashed) and the requests it held back (dotted), summed
+    over instances."""
+    running = timeseries_metric("running")
+    return timeseries_overlay(runs, running.key, "sum", "Batch size (running requests) over time", running.label,
+                              companions=ENGINE_DECISION_LINES)
 
 
 def throughput_over_time(runs: Sequence[RunData], smooth_samples: int = 8) -> go.Figure:
@@ -274,19 +302,29 @@ def live_latency_scatter(requests: pd.DataFrame) -> go.Figure:
 
 
 def live_instance_series(timeseries: pd.DataFrame) -> go.Figure:
-    """KV-cache usage and batch size (running requests) per instance over time."""
-    fig = make_subplots(rows=1, cols=2, subplot_titles=["KV cache used (%)", "running requests"])
+    """KV-cache usage and batch size (running requests) per instance over time; beside the batch
+    size, an in-engine scheduler's running limit (dashed) and held-back requests (dotted) for
+    the instances that record them."""
+    kv, running = timeseries_metric("kv_usage"), timeseries_metric("running")
+    fig = make_subplots(rows=1, cols=2, subplot_titles=[kv.label, running.label])
     palette = pio.templates["plotly_white"].layout.colorway
     if len(timeseries):
         for index, (instance, group) in enumerate(timeseries.groupby("instance", sort=True)):
             group = group.sort_values("t_s")
             colour = palette[index % len(palette)]
-            t, kv = thin_series(group["t_s"], group["kv_usage"].astype(float) * 100)
-            fig.add_scatter(x=t, y=kv, mode="lines", name=f"instance {instance}", legendgroup=str(instance),
+            t, y = thin_series(group["t_s"], group[kv.key].astype(float) * kv.scale)
+            fig.add_scatter(x=t, y=y, mode="lines", name=f"instance {instance}", legendgroup=str(instance),
                             line={"color": colour}, row=1, col=1)
-            t, running = thin_series(group["t_s"], group["running"].astype(float))
-            fig.add_scatter(x=t, y=running, mode="lines", name=f"instance {instance}", legendgroup=str(instance),
+            t, y = thin_series(group["t_s"], group[running.key].astype(float) * running.scale)
+            fig.add_scatter(x=t, y=y, mode="lines", name=f"instance {instance}", legendgroup=str(instance),
                             showlegend=False, line={"color": colour}, row=1, col=2)
+            for column, dash in ENGINE_DECISION_LINES.items():
+                if not _has_values(group, column):
+                    continue
+                entry = timeseries_metric(column)
+                t, y = thin_series(group["t_s"], group[column].astype(float) * entry.scale)
+                fig.add_scatter(x=t, y=y, mode="lines", name=f"instance {instance}: {entry.label}",
+                                legendgroup=str(instance), line={"color": colour, "dash": dash}, row=1, col=2)
     fig.update_xaxes(title="run time (s)")
     return _layout(fig, "Engine state per instance", height=320)
 

@@ -20,7 +20,7 @@ import pandas as pd
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from runners.metrics.catalog import metric, summary_value
+from runners.metrics.catalog import metric, summary_value, timeseries_metric
 from runners.metrics.run_metrics import summarize_requests
 from runners.errors import SchedlabError
 from runners.result_store import (DAMAGED, INCOMPLETE, REQUEST_COLUMNS, TIMESERIES_COLUMNS, empty_frame, inspect_run,
@@ -77,6 +77,9 @@ class LiveSnapshot:
     metrics: dict[str, Any]
     tokens_per_s: float | None
     logs: dict[str, str] = field(default_factory=dict)
+    #: the in-engine scheduler's state at the latest sample, summed over instances (time-series
+    #: column -> requests); empty for a run without one
+    engine: dict[str, int] = field(default_factory=dict)
 
     @property
     def fraction(self) -> float:
@@ -85,6 +88,12 @@ class LiveSnapshot:
     def cards(self) -> list[tuple[str, str]]:
         """(label, value) of :data:`LIVE_METRIC_KEYS` over the rows so far, from the catalog."""
         return live_cards(self.metrics)
+
+    def engine_cards(self) -> list[tuple[str, str]]:
+        """(catalog label, value) of the in-engine scheduler's running limit and held-back
+        requests at the latest sample; [] for a run without an in-engine scheduler."""
+        return [(timeseries_metric(column).label, timeseries_metric(column).format(value))
+                for column, value in self.engine.items()]
 
 
 #: The running metrics the live view shows (run-metric keys of the catalog).
@@ -149,14 +158,30 @@ def read_live(folder: str | Path, now: float | None = None) -> LiveSnapshot | No
         eta = elapsed * (total - done) / done
     metrics = summarize_requests(requests) if done else {}
     tokens_per_s = None
+    engine: dict[str, int] = {}
     if len(timeseries):
         latest = timeseries[timeseries["t_s"] == timeseries["t_s"].max()]
         tokens_per_s = float(latest["tokens_per_s"].fillna(0).sum())
+        engine = latest_engine_state(latest)
     return LiveSnapshot(
         run_id=path.name, folder=path, status=status, error=summary.get("error"), header=summary,
         requests=requests, timeseries=timeseries, total=total, done=done, elapsed_s=elapsed, eta_s=eta,
-        metrics=metrics, tokens_per_s=tokens_per_s, logs=log_tails(path),
+        metrics=metrics, tokens_per_s=tokens_per_s, logs=log_tails(path), engine=engine,
     )
+
+
+#: The in-engine scheduler's time-series columns the live view shows as numbers.
+LIVE_ENGINE_COLUMNS: tuple[str, ...] = ("engine_limit", "engine_held_back")
+
+
+def latest_engine_state(latest: pd.DataFrame) -> dict[str, int]:
+    """Each of :data:`LIVE_ENGINE_COLUMNS` summed over the instances of one sample (``latest``:
+    its rows), for the columns with a value there; {} when none has one."""
+    state = {}
+    for column in LIVE_ENGINE_COLUMNS:
+        if column in latest.columns and latest[column].notna().any():
+            state[column] = int(latest[column].sum())
+    return state
 
 
 @dataclass

@@ -41,8 +41,11 @@ from runners.errors import ConfigError, SchedlabError
 
 #: Version 2 added, without removing or renaming anything of version 1: ``resolved.tokenization`` in
 #: config.json of real-engine runs, and imported runs (``summary.imported``; their config.json holds
-#: ``label``, ``imported`` and ``versions`` instead of ``config`` and ``resolved``).
-SCHEMA_VERSION = 2
+#: ``label``, ``imported`` and ``versions`` instead of ``config`` and ``resolved``). Version 3 added
+#: the time series' ``engine_limit``, ``engine_held_back`` and ``engine_admitted`` (requests; the
+#: in-engine scheduler's decisions, runners.engines.engine_decisions; null without one). Files of
+#: older versions lack them: :func:`read_table` adds every missing column as nulls.
+SCHEMA_VERSION = 3
 DEFAULT_RESULTS_DIR = Path(os.environ.get("SCHEDLAB_RESULTS_DIR") or Path(__file__).resolve().parents[1] / "results")
 RUN_ID_PATTERN = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$")
 
@@ -78,6 +81,9 @@ TIMESERIES_COLUMNS: dict[str, pa.DataType] = {
     "gateway_pending": pa.int64(),
     "in_flight": pa.int64(),
     "gpu_memory_used_bytes": pa.int64(),
+    "engine_limit": pa.int64(),
+    "engine_held_back": pa.int64(),
+    "engine_admitted": pa.int64(),
 }
 STATUSES = ("running", "done", "failed", "cancelled")
 INTERRUPTED = "interrupted"  # computed when read: status running, but the writer process is gone
@@ -475,19 +481,30 @@ def read_table(
     """Rows of ``<stem>``: the merged file once the run has ended, else every part so far. A run
     may merge (and delete) its parts while they are listed; the read is then tried again.
     ``read`` reads one file (the live view passes a cached reader). A file that is not a
-    readable table raises SchedlabError naming it."""
+    readable table raises SchedlabError naming it. A column of ``columns`` that the file lacks
+    (written by an older schema version) is added as nulls of its type."""
     for _ in range(3):
         try:
             merged = folder / f"{stem}.parquet"
             if merged.exists():
-                return _read_one(read, merged).to_pandas()
+                return _with_columns(_read_one(read, merged).to_pandas(), columns)
             parts = sorted(folder.glob(f"{stem}.part-*.parquet"))
             if parts:
-                return pa.concat_tables([_read_one(read, part) for part in parts]).to_pandas()
+                return _with_columns(pa.concat_tables([_read_one(read, part) for part in parts]).to_pandas(), columns)
             break
         except FileNotFoundError:
             continue
     return empty_frame(columns)
+
+
+def _with_columns(frame: pd.DataFrame, columns: dict[str, pa.DataType]) -> pd.DataFrame:
+    """``frame`` with each of ``columns`` it lacks added as nulls (dtype as a saved table's)."""
+    missing = [name for name in columns if name not in frame.columns]
+    if not missing:
+        return frame
+    nulls = pa.table({name: pa.nulls(len(frame), columns[name]) for name in missing}).to_pandas()
+    nulls.index = frame.index
+    return pd.concat([frame, nulls], axis=1)
 
 
 def empty_frame(columns: dict[str, pa.DataType]) -> pd.DataFrame:

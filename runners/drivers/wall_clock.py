@@ -5,6 +5,10 @@ happens (arrival, first token, completion, failure, telemetry) or at the time it
 woken; each dispatch becomes a streaming request; telemetry is polled from every instance's
 ``/metrics``; each sample's ``decode_step_s`` is the engine's mean inter-token latency over the
 interval since the previous scrape (deltas of vLLM's histogram; None where the engine has none).
+A launched server running one of schedlab's in-engine scheduler classes also has its decisions
+file read at each sample (:class:`runners.engines.engine_decisions.EngineDecisionTracker`): the
+sample's ``engine_limit``, ``engine_held_back`` and ``engine_admitted`` (requests; null for an
+instance without one).
 Times given to the policy and written to results are seconds since the run's
 start on a monotonic clock. Requests in flight are bounded only by the policy: the aiohttp
 connection pool is unlimited.
@@ -28,6 +32,7 @@ from typing import Callable, Sequence
 import aiohttp
 
 from runners.drivers.virtual_time import DriverResult
+from runners.engines.engine_decisions import SAMPLE_COLUMNS, EngineDecisionTracker, decisions_path
 from runners.engines.gpu import GPUMonitor
 from runners.engines.latency_model import LatencyModel
 from runners.engines.openai_client import StreamResult, client_connector, header_secrets, redact, stream_request
@@ -60,6 +65,14 @@ class _InstanceState:
         mean = mean_between(self.itl_sum_s, self.itl_count, snapshot.itl_sum_s, snapshot.itl_count)
         self.itl_sum_s, self.itl_count = snapshot.itl_sum_s, snapshot.itl_count
         return mean
+
+
+def decision_tracker(instance: RealInstance) -> EngineDecisionTracker | None:
+    """A tracker of ``instance``'s in-engine scheduler decisions, when schedlab launched it with a
+    decisions file (the path in the server's environment); else None."""
+    server = getattr(instance, "server", None)
+    path = decisions_path(getattr(server, "env", None) or {})
+    return EngineDecisionTracker(path) if path is not None else None
 
 
 @dataclass
@@ -110,6 +123,7 @@ class WallClockDriver:
         self.stop_reason: str | None = None
         self.cancelled = False
         self._states = [_InstanceState() for _ in self.instances]
+        self.decision_trackers = [decision_tracker(instance) for instance in self.instances]
         self._texts: dict[str, str] = {}
         self._tasks: set[asyncio.Task] = set()
         self._request_tasks: dict[str, asyncio.Task] = {}
@@ -256,6 +270,11 @@ class WallClockDriver:
             self.stop_reason = reason
         self._finished.set()
 
+    @property
+    def decisions_malformed(self) -> int:
+        """Lines of the instances' decisions files skipped so far as not a decision."""
+        return sum(tracker.malformed for tracker in self.decision_trackers if tracker is not None)
+
     # -- background tasks --------------------------------------------------------------------
     async def _arrivals(self) -> None:
         for request in self.requests:
@@ -307,6 +326,8 @@ class WallClockDriver:
             "gateway_pending": len(self.policy.pending),
             "in_flight": len(self.policy.in_flight.get(index, ())),
         }
+        tracker = self.decision_trackers[index]
+        row.update(tracker.sample() if tracker is not None else dict.fromkeys(SAMPLE_COLUMNS))
         state.chunks_since_sample = 0
         state.last_sample_s = now
         return row

@@ -10,6 +10,8 @@ and the SLO inputs alike); shares in percent.
   seconds, fractions, 1/s, counts).
 - :data:`REQUEST_METRICS`: per-request values, ``key`` a column of ``requests.parquet`` (stored
   in seconds).
+- :data:`TIMESERIES_METRICS`: values sampled while a run goes, ``key`` a column of
+  ``timeseries.parquet`` (the charts of engine state over time; :func:`timeseries_metric`).
 
 Displayed value = stored value x ``scale``.
 """
@@ -124,6 +126,15 @@ REQUEST_METRICS: tuple[Metric, ...] = (
     _seconds("queue_s", "queue time"),
 )
 
+TIMESERIES_METRICS: tuple[Metric, ...] = (
+    Metric("kv_usage", "KV cache used (%)", False, "%", 100.0, 1),
+    Metric("running", "running requests", True, "requests", 1.0, 0),
+    # the in-engine scheduler's decisions (runners.engines.engine_decisions); null without one
+    Metric("engine_limit", "engine running limit (requests)", True, "requests", 1.0, 0),
+    Metric("engine_held_back", "held back by the engine (requests)", False, "requests", 1.0, 0),
+    Metric("engine_admitted", "admitted by the engine (requests)", True, "requests", 1.0, 0),
+)
+
 #: The CLI study table's headline rows (keys of RUN_METRICS).
 STUDY_HEADLINE_KEYS: tuple[str, ...] = ("slo_attainment", "G", "request_throughput_rps", "ttft_s.mean",
                                         "tpot_s.mean", "e2e_s.mean", "contention.waiting_peak")
@@ -137,6 +148,15 @@ assert len(_BY_LABEL) == len(RUN_METRICS), "run metric labels must be unique"
 def metric(key: str) -> Metric:
     """The catalog entry of ``key`` (a summary path or request column); KeyError otherwise."""
     return _BY_KEY[key]
+
+
+_TIMESERIES_BY_KEY = {metric.key: metric for metric in TIMESERIES_METRICS}
+assert len(_TIMESERIES_BY_KEY) == len(TIMESERIES_METRICS), "time-series metric keys must be unique"
+
+
+def timeseries_metric(column: str) -> Metric:
+    """The catalog entry of time-series ``column``; KeyError otherwise."""
+    return _TIMESERIES_BY_KEY[column]
 
 
 def metric_by_label(label: str) -> Metric | None:
