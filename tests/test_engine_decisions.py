@@ -188,3 +188,49 @@ def test_a_line_longer_than_a_read_is_skipped_once(tmp_path, monkeypatch):
         got += reader.read()
     assert [d["limit"] for d in got] == [5]
     assert reader.malformed == 1 and reader.lines == 2
+
+
+# -- the charts and the live view ---------------------------------------------------------------
+def _series(rows: list[tuple]) -> pd.DataFrame:
+    """A time series of (t_s, instance, running, engine_limit, engine_held_back) rows, other
+    columns null, as a saved table reads."""
+    table = pa.table({name: pa.array([dict(zip(("t_s", "instance", "running", "engine_limit", "engine_held_back"),
+                                               row)).get(name) for row in rows], type=dtype)
+                      for name, dtype in TIMESERIES_COLUMNS.items()})
+    return table.to_pandas()
+
+
+def test_the_batch_size_chart_draws_the_engine_limit_summed_over_instances(tmp_path):
+    from runners.charts import batch_size_over_time
+    from runners.result_store import RunData
+
+    engine = _series([(0.25, 0, 5, 8, 0), (0.25, 1, 3, 6, 2), (0.5, 0, 8, 8, 4), (0.5, 1, 6, 6, 1)])
+    plain = _series([(0.25, 0, 4, None, None), (0.5, 0, 7, None, None)])
+    runs = [RunData("in-engine", tmp_path, {}, {}, pd.DataFrame(), engine),
+            RunData("client", tmp_path, {}, {}, pd.DataFrame(), plain)]
+    fig = batch_size_over_time(runs)
+    traces = {trace.name: trace for trace in fig.data}
+    assert set(traces) == {"in-engine", "in-engine: engine running limit (requests)",
+                           "in-engine: held back by the engine (requests)", "client"}
+    assert list(traces["in-engine"].y) == [8, 14]
+    assert list(traces["in-engine: engine running limit (requests)"].y) == [14, 14]
+    assert list(traces["in-engine: held back by the engine (requests)"].y) == [2, 5]
+    assert traces["in-engine: engine running limit (requests)"].line.dash == "dash"
+    assert traces["in-engine: engine running limit (requests)"].line.color == traces["in-engine"].line.color
+    assert list(traces["client"].y) == [4, 7]
+
+
+def test_the_live_view_shows_the_engine_limit_per_instance_and_as_numbers(tmp_path):
+    from runners.charts import live_instance_series
+    from runners.live import latest_engine_state
+
+    series = _series([(0.25, 0, 5, 8, 0), (0.25, 1, 3, None, None), (0.5, 0, 8, 7, 4), (0.5, 1, 6, None, None)])
+    fig = live_instance_series(series)
+    names = [trace.name for trace in fig.data]
+    assert "instance 0: engine running limit (requests)" in names
+    assert not any(name.startswith("instance 1:") for name in names)  # instance 1 records no decisions
+    limit = next(trace for trace in fig.data if trace.name == "instance 0: engine running limit (requests)")
+    assert list(limit.y) == [8, 7]
+    latest = series[series["t_s"] == 0.5]
+    assert latest_engine_state(latest) == {"engine_limit": 7, "engine_held_back": 4}
+    assert latest_engine_state(_series([(0.5, 0, 8, None, None)])) == {}
