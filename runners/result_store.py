@@ -1,6 +1,6 @@
 """The result store: ``results/<run_id>/`` written incrementally and atomically.
 
-Files (the contract in DESIGN.md; columns never change without a schema-version bump):
+Files (a contract: docs/design.md "Result contracts"; columns never change without a schema-version bump):
 
 - ``config.json``: everything needed to rerun the run exactly, plus versions;
 - ``summary.json``: status (running | done | failed | cancelled, with ``error``) and metrics,

@@ -2,10 +2,11 @@
 
 No text from either dataset is used (Python-Code-23k is CC-BY-NC-ND 4.0): prompts and replies
 are made-up words from a small generated vocabulary, so only their *lengths* carry meaning.
-Lengths are drawn from log-normal distributions fitted to public statistics (DESIGN.md,
-gathered 2026-11-21) and then passed through the default length filter (prompt 4..1024 tokens,
-reply >= 4, prompt + reply <= 2048), redrawing rejected pairs. Text length is exactly
-4 characters per target token, so the default token approximation recovers the drawn length.
+Lengths are drawn from log-normal distributions fitted to public statistics (docs/design.md
+"Workload statistics", gathered 2026-11-21) and then passed through the default length filter
+(prompt 4..1024 tokens, reply >= 4, prompt + reply <= 2048), redrawing rejected pairs. Text
+length is exactly 4 characters per target token, so the default token approximation recovers the
+drawn length.
 
 Parameters (tokens; log-normal ``mu``/``sigma`` of the natural log):
 

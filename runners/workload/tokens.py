@@ -2,8 +2,9 @@
 
 Approximation (no tokenizer given): ``max(1, round(characters / 4))``. About four characters
 per token is the usual rule of thumb for English text with BPE tokenizers (OpenAI's tokenizer
-guide; the ShareGPT statistics in DESIGN.md use the same ratio). It is applied to prompts and
-replies alike, so relative lengths stay right even where absolute counts drift.
+guide; the ShareGPT statistics in docs/design.md "Workload statistics" use the same ratio). It is
+applied to prompts and replies alike, so relative lengths stay right even where absolute counts
+drift.
 
 A tokenizer is loaded once per process and folder (and again if its files change), and it
 remembers the count of every text it has seen: building a workload tokenises every pair of
