@@ -19,6 +19,7 @@ from runners.schedulers.base import SchedulerPolicy
 from runners.schedulers.dynamic_batching import DynamicMemoryPolicy, DynamicSLAPolicy
 from runners.schedulers.fcfs import FCFSPolicy
 from runners.schedulers.in_engine import EngineDynamicMemoryPolicy
+from runners.schedulers.in_engine import EngineMCSFPolicy
 from runners.schedulers.memory_constrained import AlphaBetaClearPolicy, AlphaProtectPolicy, MCSFPolicy
 from runners.schedulers.slice_level import SCLSPolicy
 from runners.schedulers.slo_aware import SLOAwarePolicy, SLOExhaustivePolicy
@@ -36,6 +37,7 @@ SCHEDULER_CLASSES: tuple[type[SchedulerPolicy], ...] = (
     AlphaProtectPolicy,
     AlphaBetaClearPolicy,
     EngineDynamicMemoryPolicy,
+    EngineMCSFPolicy,
 )
 SCHEDULERS: dict[str, type[SchedulerPolicy]] = {cls.name: cls for cls in SCHEDULER_CLASSES}
 

@@ -5,11 +5,17 @@ class's; the run writes them into its folder for the server (see ``launch_settin
 
 from __future__ import annotations
 
+from dataclasses import replace
 from typing import ClassVar
 
+from pydantic import Field
+
 from runners.engines.vllm_scheduler import EngineDynamicMemoryParams
-from runners.schedulers.base import PolicyParams
+from runners.engines.vllm_scheduler import PREDICTED_OUTPUT_ARG, EngineMCSFParams
+from runners.predictors import OutputLengthPredictor, OutputMode, OutputPriorParams, RunningMoments, moments_by_task
+from runners.schedulers.base import Completion, Decision, PolicyParams
 from runners.schedulers.fcfs import FCFSPolicy
+from runners.workload.requests import Request
 
 
 class InEnginePolicy(FCFSPolicy):
@@ -34,3 +40,57 @@ class EngineDynamicMemoryPolicy(InEnginePolicy):
     paper = "000 (dynamic batching), Alg. 1, as a vLLM scheduler class"
     twin = "dynamic-mem"
     Params = EngineDynamicMemoryPolicyParams
+
+
+class EngineMCSFPolicyParams(EngineMCSFParams, OutputPriorParams, PolicyParams):
+    """engine-mcsf's parameters: the in-engine class's (memory_fraction) and the output-length
+    predictor the client runs to send each request's prediction (as the client-side mcsf's)."""
+
+    output_predictor: OutputMode = Field(
+        default="oracle", description="MC-SF assumes known output lengths (the paper's setting): oracle sends "
+        "each request's target; gaussian or noisy-oracle to relax it (the prediction goes to the engine with "
+        "the request)")
+
+    #: FCFS dispatch without a cap (the engine holds requests back, not the client)
+    max_in_flight: ClassVar[None] = None
+
+
+class EngineMCSFPolicy(InEnginePolicy):
+    """Sends on arrival, each request with its predicted output length (tokens) as the engine
+    argument ``PREDICTED_OUTPUT_ARG``: the prediction the client-side mcsf would use (the same
+    OutputLengthPredictor, drawn once at arrival, finished requests pooled in), so the twins see
+    the same predictions. The engine's MCSFScheduler orders and admits."""
+
+    name = "engine-mcsf"
+    summary = ("003 MC-SF inside vLLM: the engine orders its queue shortest predicted output first and admits "
+               "while the future KV peak fits its blocks; the client sends on arrival with each request's "
+               "prediction. Needs a vLLM launched by schedlab")
+    paper = "Jaillet et al., online scheduling with KV-cache constraints (003), MC-SF, as a vLLM scheduler class"
+    twin = "mcsf"
+    Params = EngineMCSFPolicyParams
+
+    _workload_prior: dict[str, RunningMoments] | None = None
+
+    def on_workload(self, requests) -> None:
+        """output_prior 'workload': each task's target output lengths start the Gaussian (as mcsf)."""
+        self._workload_prior = moments_by_task((r.task, r.target_output_tokens) for r in requests)
+
+    def start(self, instances, now: float) -> None:
+        super().start(instances, now)
+        self.outputs = OutputLengthPredictor.from_params(self.params, self._workload_prior)
+        self.predicted: dict[str, int] = {}  # output tokens, drawn once at arrival
+
+    def on_arrival(self, request: Request, now: float) -> None:
+        super().on_arrival(request, now)
+        self.predicted[request.request_id] = self.outputs.predict(request)
+
+    def on_completion(self, completion: Completion, now: float) -> None:
+        super().on_completion(completion, now)
+        if completion.done:
+            self.outputs.observe(self.requests[completion.request_id].task, completion.tokens_total)
+
+    def decide(self, now: float) -> Decision:
+        decision = super().decide(now)
+        predicted = self.predicted
+        return Decision([replace(d, engine_args={PREDICTED_OUTPUT_ARG: predicted[d.request_id]})
+                         for d in decision.dispatches], decision.wake_at, decision.cancels)

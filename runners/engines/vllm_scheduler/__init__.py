@@ -35,10 +35,12 @@ from runners.input_model import InputModel, field_error
 #: schedlab scheduler name -> qualified class name for vLLM's ``--scheduler-cls``.
 IN_ENGINE_SCHEDULERS: dict[str, str] = {
     "engine-dynamic-mem": "runners.engines.vllm_scheduler.dynamic_mem.DynamicMemoryScheduler",
+    "engine-mcsf": "runners.engines.vllm_scheduler.mcsf.MCSFScheduler",
 }
 
 #: The client-side policy each in-engine scheduler shares its decision logic with.
 CLIENT_TWINS: dict[str, str] = {"engine-dynamic-mem": "dynamic-mem"}
+CLIENT_TWINS["engine-mcsf"] = "mcsf"
 
 #: vLLM releases the classes are tested against, as "major.minor" (any patch release of each).
 #: The scheduler interface is not public ("compatibility may not be maintained"), so each new
@@ -127,8 +129,20 @@ class EngineDynamicMemoryParams(InputModel):
         return self
 
 
+class EngineMCSFParams(InputModel):
+    """Parameters of engine-mcsf (003 MC-SF inside vLLM), read from the JSON object at
+    ``SCHEDLAB_ENGINE_PARAMS``. The predicted output lengths come with each request
+    (``PREDICTED_OUTPUT_ARG``, else its max_tokens), not from here."""
+
+    memory_fraction: float = Field(
+        default=1.0, gt=0, le=1,
+        description="share of the KV cache MC-SF plans for (M = usable blocks x block size x this), in (0, 1]; "
+                    "as the client-side mcsf's memory_fraction")
+
+
 #: schedlab scheduler name -> the parameters model of its class (importable without vLLM).
 IN_ENGINE_PARAMS: dict[str, type[InputModel]] = {"engine-dynamic-mem": EngineDynamicMemoryParams}
+IN_ENGINE_PARAMS["engine-mcsf"] = EngineMCSFParams
 
 
 def load_params(model: type[InputModel], environ: "os._Environ[str] | dict[str, str] | None" = None) -> InputModel:
@@ -153,10 +167,27 @@ def launch_settings(name: str, params: InputModel, folder: Path) -> tuple[str, d
     """What a vLLM launch needs to run in-engine scheduler ``name``: its ``--scheduler-cls`` and
     the server environment (the parameters written as JSON into ``folder``, the decisions file
     per instance there: ``engine-decisions-{instance}.jsonl``, ``{instance}`` being replaced by the
-    launcher)."""
+    launcher). Only the fields of the class's own model (:data:`IN_ENGINE_PARAMS`) are written: a
+    client policy's parameters may add its own (e.g. engine-mcsf's output predictor), which the
+    class's model, forbidding unknown fields, would refuse. A model that ``needs_latency_model``
+    (engine-slo-sa) gets the run's ``latency`` model's eq. 14/15 coefficients (``prefill``,
+    ``decode``, seconds); ConfigError naming engine.profile when the run has none, and naming
+    engine.scheduling_policy when a model that ``needs_fcfs_queue`` would start under priority."""
+    model = IN_ENGINE_PARAMS.get(name)
+    if model is not None and getattr(model, "needs_fcfs_queue", False) and scheduling_policy != "fcfs":
+        raise ConfigError("engine.scheduling_policy", f"{name} applies its plan by reordering vLLM's FCFS waiting "
+                          f"queue; expected 'fcfs', got {scheduling_policy!r} (under 'priority' vLLM orders the "
+                          "queue by the priorities requests were sent with, and the plan could not be applied)")
+    data = params.model_dump(mode="json", include=set(model.model_fields) if model is not None else None)
+    if model is not None and getattr(model, "needs_latency_model", False):
+        if latency is None:
+            raise ConfigError("engine.profile", f"{name} plans with a latency model and this run has none: set "
+                              "engine.profile to a profile of this engine from 'python -m runners profile'")
+        data.update(prefill=latency.prefill.model_dump(mode="json"), decode=latency.decode.model_dump(mode="json"))
+    written = model.model_validate(data) if model is not None else params
     folder.mkdir(parents=True, exist_ok=True)
     params_file = folder / "engine-scheduler-params.json"
-    params_file.write_text(params.model_dump_json(indent=2) + "\n", encoding="utf-8")
+    params_file.write_text(written.model_dump_json(indent=2) + "\n", encoding="utf-8")
     return scheduler_class(name), {PARAMS_ENV: str(params_file),
                                    DECISIONS_ENV: str(folder / "engine-decisions-{instance}.jsonl")}
 
