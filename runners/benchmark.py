@@ -125,12 +125,17 @@ def _config_record(prepared: PreparedRun) -> dict[str, Any]:
     }
 
 
-def _engine_with_scheduler(config: RunConfig, policy: SchedulerPolicy, folder: Path) -> Any:
+def _engine_with_scheduler(config: RunConfig, policy: SchedulerPolicy, folder: Path,
+                           latency: LatencyModel | None = None) -> Any:
     """The engine config to launch: with an in-engine scheduler, its ``--scheduler-cls`` and the
-    server environment that hands it its parameters and a decisions file in the run folder."""
+    server environment that hands it its parameters and a decisions file in the run folder. The
+    run's ``latency`` model (from engine.profile) goes into the parameters of a class that plans
+    with one (engine-slo-sa); ConfigError before the server starts when it has none, or when the
+    engine's scheduling policy cannot carry the class's plan (see ``launch_settings``)."""
     if not policy.in_engine:
         return config.engine
-    scheduler_cls, env = launch_settings(policy.name, policy.params, folder)
+    scheduler_cls, env = launch_settings(policy.name, policy.params, folder, latency,
+                                         getattr(config.engine, "scheduling_policy", "fcfs"))
     return config.engine.model_copy(update={"scheduler_cls": scheduler_cls, "env": {**config.engine.env, **env}})
 
 
@@ -231,7 +236,8 @@ def _execute_run(config: RunConfig, results_root: str | Path, progress: Callable
             if result.stalled:
                 status, error = "failed", f"{result.stalled} requests never completed: {policy.name} stopped dispatching"
         else:
-            real_engine = RealEngine(_engine_with_scheduler(config, policy, writer.folder), writer.folder)
+            real_engine = RealEngine(_engine_with_scheduler(config, policy, writer.folder, prepared.latency),
+                                     writer.folder)
             real_engine.start(should_stop)
             write_json_atomic(writer.folder / "engine.json", _engine_record(real_engine))
             driver = WallClockDriver(real_engine, policy, prepared.workload.requests, recorder, config.engine,

@@ -19,6 +19,7 @@ from runners.schedulers.base import SchedulerPolicy
 from runners.schedulers.dynamic_batching import DynamicMemoryPolicy, DynamicSLAPolicy
 from runners.schedulers.fcfs import FCFSPolicy
 from runners.schedulers.in_engine import EngineDynamicMemoryPolicy
+from runners.schedulers.in_engine import EngineSLOAwarePolicy
 from runners.schedulers.in_engine import EngineMCSFPolicy
 from runners.schedulers.memory_constrained import AlphaBetaClearPolicy, AlphaProtectPolicy, MCSFPolicy
 from runners.schedulers.slice_level import SCLSPolicy
@@ -37,6 +38,7 @@ SCHEDULER_CLASSES: tuple[type[SchedulerPolicy], ...] = (
     AlphaProtectPolicy,
     AlphaBetaClearPolicy,
     EngineDynamicMemoryPolicy,
+    EngineSLOAwarePolicy,
     EngineMCSFPolicy,
 )
 SCHEDULERS: dict[str, type[SchedulerPolicy]] = {cls.name: cls for cls in SCHEDULER_CLASSES}

@@ -15,6 +15,8 @@ from runners.engines.vllm_scheduler import PREDICTED_OUTPUT_ARG, EngineMCSFParam
 from runners.predictors import OutputLengthPredictor, OutputMode, OutputPriorParams, RunningMoments, moments_by_task
 from runners.schedulers.base import Completion, Decision, PolicyParams
 from runners.schedulers.fcfs import FCFSPolicy
+from runners.engines.vllm_scheduler import E2E_SLO_ARG, TPOT_SLO_ARG, TTFT_SLO_ARG
+from runners.schedulers.slo_aware import SLOPlanParams
 from runners.workload.requests import Request
 
 
@@ -94,3 +96,62 @@ class EngineMCSFPolicy(InEnginePolicy):
         predicted = self.predicted
         return Decision([replace(d, engine_args={PREDICTED_OUTPUT_ARG: predicted[d.request_id]})
                          for d in decision.dispatches], decision.wake_at, decision.cancels)
+
+
+class EngineSLOAwarePolicyParams(SLOPlanParams, OutputPriorParams, PolicyParams):
+    """engine-slo-sa's parameters: the plan's settings (slo-sa's own fields, read by the engine's
+    class) and the output-length predictor the client runs to send each request's prediction
+    (slo-sa's). The latency model the plan needs is the run's engine.profile: the launcher adds
+    it to what the engine reads."""
+
+    #: FCFS dispatch without a cap (the engine holds requests back, not the client)
+    max_in_flight: ClassVar[None] = None
+
+
+class EngineSLOAwarePolicy(InEnginePolicy):
+    """Sends on arrival, each request with engine arguments for the engine's SLOAwareScheduler:
+    its predicted output length (``PREDICTED_OUTPUT_ARG``, tokens; slo-sa's OutputLengthPredictor,
+    drawn at arrival, finished requests pooled in for later arrivals) and its task's SLOs
+    (``TTFT_SLO_ARG``, ``TPOT_SLO_ARG``, ``E2E_SLO_ARG``, seconds; those the task sets). The
+    engine plans and orders. Unlike slo-sa, which predicts a waiting request anew as its task's
+    fit moves, the engine keeps the prediction sent with the request."""
+
+    name = "engine-slo-sa"
+    summary = ("004's SLO-aware simulated-annealing plan inside vLLM: the engine reorders its waiting queue in the "
+               "latest plan's order whenever it changes, at most max_batch running; the client sends on arrival "
+               "with each request's prediction and SLOs. Needs a vLLM launched by schedlab and engine.profile")
+    paper = "Huang et al., SLO-aware scheduling (004), Alg. 1-2, as a vLLM scheduler class"
+    twin = "slo-sa"
+    Params = EngineSLOAwarePolicyParams
+
+    _workload_prior: dict[str, RunningMoments] | None = None
+
+    def on_workload(self, requests) -> None:
+        """output_prior 'workload': each task's target output lengths start the Gaussian (as slo-sa)."""
+        self._workload_prior = moments_by_task((r.task, r.target_output_tokens) for r in requests)
+
+    def start(self, instances, now: float) -> None:
+        super().start(instances, now)
+        self.outputs = OutputLengthPredictor.from_params(self.params, self._workload_prior)
+        self.engine_args: dict[str, dict[str, int | float]] = {}
+
+    def on_arrival(self, request: Request, now: float) -> None:
+        super().on_arrival(request, now)
+        args: dict[str, int | float] = {PREDICTED_OUTPUT_ARG: self.outputs.predict(request)}
+        for name, limit in ((TTFT_SLO_ARG, request.slo.ttft_s), (TPOT_SLO_ARG, request.slo.tpot_s),
+                            (E2E_SLO_ARG, request.slo.e2e_s)):
+            if limit is not None:
+                args[name] = float(limit)
+        self.engine_args[request.request_id] = args
+
+    def on_completion(self, completion: Completion, now: float) -> None:
+        super().on_completion(completion, now)
+        if completion.done:
+            self.outputs.observe(self.requests[completion.request_id].task, completion.tokens_total)
+            self.outputs.forget(completion.request_id)
+
+    def decide(self, now: float) -> Decision:
+        decision = super().decide(now)
+        args = self.engine_args
+        return Decision([replace(d, engine_args=args[d.request_id]) for d in decision.dispatches], decision.wake_at,
+                        decision.cancels)

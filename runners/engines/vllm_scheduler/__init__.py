@@ -26,11 +26,14 @@ import json
 import os
 import re
 from pathlib import Path
-from typing import Literal
+from typing import ClassVar, Literal
 
 from pydantic import Field, model_validator
 
+from runners.engines.latency_model import LatencyModel, PhaseCoefficients
+from runners.errors import ConfigError
 from runners.input_model import InputModel, field_error
+from runners.schedulers.slo_aware import SLOPlanParams
 
 #: schedlab scheduler name -> qualified class name for vLLM's ``--scheduler-cls``.
 IN_ENGINE_SCHEDULERS: dict[str, str] = {
@@ -41,6 +44,8 @@ IN_ENGINE_SCHEDULERS: dict[str, str] = {
 #: The client-side policy each in-engine scheduler shares its decision logic with.
 CLIENT_TWINS: dict[str, str] = {"engine-dynamic-mem": "dynamic-mem"}
 CLIENT_TWINS["engine-mcsf"] = "mcsf"
+IN_ENGINE_SCHEDULERS["engine-slo-sa"] = "runners.engines.vllm_scheduler.slo_sa.SLOAwareScheduler"
+CLIENT_TWINS["engine-slo-sa"] = "slo-sa"
 
 #: vLLM releases the classes are tested against, as "major.minor" (any patch release of each).
 #: The scheduler interface is not public ("compatibility may not be maintained"), so each new
@@ -62,6 +67,7 @@ DECISION_LOG_PREFIX = "SCHEDLAB_DECISION "
 PREDICTED_OUTPUT_ARG = "schedlab_predicted_output_tokens"  # predicted output length, tokens
 TTFT_SLO_ARG = "schedlab_ttft_slo_s"  # the request's TTFT objective, seconds
 TPOT_SLO_ARG = "schedlab_tpot_slo_s"  # the request's TPOT objective, seconds
+E2E_SLO_ARG = "schedlab_e2e_slo_s"  # the request's end-to-end latency objective, seconds
 
 
 def supported_version(version: str) -> bool:
@@ -145,6 +151,38 @@ IN_ENGINE_PARAMS: dict[str, type[InputModel]] = {"engine-dynamic-mem": EngineDyn
 IN_ENGINE_PARAMS["engine-mcsf"] = EngineMCSFParams
 
 
+class EngineSLOAwareParams(SLOPlanParams):
+    """Parameters of engine-slo-sa (004's SA plan applied inside vLLM), read from the JSON object
+    at ``SCHEDLAB_ENGINE_PARAMS``: the plan's settings, the same fields as slo-sa's
+    (:class:`~runners.schedulers.slo_aware.SLOPlanParams`), plus the latency model the plan
+    scores with, which the launcher fills from the run's profile (:func:`launch_settings`), not
+    the user. Each request's predicted output length and SLOs come with the request
+    (``PREDICTED_OUTPUT_ARG``, ``TTFT_SLO_ARG``, ``TPOT_SLO_ARG``, ``E2E_SLO_ARG``)."""
+
+    #: needs the run's latency model (eq. 14/15 coefficients, seconds) written by the launcher
+    needs_latency_model: ClassVar[bool] = True
+    #: the plan is applied by reordering the FCFS waiting queue (refused under priority)
+    needs_fcfs_queue: ClassVar[bool] = True
+
+    prefill: PhaseCoefficients | None = Field(
+        default=None, description="eq. 14 prefill coefficients of the run's latency model (seconds); filled by the "
+                                  "launcher from engine.profile")
+    decode: PhaseCoefficients | None = Field(
+        default=None, description="eq. 15 decode coefficients of the run's latency model (seconds); filled by the "
+                                  "launcher from engine.profile")
+
+    @model_validator(mode="after")
+    def _both_phases(self) -> "EngineSLOAwareParams":
+        if (self.prefill is None) != (self.decode is None):
+            missing = "prefill" if self.prefill is None else "decode"
+            raise field_error(type(self).__name__, missing, "is required with the other phase's coefficients "
+                              "(the launcher writes both from engine.profile)", None)
+        return self
+
+
+IN_ENGINE_PARAMS["engine-slo-sa"] = EngineSLOAwareParams
+
+
 def load_params(model: type[InputModel], environ: "os._Environ[str] | dict[str, str] | None" = None) -> InputModel:
     """``model`` from the JSON object at ``$SCHEDLAB_ENGINE_PARAMS`` (defaults when unset).
     ValueError naming the file and the field when the file is unreadable or a value is refused."""
@@ -163,7 +201,8 @@ def load_params(model: type[InputModel], environ: "os._Environ[str] | dict[str, 
         raise ValueError(f"schedlab in-engine scheduler: bad parameters in {PARAMS_ENV}={path}: {exc}") from None
 
 
-def launch_settings(name: str, params: InputModel, folder: Path) -> tuple[str, dict[str, str]]:
+def launch_settings(name: str, params: InputModel, folder: Path, latency: LatencyModel | None = None,
+                    scheduling_policy: str = "fcfs") -> tuple[str, dict[str, str]]:
     """What a vLLM launch needs to run in-engine scheduler ``name``: its ``--scheduler-cls`` and
     the server environment (the parameters written as JSON into ``folder``, the decisions file
     per instance there: ``engine-decisions-{instance}.jsonl``, ``{instance}`` being replaced by the
