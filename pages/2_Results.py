@@ -462,7 +462,8 @@ if loaded:
         "e2e_cdf": "End-to-end latency from arrival to the last token.",
         "ttft_vs_tpot": "Each point a request; inside the dashed box the chat SLO holds.",
         "kv_usage": "KV-cache memory used over time: the sawtooth of batch-at-a-time scheduling.",
-        "batch_size": "Requests the engine is running at each moment.",
+        "batch_size": "Requests the engine is running at each moment; with an in-engine scheduler (engine-*) also "
+                      "its running limit (dashed) and the requests it held back (dotted).",
         "throughput": "Output tokens per second (rolling 2 s mean).",
     }
     views = list(CHART_VIEWS)
