@@ -19,6 +19,7 @@ from runners.schedulers.base import SchedulerPolicy
 from runners.schedulers.dynamic_batching import DynamicMemoryPolicy, DynamicSLAPolicy
 from runners.schedulers.fcfs import FCFSPolicy
 from runners.schedulers.in_engine import EngineDynamicMemoryPolicy
+from runners.schedulers.in_engine import EngineDynamicSLAPolicy
 from runners.schedulers.in_engine import EngineSLOAwarePolicy
 from runners.schedulers.in_engine import EngineMCSFPolicy
 from runners.schedulers.memory_constrained import AlphaBetaClearPolicy, AlphaProtectPolicy, MCSFPolicy
@@ -38,6 +39,7 @@ SCHEDULER_CLASSES: tuple[type[SchedulerPolicy], ...] = (
     AlphaProtectPolicy,
     AlphaBetaClearPolicy,
     EngineDynamicMemoryPolicy,
+    EngineDynamicSLAPolicy,
     EngineSLOAwarePolicy,
     EngineMCSFPolicy,
 )

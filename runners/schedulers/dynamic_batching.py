@@ -56,13 +56,15 @@ from typing import Literal, Sequence
 
 from pydantic import Field, ValidationError, model_validator
 
+from runners.engines.vllm_scheduler import SLAWindowParams, check_window
 from runners.errors import ConfigError
 from runners.input_model import field_error
 from runners.predictors import OutputPriorParams, PriorSource, RunningMoments, history_moments, moments_by_task
 from runners.schedulers.base import (Completion, Decision, InstanceInfo, PolicyParams, SchedulerPolicy,
                                      TelemetrySample)
-from runners.schedulers.dynamic_batching_core import (SLAWindow, block_footprint, clamp_batch,  # noqa: F401
-                                                    default_alpha, memory_batch_size, sla_window_update)
+from runners.schedulers.dynamic_batching_core import (RecentMeans, SLAWindow, block_footprint,  # noqa: F401
+                                                    clamp_batch, default_alpha, memory_batch_size,
+                                                    sla_batch_size, sla_window_update)
 from runners.workload.requests import Request
 
 #: B_max where neither ``b_max`` nor the engine gives one: vLLM's default max_num_seqs.
@@ -134,16 +136,10 @@ class DynamicMemoryParams(PolicyParams):
         return self
 
 
-class DynamicSLAParams(DynamicMemoryParams):
-    d_sla_s: float = Field(default=0.050, gt=0, le=3600.0, description="D_SLA: decode latency target (TPOT), seconds")
-    eps_s: float = Field(default=0.005, ge=0, le=3600.0,
-                         description="eps_D: tolerance around D_SLA, seconds, smaller than d_sla_s")
-    alpha: int | None = Field(
-        default=None, gt=0, le=65_536,
-        description="gap kept between b_low and b_high, smaller than the window B_max - B_min. Default: scaled to "
-                    "the window, B_max // 32 (8 at B_max 256), at least 2")
-    delta: int = Field(default=2, gt=0, le=65_536, description="corrective step against noise")
-    b_min: int = Field(default=1, gt=0, le=65_536, description="B_min, at most B_max")
+class DynamicSLAParams(SLAWindowParams, DynamicMemoryParams):
+    """dynamic-sla's parameters: dynamic-mem's, Alg. 2's window (:class:`SLAWindowParams`, shared
+    with the in-engine engine-dynamic-sla) and where tau comes from."""
+
     latency_signal: LatencySignal = Field(
         default="engine",
         description="tau, the decode latency: engine - the engine's own per-step decode latency from telemetry (the "
@@ -154,26 +150,6 @@ class DynamicSLAParams(DynamicMemoryParams):
                          description="engine signal: telemetry samples averaged for tau (4 x 0.25 s = 1 s at the "
                                      "default sample interval)")
     window: int = Field(default=16, gt=0, le=100_000, description="tpot signal: finished requests averaged for tau")
-    memory_cap: bool = Field(default=True, description="also apply Alg. 1's memory cap (paper: b = min of both)")
-
-    @model_validator(mode="after")
-    def _bounds_in_order(self) -> "DynamicSLAParams":
-        name = type(self).__name__
-        if self.eps_s >= self.d_sla_s:
-            raise field_error(name, "eps_s", f"must be smaller than d_sla_s ({self.d_sla_s:g} s): a tolerance as "
-                              "large as the target leaves no 'too fast' side", self.eps_s)
-        if self.b_max is not None:
-            check_window(name, self.b_min, self.b_max, self.alpha)
-        return self
-
-
-def check_window(model: str, b_min: int, b_max: int, alpha: int | None) -> None:
-    """ValidationError naming b_min or alpha unless B_min <= B_max and alpha < B_max - B_min."""
-    if b_min > b_max:
-        raise field_error(model, "b_min", f"must be at most B_max ({b_max})", b_min)
-    if alpha is not None and alpha >= b_max - b_min:
-        raise field_error(model, "alpha", f"must be smaller than the window B_max - B_min = {b_max} - {b_min} = "
-                          f"{b_max - b_min}", alpha)
 
 
 class DynamicMemoryPolicy(SchedulerPolicy):
@@ -296,8 +272,7 @@ class DynamicSLAPolicy(DynamicMemoryPolicy):
         self.windows = {i: SLAWindow(params.b_min, self.b_max[i]) for i in self.in_flight}
         self.recent_tpot = {i: deque(maxlen=params.window) for i in self.in_flight}
         self.recent_batch = {i: deque(maxlen=params.window) for i in self.in_flight}
-        self.recent_step = {i: deque(maxlen=params.samples) for i in self.in_flight}
-        self.recent_step_batch = {i: deque(maxlen=params.samples) for i in self.in_flight}
+        self.recent_step = {i: RecentMeans(params.samples) for i in self.in_flight}
         self.latency_source = {i: "tpot" for i in self.in_flight}  # 'engine' once its telemetry reports one
         self.sla_cap = {i: self.b_max[i] for i in self.in_flight}
 
@@ -307,7 +282,7 @@ class DynamicSLAPolicy(DynamicMemoryPolicy):
                                    self.alpha[instance], params.delta, params.b_min, self.b_max[instance])
         self.windows[instance] = window
         _, decoding = self._phases(instance)
-        self.sla_cap[instance] = clamp_batch((window.low + window.high) // 2, decoding, self.b_max[instance])
+        self.sla_cap[instance] = sla_batch_size(window, decoding, self.b_max[instance])
 
     def on_telemetry(self, sample: TelemetrySample, now: float) -> None:
         """Engine signal: tau from the engine's per-step decode latency (mean of the last samples)."""
@@ -316,10 +291,8 @@ class DynamicSLAPolicy(DynamicMemoryPolicy):
         if params.latency_signal != "engine" or sample.decode_step_s is None or instance not in self.recent_step:
             return
         self.latency_source[instance] = "engine"
-        self.recent_step[instance].append(sample.decode_step_s)
-        self.recent_step_batch[instance].append(len(self.in_flight[instance]))
-        steps, batches = self.recent_step[instance], self.recent_step_batch[instance]
-        self._move_window(instance, sum(steps) / len(steps), sum(batches) / len(batches))
+        tau, batch = self.recent_step[instance].add(sample.decode_step_s, len(self.in_flight[instance]))
+        self._move_window(instance, tau, batch)
 
     def on_completion(self, completion: Completion, now: float) -> None:
         instance = completion.instance

@@ -12,9 +12,10 @@ neither scipy nor schedlab's other dependencies. The normal quantile is
 from __future__ import annotations
 
 import math
+from collections import deque
 from dataclasses import dataclass
 from statistics import NormalDist
-from typing import Iterable
+from typing import Hashable, Iterable
 
 _STANDARD_NORMAL = NormalDist()
 
@@ -74,6 +75,107 @@ def sla_window_update(window: SLAWindow, tau_s: float, mean_batch: float, d_sla_
         high = min(b + alpha // 2, b_max)
         low = max(b - alpha // 2, b_min)
     return SLAWindow(low, high)
+
+
+def sla_batch_size(window: SLAWindow, decoding_now: int, b_max: int) -> int:
+    """Alg. 2's batch size from its window (lines 17-18): floor((b_low + b_high) / 2), clamped
+    as Alg. 1's (:func:`clamp_batch`), requests."""
+    return clamp_batch((window.low + window.high) // 2, decoding_now, b_max)
+
+
+class RecentMeans:
+    """Alg. 2's "recent average decode latency" and "recent average decode batch size": the
+    means of the last ``size`` (latency, batch) pairs added (seconds, requests)."""
+
+    def __init__(self, size: int) -> None:
+        self._latency: deque[float] = deque(maxlen=size)
+        self._batch: deque[float] = deque(maxlen=size)
+
+    def add(self, latency_s: float, batch: float) -> tuple[float, float]:
+        """Add one pair; return (mean latency, mean batch) over the last ``size`` pairs."""
+        self._latency.append(latency_s)
+        self._batch.append(batch)
+        return sum(self._latency) / len(self._latency), sum(self._batch) / len(self._batch)
+
+    def __len__(self) -> int:
+        return len(self._latency)
+
+
+class StepLatencyMeter:
+    """tau for the in-engine Alg. 2: the engine's own step time, measured per step.
+
+    :meth:`scheduled` is called when a step has been scheduled (``started``: the time its
+    scheduling began, seconds on a monotonic clock; ``batch``: running requests in it;
+    ``decoding``: those of them that had produced a token, i.e. decode in this step);
+    :meth:`finished` when that step's model output comes back (``now``, same clock). A step is
+    timed only when it has decoding requests: a step of prefills alone delays no token of a
+    running request, so it is no decode latency. The time from a step's scheduling to its output
+    counts only that step's work (scheduling, the forward pass, sampling): the engine's idle
+    waits for requests come between steps, not inside one, and so do the output processing and
+    the hand-off to the API server. Steps are matched by ``key`` (any value naming the step,
+    e.g. the id of the scheduler's output), so a pipeline that schedules the next step before
+    the last one's output returns is timed per step too. At most ``max_pending`` steps are held
+    awaiting their output (an output that never comes, e.g. a failed step, is dropped oldest
+    first)."""
+
+    def __init__(self, samples: int, max_pending: int = 64) -> None:
+        self.recent = RecentMeans(samples)
+        self.steps = 0  # decode steps timed so far
+        self._max_pending = max_pending
+        self._pending: dict[Hashable, tuple[float, int]] = {}
+
+    def scheduled(self, key: Hashable, started: float, batch: int, decoding: int) -> None:
+        """A step was scheduled; it is timed when ``decoding`` > 0."""
+        if decoding <= 0:
+            return
+        self._pending[key] = (started, batch)
+        while len(self._pending) > self._max_pending:
+            del self._pending[next(iter(self._pending))]
+
+    def finished(self, key: Hashable, now: float) -> tuple[float, float] | None:
+        """The output of step ``key`` came back at ``now``: (tau, mean batch) over the last
+        ``samples`` timed steps (seconds, requests), or None when the step was not timed."""
+        step = self._pending.pop(key, None)
+        if step is None:
+            return None
+        started, batch = step
+        self.steps += 1
+        return self.recent.add(max(0.0, now - started), batch)
+
+
+class StepSLAController:
+    """000 Alg. 2 driven by the engine's own step times, for the in-engine scheduler: the step
+    timing of :class:`StepLatencyMeter` moves the window with :func:`sla_window_update` (the
+    client-side policy's function) each time a timed step's output comes back, and
+    :meth:`limit` is :func:`sla_batch_size` of the window. Latencies in seconds, sizes in
+    requests; the arguments are Alg. 2's (alpha already resolved, B_max the engine's)."""
+
+    def __init__(self, d_sla_s: float, eps_s: float, alpha: int, delta: int, b_min: int, b_max: int,
+                 samples: int) -> None:
+        self.d_sla_s, self.eps_s, self.alpha, self.delta = d_sla_s, eps_s, alpha, delta
+        self.b_min, self.b_max = b_min, b_max
+        self.window = SLAWindow(b_min, b_max)  # Alg. 2 line 1
+        self.meter = StepLatencyMeter(samples)
+        self.tau_s: float | None = None  # the last tau the window moved with, seconds
+        self.batch_mean: float | None = None  # the mean batch over the same steps, requests
+
+    def step_scheduled(self, key: Hashable, started: float, batch: int, decoding: int) -> None:
+        """See :meth:`StepLatencyMeter.scheduled`."""
+        self.meter.scheduled(key, started, batch, decoding)
+
+    def step_finished(self, key: Hashable, now: float) -> bool:
+        """Step ``key``'s output came back at ``now``; True when it was timed and moved the window."""
+        measured = self.meter.finished(key, now)
+        if measured is None:
+            return False
+        self.tau_s, self.batch_mean = measured
+        self.window = sla_window_update(self.window, self.tau_s, self.batch_mean, self.d_sla_s, self.eps_s,
+                                        self.alpha, self.delta, self.b_min, self.b_max)
+        return True
+
+    def limit(self, decoding_now: int) -> int:
+        """Alg. 2's running limit now (requests)."""
+        return sla_batch_size(self.window, decoding_now, self.b_max)
 
 
 def default_alpha(b_min: int, b_max: int) -> int:

@@ -11,6 +11,7 @@ from typing import ClassVar
 from pydantic import Field
 
 from runners.engines.vllm_scheduler import EngineDynamicMemoryParams
+from runners.engines.vllm_scheduler import EngineDynamicSLAParams
 from runners.engines.vllm_scheduler import PREDICTED_OUTPUT_ARG, EngineMCSFParams
 from runners.predictors import OutputLengthPredictor, OutputMode, OutputPriorParams, RunningMoments, moments_by_task
 from runners.schedulers.base import Completion, Decision, PolicyParams
@@ -42,6 +43,23 @@ class EngineDynamicMemoryPolicy(InEnginePolicy):
     paper = "000 (dynamic batching), Alg. 1, as a vLLM scheduler class"
     twin = "dynamic-mem"
     Params = EngineDynamicMemoryPolicyParams
+
+
+class EngineDynamicSLAPolicyParams(EngineDynamicSLAParams, PolicyParams):
+    """engine-dynamic-sla's parameters, as a policy's (the in-engine class reads the same model)."""
+
+    #: FCFS dispatch without a cap (the engine holds requests back, not the client)
+    max_in_flight: ClassVar[None] = None
+
+
+class EngineDynamicSLAPolicy(InEnginePolicy):
+    name = "engine-dynamic-sla"
+    summary = ("000 Alg. 2 inside vLLM: each step the engine's running limit follows a window moved by its own "
+               "measured step time against D_SLA, capped by Alg. 1's block-exact limit; the client sends on "
+               "arrival. Needs a vLLM launched by schedlab")
+    paper = "000 (dynamic batching), Alg. 2, as a vLLM scheduler class"
+    twin = "dynamic-sla"
+    Params = EngineDynamicSLAPolicyParams
 
 
 class EngineMCSFPolicyParams(EngineMCSFParams, OutputPriorParams, PolicyParams):

@@ -43,6 +43,8 @@ IN_ENGINE_SCHEDULERS: dict[str, str] = {
 
 #: The client-side policy each in-engine scheduler shares its decision logic with.
 CLIENT_TWINS: dict[str, str] = {"engine-dynamic-mem": "dynamic-mem"}
+IN_ENGINE_SCHEDULERS["engine-dynamic-sla"] = "runners.engines.vllm_scheduler.dynamic_mem.DynamicSLAScheduler"
+CLIENT_TWINS["engine-dynamic-sla"] = "dynamic-sla"
 CLIENT_TWINS["engine-mcsf"] = "mcsf"
 IN_ENGINE_SCHEDULERS["engine-slo-sa"] = "runners.engines.vllm_scheduler.slo_sa.SLOAwareScheduler"
 CLIENT_TWINS["engine-slo-sa"] = "slo-sa"
@@ -146,8 +148,57 @@ class EngineMCSFParams(InputModel):
                     "as the client-side mcsf's memory_fraction")
 
 
+def check_window(model: str, b_min: int, b_max: int, alpha: int | None) -> None:
+    """ValidationError naming b_min or alpha unless B_min <= B_max and alpha < B_max - B_min
+    (000 Alg. 2's search window; ``model`` names the parameters model in the error)."""
+    if b_min > b_max:
+        raise field_error(model, "b_min", f"must be at most B_max ({b_max})", b_min)
+    if alpha is not None and alpha >= b_max - b_min:
+        raise field_error(model, "alpha", f"must be smaller than the window B_max - B_min = {b_max} - {b_min} = "
+                          f"{b_max - b_min}", alpha)
+
+
+class SLAWindowParams(InputModel):
+    """000 Alg. 2's fields, shared by the client-side dynamic-sla (DynamicSLAParams) and the
+    in-engine engine-dynamic-sla (EngineDynamicSLAParams): one definition, two models. Mixed into
+    a model that has ``b_max`` (requests, None: the engine's max_num_seqs)."""
+
+    d_sla_s: float = Field(default=0.050, gt=0, le=3600.0, description="D_SLA: decode latency target (TPOT), seconds")
+    eps_s: float = Field(default=0.005, ge=0, le=3600.0,
+                         description="eps_D: tolerance around D_SLA, seconds, smaller than d_sla_s")
+    alpha: int | None = Field(
+        default=None, gt=0, le=65_536,
+        description="gap kept between b_low and b_high, smaller than the window B_max - B_min. Default: scaled to "
+                    "the window, B_max // 32 (8 at B_max 256), at least 2")
+    delta: int = Field(default=2, gt=0, le=65_536, description="corrective step against noise")
+    b_min: int = Field(default=1, gt=0, le=65_536, description="B_min, at most B_max")
+    memory_cap: bool = Field(default=True, description="also apply Alg. 1's memory cap (paper: b = min of both)")
+
+    @model_validator(mode="after")
+    def _bounds_in_order(self) -> "SLAWindowParams":
+        name = type(self).__name__
+        if self.eps_s >= self.d_sla_s:
+            raise field_error(name, "eps_s", f"must be smaller than d_sla_s ({self.d_sla_s:g} s): a tolerance as "
+                              "large as the target leaves no 'too fast' side", self.eps_s)
+        b_max = getattr(self, "b_max", None)
+        if b_max is not None:
+            check_window(name, self.b_min, b_max, self.alpha)
+        return self
+
+
+class EngineDynamicSLAParams(SLAWindowParams, EngineDynamicMemoryParams):
+    """Parameters of engine-dynamic-sla (000 Alg. 2 inside vLLM, capped by Alg. 1 with
+    memory_cap): engine-dynamic-mem's and the window's (:class:`SLAWindowParams`), plus how many
+    engine steps tau averages. Latencies in seconds, sizes in requests."""
+
+    samples: int = Field(default=16, gt=0, le=100_000,
+                         description="tau: the engine's own step times averaged, over the last `samples` steps that "
+                                     "ran decoding requests (each timed from its scheduling to its model output)")
+
+
 #: schedlab scheduler name -> the parameters model of its class (importable without vLLM).
 IN_ENGINE_PARAMS: dict[str, type[InputModel]] = {"engine-dynamic-mem": EngineDynamicMemoryParams}
+IN_ENGINE_PARAMS["engine-dynamic-sla"] = EngineDynamicSLAParams
 IN_ENGINE_PARAMS["engine-mcsf"] = EngineMCSFParams
 
 
