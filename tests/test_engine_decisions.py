@@ -12,7 +12,6 @@ from pathlib import Path
 import pandas as pd
 import pyarrow as pa
 import pyarrow.parquet as pq
-import pytest
 
 from runners.drivers.wall_clock import WallClockDriver
 from runners.engines.engine_decisions import (SAMPLE_COLUMNS, DecisionReader, EngineDecisionTracker,
