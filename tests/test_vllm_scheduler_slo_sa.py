@@ -238,8 +238,8 @@ def test_slo_sa_in_the_real_cpu_vllm_serves_in_plan_order(tiny_model, tmp_path):
     decisions = [json.loads(line) for line in (run.folder / "engine-decisions-0.jsonl").read_text().splitlines()]
     planned = [d for d in decisions if d["planned"]]
     assert planned and decisions[-1]["plans"] >= len(planned)
-    for d in planned:
-        assert 1 <= d["plan_size"] <= 20 and d["plan_ms"] >= 0 and d["predicted_g"] > 0
+    for d in planned:  # (the engine also plans the driver's warm-up requests, sent before the run's 20)
+        assert d["plan_size"] >= 1 and d["plan_ms"] >= 0 and d["predicted_g"] > 0
         assert math.ceil(d["plan_size"] / 4) <= d["batches"] <= d["plan_size"]
         assert len(d["plan_head"]) == min(d["plan_size"], 32)
     # the running limit is the plan's batch cap, and the engine admits no one past it
