@@ -236,3 +236,28 @@ def test_mcsf_in_the_real_cpu_vllm(tiny_model, tmp_path):
     assert sum(d["admitted"] for d in decisions) >= 20
     leftover = subprocess.run(["pgrep", "-f", f"--model {tiny_model}"], capture_output=True, text=True)
     assert leftover.stdout.strip() == ""
+
+
+@needs_vllm
+def test_the_priority_policy_is_refused_at_start_up(tiny_model, tmp_path):
+    from runners.benchmark import execute_run
+    from runners.config import parse_config
+
+    config = {
+        "run_id": "engine-mcsf-priority",
+        "engine": {
+            "kind": "vllm", "model": str(tiny_model), "python": VLLM_PYTHON, "served_model_name": "tiny",
+            "max_model_len": 2048, "dtype": "bfloat16", "use_gpus": False, "startup_timeout_s": 300,
+            "num_gpu_blocks_override": 24, "scheduling_policy": "priority",
+            "env": {"VLLM_CPU_KVCACHE_SPACE": "1", "HF_HUB_OFFLINE": "1"},
+        },
+        "workload": {"requests": 2, "seed": 1, "tokenizer": str(tiny_model), "arrival": {"process": "all-at-once"},
+                     "filters": {"max_total_tokens": 640}},
+        "scheduler": {"name": "engine-mcsf"},
+    }
+    outcome = execute_run(parse_config(config), tmp_path / "results")
+    assert outcome.summary["status"] == "failed"
+    assert "engine-mcsf orders vLLM's waiting queue itself" in (outcome.error or ""), outcome.error
+    assert "--scheduling-policy fcfs" in outcome.error
+    leftover = subprocess.run(["pgrep", "-f", f"--model {tiny_model}"], capture_output=True, text=True)
+    assert leftover.stdout.strip() == ""
