@@ -239,7 +239,7 @@ columns = st.columns(4)
 if kind == "sim":
     with columns[0]:
         st.selectbox("Profile preset", list(PRESETS), key=key("engine.preset"),
-                     help="Latency coefficients and KV capacity of a measured engine (DESIGN.md)")
+                     help="Latency coefficients and KV capacity of a measured engine (docs/design.md, \"The simulated engine\")")
         error_under("engine.preset")
         text("Profile file (optional)", "engine.profile",
              placeholder="bench/results/tiny-cpu-vllm.profile.yaml",

@@ -129,7 +129,7 @@ if record is not None:
                    "its 95% interval, and the seeds where the scheduler was better; relative change by bootstrap.")
     st.page_link("pages/2_Results.py", label="See every metric and chart of this study on the Results page",
                  icon="📊", query_params={"study": record["study_id"]})
-    st.caption("Simulator: Qwen2.5-7B on 2 x V100 latency model (DESIGN.md); latencies count from each request's "
+    st.caption("Simulator: Qwen2.5-7B on 2 x V100 latency model (docs/design.md, 'The simulated engine'); latencies count from each request's "
                f"arrival. Bundled study: results/{record['study_id']}/study.json, runs "
                f"{record['study_id']}-<scheduler>-s<seed>.")
 

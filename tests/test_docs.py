@@ -233,7 +233,5 @@ def test_other_design_citation_pattern() -> None:
     assert not OTHER_DESIGN_DOC.search("[docs/design.md](../docs/design.md#workload-statistics)")
 
 
-@pytest.mark.xfail(strict=True, reason="pages/1_Launch.py, pages/3_Demo.py and .ci/install-vllm-cpu.sh still "
-                                       "cite the missing design file; owned by other engineers (issue 15, defect 8)")
 def test_no_file_cites_a_design_document_other_than_docs_design() -> None:
     assert other_design_citations() == []
