@@ -261,6 +261,10 @@ def _execute_run(config: RunConfig, results_root: str | Path, progress: Callable
             status, error = "failed", gate["reason"]
         else:
             gate["tripped"] = False  # judged only on a run that ran to its end
+        if status == "failed" and real_engine is not None:
+            crashes = real_engine.crash_reports()  # a server that crashed says why in its log
+            if crashes:
+                error = f"{error}\n{crashes}"
         if status != "done" or not recorder.all_done:
             recorder.fail_unfinished(status if status != "done" else "not finished", now)
         summary = recorder.summary()
@@ -314,4 +318,5 @@ def _wall_clock_extras(driver: WallClockDriver) -> dict[str, Any]:
         "server_requests": counters.server_requests,  # sent in the measured run, re-sends included
         "client_cpu_s": counters.client_cpu_s,
         "client_cpu_ms_per_1k_chunks": 1e6 * counters.client_cpu_s / counters.chunks if counters.chunks else None,
+        "engine_decisions_malformed": driver.decisions_malformed,  # lines of the decisions files skipped
     }

@@ -88,6 +88,18 @@ def test_a_truncated_file_is_read_again_from_its_start(tmp_path):
     assert [d["limit"] for d in reader.read()] == [4]
 
 
+def test_admissions_between_records_are_counted_exactly_from_the_running_total(tmp_path):
+    path = tmp_path / "engine-decisions-0.jsonl"
+    tracker = EngineDecisionTracker(path)
+    # steps 2-4 admitted 5 requests but were not recorded (unchanged limit within the interval):
+    # the running total says so, the per-record counts (1 + 2) would miss them
+    append(path, line(decision(1, 10, admitted=1, admitted_total=1)) + line(decision(5, 10, admitted=2, admitted_total=8)))
+    assert tracker.sample()["engine_admitted"] == 8
+    append(path, line(decision(9, 12, admitted=0, admitted_total=11)))
+    assert tracker.sample()["engine_admitted"] == 3  # 11 - 8: admitted since the previous sample
+    assert tracker.sample()["engine_admitted"] == 0
+
+
 def test_two_instances_are_read_independently(tmp_path):
     paths = [tmp_path / f"engine-decisions-{i}.jsonl" for i in (0, 1)]
     trackers = [EngineDecisionTracker(path) for path in paths]

@@ -68,3 +68,6 @@ def test_a_server_log_quotes_schedlabs_own_lines_before_its_tail(tmp_path):
     assert "[...]\ntraceback line 10\n" in text and text.endswith("traceback line 39\n")
     log.write_text("".join(f"line {i}\n" for i in range(40)))
     assert log_tail(log, lines=30).startswith("line 10\n")
+    # the plugin's routine decision lines are not quoted: they say nothing about why a run failed
+    log.write_text('INFO SCHEDLAB_DECISION {"step":1}\n' + "".join(f"line {i}\n" for i in range(40)))
+    assert log_tail(log, lines=30).startswith("line 10\n")

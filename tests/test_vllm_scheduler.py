@@ -192,3 +192,34 @@ def test_an_unsupported_vllm_version_refuses_to_start(tiny_model, tmp_path):
     assert "support vLLM 0.32.x; this server runs vLLM '0.31.0'" in log
     leftover = subprocess.run(["pgrep", "-f", f"--model {tiny_model}"], capture_output=True, text=True)
     assert leftover.stdout.strip() == ""
+
+
+@needs_vllm
+def test_a_plugin_that_raises_mid_run_stops_the_run_and_keeps_what_was_measured(tiny_model, tmp_path):
+    from runners.benchmark import execute_run
+    from runners.config import parse_config
+    from runners.result_store import load_run
+
+    # requests of at most 256 tokens (seed 1: outputs of 23 to 196 tokens): the short ones among the
+    # first admitted finish within 150 steps, the longest need more than 150 steps by themselves;
+    # no warm-up waves (their steps would count)
+    config = engine_run(tiny_model, "engine-raises", {"SCHEDLAB_ENGINE_FAIL_AT_STEP": "150"})
+    config["workload"]["filters"] = {"max_total_tokens": 256}
+    config["engine"]["warmup_concurrency"] = []
+    config["max_duration_s"] = 300
+    outcome = execute_run(parse_config(config), tmp_path / "results")
+    assert outcome.summary["status"] == "failed"
+    # the run's error quotes the plugin's exception from the server log
+    assert "DynamicMemoryScheduler failed at step 150" in (outcome.error or ""), outcome.error
+    assert "server 0 log (server-0.log), last lines:" in outcome.error
+    run = load_run(tmp_path / "results", "engine-raises")
+    requests = run.requests
+    assert len(requests) == 20  # every request has its row
+    done = requests[requests["error"].isna()]
+    assert len(done) >= 1, "requests finished before the failure are kept"
+    assert (done["output_tokens"] == done["target_output_tokens"]).all()
+    assert requests["error"].notna().any()
+    decisions = [json.loads(line) for line in (run.folder / "engine-decisions-0.jsonl").read_text().splitlines()]
+    assert decisions and max(d["step"] for d in decisions) < 150
+    leftover = subprocess.run(["pgrep", "-f", f"--model {tiny_model}"], capture_output=True, text=True)
+    assert leftover.stdout.strip() == ""

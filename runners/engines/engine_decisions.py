@@ -102,14 +102,16 @@ class EngineDecisionTracker:
     ``engine_limit`` and ``engine_held_back`` are those of the latest decision recorded up to the
     sample: the engine records a step at least every ``$SCHEDLAB_ENGINE_DECISION_INTERVAL_S``
     (0.25 s) while it has work and nothing while idle, so between records the latest one still
-    holds. ``engine_admitted`` sums ``admitted`` over the decisions read at this sample; steps the
-    engine did not record (an unchanged limit within the interval) are not in it, so it is a lower
-    bound of the requests admitted since the previous sample.
+    holds. ``engine_admitted``: the requests admitted since the previous sample, exact from the
+    records' running ``admitted_total`` (every step counted, recorded or not); from a file without
+    it (an older plugin), the sum of ``admitted`` over the records read, a lower bound (steps not
+    recorded are missing).
     """
 
     def __init__(self, path: Path) -> None:
         self.reader = DecisionReader(path)
         self.latest: dict[str, Any] | None = None
+        self.admitted_total = 0  # the latest record's admitted_total
 
     def sample(self) -> dict[str, int | None]:
         """The ``engine_*`` columns now: None each until the engine has recorded a decision."""
@@ -118,7 +120,12 @@ class EngineDecisionTracker:
             self.latest = decisions[-1]
         if self.latest is None:
             return dict.fromkeys(SAMPLE_COLUMNS)
-        admitted = sum(_integer(decision.get("admitted")) or 0 for decision in decisions)
+        totals = [_integer(decision.get("admitted_total")) for decision in decisions]
+        if decisions and all(total is not None for total in totals):
+            admitted = max(0, int(totals[-1]) - self.admitted_total)  # type: ignore[arg-type]
+            self.admitted_total = int(totals[-1])  # type: ignore[arg-type]
+        else:
+            admitted = sum(_integer(decision.get("admitted")) or 0 for decision in decisions)
         return {"engine_limit": _integer(self.latest.get("limit")),
                 "engine_held_back": _integer(self.latest.get("held_back")),
                 "engine_admitted": admitted}

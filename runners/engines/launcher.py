@@ -24,7 +24,11 @@ from urllib.request import urlopen
 
 from runners.engines.openai_client import redact
 from runners.engines.real_config import is_secret_flag, redact_args
+from runners.engines.vllm_scheduler import DECISION_LOG_PREFIX
 from runners.errors import RunCancelled, SchedlabError
+
+#: Text in a server log that says the server crashed (a Python traceback; vLLM's engine core died).
+CRASH_MARKS = ("Traceback (most recent call last)", "EngineDeadError", "EngineCore encountered a fatal error")
 
 #: Seconds between two health probes, and the longest one probe may take.
 HEALTH_POLL_S = 0.5
@@ -100,19 +104,22 @@ def free_port(host: str = "127.0.0.1") -> int:
 
 
 #: Log lines naming this are quoted even when they are older than the tail: schedlab's own code
-#: inside the server (the in-engine schedulers) says there why it refused to run.
+#: inside the server (the in-engine schedulers) says there why it refused to run. Its routine
+#: decision lines (DECISION_LOG_PREFIX) are not quoted: they say nothing about a failure.
 OWN_LINES_MARK = "schedlab"
 
 
 def log_tail(path: Path, lines: int = 30, secrets: Sequence[str] = ()) -> str:
     """The last ``lines`` lines of a server log, after up to 5 earlier lines that name schedlab
-    (:data:`OWN_LINES_MARK`), with ``secrets`` and token-like text redacted."""
+    (:data:`OWN_LINES_MARK`; its decision lines excepted), with ``secrets`` and token-like text
+    redacted."""
     try:
         with path.open("r", encoding="utf-8", errors="replace") as handle:
             tail: deque[str] = deque(maxlen=lines)
             own: list[str] = []
             for line in handle:
-                if len(tail) == lines and OWN_LINES_MARK in tail[0].lower() and len(own) < 5:
+                if (len(tail) == lines and OWN_LINES_MARK in tail[0].lower() and DECISION_LOG_PREFIX not in tail[0]
+                        and len(own) < 5):
                     own.append(tail[0])  # about to leave the tail
                 tail.append(line)
     except FileNotFoundError:
@@ -159,6 +166,15 @@ class ServerProcess:
 
     def _tail(self) -> str:
         return log_tail(self.log_path, secrets=command_secrets(self.command) + env_secrets(self.env))
+
+    def crash_report(self) -> str | None:
+        """The log's tail (as at a failed start) when the server's log shows a crash after it
+        started (:data:`CRASH_MARKS`: a Python traceback, vLLM's dead engine core), else None."""
+        try:
+            text = self.log_path.read_text(encoding="utf-8", errors="replace")
+        except OSError:
+            return None
+        return self._tail() if any(mark in text for mark in CRASH_MARKS) else None
 
     def healthy(self) -> bool:
         try:

@@ -407,6 +407,16 @@ class RealEngine:
                 dead.append((instance, process.returncode))
         return dead
 
+    def crash_reports(self) -> str:
+        """The log tails of launched servers whose log shows a crash (for a failed run's error;
+        empty when none does)."""
+        reports = []
+        for index, server in enumerate(self.servers):
+            report = server.crash_report()
+            if report:
+                reports.append(f"server {index} log ({server.log_path.name}), last lines:\n{report}")
+        return "\n".join(reports)
+
     def stop(self) -> None:
         for server in self.servers:
             server.stop()

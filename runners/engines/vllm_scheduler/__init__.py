@@ -18,6 +18,8 @@ Environment read by the classes inside the server (the launcher sets them):
   seconds (default 0.25; a changed running limit is always recorded).
 * ``SCHEDLAB_ENGINE_VLLM_VERSION`` (test hook): the vLLM version the version check sees instead
   of the installed one, to exercise the refusal of an unsupported version.
+* ``SCHEDLAB_ENGINE_FAIL_AT_STEP`` (test hook): the class raises inside ``schedule()`` at this step
+  (1 = the first), to exercise a plugin that fails in the middle of a run.
 """
 
 from __future__ import annotations
@@ -38,16 +40,14 @@ from runners.schedulers.slo_aware import SLOPlanParams
 #: schedlab scheduler name -> qualified class name for vLLM's ``--scheduler-cls``.
 IN_ENGINE_SCHEDULERS: dict[str, str] = {
     "engine-dynamic-mem": "runners.engines.vllm_scheduler.dynamic_mem.DynamicMemoryScheduler",
+    "engine-dynamic-sla": "runners.engines.vllm_scheduler.dynamic_mem.DynamicSLAScheduler",
     "engine-mcsf": "runners.engines.vllm_scheduler.mcsf.MCSFScheduler",
+    "engine-slo-sa": "runners.engines.vllm_scheduler.slo_sa.SLOAwareScheduler",
 }
 
 #: The client-side policy each in-engine scheduler shares its decision logic with.
-CLIENT_TWINS: dict[str, str] = {"engine-dynamic-mem": "dynamic-mem"}
-IN_ENGINE_SCHEDULERS["engine-dynamic-sla"] = "runners.engines.vllm_scheduler.dynamic_mem.DynamicSLAScheduler"
-CLIENT_TWINS["engine-dynamic-sla"] = "dynamic-sla"
-CLIENT_TWINS["engine-mcsf"] = "mcsf"
-IN_ENGINE_SCHEDULERS["engine-slo-sa"] = "runners.engines.vllm_scheduler.slo_sa.SLOAwareScheduler"
-CLIENT_TWINS["engine-slo-sa"] = "slo-sa"
+CLIENT_TWINS: dict[str, str] = {"engine-dynamic-mem": "dynamic-mem", "engine-dynamic-sla": "dynamic-sla",
+                                "engine-mcsf": "mcsf", "engine-slo-sa": "slo-sa"}
 
 #: vLLM releases the classes are tested against, as "major.minor" (any patch release of each).
 #: The scheduler interface is not public ("compatibility may not be maintained"), so each new
@@ -59,6 +59,7 @@ PARAMS_ENV = "SCHEDLAB_ENGINE_PARAMS"
 DECISIONS_ENV = "SCHEDLAB_ENGINE_DECISIONS"
 DECISION_INTERVAL_ENV = "SCHEDLAB_ENGINE_DECISION_INTERVAL_S"
 VERSION_OVERRIDE_ENV = "SCHEDLAB_ENGINE_VLLM_VERSION"
+FAIL_AT_STEP_ENV = "SCHEDLAB_ENGINE_FAIL_AT_STEP"
 
 #: Prefix of the decision lines in the server log.
 DECISION_LOG_PREFIX = "SCHEDLAB_DECISION "
@@ -137,17 +138,6 @@ class EngineDynamicMemoryParams(InputModel):
         return self
 
 
-class EngineMCSFParams(InputModel):
-    """Parameters of engine-mcsf (003 MC-SF inside vLLM), read from the JSON object at
-    ``SCHEDLAB_ENGINE_PARAMS``. The predicted output lengths come with each request
-    (``PREDICTED_OUTPUT_ARG``, else its max_tokens), not from here."""
-
-    memory_fraction: float = Field(
-        default=1.0, gt=0, le=1,
-        description="share of the KV cache MC-SF plans for (M = usable blocks x block size x this), in (0, 1]; "
-                    "as the client-side mcsf's memory_fraction")
-
-
 def check_window(model: str, b_min: int, b_max: int, alpha: int | None) -> None:
     """ValidationError naming b_min or alpha unless B_min <= B_max and alpha < B_max - B_min
     (000 Alg. 2's search window; ``model`` names the parameters model in the error)."""
@@ -196,10 +186,15 @@ class EngineDynamicSLAParams(SLAWindowParams, EngineDynamicMemoryParams):
                                      "ran decoding requests (each timed from its scheduling to its model output)")
 
 
-#: schedlab scheduler name -> the parameters model of its class (importable without vLLM).
-IN_ENGINE_PARAMS: dict[str, type[InputModel]] = {"engine-dynamic-mem": EngineDynamicMemoryParams}
-IN_ENGINE_PARAMS["engine-dynamic-sla"] = EngineDynamicSLAParams
-IN_ENGINE_PARAMS["engine-mcsf"] = EngineMCSFParams
+class EngineMCSFParams(InputModel):
+    """Parameters of engine-mcsf (003 MC-SF inside vLLM), read from the JSON object at
+    ``SCHEDLAB_ENGINE_PARAMS``. The predicted output lengths come with each request
+    (``PREDICTED_OUTPUT_ARG``, else its max_tokens), not from here."""
+
+    memory_fraction: float = Field(
+        default=1.0, gt=0, le=1,
+        description="share of the KV cache MC-SF plans for (M = usable blocks x block size x this), in (0, 1]; "
+                    "as the client-side mcsf's memory_fraction")
 
 
 class EngineSLOAwareParams(SLOPlanParams):
@@ -231,7 +226,11 @@ class EngineSLOAwareParams(SLOPlanParams):
         return self
 
 
-IN_ENGINE_PARAMS["engine-slo-sa"] = EngineSLOAwareParams
+#: schedlab scheduler name -> the parameters model of its class (importable without vLLM).
+IN_ENGINE_PARAMS: dict[str, type[InputModel]] = {
+    "engine-dynamic-mem": EngineDynamicMemoryParams, "engine-dynamic-sla": EngineDynamicSLAParams,
+    "engine-mcsf": EngineMCSFParams, "engine-slo-sa": EngineSLOAwareParams,
+}
 
 
 def load_params(model: type[InputModel], environ: "os._Environ[str] | dict[str, str] | None" = None) -> InputModel:

@@ -25,7 +25,8 @@ second. A step is recorded when the limit changed, or at most once per
 ``$SCHEDLAB_ENGINE_DECISION_INTERVAL_S`` (default 0.25 s) otherwise; idle steps (nothing running
 or waiting) are not recorded. Fields: ``step`` (schedule() calls so far), ``t`` (Unix time,
 seconds), ``limit`` (running limit applied), ``b_max``, ``running`` and ``waiting`` (after the
-step), ``admitted`` (moved from waiting to running by the step), ``held_back`` (waiting requests
+step), ``admitted`` (moved from waiting to running by the step), ``admitted_total`` (by every step
+so far, recorded or not: the difference of two records counts every admission between them), ``held_back`` (waiting requests
 the engine's own slots would have taken but the limit kept out: min(waiting, b_max - running)
 when running reached a limit below b_max, else 0), ``preempted``, ``free_blocks`` and
 ``total_blocks`` (the KV block pool, before the step), ``block_size`` (tokens), plus whatever the
@@ -46,7 +47,7 @@ from vllm.v1.core.sched.output import SchedulerOutput
 from vllm.v1.core.sched.scheduler import Scheduler
 
 from runners.engines.vllm_scheduler import (DECISION_INTERVAL_ENV, DECISION_LOG_PREFIX, DECISIONS_ENV,
-                                            VERSION_OVERRIDE_ENV, version_error)
+                                            FAIL_AT_STEP_ENV, VERSION_OVERRIDE_ENV, version_error)
 
 logger = init_logger("vllm.schedlab")
 
@@ -92,6 +93,8 @@ class SchedlabScheduler(Scheduler):
         self._last_recorded = float("-inf")
         self._last_logged = float("-inf")
         self._last_limit: int | None = None
+        self._fail_at_step = int(os.environ.get(FAIL_AT_STEP_ENV) or 0)  # test hook; 0: never
+        self.admitted_total = 0
         if self._decisions_path:
             os.makedirs(os.path.dirname(os.path.abspath(self._decisions_path)), exist_ok=True)
         logger.info("schedlab in-engine scheduler %s (vLLM %s, %s), block size %d tokens, %d KV blocks, "
@@ -130,6 +133,9 @@ class SchedlabScheduler(Scheduler):
     # --- the step ------------------------------------------------------------------------------
     def schedule(self, *args: Any, **kwargs: Any) -> SchedulerOutput:
         self.step_index += 1
+        if self.step_index == self._fail_at_step:
+            raise RuntimeError(f"schedlab in-engine scheduler {type(self).__name__} failed at step {self.step_index} "
+                               f"({FAIL_AT_STEP_ENV} test hook)")
         free_before = self.free_blocks()
         limit = self.running_limit()
         if limit is not None:
@@ -140,9 +146,11 @@ class SchedlabScheduler(Scheduler):
         if running or waiting:
             applied = self.max_num_active_reqs
             admitted = sum(1 for request in self.running if request.request_id not in running_before)
+            self.admitted_total += admitted
             held = min(waiting, self.b_max - running) if running >= applied and applied < self.b_max else 0
             self._record({"step": self.step_index, "t": time.time(), "limit": applied, "b_max": self.b_max,
-                          "running": running, "waiting": waiting, "admitted": admitted, "held_back": max(0, held),
+                          "running": running, "waiting": waiting, "admitted": admitted, "admitted_total": self.admitted_total,
+                          "held_back": max(0, held),
                           "preempted": len(output.preempted_req_ids or ()), "free_blocks": free_before,
                           "total_blocks": self.total_blocks(), "block_size": self.block_size,
                           **self.decision_fields()})
