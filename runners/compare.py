@@ -18,12 +18,80 @@ from runners.workload.arrivals import RATE_PROCESSES
 from runners.workload.tokens import tokenization_label
 
 __all__ = ["COMPARISON_METRICS", "Metric", "summary_value", "percent_change", "comparison_table", "change_is_good",
+           "run_display_names", "run_job_label", "run_seed",
            "sweep_frame", "capacity_at", "capacities", "cdf_points", "imported_label", "definition_notes", "definition_details",
            "tokenization_note"]
 
 
 #: The rows of the comparison table and of the study statistics: the whole run-metric catalog.
 COMPARISON_METRICS: tuple[Metric, ...] = RUN_METRICS
+
+
+# -- display names --------------------------------------------------------------------------------
+def _parts(run: Any) -> tuple[dict[str, Any], dict[str, Any]]:
+    """(summary, config.json) of a loaded run (anything with ``summary`` and ``config``, e.g.
+    :class:`runners.result_store.RunData`) or of a bare summary mapping (config then empty)."""
+    if isinstance(run, dict):
+        return run, {}
+    summary = getattr(run, "summary", None)
+    config = getattr(run, "config", None)
+    return (summary if isinstance(summary, dict) else {}), (config if isinstance(config, dict) else {})
+
+
+def run_job_label(summary: dict[str, Any], config: dict[str, Any] | None = None) -> str | None:
+    """The label of the job that made the run, or None when it has none. Read, in order, from the
+    summary's or config.json's ``job_label``/``label`` (the Launch page records its job's label
+    there), then ``config.json``'s run config (``config.label``/``config.job_label``); an imported
+    run's ``label`` ("imported from ...") is its source, not a job label, and is skipped."""
+    config = config or {}
+    run_config = config.get("config") if isinstance(config.get("config"), dict) else {}
+    candidates = [summary.get("job_label"), config.get("job_label"), run_config.get("job_label"),
+                  run_config.get("label")]
+    if not summary.get("imported") and not config.get("imported"):
+        candidates += [summary.get("label"), config.get("label")]
+    job = config.get("job") if isinstance(config.get("job"), dict) else {}
+    candidates.append(job.get("label"))
+    return next((value.strip() for value in candidates if isinstance(value, str) and value.strip()), None)
+
+
+def run_seed(config: dict[str, Any]) -> int | None:
+    """The run's workload seed (config.json ``config.workload.seed``), or None when not recorded."""
+    workload = ((config or {}).get("config") or {}).get("workload") if isinstance(config, dict) else None
+    seed = workload.get("seed") if isinstance(workload, dict) else None
+    return seed if isinstance(seed, int) and not isinstance(seed, bool) else None
+
+
+def run_display_names(runs: Sequence[Any]) -> dict[str, str]:
+    """run id -> the name a person reads for each of the compared ``runs`` (loaded runs with
+    ``summary`` and ``config``, e.g. :class:`runners.result_store.RunData`, or bare summary
+    mappings), in their order: the scheduler, then the engine, the job label, the seed and the
+    arrival rate (req/s) each only where they differ among ``runs``, e.g. ``slo-sa · seed 3`` or
+    ``fcfs · 2.5 req/s``; names still alike get ``#2``, ``#3`` in order. The run id stays the
+    key: show it on hover (help, tooltips)."""
+    facts = []
+    for run in runs:
+        summary, config = _parts(run)
+        rate = summary.get("arrival_rate_rps")
+        facts.append({
+            "run_id": str(summary.get("run_id") or getattr(run, "run_id", "?")),
+            "scheduler": str(summary.get("scheduler") or imported_label(summary) or summary.get("run_id") or "?"),
+            "engine": summary.get("engine"),
+            "label": run_job_label(summary, config),
+            "seed": run_seed(config),
+            "rate": float(rate) if isinstance(rate, (int, float)) and not isinstance(rate, bool) else None,
+        })
+    varies = {field: len({fact[field] for fact in facts}) > 1 for field in ("engine", "label", "seed", "rate")}
+    texts = {"engine": str, "label": str, "seed": lambda value: f"seed {value}",
+             "rate": lambda value: f"{value:.4g} req/s"}
+    names: dict[str, str] = {}
+    seen: dict[str, int] = {}
+    for fact in facts:
+        pieces = [fact["scheduler"]] + [texts[field](fact[field]) for field in ("engine", "label", "seed", "rate")
+                                        if varies[field] and fact[field] is not None]
+        name = " · ".join(pieces)
+        seen[name] = seen.get(name, 0) + 1
+        names[fact["run_id"]] = name if seen[name] == 1 else f"{name} #{seen[name]}"
+    return names
 
 
 def percent_change(new: float | None, base: float | None) -> float | None:
