@@ -13,6 +13,7 @@ import pandas as pd
 import pyarrow as pa
 
 from runners.metrics.contention import contention
+from runners.metrics.outcomes import outcome_of
 from runners.metrics.request_metrics import inter_token_latencies
 from runners.metrics.run_metrics import distribution, summarize_requests, weighted_distribution
 from runners.result_store import REQUEST_COLUMNS, TIMESERIES_COLUMNS, RunWriter, table_from_rows
@@ -201,8 +202,10 @@ class RunRecorder:
     progress: Callable[[int, int], None] | None = None
     records: dict[str, RequestRecord] = field(init=False)
     preemptions_by_instance: dict[int, int] = field(default_factory=dict)
-    finished_count: int = 0  # request rows so far (completed or failed)
-    failed_count: int = 0  # of which failed (a row with an error)
+    finished_count: int = 0  # request rows so far (every outcome)
+    failed_count: int = 0  # of which failed (runners.metrics.outcomes: not cancelled, not "not run")
+    cancelled_count: int = 0  # of which in flight when the run was cancelled
+    not_run_count: int = 0  # of which never sent: the run ended first
 
     def __post_init__(self) -> None:
         self.records = {request.request_id: RequestRecord(request) for request in self.requests}
@@ -291,7 +294,9 @@ class RunRecorder:
         return record
 
     def finish(self, request_id: str, now: float, error: str | None = None) -> None:
-        """The request is done (all tokens) or failed for good (``error`` says why)."""
+        """The request is done (all tokens) or ended for good (``error`` says why: a failure, or the
+        run's end; :func:`runners.metrics.outcomes.outcome_of` tells which). ``progress`` hears
+        ``(requests that ran so far, requests)``: a request never sent is not counted as run."""
         record = self.records[request_id]
         if record.done:
             return
@@ -304,9 +309,16 @@ class RunRecorder:
             self.writer.add_request_values(values)
         self.finished_count += 1
         if error is not None:
-            self.failed_count += 1
+            outcome = outcome_of(error, record.dispatch_s, record.finish_s)
+            if outcome == "not_run":
+                self.not_run_count += 1
+                return  # it did not run: progress stays where it was
+            if outcome == "cancelled":
+                self.cancelled_count += 1
+            else:
+                self.failed_count += 1
         if self.progress is not None:
-            self.progress(self.finished_count, len(self.records))
+            self.progress(self.finished_count - self.not_run_count, len(self.records))
 
     def sample(self, row: dict[str, Any]) -> None:
         if self.writer is not None:
@@ -324,7 +336,11 @@ class RunRecorder:
         return self.finished_count == len(self.records)
 
     def fail_unfinished(self, reason: str, now: float) -> int:
-        """Record every unfinished request as failed with ``reason``; returns how many."""
+        """Close every unfinished request's row with ``error`` = ``reason``; returns how many. With
+        a run's end status as ``reason`` (``cancelled``, ``failed``: runners.benchmark), a request
+        never sent is *not run* and one in flight when the run was cancelled is *cancelled*, not
+        failed (:mod:`runners.metrics.outcomes`); any other reason (a stalled scheduler) fails
+        them all."""
         count = 0
         for request_id, record in self.records.items():
             if not record.done:

@@ -43,8 +43,13 @@ from runners.errors import ConfigError, SchedlabError
 #: config.json of real-engine runs, and imported runs (``summary.imported``; their config.json holds
 #: ``label``, ``imported`` and ``versions`` instead of ``config`` and ``resolved``). Version 3 added
 #: the time series' ``engine_limit``, ``engine_held_back`` and ``engine_admitted`` (requests; the
-#: in-engine scheduler's decisions, runners.engines.engine_decisions; null without one). Files of
-#: older versions lack them: :func:`read_table` adds every missing column as nulls.
+#: in-engine scheduler's decisions, runners.engines.engine_decisions; null without one), and the
+#: summary's ``cancelled`` (requests in flight when the run was cancelled) and ``not_run``
+#: (requests never sent: the run ended first), counted apart from ``failed``, which no longer
+#: holds them, and left out of ``slo_attainment``'s denominator (runners.metrics.outcomes; the
+#: request rows are written as before). Files of older versions lack them: :func:`read_table`
+#: adds every missing column as nulls; an older summary without ``not_run`` counted its
+#: cancelled and never-sent requests as failed.
 SCHEMA_VERSION = 3
 DEFAULT_RESULTS_DIR = Path(os.environ.get("SCHEDLAB_RESULTS_DIR") or Path(__file__).resolve().parents[1] / "results")
 RUN_ID_PATTERN = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$")

@@ -1,7 +1,8 @@
 """Run-level metrics over a table of request rows (the ``requests.parquet`` columns).
 
-- SLO attainment = requests meeting their SLO / requests accounted for (failed ones count as
-  misses), overall and per task;
+- SLO attainment = requests meeting their SLO / requests that ran to an end of their own
+  (completed + failed: a failure is a miss), overall and per task; requests cancelled in flight
+  and requests never sent (not run) are counted apart (:mod:`runners.metrics.outcomes`);
 - G = requests meeting their SLO / sum of E2E over completed requests, in 1/s (SLO-aware
   paper eq. 2-3: waiting time is inside E2E, so holding a request lowers G);
 - goodput = SLO-meeting requests per second of run duration;
@@ -19,6 +20,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from runners.metrics.outcomes import outcome_masks
 from runners.workload.slo import TASKS
 
 LATENCY_COLUMNS = ("ttft_s", "tpot_s", "e2e_s", "queue_s")
@@ -118,10 +120,13 @@ def summarize_requests(
 ) -> dict[str, Any]:
     """The metric fields of ``summary.json`` computed from request rows."""
     total = int(len(rows))
-    completed_mask = rows["error"].isna() & rows["finish_s"].notna() if total else pd.Series(dtype=bool)
+    outcomes = outcome_masks(rows)
+    completed_mask = outcomes["completed"]
+    judged = completed_mask | outcomes["failed"]  # ran to an end of their own: attainment's denominator
     completed = rows[completed_mask] if total else rows
-    met = rows["slo_met"].fillna(False).astype(bool) if total else pd.Series(dtype=bool)
+    met = rows["slo_met"].fillna(False).astype(bool).to_numpy() & completed_mask if total else np.zeros(0, bool)
     n_met = int(met.sum())
+    n_judged = int(judged.sum())
     if len(completed):
         start = float(rows["arrival_s"].min())
         duration = float(completed["finish_s"].max()) - start
@@ -130,17 +135,19 @@ def summarize_requests(
     per_second = (lambda x: x / duration) if duration > 0 else (lambda x: None)
     by_task: dict[str, float | None] = {}
     for task in TASKS:
-        task_rows = rows["task"] == task if total else pd.Series(dtype=bool)
-        count = int(task_rows.sum()) if total else 0
+        task_rows = (rows["task"] == task).to_numpy() & judged if total else np.zeros(0, bool)
+        count = int(task_rows.sum())
         by_task[task] = float(met[task_rows].sum()) / count if count else None
     output_tokens = float(completed["output_tokens"].sum()) if len(completed) else 0.0
     input_tokens = float(completed["input_tokens"].sum()) if len(completed) else 0.0
     summary: dict[str, Any] = {
         "requests": total,
         "completed": int(len(completed)),
-        "failed": int(total - len(completed)),
+        "failed": int(outcomes["failed"].sum()),
+        "cancelled": int(outcomes["cancelled"].sum()),  # in flight when the run was cancelled
+        "not_run": int(outcomes["not_run"].sum()),  # never sent: the run ended first
         "duration_s": duration,
-        "slo_attainment": (n_met / total) if total else None,
+        "slo_attainment": (n_met / n_judged) if n_judged else None,
         "slo_attainment_by_task": by_task,
         "slo_met": n_met,
         "G": g_metric(met[completed_mask] if total else [], completed["e2e_s"] if len(completed) else []),
