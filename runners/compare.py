@@ -7,23 +7,26 @@ Everything here works on ``summary.json`` mappings (cheap to load for many runs)
 
 from __future__ import annotations
 
+import html
+import json
 from typing import Any, Sequence
 
 import numpy as np
 import pandas as pd
 
 from runners.engines.fidelity import fidelity_sentence
-from runners.metrics.catalog import RUN_METRICS, Metric, metric_by_label, summary_value
+from runners.metrics.catalog import RUN_METRICS, TABLE_METRICS, Metric, metric_by_label, summary_value
 from runners.workload.arrivals import RATE_PROCESSES
 from runners.workload.tokens import tokenization_label
 
 __all__ = ["COMPARISON_METRICS", "Metric", "summary_value", "percent_change", "comparison_table", "change_is_good",
-           "run_display_names", "run_job_label", "run_seed",
+           "run_display_names", "run_job_label", "run_seed", "change_badge", "comparison_view",
+           "workload_differences", "export_provenance", "csv_with_provenance", "html_with_provenance",
            "sweep_frame", "capacity_at", "capacities", "cdf_points", "imported_label", "definition_notes", "definition_details",
            "tokenization_note"]
 
 
-#: The rows of the comparison table and of the study statistics: the whole run-metric catalog.
+#: The rows of the study statistics (runners.study): the run-metric catalog.
 COMPARISON_METRICS: tuple[Metric, ...] = RUN_METRICS
 
 
@@ -102,14 +105,15 @@ def percent_change(new: float | None, base: float | None) -> float | None:
 
 
 def comparison_table(summaries: Sequence[dict[str, Any]], baseline: str) -> pd.DataFrame:
-    """One row per metric: each run's value (display units) and, for every other run, the %
-    change against ``baseline`` (a run id among ``summaries``) in a ``Δ% <run>`` column."""
+    """One row per metric of :data:`runners.metrics.catalog.TABLE_METRICS`: each run's value
+    (display units, full precision: the CSV export) and, for every other run, the % change
+    against ``baseline`` (a run id among ``summaries``) in a ``Δ% <run>`` column."""
     by_id = {s["run_id"]: s for s in summaries}
     if baseline not in by_id:
         raise ValueError(f"baseline {baseline!r} is not among the compared runs: {', '.join(by_id)}")
     order = [baseline] + [run_id for run_id in by_id if run_id != baseline]
     rows = []
-    for metric in COMPARISON_METRICS:
+    for metric in TABLE_METRICS:
         if metric.real_engines_only and all(summary_value(by_id[run_id], metric.key) is None for run_id in order):
             continue
         row: dict[str, Any] = {"metric": metric.label}
@@ -123,6 +127,173 @@ def comparison_table(summaries: Sequence[dict[str, Any]], baseline: str) -> pd.D
             row["definition"] = "; ".join(definition_notes([by_id[run_id] for run_id in order], metric.key)) or None
         rows.append(row)
     return pd.DataFrame(rows)
+
+
+def change_badge(metric: Metric, new: Any, base: Any) -> tuple[str, bool | None]:
+    """(text, verdict) of a run's stored value ``new`` against the baseline's ``base`` as a
+    person reads them: both rounded as the table shows them (:meth:`Metric.shown`), so values
+    that read alike are ``=`` and neutral. A share (unit %) changes in percentage points
+    (``-5.2 pts``); other metrics in percent (``+4.3%``, ``-12%``; ``+<0.1%`` for a change too
+    small to show), or as a signed difference when the baseline reads 0. The verdict: True when
+    the change is an improvement by the catalog's direction (``higher_is_better``), False when
+    worse, None when equal, missing, or for a metric that describes the setting."""
+    shown_new, shown_base = metric.shown(new), metric.shown(base)
+    if shown_new is None or shown_base is None:
+        return "", None
+    if shown_new == shown_base:
+        return "=", None
+    verdict = None if metric.describes_setting else (shown_new > shown_base) == metric.higher_is_better
+    if metric.unit == "%" or shown_base == 0:
+        return metric.format_change((shown_new - shown_base) / metric.scale), verdict
+    change = (shown_new - shown_base) / abs(shown_base) * 100.0
+    text = f"{change:+.0f}%" if abs(change) >= 10 else f"{change:+.1f}%"
+    if text in ("+0.0%", "-0.0%"):
+        text = f"{text[0]}<0.1%"
+    return text, verdict
+
+
+def comparison_view(runs: Sequence[Any], baseline: str, names: dict[str, str] | None = None
+                    ) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """The comparison table as a person reads it, and its verdicts. ``runs``: loaded runs or
+    summaries (as :func:`run_display_names`); ``baseline``: a run id among them; ``names``: run
+    id -> column name (default :func:`run_display_names`). First frame: a ``metric`` column (the
+    catalog's label with its unit), then one text column per run, baseline first (``<name>
+    (baseline)``), each cell the value at the catalog's precision and, for the other runs, its
+    :func:`change_badge` (``12.1 (+4.3%)``); ``-`` where a run lacks the metric. Second frame, same
+    shape: True (better), False (worse) or None per cell."""
+    summaries = [_parts(run)[0] for run in runs]
+    by_id = {str(summary.get("run_id")): summary for summary in summaries}
+    if baseline not in by_id:
+        raise ValueError(f"baseline {baseline!r} is not among the compared runs: {', '.join(by_id)}")
+    names = names or run_display_names(runs)
+    order = [baseline] + [run_id for run_id in by_id if run_id != baseline]
+    headers = {run_id: names.get(run_id, run_id) + (" (baseline)" if run_id == baseline else "") for run_id in order}
+    texts, verdicts = [], []
+    for metric in TABLE_METRICS:
+        values = {run_id: summary_value(by_id[run_id], metric.key) for run_id in order}
+        if metric.real_engines_only and all(value is None for value in values.values()):
+            continue
+        text_row: dict[str, Any] = {"metric": metric.label}
+        verdict_row: dict[str, Any] = {"metric": None}
+        for run_id in order:
+            text, verdict = ("", None) if run_id == baseline else change_badge(metric, values[run_id],
+                                                                               values[baseline])
+            shown = metric.format(values[run_id])
+            text_row[headers[run_id]] = f"{shown} ({text})" if text and text != "=" else (
+                f"{shown} (=)" if text == "=" else shown)
+            verdict_row[headers[run_id]] = verdict
+        texts.append(text_row)
+        verdicts.append(verdict_row)
+    columns = ["metric", *headers.values()]
+    return pd.DataFrame(texts, columns=columns), pd.DataFrame(verdicts, columns=columns)
+
+
+# -- workloads that differ ------------------------------------------------------------------------
+def _source_text(source: Any) -> str | None:
+    if not isinstance(source, dict):
+        return None
+    where = source.get("path") or source.get("hub_id")
+    return f"{source.get('kind')}" + (f" {where}" if where else "")
+
+
+def _workload_facts(run: Any) -> dict[str, str | None]:
+    """What a run's result depends on besides its scheduler, as text (None when not recorded)."""
+    summary, config = _parts(run)
+    run_config = config.get("config") if isinstance(config.get("config"), dict) else {}
+    workload = run_config.get("workload") if isinstance(run_config.get("workload"), dict) else {}
+    engine = run_config.get("engine") if isinstance(run_config.get("engine"), dict) else {}
+    arrival = workload.get("arrival") if isinstance(workload.get("arrival"), dict) else {}
+    requests = workload.get("requests", summary.get("requests_total"))
+    process = arrival.get("process") or summary.get("arrival_process")
+    rate = arrival.get("rate", summary.get("arrival_rate_rps"))
+    rate_text = (f"{process or 'poisson'} {rate:.4g} req/s" if isinstance(rate, (int, float)) and
+                 not isinstance(rate, bool) else process)
+    ratio = workload.get("ratio") if isinstance(workload.get("ratio"), dict) else None
+    datasets = [f"{task} {_source_text(workload.get(task))}" for task in ("chat", "code")
+                if _source_text(workload.get(task))]
+    engine_text = summary.get("engine") or engine.get("kind")
+    details = [str(engine[field]) for field in ("preset", "model", "profile") if engine.get(field)]
+    if engine_text and details:
+        engine_text = f"{engine_text} ({', '.join(details)})"
+    if engine_text and isinstance(engine.get("instances"), int) and engine["instances"] > 1:
+        engine_text += f" x{engine['instances']}"
+    slos = summary.get("slos")
+    return {
+        "requests": str(requests) if isinstance(requests, int) and not isinstance(requests, bool) else None,
+        "arrival": rate_text,
+        "ratio": " : ".join(f"{task} {share:g}" for task, share in ratio.items()
+                            if isinstance(share, (int, float))) if ratio else None,
+        "dataset": ", ".join(datasets) or None,
+        "engine": engine_text,
+        "SLOs": "; ".join(f"{task}: {text}" for task, text in slos.items()) if isinstance(slos, dict) and slos
+        else None,
+    }
+
+
+def workload_differences(runs: Sequence[Any], names: dict[str, str] | None = None) -> list[str]:
+    """One sentence per workload fact that differs among the compared ``runs`` (loaded runs or
+    summaries): requests, arrival (process and rate), task ratio, dataset, engine and SLOs, each
+    naming the runs per value, e.g. ``requests differ: 200 (fcfs), 500 (slo-sa)``. Facts a run
+    does not record are left out of the comparison. Empty when the runs share one workload."""
+    names = names or run_display_names(runs)
+    facts = [(str(_parts(run)[0].get("run_id")), _workload_facts(run)) for run in runs]
+    lines = []
+    for field in ("requests", "arrival", "ratio", "dataset", "engine", "SLOs"):
+        groups: dict[str, list[str]] = {}
+        for run_id, fact in facts:
+            if fact[field] is not None:
+                groups.setdefault(fact[field], []).append(names.get(run_id, run_id))
+        if len(groups) > 1:
+            lines.append(f"{field} differ: " + "; ".join(f"{value} ({', '.join(who)})"
+                                                          for value, who in groups.items()))
+    return lines
+
+
+# -- exports ---------------------------------------------------------------------------------------
+def export_provenance(runs: Sequence[Any], names: dict[str, str] | None = None) -> list[dict[str, Any]]:
+    """Per compared run: its id, display name, scheduler, seed, job label, versions (config.json
+    ``versions``: schedlab, engine, python) and its full run config (config.json ``config``, or an
+    imported run's ``imported`` record): what an exported table or chart was made from."""
+    names = names or run_display_names(runs)
+    records = []
+    for run in runs:
+        summary, config = _parts(run)
+        run_id = str(summary.get("run_id"))
+        records.append({
+            "run_id": run_id, "name": names.get(run_id, run_id), "scheduler": summary.get("scheduler"),
+            "seed": run_seed(config), "label": run_job_label(summary, config),
+            "schema_version": summary.get("schema_version"), "versions": config.get("versions"),
+            "config": config.get("config") if "config" in config else config.get("imported"),
+        })
+    return records
+
+
+def csv_with_provenance(table: pd.DataFrame, runs: Sequence[Any], names: dict[str, str] | None = None) -> str:
+    """``table`` as CSV preceded by ``# `` comment lines naming each run (id, name, scheduler,
+    seed, label, versions) and its config as one line of JSON (``pandas.read_csv(...,
+    comment="#")`` reads the table back)."""
+    lines = ["# schedlab comparison export: one line per run, then its config as JSON"]
+    for record in export_provenance(runs, names):
+        config = record.pop("config")
+        lines.append("# run " + json.dumps(record, sort_keys=True, default=str, ensure_ascii=False))
+        lines.append("# config " + json.dumps(config, sort_keys=True, default=str, ensure_ascii=False))
+    return "\n".join(lines) + "\n" + table.to_csv(index=False)
+
+
+def html_with_provenance(page: str, runs: Sequence[Any], names: dict[str, str] | None = None) -> str:
+    """An exported HTML ``page`` with a footer before ``</body>``: each run's id, name, seed,
+    label and versions, and its config (in a collapsed ``<details>``)."""
+    items = []
+    for record in export_provenance(runs, names):
+        config = record.pop("config")
+        items.append(f"<li><b>{html.escape(str(record['name']))}</b> ({html.escape(record['run_id'])}): "
+                     f"scheduler {html.escape(str(record['scheduler']))}, seed {record['seed']}, "
+                     f"label {html.escape(str(record['label'] or '-'))}, versions "
+                     f"{html.escape(json.dumps(record['versions'], sort_keys=True))}"
+                     f"<details><summary>config</summary><pre>"
+                     f"{html.escape(json.dumps(config, indent=1, sort_keys=True, default=str))}</pre></details></li>")
+    footer = "<footer><h2>Runs</h2><ul>" + "".join(items) + "</ul></footer>"
+    return page.replace("</body>", footer + "</body>", 1) if "</body>" in page else page + footer
 
 
 # -- imported runs (runners.imports) ------------------------------------------------------------

@@ -3,11 +3,16 @@
 One entry per quantity; the CLI tables (``run``, ``show``, ``compare``, studies), the Results
 page's comparison table and charts, the study statistics and verdicts, the Demo and the exports
 all read it, so adding a metric is one entry here. A quantity has one display unit everywhere it
-is shown: latencies in seconds except TPOT, in milliseconds (the live view, the tables, the CDFs
-and the SLO inputs alike); shares in percent.
+is shown: latencies in seconds except TPOT and ITL, in milliseconds (the live view, the tables, the
+CDFs and the SLO inputs alike); shares in percent. :meth:`Metric.format` is the one place a value is
+rounded for display, :meth:`Metric.shown` the number that text reads, so a comparison of two shown
+values agrees with what a person reads.
 
 - :data:`RUN_METRICS`: per-run values, ``key`` a dotted path into ``summary.json`` (stored in
   seconds, fractions, 1/s, counts).
+- :data:`TABLE_METRICS`: the single-run comparison table: :data:`RUN_METRICS` with medians (p50),
+  inter-token latency, queue-time percentiles and input tokens/s beside them (studies and the CLI
+  keep :data:`RUN_METRICS`).
 - :data:`REQUEST_METRICS`: per-request values, ``key`` a column of ``requests.parquet`` (stored
   in seconds).
 - :data:`TIMESERIES_METRICS`: values sampled while a run goes, ``key`` a column of
@@ -52,6 +57,12 @@ class Metric:
             return "-"
         text = f"{shown:.4g}" if self.decimals is None else f"{shown:.{self.decimals}f}"
         return text[1:] if text.startswith("-") and not text.strip("-0.") else text  # no "-0"
+
+    def shown(self, value: Any) -> float | None:
+        """The stored ``value`` as the number its display text reads (rounded as :meth:`format`
+        rounds it); None when missing. Two values whose texts read alike are equal here."""
+        text = self.format(value)
+        return None if text == "-" else float(text)
 
     def format_interval(self, low: Any, high: Any) -> str:
         """``[low, high]`` of stored values in display units, or ``[no interval]``."""
@@ -119,6 +130,27 @@ RUN_METRICS: tuple[Metric, ...] = (
     Metric("contention.queued_share", "time with a queue (%)", False, "%", 100.0, 1, describes_setting=True),
 )
 
+#: Detail rows of the comparison table, each placed after the RUN_METRICS key it follows.
+_DETAIL_AFTER: dict[str, tuple[Metric, ...]] = {
+    "output_throughput_tps": (
+        Metric("input_throughput_tps", "input throughput (tok/s)", True, "tok/s", 1.0, 1),
+        Metric("total_throughput_tps", "total throughput (tok/s)", True, "tok/s", 1.0, 1),
+    ),
+    "ttft_s.mean": (_seconds("ttft_s.median", "TTFT median"),),
+    "tpot_s.mean": (_milliseconds("tpot_s.median", "TPOT median"),),
+    "tpot_s.p99": (_milliseconds("itl_s.mean", "ITL mean"), _milliseconds("itl_s.median", "ITL median"),
+                   _milliseconds("itl_s.p90", "ITL p90"), _milliseconds("itl_s.p99", "ITL p99")),
+    "e2e_s.mean": (_seconds("e2e_s.median", "E2E median"),),
+    "queue_s.mean": (_seconds("queue_s.median", "queue median"), _seconds("queue_s.p90", "queue p90"),
+                     _seconds("queue_s.p99", "queue p99")),
+}
+assert set(_DETAIL_AFTER) <= {entry.key for entry in RUN_METRICS}
+
+#: The rows of the single-run comparison table (Results page): every run metric, with medians,
+#: ITL, queue-time percentiles and input/total tokens per second beside them.
+TABLE_METRICS: tuple[Metric, ...] = tuple(row for entry in RUN_METRICS
+                                          for row in (entry, *_DETAIL_AFTER.get(entry.key, ())))
+
 REQUEST_METRICS: tuple[Metric, ...] = (
     _seconds("ttft_s", "TTFT"),
     _milliseconds("tpot_s", "TPOT"),
@@ -139,10 +171,10 @@ TIMESERIES_METRICS: tuple[Metric, ...] = (
 STUDY_HEADLINE_KEYS: tuple[str, ...] = ("slo_attainment", "G", "request_throughput_rps", "ttft_s.mean",
                                         "tpot_s.mean", "e2e_s.mean", "contention.waiting_peak")
 
-_BY_KEY = {metric.key: metric for metric in RUN_METRICS + REQUEST_METRICS}
-_BY_LABEL = {metric.label: metric for metric in RUN_METRICS}
-assert len(_BY_KEY) == len(RUN_METRICS) + len(REQUEST_METRICS), "metric keys must be unique"
-assert len(_BY_LABEL) == len(RUN_METRICS), "run metric labels must be unique"
+_BY_KEY = {metric.key: metric for metric in TABLE_METRICS + REQUEST_METRICS}
+_BY_LABEL = {metric.label: metric for metric in TABLE_METRICS}
+assert len(_BY_KEY) == len(TABLE_METRICS) + len(REQUEST_METRICS), "metric keys must be unique"
+assert len(_BY_LABEL) == len(TABLE_METRICS), "run metric labels must be unique"
 
 
 def metric(key: str) -> Metric:
@@ -165,7 +197,13 @@ def metric_by_label(label: str) -> Metric | None:
 
 
 def summary_value(summary: Any, dotted: str) -> float | None:
-    """The number at ``dotted`` in a summary mapping, or None when missing or not finite."""
+    """The number at ``dotted`` in a summary mapping, or None when missing or not finite.
+    ``input_throughput_tps`` (input tokens/s of completed requests), when not stored, is
+    ``total_throughput_tps - output_throughput_tps`` (runners.metrics.run_metrics counts both over
+    the run's duration)."""
+    if dotted == "input_throughput_tps" and isinstance(summary, dict) and dotted not in summary:
+        total, output = summary_value(summary, "total_throughput_tps"), summary_value(summary, "output_throughput_tps")
+        return None if total is None or output is None else max(total - output, 0.0)
     value: Any = summary
     for part in dotted.split("."):
         if not isinstance(value, dict):
