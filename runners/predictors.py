@@ -42,27 +42,35 @@ class OutputPredictorParams(InputModel):
     """How a scheduler guesses output lengths (tokens)."""
 
     output_predictor: OutputMode = Field(
-        default="gaussian",
+        title="output-length predictor", default="gaussian",
         description="gaussian: per-task normal fitted online from finished requests (SLO-aware paper); "
         "oracle: the true target; noisy-oracle: target x (1 + N(0, noise))",
     )
-    noise: float = Field(default=0.2, ge=0, description="relative error (std) of noisy-oracle, >= 0")
-    prior_tokens: int = Field(default=256, gt=0, description="gaussian: guess before any request of a task finished")
-    predictor_seed: int = Field(default=0, ge=0, description="seed of the predictor's random draws")
+    noise: float = Field(title="noisy-oracle error (relative std)", default=0.2, ge=0,
+                         description="noisy-oracle: standard deviation of the relative error, a fraction (0.2: 20% of the "
+                       "target output length), >= 0")
+    prior_tokens: int = Field(title="first output-length guess (tokens)", default=256, gt=0,
+                              description="gaussian with output_prior cold: predicted output length, tokens, until a request "
+                              "of the task finishes")
+    predictor_seed: int = Field(title="predictor seed", default=0, ge=0,
+                                description="seed of the random draws behind predictions: each request's one standard-normal "
+                                "deviate z (gaussian: mean + z x std of its task; noisy-oracle: target x (1 + noise x z)). "
+                                "The same seed and workload give the same predictions; oracle draws nothing")
 
 
 class OutputPriorParams(OutputPredictorParams):
     """Where the per-task Gaussian starts (used by output_predictor gaussian)."""
 
     output_prior: PriorSource = Field(
-        default="workload",
+        title="output-length prior", default="workload",
         description="gaussian: where each task's Gaussian starts - workload: mean and std of that task's target "
         "output lengths in this run's workload, known before the run (the per-task distribution 004 section 4.2 "
         "lets a user give); history: a previous run's finished requests (output_history); cold: prior_tokens "
         "until a request of the task finishes. Finished requests are pooled in as they come in every case",
     )
     output_history: str | None = Field(
-        default=None, description="output_prior history: a previous run's folder (its requests.parquet gives each "
+        title="history run folder", default=None,
+        description="output_prior history: a previous run's folder (its requests.parquet gives each "
         "task's finished output lengths)")
 
     @model_validator(mode="after")

@@ -104,23 +104,24 @@ def resolve_b_max(b_max: int | None, info: InstanceInfo) -> int:
 
 class DynamicMemoryParams(PolicyParams):
     b_max: int | None = Field(
-        default=None, gt=0, le=65_536,
+        title="largest batch cap (B_max)", default=None, gt=0, le=65_536,
         description="B_max: largest cap, requests in flight per instance. Default: the engine's max_num_seqs (256 "
                     "where the engine does not say); above it is refused - to let the cap grow past 256, raise "
                     "engine.max_num_seqs (vLLM --max-num-seqs) and B_max follows")
-    eps_m: float = Field(default=0.05, ge=1e-9, le=1 - 1e-9,
+    eps_m: float = Field(title="allowed KV overflow probability (eps_M)", default=0.05, ge=1e-9, le=1 - 1e-9,
                          description="eps_M: allowed probability of KV overflow, in (0, 1): 1e-9 to 1 - 1e-9 (closer "
                                      "to 0 or 1 the normal quantile is infinite)")
     output_prior: PriorSource = Field(
-        default="workload",
+        title="output-length prior", default="workload",
         description="E[l_out] and Var l_out (tokens): a per-task prior, mixed by the tasks' share of arrivals - "
                     "workload: each task's target output lengths in this run's workload, known before the run; "
                     "history: a previous run's finished requests (output_history); cold: prior_output_tokens "
                     "until a request of the task finishes. Finished requests are pooled in as they come")
     output_history: str | None = Field(
-        default=None, description="output_prior history: a previous run's folder (its requests.parquet gives each "
+        title="history run folder", default=None,
+        description="output_prior history: a previous run's folder (its requests.parquet gives each "
                                   "task's finished output lengths)")
-    prior_output_tokens: int = Field(default=256, gt=0, le=10_000_000,
+    prior_output_tokens: int = Field(title="cold output-length guess (tokens)", default=256, gt=0, le=10_000_000,
                                      description="E[l_out] of a task with no prior and no finished request (tokens)")
 
     @model_validator(mode="after")
@@ -141,15 +142,16 @@ class DynamicSLAParams(SLAWindowParams, DynamicMemoryParams):
     with the in-engine engine-dynamic-sla) and where tau comes from."""
 
     latency_signal: LatencySignal = Field(
-        default="engine",
+        title="decode latency signal (tau)", default="engine",
         description="tau, the decode latency: engine - the engine's own per-step decode latency from telemetry (the "
                     "simulator's step times; vLLM's inter-token-latency histogram), mean of the last `samples` "
                     "samples, falling back to tpot on an instance whose engine reports none; tpot - the TPOT of the "
                     "last `window` finished requests (lags: a request reports only when it ends)")
-    samples: int = Field(default=4, gt=0, le=100_000,
+    samples: int = Field(title="telemetry samples averaged", default=4, gt=0, le=100_000,
                          description="engine signal: telemetry samples averaged for tau (4 x 0.25 s = 1 s at the "
                                      "default sample interval)")
-    window: int = Field(default=16, gt=0, le=100_000, description="tpot signal: finished requests averaged for tau")
+    window: int = Field(title="finished requests averaged", default=16, gt=0, le=100_000,
+                        description="tpot signal: finished requests averaged for tau")
 
 
 class DynamicMemoryPolicy(SchedulerPolicy):

@@ -67,7 +67,8 @@ class EngineMCSFPolicyParams(EngineMCSFParams, OutputPriorParams, PolicyParams):
     predictor the client runs to send each request's prediction (as the client-side mcsf's)."""
 
     output_predictor: OutputMode = Field(
-        default="oracle", description="MC-SF assumes known output lengths (the paper's setting): oracle sends "
+        title="output-length predictor", default="oracle",
+        description="MC-SF assumes known output lengths (the paper's setting): oracle sends "
         "each request's target; gaussian or noisy-oracle to relax it (the prediction goes to the engine with "
         "the request)")
 

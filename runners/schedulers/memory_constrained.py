@@ -197,24 +197,31 @@ def admit_shortest_first(running_base, running_end, candidate_base, candidate_en
 
 
 class MemoryParams(OutputPriorParams, PolicyParams):
-    output_predictor: str = Field(  # type: ignore[assignment]
+    output_predictor: str = Field(title="output-length predictor",   # type: ignore[assignment]
         default="oracle", description="MC-SF assumes known output lengths (the paper's setting); "
         "gaussian or noisy-oracle to relax it")
-    memory_fraction: float = Field(default=1.0, gt=0, le=1, description="share of the KV cache the policy plans for")
-    default_step_s: float = Field(default=0.03, gt=0, le=3600.0, description="decode step time before one is known, seconds")
+    memory_fraction: float = Field(title="KV cache share planned for", default=1.0, gt=0, le=1,
+                                   description="share of the KV cache the policy plans for")
+    default_step_s: float = Field(title="first decode step guess (s)", default=0.03, gt=0, le=3600.0,
+                                  description="decode step time before one is known, seconds")
 
 
 class AlphaParams(MemoryParams):
-    alpha: float = Field(default=0.25, ge=0, lt=1, description="protect this share of the KV cache (paper grid 0.1-0.3)")
+    alpha: float = Field(title="protected KV share (alpha)", default=0.25, ge=0, lt=1,
+                         description="protect this share of the KV cache (paper grid 0.1-0.3)")
     overflow: Literal["clear", "engine-preempt"] = Field(
-        default="clear", description="on a KV overflow: clear = the paper's rule, the policy clears the active "
+        title="on KV overflow", default="clear",
+        description="on a KV overflow: clear = the paper's rule, the policy clears the active "
         "requests (alpha-protect all, alpha-beta-clear each with probability beta; progress lost, re-prefilled); "
         "engine-preempt = the policy clears nothing, the engine's preemption recomputes its victim (vLLM)")
 
 
 class AlphaBetaParams(AlphaParams):
-    beta: float = Field(default=0.2, gt=0, le=1, description="probability each active request is cleared on overflow")
-    clear_seed: int = Field(default=0, ge=0, le=MAX_SEED)
+    beta: float = Field(title="clearing probability (beta)", default=0.2, gt=0, le=1,
+                        description="probability each active request is cleared on overflow")
+    clear_seed: int = Field(title="clearing seed", default=0, ge=0, le=MAX_SEED,
+                            description="seed of the random draws that pick which active requests an overflow "
+                                        "clears (each with probability beta); the same seed gives the same clears")
 
 
 #: Consecutive clears of the same requests on an instance, with no request completing there in

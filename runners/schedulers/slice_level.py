@@ -121,18 +121,24 @@ def assign_max_min(batch_times: Sequence[float], loads: dict[int, float]) -> lis
 
 
 class SCLSParams(PolicyParams):
-    slice_tokens: int = Field(default=128, gt=0, le=10_000_000, description="S: output tokens per slice")
-    zeta: float = Field(default=0.9, gt=0, le=1, description="fraction of the KV cache a batch may plan to use")
-    interval_lambda: float = Field(default=0.5, gt=0, lt=1, description="lambda in T = max(lambda * min load, "
+    slice_tokens: int = Field(title="slice length (S, tokens)", default=128, gt=0, le=10_000_000,
+                              description="S: output tokens per slice")
+    zeta: float = Field(title="KV cache share per batch (zeta)", default=0.9, gt=0, le=1,
+                        description="fraction of the KV cache a batch may plan to use")
+    interval_lambda: float = Field(title="interval factor (lambda)", default=0.5, gt=0, lt=1,
+                                   description="lambda in T = max(lambda * min load, "
                                    "Gamma) (eq. 12), a factor below 1 (paper: 0.5)")
     min_interval_slices: float = Field(
-        default=1.0, gt=0, le=1000, description="Gamma, the shortest scheduling interval, in slices: this many times "
+        title="shortest interval (Gamma, slices)", default=1.0, gt=0, le=1000,
+        description="Gamma, the shortest scheduling interval, in slices: this many times "
         "the estimated serving time of one slice of one request at the mean length of the requests just batched "
         "(the paper's 3 s / 6 s were about one such slice on its engines)")
     min_interval_s: float | None = Field(
-        default=None, gt=0, le=86_400.0, description="Gamma in seconds instead of min_interval_slices (the paper's: "
+        title="shortest interval (Gamma, s)", default=None, gt=0, le=86_400.0,
+        description="Gamma in seconds instead of min_interval_slices (the paper's: "
         "3 for DeepSpeed, 6 for HF transformers); None: relative to the engine's speed")
-    max_batch: int = Field(default=256, gt=0, le=65_536, description="largest batch (also capped by the engine's max_num_seqs)")
+    max_batch: int = Field(title="largest batch", default=256, gt=0, le=65_536,
+                           description="largest batch (also capped by the engine's max_num_seqs)")
 
     @model_validator(mode="after")
     def _one_gamma(self) -> "SCLSParams":

@@ -60,14 +60,24 @@ class SLOPlanParams(InputModel):
     engine-slo-sa (:class:`runners.engines.vllm_scheduler.EngineSLOAwareParams`)."""
 
     max_batch: int | None = Field(
-        default=None, gt=0, le=65_536, description="largest batch the plan may form (paper: 1, 2, 4); default: the engine's max_num_seqs"
+        title="largest planned batch", default=None, gt=0, le=65_536,
+        description="largest batch the plan may form (paper: 1, 2, 4); default: the engine's max_num_seqs"
     )
-    t0: float = Field(default=500.0, gt=0, le=1e6, description="initial temperature (basis points of the G bound)")
-    t_threshold: float = Field(default=20.0, gt=0, le=1e6, description="stop when the temperature falls below this")
-    iterations: int = Field(default=100, gt=0, le=1_000_000, description="moves tried per temperature")
-    decay: float = Field(default=0.95, gt=0, lt=1, description="temperature multiplier per level")
-    seed: int = Field(default=0, ge=0, le=MAX_SEED)
-    chains: int = Field(default=2, ge=1, le=2, description="anneal from 1 or both start points (paper: 1; 2 is "
+    t0: float = Field(title="initial temperature", default=500.0, gt=0, le=1e6,
+                      description="simulated annealing's starting temperature, in basis points of the G bound (a "
+                      "move that loses L basis points is accepted with probability exp(-L / temperature))")
+    t_threshold: float = Field(title="final temperature", default=20.0, gt=0, le=1e6,
+                               description="annealing stops when the temperature falls below this (basis points of the G "
+                               "bound, as t0)")
+    iterations: int = Field(title="moves per temperature", default=100, gt=0, le=1_000_000,
+                            description="moves tried per temperature")
+    decay: float = Field(title="temperature decay", default=0.95, gt=0, lt=1,
+                         description="the temperature is multiplied by this after each level of moves, in (0, 1)")
+    seed: int = Field(title="annealing seed", default=0, ge=0, le=MAX_SEED,
+                      description="seed of the simulated annealing's random moves and acceptances (chain k uses seed "
+                                  "+ 7919 k); the same seed and inputs give the same plan")
+    chains: int = Field(title="annealing chains", default=2, ge=1, le=2,
+                        description="anneal from 1 or both start points (paper: 1; 2 is "
                         "closer to the exhaustive optimum at twice the time)")
 
     @model_validator(mode="after")
@@ -83,7 +93,7 @@ class SLOPlanParams(InputModel):
 
 class SLOAwareParams(SLOPlanParams, OutputPriorParams, PolicyParams):
     dispatch: Literal["slots", "batches", "all"] = Field(
-        default="slots",
+        title="dispatch mode", default="slots",
         description="slots: keep at most max_batch in flight per instance, sending in plan order as slots free up; "
         "batches: send a planned batch only when the previous one has finished; "
         "all: send every planned request at once in plan order (the paper's protocol); each request's priority is "

@@ -109,26 +109,26 @@ class EngineDynamicMemoryParams(InputModel):
     ``SCHEDLAB_ENGINE_PARAMS``. Tokens are tokens; eps_m a probability."""
 
     b_max: int | None = Field(
-        default=None, gt=0, le=65_536,
+        title="largest running limit (B_max)", default=None, gt=0, le=65_536,
         description="B_max: largest running limit, requests. Default: the engine's max_num_seqs; above it is "
                     "refused (the engine has no more running slots)")
-    eps_m: float = Field(default=0.05, ge=1e-9, le=1 - 1e-9,
+    eps_m: float = Field(title="allowed KV overflow probability (eps_M)", default=0.05, ge=1e-9, le=1 - 1e-9,
                          description="eps_M: allowed probability of KV overflow, in (0, 1)")
     output_prior: EngineOutputPrior = Field(
-        default="max_tokens",
+        title="output-length prior", default="max_tokens",
         description="E[l_out] and Var l_out (tokens) - max_tokens: those of the arrived requests' max_tokens "
                     "(schedlab sends each request's target length as max_tokens; the engine does not see tasks); "
                     "given: output_mean/output_std/output_count (e.g. the workload's target lengths, passed by "
                     "the launcher), pooled with finished requests; cold: prior_output_tokens until a request "
                     "finishes, then the finished requests")
-    output_mean: float | None = Field(default=None, ge=0, le=10_000_000,
+    output_mean: float | None = Field(title="given output mean (tokens)", default=None, ge=0, le=10_000_000,
                                       description="output_prior given: mean output length, tokens")
-    output_std: float = Field(default=0.0, ge=0, le=10_000_000,
+    output_std: float = Field(title="given output std (tokens)", default=0.0, ge=0, le=10_000_000,
                               description="output_prior given: standard deviation of the output length, tokens")
-    output_count: int = Field(default=100, ge=2, le=100_000_000,
+    output_count: int = Field(title="given moments' weight (requests)", default=100, ge=2, le=100_000_000,
                               description="output_prior given: how many requests the given moments stand for "
                                           "(their weight against finished requests), at least 2")
-    prior_output_tokens: int = Field(default=256, gt=0, le=10_000_000,
+    prior_output_tokens: int = Field(title="cold output-length guess (tokens)", default=256, gt=0, le=10_000_000,
                                      description="E[l_out] before any finished request (cold), tokens")
 
     @model_validator(mode="after")
@@ -153,16 +153,21 @@ class SLAWindowParams(InputModel):
     in-engine engine-dynamic-sla (EngineDynamicSLAParams): one definition, two models. Mixed into
     a model that has ``b_max`` (requests, None: the engine's max_num_seqs)."""
 
-    d_sla_s: float = Field(default=0.050, gt=0, le=3600.0, description="D_SLA: decode latency target (TPOT), seconds")
-    eps_s: float = Field(default=0.005, ge=0, le=3600.0,
+    d_sla_s: float = Field(title="decode latency target (D_SLA, s)", default=0.050, gt=0, le=3600.0,
+                           description="D_SLA: decode latency target (TPOT), seconds")
+    eps_s: float = Field(title="latency tolerance (eps_D, s)", default=0.005, ge=0, le=3600.0,
                          description="eps_D: tolerance around D_SLA, seconds, smaller than d_sla_s")
     alpha: int | None = Field(
-        default=None, gt=0, le=65_536,
+        title="window gap (alpha)", default=None, gt=0, le=65_536,
         description="gap kept between b_low and b_high, smaller than the window B_max - B_min. Default: scaled to "
                     "the window, B_max // 32 (8 at B_max 256), at least 2")
-    delta: int = Field(default=2, gt=0, le=65_536, description="corrective step against noise")
-    b_min: int = Field(default=1, gt=0, le=65_536, description="B_min, at most B_max")
-    memory_cap: bool = Field(default=True, description="also apply Alg. 1's memory cap (paper: b = min of both)")
+    delta: int = Field(title="corrective step (delta)", default=2, gt=0, le=65_536,
+                       description="delta: corrective step against noise, requests")
+    b_min: int = Field(title="smallest batch (B_min)", default=1, gt=0, le=65_536,
+                       description="B_min: the smallest batch-size limit the window may reach, requests; at most "
+                                   "B_max")
+    memory_cap: bool = Field(title="apply the memory cap", default=True,
+                             description="also apply Alg. 1's memory cap (paper: b = min of both)")
 
     @model_validator(mode="after")
     def _bounds_in_order(self) -> "SLAWindowParams":
@@ -181,7 +186,7 @@ class EngineDynamicSLAParams(SLAWindowParams, EngineDynamicMemoryParams):
     memory_cap): engine-dynamic-mem's and the window's (:class:`SLAWindowParams`), plus how many
     engine steps tau averages. Latencies in seconds, sizes in requests."""
 
-    samples: int = Field(default=16, gt=0, le=100_000,
+    samples: int = Field(title="engine steps averaged", default=16, gt=0, le=100_000,
                          description="tau: the engine's own step times averaged, over the last `samples` steps that "
                                      "ran decoding requests (each timed from its scheduling to its model output)")
 
@@ -192,7 +197,7 @@ class EngineMCSFParams(InputModel):
     (``PREDICTED_OUTPUT_ARG``, else its max_tokens), not from here."""
 
     memory_fraction: float = Field(
-        default=1.0, gt=0, le=1,
+        title="KV cache share planned for", default=1.0, gt=0, le=1,
         description="share of the KV cache MC-SF plans for (M = usable blocks x block size x this), in (0, 1]; "
                     "as the client-side mcsf's memory_fraction")
 
@@ -211,10 +216,12 @@ class EngineSLOAwareParams(SLOPlanParams):
     needs_fcfs_queue: ClassVar[bool] = True
 
     prefill: PhaseCoefficients | None = Field(
-        default=None, description="eq. 14 prefill coefficients of the run's latency model (seconds); filled by the "
+        title="prefill coefficients", default=None,
+        description="eq. 14 prefill coefficients of the run's latency model (seconds); filled by the "
                                   "launcher from engine.profile")
     decode: PhaseCoefficients | None = Field(
-        default=None, description="eq. 15 decode coefficients of the run's latency model (seconds); filled by the "
+        title="decode coefficients", default=None,
+        description="eq. 15 decode coefficients of the run's latency model (seconds); filled by the "
                                   "launcher from engine.profile")
 
     @model_validator(mode="after")
