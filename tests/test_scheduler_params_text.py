@@ -38,3 +38,30 @@ def test_the_issue_s_examples():
     assert slo_sa["predictor_seed"].title == "predictor seed"
     assert "standard-normal" in slo_sa["predictor_seed"].description  # says what the seed drives
     assert "seconds" in registry.SCHEDULERS["static"].Params.model_fields["fill_timeout_s"].description
+
+
+def test_every_scheduler_cites_its_paper_by_title():
+    """The Launch page's "From ..." and the CLI's scheduler list name the paper by its title, not "(004)"."""
+    from runners.schedulers.papers import PAPERS
+
+    for name, cls in registry.SCHEDULERS.items():
+        assert "(00" not in cls.paper, f"{name} cites a paper by number: {cls.paper}"
+        if name != "fcfs":  # the baseline of all five
+            assert any(f'"{paper.title}"' in cls.paper for paper in PAPERS.values()), (name, cls.paper)
+    assert PAPERS["004"].title in registry.SCHEDULERS["slo-sa"].paper
+    assert PAPERS["004"].title in registry.SCHEDULERS["engine-slo-sa"].paper
+    assert PAPERS["001"].title in registry.SCHEDULERS["scls"].paper
+
+
+def test_paper_titles_are_the_papers_first_lines():
+    from pathlib import Path
+
+    from runners.schedulers.papers import PAPERS
+
+    seeds = Path("/work/shared/seeds")
+    if not seeds.is_dir():
+        pytest.skip("the papers' texts are not on this machine")
+    for paper_id, paper in PAPERS.items():
+        text = next(seeds.glob(f"{paper_id}_*.txt")).read_text(encoding="utf-8")
+        first = next(line.strip() for line in text.splitlines() if line.strip())
+        assert first == paper.title, paper_id

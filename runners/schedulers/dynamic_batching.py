@@ -65,6 +65,7 @@ from runners.schedulers.base import (Completion, Decision, InstanceInfo, PolicyP
 from runners.schedulers.dynamic_batching_core import (RecentMeans, SLAWindow, block_footprint,  # noqa: F401
                                                     clamp_batch, default_alpha, memory_batch_size,
                                                     sla_batch_size, sla_window_update)
+from runners.schedulers.papers import cite
 from runners.workload.requests import Request
 
 #: B_max where neither ``b_max`` nor the engine gives one: vLLM's default max_num_seqs.
@@ -157,7 +158,7 @@ class DynamicSLAParams(SLAWindowParams, DynamicMemoryParams):
 class DynamicMemoryPolicy(SchedulerPolicy):
     name = "dynamic-mem"
     summary = "Caps requests in flight per instance at the largest batch the KV cache holds with probability 1 - eps_M."
-    paper = "Pang, Li, Wang, memory-aware dynamic batching (000), Alg. 1"
+    paper = cite("000", "Alg. 1 (memory-aware)")
     Params = DynamicMemoryParams
 
     _workload_prior: dict[str, RunningMoments] | None = None
@@ -256,7 +257,7 @@ class DynamicMemoryPolicy(SchedulerPolicy):
 class DynamicSLAPolicy(DynamicMemoryPolicy):
     name = "dynamic-sla"
     summary = "Moves a batch-size window so the measured decode latency tracks D_SLA; capped by memory too."
-    paper = "Pang, Li, Wang, SLA-constrained dynamic batching (000), Alg. 2"
+    paper = cite("000", "Alg. 2 (SLA-constrained)")
     Params = DynamicSLAParams
 
     def start(self, instances: list[InstanceInfo], now: float) -> None:

@@ -18,7 +18,7 @@ class FCFSParams(PolicyParams):
 class FCFSPolicy(SchedulerPolicy):
     name = "fcfs"
     summary = "Dispatch on arrival to the least-loaded instance; the engine batches (vLLM's default)."
-    paper = "baseline in all five papers"
+    paper = "the baseline in all five papers"
     Params = FCFSParams
 
     def decide(self, now: float) -> Decision:

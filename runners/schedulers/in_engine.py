@@ -18,6 +18,7 @@ from runners.schedulers.base import Completion, Decision, PolicyParams
 from runners.schedulers.fcfs import FCFSPolicy
 from runners.engines.vllm_scheduler import E2E_SLO_ARG, TPOT_SLO_ARG, TTFT_SLO_ARG
 from runners.schedulers.slo_aware import SLOPlanParams
+from runners.schedulers.papers import cite
 from runners.workload.requests import Request
 
 
@@ -40,7 +41,7 @@ class EngineDynamicMemoryPolicy(InEnginePolicy):
     name = "engine-dynamic-mem"
     summary = ("000 Alg. 1 inside vLLM: each step the engine's running limit comes from its free KV blocks "
                "(block-exact); the client sends on arrival. Needs a vLLM launched by schedlab")
-    paper = "000 (dynamic batching), Alg. 1, as a vLLM scheduler class"
+    paper = cite("000", "Alg. 1, as a vLLM scheduler class")
     twin = "dynamic-mem"
     Params = EngineDynamicMemoryPolicyParams
 
@@ -57,7 +58,7 @@ class EngineDynamicSLAPolicy(InEnginePolicy):
     summary = ("000 Alg. 2 inside vLLM: each step the engine's running limit follows a window moved by its own "
                "measured step time against D_SLA, capped by Alg. 1's block-exact limit; the client sends on "
                "arrival. Needs a vLLM launched by schedlab")
-    paper = "000 (dynamic batching), Alg. 2, as a vLLM scheduler class"
+    paper = cite("000", "Alg. 2, as a vLLM scheduler class")
     twin = "dynamic-sla"
     Params = EngineDynamicSLAPolicyParams
 
@@ -86,7 +87,7 @@ class EngineMCSFPolicy(InEnginePolicy):
     summary = ("003 MC-SF inside vLLM: the engine orders its queue shortest predicted output first and admits "
                "while the future KV peak fits its blocks; the client sends on arrival with each request's "
                "prediction. Needs a vLLM launched by schedlab")
-    paper = "Jaillet et al., online scheduling with KV-cache constraints (003), MC-SF, as a vLLM scheduler class"
+    paper = cite("003", "MC-SF, as a vLLM scheduler class")
     twin = "mcsf"
     Params = EngineMCSFPolicyParams
 
@@ -139,7 +140,7 @@ class EngineSLOAwarePolicy(InEnginePolicy):
     summary = ("004's SLO-aware simulated-annealing plan inside vLLM: the engine reorders its waiting queue in the "
                "latest plan's order whenever it changes, at most max_batch running; the client sends on arrival "
                "with each request's prediction and SLOs. Needs a vLLM launched by schedlab and engine.profile")
-    paper = "Huang et al., SLO-aware scheduling (004), Alg. 1-2, as a vLLM scheduler class"
+    paper = cite("004", "Alg. 1-2, as a vLLM scheduler class")
     twin = "slo-sa"
     Params = EngineSLOAwarePolicyParams
 

@@ -48,6 +48,7 @@ from runners.schedulers.base import (
     SchedulerPolicy,
     TelemetrySample,
 )
+from runners.schedulers.papers import cite
 from runners.workload.requests import Request
 
 
@@ -363,7 +364,7 @@ class MemoryConstrainedPolicy(SchedulerPolicy):
 class MCSFPolicy(MemoryConstrainedPolicy):
     name = "mcsf"
     summary = "Shortest predicted output first, admitted only while KV demand fits at every future completion."
-    paper = "Jaillet et al., online scheduling with KV-cache constraints (003), MC-SF"
+    paper = cite("003", "MC-SF")
 
     def decide(self, now: float) -> Decision:
         dispatches = []
@@ -421,7 +422,7 @@ class AlphaProtectPolicy(MemoryConstrainedPolicy):
 
     name = "alpha-protect"
     summary = "Arrival order, admitted while KV in use plus the prompt stays within (1 - alpha) of the cache."
-    paper = "Jaillet et al. (003), alpha-protection greedy baseline"
+    paper = cite("003", "alpha-protection greedy baseline")
     Params = AlphaParams
 
     def start(self, instances: list[InstanceInfo], now: float) -> None:
@@ -533,7 +534,7 @@ class AlphaBetaClearPolicy(AlphaProtectPolicy):
 
     name = "alpha-beta-clear"
     summary = "alpha-protect, and on a KV overflow each active request is cleared (restarted) with probability beta."
-    paper = "Jaillet et al. (003), alpha-protection beta-clearing baseline"
+    paper = cite("003", "alpha-protection beta-clearing baseline")
     Params = AlphaBetaParams
 
     def start(self, instances: list[InstanceInfo], now: float) -> None:

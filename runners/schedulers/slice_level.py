@@ -50,6 +50,7 @@ from pydantic import Field, model_validator
 
 from runners.input_model import field_error
 from runners.schedulers.base import Completion, Decision, InstanceInfo, PolicyError, PolicyParams, SchedulerPolicy
+from runners.schedulers.papers import cite
 
 
 def dp_batches(lengths: Sequence[int], serve_time: Callable[[np.ndarray, int], np.ndarray],
@@ -162,7 +163,7 @@ class _Worker:
 class SCLSPolicy(SchedulerPolicy):
     name = "scls"
     summary = "Slices of S tokens; DP batching by estimated serving time; max-min offloading; adaptive interval."
-    paper = "Cheng et al., slice-level scheduling SCLS (001), Alg. 1"
+    paper = cite("001", "SCLS, Alg. 1")
     Params = SCLSParams
 
     def start(self, instances: list[InstanceInfo], now: float) -> None:

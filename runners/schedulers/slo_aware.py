@@ -45,6 +45,7 @@ from runners.predictors import (InstanceMemory, LatencyPredictor, OutputLengthPr
 from runners.schedulers.base import (Completion, Decision, InstanceInfo, PolicyError, PolicyParams, SchedulerPolicy,
                                      TelemetrySample)
 from runners.schedulers.slo_annealing_kernel import evaluate_plan, full_batches, search
+from runners.schedulers.papers import cite
 from runners.workload.requests import Request
 
 INF = math.inf
@@ -256,7 +257,7 @@ class _Sent:
 class SLOAwarePolicy(SchedulerPolicy):
     name = "slo-sa"
     summary = "Orders and batches waiting requests to maximise G by simulated annealing over predicted latencies."
-    paper = "Huang et al., SLO-aware scheduling (004), Alg. 1-2"
+    paper = cite("004", "Alg. 1-2")
     Params = SLOAwareParams
 
     _workload_prior: dict[str, RunningMoments] | None = None
@@ -431,7 +432,7 @@ class SLOAwarePolicy(SchedulerPolicy):
 class SLOExhaustivePolicy(SLOAwarePolicy):
     name = "slo-exhaustive"
     summary = "The SLO-aware paper's exhaustive search over orders and batch splits (at most 7 waiting requests)."
-    paper = "Huang et al., SLO-aware scheduling (004), exhaustive baseline"
+    paper = cite("004", "exhaustive baseline")
 
     def make_plan(self, requests: list[Request], inputs: PlanInputs) -> tuple[np.ndarray, np.ndarray, int, float]:
         return plan_exhaustive(inputs, self.max_batch)

@@ -7,6 +7,7 @@ from __future__ import annotations
 from pydantic import Field
 
 from runners.schedulers.base import Decision, PolicyParams, SchedulerPolicy
+from runners.schedulers.papers import cite_titles
 
 
 class StaticBatchingParams(PolicyParams):
@@ -20,7 +21,7 @@ class StaticBatchingParams(PolicyParams):
 class StaticBatchingPolicy(SchedulerPolicy):
     name = "static"
     summary = "Fixed batch size B; the next batch starts only when the whole previous batch has finished."
-    paper = "static-batching baseline (000, 001, 002)"
+    paper = cite_titles(("000", "001", "002"), "the static-batching baseline of")
     Params = StaticBatchingParams
 
     def decide(self, now: float) -> Decision:
