@@ -11,7 +11,8 @@ every chart. A study's figures (error bars, pooled CDFs, interval bands) are in
 
 from __future__ import annotations
 
-from typing import Any, Sequence
+import math
+from typing import Any, Mapping, Sequence
 
 import numpy as np
 import pandas as pd
@@ -19,17 +20,32 @@ import plotly.graph_objects as go
 import plotly.io as pio
 from plotly.subplots import make_subplots
 
-from runners.compare import cdf_points, summary_value
-from runners.metrics.catalog import metric, timeseries_metric
+from runners.compare import cdf_points, run_display_names, summary_value
+from runners.metrics.catalog import Metric, metric, timeseries_metric
 from runners.result_store import RunData
 
 TASK_COLOURS = {"chat": "#1f77b4", "code": "#ff7f0e"}
 MET_SYMBOLS = {True: "circle", False: "x"}
+#: How each task's SLO lines and boxes are drawn: neutral grey (the run colours stay the runs'),
+#: the task told apart by the dash and by its label.
+SLO_COLOUR = "#555555"
+SLO_DASH = {"chat": "dash", "code": "dot"}
 MAX_SERIES_POINTS = 1500
 MAX_SCATTER_POINTS = 2000
 #: Points drawn per chart across all runs: each run gets an equal share (a floor keeps shapes
 #: readable), so a 20-run comparison sends the browser about as much as a 4-run one.
 CHART_POINT_BUDGET = 12_000
+#: The time axis of the time-series charts (seconds since the run started: simulated time for the
+#: simulator, wall-clock time for a real engine).
+RUN_TIME_LABEL = "run time (s)"
+
+# Layout in pixels: the legend sits under the plot, below the x axis's tick labels and title, and
+# the figure grows by the legend's rows, so neither the legend nor a label covers the other at any
+# number of runs. Legend rows are estimated for a half-width chart (two charts side by side).
+TOP_PX = 60
+AXIS_BLOCK_PX = 58
+LEGEND_ROW_PX = 22
+LEGEND_WIDTH_PX = 520
 
 
 def _share(runs: int, ceiling: int, floor: int = 100) -> int:
@@ -40,10 +56,97 @@ class ExportUnavailable(RuntimeError):
     """PNG export needs the kaleido package and a Chromium it can drive."""
 
 
-def _layout(fig: go.Figure, title: str, height: int = 380) -> go.Figure:
-    fig.update_layout(title=title, height=height, margin={"l": 50, "r": 20, "t": 50, "b": 40},
-                      legend={"orientation": "h", "y": -0.2}, template="plotly_white")
+def _legend_names(fig: go.Figure) -> list[str]:
+    """The names the legend shows (plotly hides the legend of a figure with one trace unless asked)."""
+    shown = [trace for trace in fig.data if trace.showlegend is not False and trace.name]
+    if len(fig.data) < 2 and not any(trace.showlegend for trace in shown):
+        return []
+    return [trace.name for trace in shown]
+
+
+def legend_rows(names: Sequence[str], width_px: int = LEGEND_WIDTH_PX) -> int:
+    """Rows a horizontal legend of ``names`` takes at ``width_px`` (about 7 px a character plus
+    40 px for the symbol and the gap)."""
+    rows, used = 0, width_px
+    for name in names:
+        item = 40 + 7 * len(name)
+        if used + item > width_px:
+            rows, used = rows + 1, 0
+        used += item
+    return rows
+
+
+def _layout(fig: go.Figure, title: str, height: int = 380, axis_block_px: int = AXIS_BLOCK_PX) -> go.Figure:
+    """Title, size and the legend: horizontal, under the x axis (``axis_block_px`` of tick labels
+    and axis title), the figure ``height`` plus the legend's rows so the plot keeps its size."""
+    rows = legend_rows(_legend_names(fig))
+    legend_px = rows * LEGEND_ROW_PX
+    bottom = axis_block_px + legend_px + 8
+    total = height + legend_px
+    plot_px = max(100, total - TOP_PX - bottom)
+    fig.update_layout(title={"text": title, "x": 0.01, "xanchor": "left"}, height=total,
+                      margin={"l": 60, "r": 20, "t": TOP_PX, "b": bottom}, template="plotly_white",
+                      legend={"orientation": "h", "yanchor": "top", "y": -axis_block_px / plot_px,
+                              "xanchor": "left", "x": 0},
+                      hoverlabel={"namelength": -1})
     return fig
+
+
+def percent_axis(fig: go.Figure, entry: Metric, axis: str = "y", **selector: Any) -> None:
+    """A percent axis runs 0-100: when ``entry``'s display unit is %, fix ``axis`` (x or y) of
+    ``fig`` (or the subplot ``selector`` names, e.g. row=1, col=1) to [0, 100]; values are drawn
+    in display units (stored fraction x 100), so a cache 1.2% full reads 1.2, not 1.2 of 100."""
+    if entry.unit != "%":
+        return
+    update = fig.update_yaxes if axis == "y" else fig.update_xaxes
+    update(range=[0, 100], **selector)
+
+
+# -- names and tooltips ----------------------------------------------------------------------------
+def display_names(runs: Sequence[Any], names: Mapping[str, str] | None = None) -> dict[str, str]:
+    """run id -> the name a chart shows for each of ``runs`` (loaded runs or summary mappings):
+    ``names`` where given (the caller's), else :func:`runners.compare.run_display_names`; a run
+    whose summary names no scheduler keeps its run id."""
+    ids = [str(run.get("run_id") if isinstance(run, dict) else run.run_id) for run in runs]
+    if names is not None:
+        return {run_id: str(names.get(run_id, run_id)) for run_id in ids}
+    found = run_display_names(runs)
+    shown: dict[str, str] = {}
+    for run_id, run in zip(ids, runs):
+        summary = run if isinstance(run, dict) else run.summary
+        shown[run_id] = found.get(run_id, run_id) if (summary or {}).get("scheduler") else run_id
+    return shown
+
+
+def _plain(text: str) -> str:
+    """``text`` safe inside a plotly hovertemplate (no ``%{`` field opens)."""
+    return str(text).replace("%{", "% {")
+
+
+def quantity(entry: Metric) -> str:
+    """The entry's label without its bracketed unit: 'TPOT (ms)' -> 'TPOT' (the unit follows the
+    value in a tooltip)."""
+    suffix = f" ({entry.unit})"
+    return entry.label[: -len(suffix)] if entry.unit and entry.label.endswith(suffix) else entry.label
+
+
+def hover_value(entry: Metric, field: str = "y") -> str:
+    """A hovertemplate field of ``entry``'s display value with the catalog's precision and unit,
+    e.g. ``%{x:.1f} ms`` for TPOT or ``%{y:.1f}%`` for an attainment."""
+    spec = ".4g" if entry.decimals is None else f".{entry.decimals}f"
+    unit = "" if not entry.unit else (entry.unit if entry.unit == "%" else f" {entry.unit}")
+    return f"%{{{field}:{spec}}}{unit}"
+
+
+def _run_hover(name: str, run_id: str, *lines: str) -> str:
+    """Tooltip of one run's trace: its display name in bold, ``lines``, then its run id."""
+    body = "<br>".join(lines)
+    return f"<b>{_plain(name)}</b><br>{body}<br>run {_plain(run_id)}<extra></extra>"
+
+
+def _threshold(entry: Metric, value: float) -> str:
+    """An SLO limit (stored units) in the entry's display unit, e.g. '50 ms', '10 s'."""
+    return f"{format(value * entry.scale, '.4g')} {entry.unit}".rstrip()
 
 
 def thin_series(t: Any, y: Any, max_points: int = MAX_SERIES_POINTS) -> tuple[np.ndarray, np.ndarray]:
@@ -67,42 +170,134 @@ def thin_series(t: Any, y: Any, max_points: int = MAX_SERIES_POINTS) -> tuple[np
 
 
 def run_label(summary: dict[str, Any]) -> str:
+    """The run id of a summary (the key charts look display names up by)."""
     return str(summary.get("run_id"))
 
 
+def _category_axis(fig: go.Figure, names: Sequence[str]) -> int:
+    """Run names as bar-chart categories: horizontal, one line per ' · ' part (so five runs at
+    half width never tilt into the legend); returns the pixels the tick labels and gap take."""
+    fig.update_xaxes(tickangle=0, automargin=False)
+    lines = max((name.count(" · ") + 1 for name in names), default=1)
+    return 24 + 15 * lines
+
+
+def _wrap(name: str) -> str:
+    return name.replace(" · ", "<br>")
+
+
 # -- comparison ------------------------------------------------------------------------------------
-def attainment_bars(summaries: Sequence[dict[str, Any]]) -> go.Figure:
-    """SLO attainment per run: overall, chat and code, in % (the catalog's display unit)."""
+COMPARISON_CHART_TITLES: dict[str, str] = {
+    "slo_attainment": "SLO attainment",
+    "g": "G (SLO-meeting requests per second of summed latency)",
+    "ttft_cdf": f"{quantity(metric('ttft_s'))} CDF per task",
+    "tpot_cdf": f"{quantity(metric('tpot_s'))} CDF per task",
+    "e2e_cdf": f"{quantity(metric('e2e_s'))} CDF per task",
+    "ttft_vs_tpot": "TTFT vs TPOT per request, with each task's SLO region",
+    "kv_usage": "KV-cache usage over time",
+    "batch_size": "Batch size (running requests) over time",
+    "throughput": "Output throughput over time",
+}
+
+
+def attainment_bars(summaries: Sequence[dict[str, Any]], names: Mapping[str, str] | None = None) -> go.Figure:
+    """SLO attainment per run: overall, chat and code, in % (the catalog's display unit), on a
+    0-100 axis; runs named by their display names (``names``: run id -> name), id on hover."""
     fig = go.Figure()
-    labels = [run_label(s) for s in summaries]
-    for key, name in (("slo_attainment", "overall"), ("slo_attainment_by_task.chat", "chat"),
+    shown = display_names(summaries, names)
+    ids = [run_label(s) for s in summaries]
+    labels = [_wrap(shown[run_id]) for run_id in ids]
+    for key, part in (("slo_attainment", "overall"), ("slo_attainment_by_task.chat", "chat"),
                       ("slo_attainment_by_task.code", "code")):
         entry = metric(key)
         values = [summary_value(s, key) for s in summaries]
-        fig.add_bar(name=name, x=labels, y=[entry.display(v) for v in values],
-                    text=[None if v is None else f"{entry.format(v)}%" for v in values], textposition="outside")
-    fig.update_yaxes(title=metric("slo_attainment").label, range=[0, 110])
-    return _layout(fig, "SLO attainment")
+        fig.add_bar(name=part, x=labels, y=[entry.display(v) for v in values],
+                    text=[None if v is None else f"{entry.format(v)}%" for v in values], textposition="auto",
+                    cliponaxis=False, customdata=[[shown[run_id], run_id] for run_id in ids],
+                    hovertemplate=f"<b>%{{customdata[0]}}</b><br>{_plain(quantity(entry))}: {hover_value(entry)}"
+                                  f"<br>run %{{customdata[1]}}<extra></extra>")
+    entry = metric("slo_attainment")
+    fig.update_yaxes(title=entry.label)
+    percent_axis(fig, entry)
+    block = _category_axis(fig, [shown[run_id] for run_id in ids])
+    return _layout(fig, COMPARISON_CHART_TITLES["slo_attainment"], axis_block_px=block)
 
 
-def g_bars(summaries: Sequence[dict[str, Any]]) -> go.Figure:
-    """G = SLO-meeting requests / sum of E2E latency (1/s) per run."""
-    labels = [run_label(s) for s in summaries]
+def g_bars(summaries: Sequence[dict[str, Any]], names: Mapping[str, str] | None = None) -> go.Figure:
+    """G = SLO-meeting requests / sum of E2E latency (1/s) per run, runs by display name."""
+    shown = display_names(summaries, names)
+    ids = [run_label(s) for s in summaries]
     entry = metric("G")
     values = [summary_value(s, "G") for s in summaries]
-    fig = go.Figure(go.Bar(x=labels, y=[entry.display(v) for v in values],
+    fig = go.Figure(go.Bar(x=[_wrap(shown[run_id]) for run_id in ids], y=[entry.display(v) for v in values],
                            text=[None if v is None else entry.format(v) for v in values],
-                           textposition="outside", marker_color="#2ca02c"))
+                           textposition="auto", cliponaxis=False, marker_color="#2ca02c", name=quantity(entry),
+                           customdata=[[shown[run_id], run_id] for run_id in ids],
+                           hovertemplate=f"<b>%{{customdata[0]}}</b><br>{_plain(quantity(entry))}: "
+                                         f"{hover_value(entry)}<br>run %{{customdata[1]}}<extra></extra>"))
     fig.update_yaxes(title=entry.label)
-    return _layout(fig, "G (SLO-meeting requests per second of summed latency)")
+    block = _category_axis(fig, [shown[run_id] for run_id in ids])
+    return _layout(fig, COMPARISON_CHART_TITLES["g"], axis_block_px=block)
 
 
-def latency_cdfs(runs: Sequence[RunData], column: str = "e2e_s") -> go.Figure:
+def _slo_limits(run: RunData) -> dict[str, dict[str, float]]:
+    """The run's SLO limits per task (config.json ``resolved.slos``), seconds."""
+    slos = (run.config.get("resolved") or {}).get("slos") if isinstance(run.config, dict) else None
+    return {task: limits for task, limits in (slos or {}).items() if isinstance(limits, dict)}
+
+
+def slo_thresholds(runs: Sequence[RunData], column: str, names: Mapping[str, str] | None = None
+                   ) -> dict[str, list[tuple[float, list[str]]]]:
+    """task -> [(limit in seconds, display names of the runs that use it)] of request column
+    ``column`` (ttft_s, tpot_s or e2e_s) over ``runs``, distinct limits in increasing order."""
+    shown = display_names(runs, names)
+    found: dict[str, dict[float, list[str]]] = {}
+    for run in runs:
+        for task, limits in _slo_limits(run).items():
+            value = limits.get(column)
+            if isinstance(value, (int, float)) and not isinstance(value, bool) and value > 0:
+                users = found.setdefault(task, {}).setdefault(float(value), [])
+                if shown[run.run_id] not in users:
+                    users.append(shown[run.run_id])
+    return {task: sorted(values.items()) for task, values in found.items()}
+
+
+def draw_slo_lines(fig: go.Figure, thresholds: dict[str, list[tuple[float, list[str]]]], entry: Metric,
+                   tasks: Sequence[str], log_x: bool, all_names: int) -> None:
+    """Each task's SLO limits as vertical lines in its panel (panel i+1 is ``tasks[i]``), labelled
+    '<task> SLO <value> <unit>' (and the runs using it when not all ``all_names`` runs do);
+    labels stacked up from the panel's foot so two limits never share a spot."""
+    for col, task in enumerate(tasks, start=1):
+        axis = "" if col == 1 else str(col)
+        for index, (value, users) in enumerate(thresholds.get(task, [])):
+            shown = value * entry.scale
+            fig.add_shape(type="line", x0=shown, x1=shown, y0=0, y1=1, xref=f"x{axis}", yref=f"y{axis} domain",
+                          line={"color": SLO_COLOUR, "dash": SLO_DASH.get(task, "dash"), "width": 1.5})
+            who = "" if len(users) == all_names else f" ({', '.join(users)})"
+            fig.add_annotation(x=math.log10(shown) if log_x else shown, y=0.03 + 0.09 * index, xref=f"x{axis}",
+                               yref=f"y{axis} domain", text=f"{task} SLO {_threshold(entry, value)}{who}",
+                               showarrow=False, xanchor="left", yanchor="bottom", xshift=3,
+                               bgcolor="rgba(255,255,255,0.8)", font={"size": 11, "color": SLO_COLOUR})
+
+
+def cdf_hover(entry: Metric, task: str, name: str, run_id: str | None = None) -> str:
+    """Tooltip of one CDF line: name, '<task>: <quantity> ≤ x <unit> for y% of requests', run."""
+    line = f"{task}: {_plain(quantity(entry))} ≤ {hover_value(entry, 'x')} for %{{y:.1%}} of requests"
+    if run_id is None:
+        return f"<b>{_plain(name)}</b><br>{line}<extra></extra>"
+    return _run_hover(name, run_id, line)
+
+
+def latency_cdfs(runs: Sequence[RunData], column: str = "e2e_s", log_x: bool = False,
+                 names: Mapping[str, str] | None = None) -> go.Figure:
     """CDF of one per-request latency (a request column of the catalog) per task (a panel each),
-    one line per run, in the catalog's display unit (TPOT in ms)."""
+    one line per run named by its display name, in the catalog's display unit (TPOT in ms); each
+    task's SLO limit on that quantity drawn as a labelled vertical line in its panel; ``log_x``:
+    a logarithmic latency axis (latencies spanning decades; zero values are not drawn)."""
     entry = metric(column)
     tasks = ("chat", "code")
-    fig = make_subplots(rows=1, cols=2, subplot_titles=[f"{task}" for task in tasks], shared_yaxes=True)
+    shown = display_names(runs, names)
+    fig = make_subplots(rows=1, cols=2, subplot_titles=list(tasks), shared_yaxes=True)
     palette = pio.templates["plotly_white"].layout.colorway
     points = _share(2 * len(runs), 400)
     for index, run in enumerate(runs):
@@ -111,21 +306,23 @@ def latency_cdfs(runs: Sequence[RunData], column: str = "e2e_s") -> go.Figure:
         for col, task in enumerate(tasks, start=1):
             values = frame.loc[frame["task"] == task, column] * entry.scale if len(frame) else []
             x, y = cdf_points(values, points)
-            fig.add_scatter(x=x, y=y, mode="lines", name=run.run_id, legendgroup=run.run_id,
-                            showlegend=col == 1, line={"color": colour}, row=1, col=col)
-    fig.update_xaxes(title=entry.label)
+            fig.add_scatter(x=x, y=y, mode="lines", name=shown[run.run_id], legendgroup=run.run_id,
+                            showlegend=col == 1, line={"color": colour}, row=1, col=col,
+                            hovertemplate=cdf_hover(entry, task, shown[run.run_id], run.run_id))
+    draw_slo_lines(fig, slo_thresholds(runs, column, shown), entry, tasks, log_x, len(runs))
+    fig.update_xaxes(title=entry.label, type="log" if log_x else "linear")
     fig.update_yaxes(title="fraction of requests", range=[0, 1.02], row=1, col=1)
-    return _layout(fig, f"{entry.label} CDF per task")
+    return _layout(fig, COMPARISON_CHART_TITLES.get(f"{column.removesuffix('_s')}_cdf",
+                                                    f"{quantity(entry)} CDF per task"))
 
 
-def _slo_limits(run: RunData) -> dict[str, dict[str, float]]:
-    return (run.config.get("resolved") or {}).get("slos") or {}
-
-
-def ttft_tpot_scatter(runs: Sequence[RunData], seed: int = 0) -> go.Figure:
-    """TTFT vs TPOT of every completed request (sampled to 2,000 per run), with each task's SLO
-    box where both its TTFT and TPOT limits are set (the SLO-aware paper's chat SLO)."""
+def ttft_tpot_scatter(runs: Sequence[RunData], seed: int = 0, names: Mapping[str, str] | None = None) -> go.Figure:
+    """TTFT vs TPOT of every completed request (sampled to 2,000 per run), runs by display name,
+    with each task's SLO region: the box from 0 to its TTFT and TPOT limits, a band when only one
+    of the two is set; a task limited by E2E alone has no region in this plane, which its legend
+    entry says."""
     fig = go.Figure()
+    shown = display_names(runs, names)
     palette = pio.templates["plotly_white"].layout.colorway
     rng = np.random.default_rng(seed)
     points = _share(len(runs), MAX_SCATTER_POINTS) // 3  # markers cost far more to draw than line points
@@ -134,23 +331,55 @@ def ttft_tpot_scatter(runs: Sequence[RunData], seed: int = 0) -> go.Figure:
         frame = run.requests.dropna(subset=["ttft_s", "tpot_s"]) if len(run.requests) else run.requests
         if len(frame) > points:
             frame = frame.iloc[np.sort(rng.choice(len(frame), points, replace=False))]
+        name = shown[run.run_id]
         fig.add_scattergl(x=frame["ttft_s"] * ttft.scale, y=frame["tpot_s"] * tpot.scale, mode="markers",
-                          name=run.run_id, marker={"color": palette[index % len(palette)], "size": 5, "opacity": 0.6},
-                          text=frame["task"], hovertemplate=f"%{{text}}: TTFT %{{x:.3f}} {ttft.unit}, "
-                                                            f"TPOT %{{y:.1f}} {tpot.unit}")
-    drawn = set()
-    for run in runs[:1]:
+                          name=name, marker={"color": palette[index % len(palette)], "size": 5, "opacity": 0.6},
+                          text=frame["task"],
+                          hovertemplate=_run_hover(name, run.run_id, "%{text} request",
+                                                   f"{quantity(ttft)}: {hover_value(ttft, 'x')}",
+                                                   f"{quantity(tpot)}: {hover_value(tpot, 'y')}"))
+    _slo_regions(fig, runs, ttft, tpot)
+    fig.update_xaxes(title=ttft.label, rangemode="tozero")
+    fig.update_yaxes(title=tpot.label, rangemode="tozero")
+    return _layout(fig, COMPARISON_CHART_TITLES["ttft_vs_tpot"])
+
+
+def _slo_regions(fig: go.Figure, runs: Sequence[RunData], ttft: Metric, tpot: Metric) -> None:
+    """Each distinct (task, TTFT limit, TPOT limit) of ``runs`` as a dashed region, labelled at
+    its top-right corner: the smaller region's label inside it, the larger's above it, so two
+    labels never overlap; tasks with neither limit get a legend entry instead."""
+    regions: dict[tuple[str, float | None, float | None], None] = {}
+    e2e_only: dict[str, float | None] = {}
+    for run in runs:
         for task, limits in _slo_limits(run).items():
-            if limits.get("ttft_s") and limits.get("tpot_s") and task not in drawn:
-                drawn.add(task)
-                corner = limits["ttft_s"] * ttft.scale, limits["tpot_s"] * tpot.scale
-                fig.add_shape(type="rect", x0=0, y0=0, x1=corner[0], y1=corner[1],
-                              line={"color": TASK_COLOURS.get(task, "grey"), "dash": "dash"})
-                fig.add_annotation(x=corner[0], y=corner[1], text=f"{task} SLO",
-                                   showarrow=False, xanchor="right", yanchor="bottom")
-    fig.update_xaxes(title=ttft.label)
-    fig.update_yaxes(title=tpot.label)
-    return _layout(fig, "TTFT vs TPOT (dashed box: SLO)")
+            x, y = limits.get("ttft_s"), limits.get("tpot_s")
+            if x or y:
+                regions[(task, x or None, y or None)] = None
+            else:
+                e2e_only[task] = limits.get("e2e_s")
+    inf = float("inf")
+    ordered = sorted(regions, key=lambda r: ((r[1] or inf) * (r[2] or inf), r[0]))
+    for index, (task, x, y) in enumerate(ordered):
+        line = {"color": SLO_COLOUR, "dash": SLO_DASH.get(task, "dash"), "width": 1.5}
+        corner_x = x * ttft.scale if x else None
+        corner_y = y * tpot.scale if y else None
+        fig.add_shape(type="rect", x0=0, y0=0, x1=corner_x if x else 1, y1=corner_y if y else 1,
+                      xref="x" if x else "x domain", yref="y" if y else "y domain", line=line,
+                      fillcolor="rgba(85,85,85,0.05)", layer="below")
+        parts = [f"{quantity(ttft)} ≤ {_threshold(ttft, x)}" if x else None,
+                 f"{quantity(tpot)} ≤ {_threshold(tpot, y)}" if y else None]
+        text = f"{task} SLO: " + ", ".join(part for part in parts if part)
+        inside = index == 0 and len(ordered) > 1
+        fig.add_annotation(x=corner_x if x else 1, y=corner_y if y else 1, xref="x" if x else "x domain",
+                           yref="y" if y else "y domain", text=text, showarrow=False, xanchor="right",
+                           yanchor="top" if inside or not y else "bottom", bgcolor="rgba(255,255,255,0.8)",
+                           font={"size": 11, "color": SLO_COLOUR})
+    for task, limit in e2e_only.items():
+        e2e = metric("e2e_s")
+        limit_text = f"{quantity(e2e)} ≤ {_threshold(e2e, limit)}" if limit else "no TTFT or TPOT limit"
+        fig.add_scatter(x=[None], y=[None], mode="lines", name=f"{task} SLO: {limit_text} (no region here)",
+                        line={"color": SLO_COLOUR, "dash": SLO_DASH.get(task, "dash")}, showlegend=True,
+                        hoverinfo="skip")
 
 
 def _per_time(frame: pd.DataFrame, column: str, how: str) -> pd.Series:
@@ -170,72 +399,82 @@ def _has_values(frame: pd.DataFrame, column: str) -> bool:
     return column in frame.columns and bool(frame[column].notna().any())
 
 
-def timeseries_overlay(runs: Sequence[RunData], column: str, how: str, title: str, axis: str,
-                       scale: float = 1.0, smooth_samples: int = 1,
-                       companions: dict[str, str] | None = None) -> go.Figure:
+def timeseries_overlay(runs: Sequence[RunData], column: str, how: str, title: str, entry: Metric,
+                       smooth_samples: int = 1, companions: dict[str, str] | None = None,
+                       names: Mapping[str, str] | None = None) -> go.Figure:
     """``column`` of each run's time series against run time, combined over instances with
-    ``how`` (mean or sum), one line per run. ``companions`` (column -> line dash): further
+    ``how`` (mean or sum), one line per run (display name; id on hover), in ``entry``'s display
+    unit (stored x scale; a % axis runs 0-100). ``companions`` (column -> line dash): further
     columns drawn, summed over instances, in the run's colour with that dash, for the runs that
     have values in them (label: the catalog's)."""
     fig = go.Figure()
+    shown = display_names(runs, names)
     points = _share(len(runs), MAX_SERIES_POINTS, floor=200)
     palette = pio.templates["plotly_white"].layout.colorway
+    when = f"{RUN_TIME_LABEL.split(' (')[0]} %{{x:.1f}} s"
     for index, run in enumerate(runs):
         colour = palette[index % len(palette)]
-        series = _per_time(run.timeseries, column, how) * scale
+        name = shown[run.run_id]
+        series = _per_time(run.timeseries, column, how) * entry.scale
         if smooth_samples > 1 and len(series):
             series = series.rolling(smooth_samples, min_periods=1).mean()
         t, y = thin_series(series.index.to_numpy(), series.to_numpy(), points)
-        fig.add_scatter(x=t, y=y, mode="lines", name=run.run_id, legendgroup=run.run_id, line={"color": colour})
+        fig.add_scatter(x=t, y=y, mode="lines", name=name, legendgroup=run.run_id, line={"color": colour},
+                        hovertemplate=_run_hover(name, run.run_id, when,
+                                                 f"{_plain(quantity(entry))}: {hover_value(entry)}"))
         for other, dash in (companions or {}).items():
             if not _has_values(run.timeseries, other):
                 continue
-            entry = timeseries_metric(other)
-            extra = run.timeseries.groupby("t_s")[other].sum(min_count=1) * entry.scale
+            extra_entry = timeseries_metric(other)
+            extra = run.timeseries.groupby("t_s")[other].sum(min_count=1) * extra_entry.scale
             t, y = thin_series(extra.index.to_numpy(), extra.to_numpy(), points)
-            fig.add_scatter(x=t, y=y, mode="lines", name=f"{run.run_id}: {entry.label}", legendgroup=run.run_id,
-                            line={"color": colour, "dash": dash})
-    fig.update_xaxes(title="run time (s)")
-    fig.update_yaxes(title=axis)
+            fig.add_scatter(x=t, y=y, mode="lines", name=f"{name}: {extra_entry.label}", legendgroup=run.run_id,
+                            line={"color": colour, "dash": dash},
+                            hovertemplate=_run_hover(name, run.run_id, when, f"{_plain(quantity(extra_entry))}: "
+                                                                             f"{hover_value(extra_entry)}"))
+    fig.update_xaxes(title=RUN_TIME_LABEL)
+    fig.update_yaxes(title=entry.label)
+    percent_axis(fig, entry)
     return _layout(fig, title)
 
 
-def kv_overlay(runs: Sequence[RunData]) -> go.Figure:
-    """The memory sawtooth: KV-cache usage (% of capacity, mean over instances) over time, on a
-    fixed 0-100% axis so a cache that is never full looks it."""
-    kv = timeseries_metric("kv_usage")
-    fig = timeseries_overlay(runs, kv.key, "mean", "KV-cache usage over time", kv.label, kv.scale)
-    fig.update_yaxes(range=[0, 100])
-    return fig
+def kv_overlay(runs: Sequence[RunData], names: Mapping[str, str] | None = None) -> go.Figure:
+    """The memory sawtooth: KV-cache usage (stored as a fraction 0-1, drawn in % of capacity,
+    mean over instances) over time, on a fixed 0-100% axis so a cache that is never full looks it."""
+    return timeseries_overlay(runs, "kv_usage", "mean", COMPARISON_CHART_TITLES["kv_usage"],
+                              timeseries_metric("kv_usage"), names=names)
 
 
-def batch_size_over_time(runs: Sequence[RunData]) -> go.Figure:
+def batch_size_over_time(runs: Sequence[RunData], names: Mapping[str, str] | None = None) -> go.Figure:
     """Running requests (the engine's batch) summed over instances; for a run with an in-engine
     scheduler, also its running limit (dashed) and the requests it held back (dotted), summed
     over instances."""
-    running = timeseries_metric("running")
-    return timeseries_overlay(runs, running.key, "sum", "Batch size (running requests) over time", running.label,
-                              companions=ENGINE_DECISION_LINES)
+    return timeseries_overlay(runs, "running", "sum", COMPARISON_CHART_TITLES["batch_size"],
+                              timeseries_metric("running"), companions=ENGINE_DECISION_LINES, names=names)
 
 
-def throughput_over_time(runs: Sequence[RunData], smooth_samples: int = 8) -> go.Figure:
+def throughput_over_time(runs: Sequence[RunData], smooth_samples: int = 8,
+                         names: Mapping[str, str] | None = None) -> go.Figure:
     """Output tokens per second, summed over instances, rolling mean over ``smooth_samples``
-    telemetry samples (2 s at the default 0.25 s sampling)."""
-    return timeseries_overlay(runs, "tokens_per_s", "sum", "Output throughput over time", "output tokens/s",
-                              smooth_samples=smooth_samples)
+    telemetry samples (2 s at the default 0.25 s sampling); unit: the catalog's output throughput."""
+    return timeseries_overlay(runs, "tokens_per_s", "sum", COMPARISON_CHART_TITLES["throughput"],
+                              metric("output_throughput_tps"), smooth_samples=smooth_samples, names=names)
 
 
 COMPARISON_CHARTS = {
-    "slo_attainment": lambda summaries, runs: attainment_bars(summaries),
-    "g": lambda summaries, runs: g_bars(summaries),
-    "ttft_cdf": lambda summaries, runs: latency_cdfs(runs, "ttft_s"),
-    "tpot_cdf": lambda summaries, runs: latency_cdfs(runs, "tpot_s"),
-    "e2e_cdf": lambda summaries, runs: latency_cdfs(runs, "e2e_s"),
-    "ttft_vs_tpot": lambda summaries, runs: ttft_tpot_scatter(runs),
-    "kv_usage": lambda summaries, runs: kv_overlay(runs),
-    "batch_size": lambda summaries, runs: batch_size_over_time(runs),
-    "throughput": lambda summaries, runs: throughput_over_time(runs),
+    "slo_attainment": lambda summaries, runs, names, log_x: attainment_bars(summaries, names),
+    "g": lambda summaries, runs, names, log_x: g_bars(summaries, names),
+    "ttft_cdf": lambda summaries, runs, names, log_x: latency_cdfs(runs, "ttft_s", log_x, names),
+    "tpot_cdf": lambda summaries, runs, names, log_x: latency_cdfs(runs, "tpot_s", log_x, names),
+    "e2e_cdf": lambda summaries, runs, names, log_x: latency_cdfs(runs, "e2e_s", log_x, names),
+    "ttft_vs_tpot": lambda summaries, runs, names, log_x: ttft_tpot_scatter(runs, names=names),
+    "kv_usage": lambda summaries, runs, names, log_x: kv_overlay(runs, names),
+    "batch_size": lambda summaries, runs, names, log_x: batch_size_over_time(runs, names),
+    "throughput": lambda summaries, runs, names, log_x: throughput_over_time(runs, names=names),
 }
+assert set(COMPARISON_CHARTS) == set(COMPARISON_CHART_TITLES), "every chart has a title"
+#: The charts with a latency x axis that a log scale helps (the Results page's log-x toggle).
+LOG_X_CHARTS: tuple[str, ...] = ("ttft_cdf", "tpot_cdf", "e2e_cdf")
 #: The comparison's chart groups, as the Results page offers them (a browser draws one group
 #: at a time quickly; "All charts" draws the nine).
 CHART_VIEWS: dict[str, tuple[str, ...]] = {
@@ -248,33 +487,51 @@ CHART_VIEWS: dict[str, tuple[str, ...]] = {
 }
 
 
-def comparison_chart(name: str, summaries: Sequence[dict[str, Any]], runs: Sequence[RunData]) -> go.Figure:
-    """One comparison chart by its key (see COMPARISON_CHARTS)."""
-    return COMPARISON_CHARTS[name](summaries, runs)
+def chart_title(name: str) -> str:
+    """The title of comparison chart ``name`` (its key in COMPARISON_CHARTS), as a picker shows it."""
+    return COMPARISON_CHART_TITLES[name]
+
+
+def comparison_chart(name: str, summaries: Sequence[dict[str, Any]], runs: Sequence[RunData],
+                     log_x: bool = False, names: Mapping[str, str] | None = None) -> go.Figure:
+    """One comparison chart by its key (see COMPARISON_CHARTS); runs named by ``names`` (run id
+    -> display name), by default :func:`runners.compare.run_display_names` of ``runs``; ``log_x``:
+    a log latency axis for the CDFs (LOG_X_CHARTS), ignored by the others."""
+    shown = display_names(runs if runs else summaries, names)
+    return COMPARISON_CHARTS[name](summaries, runs, shown, log_x)
 
 
 def comparison_charts(summaries: Sequence[dict[str, Any]], runs: Sequence[RunData],
-                      names: Sequence[str] | None = None) -> dict[str, go.Figure]:
-    """The comparison charts (all, or ``names``), by key (also the export file name)."""
-    return {name: comparison_chart(name, summaries, runs) for name in (names or COMPARISON_CHARTS)}
+                      names: Sequence[str] | None = None, log_x: bool = False) -> dict[str, go.Figure]:
+    """The comparison charts (all, or ``names``: chart keys), by key (also the export file name)."""
+    shown = display_names(runs if runs else summaries)
+    return {name: comparison_chart(name, summaries, runs, log_x, shown) for name in (names or COMPARISON_CHARTS)}
 
 
 # -- sweeps ----------------------------------------------------------------------------------------
+SWEEP_RATE_LABEL = "arrival rate (req/s)"
+
+
 def sweep_charts(frame: pd.DataFrame, target: float) -> dict[str, go.Figure]:
-    """SLO attainment and G against arrival rate, a line per scheduler; the target as a line."""
+    """SLO attainment (0-100%) and G against arrival rate, a line per scheduler; the target as a
+    line."""
     attainment, g = go.Figure(), go.Figure()
     share, g_metric = metric("slo_attainment"), metric("G")
     for scheduler, group in frame.groupby("scheduler", sort=True):
         group = group.sort_values("rate_rps")
-        attainment.add_scatter(x=group["rate_rps"], y=group["slo_attainment"] * share.scale, mode="lines+markers",
-                               name=scheduler)
-        g.add_scatter(x=group["rate_rps"], y=group["G"] * g_metric.scale, mode="lines+markers", name=scheduler)
+        for fig, entry, column in ((attainment, share, "slo_attainment"), (g, g_metric, "G")):
+            fig.add_scatter(x=group["rate_rps"], y=group[column] * entry.scale, mode="lines+markers",
+                            name=str(scheduler), cliponaxis=False, customdata=group["run_id"],
+                            hovertemplate=f"<b>{_plain(scheduler)}</b><br>%{{x:.4g}} req/s<br>"
+                                          f"{_plain(quantity(entry))}: {hover_value(entry)}"
+                                          f"<br>run %{{customdata}}<extra></extra>")
     attainment.add_hline(y=target * share.scale, line={"dash": "dot", "color": "grey"},
-                         annotation_text=f"target {target:.0%}")
-    attainment.update_yaxes(title=share.label, range=[0, 105])
+                         annotation_text=f"target {share.format(target)}%", annotation_position="bottom right")
+    attainment.update_yaxes(title=share.label)
+    percent_axis(attainment, share)
     g.update_yaxes(title=g_metric.label)
     for fig in (attainment, g):
-        fig.update_xaxes(title="arrival rate (req/s)")
+        fig.update_xaxes(title=SWEEP_RATE_LABEL)
     return {"sweep_attainment": _layout(attainment, "SLO attainment vs arrival rate"),
             "sweep_g": _layout(g, "G vs arrival rate")}
 
@@ -296,36 +553,43 @@ def live_latency_scatter(requests: pd.DataFrame) -> go.Figure:
                 fig.add_scattergl(x=part["finish_s"], y=part[entry.key] * entry.scale, mode="markers", name=name,
                                   legendgroup=name, showlegend=col == 1,
                                   marker={"color": TASK_COLOURS[task], "symbol": MET_SYMBOLS[met], "size": 6,
-                                          "opacity": 0.7}, row=1, col=col)
+                                          "opacity": 0.7}, row=1, col=col,
+                                  hovertemplate=f"<b>{name}</b><br>finished at %{{x:.1f}} s<br>"
+                                                f"{_plain(quantity(entry))}: {hover_value(entry)}<extra></extra>")
     fig.update_xaxes(title="finish time (s)")
     return _layout(fig, "Per-request latency as requests finish", height=340)
 
 
 def live_instance_series(timeseries: pd.DataFrame) -> go.Figure:
-    """KV-cache usage and batch size (running requests) per instance over time; beside the batch
-    size, an in-engine scheduler's running limit (dashed) and held-back requests (dotted) for
-    the instances that record them."""
+    """KV-cache usage (0-100%) and batch size (running requests) per instance over time; beside
+    the batch size, an in-engine scheduler's running limit (dashed) and held-back requests
+    (dotted) for the instances that record them."""
     kv, running = timeseries_metric("kv_usage"), timeseries_metric("running")
     fig = make_subplots(rows=1, cols=2, subplot_titles=[kv.label, running.label])
     palette = pio.templates["plotly_white"].layout.colorway
+    when = f"{RUN_TIME_LABEL.split(' (')[0]} %{{x:.1f}} s"
     if len(timeseries):
         for index, (instance, group) in enumerate(timeseries.groupby("instance", sort=True)):
             group = group.sort_values("t_s")
             colour = palette[index % len(palette)]
-            t, y = thin_series(group["t_s"], group[kv.key].astype(float) * kv.scale)
-            fig.add_scatter(x=t, y=y, mode="lines", name=f"instance {instance}", legendgroup=str(instance),
-                            line={"color": colour}, row=1, col=1)
-            t, y = thin_series(group["t_s"], group[running.key].astype(float) * running.scale)
-            fig.add_scatter(x=t, y=y, mode="lines", name=f"instance {instance}", legendgroup=str(instance),
-                            showlegend=False, line={"color": colour}, row=1, col=2)
+            name = f"instance {instance}"
+            for col, entry in ((1, kv), (2, running)):
+                t, y = thin_series(group["t_s"], group[entry.key].astype(float) * entry.scale)
+                fig.add_scatter(x=t, y=y, mode="lines", name=name, legendgroup=str(instance),
+                                showlegend=col == 1, line={"color": colour}, row=1, col=col,
+                                hovertemplate=f"<b>{name}</b><br>{when}<br>{_plain(quantity(entry))}: "
+                                              f"{hover_value(entry)}<extra></extra>")
             for column, dash in ENGINE_DECISION_LINES.items():
                 if not _has_values(group, column):
                     continue
                 entry = timeseries_metric(column)
                 t, y = thin_series(group["t_s"], group[column].astype(float) * entry.scale)
-                fig.add_scatter(x=t, y=y, mode="lines", name=f"instance {instance}: {entry.label}",
-                                legendgroup=str(instance), line={"color": colour, "dash": dash}, row=1, col=2)
-    fig.update_xaxes(title="run time (s)")
+                fig.add_scatter(x=t, y=y, mode="lines", name=f"{name}: {entry.label}",
+                                legendgroup=str(instance), line={"color": colour, "dash": dash}, row=1, col=2,
+                                hovertemplate=f"<b>{name}</b><br>{when}<br>{_plain(quantity(entry))}: "
+                                              f"{hover_value(entry)}<extra></extra>")
+    fig.update_xaxes(title=RUN_TIME_LABEL)
+    percent_axis(fig, kv, row=1, col=1)
     return _layout(fig, "Engine state per instance", height=320)
 
 

@@ -15,7 +15,8 @@ import plotly.graph_objects as go
 import plotly.io as pio
 from plotly.subplots import make_subplots
 
-from runners.charts import _layout, _share
+from runners.charts import (SWEEP_RATE_LABEL, _category_axis, _layout, _plain, _share, _wrap, cdf_hover, draw_slo_lines, hover_value,
+                            percent_axis, quantity, slo_thresholds)
 from runners.compare import cdf_points
 from runners.metrics.catalog import metric
 from runners.metrics.seed_statistics import SINGLE_SEED_NOTE
@@ -72,30 +73,34 @@ def metric_bars(record: dict[str, Any], key: str) -> go.Figure:
             if not isinstance(stats, dict):
                 continue
             mean, up, down, text = _bar_point(key, stats)
-            xs.append(_rate_label(rate) if several else name)
+            xs.append(_rate_label(rate) if several else _wrap(name))
             ys.append(mean)
             plus.append(up)
             minus.append(down)
             hover.append(text)
         has_error = any(value is not None for value in plus)
         fig.add_bar(name=name, x=xs, y=ys, marker_color=colours[name], customdata=hover,
-                    hovertemplate=f"{name}: %{{customdata}}<extra></extra>",
+                    hovertemplate=f"<b>{_plain(name)}</b><br>{_plain(quantity(entry))}: %{{customdata}}<extra></extra>",
                     error_y={"type": "data", "array": [v if v is not None else 0 for v in plus],
                              "arrayminus": [v if v is not None else 0 for v in minus], "visible": has_error,
                              "symmetric": False})
     fig.update_layout(barmode="group")
     fig.update_yaxes(title=entry.label)
+    percent_axis(fig, entry)
+    block = _category_axis(fig, [_rate_label(rate) for rate, _ in per_rate] if several else names)
     if several:
         fig.update_xaxes(title="arrival rate")
+        block += 20
     seeds = len(record.get("seeds") or [])
     note = f" ({SINGLE_SEED_NOTE})" if seeds == 1 else f" over {seeds} seeds, 95% CI"
-    return _layout(fig, f"{entry.label}: mean{note}")
+    return _layout(fig, f"{entry.label}: mean{note}", axis_block_px=block)
 
 
-def pooled_cdfs(runs_by_scheduler: dict[str, Sequence[RunData]], column: str) -> go.Figure:
+def pooled_cdfs(runs_by_scheduler: dict[str, Sequence[RunData]], column: str, log_x: bool = False) -> go.Figure:
     """CDF of per-request metric ``column`` (a request column of the catalog, e.g. ``tpot_s``),
     one line per scheduler with its requests pooled over its seeds, a panel per task, in display
-    units (TPOT in ms)."""
+    units (TPOT in ms); each task's SLO limit on ``column`` a labelled vertical line in its panel;
+    ``log_x``: a logarithmic latency axis (zero values are not drawn)."""
     entry = metric(column)
     fig = make_subplots(rows=1, cols=len(TASKS), subplot_titles=list(TASKS), shared_yaxes=True)
     palette = _palette()
@@ -108,8 +113,12 @@ def pooled_cdfs(runs_by_scheduler: dict[str, Sequence[RunData]], column: str) ->
             values = pd.to_numeric(pooled.loc[pooled["task"] == task, column], errors="coerce") * entry.scale
             x, y = cdf_points(values, points)
             fig.add_scatter(x=x, y=y, mode="lines", name=label, legendgroup=name, showlegend=col == 1,
-                            line={"color": palette[index % len(palette)]}, row=1, col=col)
-    fig.update_xaxes(title=entry.label)
+                            line={"color": palette[index % len(palette)]}, row=1, col=col,
+                            hovertemplate=cdf_hover(entry, task, label))
+    owners = {run.run_id: name for name, runs in runs_by_scheduler.items() for run in runs}
+    members = [run for runs in runs_by_scheduler.values() for run in runs]
+    draw_slo_lines(fig, slo_thresholds(members, column, owners), entry, TASKS, log_x, len(runs_by_scheduler))
+    fig.update_xaxes(title=entry.label, type="log" if log_x else "linear")
     fig.update_yaxes(title="fraction of requests", range=[0, 1.02], row=1, col=1)
     return _layout(fig, f"{entry.label} CDF per task, requests pooled over seeds")
 
@@ -145,12 +154,15 @@ def sweep_bands(record: dict[str, Any], key: str, target: float | None = None) -
                         line={"color": colours[name]},
                         customdata=[f"n={n}" if lo is not None else f"n={n}: {NO_INTERVAL_HOVER}"
                                     for n, lo in zip(group["n"], low)],
-                        hovertemplate=f"{name}: %{{y:.4g}} at %{{x}} req/s (%{{customdata}})<extra></extra>")
+                        hovertemplate=f"<b>{_plain(name)}</b><br>%{{x:.4g}} req/s<br>{_plain(quantity(entry))}: "
+                                      f"{hover_value(entry)} (mean, %{{customdata}})<extra></extra>")
     if target is not None:
         shown = entry.display(target)
-        fig.add_hline(y=shown, line={"dash": "dot", "color": "grey"}, annotation_text=f"target {entry.format(target)}")
-    fig.update_xaxes(title="arrival rate (req/s)")
+        fig.add_hline(y=shown, line={"dash": "dot", "color": "grey"}, annotation_position="bottom right",
+                      annotation_text=f"target {entry.format(target)}{entry.unit if entry.unit == '%' else ''}")
+    fig.update_xaxes(title=SWEEP_RATE_LABEL)
     fig.update_yaxes(title=entry.label)
+    percent_axis(fig, entry)
     return _layout(fig, f"{entry.label} vs arrival rate: mean over seeds, band 95% CI")
 
 
@@ -171,12 +183,17 @@ def capacity_chart(record: dict[str, Any], per_seed: pd.DataFrame, statistics: p
                     error_y={"type": "data", "array": [row["ci_high"] - mean if has else 0],
                              "arrayminus": [mean - row["ci_low"] if has else 0], "visible": bool(has),
                              "symmetric": False},
-                    hovertemplate=f"{name}: mean %{{y:.2f}} req/s ({row['mean [95% CI]']})<extra></extra>"
-                    if has else f"{name}: %{{y:.2f}} req/s ({NO_INTERVAL_HOVER})<extra></extra>")
+                    hovertemplate=f"<b>{_plain(name)}</b><br>{quantity(CAPACITY)}: mean {hover_value(CAPACITY)} "
+                                  f"({_plain(row['mean [95% CI]'])})<extra></extra>"
+                    if has else f"<b>{_plain(name)}</b><br>{quantity(CAPACITY)}: {hover_value(CAPACITY)} "
+                                f"({NO_INTERVAL_HOVER})<extra></extra>")
     seeds = per_seed.dropna(subset=["capacity_rps"]) if len(per_seed) else per_seed
     if len(seeds):
         fig.add_scatter(x=seeds["scheduler"], y=seeds["capacity_rps"].astype(float), mode="markers", name="seeds",
                         marker={"color": "black", "size": 7, "symbol": "circle-open"},
-                        customdata=seeds["seed"], hovertemplate="seed %{customdata}: %{y:.2f} req/s<extra></extra>")
+                        customdata=seeds["seed"],
+                        hovertemplate=f"<b>%{{x}}</b><br>seed %{{customdata}}: {hover_value(CAPACITY)}<extra></extra>")
     fig.update_yaxes(title=CAPACITY.label)
-    return _layout(fig, f"Capacity at SLO attainment ≥ {target:.0%}: per seed (dots), mean and 95% CI")
+    block = _category_axis(fig, list(statistics["scheduler"]) if len(statistics) else [])
+    return _layout(fig, f"Capacity at SLO attainment ≥ {target:.0%}: per seed (dots), mean and 95% CI",
+                   axis_block_px=block)
