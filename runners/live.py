@@ -3,6 +3,12 @@ metrics, and the launched servers' log tails; and a study's progress from its st
 the dashboard's live view. Numbers are shown with the metric catalog's labels and units
 (:mod:`runners.metrics.catalog`: TPOT in ms, shares in percent).
 
+Clocks: the live charts' x axes are the run's own clock (simulated seconds on the simulator, wall
+seconds since the start on a real engine); :meth:`LiveSnapshot.clock_card` shows the elapsed time
+on that clock, labelled "simulated" on the simulator. ETAs are wall-clock seconds (how long to
+wait): one run's from its rows so far, a whole job's (every run of a study or sweep) from
+:func:`job_eta_s`.
+
 Part files are immutable once they appear (they are renamed into place whole), so each one is
 read once and kept in a small cache keyed by (path, size, mtime); a refresh reads only new parts.
 """
@@ -80,10 +86,39 @@ class LiveSnapshot:
     #: the in-engine scheduler's state at the latest sample, summed over instances (time-series
     #: column -> requests); empty for a run without one
     engine: dict[str, int] = field(default_factory=dict)
+    #: the latest time on the run's own clock (the charts' x axes), seconds: the last telemetry
+    #: sample or finished request; simulated seconds on the simulator; None before either
+    run_clock_s: float | None = None
 
     @property
     def fraction(self) -> float:
         return min(1.0, self.done / self.total) if self.total else 0.0
+
+    @property
+    def simulated(self) -> bool:
+        """True for a run on the simulator: its clock is simulated time, not wall time."""
+        return self.header.get("engine") == "sim"
+
+    def clock_card(self) -> tuple[str, str]:
+        """(label, value) of the elapsed time on the charts' clock: simulated seconds on the
+        simulator (labelled so), wall seconds since the start otherwise."""
+        unit = metric("duration_s").unit
+        if self.simulated:
+            return f"elapsed, simulated ({unit})", "-" if self.run_clock_s is None else f"{self.run_clock_s:,.1f}"
+        return f"elapsed ({unit})", "-" if self.elapsed_s is None else f"{self.elapsed_s:,.0f}"
+
+    def throughput_card(self) -> tuple[str, str, str]:
+        """(label, value, help) of the output token rate: while the run goes, the latest telemetry
+        sample (instantaneous, summed over instances); once it ended, the summary's
+        ``output_throughput_tps`` (output tokens over the run's duration, the figure the Results
+        page and the CLI show), labelled as the run's mean."""
+        entry = metric("output_throughput_tps")
+        if self.status == "running":
+            return (qualified(entry.label, "now"), entry.format(self.tokens_per_s),
+                    "instantaneous: output tokens per second over the latest telemetry sample, all instances")
+        return (qualified(entry.label, "run mean"), entry.format(summary_value(self.header, entry.key)),
+                "the run's mean: output tokens of its completed requests over its duration (summary.json), as on "
+                "the Results page")
 
     def cards(self) -> list[tuple[str, str]]:
         """(label, value) of :data:`LIVE_METRIC_KEYS` over the rows so far, from the catalog."""
@@ -108,6 +143,24 @@ def live_cards(metrics: dict[str, Any], keys: tuple[str, ...] = LIVE_METRIC_KEYS
         entry = metric(key)
         cards.append((entry.label, entry.format(summary_value(metrics, key))))
     return cards
+
+
+def qualified(label: str, qualifier: str) -> str:
+    """A catalog label with a qualifier before its unit: ("output throughput (tok/s)", "now") ->
+    "output throughput, now (tok/s)"."""
+    name, bracket, unit = label.rpartition(" (")
+    return f"{name}, {qualifier} ({unit}" if bracket and label.endswith(")") else f"{label}, {qualifier}"
+
+
+def job_eta_s(elapsed_s: float | None, finished: int, total: int, current: float = 0.0) -> float | None:
+    """Wall-clock seconds left for a whole job of ``total`` runs, ``finished`` of them ended and
+    ``current`` (0-1) of the running one done, after ``elapsed_s`` wall seconds: the rate so far
+    applied to what is left (the runs of a study or sweep are alike in size). None before any
+    progress, or when every run ended."""
+    done = finished + min(max(current, 0.0), 1.0)
+    if elapsed_s is None or done <= 0 or finished >= total:
+        return None
+    return max(0.0, elapsed_s * (total - done) / done)
 
 
 def _parse_utc(stamp: str | None) -> float | None:
@@ -163,10 +216,13 @@ def read_live(folder: str | Path, now: float | None = None) -> LiveSnapshot | No
         latest = timeseries[timeseries["t_s"] == timeseries["t_s"].max()]
         tokens_per_s = float(latest["tokens_per_s"].fillna(0).sum())
         engine = latest_engine_state(latest)
+    clocks = [float(frame[column].max()) for frame, column in ((timeseries, "t_s"), (requests, "finish_s"))
+              if len(frame) and frame[column].notna().any()]
     return LiveSnapshot(
         run_id=path.name, folder=path, status=status, error=summary.get("error"), header=summary,
         requests=requests, timeseries=timeseries, total=total, done=done, elapsed_s=elapsed, eta_s=eta,
         metrics=metrics, tokens_per_s=tokens_per_s, logs=log_tails(path), engine=engine,
+        run_clock_s=max(clocks) if clocks else None,
     )
 
 
@@ -222,3 +278,52 @@ def read_study_progress(results_root: str | Path, study_id: str) -> StudyProgres
     total = len(record["runs"])
     return StudyProgress(str(record["study_id"]), str(record.get("status")), total, total - counts.get("pending", 0),
                          counts, record)
+
+
+#: The results shown for each run in the live view's table of a job's runs (run-metric keys).
+RUN_TABLE_KEYS: tuple[str, ...] = ("slo_attainment", "G", "tpot_s.mean", "e2e_s.mean", "output_throughput_tps")
+_SUMMARY_CACHE: dict[str, tuple[tuple[int, int], dict[str, Any]]] = {}
+
+
+def _finished_summary(folder: Path) -> dict[str, Any] | None:
+    """summary.json of a run that ended (kept while its size and mtime stay); None otherwise."""
+    try:
+        stat = (folder / "summary.json").stat()
+    except OSError:
+        return None
+    stamp = (stat.st_size, stat.st_mtime_ns)
+    cached = _SUMMARY_CACHE.get(str(folder))
+    if cached is not None and cached[0] == stamp:
+        return cached[1]
+    record = inspect_run(folder)
+    if record.get("status") in ("running", INCOMPLETE):
+        return None
+    _SUMMARY_CACHE[str(folder)] = (stamp, record)
+    return record
+
+
+def job_run_rows(results_root: str | Path, runs: list[Any], statuses: dict[str, dict[str, Any]],
+                 live: LiveSnapshot | None = None) -> list[dict[str, Any]]:
+    """One row per run of a job (``runs``: its RunConfigs in order): scheduler, seed, rate, status
+    (``statuses``: run id -> the job's or study's entry; ``queued`` when absent) and, for a run that
+    ended, its results from its summary.json (:data:`RUN_TABLE_KEYS`, catalog labels and display
+    units); the running run (``live``) shows its results so far. The run id is the last column."""
+    root = Path(results_root)
+    rows = []
+    for run in runs:
+        status = str(statuses.get(run.run_id, {}).get("status", "queued"))
+        summary: dict[str, Any] | None = None
+        if live is not None and live.run_id == run.run_id and live.status == "running":
+            status, summary = "running", live.metrics
+        elif status not in ("queued", "pending", "running", "skipped"):
+            summary = _finished_summary(root / run.run_id)
+        row: dict[str, Any] = {"scheduler": run.scheduler.name, "seed": run.workload.seed,
+                               f"rate ({metric('request_throughput_rps').unit})": run.workload.arrival.rate,
+                               "status": status}
+        for key in RUN_TABLE_KEYS:
+            entry = metric(key)
+            row[entry.label] = entry.format(summary_value(summary, key)) if summary else ""
+        row["error"] = statuses.get(run.run_id, {}).get("error")
+        row["run"] = run.run_id
+        rows.append(row)
+    return rows

@@ -18,7 +18,7 @@ from runners.benchmark import execute_run
 from runners.compare import capacities, capacity_at, cdf_points, comparison_table, percent_change, sweep_frame
 from runners.config import parse_config
 from runners.jobs import cancel_job, list_jobs, new_job_spec, read_job, start_job
-from runners.live import read_live
+from runners.live import job_eta_s, job_run_rows, qualified, read_live
 from runners.result_store import RunWriter, list_runs, load_run, rename_run
 from runners.errors import ConfigError
 
@@ -178,6 +178,77 @@ def test_live_reader_sees_parts_before_the_merge_and_computes_eta(results_dir):
     writer.close("done", {"requests_total": 4})
     after = read_live(results_dir / "live")
     assert after.done == 2 and after.status == "done" and after.eta_s is None
+
+
+def live_run(results_dir: Path, run_id: str, engine: str) -> RunWriter:
+    """A run folder as a run writes it: 2 of 4 requests finished (at 2 s and 3 s on the run's clock),
+    one telemetry sample at 1 s of 40 + 10 output tok/s over two instances."""
+    writer = RunWriter(results_dir, run_id, {"config": {"workload": {"requests": 4}}},
+                       {"engine": engine, "started_at": "2026-11-21T10:00:00Z"})
+    writer.write_summary({"status": "running", "requests_total": 4})
+    base = {"task": "chat", "dispatch_s": 0.0, "input_tokens": 10, "output_tokens": 5, "target_output_tokens": 5,
+            "queue_s": 0.0, "instance": 0, "slices": 1, "error": None, "preemptions": 0, "itl_max_s": 0.1}
+    for index in range(2):
+        writer.add_request({**base, "request_id": f"r{index}", "arrival_s": float(index), "first_token_s": index + 1.0,
+                            "finish_s": index + 2.0, "ttft_s": 1.0, "tpot_s": 0.25, "e2e_s": 2.0,
+                            "slo_met": index == 0})
+    for instance, rate in ((0, 40.0), (1, 10.0)):
+        writer.add_sample({"t_s": 1.0, "instance": instance, "kv_usage": 0.5, "running": 2, "waiting": 0,
+                           "preemptions": 0, "tokens_per_s": rate, "gateway_pending": 0, "in_flight": 2,
+                           "gpu_memory_used_bytes": None})
+    writer.flush()
+    return writer
+
+
+def test_live_view_labels_instantaneous_and_mean_throughput_and_its_clock(results_dir):
+    """Issue 15 defect 4: an ended run shows the summary's output throughput as the run's mean, not
+    the last telemetry sample; while running, the sample is labelled "now". The elapsed time is on
+    the charts' clock: simulated seconds on the simulator (the last finished request, 3 s here, not
+    the 30 wall seconds), wall seconds on a real engine."""
+    started = time.mktime(time.strptime("2026-11-21T10:00:00Z", "%Y-%m-%dT%H:%M:%SZ")) - time.timezone
+    writer = live_run(results_dir, "sim-run", "sim")
+    running = read_live(results_dir / "sim-run", now=started + 30.0)
+    assert running.throughput_card()[:2] == ("output throughput, now (tok/s)", "50.0")  # 40 + 10, the sample
+    assert "instantaneous" in running.throughput_card()[2]
+    assert running.clock_card() == ("elapsed, simulated (s)", "3.0")
+    writer.close("done", {"requests_total": 4, "output_throughput_tps": 901.74})
+    ended = read_live(results_dir / "sim-run", now=started + 40.0)
+    assert ended.throughput_card()[:2] == ("output throughput, run mean (tok/s)", "901.7")
+    assert ended.tokens_per_s == pytest.approx(50.0)  # the sample is still there, and not what is shown
+
+    live_run(results_dir, "real-run", "vllm")
+    real = read_live(results_dir / "real-run", now=started + 30.0)
+    assert real.clock_card() == ("elapsed (s)", "30")
+
+
+def test_job_eta_counts_every_run_of_the_job():
+    # 2 runs ended and half of the third in 60 s: 2.5 of 10 runs, 7.5 left at 24 s each = 180 s
+    assert job_eta_s(60.0, 2, 10, 0.5) == pytest.approx(180.0)
+    assert job_eta_s(60.0, 0, 10, 0.0) is None  # no progress yet: no rate
+    assert job_eta_s(60.0, 10, 10, 0.0) is None  # every run ended
+    assert job_eta_s(None, 2, 10, 0.5) is None
+    assert qualified("output throughput (tok/s)", "now") == "output throughput, now (tok/s)"
+    assert qualified("failed requests", "so far") == "failed requests, so far"
+
+
+def test_the_runs_of_a_job_are_listed_with_the_results_of_those_that_ended(results_dir):
+    configs = [parse_config({"run_id": run_id, "scheduler": {"name": name}, "workload": {"seed": 3}})
+               for run_id, name in (("ended", "fcfs"), ("going", "static"), ("waiting", "fcfs"))]
+    ended = live_run(results_dir, "ended", "sim")
+    ended.close("done", {"requests_total": 4, "slo_attainment": 0.75, "G": 0.125, "tpot_s": {"mean": 0.0423},
+                         "e2e_s": {"mean": 12.5}, "output_throughput_tps": 901.74})
+    live_run(results_dir, "going", "sim")
+    going = read_live(results_dir / "going")
+    rows = job_run_rows(results_dir, configs, {"ended": {"status": "done"}, "going": {"status": "running"}}, going)
+    assert [(row["run"], row["status"], row["scheduler"], row["seed"]) for row in rows] == [
+        ("ended", "done", "fcfs", 3), ("going", "running", "static", 3), ("waiting", "queued", "fcfs", 3)]
+    assert {key: rows[0][key] for key in ("SLO attainment (%)", "G (1/s)", "TPOT mean (ms)", "E2E mean (s)",
+                                          "output throughput (tok/s)")} == {
+        "SLO attainment (%)": "75.0", "G (1/s)": "0.125", "TPOT mean (ms)": "42.3", "E2E mean (s)": "12.500",
+        "output throughput (tok/s)": "901.7"}
+    # the running run: its results so far (1 of 2 finished requests met its SLO; TPOT 250 ms)
+    assert (rows[1]["SLO attainment (%)"], rows[1]["TPOT mean (ms)"]) == ("50.0", "250.0")
+    assert rows[2]["SLO attainment (%)"] == ""
 
 
 def test_live_reader_returns_server_log_tails(results_dir):
