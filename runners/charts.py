@@ -5,8 +5,11 @@ frames) and returns a ``plotly.graph_objects.Figure``; nothing here imports stre
 series are thinned before drawing (min and max of each bin kept, so a memory sawtooth keeps its
 peaks and troughs), which is what keeps a 20-run comparison fast. Metric labels, units and scales
 come from the catalog (:mod:`runners.metrics.catalog`): one unit per quantity, TPOT in ms in
-every chart. A study's figures (error bars, pooled CDFs, interval bands) are in
-:mod:`runners.study_charts`.
+every chart and every tooltip; a percent axis runs 0-100 (:func:`percent_axis`). Runs are named
+by their display names (:func:`runners.compare.run_display_names`, or the caller's run id -> name
+mapping) and every tooltip ends with the run id. Legends sit under the x axis and the figure grows
+by their rows (:func:`_layout`), so labels and legends never overlap at any number of runs. A
+study's figures (error bars, pooled CDFs, interval bands) are in :mod:`runners.study_charts`.
 """
 
 from __future__ import annotations

@@ -246,3 +246,27 @@ def test_results_page_wires_log_x_full_width_and_the_png_picker(monkeypatch, res
     app.get("button_group")[0].set_value("Overview").run()
     chart = app.get("plotly_chart")[0]
     assert any(getattr(block, "type", None) == "column" for block in _ancestors(app._tree, chart))
+
+
+def test_study_bars_and_bands_run_0_to_100_for_percent_with_units_on_hover():
+    from runners.study_charts import metric_bars, sweep_bands
+
+    stats = {"fcfs": {"mean": 0.5, "ci_low": 0.4, "ci_high": 0.6, "n": 3},
+             "slo-sa": {"mean": 0.7, "ci_low": 0.65, "ci_high": 0.75, "n": 3}}
+    record = {"schedulers": ["fcfs", "slo-sa"], "baseline": "fcfs", "seeds": [0, 1, 2],
+              "statistics": {"slo_attainment": {"schedulers": stats},
+                             "G": {"schedulers": {"fcfs": {"mean": 0.02, "ci_low": 0.01, "ci_high": 0.03, "n": 3}}}}}
+    bars = metric_bars(record, "slo_attainment")
+    assert bars.layout.yaxis.range == (0, 100)
+    assert [trace.y[0] for trace in bars.data] == pytest.approx([50.0, 70.0])
+    assert bars.data[0].hovertemplate == "<b>fcfs</b><br>SLO attainment: %{customdata}<extra></extra>"
+    assert bars.data[0].customdata[0] == "50.0 [40.0, 60.0] %, n=3 seeds (95% CI)"
+    assert metric_bars(record, "G").layout.yaxis.range is None  # not a percent
+    swept = {"schedulers": ["fcfs"], "baseline": "fcfs", "seeds": [0], "rates": [1.0, 2.0], "statistics_by_rate": [
+        {"rate": rate, "statistics": {"slo_attainment": {"schedulers": {"fcfs": {"mean": value, "n": 1}}}}}
+        for rate, value in ((1.0, 1.0), (2.0, 0.8))]}
+    band = sweep_bands(swept, "slo_attainment", 0.9)
+    assert band.layout.yaxis.range == (0, 100)
+    line = next(trace for trace in band.data if trace.name == "fcfs")
+    assert list(line.y) == pytest.approx([100.0, 80.0])
+    assert "SLO attainment: %{y:.1f}% (mean, %{customdata})" in line.hovertemplate
