@@ -41,6 +41,7 @@ CHART_POINT_BUDGET = 12_000
 #: The time axis of the time-series charts (seconds since the run started: simulated time for the
 #: simulator, wall-clock time for a real engine).
 RUN_TIME_LABEL = "run time (s)"
+SIMULATED_TIME_LABEL = "run time, simulated (s)"
 
 # Layout in pixels: the legend sits under the plot, below the x axis's tick labels and title, and
 # the figure grows by the legend's rows, so neither the legend nor a label covers the other at any
@@ -215,7 +216,7 @@ def attainment_bars(summaries: Sequence[dict[str, Any]], names: Mapping[str, str
         entry = metric(key)
         values = [summary_value(s, key) for s in summaries]
         fig.add_bar(name=part, x=labels, y=[entry.display(v) for v in values],
-                    text=[None if v is None else f"{entry.format(v)}%" for v in values], textposition="auto",
+                    text=[None if v is None else f"{entry.format(v)}{entry.unit}" for v in values], textposition="auto",
                     cliponaxis=False, customdata=[[shown[run_id], run_id] for run_id in ids],
                     hovertemplate=f"<b>%{{customdata[0]}}</b><br>{_plain(quantity(entry))}: {hover_value(entry)}"
                                   f"<br>run %{{customdata[1]}}<extra></extra>")
@@ -540,9 +541,10 @@ def sweep_charts(frame: pd.DataFrame, target: float) -> dict[str, go.Figure]:
 
 
 # -- live view -------------------------------------------------------------------------------------
-def live_latency_scatter(requests: pd.DataFrame) -> go.Figure:
-    """TTFT, TPOT and E2E of each finished request against its finish time, coloured by task,
-    marked by SLO met (circle) or missed (x)."""
+def live_latency_scatter(requests: pd.DataFrame, simulated: bool = False) -> go.Figure:
+    """TTFT, TPOT and E2E of each finished request against its finish time (seconds since the run
+    started; ``simulated``: the simulator's clock, said on the axis), coloured by task, marked by
+    SLO met (circle) or missed (x)."""
     shown = [metric(column) for column in ("ttft_s", "tpot_s", "e2e_s")]
     fig = make_subplots(rows=1, cols=3, subplot_titles=[entry.label for entry in shown])
     frame = requests.dropna(subset=["finish_s"]) if len(requests) else requests
@@ -559,14 +561,15 @@ def live_latency_scatter(requests: pd.DataFrame) -> go.Figure:
                                           "opacity": 0.7}, row=1, col=col,
                                   hovertemplate=f"<b>{name}</b><br>finished at %{{x:.1f}} s<br>"
                                                 f"{_plain(quantity(entry))}: {hover_value(entry)}<extra></extra>")
-    fig.update_xaxes(title="finish time (s)")
+    fig.update_xaxes(title="finish time, simulated (s)" if simulated else "finish time (s)")
     return _layout(fig, "Per-request latency as requests finish", height=340)
 
 
-def live_instance_series(timeseries: pd.DataFrame) -> go.Figure:
-    """KV-cache usage (0-100%) and batch size (running requests) per instance over time; beside
-    the batch size, an in-engine scheduler's running limit (dashed) and held-back requests
-    (dotted) for the instances that record them."""
+def live_instance_series(timeseries: pd.DataFrame, simulated: bool = False) -> go.Figure:
+    """KV-cache usage (0-100%) and batch size (running requests) per instance over run time
+    (``simulated``: the simulator's clock, said on the axis); beside the batch size, an in-engine
+    scheduler's running limit (dashed) and held-back requests (dotted) for the instances that
+    record them."""
     kv, running = timeseries_metric("kv_usage"), timeseries_metric("running")
     fig = make_subplots(rows=1, cols=2, subplot_titles=[kv.label, running.label])
     palette = pio.templates["plotly_white"].layout.colorway
@@ -591,7 +594,7 @@ def live_instance_series(timeseries: pd.DataFrame) -> go.Figure:
                                 legendgroup=str(instance), line={"color": colour, "dash": dash}, row=1, col=2,
                                 hovertemplate=f"<b>{name}</b><br>{when}<br>{_plain(quantity(entry))}: "
                                               f"{hover_value(entry)}<extra></extra>")
-    fig.update_xaxes(title=RUN_TIME_LABEL)
+    fig.update_xaxes(title=SIMULATED_TIME_LABEL if simulated else RUN_TIME_LABEL)
     percent_axis(fig, kv, row=1, col=1)
     return _layout(fig, "Engine state per instance", height=320)
 

@@ -270,3 +270,10 @@ def test_study_bars_and_bands_run_0_to_100_for_percent_with_units_on_hover():
     line = next(trace for trace in band.data if trace.name == "fcfs")
     assert list(line.y) == pytest.approx([100.0, 80.0])
     assert "SLO attainment: %{y:.1f}% (mean, %{customdata})" in line.hovertemplate
+
+
+def test_the_live_charts_say_when_their_clock_is_simulated(runs):
+    assert live_instance_series(runs[0].timeseries, simulated=True).layout.xaxis.title.text == "run time, simulated (s)"
+    assert live_instance_series(runs[0].timeseries).layout.xaxis.title.text == "run time (s)"
+    assert live_latency_scatter(runs[0].requests, simulated=True).layout.xaxis.title.text == \
+        "finish time, simulated (s)"
