@@ -10,11 +10,12 @@ import streamlit as st
 
 from runners import result_store
 from runners.charts import kv_overlay
-from runners.demo import (DEMO_KV_TOKENS, DEMO_SEEDS, DEMO_SLOTS, LIVE_PREFIX, card_delta, card_interval, card_value, card_verdict, demo_config,
-                          headline, live_rerun_configs, read_demo_study, scheduler_results, scheduler_sentence)
+from runners.demo import (DEMO_KV_TOKENS, DEMO_SEEDS, DEMO_SLOTS, LIVE_PREFIX, card_delta, card_interval, card_value,
+                          card_verdict, demo_config, headline, kv_caption, live_rerun_configs, read_demo_study, scheduler_results, scheduler_sentence)
 from runners.errors import SchedlabError
 from runners.jobs import new_job_spec, start_job
 from runners.metrics.catalog import RUN_METRICS
+from runners.schedulers.papers import title
 from runners.study_charts import metric_bars, pooled_cdfs
 from runners.study_view import statistics_frame, study_member_runs
 from runners.workload.slo import PAPER_SLOS
@@ -98,27 +99,25 @@ if record is not None:
         seed = next((run.get("seed") for run in record["runs"] if isinstance(run, dict)
                      and run.get("run_id") == shown[0].run_id), None)
         st.plotly_chart(kv_overlay(shown), key="demo-memory")
-        evictions = "; ".join(f"{run.summary.get('scheduler', run.run_id)} {run.summary.get('preemptions', 0):,}"
-                              for run in shown)
-        st.caption(f"One seed only (seed {seed}), to show how memory is used, not which strategy is better. GPU memory "
-                   "(KV cache) held for requests over time, as a share of the cache (0-100%). fcfs fills it to the top, "
-                   "where the engine has to evict requests and recompute them later; mcsf runs it full too, but admits "
-                   "only what its predicted output lengths say will still fit, so it evicts less; static batching "
-                   f"fills and empties it with every batch, a sawtooth. Evictions (preemptions) in this seed: {evictions}.")
+        st.caption(kv_caption(shown, seed))
     with st.expander("Why do the strategies differ here?"):
         st.markdown(
             f"- **fcfs** sends each request on arrival; the engine admits up to {DEMO_SLOTS} and, when their answers "
             "outgrow the memory, evicts the newest and recomputes it later, work done twice.\n"
             f"- **static** sends {DEMO_SLOTS} requests and waits until all have finished before sending more, so one "
             "long answer keeps the other slots idle.\n"
-            "- **slo-sa** (paper 004) holds requests at the gateway and orders them to maximise G, predicting each "
+            f"- **slo-sa** (from *{title('004')}*) holds requests at the gateway and orders them to maximise G, predicting "
+            "each "
             "one's output length from a per-task average; it does not look at memory.\n"
-            "- **dynamic-mem** (paper 000, Alg. 1) caps requests in flight at the number whose memory fits with 95% "
+            f"- **dynamic-mem** (Alg. 1 of *{title('000')}*) caps requests in flight at the number whose memory fits "
+            "with 95% "
             "probability, from average prompt and output lengths: it avoids evictions but also leaves memory unused "
             "when the answers turn out short.\n"
-            "- **dynamic-sla** (paper 000, Alg. 2) also moves a batch-size window to keep decode latency near 50 ms, "
+            "- **dynamic-sla** (Alg. 2 of the same paper) also moves a batch-size window to keep decode latency near "
+            "50 ms, "
             "and uses the smaller of that and the memory cap.\n"
-            "- **mcsf** (paper 003) admits the requests with the shortest predicted answers first, and only as many "
+            f"- **mcsf** (from *{title('003')}*) admits the requests with the shortest predicted answers first, and only "
+            "as many "
             "as will still fit in memory when each has grown to its predicted length, so short requests finish "
             "early. Its paper assumes the true lengths are known; here it predicts them as slo-sa does, so some "
             "answers outgrow their prediction and it still evicts, less often than fcfs.")

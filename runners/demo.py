@@ -29,10 +29,14 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable, Sequence
 
+import numpy as np
+
 from runners.config import RunConfig, parse_config
 from runners.errors import SchedlabError
-from runners.metrics.catalog import Metric, metric
-from runners.result_store import DEFAULT_RESULTS_DIR, RUN_ID_PATTERN, _results_root, delete_run, owned_run_folder
+from runners.metrics.catalog import Metric, metric, timeseries_metric
+from runners.metrics.timeseries import sawtooth_cycles
+from runners.result_store import (DEFAULT_RESULTS_DIR, RUN_ID_PATTERN, RunData, _results_root, delete_run,
+                                  owned_run_folder)
 from runners.metrics.seed_statistics import SINGLE_SEED_NOTE
 from runners.study import STUDY_FILE, StudyMember, StudyPlan, StudyResult, plan_study, read_study, run_study
 
@@ -331,8 +335,71 @@ def headline(record: dict[str, Any]) -> str:
     return "; ".join(parts) + f" (95% confidence, {seeds} seeds)."
 
 
+# -- the memory chart's caption: what the shown runs' KV usage did, measured -----------------------
+#: A cache at least this full (a fraction) counts as full.
+KV_FULL = 0.95
+#: Rise-and-fall cycles (runners.metrics.timeseries.sawtooth_cycles) from which a run is said to
+#: fill and drain the cache in a sawtooth.
+SAWTOOTH_CYCLES = 3
+
+
+@dataclass(frozen=True)
+class KVUsage:
+    """One run's KV-cache usage over its time series (mean over instances per sample time):
+    ``peak`` and ``full_share`` (share of samples at least :data:`KV_FULL` full) as fractions,
+    ``cycles`` of rise and fall (:func:`runners.metrics.timeseries.sawtooth_cycles`)."""
+
+    scheduler: str
+    peak: float | None
+    full_share: float | None
+    cycles: int
+
+
+def kv_usage(run: RunData) -> KVUsage:
+    """What ``run``'s KV cache did (see :class:`KVUsage`); None values for a run without samples."""
+    frame = run.timeseries
+    series = (frame.groupby("t_s")["kv_usage"].mean().dropna().to_numpy() if len(frame)
+              else np.zeros(0))
+    name = str(run.summary.get("scheduler") or run.run_id)
+    if not series.size:
+        return KVUsage(name, None, None, 0)
+    return KVUsage(name, float(series.max()), float(np.mean(series >= KV_FULL)), sawtooth_cycles(series))
+
+
+def kv_sentence(usage: KVUsage) -> str:
+    """One run's KV usage in words, numbers measured: ``fcfs peaks at 100.0% and is at least 95%
+    full 86% of the time``; a run that never fills the cache says so (``never fills it: peaks at
+    1.2%``); a sawtooth is named only when it rose and fell at least :data:`SAWTOOTH_CYCLES` times."""
+    kv = timeseries_metric("kv_usage")
+    if usage.peak is None:
+        return f"**{usage.scheduler}** has no memory samples"
+    peak = value_text(kv, usage.peak)
+    if usage.peak < KV_FULL:
+        text = f"**{usage.scheduler}** never fills it: it peaks at {peak}"
+    else:
+        text = (f"**{usage.scheduler}** peaks at {peak} and is at least {value_text(kv, KV_FULL)} full "
+                f"{usage.full_share:.0%} of the time")
+    if usage.cycles >= SAWTOOTH_CYCLES:
+        text += f", rising and falling {usage.cycles} times (a sawtooth)"
+    return text
+
+
+def kv_caption(runs: Sequence[RunData], seed: Any) -> str:
+    """The Demo's memory chart caption: what the chart shows, then each shown run's measured KV
+    usage (:func:`kv_sentence`) and evictions; no claim the numbers do not carry."""
+    usages = [kv_usage(run) for run in runs]
+    evictions = "; ".join(f"{run.summary.get('scheduler', run.run_id)} {run.summary.get('preemptions', 0):,}"
+                          for run in runs)
+    return (f"One seed only (seed {seed}), to show how memory is used, not which strategy is better: the GPU "
+            "memory (KV cache) held for requests over time, as a share of the cache (0-100%). "
+            + "; ".join(kv_sentence(usage) for usage in usages)
+            + f". A full cache makes the engine evict requests and recompute them later; evictions "
+              f"(preemptions) in this seed: {evictions}.")
+
+
 __all__ = ["DEMO_STUDY_ID", "DEMO_SEEDS", "DEMO_SCHEDULERS", "DEMO_BASELINE", "LIVE_PREFIX", "HEADLINE_KEYS",
            "MISSING_MESSAGE", "demo_config", "demo_plan", "live_rerun_configs", "clear_demo_results",
            "make_demo_results", "read_demo_study", "scheduler_results", "card_value", "card_interval", "card_delta",
            "card_verdict",
-           "scheduler_sentence", "headline", "value_text", "interval_text"]
+           "scheduler_sentence", "headline", "value_text", "interval_text", "KVUsage", "kv_usage", "kv_sentence",
+           "kv_caption"]
