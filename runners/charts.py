@@ -45,11 +45,12 @@ SIMULATED_TIME_LABEL = "run time, simulated (s)"
 
 # Layout in pixels: the legend sits under the plot, below the x axis's tick labels and title, and
 # the figure grows by the legend's rows, so neither the legend nor a label covers the other at any
-# number of runs. Legend rows are estimated for a half-width chart (two charts side by side).
+# number of runs. Legend rows are estimated for a half-width chart at a 1,024 px window (two charts side
+# by side).
 TOP_PX = 60
 AXIS_BLOCK_PX = 58
 LEGEND_ROW_PX = 22
-LEGEND_WIDTH_PX = 520
+LEGEND_WIDTH_PX = 440
 
 
 def _share(runs: int, ceiling: int, floor: int = 100) -> int:
