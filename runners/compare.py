@@ -20,7 +20,7 @@ from runners.workload.arrivals import RATE_PROCESSES
 from runners.workload.tokens import tokenization_label
 
 __all__ = ["COMPARISON_METRICS", "Metric", "summary_value", "percent_change", "comparison_table", "change_is_good",
-           "run_display_names", "run_job_label", "run_seed", "change_badge", "comparison_view",
+           "run_display_names", "run_job_label", "run_seed", "change_badge", "comparison_view", "comparison_html",
            "workload_differences", "export_provenance", "csv_with_provenance", "html_with_provenance",
            "sweep_frame", "capacity_at", "capacities", "cdf_points", "imported_label", "definition_notes", "definition_details",
            "tokenization_note"]
@@ -186,6 +186,32 @@ def comparison_view(runs: Sequence[Any], baseline: str, names: dict[str, str] | 
         verdicts.append(verdict_row)
     columns = ["metric", *headers.values()]
     return pd.DataFrame(texts, columns=columns), pd.DataFrame(verdicts, columns=columns)
+
+
+VERDICT_CSS = {True: "color: #1a7f37", False: "color: #cf222e", None: ""}  # better green, worse red
+
+
+def comparison_html(texts: pd.DataFrame, verdicts: pd.DataFrame, run_ids: Sequence[str]) -> str:
+    """The :func:`comparison_view` frames as one HTML table for the page: every row shown (no
+    inner scroll), cells that wrap between a value and its badge when the page is narrow, each
+    run's column header carrying its run id as a tooltip (``title``; ``run_ids`` in column
+    order), badges coloured by their verdict. Every text is escaped."""
+    headers = list(texts.columns)
+    head = "<th style='text-align:left'>metric</th>" + "".join(
+        f"<th title='run {html.escape(run_id, quote=True)}' style='text-align:right'>{html.escape(str(name))}</th>"
+        for name, run_id in zip(headers[1:], run_ids))
+    body = []
+    for index in range(len(texts)):
+        cells = [f"<td style='text-align:left'>{html.escape(str(texts.iloc[index, 0]))}</td>"]
+        for column in headers[1:]:
+            text = str(texts.at[index, column])
+            value, _, badge = text.partition(" (")
+            style = VERDICT_CSS.get(verdicts.at[index, column], "")
+            badge_html = (f" <span style='white-space:nowrap;{style}'>({html.escape(badge)}</span>" if badge else "")
+            cells.append(f"<td style='text-align:right'>{html.escape(value)}{badge_html}</td>")
+        body.append("<tr>" + "".join(cells) + "</tr>")
+    return ("<table class='schedlab-comparison' style='width:100%;font-size:0.9rem'><thead><tr>" + head
+            + "</tr></thead><tbody>" + "".join(body) + "</tbody></table>")
 
 
 # -- workloads that differ ------------------------------------------------------------------------

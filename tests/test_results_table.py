@@ -161,3 +161,17 @@ def test_csv_and_html_exports_carry_each_runs_config_seed_and_versions():
     assert back.set_index("metric").loc["SLO attainment (%)", "a"] == 50.0
     page = html_with_provenance("<html><body><h1>t</h1></body></html>", runs)
     assert page.index("<footer>") < page.index("</body>") and "seed 3" in page and "0.1.0" in page
+
+
+def test_comparison_html_has_every_row_ids_on_hover_coloured_badges_and_escapes():
+    from runners.compare import comparison_html
+
+    base = {"run_id": "r<1>", "scheduler": "fcfs", "slo_attainment": 0.9, "preemptions": 2}
+    other = {"run_id": "r2", "scheduler": "a&b", "slo_attainment": 0.8, "preemptions": 2}
+    texts, verdicts = comparison_view([base, other], baseline="r<1>")
+    page = comparison_html(texts, verdicts, ["r<1>", "r2"])
+    assert "<th title='run r&lt;1&gt;' style='text-align:right'>fcfs (baseline)</th>" in page
+    assert "<th title='run r2' style='text-align:right'>a&amp;b</th>" in page
+    assert page.count("<tr>") == len(texts) + 1
+    assert "80.0 <span style='white-space:nowrap;color: #cf222e'>(-10.0 pts)</span>" in page  # worse: red
+    assert "2 <span style='white-space:nowrap;'>(=)</span>" in page                            # equal: plain
