@@ -159,7 +159,8 @@ def comparison_view(runs: Sequence[Any], baseline: str, names: dict[str, str] | 
     id -> column name (default :func:`run_display_names`). First frame: a ``metric`` column (the
     catalog's label with its unit), then one text column per run, baseline first (``<name>
     (baseline)``), each cell the value at the catalog's precision and, for the other runs, its
-    :func:`change_badge` (``12.1 (+4.3%)``); ``-`` where a run lacks the metric. Second frame, same
+    :func:`change_badge` (``12.1 (+4.3%)``); ``-`` where a run lacks the metric; with an imported
+    run among them, a last ``definition`` column (:func:`definition_notes`). Second frame, same
     shape: True (better), False (worse) or None per cell."""
     summaries = [_parts(run)[0] for run in runs]
     by_id = {str(summary.get("run_id")): summary for summary in summaries}
@@ -169,6 +170,7 @@ def comparison_view(runs: Sequence[Any], baseline: str, names: dict[str, str] | 
     order = [baseline] + [run_id for run_id in by_id if run_id != baseline]
     headers = {run_id: names.get(run_id, run_id) + (" (baseline)" if run_id == baseline else "") for run_id in order}
     texts, verdicts = [], []
+    imported = any(imported_label(by_id[run_id]) for run_id in order)
     for metric in TABLE_METRICS:
         values = {run_id: summary_value(by_id[run_id], metric.key) for run_id in order}
         if metric.real_engines_only and all(value is None for value in values.values()):
@@ -182,9 +184,12 @@ def comparison_view(runs: Sequence[Any], baseline: str, names: dict[str, str] | 
             text_row[headers[run_id]] = f"{shown} ({text})" if text and text != "=" else (
                 f"{shown} (=)" if text == "=" else shown)
             verdict_row[headers[run_id]] = verdict
+        if imported:
+            text_row["definition"] = "; ".join(definition_notes([by_id[run_id] for run_id in order], metric.key))
+            verdict_row["definition"] = None
         texts.append(text_row)
         verdicts.append(verdict_row)
-    columns = ["metric", *headers.values()]
+    columns = ["metric", *headers.values()] + (["definition"] if imported else [])
     return pd.DataFrame(texts, columns=columns), pd.DataFrame(verdicts, columns=columns)
 
 
@@ -197,18 +202,22 @@ def comparison_html(texts: pd.DataFrame, verdicts: pd.DataFrame, run_ids: Sequen
     run's column header carrying its run id as a tooltip (``title``; ``run_ids`` in column
     order), badges coloured by their verdict. Every text is escaped."""
     headers = list(texts.columns)
+    runs = headers[1:len(run_ids) + 1]
     head = "<th style='text-align:left'>metric</th>" + "".join(
         f"<th title='run {html.escape(run_id, quote=True)}' style='text-align:right'>{html.escape(str(name))}</th>"
-        for name, run_id in zip(headers[1:], run_ids))
+        for name, run_id in zip(runs, run_ids)) + "".join(
+        f"<th style='text-align:left'>{html.escape(str(name))}</th>" for name in headers[len(run_ids) + 1:])
     body = []
     for index in range(len(texts)):
         cells = [f"<td style='text-align:left'>{html.escape(str(texts.iloc[index, 0]))}</td>"]
-        for column in headers[1:]:
+        for column in runs:
             text = str(texts.at[index, column])
             value, _, badge = text.partition(" (")
             style = VERDICT_CSS.get(verdicts.at[index, column], "")
             badge_html = (f" <span style='white-space:nowrap;{style}'>({html.escape(badge)}</span>" if badge else "")
             cells.append(f"<td style='text-align:right'>{html.escape(value)}{badge_html}</td>")
+        cells += [f"<td style='text-align:left;font-size:0.8rem'>{html.escape(str(texts.at[index, column] or ''))}"
+                  "</td>" for column in headers[len(run_ids) + 1:]]  # definition notes (imported runs)
         body.append("<tr>" + "".join(cells) + "</tr>")
     return ("<table class='schedlab-comparison' style='width:100%;font-size:0.9rem'><thead><tr>" + head
             + "</tr></thead><tbody>" + "".join(body) + "</tbody></table>")

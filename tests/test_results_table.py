@@ -175,3 +175,22 @@ def test_comparison_html_has_every_row_ids_on_hover_coloured_badges_and_escapes(
     assert page.count("<tr>") == len(texts) + 1
     assert "80.0 <span style='white-space:nowrap;color: #cf222e'>(-10.0 pts)</span>" in page  # worse: red
     assert "2 <span style='white-space:nowrap;'>(=)</span>" in page                            # equal: plain
+
+
+def test_an_imported_run_adds_the_definition_column_last():
+    from runners.compare import comparison_html
+
+    own = {"run_id": "own", "scheduler": "fcfs", "tpot_s": {"mean": 0.04}}
+    theirs = {"run_id": "theirs", "tpot_s": {"mean": 0.05},
+              "imported": {"label": "imported from GuideLLM 0.8.1", "tool_name": "GuideLLM",
+                           "metrics": {"slo_attainment": "not measured"},
+                           "definitions": [{"metric": "tpot_s", "tool_metric": "time_per_output_token_ms",
+                                            "tool_value": 0.045}]}}
+    texts, verdicts = comparison_view([own, theirs], baseline="own")
+    assert list(texts.columns) == ["metric", "fcfs (baseline)", "imported from GuideLLM 0.8.1", "definition"]
+    rows = texts.set_index("metric")
+    assert rows.loc["TPOT mean (ms)", "definition"] == (
+        "theirs: definition differs (time_per_output_token_ms, theirs 45.0 ms mean)")
+    assert rows.loc["SLO attainment (%)", "definition"] == "theirs: not measured by GuideLLM"
+    page = comparison_html(texts, verdicts, ["own", "theirs"])
+    assert page.count("<th ") == 4 and page.index("50.0 <span") < page.index("definition differs")
