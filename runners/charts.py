@@ -191,6 +191,30 @@ def _wrap(name: str) -> str:
     return name.replace(" · ", "<br>")
 
 
+def _span(fig: go.Figure, axis: str, letter: str = "x") -> tuple[float, float] | None:
+    """(lowest, highest) finite value the traces on ``axis`` (e.g. 'x', 'x2') draw, or None."""
+    values = [np.asarray(getattr(trace, letter), dtype=float) for trace in fig.data
+              if (getattr(trace, f"{letter}axis") or letter) == axis and getattr(trace, letter) is not None]
+    drawn = np.concatenate(values) if values else np.asarray([], dtype=float)
+    drawn = drawn[np.isfinite(drawn)]
+    return (float(drawn.min()), float(drawn.max())) if drawn.size else None
+
+
+def label_side(value: float, span: tuple[float, float] | None, log: bool = False) -> str:
+    """Which way a label at ``value`` extends so it stays on the plot: 'left' (text to the right of
+    the value) in the left 60% of ``span`` (the axis's drawn range; logarithmic with ``log``),
+    'right' beyond it."""
+    if span is None:
+        return "left"
+    low, high = min(span[0], value), max(span[1], value)
+    if log:  # a log axis draws positive values only
+        if value <= 0:
+            return "left"
+        low = low if low > 0 else value
+        low, high, value = math.log10(low), math.log10(high), math.log10(value)
+    return "left" if high <= low or (value - low) / (high - low) <= 0.6 else "right"
+
+
 # -- comparison ------------------------------------------------------------------------------------
 COMPARISON_CHART_TITLES: dict[str, str] = {
     "slo_attainment": "SLO attainment",
@@ -279,9 +303,10 @@ def draw_slo_lines(fig: go.Figure, thresholds: dict[str, list[tuple[float, list[
             fig.add_shape(type="line", x0=shown, x1=shown, y0=0, y1=1, xref=f"x{axis}", yref=f"y{axis} domain",
                           line={"color": SLO_COLOUR, "dash": SLO_DASH.get(task, "dash"), "width": 1.5})
             who = "" if len(users) == all_names else f" ({', '.join(users)})"
+            side = label_side(shown, _span(fig, f"x{axis}"), log_x)
             fig.add_annotation(x=math.log10(shown) if log_x else shown, y=0.03 + 0.09 * index, xref=f"x{axis}",
                                yref=f"y{axis} domain", text=f"{task} SLO {_threshold(entry, value)}{who}",
-                               showarrow=False, xanchor="left", yanchor="bottom", xshift=3,
+                               showarrow=False, xanchor=side, yanchor="bottom", xshift=3 if side == "left" else -3,
                                bgcolor="rgba(255,255,255,0.8)", font={"size": 11, "color": SLO_COLOUR})
 
 
@@ -375,8 +400,10 @@ def _slo_regions(fig: go.Figure, runs: Sequence[RunData], ttft: Metric, tpot: Me
                  f"{quantity(tpot)} ≤ {_threshold(tpot, y)}" if y else None]
         text = f"{task} SLO: " + ", ".join(part for part in parts if part)
         inside = index == 0 and len(ordered) > 1
+        span = _span(fig, "x")
+        side = label_side(corner_x, (0.0, span[1]) if span else None) if x else "right"
         fig.add_annotation(x=corner_x if x else 1, y=corner_y if y else 1, xref="x" if x else "x domain",
-                           yref="y" if y else "y domain", text=text, showarrow=False, xanchor="right",
+                           yref="y" if y else "y domain", text=text, showarrow=False, xanchor=side,
                            yanchor="top" if inside or not y else "bottom", bgcolor="rgba(255,255,255,0.8)",
                            font={"size": 11, "color": SLO_COLOUR})
     for task, limit in e2e_only.items():

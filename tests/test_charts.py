@@ -277,3 +277,20 @@ def test_the_live_charts_say_when_their_clock_is_simulated(runs):
     assert live_instance_series(runs[0].timeseries).layout.xaxis.title.text == "run time (s)"
     assert live_latency_scatter(runs[0].requests, simulated=True).layout.xaxis.title.text == \
         "finish time, simulated (s)"
+
+
+def test_slo_labels_turn_left_near_the_right_edge_so_they_stay_on_the_plot(runs):
+    from runners.charts import label_side
+
+    assert label_side(10.0, (0.0, 100.0)) == "left" and label_side(90.0, (0.0, 100.0)) == "right"
+    assert label_side(10.0, (1.0, 1000.0), log=True) == "left"  # a third of the way on a log axis
+    assert label_side(100.0, (1.0, 120.0), log=True) == "right"
+    # TTFT limit 10 s beyond every request's TTFT (at most 3 s): the box's label extends left of its corner
+    fig = ttft_tpot_scatter([make_run("r1", "fcfs")])
+    assert fig.layout.annotations[0].xanchor == "right"
+    wide = make_run("r2", "fcfs")
+    wide.requests["ttft_s"] = [50.0, 60.0, 70.0, 80.0, 100.0]
+    assert ttft_tpot_scatter([wide]).layout.annotations[0].xanchor == "left"
+    # e2e CDF: code's 30 s limit is 2/3 of the way along its panel's 10-40 s: its label to its left
+    label = next(a for a in latency_cdfs(runs, "e2e_s").layout.annotations if "SLO" in a.text)
+    assert (label.xanchor, label.xshift) == ("right", -3)
