@@ -19,10 +19,12 @@ import pandas as pd
 import streamlit as st
 
 from runners import result_store
-from runners.charts import (CHART_VIEWS, COMPARISON_CHARTS, ExportUnavailable, chart_png, charts_html,
-                            comparison_chart, sweep_charts)
-from runners.compare import (COMPARISON_METRICS, capacities, change_is_good, comparison_table, definition_details,
-                              imported_label, sweep_frame, tokenization_note, fidelity_note)
+from runners.charts import (CHART_VIEWS, COMPARISON_CHARTS, LOG_X_CHARTS, ExportUnavailable, chart_png, chart_title,
+                            charts_html, comparison_chart, sweep_charts)
+from runners.compare import (COMPARISON_METRICS, capacities, comparison_html, comparison_table, comparison_view,
+                              csv_with_provenance,
+                              definition_details, html_with_provenance, imported_label, run_display_names,
+                              sweep_frame, tokenization_note, fidelity_note, workload_differences)
 from runners.errors import SchedlabError
 from runners.imports import IMPORTERS, import_bytes
 from runners.metrics.catalog import REQUEST_METRICS, metric
@@ -44,9 +46,9 @@ def load_run_cached(folder: str, stamp: float) -> result_store.RunData:  # noqa:
 
 
 @st.cache_resource(show_spinner=False, max_entries=128)
-def chart_cached(name: str, keys: tuple[tuple[str, float], ...]):
+def chart_cached(name: str, keys: tuple[tuple[str, float], ...], log_x: bool = False):
     runs = [load_run_cached(folder, stamp) for folder, stamp in keys]
-    return comparison_chart(name, [run.summary for run in runs], runs)
+    return comparison_chart(name, [run.summary for run in runs], runs, log_x=log_x)
 
 
 def stamp_of(folder: Path) -> float:
@@ -90,12 +92,13 @@ def identical_runs_cached(keys: tuple[tuple[str, float], ...]) -> str | None:
 
 
 @st.cache_resource(show_spinner="Reading the member runs' requests…", max_entries=32)
-def pooled_cdf_cached(root: str, study_id: str, stamp: float, rate: float | None, column: str):  # noqa: ARG001
+def pooled_cdf_cached(root: str, study_id: str, stamp: float, rate: float | None, column: str,  # noqa: ARG001
+                      log_x: bool = False):
     """(figure, unreadable members) of the CDF of ``column`` pooled over seeds, per scheduler."""
     problems: list[str] = []
     members = study_member_runs(root, _study(root, study_id), rate=rate, problems=problems,
                                 load=lambda base, run_id: load_run_cached(str(base / run_id), stamp_of(base / run_id)))
-    return pooled_cdfs(members, column), problems
+    return pooled_cdfs(members, column, log_x), problems
 
 
 def styled_verdicts(table: pd.DataFrame):
@@ -148,6 +151,7 @@ except SchedlabError as exc:
 if not runs and not studies:
     st.info("No saved runs yet: launch one on the Launch page, import one above, or see the Demo page.")
     st.stop()
+G_LABEL = metric("G").label
 by_id = {run["run_id"]: run for run in runs}  # run_id is the folder's name, never a value read from a file
 UNUSABLE = (result_store.DAMAGED, result_store.INCOMPLETE)
 studies_by_id = {study["study_id"]: study for study in studies}
@@ -159,11 +163,11 @@ frame = pd.DataFrame([{
     "run": run["run_id"], "status": run["status"], "engine": run.get("engine"),
     "scheduler": run.get("scheduler"), "workload": run.get("workload"),
     "requests": run.get("rows"),  # request rows saved: so far, for a running or interrupted run
-    "rate (req/s)": run.get("arrival_rate_rps"), "SLO attainment": run.get("slo_attainment"), "G (1/s)": run.get("G"),
+    "rate (req/s)": run.get("arrival_rate_rps"), "SLO attainment": run.get("slo_attainment"), G_LABEL: run.get("G"),
     "started": run.get("started_at"), "sweep": run.get("sweep_id"), "study": member_of.get(run["run_id"]),
     "source": imported_label(run), "problem": run.get("problem"),
 } for run in runs], columns=["run", "status", "engine", "scheduler", "workload", "requests", "rate (req/s)",
-                             "SLO attainment", "G (1/s)", "started", "sweep", "study", "source", "problem"])
+                             "SLO attainment", G_LABEL, "started", "sweep", "study", "source", "problem"])
 with st.expander("Filter", expanded=False):
     columns = st.columns(5)
     engines = columns[0].multiselect("Engine", sorted(frame["engine"].dropna().unique()), key="filter_engine")
@@ -189,6 +193,8 @@ listed = listed if shown["source"].notna().any() else listed.drop(columns="sourc
 st.dataframe(listed if shown["problem"].notna().any() else listed.drop(columns="problem"), hide_index=True,
              column_config={
                  "SLO attainment": st.column_config.ProgressColumn(min_value=0.0, max_value=1.0, format="percent"),
+                 "rate (req/s)": st.column_config.NumberColumn(format="%.4g"),
+                 G_LABEL: st.column_config.NumberColumn(format="%.4g"),
              })
 st.caption(f"{len(shown)} of {len(frame)} runs shown.")
 broken = [run for run in runs if run["status"] in UNUSABLE]
@@ -340,7 +346,9 @@ def show_study(record: dict) -> None:
     rate = columns[1].selectbox("at rate (req/s)", rates, key="study_cdf_rate") if rates else None
     # a large study reads its members' request tables only when asked
     if columns[2].toggle("CDFs pooled over seeds", value=counts["done"] <= 60, key="study_cdfs"):
-        figure, unread = pooled_cdf_cached(str(ROOT), study_id, stamp, rate, column)
+        log_x = columns[2].toggle("Log latency axis", key="study_cdf_log_x",
+                                  help="A logarithmic x axis, for latencies that span decades (zeros not drawn).")
+        figure, unread = pooled_cdf_cached(str(ROOT), study_id, stamp, rate, column, log_x)
         st.plotly_chart(figure, key="study-cdf")
         st.caption("Each scheduler's requests pooled over its seeds" + (f"; left out: {'; '.join(unread[:3])}"
                                                                        if unread else "."))
@@ -415,32 +423,37 @@ if chosen:
     st.query_params["runs"] = ",".join(chosen)  # the address bar now links to this comparison
 if loaded:
     compared = [run.run_id for run in loaded]
+    names = run_display_names(loaded)  # what a person reads; the run id stays on hover
+    differences = workload_differences(loaded, names)
+    if differences:  # issue 15: results of different workloads are not comparable as they stand
+        st.warning("These runs ran different workloads, so their differences are not the schedulers' alone: "
+                   + "; ".join(differences) + ".", icon="⚠️")
     linked_baseline = st.query_params.get("baseline")
     baseline = st.selectbox("Baseline (% change is against this run)", compared, key="baseline",
-                            index=compared.index(linked_baseline) if linked_baseline in compared else 0)
+                            index=compared.index(linked_baseline) if linked_baseline in compared else 0,
+                            format_func=lambda run_id: f"{names.get(run_id, run_id)}  ({run_id})")
     st.query_params["baseline"] = baseline
     summaries = [run.summary for run in loaded]
-    table = comparison_table(summaries, baseline)
-
-    def colour(value, metric_label):
-        good = change_is_good(metric_label, value)
-        return "" if good is None else ("color: #1a7f37" if good else "color: #cf222e")
-
-    change_columns = [column for column in table.columns if column.startswith("Δ%")]
-    styled = table.style.format(precision=4, na_rep="—").format("{:+.1f}%", subset=change_columns, na_rep="—")
-    styled = styled.apply(lambda col: [colour(v, m) for v, m in zip(col, table["metric"])], subset=change_columns)
-    st.dataframe(styled, hide_index=True)
+    table = comparison_table(summaries, baseline)  # full precision: the CSV
+    texts, verdicts = comparison_view(loaded, baseline, names)
+    # one HTML table: every row (no inner scroll), cells wrap on a narrow page, run ids on hover
+    with st.container(key="comparison_table"):
+        st.markdown(comparison_html(texts, verdicts, [baseline] + [run_id for run_id in compared if run_id != baseline]),
+                    unsafe_allow_html=True)
+    st.caption("Each cell: the run's value and, in brackets, its change against the baseline as the shown values "
+               "read (= when they read alike; shares in percentage points); green better, red worse by the "
+               "metric's direction. Hover a column's name for its run id.")
     for run in loaded:  # issue 12 section 1: approximate token counts are labelled where they are shown
         note = tokenization_note(run.config)
         if note:
-            st.warning(f"{run.run_id}: {note}")
+            st.warning(f"{names[run.run_id]}, run {run.run_id}: {note}")
     fidelity = {}  # issue 13 section 3: how far a simulated run can be trusted, once per profile and rate
     for run in loaded:
         note = fidelity_note(run.config)
         if note:
             fidelity.setdefault(note, []).append(run.run_id)
     for note, run_ids in fidelity.items():
-        st.caption(f"Fidelity ({', '.join(run_ids[:4])}{' …' if len(run_ids) > 4 else ''}): {note}.")
+        st.caption(f"Fidelity ({', '.join(names.get(run_id, run_id) for run_id in run_ids[:4])}{' …' if len(run_ids) > 4 else ''}): {note}.")
     details = definition_details(summaries)
     if details:
         st.markdown("**Imported runs.** The 'definition' column marks every metric whose value is not schedlab's "
@@ -451,8 +464,9 @@ if loaded:
     same = identical_runs_cached(keys) if len(keys) > 1 else None
     if same:
         st.warning(same)
-    st.download_button("Download table (CSV)", table.to_csv(index=False).encode(), "comparison.csv", "text/csv",
-                       key="csv")
+    st.download_button("Download table (CSV)", csv_with_provenance(table, loaded, names).encode(), "comparison.csv",
+                       "text/csv", key="csv", help="Full-precision values; '#' lines first name each run with its "
+                       "seed, versions and config (pandas: read_csv(..., comment='#')).")
 
     captions = {
         "slo_attainment": "Share of requests meeting their task's SLO (failed requests count as misses).",
@@ -460,7 +474,8 @@ if loaded:
         "ttft_cdf": "Time to first token, from arrival (queueing included).",
         "tpot_cdf": "Time per output token after the first.",
         "e2e_cdf": "End-to-end latency from arrival to the last token.",
-        "ttft_vs_tpot": "Each point a request; inside the dashed box the chat SLO holds.",
+        "ttft_vs_tpot": "Each point a request; inside a task's dashed region its TTFT and TPOT limits hold (a task "
+                        "limited by E2E alone has no region here: its legend entry says so).",
         "kv_usage": "KV-cache memory used over time: the sawtooth of batch-at-a-time scheduling.",
         "batch_size": "Requests the engine is running at each moment; with an in-engine scheduler (engine-*) also "
                       "its running limit (dashed) and the requests it held back (dotted).",
@@ -471,10 +486,14 @@ if loaded:
     view = st.segmented_control("Charts", views, default=linked_view if linked_view in views else views[0],
                                 key="chart_view") or views[0]
     st.query_params["view"] = view
-    left, right = st.columns(2)
-    for index, name in enumerate(CHART_VIEWS[view]):
+    log_x = any(name in LOG_X_CHARTS for name in CHART_VIEWS[view]) and st.toggle(
+        "Log latency axis (CDFs)", key="cdf_log_x", help="A logarithmic x axis, for latencies that span decades "
+        "(zeros not drawn).")
+    shown_charts = CHART_VIEWS[view]
+    left, right = st.columns(2) if len(shown_charts) > 1 else (st.container(), None)  # one chart: full width
+    for index, name in enumerate(shown_charts):
         with (left if index % 2 == 0 else right):
-            st.plotly_chart(chart_cached(name, keys), key=f"chart-{name}")
+            st.plotly_chart(chart_cached(name, keys, log_x and name in LOG_X_CHARTS), key=f"chart-{name}")
             st.caption(captions.get(name, ""))
 
     st.subheader("Export")
@@ -486,12 +505,14 @@ if loaded:
     with columns[0]:
         if st.button("Prepare HTML of all charts", key="make_html"):
             figures = {name: chart_cached(name, keys) for name in COMPARISON_CHARTS}
-            st.session_state["export_html"] = charts_html(figures, "schedlab comparison: " + ", ".join(compared))
+            st.session_state["export_html"] = html_with_provenance(
+                charts_html(figures, "schedlab comparison: " + ", ".join(names[run_id] for run_id in compared)),
+                loaded, names)
         if st.session_state.get("export_html"):
             st.download_button("Download charts (HTML)", st.session_state["export_html"].encode(),
                                "comparison.html", "text/html", key="html")
     with columns[1]:
-        which = st.selectbox("Chart as PNG", list(COMPARISON_CHARTS), key="png_chart")
+        which = st.selectbox("Chart as PNG", list(COMPARISON_CHARTS), key="png_chart", format_func=chart_title)
         if st.button("Render PNG", key="make_png"):
             try:
                 st.session_state["export_png"] = (which, chart_png(chart_cached(which, keys)))
@@ -499,7 +520,24 @@ if loaded:
                 st.warning(str(exc))
         if st.session_state.get("export_png"):
             name, data = st.session_state["export_png"]
-            st.download_button(f"Download {name}.png", data, f"{name}.png", "image/png", key="png")
+            st.download_button(f"Download '{chart_title(name)}' (PNG)", data, f"{name}.png", "image/png", key="png")
+    st.markdown("**One run's data**")
+    columns = st.columns([2, 1, 1, 1, 1])
+    picked_run = columns[0].selectbox("Run", compared, key="export_run", label_visibility="collapsed",
+                                      format_func=lambda run_id: f"{names.get(run_id, run_id)}  ({run_id})")
+    picked = next(run for run in loaded if run.run_id == picked_run)
+    columns[1].download_button(  # callables: built only when clicked (a big run's requests)
+        "Requests (CSV)", lambda: picked.requests.to_csv(index=False).encode(), f"{picked_run}-requests.csv",
+        "text/csv", key="export_requests_csv", help="requests.parquet as CSV: one row per request, seconds")
+    columns[2].download_button(
+        "Requests (Parquet)", lambda: picked.requests.to_parquet(index=False), f"{picked_run}-requests.parquet",
+        "application/octet-stream", key="export_requests_parquet")
+    columns[3].download_button(
+        "Summary (JSON)", json.dumps(picked.summary, indent=1, default=str).encode(), f"{picked_run}-summary.json",
+        "application/json", key="export_summary", help="the run's summary.json")
+    columns[4].download_button(
+        "Config (JSON)", json.dumps(picked.config, indent=1, default=str).encode(), f"{picked_run}-config.json",
+        "application/json", key="export_config", help="the run's config.json: config, resolved settings, versions")
 
 # -- sweeps ------------------------------------------------------------------------------------
 sweep_ids = sorted(frame["sweep"].dropna().unique())
@@ -513,9 +551,11 @@ else:
     sweep = sweep_frame(members)
     capacity = capacities(sweep, target)
     st.dataframe(capacity.assign(capacity_rps=capacity["capacity_rps"].map(
-        lambda v: "below the lowest rate" if pd.isna(v) else f"{v:.2f}")), hide_index=True)
+        lambda v: "below the lowest rate" if pd.isna(v) else f"{v:.2f}")).rename(columns={
+            "capacity_rps": f"capacity at ≥ {target:.0%} attainment (req/s)", "at_least": "lower bound",
+            "rates_swept": "rates swept"}), hide_index=True, key="sweep_capacity")
     st.caption("Capacity: the highest arrival rate at which SLO attainment stays at or above the target, interpolated "
-               "between swept rates; 'at_least' means every swept rate met it.")
+               "between swept rates; 'lower bound' means every swept rate met it (capacity is at least that).")
     for name, fig in sweep_charts(sweep, target).items():
         st.plotly_chart(fig, key=f"sweep-{name}")
     st.download_button("Download sweep (CSV)", sweep.to_csv(index=False).encode(), f"{sweep_id}.csv", "text/csv",
