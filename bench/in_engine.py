@@ -17,7 +17,7 @@ bundled tiny-CPU profile (bench/results/tiny-cpu-vllm.profile.yaml). Rows ("E" i
       batch of 32 (half the 64 slots; fixed from the profile before any run, not tuned), against
       fcfs-64.
   E3  003 Fig. 5: the growth of mean E2E with the number of requests n (least-squares slope over
-      n = 15 / 30 / 60, Poisson 8 req/s, small KV): mcsf (client) and engine-mcsf against vLLM's
+      n = 15 / 30 / 60, Poisson 32 req/s: about twice what the engine serves, small KV): mcsf (client) and engine-mcsf against vLLM's
       own FCFS (max_num_seqs 64) and against each other.
   E4  004 Fig. 7: G with 40 requests at once, max batch 4: slo-sa (client, max_batch 4) and
       engine-slo-sa (max_batch 4 inside the engine) against FCFS with max_num_seqs 4.
@@ -26,6 +26,7 @@ Writes bench/results/in_engine.{json,md} and the E rows of results/reproduction/
 reproduction_cpu-vllm.{csv,md} (the other rows untouched).
 
 Usage: python bench/in_engine.py [--seeds 3] [--rows E1,E2,E3,E4] [--keep DIR]
+(--rows a subset: those rows are measured again and replace theirs in the reports; the others stay.)
 Run it under the CPU lock (about 40 minutes for every row at 3 seeds).
 """
 
@@ -34,6 +35,7 @@ from __future__ import annotations
 import argparse
 import csv
 import json
+import re
 import tempfile
 import time
 from pathlib import Path
@@ -50,7 +52,11 @@ SMALL_KV = {"num_gpu_blocks_override": 24, "max_model_len": 1024}
 FILTERS = {"max_total_tokens": 640}
 E_REQUESTS = 80
 D_COUNTS = (15, 30, 60)
-D_RATE = 8.0
+#: E3's arrival rate, req/s: about twice what this engine served with the KV forced small (E1 small
+#: KV, fcfs on 64 slots, 80 requests at once: 15.7-18.0 req/s at seeds 0-2, 2026-11-24), so a
+#: queue builds and grows with n (003's high demand). At 8 req/s (the reproduction table's D rows)
+#: no request ever waited in vLLM's queue: nothing could differ, so that setting was dropped.
+D_RATE = 32.0
 SLOTS = 64
 TABLE_I = Claim("output throughput +6.5% to +28.2% (000 Table I; abstract: 8% to 28%) over the static batch size "
                 "vLLM is configured with", 0.065, 0.282)
@@ -169,7 +175,9 @@ def merge_into_reproduction(rows: list[dict[str, Any]]) -> None:
     merged = in_table_order(kept + [{field: row.get(field, "") for field in fields} for row in rows])
     meta["in_engine"] = {"command": "python bench/in_engine.py", "date": time.strftime("%Y-%m-%d")}
     (OUT / f"reproduction_{name}.json").write_text(json.dumps(meta, indent=2) + "\n")
-    write(merged, name, meta["command"], meta["seconds"], real_notes(meta), meta["problems"])
+    made = re.search(r"^Made by `.*` on (\S+) ", (OUT / f"reproduction_{name}.md").read_text(), re.MULTILINE)
+    write(merged, name, meta["command"], meta["seconds"], real_notes(meta), meta["problems"],
+          made_on=made[1] if made else None)
 
 
 def main() -> None:
@@ -212,13 +220,29 @@ def main() -> None:
     seconds = time.perf_counter() - started
     report = {"date": time.strftime("%Y-%m-%d %H:%M:%S"), "seeds": seeds, "rows": chosen,
               "seconds": round(seconds, 1), "runs": len(results.outcomes), "problems": problems,
-              "parameters": parameters_text(specs), "table": table}
+              "parameters": parameters_text(specs), "table": table,
+              "measured": {name: time.strftime("%Y-%m-%d %H:%M") for name in chosen}}
+    previous_path = RESULTS / "in_engine.json"
+    if set(chosen) != set(ROWS) and previous_path.exists():  # a subset: keep the other rows as measured
+        previous = json.loads(previous_path.read_text())
+        if previous.get("seeds") == seeds:
+            kept = [row for row in previous.get("table", []) if row["scenario"].split()[0] not in chosen]
+            table = sorted(kept + table, key=lambda row: list(ROWS).index(row["scenario"].split()[0]))
+            report.update(table=table, rows=sorted({row["scenario"].split()[0] for row in table}),
+                          runs=previous.get("runs", 0), seconds=previous.get("seconds", 0.0),
+                          parameters=parameters_text([spec for name in ROWS for spec in ROWS[name]()]),
+                          measured={**previous.get("measured", {name: previous.get("date", "")
+                                                                 for name in previous.get("rows", [])}),
+                                    **report["measured"]},
+                          problems=previous.get("problems", []) + problems)
+            problems = report["problems"]
     RESULTS.mkdir(parents=True, exist_ok=True)
     (RESULTS / "in_engine.json").write_text(json.dumps(report, indent=2, default=str) + "\n")
     lines = ["# In-engine schedulers vs their client-side twins and static baselines (bench/in_engine.py)", "",
-             f"{report['date']}; CPU vLLM 0.32.0, tiny model; seeds {seeds}; {report['runs']} runs, each on a freshly "
-             f"launched server, {seconds / 60:.0f} min. Each row: baseline and ours as means over seeds [95% t], "
-             "mean change [95% bootstrap], paired difference [95% t], k of n seeds better, verdict.", "",
+             f"CPU vLLM 0.32.0, tiny model; seeds {seeds}; every run on a freshly launched server, the arms taking "
+             "turns at each seed. Measured: " + ", ".join(f"{name} {when}" for name, when in report["measured"].items())
+             + ". Each row: baseline and ours as means over seeds [95% t], mean change [95% bootstrap], paired "
+             "difference [95% t], k of n seeds better, verdict.", "",
              "| row | setting | quantity | baseline | ours | change | k of n | verdict | also |", "|---" * 9 + "|"]
     for row in table:
         lines.append("| " + " | ".join(str(row[key]).replace("|", "/") for key in (

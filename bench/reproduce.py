@@ -394,7 +394,7 @@ How this differs from the simulator table (same rows, scaled down to fit this 2-
 - No scheduler parameter was tuned to this table: registry defaults, as in the simulator table.
 - E rows (in-engine schedulers, issue 14) come from `python bench/in_engine.py` ({in_engine}): an
   in-engine scheduler is the server's --scheduler-cls, so every E run launches its own server
-  (80 requests at once of at most 640 tokens, or Poisson 8/s for E3), the arms taking turns at
+  (80 or 40 requests at once of at most 640 tokens, or Poisson arrivals for E3), the arms taking turns at
   each seed; see bench/results/in_engine.md for their settings and parameters.
 
 Scheduler parameters in effect: the registry defaults below, plus what a row's setting states.
@@ -403,15 +403,16 @@ Scheduler parameters in effect: the registry defaults below, plus what a row's s
 
 
 def write(rows: list[dict], engine: str, command: str, seconds: float, notes: str,
-          problems: list[str] | None = None) -> None:
-    """reproduction_<engine>.csv (every field) and .md (the table, problems and notes)."""
+          problems: list[str] | None = None, made_on: str | None = None) -> None:
+    """reproduction_<engine>.csv (every field) and .md (the table, problems and notes);
+    ``made_on``: the date the table's runs were made (default today)."""
     OUT.mkdir(parents=True, exist_ok=True)
     with (OUT / f"reproduction_{engine}.csv").open("w", newline="") as handle:
         writer = csv.DictWriter(handle, fieldnames=list(rows[0]))
         writer.writeheader()
         writer.writerows(rows)
     cell = lambda text: str(text).replace("|", "/").replace("\n", " ")  # noqa: E731
-    lines = [f"# Reproduction on {engine}", "", f"Made by `{command}` on {time.strftime('%Y-%m-%d')} "
+    lines = [f"# Reproduction on {engine}", "", f"Made by `{command}` on {made_on or time.strftime('%Y-%m-%d')} "
              f"({seconds:.0f} s).", "", "| " + " | ".join(HEADER) + " |", "|" + "---|" * len(HEADER)]
     lines += ["| " + " | ".join(cell(row.get(column, "")) for column in COLUMNS) + " |" for row in rows]
     if problems is not None:
