@@ -5,11 +5,13 @@ claiming a cache filled that did not (defect 9)."""
 
 from __future__ import annotations
 
+import base64
 import json
 import shutil
 from pathlib import Path
 from urllib.parse import parse_qs
 
+import numpy as np
 import pandas as pd
 import pytest
 
@@ -27,6 +29,13 @@ def demo_results(monkeypatch, results_dir: Path) -> Path:
     return results_dir
 
 
+def _values(encoded) -> np.ndarray:
+    """A trace's values as plotly writes them: a list, or ``{dtype, bdata}`` (base64 bytes)."""
+    if isinstance(encoded, dict):
+        return np.frombuffer(base64.b64decode(encoded["bdata"]), dtype=np.dtype(encoded["dtype"]))
+    return np.asarray(encoded, dtype=float)
+
+
 def _peak_percent(results: Path, run_id: str) -> float:
     """By hand: the largest per-sample mean of kv_usage over instances, in percent."""
     frame = pd.read_parquet(results / run_id / "timeseries.parquet")
@@ -39,7 +48,7 @@ def test_the_memory_chart_is_in_percent_and_its_caption_states_the_measured_peak
     assert len(charts) == 1
     figure = json.loads(charts[0].proto.spec)
     assert figure["layout"]["yaxis"]["range"] == [0, 100]
-    shown = {trace["legendgroup"]: max(trace["y"]) for trace in figure["data"]}
+    shown = {trace["legendgroup"]: float(np.nanmax(_values(trace["y"]))) for trace in figure["data"]}
     assert set(shown) == {"demo-fcfs-s0", "demo-mcsf-s0", "demo-static-s0"}
     for run_id, top in shown.items():  # percent (0-100), not a fraction (0-1) on a % axis
         assert top <= 100 and top == pytest.approx(_peak_percent(demo_results, run_id), abs=0.5), run_id
