@@ -228,14 +228,16 @@ def test_an_exception_inside_the_client_fails_only_its_request(server_factory, r
 
     real = wall_clock.stream_request
 
-    async def flaky(session, endpoint, prompt, max_tokens, priority, send_min_tokens, timeout_s, on_chunk):
+    async def flaky(session, endpoint, prompt, max_tokens, priority, send_min_tokens, timeout_s, on_chunk,
+                    engine_args=None):
         if "boom" not in flaky.__dict__:
             flaky.boom = True
             now = time.perf_counter()
             on_chunk(now, True)
             on_chunk(now + 0.001, False)
             raise RuntimeError("client bug (injected)")
-        return await real(session, endpoint, prompt, max_tokens, priority, send_min_tokens, timeout_s, on_chunk)
+        return await real(session, endpoint, prompt, max_tokens, priority, send_min_tokens, timeout_s, on_chunk,
+                          engine_args=engine_args)
 
     monkeypatch.setattr(wall_clock, "stream_request", flaky)
     server = server_factory(behaviour="ok")
