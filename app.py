@@ -1,4 +1,6 @@
-"""schedlab dashboard — home page: what the tool is, the engines found, the latest runs, the pages."""
+"""schedlab dashboard: the entry point (``streamlit run app.py``). It names the pages for the
+sidebar (st.navigation: Home, Launch, Results, Demo, at /, /Launch, /Results, /Demo) and draws the
+Home page: what the tool is, the engines found, the latest runs, the pages."""
 
 from __future__ import annotations
 
@@ -10,58 +12,72 @@ from runners.engines.discovery import find_engines
 from runners.errors import SchedlabError
 from runners.registry import SCHEDULERS
 
+
+def home() -> None:
+    """The Home page."""
+    st.title("schedlab")
+    st.write(
+        "schedlab benchmarks the schedulers that decide which LLM requests a serving engine runs, and when. "
+        "Pick an engine (the built-in simulator, or vLLM / LMDeploy servers launched or attached), a mixed ShareGPT / "
+        "Python-Code workload with per-task SLOs, and one or more schedulers; every latency is measured from the "
+        "request's arrival. Watch TTFT, TPOT, end-to-end latency, KV-cache memory and batch size stream in, then "
+        "compare runs on SLO attainment, G, throughput and capacity."
+    )
+    links = st.columns(3)
+    links[0].page_link("pages/1_Launch.py", label="Launch runs and watch them live", icon="🚀")
+    links[1].page_link("pages/2_Results.py", label="Compare saved runs", icon="📊")
+    links[2].page_link("pages/3_Demo.py", label="Demo: a ready comparison", icon="🎬")
+
+    left, right = st.columns(2)
+    with left:
+        st.subheader("Engines")
+        for engine in find_engines():
+            st.markdown(f"- {'✅' if engine.available else '➖'} **{engine.name}** — {engine.detail}")
+    with right:
+        st.subheader("Schedulers")
+        for name, cls in SCHEDULERS.items():
+            st.markdown(f"- **{name}** — {cls.summary} *({cls.paper})*")
+
+    st.subheader("Latest runs")
+    try:
+        runs = result_store.list_runs(result_store.DEFAULT_RESULTS_DIR)
+    except SchedlabError as exc:  # the results folder itself is unusable (a file, unreadable)
+        st.error(str(exc))
+        runs = []
+    if not runs:
+        st.info("No saved runs yet. Launch one on the Launch page, or `python -m runners run --requests 500 --rate 4`.")
+    else:
+        table = pd.DataFrame(
+            [
+                {
+                    "run": run["run_id"],
+                    "status": run["status"],
+                    "engine": run.get("engine"),
+                    "scheduler": run.get("scheduler"),
+                    "workload": run.get("workload"),
+                    "SLO attainment": run.get("slo_attainment"),
+                    "G (1/s)": run.get("G"),
+                    "throughput (req/s)": run.get("request_throughput_rps"),
+                    "started": run.get("started_at"),
+                    "problem": run.get("problem"),
+                }
+                for run in runs[:20]
+            ]
+        )
+        st.dataframe(
+            table if table["problem"].notna().any() else table.drop(columns="problem"),
+            hide_index=True,
+            column_config={"SLO attainment": st.column_config.ProgressColumn(min_value=0.0, max_value=1.0, format="percent")},
+        )
+
+
+#: The sidebar's pages: title, file and address (the files keep their numbered names for order).
+PAGES = [
+    st.Page(home, title="Home", icon="🏠", default=True),
+    st.Page("pages/1_Launch.py", title="Launch", icon="🚀", url_path="Launch"),
+    st.Page("pages/2_Results.py", title="Results", icon="📊", url_path="Results"),
+    st.Page("pages/3_Demo.py", title="Demo", icon="🎬", url_path="Demo"),
+]
+
 st.set_page_config(page_title="schedlab", layout="wide")
-st.title("schedlab")
-st.write(
-    "schedlab benchmarks the schedulers that decide which LLM requests a serving engine runs, and when. "
-    "Pick an engine (the built-in simulator, or vLLM / LMDeploy servers launched or attached), a mixed ShareGPT / "
-    "Python-Code workload with per-task SLOs, and one or more schedulers; every latency is measured from the "
-    "request's arrival. Watch TTFT, TPOT, end-to-end latency, KV-cache memory and batch size stream in, then "
-    "compare runs on SLO attainment, G, throughput and capacity."
-)
-links = st.columns(3)
-links[0].page_link("pages/1_Launch.py", label="Launch runs and watch them live", icon="🚀")
-links[1].page_link("pages/2_Results.py", label="Compare saved runs", icon="📊")
-links[2].page_link("pages/3_Demo.py", label="Demo: a ready comparison", icon="🎬")
-
-left, right = st.columns(2)
-with left:
-    st.subheader("Engines")
-    for engine in find_engines():
-        st.markdown(f"- {'✅' if engine.available else '➖'} **{engine.name}** — {engine.detail}")
-with right:
-    st.subheader("Schedulers")
-    for name, cls in SCHEDULERS.items():
-        st.markdown(f"- **{name}** — {cls.summary} *({cls.paper})*")
-
-st.subheader("Latest runs")
-try:
-    runs = result_store.list_runs(result_store.DEFAULT_RESULTS_DIR)
-except SchedlabError as exc:  # the results folder itself is unusable (a file, unreadable)
-    st.error(str(exc))
-    runs = []
-if not runs:
-    st.info("No saved runs yet. Launch one on the Launch page, or `python -m runners run --requests 500 --rate 4`.")
-else:
-    table = pd.DataFrame(
-        [
-            {
-                "run": run["run_id"],
-                "status": run["status"],
-                "engine": run.get("engine"),
-                "scheduler": run.get("scheduler"),
-                "workload": run.get("workload"),
-                "SLO attainment": run.get("slo_attainment"),
-                "G (1/s)": run.get("G"),
-                "throughput (req/s)": run.get("request_throughput_rps"),
-                "started": run.get("started_at"),
-                "problem": run.get("problem"),
-            }
-            for run in runs[:20]
-        ]
-    )
-    st.dataframe(
-        table if table["problem"].notna().any() else table.drop(columns="problem"),
-        hide_index=True,
-        column_config={"SLO attainment": st.column_config.ProgressColumn(min_value=0.0, max_value=1.0, format="percent")},
-    )
+st.navigation(PAGES).run()

@@ -8,18 +8,21 @@ study.json (runners.live, runners.charts).
 
 from __future__ import annotations
 
+import calendar
 import json
+import time
 
+import pandas as pd
 import streamlit as st
 
 from runners.charts import live_instance_series, live_latency_scatter
 from runners.errors import SchedlabError
 from runners.engines.profile import PRESETS
 from runners.capacity_estimate import low_load_warning
-from runners.jobs import cancel_job, list_jobs, read_job, start_job
-from runners.launch_form import (DEFAULT_SCHEDULERS, FORM_DEFAULTS, build_job, preview_load, save_upload,
-                                 study_size)
-from runners.live import read_live, read_study_progress
+from runners.jobs import FINAL_STATES, cancel_job, list_jobs, start_job
+from runners.launch_form import (DEFAULT_SCHEDULERS, FORM_DEFAULTS, build_job, field_text, parameter_label,
+                                 preview_load, results_link, save_upload, study_size)
+from runners.live import job_eta_s, job_run_rows, read_live, read_study_progress
 from runners.engines.adapters import ADAPTERS, FormField
 from runners.registry import ENGINES, SCHEDULERS, check_engine_for, parameter_specs
 from runners import result_store
@@ -30,6 +33,8 @@ st.set_page_config(page_title="schedlab · Launch", layout="wide")
 ROOT = result_store.DEFAULT_RESULTS_DIR
 FIELD = "f:"  # session-state prefix of every form field; the rest of the key is the config path
 ERRORS = "launch_errors"
+JOB_SELECT = "job_select"  # the Jobs panel's drop-down: the job the live view follows
+CARDS_PER_ROW = 4
 STORE_ERROR = "launch_store_error"
 PACES = {"as fast as possible": None, "100x": 100.0, "10x": 10.0, "real time": 1.0}
 DEFAULT_PACE = "100x"
@@ -59,8 +64,12 @@ def error_under(*paths: str) -> None:
             st.error(f"**{path}**: {message}", icon="⚠️")
 
 
-def number(label: str, path: str, value=None, help: str | None = None, step=None, min_value=None, fmt=None):
-    st.number_input(label, key=key(path), value=value, help=help, step=step, min_value=min_value, format=fmt)
+def number(label: str, path: str, value=None, help: str | None = None, placeholder: str | None = None):
+    """A number field, drawn as a text input: the launch validates exactly the text the field shows
+    (a browser number input keeps its last valid value while it shows an invalid one, and that
+    value would launch); text that is no number, or out of bounds, is an error under the field."""
+    st.text_input(label, key=key(path), value=field_text(value), help=help,
+                  placeholder=placeholder or ("blank = the default" if value is None else None))
     error_under(path)
 
 
@@ -75,8 +84,7 @@ def adapter_input(field: FormField) -> None:
     if field.widget == "text":
         text(field.label, field.path, help=field.help or None)
     elif field.widget in ("int", "float"):
-        number(field.label, field.path, None, help=field.help or None, step=field.step,
-               fmt="%.2f" if field.widget == "float" else None)
+        number(field.label, field.path, None, help=field.help or None)
     elif field.widget == "choice":
         st.selectbox(field.label, list(field.choices), key=key(field.path), help=field.help or None)
         error_under(field.path)
@@ -125,6 +133,7 @@ def launch() -> None:
         return
     if folder is not None:
         st.session_state["watch_job"] = folder.name
+        st.session_state[JOB_SELECT] = folder.name  # the Jobs panel follows the new job at once
         study = result.spec.study
         what = (f"study {study.study_id}: {len(result.spec.runs)} runs ({len(study.schedulers)} scheduler(s) x "
                 f"{len(study.seeds)} seed(s)" + (f" x {len(study.rates)} rates" if study.rates else "") + ")"
@@ -139,92 +148,118 @@ st.caption("Every scheduler runs at every seed, paired: at one seed all get the 
 
 # -- live view ---------------------------------------------------------------------------------
 st.header("Jobs")
-jobs = list_jobs(ROOT)
-if not jobs:
-    st.info("No jobs yet. Configure one below; it appears here and keeps running if you close the page.")
-else:
+
+
+def job_label(job) -> str:
+    """The drop-down's text for a job: id, label and its state now."""
+    return f"{job.job_id} · {job.spec.label} · {job.state}"
+
+
+@st.fragment(run_every=1.0)
+def jobs_panel() -> None:
+    """The job drop-down and the live view of the job it shows, redrawn every second (labels follow
+    each job's state); a launch selects the new job (``launch`` sets the drop-down's state)."""
+    root = result_store.DEFAULT_RESULTS_DIR
+    jobs = list_jobs(root)
+    if not jobs:
+        st.info("No jobs yet. Configure one below; it appears here and keeps running if you close the page.")
+        return
     names = [job.job_id for job in jobs]
-    watched = st.session_state.get("watch_job")
-    default = names.index(watched) if watched in names else next((i for i, job in enumerate(jobs) if job.active), 0)
-    labels = {job.job_id: f"{job.job_id} · {job.spec.label} · {job.state}" for job in jobs}
-    selected = st.selectbox("Job", names, index=default, format_func=labels.get, key="job_select")
+    by_id = {job.job_id: job for job in jobs}
+    if st.session_state.get(JOB_SELECT) not in names:  # first visit, or the followed job is gone
+        watched = st.session_state.get("watch_job")
+        st.session_state[JOB_SELECT] = watched if watched in names else next(
+            (job.job_id for job in jobs if job.active), names[0])
+    selected = st.selectbox("Job", names, key=JOB_SELECT, format_func=lambda name: job_label(by_id[name]))
     st.session_state["watch_job"] = selected
+    live_view(by_id[selected], root)
 
-    @st.fragment(run_every=1.0)
-    def live_view(job_id: str) -> None:
-        job = read_job(result_store.DEFAULT_RESULTS_DIR / ".jobs" / job_id)
-        if job is None:
-            st.warning(f"job {job_id} is gone")
-            return
-        root = result_store.DEFAULT_RESULTS_DIR
-        study = job.spec.study
-        head = st.columns([3, 1])
-        with head[0]:
-            st.markdown(f"**{job.spec.label or job.job_id}** — state **{job.state}**, "
-                        f"{len(job.spec.runs)} run(s)" + (f", study **{study.study_id}**, baseline "
-                                                          f"{study.baseline}" if study else ""))
-        with head[1]:
-            if job.active and st.button("Cancel job", key=f"cancel-{job_id}"):
-                cancel_job(job.folder)
-                st.toast("Cancel requested: the current run stops and keeps its rows; runs not started are skipped")
-        progress = read_study_progress(root, study.study_id) if study is not None else None
-        runs = {entry.get("run_id"): entry for entry in job.runs}
-        if progress is not None:  # a study's statuses come from its study.json
-            runs.update({entry.get("run_id"): entry for entry in progress.record["runs"]
+
+def live_view(job, root) -> None:
+    """One job: its state, Cancel while it runs, every run with its results, the running run live."""
+    job_id = job.job_id
+    study = job.spec.study
+    head = st.columns([3, 1])
+    with head[0]:
+        st.markdown(f"**{job.spec.label or job.job_id}** — state **{job.state}**, "
+                    f"{len(job.spec.runs)} run(s)" + (f", study **{study.study_id}**, baseline "
+                                                      f"{study.baseline}" if study else ""))
+    with head[1]:
+        if job.active and st.button("Cancel job", key=f"cancel-{job_id}"):
+            cancel_job(job.folder)
+            st.toast("Cancel requested: the current run stops and keeps its rows; runs not started are skipped")
+    progress = read_study_progress(root, study.study_id) if study is not None else None
+    statuses = {entry.get("run_id"): entry for entry in job.runs}
+    if progress is not None:  # a study's statuses come from its study.json
+        statuses.update({entry.get("run_id"): entry for entry in progress.record["runs"]
                          if entry.get("status") != "pending"})
-        with st.expander(f"Runs ({len(job.spec.runs)})", expanded=study is None or len(job.spec.runs) <= 12):
-            st.dataframe(
-                [{"run": run.run_id, "scheduler": run.scheduler.name, "seed": run.workload.seed,
-                  "rate (req/s)": run.workload.arrival.rate,
-                  "status": runs.get(run.run_id, {}).get("status", "queued"),
-                  "error": runs.get(run.run_id, {}).get("error")} for run in job.spec.runs],
-                hide_index=True,
-            )
-        run_id = job.current_run_id if job.active else None
-        run_id = run_id or next((run.run_id for run in reversed(job.spec.runs) if (root / run.run_id).exists()), None)
-        snapshot = read_live(root / run_id) if run_id is not None else None
-        if progress is not None:
-            current = snapshot.fraction if snapshot is not None and snapshot.status == "running" else 0.0
-            st.progress(progress.fraction(current), text=progress.text())
-        if run_id is None:
-            st.caption("Starting the worker…")
-            return
-        if snapshot is None:
-            st.caption(f"Waiting for {run_id} to start…")
-            return
-        eta = f", about {snapshot.eta_s:.0f} s left" if snapshot.eta_s is not None else ""
-        st.progress(snapshot.fraction, text=f"{run_id}: {snapshot.done} / {snapshot.total} requests "
-                                           f"({snapshot.status}{eta})")
-        if snapshot.error:
-            st.error(f"Run {snapshot.status}: {snapshot.error}")
-        cards = snapshot.cards()
-        cells = st.columns(len(cards) + 2)
-        for cell, (label, value) in zip(cells, cards):
-            cell.metric(label, value)
-        cells[-2].metric("output now (tok/s)", "-" if snapshot.tokens_per_s is None
-                         else f"{snapshot.tokens_per_s:,.0f}")
-        cells[-1].metric("elapsed (s)", "-" if snapshot.elapsed_s is None else f"{snapshot.elapsed_s:.0f}")
-        engine_cards = snapshot.engine_cards()  # an in-engine scheduler's latest decision, all instances
-        if engine_cards:
-            for cell, (label, value) in zip(st.columns(len(cards) + 2), engine_cards):
-                cell.metric(label, value)
-        st.plotly_chart(live_latency_scatter(snapshot.requests),
-                        key=f"live-lat-{run_id}")
-        st.plotly_chart(live_instance_series(snapshot.timeseries),
-                        key=f"live-ts-{run_id}")
-        for name, tail in snapshot.logs.items():
-            with st.expander(f"{name} (last lines)", expanded=snapshot.status == "failed"):
-                st.code(tail or "(empty)", language=None)
-        if not job.active:
-            if progress is not None and progress.finished:
-                notes = st.session_state.setdefault("identical_notes", {})  # read the members' rows once
-                if study.study_id not in notes:
-                    notes[study.study_id] = identical_decisions_note(root, progress.record)
-                if notes[study.study_id]:
-                    st.warning(notes[study.study_id])
-            st.page_link("pages/2_Results.py", label="Compare these runs on the Results page", icon="📊")
+    run_id = job.current_run_id if job.active else None
+    run_id = run_id or next((run.run_id for run in reversed(job.spec.runs) if (root / run.run_id).exists()), None)
+    snapshot = read_live(root / run_id) if run_id is not None else None
+    current = snapshot.fraction if snapshot is not None and snapshot.status == "running" else 0.0
+    if progress is not None:
+        finished = progress.finished
+    else:
+        finished = sum(str(statuses.get(run.run_id, {}).get("status")) in (*FINAL_STATES, "skipped")
+                       for run in job.spec.runs)
+    job_eta = job_eta_s(time.time() - created, finished, len(job.spec.runs), current) \
+        if job.active and (created := utc_seconds(job.spec.created_at)) is not None else None
+    if progress is not None or len(job.spec.runs) > 1:
+        text = progress.text() if progress is not None else f"{finished} of {len(job.spec.runs)} runs finished"
+        if job_eta is not None:
+            text += f" — about {job_eta:,.0f} s left for the whole job (wall clock)"
+        share = progress.fraction(current) if progress is not None else (finished + current) / len(job.spec.runs)
+        st.progress(min(1.0, share), text=text)
+    with st.expander(f"Runs of this job ({len(job.spec.runs)}): each one's results once it ends",
+                     expanded=len(job.spec.runs) <= 12):
+        table = pd.DataFrame(job_run_rows(root, job.spec.runs, statuses, snapshot))
+        st.dataframe(table.dropna(axis=1, how="all"), hide_index=True)  # no error column without errors
+    if run_id is None:
+        st.caption("Starting the worker…")
+        return
+    if snapshot is None:
+        st.caption(f"Waiting for {run_id} to start…")
+        return
+    eta = f", about {snapshot.eta_s:.0f} s left (wall clock)" if snapshot.eta_s is not None else ""
+    st.progress(snapshot.fraction, text=f"{run_id}: {snapshot.done} / {snapshot.total} requests "
+                                       f"({snapshot.status}{eta})")
+    if snapshot.error:
+        st.error(f"Run {snapshot.status}: {snapshot.error}")
+    clock_help = "the clock of the charts' time axes" + (
+        ": simulated seconds, not wall time (the Speed setting only paces them)" if snapshot.simulated else "")
+    cards = [(label, value, None) for label, value in snapshot.cards()]
+    cards += [snapshot.throughput_card(), (*snapshot.clock_card(), clock_help)]
+    cards += [(label, value, None) for label, value in snapshot.engine_cards()]  # an in-engine scheduler's
+    for start in range(0, len(cards), CARDS_PER_ROW):  # rows of four: labels stay whole at 1,024 px
+        for cell, (label, value, help_text) in zip(st.columns(CARDS_PER_ROW), cards[start:start + CARDS_PER_ROW]):
+            cell.metric(label, value, help=help_text)
+    st.plotly_chart(live_latency_scatter(snapshot.requests), key=f"live-lat-{run_id}")
+    st.plotly_chart(live_instance_series(snapshot.timeseries), key=f"live-ts-{run_id}")
+    if snapshot.simulated:
+        st.caption("Time axes: simulated seconds.")
+    for name, tail in snapshot.logs.items():
+        with st.expander(f"{name} (last lines)", expanded=snapshot.status == "failed"):
+            st.code(tail or "(empty)", language=None)
+    if not job.active:
+        if progress is not None and progress.finished:
+            notes = st.session_state.setdefault("identical_notes", {})  # read the members' rows once
+            if study.study_id not in notes:
+                notes[study.study_id] = identical_decisions_note(root, progress.record)
+            if notes[study.study_id]:
+                st.warning(notes[study.study_id])
+        st.page_link("pages/2_Results.py", label="Compare these runs on the Results page", icon="📊",
+                     query_params=results_link(job.spec))
 
-    live_view(selected)
+
+def utc_seconds(stamp: str) -> float | None:
+    """Seconds since the epoch of a ``YYYY-mm-ddTHH:MM:SSZ`` stamp; None when it is not one."""
+    try:
+        return calendar.timegm(time.strptime(stamp, "%Y-%m-%dT%H:%M:%SZ"))
+    except (TypeError, ValueError):
+        return None
+
+
+jobs_panel()
 
 st.header("New job")
 # -- engine ------------------------------------------------------------------------------------
@@ -246,12 +281,12 @@ if kind == "sim":
              help="a profile from `python -m runners profile` or bench/sim_fidelity.py (which adds its fidelity "
                   "report against the real engine); overrides the preset")
     with columns[1]:
-        number("Instances", "engine.instances", 1, step=1, min_value=1)
+        number("Instances", "engine.instances", 1)
     with columns[2]:
-        number("KV capacity per instance (tokens)", "engine.kv_capacity_tokens", None, step=1000,
+        number("KV capacity per instance (tokens)", "engine.kv_capacity_tokens", None,
                help="blank = the preset's capacity (813,104 tokens for Qwen2.5-7B on 2 x V100)")
     with columns[3]:
-        number("max_num_seqs", "engine.max_num_seqs", FORM_DEFAULTS["engine.max_num_seqs"], step=1,
+        number("max_num_seqs", "engine.max_num_seqs", FORM_DEFAULTS["engine.max_num_seqs"],
                help="requests the engine runs at once; blank = the preset's (256). Fewer slots make requests queue, "
                     "which is where schedulers differ")
     st.select_slider("Speed", options=list(PACES), value=DEFAULT_PACE, key="ui:pace",
@@ -264,7 +299,7 @@ elif kind in ADAPTERS:
     with columns[0]:
         text("Model folder", "engine.model", help="local folder (or hub id where the hub is reachable)")
     with columns[1]:
-        number("Instances", "engine.instances", 1, step=1, min_value=1)
+        number("Instances", "engine.instances", 1)
     with columns[2]:
         text("GPUs, one per instance", "engine.gpus", placeholder="0,1",
              help="CUDA_VISIBLE_DEVICES for each instance, comma-separated; blank = 0, 1, ...")
@@ -311,11 +346,11 @@ for column, task, title in ((left, "chat", "Chat (ShareGPT)"), (right, "code", "
             st.file_uploader(f"…or upload a {task} dataset", type=["json", "jsonl", "gz"], key=f"upload:{task}")
 columns = st.columns(4)
 with columns[0]:
-    number("Chat share", "workload.ratio.chat", 1.0, step=0.5, min_value=0.0, help="chat:code ratio, e.g. 1 and 1")
+    number("Chat share", "workload.ratio.chat", 1.0, help="chat:code ratio, e.g. 1 and 1")
 with columns[1]:
-    number("Code share", "workload.ratio.code", 1.0, step=0.5, min_value=0.0)
+    number("Code share", "workload.ratio.code", 1.0)
 with columns[2]:
-    number("Requests", "workload.requests", FORM_DEFAULTS["workload.requests"], step=100, min_value=1)
+    number("Requests", "workload.requests", FORM_DEFAULTS["workload.requests"])
 with columns[3]:
     text("Seeds", "trials.seeds", FORM_DEFAULTS["trials.seeds"],
          help="a count N (seeds 0..N-1, e.g. 5) or a comma-separated list (e.g. 3, 7, 11). At each seed every "
@@ -330,10 +365,10 @@ with columns[0]:
     error_under("workload.arrival.process")
 with columns[1]:
     if process != "all-at-once":
-        number("Rate (req/s)", "workload.arrival.rate", FORM_DEFAULTS["workload.arrival.rate"], step=0.5, fmt="%.2f")
+        number("Rate (req/s)", "workload.arrival.rate", FORM_DEFAULTS["workload.arrival.rate"])
 with columns[2]:
     if process == "gamma":
-        number("Burstiness (gamma shape)", "workload.arrival.burstiness", 1.0, step=0.1, fmt="%.2f",
+        number("Burstiness (gamma shape)", "workload.arrival.burstiness", 1.0,
                help="1 = Poisson; below 1 is burstier")
 error_under("workload", "workload.ratio")
 
@@ -347,10 +382,10 @@ if preset == "custom":
     for column, task in ((left, "chat"), (right, "code")):
         with column:
             st.markdown(f"**{task}** (blank = not checked)")
-            number("TTFT limit (s)", f"slo.{task}.ttft_s", None, step=0.5)
-            number("TPOT limit (ms)", f"slo.{task}.tpot_ms", None, step=5.0, fmt="%.1f",
+            number("TTFT limit (s)", f"slo.{task}.ttft_s", None)
+            number("TPOT limit (ms)", f"slo.{task}.tpot_ms", None,
                    help="time per output token, milliseconds (the paper's chat limit is 50 ms)")
-            number("E2E limit (s)", f"slo.{task}.e2e_s", None, step=1.0)
+            number("E2E limit (s)", f"slo.{task}.e2e_s", None)
             error_under(f"slo.{task}")
 error_under("slo", "slo.preset")
 
@@ -385,20 +420,16 @@ for name in chosen:
         columns = st.columns(3)
         for index, spec in enumerate(specs):
             path = f"scheduler.{name}.{spec.name}"
-            help_text = f"{spec.description} (default {spec.default!r}; {cls.paper})"
+            label, help_text = parameter_label(name, spec.name)  # the Params field's title and description
             with columns[index % 3]:
                 if spec.kind == "choice":
-                    st.selectbox(spec.name, list(spec.choices), index=list(spec.choices).index(spec.default),
+                    st.selectbox(label, list(spec.choices), index=list(spec.choices).index(spec.default),
                                  key=key(path), help=help_text)
                 elif spec.kind == "bool":
-                    st.checkbox(spec.name, value=bool(spec.default), key=key(path), help=help_text)
-                elif spec.kind in ("int", "float"):
-                    step = 1 if spec.kind == "int" else None
-                    st.number_input(spec.name, value=spec.default, step=step, key=key(path), help=help_text,
-                                    format=None if spec.kind == "int" else "%g")
-                else:
-                    st.text_input(spec.name, value="" if spec.default is None else str(spec.default),
-                                  key=key(path), help=help_text)
+                    st.checkbox(label, value=bool(spec.default), key=key(path), help=help_text)
+                else:  # numbers too: the launch validates the text the field shows (see number())
+                    st.text_input(label, value=field_text(spec.default), key=key(path), help=help_text,
+                                  placeholder="blank = the default" if spec.default is None else None)
                 error_under(path)
 
 # -- sweep + launch ----------------------------------------------------------------------------
@@ -428,7 +459,7 @@ for sentence, warning, fidelity in preview:
         st.caption(f"Fidelity: {fidelity}.")
 if planned is not None:
     st.caption(f"This launch is one study of {planned:,} run(s).")
-st.button("Launch", type="primary", on_click=launch)
+st.button("Launch", type="primary", on_click=launch, key="launch")
 if st.session_state.get(ERRORS):
     st.error(f"{len(st.session_state[ERRORS])} field(s) need attention; each error is shown under its field.")
 if st.session_state.get(STORE_ERROR):

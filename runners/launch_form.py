@@ -4,7 +4,11 @@ The page holds flat values keyed by dotted config paths (``workload.requests``,
 ``engine.max_num_seqs``, ``scheduler.slo-sa.max_batch`` ...). :func:`build_job` assembles them
 into one :class:`RunConfig` per scheduler (or per scheduler x rate for a sweep), validates them
 with the same models the CLI uses, and returns errors keyed by those same paths, so the page can
-show each one under its widget. Blank values (None or "") mean "the default". With the Seeds
+show each one under its widget. Blank values (None or "") mean "the default". Number fields
+arrive as the text the user typed (the page draws them as text inputs, so what is validated is
+what the field shows: a browser number input keeps its last valid value while it shows an invalid
+one); the models parse them, and text that is no number, or out of bounds, is an error under its
+field like any other. With the Seeds
 field (``trials.seeds``) the launch is one study, planned by :func:`runners.study.plan_study`
 exactly as the CLI's ``--seeds`` (every scheduler x rate x seed, paired by seed). The page's
 defaults (:data:`FORM_DEFAULTS`) and its offered-load preview (:func:`preview_load`,
@@ -65,14 +69,51 @@ DEFAULT_PACE = 100.0
 def default_form_values(schedulers: Sequence[str] = DEFAULT_SCHEDULERS) -> dict[str, Any]:
     """What the Launch page submits when nothing is changed: :data:`FORM_DEFAULTS`, the default
     pace, and every parameter of ``schedulers`` at its registry default (as the page draws it)."""
-    values: dict[str, Any] = {**FORM_DEFAULTS, "engine.pace": DEFAULT_PACE}
+    values: dict[str, Any] = {key: field_text(value) if isinstance(value, (int, float)) else value
+                              for key, value in FORM_DEFAULTS.items()}
+    values["engine.pace"] = DEFAULT_PACE
     for name in schedulers:
         for spec in parameter_specs(name):
             default = spec.default
-            if spec.kind not in ("choice", "bool", "int", "float"):
-                default = "" if default is None else str(default)
+            if spec.kind not in ("choice", "bool"):
+                default = field_text(default)
             values[f"scheduler.{name}.{spec.name}"] = default
     return values
+
+
+def field_text(value: Any) -> str:
+    """How a number (or other default) is written into a text field: ``""`` for None, ``2.5``,
+    ``16``, ``0.05`` (no trailing zeros, no exponent below a million)."""
+    if value is None:
+        return ""
+    if isinstance(value, float) and not isinstance(value, bool):
+        return f"{value:.15g}"
+    return str(value)
+
+
+def parameter_label(name: str, field: str) -> tuple[str, str]:
+    """(label, help) of scheduler ``name``'s parameter ``field`` on the form: the Params field's
+    ``title`` as the label when it has one (the field name otherwise), and its description as the
+    help, with the default and the config key (``scheduler.params.<field>`` in a config file)."""
+    info = scheduler_class(name).Params.model_fields[field]
+    label = info.title or field
+    default = "blank" if info.default is None else repr(info.default)
+    description = (info.description or "").strip()
+    if description and not description.endswith("."):
+        description += "."
+    parts = [description, f"Default: {default}.", f"Config key: `{field}`."]
+    return label, " ".join(part for part in parts if part)
+
+
+def results_link(spec: JobSpec) -> dict[str, str]:
+    """The Results page's query parameters that open what ``spec`` ran: its study (compared with
+    the study's baseline, the first scheduler unless another was chosen), or its runs with the
+    first run (the first scheduler) as the baseline; ``label``: the job's label."""
+    params = {"label": spec.label} if spec.label else {}
+    if spec.study is not None:
+        return {"study": spec.study.study_id, **params}
+    run_ids = [str(run.run_id) for run in spec.runs if run.run_id]
+    return {"runs": ",".join(run_ids), "baseline": run_ids[0], **params}
 
 
 def study_size(values: dict[str, Any], schedulers: Sequence[str]) -> int | None:
@@ -158,7 +199,10 @@ def _nested(values: dict[str, Any], errors: dict[str, str]) -> dict[str, Any]:
     for key, value in values.items():
         if _blank(value) or key.startswith(FORM_ONLY):
             continue
+        if isinstance(value, str) and key not in ARGS_FIELDS:
+            value = value.strip()
         if key.startswith("slo.") and key.endswith(".tpot_ms"):  # the form takes TPOT in ms
+            value = _number_or_text(value)
             if isinstance(value, (int, float)) and not isinstance(value, bool):
                 value = value / 1000.0
             key = key[:-len("_ms")] + "_s"
@@ -172,6 +216,17 @@ def _nested(values: dict[str, Any], errors: dict[str, str]) -> dict[str, Any]:
                 continue
         set_dotted(data, key, value)
     return data
+
+
+def _number_or_text(value: Any) -> Any:
+    """A finite number typed as text as a float; anything else unchanged (the model names it)."""
+    if isinstance(value, str):
+        try:
+            number = float(value)
+        except ValueError:
+            return value
+        return number if number == number and abs(number) != float("inf") else value
+    return value
 
 
 def _error_key(loc: tuple[Any, ...]) -> str:
@@ -188,14 +243,15 @@ def _message(item: dict[str, Any]) -> str:
 
 def _scheduler_params(name: str, values: dict[str, Any], errors: dict[str, str]) -> dict[str, Any]:
     prefix = f"scheduler.{name}."
-    params = {key[len(prefix):]: value for key, value in values.items()
-              if key.startswith(prefix) and not _blank(value)}
+    params = {key[len(prefix):]: value.strip() if isinstance(value, str) else value
+              for key, value in values.items() if key.startswith(prefix) and not _blank(value)}
     try:
-        scheduler_class(name).Params.model_validate(params)
+        model = scheduler_class(name).Params.model_validate(params)
     except ValidationError as exc:
         for item in exc.errors():
             errors[prefix + _error_key(item.get("loc", ()))] = _message(item)
-    return params
+        return params
+    return {key: getattr(model, key) for key in params}  # "0.95" typed -> 0.95
 
 
 def _dataset_error_key(exc: DatasetError, data: dict[str, Any]) -> str:
@@ -331,9 +387,12 @@ def build_job(values: dict[str, Any], schedulers: list[str], check_workload: boo
             errors["workload"] = str(exc)
         if errors:
             return FormResult(errors=_form_keys(errors, values))
-    label = str(values.get("job.label") or "") or " vs ".join(schedulers)
-    if study is not None and not values.get("job.label"):
+    label = str(values.get("job.label") or "").strip() or " vs ".join(schedulers)
+    if study is not None and not str(values.get("job.label") or "").strip():
         label += f" · {len(study.seeds)} seed{'s' if len(study.seeds) > 1 else ''}"
+    # every run records the job's label: RunConfig.notes, saved as config.json's config.notes and
+    # summary.json's notes (existing fields of the result contract); notes given in the form win
+    configs = [config if config.notes else config.model_copy(update={"notes": label}) for config in configs]
     return FormResult(spec=new_job_spec(configs, label=label, sweep=sweep, study=study))
 
 

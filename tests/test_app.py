@@ -75,7 +75,7 @@ def test_launch_form_shows_each_error_under_its_field(results, tmp_path):
     app = open_page("pages/1_Launch.py")
     app.checkbox(key="f:sweep.enabled").check().run()
     app.text_input(key="f:sweep.rates").set_value("1, fast").run()
-    app.number_input(key="f:scheduler.slo-sa.decay").set_value(1.5).run()
+    app.text_input(key="f:scheduler.slo-sa.decay").input("1.5").run()
     app.button[0].click().run()
     text = errors_text(app)
     assert "sweep.rates" in text and "'fast' is not a number" in text
@@ -87,7 +87,7 @@ def test_launch_form_shows_each_error_under_its_field(results, tmp_path):
     assert "scheduler.slo-sa.decay" in element_after(app, "f:scheduler.slo-sa.decay").value
 
     app.checkbox(key="f:sweep.enabled").uncheck().run()
-    app.number_input(key="f:scheduler.slo-sa.decay").set_value(0.95).run()
+    app.text_input(key="f:scheduler.slo-sa.decay").input("0.95").run()
     app.selectbox(key="f:workload.chat.kind").set_value("file").run()
     app.text_input(key="f:workload.chat.path").set_value(str(bad)).run()
     app.button[0].click().run()
@@ -114,7 +114,7 @@ def wait_for_job(results: Path, timeout_s: float = 120.0):
 
 def test_launch_on_the_simulator_completes_and_appears_in_results(results):
     app = open_page("pages/1_Launch.py")
-    app.number_input(key="f:workload.requests").set_value(60).run()
+    app.text_input(key="f:workload.requests").input("60").run()
     app.multiselect(key="schedulers").set_value(["fcfs", "static"]).run()
     app.select_slider(key="ui:pace").set_value("as fast as possible").run()
     app.button[0].click().run()
@@ -130,10 +130,146 @@ def test_launch_on_the_simulator_completes_and_appears_in_results(results):
     assert "10 of 10 runs finished" in progress[0].proto.text and "60 / 60 requests" in progress[1].proto.text
     labels = [metric.label for metric in app.metric]
     assert "SLO attainment (%)" in labels and "G (1/s)" in labels and "TPOT mean (ms)" in labels
+    assert app.selectbox(key="job_select").value == job.job_id
+    select = app.selectbox(key="job_select")
+    assert select.options[select.index].endswith(" · done")  # the label follows the job's state
+
+    # issue 15 defect 4: the ended run shows the summary's output throughput, labelled as the run's
+    # mean (not the last instantaneous telemetry sample); the elapsed time is on the charts' clock,
+    # simulated seconds, labelled so
+    from runners.metrics.catalog import metric
+    from runners.result_store import load_run
+
+    shown = load_run(results, job.run_ids[-1])  # the live view shows the job's last run once it ended
+    cards = {card.label: card.value for card in app.metric}
+    assert "output now (tok/s)" not in cards
+    mean = shown.summary["output_throughput_tps"]
+    assert cards["output throughput, run mean (tok/s)"] == f"{mean:.1f}"
+    latest = shown.timeseries[shown.timeseries["t_s"] == shown.timeseries["t_s"].max()]
+    assert f"{latest['tokens_per_s'].sum():.1f}" != f"{mean:.1f}"  # the instantaneous sample is another number
+    clock = max(shown.timeseries["t_s"].max(), shown.requests["finish_s"].max())
+    assert cards["elapsed, simulated (s)"] == f"{clock:,.1f}"
+
+    # every run of the job with its results once it ended (issue 15: finished runs beside the running one)
+    runs = app.dataframe[0].value
+    assert list(runs["run"]) == job.run_ids and list(runs["status"]) == ["done"] * 10
+    for run_id, attainment, g in zip(runs["run"], runs["SLO attainment (%)"], runs["G (1/s)"]):
+        summary = load_run(results, run_id).summary
+        assert attainment == f"{100 * summary['slo_attainment']:.1f}" and g == metric("G").format(summary["G"])
+
+    # issue 15 defect 6: the Results link opens this job's study (its baseline: the first scheduler)
+    [link] = [link for link in app.get("page_link") if "Results page" in link.proto.label]
+    from urllib.parse import parse_qs
+
+    assert parse_qs(link.proto.query_string) == {"study": [job.spec.study.study_id], "label": [job.spec.label]}
+    assert job.spec.study.baseline == "fcfs"
 
     app.switch_page("pages/2_Results.py").run()
     listed = set(app.dataframe[0].value["run"])
     assert set(job.run_ids) <= listed
+
+
+def launch_clicked(app: AppTest) -> str:
+    """Click Launch; the id of the job it started (from the page's message)."""
+    app.button(key="launch").click().run()
+    assert not app.exception, app.exception
+    assert app.success, errors_text(app)
+    return app.success[0].value.split("Started job ", 1)[1].split(" ", 1)[0]
+
+
+def test_a_launch_selects_the_new_job_with_its_cancel_button(results):
+    """Issue 15 defect 1: after a second launch the Jobs panel showed the previous job, and the new
+    one had no Cancel button until picked by hand."""
+    from runners.jobs import cancel_job, jobs_root, read_job
+
+    app = open_page("pages/1_Launch.py")
+    app.text_input(key="f:workload.requests").input("2000").run()  # 800 s at 2.5 req/s: still running below
+    app.text_input(key="f:trials.seeds").input("1").run()
+    app.multiselect(key="schedulers").set_value(["fcfs"]).run()
+    app.select_slider(key="ui:pace").set_value("real time").run()
+    first = launch_clicked(app)
+    second = None
+    try:
+        assert app.selectbox(key="job_select").value == first
+        second = launch_clicked(app)
+        assert second != first
+        assert app.selectbox(key="job_select").value == second
+        assert app.button(key=f"cancel-{second}").label == "Cancel job"
+        assert f"**{read_job(jobs_root(results) / second).spec.label}**" in " ".join(m.value for m in app.markdown)
+        app.button(key=f"cancel-{second}").click().run()
+        assert read_job(jobs_root(results) / second) is not None
+        assert (jobs_root(results) / second / "cancel").exists() and not (jobs_root(results) / first / "cancel").exists()
+    finally:
+        for job_id in (first, second):
+            if job_id:
+                cancel_job(jobs_root(results) / job_id)
+        deadline = time.monotonic() + 60
+        while any(job.active for job in list_jobs(results)) and time.monotonic() < deadline:
+            time.sleep(0.3)
+
+
+def test_an_invalid_number_field_starts_nothing_and_says_why_under_it(results):
+    """Issue 15 defect 3: a number field is launched as it shows: 0 requests or text that is no
+    number is an error under its field, never replaced by the previous value."""
+    app = open_page("pages/1_Launch.py")
+    app.text_input(key="f:workload.requests").input("0").run()
+    app.button(key="launch").click().run()
+    assert not app.success
+    assert element_after(app, "f:workload.requests").type == "error"
+    assert "workload.requests" in element_after(app, "f:workload.requests").value
+    assert "greater than 0" in element_after(app, "f:workload.requests").value
+    app.text_input(key="f:workload.requests").input("20").run()
+    app.text_input(key="f:engine.instances").input("two").run()
+    app.button(key="launch").click().run()
+    assert "engine.instances" in element_after(app, "f:engine.instances").value
+    assert "valid integer" in element_after(app, "f:engine.instances").value
+    assert not list_jobs(results), "nothing may start while a field is invalid"
+
+
+def test_the_results_link_of_a_job_of_runs_makes_its_first_scheduler_the_baseline(results):
+    """Issue 15 defect 6: the Launch -> Results link made the second scheduler the baseline. A job
+    without seeds (two runs) links its runs with the first scheduler's as the baseline, and every
+    run records the job's label (config.json's config.notes and summary.json's notes)."""
+    import json
+    from urllib.parse import parse_qs
+
+    app = open_page("pages/1_Launch.py")
+    app.text_input(key="f:workload.requests").input("30").run()
+    app.text_input(key="f:trials.seeds").input("").run()
+    app.multiselect(key="schedulers").set_value(["static", "fcfs"]).run()
+    app.select_slider(key="ui:pace").set_value("as fast as possible").run()
+    app.text_input(key="f:job.label").input("first look").run()
+    launch_clicked(app)
+    job = wait_for_job(results)
+    assert job.state == "done" and job.spec.study is None and job.spec.label == "first look"
+    static_run, fcfs_run = job.run_ids
+    assert [run.scheduler.name for run in job.spec.runs] == ["static", "fcfs"]
+    for run_id in job.run_ids:
+        assert json.loads((results / run_id / "summary.json").read_text())["notes"] == "first look"
+        assert json.loads((results / run_id / "config.json").read_text())["config"]["notes"] == "first look"
+    app.run()
+    [link] = [link for link in app.get("page_link") if "Results page" in link.proto.label]
+    query = parse_qs(link.proto.query_string)
+    assert query == {"runs": [f"{static_run},{fcfs_run}"], "baseline": [static_run], "label": ["first look"]}
+    app.query_params.update({name: values[0] for name, values in query.items()})
+    app.switch_page("pages/2_Results.py").run()
+    assert not app.exception, app.exception
+    assert app.selectbox(key="baseline").value == static_run  # the job's first scheduler
+
+
+def test_scheduler_parameters_are_labelled_by_their_title_with_their_description_as_help(results, monkeypatch):
+    from runners.registry import parameter_specs, scheduler_class
+
+    fields = scheduler_class("slo-sa").Params.model_fields
+    monkeypatch.setattr(fields["iterations"], "title", "moves tried per temperature level")
+    app = open_page("pages/1_Launch.py")  # slo-sa is a default scheduler
+    for spec in parameter_specs("slo-sa"):
+        widget = app.get("text_input") + app.get("selectbox") + app.get("checkbox")
+        [drawn] = [item for item in widget if getattr(item, "key", None) == f"f:scheduler.slo-sa.{spec.name}"]
+        assert drawn.label == (fields[spec.name].title or spec.name)
+        assert (fields[spec.name].description or "") in drawn.help and f"`{spec.name}`" in drawn.help
+    iterations = app.text_input(key="f:scheduler.slo-sa.iterations")
+    assert iterations.label == "moves tried per temperature level" and iterations.value == "100"
 
 
 def test_a_results_folder_that_cannot_hold_the_job_is_one_error_on_the_page(monkeypatch, tmp_path):
@@ -141,7 +277,7 @@ def test_a_results_folder_that_cannot_hold_the_job_is_one_error_on_the_page(monk
     not_a_folder.write_text("a file where the results folder should be")
     monkeypatch.setattr("runners.result_store.DEFAULT_RESULTS_DIR", not_a_folder)
     app = open_page("pages/1_Launch.py")
-    app.number_input(key="f:workload.requests").set_value(5).run()
+    app.text_input(key="f:workload.requests").input("5").run()
     app.button[0].click().run()
     assert not app.exception, app.exception
     assert "Could not start the job" in errors_text(app)
@@ -235,7 +371,7 @@ def test_an_engine_that_fails_to_start_shows_its_log(results, tmp_path):
     app.text_input(key="f:engine.model").set_value(str(model)).run()
     # the default Python of the vLLM environment is this one, which has no vLLM: the server dies
     app.checkbox(key="f:engine.use_gpus").uncheck().run()
-    app.number_input(key="f:workload.requests").set_value(5).run()
+    app.text_input(key="f:workload.requests").input("5").run()
     app.multiselect(key="schedulers").set_value(["fcfs"]).run()
     app.button[0].click().run()
     assert not app.error, errors_text(app)
@@ -255,11 +391,11 @@ def test_launch_page_draws_an_engine_from_its_adapter_alone(results, tmp_path):
     app = open_page("pages/1_Launch.py")
     app.radio(key="f:engine.kind").set_value("sglang").run()
     app.text_input(key="f:engine.model").set_value(str(tmp_path / "model")).run()
-    app.number_input(key="f:engine.max_running_requests").set_value(12).run()
-    app.number_input(key="f:engine.context_length").set_value(2048).run()
+    app.text_input(key="f:engine.max_running_requests").input("12").run()
+    app.text_input(key="f:engine.context_length").input("2048").run()
     app.checkbox(key="ui:flag:engine.scheduling_policy").check().run()
     app.checkbox(key="f:engine.use_gpus").uncheck().run()
-    app.number_input(key="f:workload.requests").set_value(5).run()
+    app.text_input(key="f:workload.requests").input("5").run()
     app.multiselect(key="schedulers").set_value(["fcfs"]).run()
     app.button[0].click().run()
     assert not app.error, errors_text(app)

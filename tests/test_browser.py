@@ -109,6 +109,60 @@ def test_each_page_loads_without_an_exception(dashboard, browser, tmp_path, path
     page.close()
 
 
+def job_count(results: Path) -> int:
+    jobs = results / ".jobs"
+    return len(list(jobs.iterdir())) if jobs.is_dir() else 0
+
+
+def job_shown(page) -> str:
+    """The text the Jobs panel's drop-down shows (the selected job's label; the first drop-down of
+    the Launch page): its visible text and its input's value."""
+    box = page.locator("[data-testid='stSelectbox']").first
+    inputs = box.locator("input")
+    return " ".join([box.inner_text()] + [inputs.nth(i).input_value() for i in range(inputs.count())])
+
+
+def wait_until_shown(page, text: str, timeout_s: float) -> None:
+    deadline = time.monotonic() + timeout_s
+    while text not in job_shown(page):
+        assert time.monotonic() < deadline, f"the Jobs drop-down never showed {text!r}: {job_shown(page)!r}"
+        page.wait_for_timeout(250)
+
+
+def test_the_sidebar_names_the_home_page_home(dashboard, browser):
+    url, _ = dashboard
+    page = browser.new_page(viewport={"width": 1400, "height": 1000})
+    page.goto(url, timeout=60_000)
+    nav = page.locator("[data-testid='stSidebarNav']")
+    nav.get_by_text("Launch", exact=True).wait_for(timeout=60_000)
+    names = [text.strip() for text in nav.locator("span").all_inner_texts() if text.strip()]
+    assert "Home" in names and "app" not in names, names
+    assert [name for name in names if name in ("Home", "Launch", "Results", "Demo")] == ["Home", "Launch", "Results",
+                                                                                        "Demo"]
+    page.close()
+
+
+def test_an_invalid_number_field_starts_nothing(dashboard, browser, tmp_path):
+    """Issue 15 defect 3: 0 typed into Requests and Launch clicked without Enter: no job starts and
+    the field's error shows (a number input kept its last valid value, 200, and launched it)."""
+    url, results = dashboard
+    before = job_count(results)
+    page = browser.new_page(viewport={"width": 1024, "height": 1000})
+    page.goto(f"{url}/Launch", timeout=60_000)
+    requests = page.get_by_label("Requests", exact=True)
+    requests.wait_for(timeout=60_000)
+    requests.fill("0")  # no Enter
+    page.get_by_role("button", name="Launch", exact=True).click()
+    page.get_by_text("workload.requests").first.wait_for(timeout=30_000)
+    assert "greater than 0" in page.locator("[data-testid='stAlert']").filter(has_text="workload.requests").first \
+        .inner_text()
+    page.wait_for_timeout(2000)
+    assert job_count(results) == before, "a job started from a form that shows an invalid field"
+    assert page.get_by_text("Started job").count() == 0
+    page.screenshot(path=str(shots_folder(tmp_path) / "launch-invalid-1024.png"), full_page=True)
+    page.close()
+
+
 def test_a_run_launched_in_the_browser_streams_to_the_end(dashboard, browser, tmp_path):
     url, results = dashboard
     page = browser.new_page(viewport={"width": 1400, "height": 1000})
@@ -122,9 +176,44 @@ def test_a_run_launched_in_the_browser_streams_to_the_end(dashboard, browser, tm
     page.get_by_text("Started job").first.wait_for(timeout=30_000)
     page.get_by_text("120 / 120 requests").first.wait_for(timeout=120_000)
     page.get_by_text("10 of 10 runs finished").first.wait_for(timeout=120_000)  # the whole study
+    # issue 15 defect 2: the drop-down's label follows the job's state without a reload
+    wait_until_shown(page, "· done", 10)
+    assert "starting" not in job_shown(page)
+    page.get_by_text("output throughput, run mean (tok/s)").first.wait_for(timeout=10_000)  # defect 4
+    page.get_by_text("elapsed, simulated (s)").first.wait_for(timeout=10_000)
+    link = page.get_by_role("link", name="Compare these runs on the Results page")
+    assert "study=" in (link.get_attribute("href") or "")  # defect 6: the link opens this job's study
     assert page.locator("[data-testid='stException']").count() == 0
     page.screenshot(path=str(shots_folder(tmp_path) / "launch-live.png"), full_page=True)
     page.close()
     saved = [folder for folder in results.iterdir() if (folder / "summary.json").exists()
              and not folder.name.startswith("demo-")]
     assert len(saved) == 10  # one study: the default pair of schedulers x the default 5 seeds
+
+
+def test_a_second_launch_is_followed_at_once_with_its_cancel_button(dashboard, browser, tmp_path):
+    """Issue 15 defect 1: after a launch the Jobs panel kept showing the previous job, and the new
+    one had no Cancel button until picked in the drop-down or the page reloaded."""
+    url, results = dashboard
+    page = browser.new_page(viewport={"width": 1024, "height": 1000})
+    page.goto(f"{url}/Launch", timeout=60_000)
+    requests = page.get_by_label("Requests", exact=True)
+    requests.wait_for(timeout=60_000)
+    for label, value in (("Requests", "2000"), ("Seeds", "1")):  # 800 simulated s each at 100x: 8 s a run
+        field = page.get_by_label(label, exact=True)
+        field.fill(value)
+        field.press("Enter")
+        page.wait_for_timeout(800)
+    jobs_before = set((results / ".jobs").iterdir()) if (results / ".jobs").is_dir() else set()
+    page.get_by_role("button", name="Launch", exact=True).click()
+    page.get_by_text("Started job").first.wait_for(timeout=30_000)
+    [new] = set((results / ".jobs").iterdir()) - jobs_before
+    wait_until_shown(page, new.name, 5)  # selected at once, no reload
+    cancel = page.get_by_role("button", name="Cancel job")
+    cancel.wait_for(timeout=5_000)
+    page.screenshot(path=str(shots_folder(tmp_path) / "launch-running-1024.png"), full_page=True)
+    cancel.click()
+    wait_until_shown(page, "· cancelled", 60)
+    assert (new / "cancel").exists()
+    assert page.locator("[data-testid='stException']").count() == 0
+    page.close()

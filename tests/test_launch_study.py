@@ -191,7 +191,7 @@ def test_the_launch_page_shows_the_offered_load_and_puts_seed_errors_under_the_s
     assert not app.exception, app.exception
     assert any("129% of the engine's estimated capacity of 1.94 req/s" in box.value for box in app.info)
     assert not app.warning
-    app.number_input(key="f:workload.arrival.rate").set_value(0.5).run()  # 26% of the capacity
+    app.text_input(key="f:workload.arrival.rate").input("0.5").run()  # 26% of the capacity
     assert "will likely make identical decisions" in app.warning[0].value
     app.text_input(key="f:trials.seeds").set_value("2, two").run()
     app.button[0].click().run()
