@@ -302,3 +302,18 @@ def test_results_page_labels_approximate_token_counts(page_results):
     assert any("schedlab: token counts approximate (4 characters per token); source: approximate: no tokenizer "
                "answered" in text for text in warnings), warnings
     assert not any(text.startswith("vllm: token counts approximate") for text in warnings)
+
+
+def test_guidellms_incomplete_requests_import_as_cancelled_not_failed(tmp_path):
+    raw = json.loads(GUIDELLM.read_text())
+    benchmark = raw["benchmarks"][0]
+    moved = benchmark["requests"]["successful"][:3]  # pretend the benchmark ended with 3 in flight
+    benchmark["requests"]["successful"] = benchmark["requests"]["successful"][3:]
+    benchmark["requests"]["incomplete"] = moved
+    raw["benchmarks"] = [benchmark]
+    source = tmp_path / "benchmarks.json"
+    source.write_text(json.dumps(raw))
+    [folder] = import_file(source, tmp_path / "results", name="g")
+    run = load_run(tmp_path / "results", folder.name)
+    assert (run.summary["completed"], run.summary["cancelled"], run.summary["failed"]) == (37, 3, 0)
+    assert run.summary["requests"] == 40 and run.summary["not_run"] == 0

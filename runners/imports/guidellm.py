@@ -32,6 +32,7 @@ from pathlib import Path
 from typing import Any
 
 from runners.imports.base import Definition, ImportedRun, ImportFormatError, RequestTimes, number
+from runners.metrics.outcomes import CANCELLED
 
 NAME = "guidellm"
 TITLE = "GuideLLM"
@@ -137,8 +138,8 @@ def _times(where: str, index: int, status: str, entry: Any) -> dict[str, Any]:
                                 "request_start; expected Unix seconds")
     error = None
     if status != "successful":
-        error = str(info.get("error") or ("cancelled when the benchmark ended" if status == "incomplete"
-                                          else "errored"))
+        # GuideLLM's incomplete requests were in flight when the benchmark ended: cancelled, not failed
+        error = CANCELLED if status == "incomplete" else str(info.get("error") or "errored")
     first = number(timings.get("first_token_iteration"))
     last = number(timings.get("last_token_iteration"))
     if status == "successful" and (first is None or last is None):
