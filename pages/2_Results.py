@@ -453,7 +453,7 @@ if loaded:
         if note:
             fidelity.setdefault(note, []).append(run.run_id)
     for note, run_ids in fidelity.items():
-        st.caption(f"Fidelity ({', '.join(names.get(run_id, run_id) for run_id in run_ids[:4])}{' …' if len(run_ids) > 4 else ''}): {note}.")
+        st.caption(f"Fidelity ({', '.join(run_ids[:4])}{' …' if len(run_ids) > 4 else ''}): {note}.")
     details = definition_details(summaries)
     if details:
         st.markdown("**Imported runs.** The 'definition' column marks every metric whose value is not schedlab's "

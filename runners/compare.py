@@ -219,7 +219,9 @@ def comparison_html(texts: pd.DataFrame, verdicts: pd.DataFrame, run_ids: Sequen
         cells += [f"<td style='text-align:left;font-size:0.8rem'>{html.escape(str(texts.at[index, column] or ''))}"
                   "</td>" for column in headers[len(run_ids) + 1:]]  # definition notes (imported runs)
         body.append("<tr>" + "".join(cells) + "</tr>")
-    return ("<table class='schedlab-comparison' style='width:100%;font-size:0.9rem'><thead><tr>" + head
+    # fixed layout: the columns share the page's width (values wrap before their badges), never wider
+    return ("<table class='schedlab-comparison' style='width:100%;table-layout:fixed;overflow-wrap:anywhere;"
+            "font-size:0.85rem'><colgroup><col style='width:22%'></colgroup><thead><tr>" + head
             + "</tr></thead><tbody>" + "".join(body) + "</tbody></table>")
 
 

@@ -24,21 +24,24 @@ def test_five_run_comparison_table_fits_at_1024_px(dashboard, browser, tmp_path)
     grid = table.locator("table.schedlab-comparison")
     assert grid.locator("tbody tr").count() == ROWS  # every metric, in the page's own flow
     sizes = grid.evaluate("""node => {
-        const main = node.closest('[data-testid="stMainBlockContainer"]') || document.body;
+        const main = node.closest('.st-key-comparison_table');
         const box = node.getBoundingClientRect(), room = main.getBoundingClientRect();
         let wrapper = node.parentElement, scrolls = false;
         while (wrapper && wrapper !== main) {  // no element between the table and the page scrolls
-            if (wrapper.scrollWidth > wrapper.clientWidth + 2 || wrapper.scrollHeight > wrapper.clientHeight + 2) {
+            const style = getComputedStyle(wrapper), scrollable = value => value === "auto" || value === "scroll";
+            if ((scrollable(style.overflowX) && wrapper.scrollWidth > wrapper.clientWidth + 2)
+                || (scrollable(style.overflowY) && wrapper.scrollHeight > wrapper.clientHeight + 2)) {
                 scrolls = true;
             }
             wrapper = wrapper.parentElement;
         }
-        return [box.right, room.right, scrolls, document.documentElement.scrollWidth, window.innerWidth];
+        return [box.right, room.right, scrolls || node.scrollWidth > box.width + 2,
+                document.documentElement.scrollWidth, window.innerWidth];
     }""")
     right, room, scrolls, page_width, window_width = sizes
     assert right <= room + 1 and not scrolls and page_width <= window_width, f"table overflows at 1,024 px: {sizes}"
     headers = grid.locator("thead th")
     assert headers.nth(2).get_attribute("title") == "run demo-static-s0" and headers.nth(2).inner_text() == "static"
     table.scroll_into_view_if_needed()
-    table.screenshot(path=str(shots_folder(tmp_path) / "results-table-1024.png"))
+    page.screenshot(path=str(shots_folder(tmp_path) / "results-table-1024.png"), full_page=True)
     page.close()

@@ -116,6 +116,9 @@ def test_sweep_capacity_table_has_readable_headers(results):
     for rate in (1.0, 4.0):
         run(results, f"sw-fcfs-{rate:g}", "fcfs", requests=20, rate=rate, sweep_id="sweep-t")
     app = open_page("pages/2_Results.py")
-    capacity = next(frame for frame in app.dataframe if "sweep_capacity" in frame.proto.id).value
+    # the capacity table: the one with the schedulers and the number of rates (an un-keyed
+    # st.dataframe has no id to find it by)
+    capacity = next(frame.value for frame in app.dataframe if "scheduler" in frame.value.columns
+                    and any(str(column).startswith("rates") for column in frame.value.columns))
     assert list(capacity.columns) == ["scheduler", "capacity at ≥ 90% attainment (req/s)", "lower bound",
                                       "rates swept"]
