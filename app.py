@@ -73,10 +73,10 @@ def home() -> None:
 
 #: The sidebar's pages: title, file and address (the files keep their numbered names for order).
 PAGES = [
-    st.Page(home, title="Home", icon="🏠", default=True),
-    st.Page("pages/1_Launch.py", title="Launch", icon="🚀", url_path="Launch"),
-    st.Page("pages/2_Results.py", title="Results", icon="📊", url_path="Results"),
-    st.Page("pages/3_Demo.py", title="Demo", icon="🎬", url_path="Demo"),
+    st.Page(home, title="Home", default=True),
+    st.Page("pages/1_Launch.py", title="Launch", url_path="Launch"),
+    st.Page("pages/2_Results.py", title="Results", url_path="Results"),
+    st.Page("pages/3_Demo.py", title="Demo", url_path="Demo"),
 ]
 
 st.set_page_config(page_title="schedlab", layout="wide")
