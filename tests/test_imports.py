@@ -260,9 +260,14 @@ def test_results_page_compares_imported_runs_with_a_schedlab_run(page_results):
     assert sources["aiperf"] == "imported from AIPerf 0.13.0" and pd.isna(sources["schedlab"])
     app.multiselect(key="compare_runs").set_value(["schedlab", "vllm", "guidellm-b0", "aiperf"]).run()
     assert not app.exception, app.exception
-    table = app.dataframe[1].value
-    table = (table.data if hasattr(table, "data") else table).set_index("metric")
-    assert {"schedlab", "vllm", "guidellm-b0", "aiperf", "definition"} <= set(table.columns)
+    from tests.test_results_page_app import comparison
+
+    table, _, titles = comparison(app)  # headers are display names; each one's tooltip holds its run id
+    table = table.set_index(table.columns[0])
+    named = {title.removeprefix("run "): name for name, title in titles.items() if title.startswith("run ")}
+    assert set(named) == {"schedlab", "vllm", "guidellm-b0", "aiperf"}, titles
+    assert named["aiperf"].startswith("aiperf") and named["schedlab"].startswith("fcfs")
+    assert "definition" in table.columns
     tpot = table.loc["TPOT mean (ms)", "definition"]
     assert "guidellm-b0: definition differs (time_per_output_token_ms" in tpot
     assert "aiperf: definition differs (inter_token_latency" in tpot
