@@ -233,10 +233,9 @@ def live_view(job, root) -> None:
     for start in range(0, len(cards), CARDS_PER_ROW):  # rows of four: labels stay whole at 1,024 px
         for cell, (label, value, help_text) in zip(st.columns(CARDS_PER_ROW), cards[start:start + CARDS_PER_ROW]):
             cell.metric(label, value, help=help_text)
-    st.plotly_chart(live_latency_scatter(snapshot.requests), key=f"live-lat-{run_id}")
-    st.plotly_chart(live_instance_series(snapshot.timeseries), key=f"live-ts-{run_id}")
-    if snapshot.simulated:
-        st.caption("Time axes: simulated seconds.")
+    # the time axes say which clock they run on (simulated seconds on the simulator)
+    st.plotly_chart(live_latency_scatter(snapshot.requests, simulated=snapshot.simulated), key=f"live-lat-{run_id}")
+    st.plotly_chart(live_instance_series(snapshot.timeseries, simulated=snapshot.simulated), key=f"live-ts-{run_id}")
     for name, tail in snapshot.logs.items():
         with st.expander(f"{name} (last lines)", expanded=snapshot.status == "failed"):
             st.code(tail or "(empty)", language=None)

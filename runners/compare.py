@@ -42,18 +42,11 @@ def _parts(run: Any) -> tuple[dict[str, Any], dict[str, Any]]:
 
 
 def run_job_label(summary: dict[str, Any], config: dict[str, Any] | None = None) -> str | None:
-    """The label of the job that made the run, or None when it has none. Read, in order, from the
-    summary's or config.json's ``job_label``/``label`` (the Launch page records its job's label
-    there), then ``config.json``'s run config (``config.label``/``config.job_label``); an imported
-    run's ``label`` ("imported from ...") is its source, not a job label, and is skipped."""
-    config = config or {}
-    run_config = config.get("config") if isinstance(config.get("config"), dict) else {}
-    candidates = [summary.get("job_label"), config.get("job_label"), run_config.get("job_label"),
-                  run_config.get("label")]
-    if not summary.get("imported") and not config.get("imported"):
-        candidates += [summary.get("label"), config.get("label")]
-    job = config.get("job") if isinstance(config.get("job"), dict) else {}
-    candidates.append(job.get("label"))
+    """The label of the job that made the run, or None when it has none: the run's ``notes``
+    (summary.json, else config.json's run config), where the Launch page records its job's label
+    (runners.launch_form: the label the user typed, or the default "fcfs vs slo-sa · 5 seeds")."""
+    run_config = (config or {}).get("config")
+    candidates = [summary.get("notes"), run_config.get("notes") if isinstance(run_config, dict) else None]
     return next((value.strip() for value in candidates if isinstance(value, str) and value.strip()), None)
 
 

@@ -290,14 +290,16 @@ def test_results_page_compares_two_bundled_runs_with_every_chart(results):
     app = open_page("pages/2_Results.py")
     assert set(app.multiselect(key="compare_runs").value) == {"demo-fcfs-s0", "demo-static-s0"}
     app.selectbox(key="baseline").set_value("demo-fcfs-s0").run()
-    table = app.dataframe[1].value.data if hasattr(app.dataframe[1].value, "data") else app.dataframe[1].value
-    row = table.set_index("metric").loc["SLO attainment (%)"]
     from runners.result_store import load_run
+    from tests.test_results_page_app import comparison
 
+    table, _, titles = comparison(app)  # headers: display names, run ids in their tooltips
+    column = {title.removeprefix("run "): name for name, title in titles.items() if title.startswith("run ")}
+    row = table.set_index(table.columns[0]).loc["SLO attainment (%)"]
     fcfs = load_run(results, "demo-fcfs-s0").summary["slo_attainment"]
     static = load_run(results, "demo-static-s0").summary["slo_attainment"]
-    assert row["demo-fcfs-s0"] == pytest.approx(100 * fcfs)
-    assert row["Δ% demo-static-s0"] == pytest.approx((static - fcfs) / fcfs * 100)
+    assert row[column["demo-fcfs-s0"]] == f"{100 * fcfs:.1f}"  # a share: one decimal, its change in points
+    assert row[column["demo-static-s0"]] == f"{100 * static:.1f} ({100 * (static - fcfs):+.1f} pts)"
     from runners.charts import CHART_VIEWS, COMPARISON_CHARTS
 
     assert len(app.get("plotly_chart")) == len(CHART_VIEWS["Overview"])

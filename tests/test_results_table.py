@@ -14,7 +14,7 @@ def _run(run_id: str, scheduler: str, seed: int = 0, rate: float = 2.0, engine: 
     summary = {"run_id": run_id, "scheduler": scheduler, "engine": engine, "arrival_rate_rps": rate}
     config = {"config": {"workload": {"seed": seed}}}
     if label is not None:
-        summary["job_label"] = label
+        summary["notes"] = label  # where the Launch page records its job's label
     return SimpleNamespace(run_id=run_id, summary=summary, config=config)
 
 
@@ -40,10 +40,11 @@ def test_display_names_carry_a_differing_job_label_engine_and_stay_unique():
     assert run_display_names([{"run_id": "s", "scheduler": "mcsf"}]) == {"s": "mcsf"}
 
 
-def test_job_label_is_read_tolerantly_and_an_imported_runs_source_is_not_a_job_label():
+def test_job_label_is_the_runs_notes_and_an_imported_runs_source_is_not_a_job_label():
     assert run_job_label({}, {}) is None
-    assert run_job_label({"job_label": " rate study "}) == "rate study"
-    assert run_job_label({}, {"config": {"label": "from config"}}) == "from config"
+    assert run_job_label({"notes": " rate study "}) == "rate study"
+    assert run_job_label({}, {"config": {"notes": "from config"}}) == "from config"
+    assert run_job_label({"notes": ""}, {"config": {"notes": "  "}}) is None
     assert run_job_label({"imported": {"label": "imported from vllm 0.9"}},
                          {"label": "imported from vllm 0.9", "imported": {}}) is None
 
