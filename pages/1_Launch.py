@@ -16,6 +16,7 @@ import pandas as pd
 import streamlit as st
 
 from runners.charts import live_instance_series, live_latency_scatter
+from runners.metrics.catalog import metric
 from runners.errors import SchedlabError
 from runners.engines.profile import PRESETS
 from runners.capacity_estimate import low_load_warning
@@ -38,6 +39,8 @@ CARDS_PER_ROW = 4
 STORE_ERROR = "launch_store_error"
 PACES = {"as fast as possible": None, "100x": 100.0, "10x": 10.0, "real time": 1.0}
 DEFAULT_PACE = "100x"
+
+TPOT_UNIT = metric("tpot_s.mean").unit  # the TPOT limits are typed in the catalog's display unit
 
 
 def key(path: str) -> str:
@@ -382,8 +385,8 @@ if preset == "custom":
         with column:
             st.markdown(f"**{task}** (blank = not checked)")
             number("TTFT limit (s)", f"slo.{task}.ttft_s", None)
-            number("TPOT limit (ms)", f"slo.{task}.tpot_ms", None,
-                   help="time per output token, milliseconds (the paper's chat limit is 50 ms)")
+            number(f"TPOT limit ({TPOT_UNIT})", f"slo.{task}.tpot_ms", None,
+                   help=f"time per output token, {TPOT_UNIT} (the paper's chat limit is 50 ms)")
             number("E2E limit (s)", f"slo.{task}.e2e_s", None)
             error_under(f"slo.{task}")
 error_under("slo", "slo.preset")

@@ -33,6 +33,7 @@ from runners.capacity_estimate import OfferedLoad, offered_load, real_engine_loa
 from runners.config import RunConfig, set_dotted
 from runners.errors import ConfigError, DatasetError, SchedlabError, error_location
 from runners.jobs import JobSpec, StudySpec, SweepSpec, new_job_spec
+from runners.metrics.catalog import metric
 from runners.registry import check_engine_for, parameter_specs, scheduler_class
 from runners.result_store import DEFAULT_RESULTS_DIR
 from runners.study import MAX_RUNS_UNCONFIRMED, check_size, new_study_id, parse_seeds, plan_study
@@ -201,10 +202,10 @@ def _nested(values: dict[str, Any], errors: dict[str, str]) -> dict[str, Any]:
             continue
         if isinstance(value, str) and key not in ARGS_FIELDS:
             value = value.strip()
-        if key.startswith("slo.") and key.endswith(".tpot_ms"):  # the form takes TPOT in ms
+        if key.startswith("slo.") and key.endswith(".tpot_ms"):  # the form takes TPOT in its display unit
             value = _number_or_text(value)
             if isinstance(value, (int, float)) and not isinstance(value, bool):
-                value = value / 1000.0
+                value = value / metric("tpot_s.mean").scale  # ms -> seconds, the catalog's scale
             key = key[:-len("_ms")] + "_s"
         elif key in LIST_FIELDS and isinstance(value, str):
             value = [part.strip() for part in value.split(",") if part.strip()]
