@@ -15,6 +15,7 @@ read once and kept in a small cache keyed by (path, size, mtime); a refresh read
 
 from __future__ import annotations
 
+import calendar
 import json
 import time
 from collections import OrderedDict
@@ -164,10 +165,12 @@ def job_eta_s(elapsed_s: float | None, finished: int, total: int, current: float
 
 
 def _parse_utc(stamp: str | None) -> float | None:
+    """Unix seconds of a ``YYYY-mm-ddTHH:MM:SSZ`` UTC stamp (None when absent or malformed); the
+    machine's time zone and daylight saving time play no part."""
     if not stamp:
         return None
     try:
-        return time.mktime(time.strptime(stamp, "%Y-%m-%dT%H:%M:%SZ")) - time.timezone
+        return calendar.timegm(time.strptime(stamp, "%Y-%m-%dT%H:%M:%SZ"))
     except ValueError:
         return None
 

@@ -354,3 +354,23 @@ def test_cancel_while_a_launched_server_starts_stops_it_at_once(results_dir, tmp
     time.sleep(0.5)
     with pytest.raises(ProcessLookupError):
         os.kill(pid, 0)
+
+
+def test_utc_stamps_parse_the_same_under_daylight_saving_time(monkeypatch):
+    """Issue 16: _parse_utc used mktime - timezone and was an hour off under DST (Europe/Berlin, July)."""
+    import datetime
+    import time as time_module
+
+    from runners.live import _parse_utc
+
+    monkeypatch.setenv("TZ", "Europe/Berlin")
+    time_module.tzset()
+    try:
+        for stamp in ("2026-07-01T12:00:00Z", "2026-01-15T08:30:05Z"):
+            expected = datetime.datetime.strptime(stamp, "%Y-%m-%dT%H:%M:%SZ").replace(
+                tzinfo=datetime.timezone.utc).timestamp()
+            assert _parse_utc(stamp) == expected
+        assert _parse_utc("yesterday") is None and _parse_utc(None) is None
+    finally:
+        monkeypatch.delenv("TZ")
+        time_module.tzset()

@@ -36,7 +36,7 @@ from numba import njit
 from pydantic import Field
 
 from runners.input_model import MAX_SEED
-from runners.predictors import OutputLengthPredictor, OutputPriorParams, RunningMoments, moments_by_task
+from runners.predictors import OutputLengthPredictor, OutputMode, OutputPriorParams, RunningMoments, moments_by_task
 from runners.schedulers.base import (
     Completion,
     Decision,
@@ -198,9 +198,9 @@ def admit_shortest_first(running_base, running_end, candidate_base, candidate_en
 
 
 class MemoryParams(OutputPriorParams, PolicyParams):
-    output_predictor: str = Field(title="output-length predictor",   # type: ignore[assignment]
-        default="oracle", description="MC-SF assumes known output lengths (the paper's setting); "
-        "gaussian or noisy-oracle to relax it")
+    output_predictor: OutputMode = Field(
+        title="output-length predictor", default="oracle",
+        description="MC-SF assumes known output lengths (the paper's setting); gaussian or noisy-oracle to relax it")
     memory_fraction: float = Field(title="KV cache share planned for", default=1.0, gt=0, le=1,
                                    description="share of the KV cache the policy plans for")
     default_step_s: float = Field(title="first decode step guess (s)", default=0.03, gt=0, le=3600.0,
