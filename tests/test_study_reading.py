@@ -10,7 +10,7 @@ import pytest
 from runners.cli import main
 from runners.compare import COMPARISON_METRICS, comparison_table
 from runners.errors import SchedlabError
-from runners.metrics.catalog import REQUEST_METRICS, RUN_METRICS, metric, metric_by_label
+from runners.metrics.catalog import REQUEST_METRICS, RUN_METRICS, TABLE_METRICS, metric, metric_by_label
 from runners.result_store import list_runs
 from runners.study import delete_study, identical_decisions_note
 
@@ -88,7 +88,10 @@ def test_every_table_reads_one_catalog():
     assert COMPARISON_METRICS is RUN_METRICS
     summary = {"run_id": "a", "slo_attainment": 0.5, "tpot_s": {"mean": 0.0241}, "G": 0.0125}
     table = comparison_table([summary, {**summary, "run_id": "b", "slo_attainment": 0.75}], "a")
-    assert list(table["metric"]) == [m.label for m in RUN_METRICS if not m.real_engines_only]
+    # the single-run table reads TABLE_METRICS (RUN_METRICS with medians, ITL, queue time and
+    # input tokens/s); studies keep RUN_METRICS, so study.json does not change
+    assert list(table["metric"]) == [m.label for m in TABLE_METRICS if not m.real_engines_only]
+    assert {m.key for m in RUN_METRICS} <= {m.key for m in TABLE_METRICS}
     row = table.set_index("metric").loc[metric("tpot_s.mean").label]
     assert row["a"] == pytest.approx(24.1)  # TPOT in ms
     assert table.set_index("metric").loc["SLO attainment (%)", "Δ% b"] == pytest.approx(50.0)
