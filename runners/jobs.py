@@ -26,7 +26,7 @@ import sys
 import time
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any
 
 from pydantic import BaseModel, Field
 
@@ -36,7 +36,6 @@ from runners.errors import SchedlabError
 from runners.result_store import DEFAULT_RESULTS_DIR, new_run_id, process_alive, write_json_atomic
 
 JOBS_FOLDER = ".jobs"
-JobState = Literal["starting", "running", "done", "failed", "cancelled", "lost"]
 FINAL_STATES = ("done", "failed", "cancelled", "lost")
 
 

@@ -242,16 +242,8 @@ class LatencyPredictor:
 
     model: LatencyModel
 
-    def ttft(self, batch: int, input_tokens: float) -> float:
-        return self.model.prefill_time(batch, input_tokens)
-
     def e2e(self, batch: int, input_tokens: float, output_tokens: int) -> float:
         return self.model.prefill_time(batch, input_tokens) + self.model.decode_time(batch, input_tokens, output_tokens)
-
-    def tpot(self, batch: int, input_tokens: float, output_tokens: int) -> float | None:
-        if output_tokens <= 1:
-            return None
-        return self.model.decode_time(batch, input_tokens, output_tokens) / (output_tokens - 1)
 
 
 @dataclass

@@ -306,7 +306,6 @@ class RunWriter:
         self.flush_rows = flush_rows
         self.flush_seconds = flush_seconds
         self._last_flush = self._last_summary = time.monotonic()
-        self.closed = False
         try:
             write_json_atomic(self.folder / "config.json", {"schema_version": SCHEMA_VERSION, **config})
             self.write_summary({"status": "running"})
@@ -371,7 +370,6 @@ class RunWriter:
         if error is not None:
             fields["error"] = error
         self.write_summary(fields)
-        self.closed = True
 
 
 # -- reading ---------------------------------------------------------------------------------

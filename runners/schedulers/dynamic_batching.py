@@ -182,7 +182,6 @@ class DynamicMemoryPolicy(SchedulerPolicy):
             self.output_moments.setdefault(task, RunningMoments()).merge(moments)
         self.task_arrivals: Counter[str] = Counter()
         self.first_token_at: dict[str, float] = {}
-        self.cap_history: list[tuple[float, int, int]] = []
         self.sized = {info.instance_id: False for info in instances}
 
     def on_arrival(self, request: Request, now: float) -> None:
@@ -244,7 +243,6 @@ class DynamicMemoryPolicy(SchedulerPolicy):
         dispatches = []
         for instance in sorted(self.in_flight):
             self.update_cap(instance, now)
-            self.cap_history.append((now, instance, self.cap[instance]))
         for request_id in list(self.pending):
             open_instances = [i for i in self.in_flight if len(self.in_flight[i]) < self.cap[i]]
             if not open_instances:

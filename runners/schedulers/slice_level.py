@@ -179,7 +179,6 @@ class SCLSPolicy(SchedulerPolicy):
         self.workers = {i.instance_id: _Worker() for i in instances}
         self.queued: set[str] = set()
         self.next_schedule = 0.0
-        self.slices_planned = 0
         self.gamma_s = self.params.min_interval_s or 0.0  # Gamma of the last schedule, seconds
 
     # -- estimators ------------------------------------------------------------------------------
@@ -209,11 +208,6 @@ class SCLSPolicy(SchedulerPolicy):
         if self.params.min_interval_s is not None:
             return self.params.min_interval_s
         return self.params.min_interval_slices * float(self.serve_time(np.array([1.0]), mean_length)[0])
-
-    def max_batch(self, longest: int) -> int:
-        """Largest N with (L + S) * N <= zeta * capacity (eq. 9), within max_batch."""
-        fits = int(self.params.zeta * self.capacity // (longest + self.params.slice_tokens))
-        return max(1, min(fits, self.batch_limit))
 
     def _length(self, request_id: str) -> int:
         return self.requests[request_id].input_tokens + self.tokens_done[request_id]
@@ -248,7 +242,6 @@ class SCLSPolicy(SchedulerPolicy):
                 self.workers[instance].queue.append((batch, estimate))
                 self.workers[instance].load += estimate
                 self.queued.update(batch)
-            self.slices_planned += len(pool)
             self.gamma_s = self.min_interval(float(lengths.mean()))
         least = min(worker.load for worker in self.workers.values())
         self.next_schedule = now + max(self.params.interval_lambda * least, self.gamma_s)

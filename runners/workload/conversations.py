@@ -38,11 +38,6 @@ SYNTHETIC_FILES = {
     "chat": DATASETS_DIR / "sharegpt_synthetic.jsonl.gz",
     "code": DATASETS_DIR / "python_code_synthetic.jsonl.gz",
 }
-#: Where the real datasets live on the Hugging Face hub.
-HUB_DEFAULTS = {
-    "chat": ("anon8231489123/ShareGPT_Vicuna_unfiltered", "ShareGPT_V3_unfiltered_cleaned_split.json"),
-    "code": ("ajibawa-2023/Python-Code-23k-ShareGPT", None),
-}
 
 
 class DatasetSource(InputModel):
