@@ -67,7 +67,9 @@ def home() -> None:
         st.dataframe(
             table if table["problem"].notna().any() else table.drop(columns="problem"),
             hide_index=True,
-            column_config={"SLO attainment": st.column_config.ProgressColumn(min_value=0.0, max_value=1.0, format="percent")},
+            column_config={
+                "SLO attainment": st.column_config.ProgressColumn(min_value=0.0, max_value=1.0, format="percent")
+            },
         )
 
 

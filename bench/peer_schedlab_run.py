@@ -32,18 +32,37 @@ def main() -> None:
     work = Path(tempfile.mkdtemp(prefix="schedlab-peer-"))
     model = tiny_model(ROOT / "bench" / ".tiny-model")
     dataset, _ = make_workload(model, work, REQUESTS, INPUT_LEN, OUTPUT_LEN)
-    config = VLLMConfig(model=str(model), python=vllm_python(), served_model_name="tiny", dtype="bfloat16",
-                        use_gpus=False, max_model_len=4096, max_num_seqs=64, max_num_batched_tokens=2048,
-                        env={"VLLM_CPU_KVCACHE_SPACE": "1", "HF_HUB_OFFLINE": "1"})
+    config = VLLMConfig(
+        model=str(model),
+        python=vllm_python(),
+        served_model_name="tiny",
+        dtype="bfloat16",
+        use_gpus=False,
+        max_model_len=4096,
+        max_num_seqs=64,
+        max_num_batched_tokens=2048,
+        env={"VLLM_CPU_KVCACHE_SPACE": "1", "HF_HUB_OFFLINE": "1"},
+    )
     port = free_port(config.host)
-    server = ServerProcess(VLLMAdapter.server_command(config, port), port, config.host, work / "server.log",
-                           dict(config.env), VLLMAdapter.health_path)
+    server = ServerProcess(
+        VLLMAdapter.server_command(config, port),
+        port,
+        config.host,
+        work / "server.log",
+        dict(config.env),
+        VLLMAdapter.health_path,
+    )
     run = {
         "run_id": "schedlab-fcfs-openai-tiny",
         "engine": {"kind": "openai", "urls": None},
-        "workload": {"requests": REQUESTS, "seed": 0, "tokenizer": str(model), "ratio": {"chat": 1, "code": 0},
-                     "chat": {"kind": "file", "path": str(dataset)},
-                     "arrival": {"process": "constant", "rate": RATE}},
+        "workload": {
+            "requests": REQUESTS,
+            "seed": 0,
+            "tokenizer": str(model),
+            "ratio": {"chat": 1, "code": 0},
+            "chat": {"kind": "file", "path": str(dataset)},
+            "arrival": {"process": "constant", "rate": RATE},
+        },
         "scheduler": {"name": "fcfs"},
     }
     try:
@@ -57,8 +76,10 @@ def main() -> None:
     shutil.rmtree(TARGET, ignore_errors=True)
     shutil.copytree(outcome.folder, TARGET)
     summary = outcome.summary
-    print(f"{TARGET}: {summary['completed']} requests, mean TTFT {summary['ttft_s']['mean'] * 1000:.1f} ms, "
-          f"mean TPOT {summary['tpot_s']['mean'] * 1000:.2f} ms")
+    print(
+        f"{TARGET}: {summary['completed']} requests, mean TTFT {summary['ttft_s']['mean'] * 1000:.1f} ms, "
+        f"mean TPOT {summary['tpot_s']['mean'] * 1000:.2f} ms"
+    )
 
 
 if __name__ == "__main__":

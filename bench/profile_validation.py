@@ -54,12 +54,19 @@ def fit_both(samples, limits: dict) -> dict:
     phase = fit_step_profile(samples, "tiny-cpu-vllm-phase", SOURCE, model="phase", **limits)
     step.to_file(PROFILE)
     phase.to_file(PHASE_PROFILE)
-    return {"linear-step": step.fit, "phase": phase.fit, "step_model": step.step_model.model_dump(),
-            "phase_model": {"prefill": phase.prefill.model_dump(), "decode": phase.decode.model_dump()}}
+    return {
+        "linear-step": step.fit,
+        "phase": phase.fit,
+        "step_model": step.step_model.model_dump(),
+        "phase_model": {"prefill": phase.prefill.model_dump(), "decode": phase.decode.model_dump()},
+    }
 
 
 def cv_lines(fits: dict) -> list[str]:
-    lines = ["| step kind | n | out-of-fold MAPE, linear step | out-of-fold MAPE, phase (eq. 14-15) |", "|---|---|---|---|"]
+    lines = [
+        "| step kind | n | out-of-fold MAPE, linear step | out-of-fold MAPE, phase (eq. 14-15) |",
+        "|---|---|---|---|",
+    ]
     for kind in ["prefill", "decode", "mixed", "all"]:
         step = fits["linear-step"]["cross_validation"].get(kind)
         phase = fits["phase"]["cross_validation"].get(kind)
@@ -87,29 +94,58 @@ def main() -> None:
         instance = server.start()[0]
         try:
             started = time.perf_counter()
-            samples = asyncio.run(measure_steps(instance.endpoint, StepGrid(), engine_config.max_num_batched_tokens,
-                                                progress=lambda m: print(m, flush=True)))
+            samples = asyncio.run(
+                measure_steps(
+                    instance.endpoint,
+                    StepGrid(),
+                    engine_config.max_num_batched_tokens,
+                    progress=lambda m: print(m, flush=True),
+                )
+            )
             profile_seconds = time.perf_counter() - started
             write_step_samples(samples, SAMPLES)
-            limits = {"kv_capacity_tokens": instance.kv_capacity_tokens, "block_size": instance.block_size,
-                      "max_num_seqs": engine_config.max_num_seqs,
-                      "max_num_batched_tokens": engine_config.max_num_batched_tokens}
+            limits = {
+                "kv_capacity_tokens": instance.kv_capacity_tokens,
+                "block_size": instance.block_size,
+                "max_num_seqs": engine_config.max_num_seqs,
+                "max_num_batched_tokens": engine_config.max_num_batched_tokens,
+            }
             fits = fit_both(samples, limits)
             print("\n".join(cv_lines(fits)), flush=True)
-            profiles = {"linear-step": PROFILE, "phase (same steps)": PHASE_PROFILE, "phase (request grid)": GRID_PROFILE}
+            profiles = {
+                "linear-step": PROFILE,
+                "phase (same steps)": PHASE_PROFILE,
+                "phase (request grid)": GRID_PROFILE,
+            }
             for rate in [float(r) for r in args.rates.split(",")]:
-                workload = {"requests": args.requests, "seed": 11, "tokenizer": str(model),
-                            "arrival": {"process": "poisson", "rate": rate}}
-                real = execute_run(parse_config({
-                    "engine": {"kind": "openai", "urls": instance.endpoint.base_url},
-                    "workload": workload, "scheduler": {"name": "fcfs"},
-                }), Path(scratch) / "results").summary
+                workload = {
+                    "requests": args.requests,
+                    "seed": 11,
+                    "tokenizer": str(model),
+                    "arrival": {"process": "poisson", "rate": rate},
+                }
+                real = execute_run(
+                    parse_config(
+                        {
+                            "engine": {"kind": "openai", "urls": instance.endpoint.base_url},
+                            "workload": workload,
+                            "scheduler": {"name": "fcfs"},
+                        }
+                    ),
+                    Path(scratch) / "results",
+                ).summary
                 for label, path in profiles.items():
                     load_profile(path)
-                    sim = execute_run(parse_config({
-                        "engine": {"kind": "sim", "profile": str(path)},
-                        "workload": workload, "scheduler": {"name": "fcfs"},
-                    }), Path(scratch) / "results").summary
+                    sim = execute_run(
+                        parse_config(
+                            {
+                                "engine": {"kind": "sim", "profile": str(path)},
+                                "workload": workload,
+                                "scheduler": {"name": "fcfs"},
+                            }
+                        ),
+                        Path(scratch) / "results",
+                    ).summary
                     row = {"rate_rps": rate, "profile": label}
                     for key, name in [("ttft_s", "mean_ttft_s"), ("tpot_s", "mean_tpot_s")]:
                         row[f"real_{name}"] = real[key]["mean"]
@@ -122,14 +158,21 @@ def main() -> None:
                     print(json.dumps(row), flush=True)
         finally:
             server.stop()
-    report = {"date": time.strftime("%Y-%m-%d %H:%M:%S"), "profile": str(PROFILE.relative_to(RESULTS.parent.parent)),
-              "profile_seconds": round(profile_seconds, 1), **fits, "rows": rows}
+    report = {
+        "date": time.strftime("%Y-%m-%d %H:%M:%S"),
+        "profile": str(PROFILE.relative_to(RESULTS.parent.parent)),
+        "profile_seconds": round(profile_seconds, 1),
+        **fits,
+        "rows": rows,
+    }
     (RESULTS / "profile_validation.json").write_text(json.dumps(report, indent=2) + "\n")
     counts = fits["linear-step"]["points"]
     lines = [
         f"Steps measured in {profile_seconds:.0f} s: {counts['prefill']} pure prefill, {counts['decode']} pure decode, "
         f"{counts['mixed']} mixed (samples: tiny-cpu-vllm.profile-cv-samples.csv). 5-fold cross-validation, same samples:",
-        "", *cv_lines(fits), "",
+        "",
+        *cv_lines(fits),
+        "",
         "| rate req/s | simulator profile | mean TTFT real / sim (error) | mean TPOT real / sim (error) | "
         "output tok/s real / sim (error) |",
         "|---|---|---|---|---|",

@@ -40,40 +40,68 @@ def main() -> None:
     with tempfile.TemporaryDirectory() as scratch:
         model = tiny_model(Path(scratch) / "tiny")
         for instances in [int(n) for n in args.instances.split(",")]:
-            config = parse_config({"engine": vllm_engine(model, instances=instances, num_gpu_blocks_override=64,
-                                                         max_num_seqs=16)}).engine
+            config = parse_config(
+                {"engine": vllm_engine(model, instances=instances, num_gpu_blocks_override=64, max_num_seqs=16)}
+            ).engine
             servers = RealEngine(config, Path(scratch) / f"logs-{instances}")
             servers.start()
             urls = ",".join(instance.endpoint.base_url for instance in servers.instances)
             try:
                 for name in SCHEDULERS:
                     exhaustive = name == "slo-exhaustive"
-                    workload = {"requests": 6 if exhaustive else args.requests, "seed": 21, "tokenizer": str(model),
-                                "arrival": {"process": "all-at-once"} if exhaustive else
-                                {"process": "poisson", "rate": args.rate},
-                                "filters": {"max_total_tokens": 512}}
-                    outcome = execute_run(parse_config({
-                        "engine": {"kind": "openai", "urls": urls, "profile": str(PROFILE)},
-                        "workload": workload, "scheduler": {"name": name},
-                    }), Path(scratch) / "results")
+                    workload = {
+                        "requests": 6 if exhaustive else args.requests,
+                        "seed": 21,
+                        "tokenizer": str(model),
+                        "arrival": {"process": "all-at-once"}
+                        if exhaustive
+                        else {"process": "poisson", "rate": args.rate},
+                        "filters": {"max_total_tokens": 512},
+                    }
+                    outcome = execute_run(
+                        parse_config(
+                            {
+                                "engine": {"kind": "openai", "urls": urls, "profile": str(PROFILE)},
+                                "workload": workload,
+                                "scheduler": {"name": name},
+                            }
+                        ),
+                        Path(scratch) / "results",
+                    )
                     summary = outcome.summary
-                    rows.append({"scheduler": name, "instances": instances, "status": outcome.status,
-                                 "completed": summary["completed"], "requests": summary["requests"],
-                                 "slo_attainment": round(summary["slo_attainment"] or 0, 3),
-                                 "G": round(summary["G"] or 0, 5), "preemptions": summary["preemptions"],
-                                 "mean_e2e_s": round(summary["e2e_s"]["mean"] or 0, 2),
-                                 "error": outcome.error})
+                    rows.append(
+                        {
+                            "scheduler": name,
+                            "instances": instances,
+                            "status": outcome.status,
+                            "completed": summary["completed"],
+                            "requests": summary["requests"],
+                            "slo_attainment": round(summary["slo_attainment"] or 0, 3),
+                            "G": round(summary["G"] or 0, 5),
+                            "preemptions": summary["preemptions"],
+                            "mean_e2e_s": round(summary["e2e_s"]["mean"] or 0, 2),
+                            "error": outcome.error,
+                        }
+                    )
                     print(rows[-1], flush=True)
             finally:
                 servers.stop()
-    report = {"date": time.strftime("%Y-%m-%d %H:%M:%S"), "rows": rows,
-              "pass": all(row["status"] == "done" and row["completed"] == row["requests"] for row in rows)}
+    report = {
+        "date": time.strftime("%Y-%m-%d %H:%M:%S"),
+        "rows": rows,
+        "pass": all(row["status"] == "done" and row["completed"] == row["requests"] for row in rows),
+    }
     RESULTS.mkdir(parents=True, exist_ok=True)
     (RESULTS / "real_schedulers.json").write_text(json.dumps(report, indent=2) + "\n")
-    lines = ["| scheduler | instances | status | completed | SLO att. | G (1/s) | preemptions | mean E2E (s) |",
-             "|---|---|---|---|---|---|---|---|"]
-    lines += [f"| {r['scheduler']} | {r['instances']} | {r['status']} | {r['completed']}/{r['requests']} | "
-              f"{r['slo_attainment']:.0%} | {r['G']} | {r['preemptions']} | {r['mean_e2e_s']} |" for r in rows]
+    lines = [
+        "| scheduler | instances | status | completed | SLO att. | G (1/s) | preemptions | mean E2E (s) |",
+        "|---|---|---|---|---|---|---|---|",
+    ]
+    lines += [
+        f"| {r['scheduler']} | {r['instances']} | {r['status']} | {r['completed']}/{r['requests']} | "
+        f"{r['slo_attainment']:.0%} | {r['G']} | {r['preemptions']} | {r['mean_e2e_s']} |"
+        for r in rows
+    ]
     (RESULTS / "real_schedulers.md").write_text("\n".join(lines) + "\n")
     print("\n".join(lines))
 

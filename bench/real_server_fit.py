@@ -40,17 +40,49 @@ def main() -> None:
     args = parser.parse_args()
     work = Path(tempfile.mkdtemp(prefix="schedlab-fit-"))
     model = tiny_model(ROOT / "bench" / ".tiny-model")
-    config = VLLMConfig(model=str(model), python=vllm_python(), served_model_name="tiny", dtype="bfloat16",
-                        use_gpus=False, max_model_len=args.max_model_len, num_gpu_blocks_override=args.blocks,
-                        env={"VLLM_CPU_KVCACHE_SPACE": "1", "HF_HUB_OFFLINE": "1"})
+    config = VLLMConfig(
+        model=str(model),
+        python=vllm_python(),
+        served_model_name="tiny",
+        dtype="bfloat16",
+        use_gpus=False,
+        max_model_len=args.max_model_len,
+        num_gpu_blocks_override=args.blocks,
+        env={"VLLM_CPU_KVCACHE_SPACE": "1", "HF_HUB_OFFLINE": "1"},
+    )
     port = free_port(config.host)
-    server = ServerProcess(VLLMAdapter.server_command(config, port), port, config.host, work / "server.log",
-                           dict(config.env), VLLMAdapter.health_path)
+    server = ServerProcess(
+        VLLMAdapter.server_command(config, port),
+        port,
+        config.host,
+        work / "server.log",
+        dict(config.env),
+        VLLMAdapter.health_path,
+    )
     try:
         launch_servers([server], 600.0)
-        command = [sys.executable, "-m", "runners", "run", "--engine", "openai", "--url", server.base_url,
-                   "--scheduler", "fcfs", "--requests", str(args.requests), "--rate", str(args.rate),
-                   "--seed", str(args.seed), "--out", str(work / "results"), "--set", "run_id=fit"]
+        command = [
+            sys.executable,
+            "-m",
+            "runners",
+            "run",
+            "--engine",
+            "openai",
+            "--url",
+            server.base_url,
+            "--scheduler",
+            "fcfs",
+            "--requests",
+            str(args.requests),
+            "--rate",
+            str(args.rate),
+            "--seed",
+            str(args.seed),
+            "--out",
+            str(work / "results"),
+            "--set",
+            "run_id=fit",
+        ]
         done = subprocess.run(command, cwd=ROOT, capture_output=True, text=True, timeout=1800)
     finally:
         server.stop()

@@ -69,16 +69,17 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "bench"))
 
-from reproduction_study import (VERDICT_RULE, Arm, Claim, Measure, RowSpec, parameters_text,  # noqa: E402
-                                run_rows, without_warmup)
+from reproduction_study import VERDICT_RULE, Arm, Claim, Measure, RowSpec, parameters_text, run_rows, without_warmup  # noqa: E402
+
 from runners.config import parse_config  # noqa: E402
 
 OUT = ROOT / "results" / "reproduction"
 PROFILE = ROOT / "bench" / "results" / "tiny-cpu-vllm.profile.yaml"
 
 #: 004's Fig. 7 range of G gains over vLLM (4-10 requests, max batch 1/2/4).
-A_CLAIM = Claim("G +0.3% to +46.5% over vLLM (004 Fig. 7); attainment up to 5x, latency up to -31.6% (appendix)",
-                0.003, 0.465)
+A_CLAIM = Claim(
+    "G +0.3% to +46.5% over vLLM (004 Fig. 7); attainment up to 5x, latency up to -31.6% (appendix)", 0.003, 0.465
+)
 #: 002 Table 2: B -> (Benchmark, Baton) completion time of the 30 short queries, seconds.
 BATON_TABLE = {2: (161.77, 83.43), 4: (92.68, 49.61), 6: (61.70, 37.25), 8: (50.07, 31.08), 10: (40.45, 30.99)}
 #: 002's "short input - short output": both a few dozen to 200 words (~266 tokens at 0.75 words a token).
@@ -87,27 +88,62 @@ BATON_FILTERS = {"min_input_tokens": 24, "max_input_tokens": 266, "min_output_to
 #: The simulator table's settings (--quick: QUICK_SCALE).
 SIM_SCALE: dict[str, Any] = {
     "seeds": 10,
-    "a_counts": (10, 20, 40), "a_batches": (1, 2, 4),
+    "a_counts": (10, 20, 40),
+    "a_batches": (1, 2, 4),
     "a_protocol": ((10, 1), (20, 2), (40, 4)),  # the paper's protocol: Fig. 8 / 9 settings
-    "a_oracle": (40, 4), "a_noise": (0.025, 0.05, 0.10),  # Fig. 9 (C)
-    "b_requests": 1000, "b_kv": 400_000, "b_slots": 1024, "b_static": (256, 1024),
-    "b_rates": tuple(x / 2 for x in range(1, 17)), "b_sla_requests": 400, "b_ttft_s": 10.0,
-    "c_requests": 600, "c_rate": 8.0, "c_instances": 2, "c_cap": 16,
-    "d_counts": (100, 200, 400), "d_rates": (("high", 8.0), ("low", 3.0)), "d_kv": 16_492,
-    "baton_requests": 30, "baton_batches": (2, 4, 6, 8, 10), "baton_filters": BATON_FILTERS,
+    "a_oracle": (40, 4),
+    "a_noise": (0.025, 0.05, 0.10),  # Fig. 9 (C)
+    "b_requests": 1000,
+    "b_kv": 400_000,
+    "b_slots": 1024,
+    "b_static": (256, 1024),
+    "b_rates": tuple(x / 2 for x in range(1, 17)),
+    "b_sla_requests": 400,
+    "b_ttft_s": 10.0,
+    "c_requests": 600,
+    "c_rate": 8.0,
+    "c_instances": 2,
+    "c_cap": 16,
+    "d_counts": (100, 200, 400),
+    "d_rates": (("high", 8.0), ("low", 3.0)),
+    "d_kv": 16_492,
+    "baton_requests": 30,
+    "baton_batches": (2, 4, 6, 8, 10),
+    "baton_filters": BATON_FILTERS,
 }
 QUICK_SCALE: dict[str, Any] = {
-    **SIM_SCALE, "seeds": 3, "a_counts": (10,), "a_batches": (2,), "a_protocol": ((10, 2),), "a_oracle": (10, 2),
-    "a_noise": (0.05,), "b_requests": 120, "b_kv": 40_000, "b_slots": 128, "b_static": (32,),
-    "b_rates": (2.0, 2.5, 3.0), "b_sla_requests": 60, "c_requests": 80, "d_counts": (20, 40),
-    "d_rates": (("high", 8.0),), "d_kv": 4_096, "baton_requests": 12, "baton_batches": (2, 4),
+    **SIM_SCALE,
+    "seeds": 3,
+    "a_counts": (10,),
+    "a_batches": (2,),
+    "a_protocol": ((10, 2),),
+    "a_oracle": (10, 2),
+    "a_noise": (0.05,),
+    "b_requests": 120,
+    "b_kv": 40_000,
+    "b_slots": 128,
+    "b_static": (32,),
+    "b_rates": (2.0, 2.5, 3.0),
+    "b_sla_requests": 60,
+    "c_requests": 80,
+    "d_counts": (20, 40),
+    "d_rates": (("high", 8.0),),
+    "d_kv": 4_096,
+    "baton_requests": 12,
+    "baton_batches": (2, 4),
 }
 
 
 # -- the rows --------------------------------------------------------------------------------------
 def g_row(scenario: str, setting: str, base: Arm, ours: Arm, claim: Claim, label: str) -> RowSpec:
-    return RowSpec(scenario, setting, Measure(base.scheduler, (base,), key="G"), Measure(label, (ours,), key="G"),
-                   claim, also=("slo_attainment", "e2e_s.mean"))
+    return RowSpec(
+        scenario,
+        setting,
+        Measure(base.scheduler, (base,), key="G"),
+        Measure(label, (ours,), key="G"),
+        claim,
+        also=("slo_attainment", "e2e_s.mean"),
+    )
 
 
 def rows_a(scale: dict[str, Any], protocol: bool = True) -> list[RowSpec]:
@@ -127,34 +163,68 @@ def rows_a(scale: dict[str, Any], protocol: bool = True) -> list[RowSpec]:
 
     for b in scale["a_batches"]:
         for n in scale["a_counts"]:
-            rows.append(g_row("A slo-sa vs fcfs", f"{n} requests at once, max batch {b} (engine max_num_seqs {b}); "
-                              "slo-sa registry defaults (dispatch slots, 2 chains, workload-warmed Gaussian)",
-                              fcfs(n, b), slo_sa(n, b), A_CLAIM, "slo-sa"))
+            rows.append(
+                g_row(
+                    "A slo-sa vs fcfs",
+                    f"{n} requests at once, max batch {b} (engine max_num_seqs {b}); "
+                    "slo-sa registry defaults (dispatch slots, 2 chains, workload-warmed Gaussian)",
+                    fcfs(n, b),
+                    slo_sa(n, b),
+                    A_CLAIM,
+                    "slo-sa",
+                )
+            )
     if protocol:
         for n, b in scale["a_protocol"]:
-            rows.append(g_row("A slo-sa (paper protocol) vs fcfs",
-                              f"{n} requests at once, max batch {b}; slo-sa dispatch 'all' (every request sent at "
-                              "once in plan order) on a priority engine, 1 annealing chain (the paper's); FCFS on "
-                              "the FCFS engine (vLLM's default)",
-                              fcfs(n, b), slo_sa(n, b, "-paper", dispatch="all", chains=1), A_CLAIM,
-                              "slo-sa (paper protocol)"))
+            rows.append(
+                g_row(
+                    "A slo-sa (paper protocol) vs fcfs",
+                    f"{n} requests at once, max batch {b}; slo-sa dispatch 'all' (every request sent at "
+                    "once in plan order) on a priority engine, 1 annealing chain (the paper's); FCFS on "
+                    "the FCFS engine (vLLM's default)",
+                    fcfs(n, b),
+                    slo_sa(n, b, "-paper", dispatch="all", chains=1),
+                    A_CLAIM,
+                    "slo-sa (paper protocol)",
+                )
+            )
     n, b = scale["a_oracle"]
     oracle = slo_sa(n, b, "-oracle", output_predictor="oracle")
-    rows.append(g_row("A slo-sa oracle vs fcfs", f"{n} requests at once, max batch {b}; slo-sa predicts each "
-                      "output length exactly (output_predictor oracle)", fcfs(n, b), oracle,
-                      Claim("G +84% over vLLM with an output-length error < 2.5% (004 Fig. 9 C)", 0.84, 0.84),
-                      "slo-sa oracle"))
-    rows.append(g_row("A slo-sa oracle vs slo-sa", f"{n} requests at once, max batch {b}; the oracle against "
-                      "slo-sa's own per-task Gaussian", slo_sa(n, b), oracle,
-                      Claim("G +65% over the SLO-aware scheduler's own predictor, error < 2.5% (004 Fig. 9 C)",
-                            0.65, 0.65), "slo-sa oracle"))
+    rows.append(
+        g_row(
+            "A slo-sa oracle vs fcfs",
+            f"{n} requests at once, max batch {b}; slo-sa predicts each "
+            "output length exactly (output_predictor oracle)",
+            fcfs(n, b),
+            oracle,
+            Claim("G +84% over vLLM with an output-length error < 2.5% (004 Fig. 9 C)", 0.84, 0.84),
+            "slo-sa oracle",
+        )
+    )
+    rows.append(
+        g_row(
+            "A slo-sa oracle vs slo-sa",
+            f"{n} requests at once, max batch {b}; the oracle against slo-sa's own per-task Gaussian",
+            slo_sa(n, b),
+            oracle,
+            Claim("G +65% over the SLO-aware scheduler's own predictor, error < 2.5% (004 Fig. 9 C)", 0.65, 0.65),
+            "slo-sa oracle",
+        )
+    )
     for noise in scale["a_noise"]:
-        rows.append(g_row(f"A slo-sa noisy oracle {noise:.1%} vs fcfs",
-                          f"{n} requests at once, max batch {b}; prediction = true length x (1 + N(0, {noise:g})) "
-                          "(output_predictor noisy-oracle)", fcfs(n, b),
-                          slo_sa(n, b, f"-noisy{noise:g}", output_predictor="noisy-oracle", noise=noise),
-                          Claim("G gain over vLLM grows with accuracy (004 Fig. 9 C: 2.5/5/10% error; "
-                                "numbers only in the figure)"), f"slo-sa noisy {noise:.1%}"))
+        rows.append(
+            g_row(
+                f"A slo-sa noisy oracle {noise:.1%} vs fcfs",
+                f"{n} requests at once, max batch {b}; prediction = true length x (1 + N(0, {noise:g})) "
+                "(output_predictor noisy-oracle)",
+                fcfs(n, b),
+                slo_sa(n, b, f"-noisy{noise:g}", output_predictor="noisy-oracle", noise=noise),
+                Claim(
+                    "G gain over vLLM grows with accuracy (004 Fig. 9 C: 2.5/5/10% error; numbers only in the figure)"
+                ),
+                f"slo-sa noisy {noise:.1%}",
+            )
+        )
     return rows
 
 
@@ -162,22 +232,40 @@ def rows_b_memory(scale: dict[str, Any], kv_tokens: int) -> list[RowSpec]:
     """000 Table I: dynamic-mem vs FCFS with a fixed max_num_seqs, all requests at once."""
     requests, slots = scale["b_requests"], scale["b_slots"]
     workload = {"requests": requests, "arrival": {"process": "all-at-once"}}
-    dynamic = Arm("b-mem-dynamic", "dynamic-mem", {"b_max": slots}, {"kv_capacity_tokens": kv_tokens,
-                                                                      "max_num_seqs": slots}, workload)
+    dynamic = Arm(
+        "b-mem-dynamic",
+        "dynamic-mem",
+        {"b_max": slots},
+        {"kv_capacity_tokens": kv_tokens, "max_num_seqs": slots},
+        workload,
+    )
     rows = []
     for static in scale["b_static"]:
-        base = Arm(f"b-mem-static{static}", "fcfs", {}, {"kv_capacity_tokens": kv_tokens, "max_num_seqs": static},
-                   workload)
-        claim = (Claim("output throughput +6.5% to +28.2% (000 Table I; abstract: 8% to 28%) over the static "
-                       "batch size vLLM is configured with", 0.065, 0.282) if static < slots else
-                 Claim("no paper number: the paper's static baseline is vLLM's configured size, not every slot"))
-        rows.append(RowSpec("B dynamic-mem vs static max batch",
-                            f"{requests} requests at once, KV {kv_tokens:,} tokens; static: FCFS with max_num_seqs "
-                            f"{static}; dynamic-mem: b_max {slots} on max_num_seqs {slots}, eps_M and prior at "
-                            "registry defaults",
-                            Measure(f"static {static}", (base,), key="output_throughput_tps"),
-                            Measure("dynamic-mem", (dynamic,), key="output_throughput_tps"), claim,
-                            also=("preemptions", "e2e_s.mean")))
+        base = Arm(
+            f"b-mem-static{static}", "fcfs", {}, {"kv_capacity_tokens": kv_tokens, "max_num_seqs": static}, workload
+        )
+        claim = (
+            Claim(
+                "output throughput +6.5% to +28.2% (000 Table I; abstract: 8% to 28%) over the static "
+                "batch size vLLM is configured with",
+                0.065,
+                0.282,
+            )
+            if static < slots
+            else Claim("no paper number: the paper's static baseline is vLLM's configured size, not every slot")
+        )
+        rows.append(
+            RowSpec(
+                "B dynamic-mem vs static max batch",
+                f"{requests} requests at once, KV {kv_tokens:,} tokens; static: FCFS with max_num_seqs "
+                f"{static}; dynamic-mem: b_max {slots} on max_num_seqs {slots}, eps_M and prior at "
+                "registry defaults",
+                Measure(f"static {static}", (base,), key="output_throughput_tps"),
+                Measure("dynamic-mem", (dynamic,), key="output_throughput_tps"),
+                claim,
+                also=("preemptions", "e2e_s.mean"),
+            )
+        )
     return rows
 
 
@@ -189,13 +277,17 @@ def rows_b_sla(scale: dict[str, Any]) -> list[RowSpec]:
     static = Arm("b-sla-static", "fcfs", {}, {}, workload, slo, rates)
     dynamic = Arm("b-sla-dynamic", "dynamic-sla", {"d_sla_s": 0.05}, {}, workload, slo, rates)
     step = rates[1] - rates[0] if len(rates) > 1 else 0.0
-    return [RowSpec("B dynamic-sla vs static (capacity)",
-                    f">= 90% of {scale['b_sla_requests']} requests with TPOT <= 50 ms and TTFT <= {ttft:g} s; Poisson "
-                    f"rates {rates[0]:g} to {rates[-1]:g} req/s in steps of {step:g}; static: FCFS on the engine's "
-                    "default max_num_seqs; dynamic-sla: D_SLA 50 ms, the rest registry defaults",
-                    Measure("static", (static,), "capacity", "slo_attainment"),
-                    Measure("dynamic-sla", (dynamic,), "capacity", "slo_attainment"),
-                    Claim("capacity +22% (5.4 -> 6.6 qps; 000 Table II rows +10% to +27%)", 0.10, 0.27))]
+    return [
+        RowSpec(
+            "B dynamic-sla vs static (capacity)",
+            f">= 90% of {scale['b_sla_requests']} requests with TPOT <= 50 ms and TTFT <= {ttft:g} s; Poisson "
+            f"rates {rates[0]:g} to {rates[-1]:g} req/s in steps of {step:g}; static: FCFS on the engine's "
+            "default max_num_seqs; dynamic-sla: D_SLA 50 ms, the rest registry defaults",
+            Measure("static", (static,), "capacity", "slo_attainment"),
+            Measure("dynamic-sla", (dynamic,), "capacity", "slo_attainment"),
+            Claim("capacity +22% (5.4 -> 6.6 qps; 000 Table II rows +10% to +27%)", 0.10, 0.27),
+        )
+    ]
 
 
 def rows_c(scale: dict[str, Any]) -> list[RowSpec]:
@@ -205,25 +297,52 @@ def rows_c(scale: dict[str, Any]) -> list[RowSpec]:
     engine = {"instances": instances}
     scls = Arm("c-scls", "scls", {}, engine, workload)
     baselines = (
-        (Arm("c-static", "static", {"batch_size": cap}, engine, workload), f"static B={cap} (SLS)",
-         Claim("throughput +82.5% to +315.8% vs SLS (001 Fig. 12, HF and DS)", 0.825, 3.158),
-         Claim("mean response time -80.8% to -91.1% vs SLS (001 Fig. 12)", -0.911, -0.808)),
-        (Arm("c-fcfs-cap", "fcfs", {"max_in_flight": cap}, engine, workload), f"fcfs cap {cap} (ILS)",
-         Claim("throughput +61.6% to +171.0% vs ILS (001 Fig. 12, DS)", 0.616, 1.71),
-         Claim("mean response time -78.4% to -88.3% vs ILS (001 Fig. 12)", -0.883, -0.784)),
-        (Arm("c-fcfs", "fcfs", {}, engine, workload), "fcfs uncapped",
-         Claim("no paper number: the paper has no uncapped continuous-batching baseline (direction of its ILS "
-               "claim)"),
-         Claim("no paper number (direction of its ILS claim)")),
+        (
+            Arm("c-static", "static", {"batch_size": cap}, engine, workload),
+            f"static B={cap} (SLS)",
+            Claim("throughput +82.5% to +315.8% vs SLS (001 Fig. 12, HF and DS)", 0.825, 3.158),
+            Claim("mean response time -80.8% to -91.1% vs SLS (001 Fig. 12)", -0.911, -0.808),
+        ),
+        (
+            Arm("c-fcfs-cap", "fcfs", {"max_in_flight": cap}, engine, workload),
+            f"fcfs cap {cap} (ILS)",
+            Claim("throughput +61.6% to +171.0% vs ILS (001 Fig. 12, DS)", 0.616, 1.71),
+            Claim("mean response time -78.4% to -88.3% vs ILS (001 Fig. 12)", -0.883, -0.784),
+        ),
+        (
+            Arm("c-fcfs", "fcfs", {}, engine, workload),
+            "fcfs uncapped",
+            Claim(
+                "no paper number: the paper has no uncapped continuous-batching baseline (direction of its ILS claim)"
+            ),
+            Claim("no paper number (direction of its ILS claim)"),
+        ),
     )
-    setting = (f"{scale['c_requests']} requests, Poisson {scale['c_rate']:g}/s, {instances} instances; scls at "
-               "registry defaults")
+    setting = (
+        f"{scale['c_requests']} requests, Poisson {scale['c_rate']:g}/s, {instances} instances; scls at "
+        "registry defaults"
+    )
     rows = []
     for arm, label, throughput, latency in baselines:
-        rows.append(RowSpec(f"C scls vs {label}", setting, Measure(label, (arm,), key="request_throughput_rps"),
-                            Measure("scls", (scls,), key="request_throughput_rps"), throughput))
-        rows.append(RowSpec(f"C scls vs {label}", setting, Measure(label, (arm,), key="e2e_s.mean"),
-                            Measure("scls", (scls,), key="e2e_s.mean"), latency, also=("e2e_s.p90",)))
+        rows.append(
+            RowSpec(
+                f"C scls vs {label}",
+                setting,
+                Measure(label, (arm,), key="request_throughput_rps"),
+                Measure("scls", (scls,), key="request_throughput_rps"),
+                throughput,
+            )
+        )
+        rows.append(
+            RowSpec(
+                f"C scls vs {label}",
+                setting,
+                Measure(label, (arm,), key="e2e_s.mean"),
+                Measure("scls", (scls,), key="e2e_s.mean"),
+                latency,
+                also=("e2e_s.p90",),
+            )
+        )
     return rows
 
 
@@ -241,54 +360,106 @@ def rows_d(scale: dict[str, Any], kv_tokens: int) -> list[RowSpec]:
     counts = tuple(scale["d_counts"])
     rows = []
     for label, rate in scale["d_rates"]:
+
         def arms(name: str, params: dict[str, Any]) -> tuple[Arm, ...]:
             tag = "-".join(f"{key}{value:g}" for key, value in params.items())
-            return tuple(Arm(f"d-{label}-{name}{'-' + tag if tag else ''}-n{n}", name, dict(params),
-                             {"kv_capacity_tokens": kv_tokens},
-                             {"requests": n, "arrival": {"process": "poisson", "rate": rate}}) for n in counts)
+            return tuple(
+                Arm(
+                    f"d-{label}-{name}{'-' + tag if tag else ''}-n{n}",
+                    name,
+                    dict(params),
+                    {"kv_capacity_tokens": kv_tokens},
+                    {"requests": n, "arrival": {"process": "poisson", "rate": rate}},
+                )
+                for n in counts
+            )
 
         mcsf = Measure("mcsf", arms("mcsf", {}), "slope", "e2e_s.mean", counts)
-        claim = (Claim("best baseline's slope about 3x MC-SF's (003 Fig. 5 left, high demand)", -2 / 3, -2 / 3)
-                 if label == "high" else
-                 Claim("best baseline's slope >= 8x MC-SF's (003 Fig. 5 right, low demand)", None, -0.875))
+        claim = (
+            Claim("best baseline's slope about 3x MC-SF's (003 Fig. 5 left, high demand)", -2 / 3, -2 / 3)
+            if label == "high"
+            else Claim("best baseline's slope >= 8x MC-SF's (003 Fig. 5 right, low demand)", None, -0.875)
+        )
         for baseline, params in D_BASELINES:
             shown = ", ".join(f"{key} {value:g}" for key, value in params.items())
-            rows.append(RowSpec(f"D mcsf vs {baseline} ({shown})",
-                                f"{label} demand: Poisson {rate:g}/s, KV {kv_tokens:,} tokens "
-                                f"(003: 16,492), n = {' / '.join(map(str, counts))}; {shown}, clear on overflow",
-                                Measure(f"{baseline} ({shown})", arms(baseline, params), "slope", "e2e_s.mean",
-                                        counts), mcsf, claim))
+            rows.append(
+                RowSpec(
+                    f"D mcsf vs {baseline} ({shown})",
+                    f"{label} demand: Poisson {rate:g}/s, KV {kv_tokens:,} tokens "
+                    f"(003: 16,492), n = {' / '.join(map(str, counts))}; {shown}, clear on overflow",
+                    Measure(f"{baseline} ({shown})", arms(baseline, params), "slope", "e2e_s.mean", counts),
+                    mcsf,
+                    claim,
+                )
+            )
     return rows
 
 
 def rows_baton(scale: dict[str, Any], filters: dict[str, Any]) -> list[RowSpec]:
     """002 Table 2: continuous insertion (FCFS on B slots) vs static batches of B on a
     run-to-completion engine (a batch takes no one new until all of it has finished)."""
-    workload = {"requests": scale["baton_requests"], "arrival": {"process": "all-at-once"},
-                "ratio": {"chat": 1, "code": 0}, "filters": filters}
+    workload = {
+        "requests": scale["baton_requests"],
+        "arrival": {"process": "all-at-once"},
+        "ratio": {"chat": 1, "code": 0},
+        "filters": filters,
+    }
     rows = []
     for b in scale["baton_batches"]:
-        static = Arm(f"baton-b{b}-static", "static", {"batch_size": b}, {"max_num_seqs": b, "run_to_completion": True},
-                     workload)
+        static = Arm(
+            f"baton-b{b}-static", "static", {"batch_size": b}, {"max_num_seqs": b, "run_to_completion": True}, workload
+        )
         ours = Arm(f"baton-b{b}-continuous", "fcfs", {}, {"max_num_seqs": b}, workload)
         bench, baton = BATON_TABLE.get(b, (None, None))
-        claim = (Claim(f"x{bench / baton:.2f} (002 Table 2: {bench:g} -> {baton:g} s)", bench / baton - 1,
-                       bench / baton - 1) if bench else Claim("no paper number at this B"))
-        rows.append(RowSpec("Baton continuous vs static batches",
-                            f"B = {b}: {scale['baton_requests']} short chat queries at once (input "
-                            f"{filters.get('min_input_tokens', 4)}-{filters.get('max_input_tokens', 1024)} tokens, "
-                            f"prompt + reply <= {filters['max_total_tokens']}); static batches of {b} on a "
-                            f"run-to-completion engine vs FCFS on {b} continuous slots",
-                            Measure(f"static B={b}", (static,), key="request_throughput_rps"),
-                            Measure("continuous", (ours,), key="request_throughput_rps"), claim))
+        claim = (
+            Claim(f"x{bench / baton:.2f} (002 Table 2: {bench:g} -> {baton:g} s)", bench / baton - 1, bench / baton - 1)
+            if bench
+            else Claim("no paper number at this B")
+        )
+        rows.append(
+            RowSpec(
+                "Baton continuous vs static batches",
+                f"B = {b}: {scale['baton_requests']} short chat queries at once (input "
+                f"{filters.get('min_input_tokens', 4)}-{filters.get('max_input_tokens', 1024)} tokens, "
+                f"prompt + reply <= {filters['max_total_tokens']}); static batches of {b} on a "
+                f"run-to-completion engine vs FCFS on {b} continuous slots",
+                Measure(f"static B={b}", (static,), key="request_throughput_rps"),
+                Measure("continuous", (ours,), key="request_throughput_rps"),
+                claim,
+            )
+        )
     return rows
 
 
 # -- the table -------------------------------------------------------------------------------------
-COLUMNS = ("scenario", "setting", "paper", "quantity", "baseline", "ours", "change", "diff", "k_of_n", "verdict",
-           "reason", "also")
-HEADER = ("scenario", "setting", "paper", "quantity", "baseline mean [95% CI]", "ours mean [95% CI]",
-          "mean change [95% CI]", "paired diff [95% CI]", "k of n better", "verdict", "reason", "also (change [95% CI])")
+COLUMNS = (
+    "scenario",
+    "setting",
+    "paper",
+    "quantity",
+    "baseline",
+    "ours",
+    "change",
+    "diff",
+    "k_of_n",
+    "verdict",
+    "reason",
+    "also",
+)
+HEADER = (
+    "scenario",
+    "setting",
+    "paper",
+    "quantity",
+    "baseline mean [95% CI]",
+    "ours mean [95% CI]",
+    "mean change [95% CI]",
+    "paired diff [95% CI]",
+    "k of n better",
+    "verdict",
+    "reason",
+    "also (change [95% CI])",
+)
 
 SIM_NOTES = """
 How to read it: "baseline" and "ours" name the sides in the scenario column; each is a mean over
@@ -345,19 +516,43 @@ REAL_SCALE: dict[str, Any] = {
     "seeds": 3,
     "server_max_seqs": 64,  # [the preset's 256]
     "small_kv_blocks": 24,  # x 128-token blocks = 3,072 tokens, for B (memory) and D
-    "a_counts": (10, 20, 40), "a_batches": (1, 2, 4), "a_oracle": (40, 4), "a_noise": (0.025, 0.05, 0.10),
-    "b_requests": 64, "b_slots": 64, "b_static": (16,),  # [1,000; 1,024 slots; static 256 and 1,024]
+    "a_counts": (10, 20, 40),
+    "a_batches": (1, 2, 4),
+    "a_oracle": (40, 4),
+    "a_noise": (0.025, 0.05, 0.10),
+    "b_requests": 64,
+    "b_slots": 64,
+    "b_static": (16,),  # [1,000; 1,024 slots; static 256 and 1,024]
     # [0.5 to 8 req/s]: on this engine the issue-4 run met TPOT <= 50 ms at every rate up to 8 req/s
     # (TPOT p90 10-11 ms), so the sweep starts at 4 and reaches 12 req/s, in steps of 0.5
-    "b_rates": tuple(x / 2 for x in range(8, 25)), "b_sla_requests": 40, "b_ttft_s": 10.0,
-    "c_requests": 64, "c_rate": 8.0, "c_instances": 2, "c_cap": 16,
-    "d_counts": (15, 30, 60), "d_rates": (("high", 8.0), ("low", 3.0)),
-    "baton_requests": 30, "baton_batches": (2, 4, 6, 8, 10),
+    "b_rates": tuple(x / 2 for x in range(8, 25)),
+    "b_sla_requests": 40,
+    "b_ttft_s": 10.0,
+    "c_requests": 64,
+    "c_rate": 8.0,
+    "c_instances": 2,
+    "c_cap": 16,
+    "d_counts": (15, 30, 60),
+    "d_rates": (("high", 8.0), ("low", 3.0)),
+    "baton_requests": 30,
+    "baton_batches": (2, 4, 6, 8, 10),
 }
 QUICK_REAL_SCALE: dict[str, Any] = {
-    **REAL_SCALE, "seeds": 2, "a_counts": (10,), "a_batches": (2,), "a_oracle": (10, 2), "a_noise": (0.05,),
-    "b_requests": 16, "b_rates": (4.0,), "b_sla_requests": 8, "c_requests": 8, "d_counts": (4, 8),
-    "d_rates": (("high", 8.0),), "baton_requests": 8, "baton_batches": (2,)}
+    **REAL_SCALE,
+    "seeds": 2,
+    "a_counts": (10,),
+    "a_batches": (2,),
+    "a_oracle": (10, 2),
+    "a_noise": (0.05,),
+    "b_requests": 16,
+    "b_rates": (4.0,),
+    "b_sla_requests": 8,
+    "c_requests": 8,
+    "d_counts": (4, 8),
+    "d_rates": (("high", 8.0),),
+    "baton_requests": 8,
+    "baton_batches": (2,),
+}
 
 REAL_NOTES = """
 How to read it: as the simulator table (reproduction_simulator.md): means over seeds with 95%
@@ -402,8 +597,15 @@ Scheduler parameters in effect: the registry defaults below, plus what a row's s
 """
 
 
-def write(rows: list[dict], engine: str, command: str, seconds: float, notes: str,
-          problems: list[str] | None = None, made_on: str | None = None) -> None:
+def write(
+    rows: list[dict],
+    engine: str,
+    command: str,
+    seconds: float,
+    notes: str,
+    problems: list[str] | None = None,
+    made_on: str | None = None,
+) -> None:
     """reproduction_<engine>.csv (every field) and .md (the table, problems and notes);
     ``made_on``: the date the table's runs were made (default today)."""
     OUT.mkdir(parents=True, exist_ok=True)
@@ -412,14 +614,25 @@ def write(rows: list[dict], engine: str, command: str, seconds: float, notes: st
         writer.writeheader()
         writer.writerows(rows)
     cell = lambda text: str(text).replace("|", "/").replace("\n", " ")  # noqa: E731
-    lines = [f"# Reproduction on {engine}", "", f"Made by `{command}` on {made_on or time.strftime('%Y-%m-%d')} "
-             f"({seconds:.0f} s).", "", "| " + " | ".join(HEADER) + " |", "|" + "---|" * len(HEADER)]
+    lines = [
+        f"# Reproduction on {engine}",
+        "",
+        f"Made by `{command}` on {made_on or time.strftime('%Y-%m-%d')} ({seconds:.0f} s).",
+        "",
+        "| " + " | ".join(HEADER) + " |",
+        "|" + "---|" * len(HEADER),
+    ]
     lines += ["| " + " | ".join(cell(row.get(column, "")) for column in COLUMNS) + " |" for row in rows]
     if problems is not None:
-        lines += ["", "Requests that failed or were sent twice: " + ("none." if not problems else ""),
-                  *[f"- {problem}" for problem in problems]]
-    counts = {verdict: sum(1 for row in rows if row.get("verdict") == verdict)
-              for verdict in ("reproduced", "not reproduced", "inconclusive")}
+        lines += [
+            "",
+            "Requests that failed or were sent twice: " + ("none." if not problems else ""),
+            *[f"- {problem}" for problem in problems],
+        ]
+    counts = {
+        verdict: sum(1 for row in rows if row.get("verdict") == verdict)
+        for verdict in ("reproduced", "not reproduced", "inconclusive")
+    }
     lines += ["", "Verdicts: " + ", ".join(f"{n} {verdict}" for verdict, n in counts.items()) + "."]
     (OUT / f"reproduction_{engine}.md").write_text("\n".join(lines) + "\n" + notes)
     print("\n".join(lines))
@@ -427,16 +640,25 @@ def write(rows: list[dict], engine: str, command: str, seconds: float, notes: st
 
 def sim_config(arm: Arm) -> dict[str, Any]:
     """The run config of ``arm`` on the simulator."""
-    config: dict[str, Any] = {"engine": {"kind": "sim", **arm.engine}, "workload": dict(arm.workload),
-                              "scheduler": {"name": arm.scheduler, "params": dict(arm.params)}}
+    config: dict[str, Any] = {
+        "engine": {"kind": "sim", **arm.engine},
+        "workload": dict(arm.workload),
+        "scheduler": {"name": arm.scheduler, "params": dict(arm.params)},
+    }
     if arm.slo:
         config["slo"] = dict(arm.slo)
     return config
 
 
 def sim_rows(scale: dict[str, Any]) -> list[RowSpec]:
-    return (rows_a(scale) + rows_b_memory(scale, scale["b_kv"]) + rows_b_sla(scale) + rows_c(scale)
-            + rows_d(scale, scale["d_kv"]) + rows_baton(scale, scale["baton_filters"]))
+    return (
+        rows_a(scale)
+        + rows_b_memory(scale, scale["b_kv"])
+        + rows_b_sla(scale)
+        + rows_c(scale)
+        + rows_d(scale, scale["d_kv"])
+        + rows_baton(scale, scale["baton_filters"])
+    )
 
 
 def simulate(args: argparse.Namespace) -> None:
@@ -450,9 +672,12 @@ def simulate(args: argparse.Namespace) -> None:
     seconds = time.perf_counter() - started
     name = "simulator-quick" if args.quick else "simulator"
     command = "python bench/reproduce.py" + (" --quick" if args.quick else f" --seeds {scale['seeds']}")
-    notes = SIM_NOTES.format(verdict_rule=VERDICT_RULE, d_counts=" / ".join(map(str, scale["d_counts"])),
-                             d_kv=scale["d_kv"],
-                             parameters=parameters_text(specs))
+    notes = SIM_NOTES.format(
+        verdict_rule=VERDICT_RULE,
+        d_counts=" / ".join(map(str, scale["d_counts"])),
+        d_kv=scale["d_kv"],
+        parameters=parameters_text(specs),
+    )
     write(rows, name, command, seconds, notes)
     print(json.dumps({"runs": len(results.outcomes), "seconds": round(seconds, 1)}))
 
@@ -497,8 +722,10 @@ class RealTarget:
                 raise ValueError(f"{arm.name}: {arm.scheduler} has no cap of {cap} requests in flight")
         config: dict[str, Any] = {
             "engine": {"kind": "openai", "urls": ",".join(self.urls), "profile": str(PROFILE)},
-            "workload": {**self.workload_extra, **arm.workload}, "max_duration_s": 900,
-            "scheduler": {"name": arm.scheduler, "params": params}}
+            "workload": {**self.workload_extra, **arm.workload},
+            "max_duration_s": 900,
+            "scheduler": {"name": arm.scheduler, "params": params},
+        }
         if arm.slo:
             config["slo"] = dict(arm.slo)
         return config
@@ -507,16 +734,19 @@ class RealTarget:
 @contextmanager
 def launched(model: Path, log_folder: Path, **settings):
     """vLLM servers on the tiny model, up for the body of the ``with``; yields the RealEngine."""
-    from runners.engines.real_engine import RealEngine
     from vllm_cpu_common import vllm_engine
+
+    from runners.engines.real_engine import RealEngine
 
     engine = RealEngine(parse_config({"engine": vllm_engine(model, **settings)}).engine, log_folder)
     try:
         started = time.perf_counter()
         engine.start()
-        print(f"launched {settings} in {time.perf_counter() - started:.0f} s: "
-              f"{[i.endpoint.base_url for i in engine.instances]}, KV {engine.instances[0].kv_capacity_tokens} tokens",
-              flush=True)
+        print(
+            f"launched {settings} in {time.perf_counter() - started:.0f} s: "
+            f"{[i.endpoint.base_url for i in engine.instances]}, KV {engine.instances[0].kv_capacity_tokens} tokens",
+            flush=True,
+        )
         yield engine
     finally:
         engine.stop()
@@ -558,18 +788,25 @@ def real(args: argparse.Namespace) -> None:
             launches.append(time.perf_counter() - launch_started)
             target = RealTarget([i.endpoint.base_url for i in engine.instances], max_seqs, kv, workload_extra)
             used.extend(specs)
-            table, results = run_rows(specs, seeds, target, scratch / "results", prepare=without_warmup,
-                                      on_finish=on_finish)
+            table, results = run_rows(
+                specs, seeds, target, scratch / "results", prepare=without_warmup, on_finish=on_finish
+            )
             runs += len(results.outcomes)
             return table
 
         launch_started = time.perf_counter()
         with launched(model, scratch / "servers-one", max_num_seqs=max_seqs) as engine:
-            rows["one"] = group(engine, rows_a(scale, protocol=False) + rows_b_sla(scale)
-                                + rows_baton(scale, scale["filters"]))
+            rows["one"] = group(
+                engine, rows_a(scale, protocol=False) + rows_b_sla(scale) + rows_baton(scale, scale["filters"])
+            )
         launch_started = time.perf_counter()
-        with launched(model, scratch / "servers-small-kv", max_num_seqs=max_seqs, max_model_len=1024,
-                      num_gpu_blocks_override=scale["small_kv_blocks"]) as engine:
+        with launched(
+            model,
+            scratch / "servers-small-kv",
+            max_num_seqs=max_seqs,
+            max_model_len=1024,
+            num_gpu_blocks_override=scale["small_kv_blocks"],
+        ) as engine:
             kv_tokens = engine.instances[0].kv_capacity_tokens  # B (memory) and D: KV forced small
             rows["small"] = group(engine, rows_b_memory(scale, kv_tokens) + rows_d(scale, kv_tokens), kv_tokens)
         launch_started = time.perf_counter()
@@ -577,10 +814,17 @@ def real(args: argparse.Namespace) -> None:
             rows["two"] = group(engine, rows_c(scale))
     seconds = time.perf_counter() - started
     name = "cpu-vllm-quick" if args.quick else "cpu-vllm"
-    meta = {"command": "python bench/reproduce.py --real" + (" --quick" if args.quick else f" --seeds {scale['seeds']}"),
-            "seconds": round(seconds, 1), "runs": runs, "launch_s": [round(x, 1) for x in launches],
-            "kv_tokens": kv_tokens, "problems": problems, "scale": scale, "load": [round(x, 2) for x in load],
-            "parameters": parameters_text(used)}
+    meta = {
+        "command": "python bench/reproduce.py --real" + (" --quick" if args.quick else f" --seeds {scale['seeds']}"),
+        "seconds": round(seconds, 1),
+        "runs": runs,
+        "launch_s": [round(x, 1) for x in launches],
+        "kv_tokens": kv_tokens,
+        "problems": problems,
+        "scale": scale,
+        "load": [round(x, 2) for x in load],
+        "parameters": parameters_text(used),
+    }
     OUT.mkdir(parents=True, exist_ok=True)
     (OUT / f"reproduction_{name}.json").write_text(json.dumps(meta, indent=2) + "\n")
     table = in_table_order(rows["one"] + rows["small"] + rows["two"])
@@ -600,14 +844,25 @@ def real_notes(meta: dict) -> str:
     return REAL_NOTES.format(
         verdict_rule=VERDICT_RULE,
         launch=" / ".join(f"{value:.0f}" for value in meta["launch_s"]) + " s for the three server groups",
-        max_total=scale["filters"]["max_total_tokens"], max_seqs=scale["server_max_seqs"],
-        kv_blocks=scale["small_kv_blocks"], kv_tokens=meta["kv_tokens"] or 0, seeds=scale["seeds"],
-        b_static=" / ".join(map(str, scale["b_static"])), b_requests=scale["b_requests"], b_slots=scale["b_slots"],
-        b_rates=" / ".join(f"{rate:g}" for rate in scale["b_rates"]), b_sla=scale["b_sla_requests"],
-        c_requests=scale["c_requests"], c_rate=scale["c_rate"], d_counts=" / ".join(map(str, scale["d_counts"])),
-        load_min=min(load), load_max=max(load), load_median=float(np.median(load)),
+        max_total=scale["filters"]["max_total_tokens"],
+        max_seqs=scale["server_max_seqs"],
+        kv_blocks=scale["small_kv_blocks"],
+        kv_tokens=meta["kv_tokens"] or 0,
+        seeds=scale["seeds"],
+        b_static=" / ".join(map(str, scale["b_static"])),
+        b_requests=scale["b_requests"],
+        b_slots=scale["b_slots"],
+        b_rates=" / ".join(f"{rate:g}" for rate in scale["b_rates"]),
+        b_sla=scale["b_sla_requests"],
+        c_requests=scale["c_requests"],
+        c_rate=scale["c_rate"],
+        d_counts=" / ".join(map(str, scale["d_counts"])),
+        load_min=min(load),
+        load_max=max(load),
+        load_median=float(np.median(load)),
         in_engine=(f"{meta['in_engine']['date']}" if meta.get("in_engine") else "not yet run"),
-        parameters=meta.get("parameters", "(not recorded)"))
+        parameters=meta.get("parameters", "(not recorded)"),
+    )
 
 
 def render(name: str) -> None:
@@ -625,8 +880,12 @@ def main() -> None:
     parser.add_argument("--real", action="store_true", help="on the CPU vLLM instead of the simulator")
     parser.add_argument("--model", help="--real: the tiny model's folder (built there if missing)")
     parser.add_argument("--keep", help="keep the runs (and --real: server logs) in this folder")
-    parser.add_argument("--render", metavar="NAME", help="rewrite results/reproduction/reproduction_NAME.md from "
-                        "its CSV and JSON with the current notes (cpu-vllm), without running anything")
+    parser.add_argument(
+        "--render",
+        metavar="NAME",
+        help="rewrite results/reproduction/reproduction_NAME.md from "
+        "its CSV and JSON with the current notes (cpu-vllm), without running anything",
+    )
     args = parser.parse_args()
     if args.render:
         render(args.render)

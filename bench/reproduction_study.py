@@ -25,9 +25,10 @@ from __future__ import annotations
 import dataclasses
 import math
 import time
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable, Literal, Mapping, Sequence
+from typing import Any, Literal
 
 import numpy as np
 
@@ -35,8 +36,14 @@ from runners.compare import capacity_at, summary_value
 from runners.config import parse_config
 from runners.executors import Outcome, choose_execution, run_members
 from runners.metrics.catalog import Metric, metric
-from runners.metrics.seed_statistics import (PairedComparison, RelativeChange, SeedSummary, paired_comparison,
-                                             relative_change, summarize)
+from runners.metrics.seed_statistics import (
+    PairedComparison,
+    RelativeChange,
+    SeedSummary,
+    paired_comparison,
+    relative_change,
+    summarize,
+)
 from runners.registry import scheduler_class
 from runners.study import StudyMember, StudyPlan, execute_member, plan_study
 
@@ -138,15 +145,15 @@ def slope(xs: Sequence[float], ys: Sequence[float]) -> float:
     return float(np.polyfit(np.asarray(xs, dtype=float), np.asarray(ys, dtype=float), 1)[0])
 
 
-def measure_values(measure: Measure, results: Results, seeds: Sequence[int]) -> tuple[dict[int, float | None],
-                                                                                      dict[int, str]]:
+def measure_values(
+    measure: Measure, results: Results, seeds: Sequence[int]
+) -> tuple[dict[int, float | None], dict[int, str]]:
     """(seed -> value or None, seed -> why a seed has none). A seed whose runs did not all end
     ``done`` has no value; its reason is the first failed run's error."""
     values: dict[int, float | None] = {}
     why: dict[int, str] = {}
     for seed in seeds:
-        runs = [(arm, rate, results.get(arm, seed, rate)) for arm in measure.arms
-                for rate in (arm.rates or (None,))]
+        runs = [(arm, rate, results.get(arm, seed, rate)) for arm in measure.arms for rate in (arm.rates or (None,))]
         bad = [(arm, outcome) for arm, _, outcome in runs if outcome[0] != "done" or outcome[1] is None]
         if bad:
             arm, (status, _, error) = bad[0]
@@ -156,9 +163,11 @@ def measure_values(measure: Measure, results: Results, seeds: Sequence[int]) -> 
         if measure.kind == "metric":
             values[seed] = summary_value(summaries[0][1], measure.key)
         elif measure.kind == "capacity":
-            values[seed] = capacity_at([rate for rate, _ in summaries],
-                                       [summary_value(summary, measure.key) for _, summary in summaries],
-                                       measure.target)
+            values[seed] = capacity_at(
+                [rate for rate, _ in summaries],
+                [summary_value(summary, measure.key) for _, summary in summaries],
+                measure.target,
+            )
             if values[seed] is None:
                 why[seed] = f"attainment below {measure.target:.0%} at the lowest rate"
         else:
@@ -187,11 +196,16 @@ class Comparison:
     relative: RelativeChange
 
 
-def compare_values(baseline: Mapping[int, float | None], ours: Mapping[int, float | None],
-                   higher_is_better: bool) -> Comparison:
+def compare_values(
+    baseline: Mapping[int, float | None], ours: Mapping[int, float | None], higher_is_better: bool
+) -> Comparison:
     """Pair per-seed values (seed -> value; None: the seed has no value and is dropped)."""
-    return Comparison(summarize(list(baseline.values())), summarize(list(ours.values())),
-                      paired_comparison(baseline, ours, higher_is_better), relative_change(baseline, ours))
+    return Comparison(
+        summarize(list(baseline.values())),
+        summarize(list(ours.values())),
+        paired_comparison(baseline, ours, higher_is_better),
+        relative_change(baseline, ours),
+    )
 
 
 def magnitude_note(relative: RelativeChange, claim: Claim, higher_is_better: bool = True) -> str | None:
@@ -227,11 +241,16 @@ def verdict(comparison: Comparison, claim: Claim, higher_is_better: bool = True)
         result: Verdict = "inconclusive"
         reason = f"{paired.n_pairs} seed(s) with both values: no interval"
     elif paired.verdict == "better":
-        result, reason = "reproduced", f"ours better: the interval excludes no change ({paired.wins} of " \
-                                       f"{paired.n_pairs} seeds better)"
+        result, reason = (
+            "reproduced",
+            f"ours better: the interval excludes no change ({paired.wins} of {paired.n_pairs} seeds better)",
+        )
     elif paired.verdict == "worse":
-        result, reason = "not reproduced", f"ours worse: the interval excludes no change on the other side " \
-                                           f"({paired.wins} of {paired.n_pairs} seeds better)"
+        result, reason = (
+            "not reproduced",
+            f"ours worse: the interval excludes no change on the other side "
+            f"({paired.wins} of {paired.n_pairs} seeds better)",
+        )
     elif paired.diff_mean == 0 and paired.ci_low == 0 and paired.ci_high == 0:
         result, reason = "inconclusive", "identical at every seed"
     else:
@@ -293,8 +312,11 @@ def compute_row(spec: RowSpec, results: Results, seeds: Sequence[int]) -> dict[s
     baseline_text = side_text(comparison.baseline, display)
     ours_text = side_text(comparison.ours, display)
     if base_why:
-        baseline_text = failures_text(base_why) if comparison.baseline.mean is None else \
-            f"{baseline_text}; {failures_text(base_why)}"
+        baseline_text = (
+            failures_text(base_why)
+            if comparison.baseline.mean is None
+            else f"{baseline_text}; {failures_text(base_why)}"
+        )
         reason += f"; baseline: {failures_text(base_why)}"
     if our_why:
         ours_text = failures_text(our_why) if comparison.ours.mean is None else f"{ours_text}; {failures_text(our_why)}"
@@ -360,15 +382,19 @@ def unique_arms(specs: Sequence[RowSpec]) -> list[Arm]:
     return list(arms.values())
 
 
-def plan_arms(arms: Sequence[Arm], seeds: Sequence[int], config_for: Callable[[Arm], dict[str, Any]]
-              ) -> tuple[list[StudyMember], dict[str, RunKey]]:
+def plan_arms(
+    arms: Sequence[Arm], seeds: Sequence[int], config_for: Callable[[Arm], dict[str, Any]]
+) -> tuple[list[StudyMember], dict[str, RunKey]]:
     """The runs of every arm at every seed (and rate), planned as one study per arm; and each
     run id's (arm name, seed, rate). ``config_for(arm)``: the arm's run config mapping."""
     members: list[StudyMember] = []
     keys: dict[str, RunKey] = {}
     for arm in arms:
-        config = {**config_for(arm), "run_id": arm.name,
-                  "trials": {"schedulers": [arm.scheduler], "seeds": list(seeds), "rates": list(arm.rates)}}
+        config = {
+            **config_for(arm),
+            "run_id": arm.name,
+            "trials": {"schedulers": [arm.scheduler], "seeds": list(seeds), "rates": list(arm.rates)},
+        }
         for member in plan_study(parse_config(config)).members:
             members.append(member)
             keys[member.run_id] = (arm.name, member.seed, member.rate if arm.rates else None)
@@ -398,15 +424,27 @@ def run_cost_s(member: StudyMember) -> float:
     return START_S + workload.requests * PER_REQUEST_S.get(member.scheduler, PER_REQUEST_DEFAULT_S)
 
 
-def execute(members: Sequence[StudyMember], keys: Mapping[str, RunKey], results_root: Path,
-            workers: int | None = None, executor: str | None = None,
-            on_finish: Callable[[StudyMember, Outcome], None] | None = None, log: Callable[[str], None] = print
-            ) -> Results:
+def execute(
+    members: Sequence[StudyMember],
+    keys: Mapping[str, RunKey],
+    results_root: Path,
+    workers: int | None = None,
+    executor: str | None = None,
+    on_finish: Callable[[StudyMember, Outcome], None] | None = None,
+    log: Callable[[str], None] = print,
+) -> Results:
     """Run ``members`` with :func:`runners.executors.run_members` (simulator: a pool of worker
     processes, default all cores, the longest runs first; real engines: one at a time, in
     order), printing progress with a remaining-time estimate; the outcomes by (arm, seed, rate)."""
-    plan = StudyPlan("reproduction", members[0].scheduler if members else "fcfs", [], [], list(members),
-                     workers=workers, executor=executor)
+    plan = StudyPlan(
+        "reproduction",
+        members[0].scheduler if members else "fcfs",
+        [],
+        [],
+        list(members),
+        workers=workers,
+        executor=executor,
+    )
     execution = choose_execution(plan)
     if execution.kind != "serial":  # longest first, so that no long run starts last and runs alone
         members = sorted(members, key=run_cost_s, reverse=True)
@@ -437,11 +475,17 @@ def execute(members: Sequence[StudyMember], keys: Mapping[str, RunKey], results_
     return results
 
 
-def run_rows(specs: Sequence[RowSpec], seeds: Sequence[int], config_for: Callable[[Arm], dict[str, Any]],
-             results_root: Path, workers: int | None = None, executor: str | None = None,
-             prepare: Callable[[list[StudyMember]], list[StudyMember]] | None = None,
-             on_finish: Callable[[StudyMember, Outcome], None] | None = None,
-             log: Callable[[str], None] = print) -> tuple[list[dict[str, Any]], Results]:
+def run_rows(
+    specs: Sequence[RowSpec],
+    seeds: Sequence[int],
+    config_for: Callable[[Arm], dict[str, Any]],
+    results_root: Path,
+    workers: int | None = None,
+    executor: str | None = None,
+    prepare: Callable[[list[StudyMember]], list[StudyMember]] | None = None,
+    on_finish: Callable[[StudyMember, Outcome], None] | None = None,
+    log: Callable[[str], None] = print,
+) -> tuple[list[dict[str, Any]], Results]:
     """Plan, run and tabulate ``specs``: the rows (:func:`compute_row`) and the outcomes.
     ``prepare``: a last change to the planned members (the real engines' warm-up)."""
     members, keys = plan_arms(unique_arms(specs), seeds, config_for)
@@ -454,5 +498,12 @@ def run_rows(specs: Sequence[RowSpec], seeds: Sequence[int], config_for: Callabl
 def without_warmup(members: list[StudyMember]) -> list[StudyMember]:
     """Members against servers launched once: the first sends the engine's warm-up waves, the
     rest find the servers warm (``engine.warmup_concurrency`` emptied)."""
-    return members[:1] + [dataclasses.replace(member, config=member.config.model_copy(update={
-        "engine": member.config.engine.model_copy(update={"warmup_concurrency": []})})) for member in members[1:]]
+    return members[:1] + [
+        dataclasses.replace(
+            member,
+            config=member.config.model_copy(
+                update={"engine": member.config.engine.model_copy(update={"warmup_concurrency": []})}
+            ),
+        )
+        for member in members[1:]
+    ]

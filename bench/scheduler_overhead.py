@@ -33,11 +33,18 @@ from runners.workload.slo import PAPER_SLOS  # noqa: E402
 RESULTS = ROOT / "bench" / "results"
 PRESET_KV = None  # the Qwen2.5-7B preset's 813,104 tokens
 PAPER_KV = 16_492  # MC-SF paper: Llama2-70B on 2 x A100
-CASES = [("slo-sa", 10, 1.0, PRESET_KV), ("slo-sa@max_batch=1", 10, 1.0, PRESET_KV),
-         ("slo-sa@max_batch=1,chains=1", 10, 1.0, PRESET_KV), ("slo-sa", 500, 50.0, PRESET_KV),
-         ("slo-sa@max_batch=4", 500, 50.0, PRESET_KV), ("scls", 1000, 20.0, PRESET_KV)] + [
-    (name, 1000, 1.0, PRESET_KV) for name in ("fcfs", "static", "dynamic-mem", "dynamic-sla")
-] + [(name, 1000, 1.0, kv) for name in ("mcsf", "alpha-protect", "alpha-beta-clear") for kv in (PAPER_KV, PRESET_KV)]
+CASES = (
+    [
+        ("slo-sa", 10, 1.0, PRESET_KV),
+        ("slo-sa@max_batch=1", 10, 1.0, PRESET_KV),
+        ("slo-sa@max_batch=1,chains=1", 10, 1.0, PRESET_KV),
+        ("slo-sa", 500, 50.0, PRESET_KV),
+        ("slo-sa@max_batch=4", 500, 50.0, PRESET_KV),
+        ("scls", 1000, 20.0, PRESET_KV),
+    ]
+    + [(name, 1000, 1.0, PRESET_KV) for name in ("fcfs", "static", "dynamic-mem", "dynamic-sla")]
+    + [(name, 1000, 1.0, kv) for name in ("mcsf", "alpha-protect", "alpha-beta-clear") for kv in (PAPER_KV, PRESET_KV)]
+)
 
 
 def decide_time_ms(name: str, waiting: int, requests, info: InstanceInfo) -> float:
@@ -65,18 +72,30 @@ def main() -> None:
         for _ in range(3):
             decide_time_ms(name, waiting, requests, case_info)
         times = [decide_time_ms(name, waiting, requests, case_info) for _ in range(15)]
-        rows.append({"scheduler": name, "waiting": waiting, "kv_tokens": case_info.kv_capacity_tokens,
-                     "median_ms": round(statistics.median(times), 3),
-                     "max_ms": round(max(times), 3), "target_ms": target,
-                     "pass": statistics.median(times) <= target})
+        rows.append(
+            {
+                "scheduler": name,
+                "waiting": waiting,
+                "kv_tokens": case_info.kv_capacity_tokens,
+                "median_ms": round(statistics.median(times), 3),
+                "max_ms": round(max(times), 3),
+                "target_ms": target,
+                "pass": statistics.median(times) <= target,
+            }
+        )
         print(rows[-1], flush=True)
     RESULTS.mkdir(parents=True, exist_ok=True)
     report = {"date": time.strftime("%Y-%m-%d %H:%M:%S"), "rows": rows, "pass": all(r["pass"] for r in rows)}
     (RESULTS / "scheduler_overhead.json").write_text(json.dumps(report, indent=2) + "\n")
-    lines = ["| scheduler | waiting | KV tokens | median ms per decide | max ms | target ms | pass |",
-             "|---|---|---|---|---|---|---|"]
-    lines += [f"| {r['scheduler']} | {r['waiting']} | {r['kv_tokens']:,} | {r['median_ms']} | {r['max_ms']} | {r['target_ms']} | "
-              f"{'yes' if r['pass'] else 'NO'} |" for r in rows]
+    lines = [
+        "| scheduler | waiting | KV tokens | median ms per decide | max ms | target ms | pass |",
+        "|---|---|---|---|---|---|---|",
+    ]
+    lines += [
+        f"| {r['scheduler']} | {r['waiting']} | {r['kv_tokens']:,} | {r['median_ms']} | {r['max_ms']} | {r['target_ms']} | "
+        f"{'yes' if r['pass'] else 'NO'} |"
+        for r in rows
+    ]
     (RESULTS / "scheduler_overhead.md").write_text("\n".join(lines) + "\n")
     print("\n".join(lines))
 

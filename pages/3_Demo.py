@@ -10,8 +10,23 @@ import streamlit as st
 
 from runners import result_store
 from runners.charts import kv_overlay
-from runners.demo import (DEMO_KV_TOKENS, DEMO_SEEDS, DEMO_SLOTS, LIVE_PREFIX, card_delta, card_interval, card_value,
-                          card_verdict, demo_config, headline, kv_caption, live_rerun_configs, read_demo_study, scheduler_results, scheduler_sentence)
+from runners.demo import (
+    DEMO_KV_TOKENS,
+    DEMO_SEEDS,
+    DEMO_SLOTS,
+    LIVE_PREFIX,
+    card_delta,
+    card_interval,
+    card_value,
+    card_verdict,
+    demo_config,
+    headline,
+    kv_caption,
+    live_rerun_configs,
+    read_demo_study,
+    scheduler_results,
+    scheduler_sentence,
+)
 from runners.errors import SchedlabError
 from runners.jobs import new_job_spec, start_job
 from runners.metrics.catalog import RUN_METRICS
@@ -44,8 +59,12 @@ def cards(record: dict, key: str, delta_color: str) -> None:
     results = scheduler_results(record, key)
     for cell, result in zip(st.columns(len(results)), results):
         clear = result.pair is not None and result.pair.get("verdict") in ("better", "worse")
-        cell.metric(result.scheduler, card_value(key, result), card_delta(key, result, record["baseline"]),
-                    delta_color=delta_color if clear else "off")
+        cell.metric(
+            result.scheduler,
+            card_value(key, result),
+            card_delta(key, result, record["baseline"]),
+            delta_color=delta_color if clear else "off",
+        )
         cell.caption(f"{card_interval(key, result)}; {card_verdict(result, record['baseline'])}")
 
 
@@ -76,8 +95,10 @@ if record is not None:
     st.markdown("### " + headline(record))
     st.subheader("Share of requests served on time")
     cards(record, "slo_attainment", "normal")
-    sentences = [scheduler_sentence("slo_attainment", result, record["baseline"], "served {value} of requests on time")
-                 for result in scheduler_results(record, "slo_attainment")]
+    sentences = [
+        scheduler_sentence("slo_attainment", result, record["baseline"], "served {value} of requests on time")
+        for result in scheduler_results(record, "slo_attainment")
+    ]
     st.markdown("\n".join(f"- {sentence}" for sentence in sentences))
     problems: list[str] = []
     runs_by_scheduler = study_member_runs(ROOT, record, load_member, problems=problems)
@@ -87,17 +108,28 @@ if record is not None:
     st.subheader("Average time from sending a request to its full answer")
     cards(record, "e2e_s.mean", "inverse")
     st.plotly_chart(metric_bars(record, "slo_attainment"), key="demo-attainment")
-    st.caption(f"Taller is better: the share of requests that met their deadline, averaged over {len(seeds)} seeds; "
-               "the black bar on each is its 95% interval.")
+    st.caption(
+        f"Taller is better: the share of requests that met their deadline, averaged over {len(seeds)} seeds; "
+        "the black bar on each is its 95% interval."
+    )
     if runs_by_scheduler:
         st.plotly_chart(pooled_cdfs(runs_by_scheduler, "e2e_s"), key="demo-cdf")
-        st.caption("Each line climbs as requests finish, the requests of all seeds together: the further left, the "
-                   "sooner users got complete answers.")
+        st.caption(
+            "Each line climbs as requests finish, the requests of all seeds together: the further left, the "
+            "sooner users got complete answers."
+        )
         first = {name: runs[0] for name, runs in runs_by_scheduler.items() if runs}
-        shown = ([first[name] for name in (record["baseline"], "mcsf", "static") if name in first]
-                 or list(first.values())[:2])
-        seed = next((run.get("seed") for run in record["runs"] if isinstance(run, dict)
-                     and run.get("run_id") == shown[0].run_id), None)
+        shown = [first[name] for name in (record["baseline"], "mcsf", "static") if name in first] or list(
+            first.values()
+        )[:2]
+        seed = next(
+            (
+                run.get("seed")
+                for run in record["runs"]
+                if isinstance(run, dict) and run.get("run_id") == shown[0].run_id
+            ),
+            None,
+        )
         st.plotly_chart(kv_overlay(shown), key="demo-memory")
         st.caption(kv_caption(shown, seed))
     with st.expander("Why do the strategies differ here?"):
@@ -120,27 +152,40 @@ if record is not None:
             "as many "
             "as will still fit in memory when each has grown to its predicted length, so short requests finish "
             "early. Its paper assumes the true lengths are known; here it predicts them as slo-sa does, so some "
-            "answers outgrow their prediction and it still evicts, less often than fcfs.")
+            "answers outgrow their prediction and it still evicts, less often than fcfs."
+        )
     with st.expander("Every number, for specialists (G, latencies, how contended the runs were)"):
         table = statistics_frame(record, record["statistics"], RUN_METRICS)
         st.dataframe(table.drop(columns=["key", "judged"]), hide_index=True, key="demo-statistics")
-        st.caption("Means over seeds with 95% Student t intervals; change = scheduler - baseline per seed (paired), "
-                   "its 95% interval, and the seeds where the scheduler was better; relative change by bootstrap.")
-    st.page_link("pages/2_Results.py", label="See every metric and chart of this study on the Results page",
-                 icon="📊", query_params={"study": record["study_id"]})
-    st.caption("Simulator: Qwen2.5-7B on 2 x V100 latency model (docs/design.md, 'The simulated engine'); latencies count from each request's "
-               f"arrival. Bundled study: results/{record['study_id']}/study.json, runs "
-               f"{record['study_id']}-<scheduler>-s<seed>.")
+        st.caption(
+            "Means over seeds with 95% Student t intervals; change = scheduler - baseline per seed (paired), "
+            "its 95% interval, and the seeds where the scheduler was better; relative change by bootstrap."
+        )
+    st.page_link(
+        "pages/2_Results.py",
+        label="See every metric and chart of this study on the Results page",
+        icon="📊",
+        query_params={"study": record["study_id"]},
+    )
+    st.caption(
+        "Simulator: Qwen2.5-7B on 2 x V100 latency model (docs/design.md, 'The simulated engine'); latencies count from each request's "
+        f"arrival. Bundled study: results/{record['study_id']}/study.json, runs "
+        f"{record['study_id']}-<scheduler>-s<seed>."
+    )
 
 st.subheader("Watch it live")
-st.write("Rerun one seed of the study live, to watch the strategies work. One seed is for watching, not the verdict: "
-         "1 seed has no interval, and differences of this size can flip with the seed.")
+st.write(
+    "Rerun one seed of the study live, to watch the strategies work. One seed is for watching, not the verdict: "
+    "1 seed has no interval, and differences of this size can flip with the seed."
+)
 live_seed = st.selectbox("Seed to rerun", seeds, key="demo-seed")
 speed = st.select_slider("Replay speed", ["10x", "20x", "50x", "as fast as possible"], value="20x")
 if st.button(f"Run seed {live_seed} again, live", type="primary"):
     pace = None if speed == "as fast as possible" else float(speed.rstrip("x"))
-    spec = new_job_spec(live_rerun_configs(live_seed, pace),
-                        label=f"demo, seed {live_seed} (one seed of the study, for watching; not the verdict)")
+    spec = new_job_spec(
+        live_rerun_configs(live_seed, pace),
+        label=f"demo, seed {live_seed} (one seed of the study, for watching; not the verdict)",
+    )
     folder = start_job(spec, ROOT)
     st.session_state["watch_job"] = folder.name
     st.switch_page("pages/1_Launch.py")

@@ -6,10 +6,11 @@ from __future__ import annotations
 import gc
 import platform
 import time
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Callable, Iterator
+from typing import Any
 
 import numpy as np
 
@@ -24,11 +25,11 @@ from runners.engines.real_engine import RealEngine, check_api_key, resolve_token
 from runners.engines.simulator import ResolvedSimulator, SimulatedInstance, SimulatorConfig
 from runners.engines.vllm_scheduler import launch_settings
 from runners.errors import ConfigError, RunCancelled, RunStopped
-from runners.schedulers.base import PolicyStalled, SchedulerPolicy
 from runners.metrics.run_metrics import distribution
 from runners.recording import RunRecorder
 from runners.registry import check_engine_for, make_policy
 from runners.result_store import DEFAULT_RESULTS_DIR, RunWriter, new_run_id, write_json_atomic
+from runners.schedulers.base import PolicyStalled, SchedulerPolicy
 from runners.workload.builder import Workload, build_workload
 from runners.workload.slo import TaskSLO
 
@@ -70,8 +71,10 @@ def prepare_run(config: RunConfig) -> PreparedRun:
                 if means is not None:
                     alone[task] = latency.alone_latency(means[0], round(means[1]))[1]
         elif config.slo.preset == "auto":
-            raise ConfigError("slo.preset", "'auto' needs a latency model: set engine.profile to a profile file "
-                              "from 'python -m runners profile'")
+            raise ConfigError(
+                "slo.preset",
+                "'auto' needs a latency model: set engine.profile to a profile file from 'python -m runners profile'",
+            )
         try:
             resolved.update(config.slo.resolve(alone))
         except ValueError as exc:
@@ -92,8 +95,9 @@ def prepare_run(config: RunConfig) -> PreparedRun:
                 f"the KV cache holds {simulator.kv_capacity_tokens} tokens but request {largest.request_id} needs "
                 f"{largest.total_tokens} (prompt + output); expected a cache of at least one whole request",
             )
-    return PreparedRun(config, simulator, latency, workload, resolved,
-                       tokenization.record if tokenization is not None else None)
+    return PreparedRun(
+        config, simulator, latency, workload, resolved, tokenization.record if tokenization is not None else None
+    )
 
 
 def _config_record(prepared: PreparedRun) -> dict[str, Any]:
@@ -125,8 +129,9 @@ def _config_record(prepared: PreparedRun) -> dict[str, Any]:
     }
 
 
-def _engine_with_scheduler(config: RunConfig, policy: SchedulerPolicy, folder: Path,
-                           latency: LatencyModel | None = None) -> Any:
+def _engine_with_scheduler(
+    config: RunConfig, policy: SchedulerPolicy, folder: Path, latency: LatencyModel | None = None
+) -> Any:
     """The engine config to launch: with an in-engine scheduler, its ``--scheduler-cls`` and the
     server environment that hands it its parameters and a decisions file in the run folder. The
     run's ``latency`` model (from engine.profile) goes into the parameters of a class that plans
@@ -134,17 +139,25 @@ def _engine_with_scheduler(config: RunConfig, policy: SchedulerPolicy, folder: P
     engine's scheduling policy cannot carry the class's plan (see ``launch_settings``)."""
     if not policy.in_engine:
         return config.engine
-    scheduler_cls, env = launch_settings(policy.name, policy.params, folder, latency,
-                                         getattr(config.engine, "scheduling_policy", "fcfs"))
+    scheduler_cls, env = launch_settings(
+        policy.name, policy.params, folder, latency, getattr(config.engine, "scheduling_policy", "fcfs")
+    )
     return config.engine.model_copy(update={"scheduler_cls": scheduler_cls, "env": {**config.engine.env, **env}})
 
 
 def _simulated_instances(config: RunConfig, simulator: ResolvedSimulator) -> list[SimulatedInstance]:
     engine = config.engine
     return [
-        SimulatedInstance(index, simulator.latency, simulator.kv_capacity_tokens, simulator.block_size,
-                          simulator.max_num_seqs, simulator.max_num_batched_tokens, engine.scheduling_policy,
-                          engine.run_to_completion)
+        SimulatedInstance(
+            index,
+            simulator.latency,
+            simulator.kv_capacity_tokens,
+            simulator.block_size,
+            simulator.max_num_seqs,
+            simulator.max_num_batched_tokens,
+            engine.scheduling_policy,
+            engine.run_to_completion,
+        )
         for index in range(engine.instances)
     ]
 
@@ -201,8 +214,13 @@ def _collector_skips_older_objects() -> Iterator[None]:
         gc.unfreeze()
 
 
-def _execute_run(config: RunConfig, results_root: str | Path, progress: Callable[[int, int], None] | None,
-                 should_stop: Callable[[], bool] | None, flush_seconds: float) -> RunOutcome:
+def _execute_run(
+    config: RunConfig,
+    results_root: str | Path,
+    progress: Callable[[int, int], None] | None,
+    should_stop: Callable[[], bool] | None,
+    flush_seconds: float,
+) -> RunOutcome:
     prepared = prepare_run(config)
     policy = make_policy(config.scheduler.name, config.scheduler.params)
     run_id = config.run_id or new_run_id(config.scheduler.name, config.engine.kind)
@@ -229,19 +247,39 @@ def _execute_run(config: RunConfig, results_root: str | Path, progress: Callable
     wall_start = time.perf_counter()
     try:
         if prepared.simulator is not None:
-            driver = VirtualTimeDriver(_simulated_instances(config, prepared.simulator), policy,
-                                       prepared.workload.requests, recorder, config.sample_interval_s, should_stop,
-                                       config.max_duration_s, config.engine.pace)
+            driver = VirtualTimeDriver(
+                _simulated_instances(config, prepared.simulator),
+                policy,
+                prepared.workload.requests,
+                recorder,
+                config.sample_interval_s,
+                should_stop,
+                config.max_duration_s,
+                config.engine.pace,
+            )
             result = driver.run()
             if result.stalled:
-                status, error = "failed", f"{result.stalled} requests never completed: {policy.name} stopped dispatching"
+                status, error = (
+                    "failed",
+                    f"{result.stalled} requests never completed: {policy.name} stopped dispatching",
+                )
         else:
-            real_engine = RealEngine(_engine_with_scheduler(config, policy, writer.folder, prepared.latency),
-                                     writer.folder)
+            real_engine = RealEngine(
+                _engine_with_scheduler(config, policy, writer.folder, prepared.latency), writer.folder
+            )
             real_engine.start(should_stop)
             write_json_atomic(writer.folder / "engine.json", _engine_record(real_engine))
-            driver = WallClockDriver(real_engine, policy, prepared.workload.requests, recorder, config.engine,
-                                     config.sample_interval_s, should_stop, prepared.latency, config.max_duration_s)
+            driver = WallClockDriver(
+                real_engine,
+                policy,
+                prepared.workload.requests,
+                recorder,
+                config.engine,
+                config.sample_interval_s,
+                should_stop,
+                prepared.latency,
+                config.max_duration_s,
+            )
             driver.run()
     except (RunCancelled, KeyboardInterrupt) as exc:
         status, error = "cancelled", str(exc) or "cancelled"
@@ -268,8 +306,9 @@ def _execute_run(config: RunConfig, results_root: str | Path, progress: Callable
         if status != "done" or not recorder.all_done:
             recorder.fail_unfinished(status if status != "done" else "not finished", now)
         summary = recorder.summary()
-        summary["failure_gate"] = {key: gate[key] for key in ("max_error_rate", "error_rate", "errors", "ran",
-                                                              "tripped")}
+        summary["failure_gate"] = {
+            key: gate[key] for key in ("max_error_rate", "error_rate", "errors", "ran", "tripped")
+        }
         if isinstance(driver, WallClockDriver):
             extra = _wall_clock_extras(driver)
         summary.update(extra)
@@ -286,10 +325,19 @@ def failure_gate(ran: int, errors: int, max_error_rate: float) -> dict[str, Any]
     exceeds ``max_error_rate`` (a fraction, 0-1), with ``reason`` saying so."""
     rate = errors / ran if ran else None
     tripped = rate is not None and rate > max_error_rate
-    reason = (f"{errors} of {ran} requests failed (error rate {rate:.3g} > max_error_rate {max_error_rate:g})"
-              if tripped else None)
-    return {"max_error_rate": max_error_rate, "error_rate": rate, "errors": errors, "ran": ran, "tripped": tripped,
-            "reason": reason}
+    reason = (
+        f"{errors} of {ran} requests failed (error rate {rate:.3g} > max_error_rate {max_error_rate:g})"
+        if tripped
+        else None
+    )
+    return {
+        "max_error_rate": max_error_rate,
+        "error_rate": rate,
+        "errors": errors,
+        "ran": ran,
+        "tripped": tripped,
+        "reason": reason,
+    }
 
 
 def _driver_now(driver: VirtualTimeDriver | WallClockDriver | None) -> float:

@@ -50,8 +50,9 @@ the server runs: no estimate is made for them; :func:`offered_load` says so in w
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
 from dataclasses import dataclass, replace
-from typing import TYPE_CHECKING, Sequence
+from typing import TYPE_CHECKING
 
 import numpy as np
 
@@ -139,8 +140,15 @@ def _per_request_s(latency: LatencyModel, lengths: LengthProfile, batch: int | n
     return step, decode, prefill
 
 
-def estimate_capacity(latency: LatencyModel, lengths: LengthProfile, kv_capacity_tokens: int, block_size: int,
-                      max_num_seqs: int, max_num_batched_tokens: int, instances: int = 1) -> CapacityEstimate:
+def estimate_capacity(
+    latency: LatencyModel,
+    lengths: LengthProfile,
+    kv_capacity_tokens: int,
+    block_size: int,
+    max_num_seqs: int,
+    max_num_batched_tokens: int,
+    instances: int = 1,
+) -> CapacityEstimate:
     """The capacity (req/s) of ``instances`` engines with these limits for ``lengths`` (the
     module docstring's formula)."""
     kv_slots = math.floor(kv_capacity_tokens / (lengths.decode_context + block_size / 2.0))
@@ -148,8 +156,9 @@ def estimate_capacity(latency: LatencyModel, lengths: LengthProfile, kv_capacity
     limit = min(limits, key=lambda name: limits[name])
     batch = max(1, limits[limit])
     step, decode, prefill = _per_request_s(latency, lengths, batch)
-    return CapacityEstimate(instances / (decode + prefill), batch, limit, step, decode, prefill, instances, lengths,
-                            latency)
+    return CapacityEstimate(
+        instances / (decode + prefill), batch, limit, step, decode, prefill, instances, lengths, latency
+    )
 
 
 def fluid_occupancy(estimate: CapacityEstimate, rate_rps: float, requests: int) -> float:
@@ -193,8 +202,9 @@ def workload_lengths(workload: WorkloadConfig) -> LengthProfile:
         if counts.get(task, 0) <= 0:
             continue
         pairs, _ = load_pairs(getattr(workload, task), task, counter, workload.filters)
-        groups.append(([pair.input_tokens for pair in pairs], [pair.output_tokens for pair in pairs],
-                       float(counts[task])))
+        groups.append(
+            ([pair.input_tokens for pair in pairs], [pair.output_tokens for pair in pairs], float(counts[task]))
+        )
     return LengthProfile.from_lengths(groups)
 
 
@@ -228,19 +238,30 @@ def is_low(estimate: CapacityEstimate, occupancy: float) -> bool:
 
 def low_load_warning(load: OfferedLoad) -> str:
     """The warning shown when the schedulers will likely make identical decisions."""
-    held = "" if load.occupancy is None or load.estimate is None else (
-        f" (about {load.occupancy:.0f} of its {load.estimate.batch} slots in use)")
+    held = (
+        ""
+        if load.occupancy is None or load.estimate is None
+        else (f" (about {load.occupancy:.0f} of its {load.estimate.batch} slots in use)")
+    )
     share = "" if load.share is None else f"At {load.share:.0%} of the estimated capacity, "
-    return (f"{share}the engine rarely has a queue{held}: the schedulers will likely make identical decisions "
-            "(each request dispatched as it arrives). For a comparison that can differ, raise the rate, use fewer "
-            "slots (max_num_seqs) or less KV (kv_capacity_tokens).")
+    return (
+        f"{share}the engine rarely has a queue{held}: the schedulers will likely make identical decisions "
+        "(each request dispatched as it arrives). For a comparison that can differ, raise the rate, use fewer "
+        "slots (max_num_seqs) or less KV (kv_capacity_tokens)."
+    )
 
 
 def real_engine_load(kind: str) -> OfferedLoad:
     """No estimate for a real engine (``kind``: vllm, lmdeploy, openai), and why, in words."""
-    return OfferedLoad(None, None, None, None, f"No capacity estimate for a real engine ({kind}): its speed, KV cache "
-                       "and slots are known only once its server runs. Watch the waiting requests in the live view, or "
-                       "profile it ('python -m runners profile') and try the setting on the simulator first.")
+    return OfferedLoad(
+        None,
+        None,
+        None,
+        None,
+        f"No capacity estimate for a real engine ({kind}): its speed, KV cache "
+        "and slots are known only once its server runs. Watch the waiting requests in the live view, or "
+        "profile it ('python -m runners profile') and try the setting on the simulator first.",
+    )
 
 
 def offered_load(config) -> OfferedLoad:
@@ -261,28 +282,54 @@ def offered_load(config) -> OfferedLoad:
 
 def _simulated_load(config: RunConfig, resolved: ResolvedSimulator) -> OfferedLoad:
     engine = config.engine
-    estimate = estimate_capacity(resolved.latency, workload_lengths(config.workload), resolved.kv_capacity_tokens,
-                                 resolved.block_size, resolved.max_num_seqs, resolved.max_num_batched_tokens,
-                                 engine.instances)
-    static = " (continuous batching; this engine runs each batch to completion, so it carries less)" \
-        if engine.run_to_completion else ""
-    capacity = (f"estimated capacity of {estimate.capacity_rps:.2f} req/s{static}: {estimate.batch} requests at once "
-                f"per instance, limited by {estimate.limit}; mean prompt {estimate.lengths.mean_input:.0f} and reply "
-                f"{estimate.lengths.mean_output:.0f} tokens")
+    estimate = estimate_capacity(
+        resolved.latency,
+        workload_lengths(config.workload),
+        resolved.kv_capacity_tokens,
+        resolved.block_size,
+        resolved.max_num_seqs,
+        resolved.max_num_batched_tokens,
+        engine.instances,
+    )
+    static = (
+        " (continuous batching; this engine runs each batch to completion, so it carries less)"
+        if engine.run_to_completion
+        else ""
+    )
+    capacity = (
+        f"estimated capacity of {estimate.capacity_rps:.2f} req/s{static}: {estimate.batch} requests at once "
+        f"per instance, limited by {estimate.limit}; mean prompt {estimate.lengths.mean_input:.0f} and reply "
+        f"{estimate.lengths.mean_output:.0f} tokens"
+    )
     requests = config.workload.requests
     arrival = config.workload.arrival
     if arrival.process == "replay" or arrival.rate is None:
-        return OfferedLoad(estimate, None, None, None, f"Arrivals are replayed from a file: no offered rate to compare "
-                           f"with the engine's {capacity}.")
+        return OfferedLoad(
+            estimate,
+            None,
+            None,
+            None,
+            f"Arrivals are replayed from a file: no offered rate to compare with the engine's {capacity}.",
+        )
     if arrival.process == "all-at-once":
         occupancy = requests / engine.instances
-        return OfferedLoad(estimate, None, None, occupancy, f"All {requests} requests arrive at once, against the "
-                           f"engine's {capacity}.", low=occupancy <= estimate.batch)
+        return OfferedLoad(
+            estimate,
+            None,
+            None,
+            occupancy,
+            f"All {requests} requests arrive at once, against the engine's {capacity}.",
+            low=occupancy <= estimate.batch,
+        )
     share = estimate.share(arrival.rate)
     occupancy = fluid_occupancy(estimate, arrival.rate, requests)
-    return OfferedLoad(estimate, arrival.rate, share, occupancy,
-                       f"Offered load {arrival.rate:g} req/s is {share:.0%} of the engine's {capacity}. By the end of "
-                       f"the arrivals about {min(occupancy, estimate.batch):.0f} of its {estimate.batch} slots are in "
-                       f"use" + (f" and {occupancy - estimate.batch:.0f} requests wait." if occupancy > estimate.batch
-                                 else "."),
-                       low=is_low(estimate, occupancy))
+    return OfferedLoad(
+        estimate,
+        arrival.rate,
+        share,
+        occupancy,
+        f"Offered load {arrival.rate:g} req/s is {share:.0%} of the engine's {capacity}. By the end of "
+        f"the arrivals about {min(occupancy, estimate.batch):.0f} of its {estimate.batch} slots are in "
+        f"use" + (f" and {occupancy - estimate.batch:.0f} requests wait." if occupancy > estimate.batch else "."),
+        low=is_low(estimate, occupancy),
+    )

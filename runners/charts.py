@@ -15,7 +15,8 @@ study's figures (error bars, pooled CDFs, interval bands) are in :mod:`runners.s
 from __future__ import annotations
 
 import math
-from typing import Any, Mapping, Sequence
+from collections.abc import Mapping, Sequence
+from typing import Any
 
 import numpy as np
 import pandas as pd
@@ -89,11 +90,14 @@ def _layout(fig: go.Figure, title: str, height: int = 380, axis_block_px: int = 
     bottom = axis_block_px + legend_px + 8
     total = height + legend_px
     plot_px = max(100, total - TOP_PX - bottom)
-    fig.update_layout(title={"text": title, "x": 0.01, "xanchor": "left"}, height=total,
-                      margin={"l": 60, "r": 20, "t": TOP_PX, "b": bottom}, template="plotly_white",
-                      legend={"orientation": "h", "yanchor": "top", "y": -axis_block_px / plot_px,
-                              "xanchor": "left", "x": 0},
-                      hoverlabel={"namelength": -1})
+    fig.update_layout(
+        title={"text": title, "x": 0.01, "xanchor": "left"},
+        height=total,
+        margin={"l": 60, "r": 20, "t": TOP_PX, "b": bottom},
+        template="plotly_white",
+        legend={"orientation": "h", "yanchor": "top", "y": -axis_block_px / plot_px, "xanchor": "left", "x": 0},
+        hoverlabel={"namelength": -1},
+    )
     return fig
 
 
@@ -193,8 +197,11 @@ def _wrap(name: str) -> str:
 
 def _span(fig: go.Figure, axis: str, letter: str = "x") -> tuple[float, float] | None:
     """(lowest, highest) finite value the traces on ``axis`` (e.g. 'x', 'x2') draw, or None."""
-    values = [np.asarray(getattr(trace, letter), dtype=float) for trace in fig.data
-              if (getattr(trace, f"{letter}axis") or letter) == axis and getattr(trace, letter) is not None]
+    values = [
+        np.asarray(getattr(trace, letter), dtype=float)
+        for trace in fig.data
+        if (getattr(trace, f"{letter}axis") or letter) == axis and getattr(trace, letter) is not None
+    ]
     drawn = np.concatenate(values) if values else np.asarray([], dtype=float)
     drawn = drawn[np.isfinite(drawn)]
     return (float(drawn.min()), float(drawn.max())) if drawn.size else None
@@ -236,15 +243,24 @@ def attainment_bars(summaries: Sequence[dict[str, Any]], names: Mapping[str, str
     shown = display_names(summaries, names)
     ids = [run_label(s) for s in summaries]
     labels = [_wrap(shown[run_id]) for run_id in ids]
-    for key, part in (("slo_attainment", "overall"), ("slo_attainment_by_task.chat", "chat"),
-                      ("slo_attainment_by_task.code", "code")):
+    for key, part in (
+        ("slo_attainment", "overall"),
+        ("slo_attainment_by_task.chat", "chat"),
+        ("slo_attainment_by_task.code", "code"),
+    ):
         entry = metric(key)
         values = [summary_value(s, key) for s in summaries]
-        fig.add_bar(name=part, x=labels, y=[entry.display(v) for v in values],
-                    text=[None if v is None else f"{entry.format(v)}{entry.unit}" for v in values], textposition="auto",
-                    cliponaxis=False, customdata=[[shown[run_id], run_id] for run_id in ids],
-                    hovertemplate=f"<b>%{{customdata[0]}}</b><br>{_plain(quantity(entry))}: {hover_value(entry)}"
-                                  f"<br>run %{{customdata[1]}}<extra></extra>")
+        fig.add_bar(
+            name=part,
+            x=labels,
+            y=[entry.display(v) for v in values],
+            text=[None if v is None else f"{entry.format(v)}{entry.unit}" for v in values],
+            textposition="auto",
+            cliponaxis=False,
+            customdata=[[shown[run_id], run_id] for run_id in ids],
+            hovertemplate=f"<b>%{{customdata[0]}}</b><br>{_plain(quantity(entry))}: {hover_value(entry)}"
+            f"<br>run %{{customdata[1]}}<extra></extra>",
+        )
     entry = metric("slo_attainment")
     fig.update_yaxes(title=entry.label)
     percent_axis(fig, entry)
@@ -258,12 +274,20 @@ def g_bars(summaries: Sequence[dict[str, Any]], names: Mapping[str, str] | None 
     ids = [run_label(s) for s in summaries]
     entry = metric("G")
     values = [summary_value(s, "G") for s in summaries]
-    fig = go.Figure(go.Bar(x=[_wrap(shown[run_id]) for run_id in ids], y=[entry.display(v) for v in values],
-                           text=[None if v is None else entry.format(v) for v in values],
-                           textposition="auto", cliponaxis=False, marker_color="#2ca02c", name=quantity(entry),
-                           customdata=[[shown[run_id], run_id] for run_id in ids],
-                           hovertemplate=f"<b>%{{customdata[0]}}</b><br>{_plain(quantity(entry))}: "
-                                         f"{hover_value(entry)}<br>run %{{customdata[1]}}<extra></extra>"))
+    fig = go.Figure(
+        go.Bar(
+            x=[_wrap(shown[run_id]) for run_id in ids],
+            y=[entry.display(v) for v in values],
+            text=[None if v is None else entry.format(v) for v in values],
+            textposition="auto",
+            cliponaxis=False,
+            marker_color="#2ca02c",
+            name=quantity(entry),
+            customdata=[[shown[run_id], run_id] for run_id in ids],
+            hovertemplate=f"<b>%{{customdata[0]}}</b><br>{_plain(quantity(entry))}: "
+            f"{hover_value(entry)}<br>run %{{customdata[1]}}<extra></extra>",
+        )
+    )
     fig.update_yaxes(title=entry.label)
     block = _category_axis(fig, [shown[run_id] for run_id in ids])
     return _layout(fig, COMPARISON_CHART_TITLES["g"], axis_block_px=block)
@@ -275,8 +299,9 @@ def _slo_limits(run: RunData) -> dict[str, dict[str, float]]:
     return {task: limits for task, limits in (slos or {}).items() if isinstance(limits, dict)}
 
 
-def slo_thresholds(runs: Sequence[RunData], column: str, names: Mapping[str, str] | None = None
-                   ) -> dict[str, list[tuple[float, list[str]]]]:
+def slo_thresholds(
+    runs: Sequence[RunData], column: str, names: Mapping[str, str] | None = None
+) -> dict[str, list[tuple[float, list[str]]]]:
     """task -> [(limit in seconds, display names of the runs that use it)] of request column
     ``column`` (ttft_s, tpot_s or e2e_s) over ``runs``, distinct limits in increasing order."""
     shown = display_names(runs, names)
@@ -291,8 +316,14 @@ def slo_thresholds(runs: Sequence[RunData], column: str, names: Mapping[str, str
     return {task: sorted(values.items()) for task, values in found.items()}
 
 
-def draw_slo_lines(fig: go.Figure, thresholds: dict[str, list[tuple[float, list[str]]]], entry: Metric,
-                   tasks: Sequence[str], log_x: bool, all_names: int) -> None:
+def draw_slo_lines(
+    fig: go.Figure,
+    thresholds: dict[str, list[tuple[float, list[str]]]],
+    entry: Metric,
+    tasks: Sequence[str],
+    log_x: bool,
+    all_names: int,
+) -> None:
     """Each task's SLO limits as vertical lines in its panel (panel i+1 is ``tasks[i]``), labelled
     '<task> SLO <value> <unit>' (and the runs using it when not all ``all_names`` runs do);
     labels stacked up from the panel's foot so two limits never share a spot."""
@@ -300,14 +331,31 @@ def draw_slo_lines(fig: go.Figure, thresholds: dict[str, list[tuple[float, list[
         axis = "" if col == 1 else str(col)
         for index, (value, users) in enumerate(thresholds.get(task, [])):
             shown = value * entry.scale
-            fig.add_shape(type="line", x0=shown, x1=shown, y0=0, y1=1, xref=f"x{axis}", yref=f"y{axis} domain",
-                          line={"color": SLO_COLOUR, "dash": SLO_DASH.get(task, "dash"), "width": 1.5})
+            fig.add_shape(
+                type="line",
+                x0=shown,
+                x1=shown,
+                y0=0,
+                y1=1,
+                xref=f"x{axis}",
+                yref=f"y{axis} domain",
+                line={"color": SLO_COLOUR, "dash": SLO_DASH.get(task, "dash"), "width": 1.5},
+            )
             who = "" if len(users) == all_names else f" ({', '.join(users)})"
             side = label_side(shown, _span(fig, f"x{axis}"), log_x)
-            fig.add_annotation(x=math.log10(shown) if log_x else shown, y=0.03 + 0.09 * index, xref=f"x{axis}",
-                               yref=f"y{axis} domain", text=f"{task} SLO {_threshold(entry, value)}{who}",
-                               showarrow=False, xanchor=side, yanchor="bottom", xshift=3 if side == "left" else -3,
-                               bgcolor="rgba(255,255,255,0.8)", font={"size": 11, "color": SLO_COLOUR})
+            fig.add_annotation(
+                x=math.log10(shown) if log_x else shown,
+                y=0.03 + 0.09 * index,
+                xref=f"x{axis}",
+                yref=f"y{axis} domain",
+                text=f"{task} SLO {_threshold(entry, value)}{who}",
+                showarrow=False,
+                xanchor=side,
+                yanchor="bottom",
+                xshift=3 if side == "left" else -3,
+                bgcolor="rgba(255,255,255,0.8)",
+                font={"size": 11, "color": SLO_COLOUR},
+            )
 
 
 def cdf_hover(entry: Metric, task: str, name: str, run_id: str | None = None) -> str:
@@ -318,8 +366,9 @@ def cdf_hover(entry: Metric, task: str, name: str, run_id: str | None = None) ->
     return _run_hover(name, run_id, line)
 
 
-def latency_cdfs(runs: Sequence[RunData], column: str = "e2e_s", log_x: bool = False,
-                 names: Mapping[str, str] | None = None) -> go.Figure:
+def latency_cdfs(
+    runs: Sequence[RunData], column: str = "e2e_s", log_x: bool = False, names: Mapping[str, str] | None = None
+) -> go.Figure:
     """CDF of one per-request latency (a request column of the catalog) per task (a panel each),
     one line per run named by its display name, in the catalog's display unit (TPOT in ms); each
     task's SLO limit on that quantity drawn as a labelled vertical line in its panel; ``log_x``:
@@ -336,14 +385,24 @@ def latency_cdfs(runs: Sequence[RunData], column: str = "e2e_s", log_x: bool = F
         for col, task in enumerate(tasks, start=1):
             values = frame.loc[frame["task"] == task, column] * entry.scale if len(frame) else []
             x, y = cdf_points(values, points)
-            fig.add_scatter(x=x, y=y, mode="lines", name=shown[run.run_id], legendgroup=run.run_id,
-                            showlegend=col == 1, line={"color": colour}, row=1, col=col,
-                            hovertemplate=cdf_hover(entry, task, shown[run.run_id], run.run_id))
+            fig.add_scatter(
+                x=x,
+                y=y,
+                mode="lines",
+                name=shown[run.run_id],
+                legendgroup=run.run_id,
+                showlegend=col == 1,
+                line={"color": colour},
+                row=1,
+                col=col,
+                hovertemplate=cdf_hover(entry, task, shown[run.run_id], run.run_id),
+            )
     draw_slo_lines(fig, slo_thresholds(runs, column, shown), entry, tasks, log_x, len(runs))
     fig.update_xaxes(title=entry.label, type="log" if log_x else "linear")
     fig.update_yaxes(title="fraction of requests", range=[0, 1.02], row=1, col=1)
-    return _layout(fig, COMPARISON_CHART_TITLES.get(f"{column.removesuffix('_s')}_cdf",
-                                                    f"{quantity(entry)} CDF per task"))
+    return _layout(
+        fig, COMPARISON_CHART_TITLES.get(f"{column.removesuffix('_s')}_cdf", f"{quantity(entry)} CDF per task")
+    )
 
 
 def ttft_tpot_scatter(runs: Sequence[RunData], seed: int = 0, names: Mapping[str, str] | None = None) -> go.Figure:
@@ -362,12 +421,21 @@ def ttft_tpot_scatter(runs: Sequence[RunData], seed: int = 0, names: Mapping[str
         if len(frame) > points:
             frame = frame.iloc[np.sort(rng.choice(len(frame), points, replace=False))]
         name = shown[run.run_id]
-        fig.add_scattergl(x=frame["ttft_s"] * ttft.scale, y=frame["tpot_s"] * tpot.scale, mode="markers",
-                          name=name, marker={"color": palette[index % len(palette)], "size": 5, "opacity": 0.6},
-                          text=frame["task"],
-                          hovertemplate=_run_hover(name, run.run_id, "%{text} request",
-                                                   f"{quantity(ttft)}: {hover_value(ttft, 'x')}",
-                                                   f"{quantity(tpot)}: {hover_value(tpot, 'y')}"))
+        fig.add_scattergl(
+            x=frame["ttft_s"] * ttft.scale,
+            y=frame["tpot_s"] * tpot.scale,
+            mode="markers",
+            name=name,
+            marker={"color": palette[index % len(palette)], "size": 5, "opacity": 0.6},
+            text=frame["task"],
+            hovertemplate=_run_hover(
+                name,
+                run.run_id,
+                "%{text} request",
+                f"{quantity(ttft)}: {hover_value(ttft, 'x')}",
+                f"{quantity(tpot)}: {hover_value(tpot, 'y')}",
+            ),
+        )
     _slo_regions(fig, runs, ttft, tpot)
     fig.update_xaxes(title=ttft.label, rangemode="tozero")
     fig.update_yaxes(title=tpot.label, rangemode="tozero")
@@ -393,25 +461,50 @@ def _slo_regions(fig: go.Figure, runs: Sequence[RunData], ttft: Metric, tpot: Me
         line = {"color": SLO_COLOUR, "dash": SLO_DASH.get(task, "dash"), "width": 1.5}
         corner_x = x * ttft.scale if x else None
         corner_y = y * tpot.scale if y else None
-        fig.add_shape(type="rect", x0=0, y0=0, x1=corner_x if x else 1, y1=corner_y if y else 1,
-                      xref="x" if x else "x domain", yref="y" if y else "y domain", line=line,
-                      fillcolor="rgba(85,85,85,0.05)", layer="below")
-        parts = [f"{quantity(ttft)} ≤ {_threshold(ttft, x)}" if x else None,
-                 f"{quantity(tpot)} ≤ {_threshold(tpot, y)}" if y else None]
+        fig.add_shape(
+            type="rect",
+            x0=0,
+            y0=0,
+            x1=corner_x if x else 1,
+            y1=corner_y if y else 1,
+            xref="x" if x else "x domain",
+            yref="y" if y else "y domain",
+            line=line,
+            fillcolor="rgba(85,85,85,0.05)",
+            layer="below",
+        )
+        parts = [
+            f"{quantity(ttft)} ≤ {_threshold(ttft, x)}" if x else None,
+            f"{quantity(tpot)} ≤ {_threshold(tpot, y)}" if y else None,
+        ]
         text = f"{task} SLO: " + ", ".join(part for part in parts if part)
         inside = index == 0 and len(ordered) > 1
         span = _span(fig, "x")
         side = label_side(corner_x, (0.0, span[1]) if span else None) if x else "right"
-        fig.add_annotation(x=corner_x if x else 1, y=corner_y if y else 1, xref="x" if x else "x domain",
-                           yref="y" if y else "y domain", text=text, showarrow=False, xanchor=side,
-                           yanchor="top" if inside or not y else "bottom", bgcolor="rgba(255,255,255,0.8)",
-                           font={"size": 11, "color": SLO_COLOUR})
+        fig.add_annotation(
+            x=corner_x if x else 1,
+            y=corner_y if y else 1,
+            xref="x" if x else "x domain",
+            yref="y" if y else "y domain",
+            text=text,
+            showarrow=False,
+            xanchor=side,
+            yanchor="top" if inside or not y else "bottom",
+            bgcolor="rgba(255,255,255,0.8)",
+            font={"size": 11, "color": SLO_COLOUR},
+        )
     for task, limit in e2e_only.items():
         e2e = metric("e2e_s")
         limit_text = f"{quantity(e2e)} ≤ {_threshold(e2e, limit)}" if limit else "no TTFT or TPOT limit"
-        fig.add_scatter(x=[None], y=[None], mode="lines", name=f"{task} SLO: {limit_text} (no region here)",
-                        line={"color": SLO_COLOUR, "dash": SLO_DASH.get(task, "dash")}, showlegend=True,
-                        hoverinfo="skip")
+        fig.add_scatter(
+            x=[None],
+            y=[None],
+            mode="lines",
+            name=f"{task} SLO: {limit_text} (no region here)",
+            line={"color": SLO_COLOUR, "dash": SLO_DASH.get(task, "dash")},
+            showlegend=True,
+            hoverinfo="skip",
+        )
 
 
 def _per_time(frame: pd.DataFrame, column: str, how: str) -> pd.Series:
@@ -431,9 +524,16 @@ def _has_values(frame: pd.DataFrame, column: str) -> bool:
     return column in frame.columns and bool(frame[column].notna().any())
 
 
-def timeseries_overlay(runs: Sequence[RunData], column: str, how: str, title: str, entry: Metric,
-                       smooth_samples: int = 1, companions: dict[str, str] | None = None,
-                       names: Mapping[str, str] | None = None) -> go.Figure:
+def timeseries_overlay(
+    runs: Sequence[RunData],
+    column: str,
+    how: str,
+    title: str,
+    entry: Metric,
+    smooth_samples: int = 1,
+    companions: dict[str, str] | None = None,
+    names: Mapping[str, str] | None = None,
+) -> go.Figure:
     """``column`` of each run's time series against run time, combined over instances with
     ``how`` (mean or sum), one line per run (display name; id on hover), in ``entry``'s display
     unit (stored x scale; a % axis runs 0-100). ``companions`` (column -> line dash): further
@@ -451,19 +551,32 @@ def timeseries_overlay(runs: Sequence[RunData], column: str, how: str, title: st
         if smooth_samples > 1 and len(series):
             series = series.rolling(smooth_samples, min_periods=1).mean()
         t, y = thin_series(series.index.to_numpy(), series.to_numpy(), points)
-        fig.add_scatter(x=t, y=y, mode="lines", name=name, legendgroup=run.run_id, line={"color": colour},
-                        hovertemplate=_run_hover(name, run.run_id, when,
-                                                 f"{_plain(quantity(entry))}: {hover_value(entry)}"))
+        fig.add_scatter(
+            x=t,
+            y=y,
+            mode="lines",
+            name=name,
+            legendgroup=run.run_id,
+            line={"color": colour},
+            hovertemplate=_run_hover(name, run.run_id, when, f"{_plain(quantity(entry))}: {hover_value(entry)}"),
+        )
         for other, dash in (companions or {}).items():
             if not _has_values(run.timeseries, other):
                 continue
             extra_entry = timeseries_metric(other)
             extra = run.timeseries.groupby("t_s")[other].sum(min_count=1) * extra_entry.scale
             t, y = thin_series(extra.index.to_numpy(), extra.to_numpy(), points)
-            fig.add_scatter(x=t, y=y, mode="lines", name=f"{name}: {extra_entry.label}", legendgroup=run.run_id,
-                            line={"color": colour, "dash": dash},
-                            hovertemplate=_run_hover(name, run.run_id, when, f"{_plain(quantity(extra_entry))}: "
-                                                                             f"{hover_value(extra_entry)}"))
+            fig.add_scatter(
+                x=t,
+                y=y,
+                mode="lines",
+                name=f"{name}: {extra_entry.label}",
+                legendgroup=run.run_id,
+                line={"color": colour, "dash": dash},
+                hovertemplate=_run_hover(
+                    name, run.run_id, when, f"{_plain(quantity(extra_entry))}: {hover_value(extra_entry)}"
+                ),
+            )
     fig.update_xaxes(title=RUN_TIME_LABEL)
     fig.update_yaxes(title=entry.label)
     percent_axis(fig, entry)
@@ -473,24 +586,40 @@ def timeseries_overlay(runs: Sequence[RunData], column: str, how: str, title: st
 def kv_overlay(runs: Sequence[RunData], names: Mapping[str, str] | None = None) -> go.Figure:
     """The memory sawtooth: KV-cache usage (stored as a fraction 0-1, drawn in % of capacity,
     mean over instances) over time, on a fixed 0-100% axis so a cache that is never full looks it."""
-    return timeseries_overlay(runs, "kv_usage", "mean", COMPARISON_CHART_TITLES["kv_usage"],
-                              timeseries_metric("kv_usage"), names=names)
+    return timeseries_overlay(
+        runs, "kv_usage", "mean", COMPARISON_CHART_TITLES["kv_usage"], timeseries_metric("kv_usage"), names=names
+    )
 
 
 def batch_size_over_time(runs: Sequence[RunData], names: Mapping[str, str] | None = None) -> go.Figure:
     """Running requests (the engine's batch) summed over instances; for a run with an in-engine
     scheduler, also its running limit (dashed) and the requests it held back (dotted), summed
     over instances."""
-    return timeseries_overlay(runs, "running", "sum", COMPARISON_CHART_TITLES["batch_size"],
-                              timeseries_metric("running"), companions=ENGINE_DECISION_LINES, names=names)
+    return timeseries_overlay(
+        runs,
+        "running",
+        "sum",
+        COMPARISON_CHART_TITLES["batch_size"],
+        timeseries_metric("running"),
+        companions=ENGINE_DECISION_LINES,
+        names=names,
+    )
 
 
-def throughput_over_time(runs: Sequence[RunData], smooth_samples: int = 8,
-                         names: Mapping[str, str] | None = None) -> go.Figure:
+def throughput_over_time(
+    runs: Sequence[RunData], smooth_samples: int = 8, names: Mapping[str, str] | None = None
+) -> go.Figure:
     """Output tokens per second, summed over instances, rolling mean over ``smooth_samples``
     telemetry samples (2 s at the default 0.25 s sampling); unit: the catalog's output throughput."""
-    return timeseries_overlay(runs, "tokens_per_s", "sum", COMPARISON_CHART_TITLES["throughput"],
-                              metric("output_throughput_tps"), smooth_samples=smooth_samples, names=names)
+    return timeseries_overlay(
+        runs,
+        "tokens_per_s",
+        "sum",
+        COMPARISON_CHART_TITLES["throughput"],
+        metric("output_throughput_tps"),
+        smooth_samples=smooth_samples,
+        names=names,
+    )
 
 
 COMPARISON_CHARTS = {
@@ -524,8 +653,13 @@ def chart_title(name: str) -> str:
     return COMPARISON_CHART_TITLES[name]
 
 
-def comparison_chart(name: str, summaries: Sequence[dict[str, Any]], runs: Sequence[RunData],
-                     log_x: bool = False, names: Mapping[str, str] | None = None) -> go.Figure:
+def comparison_chart(
+    name: str,
+    summaries: Sequence[dict[str, Any]],
+    runs: Sequence[RunData],
+    log_x: bool = False,
+    names: Mapping[str, str] | None = None,
+) -> go.Figure:
     """One comparison chart by its key (see COMPARISON_CHARTS); runs named by ``names`` (run id
     -> display name), by default :func:`runners.compare.run_display_names` of ``runs``; ``log_x``:
     a log latency axis for the CDFs (LOG_X_CHARTS), ignored by the others."""
@@ -533,8 +667,12 @@ def comparison_chart(name: str, summaries: Sequence[dict[str, Any]], runs: Seque
     return COMPARISON_CHARTS[name](summaries, runs, shown, log_x)
 
 
-def comparison_charts(summaries: Sequence[dict[str, Any]], runs: Sequence[RunData],
-                      names: Sequence[str] | None = None, log_x: bool = False) -> dict[str, go.Figure]:
+def comparison_charts(
+    summaries: Sequence[dict[str, Any]],
+    runs: Sequence[RunData],
+    names: Sequence[str] | None = None,
+    log_x: bool = False,
+) -> dict[str, go.Figure]:
     """The comparison charts (all, or ``names``: chart keys), by key (also the export file name)."""
     shown = display_names(runs if runs else summaries)
     return {name: comparison_chart(name, summaries, runs, log_x, shown) for name in (names or COMPARISON_CHARTS)}
@@ -552,20 +690,32 @@ def sweep_charts(frame: pd.DataFrame, target: float) -> dict[str, go.Figure]:
     for scheduler, group in frame.groupby("scheduler", sort=True):
         group = group.sort_values("rate_rps")
         for fig, entry, column in ((attainment, share, "slo_attainment"), (g, g_metric, "G")):
-            fig.add_scatter(x=group["rate_rps"], y=group[column] * entry.scale, mode="lines+markers",
-                            name=str(scheduler), cliponaxis=False, customdata=group["run_id"],
-                            hovertemplate=f"<b>{_plain(scheduler)}</b><br>%{{x:.4g}} req/s<br>"
-                                          f"{_plain(quantity(entry))}: {hover_value(entry)}"
-                                          f"<br>run %{{customdata}}<extra></extra>")
-    attainment.add_hline(y=target * share.scale, line={"dash": "dot", "color": "grey"},
-                         annotation_text=f"target {share.format(target)}%", annotation_position="bottom right")
+            fig.add_scatter(
+                x=group["rate_rps"],
+                y=group[column] * entry.scale,
+                mode="lines+markers",
+                name=str(scheduler),
+                cliponaxis=False,
+                customdata=group["run_id"],
+                hovertemplate=f"<b>{_plain(scheduler)}</b><br>%{{x:.4g}} req/s<br>"
+                f"{_plain(quantity(entry))}: {hover_value(entry)}"
+                f"<br>run %{{customdata}}<extra></extra>",
+            )
+    attainment.add_hline(
+        y=target * share.scale,
+        line={"dash": "dot", "color": "grey"},
+        annotation_text=f"target {share.format(target)}%",
+        annotation_position="bottom right",
+    )
     attainment.update_yaxes(title=share.label)
     percent_axis(attainment, share)
     g.update_yaxes(title=g_metric.label)
     for fig in (attainment, g):
         fig.update_xaxes(title=SWEEP_RATE_LABEL)
-    return {"sweep_attainment": _layout(attainment, "SLO attainment vs arrival rate"),
-            "sweep_g": _layout(g, "G vs arrival rate")}
+    return {
+        "sweep_attainment": _layout(attainment, "SLO attainment vs arrival rate"),
+        "sweep_g": _layout(g, "G vs arrival rate"),
+    }
 
 
 # -- live view -------------------------------------------------------------------------------------
@@ -583,12 +733,19 @@ def live_latency_scatter(requests: pd.DataFrame, simulated: bool = False) -> go.
             part = frame[(frame["task"] == task) & (frame["slo_met"].fillna(False) == met)] if len(frame) else frame
             name = f"{task}, SLO {'met' if met else 'missed'}"
             for col, entry in enumerate(shown, start=1):
-                fig.add_scattergl(x=part["finish_s"], y=part[entry.key] * entry.scale, mode="markers", name=name,
-                                  legendgroup=name, showlegend=col == 1,
-                                  marker={"color": TASK_COLOURS[task], "symbol": MET_SYMBOLS[met], "size": 6,
-                                          "opacity": 0.7}, row=1, col=col,
-                                  hovertemplate=f"<b>{name}</b><br>finished at %{{x:.1f}} s<br>"
-                                                f"{_plain(quantity(entry))}: {hover_value(entry)}<extra></extra>")
+                fig.add_scattergl(
+                    x=part["finish_s"],
+                    y=part[entry.key] * entry.scale,
+                    mode="markers",
+                    name=name,
+                    legendgroup=name,
+                    showlegend=col == 1,
+                    marker={"color": TASK_COLOURS[task], "symbol": MET_SYMBOLS[met], "size": 6, "opacity": 0.7},
+                    row=1,
+                    col=col,
+                    hovertemplate=f"<b>{name}</b><br>finished at %{{x:.1f}} s<br>"
+                    f"{_plain(quantity(entry))}: {hover_value(entry)}<extra></extra>",
+                )
     fig.update_xaxes(title="finish time, simulated (s)" if simulated else "finish time (s)")
     return _layout(fig, "Per-request latency as requests finish", height=340)
 
@@ -609,19 +766,36 @@ def live_instance_series(timeseries: pd.DataFrame, simulated: bool = False) -> g
             name = f"instance {instance}"
             for col, entry in ((1, kv), (2, running)):
                 t, y = thin_series(group["t_s"], group[entry.key].astype(float) * entry.scale)
-                fig.add_scatter(x=t, y=y, mode="lines", name=name, legendgroup=str(instance),
-                                showlegend=col == 1, line={"color": colour}, row=1, col=col,
-                                hovertemplate=f"<b>{name}</b><br>{when}<br>{_plain(quantity(entry))}: "
-                                              f"{hover_value(entry)}<extra></extra>")
+                fig.add_scatter(
+                    x=t,
+                    y=y,
+                    mode="lines",
+                    name=name,
+                    legendgroup=str(instance),
+                    showlegend=col == 1,
+                    line={"color": colour},
+                    row=1,
+                    col=col,
+                    hovertemplate=f"<b>{name}</b><br>{when}<br>{_plain(quantity(entry))}: "
+                    f"{hover_value(entry)}<extra></extra>",
+                )
             for column, dash in ENGINE_DECISION_LINES.items():
                 if not _has_values(group, column):
                     continue
                 entry = timeseries_metric(column)
                 t, y = thin_series(group["t_s"], group[column].astype(float) * entry.scale)
-                fig.add_scatter(x=t, y=y, mode="lines", name=f"{name}: {entry.label}",
-                                legendgroup=str(instance), line={"color": colour, "dash": dash}, row=1, col=2,
-                                hovertemplate=f"<b>{name}</b><br>{when}<br>{_plain(quantity(entry))}: "
-                                              f"{hover_value(entry)}<extra></extra>")
+                fig.add_scatter(
+                    x=t,
+                    y=y,
+                    mode="lines",
+                    name=f"{name}: {entry.label}",
+                    legendgroup=str(instance),
+                    line={"color": colour, "dash": dash},
+                    row=1,
+                    col=2,
+                    hovertemplate=f"<b>{name}</b><br>{when}<br>{_plain(quantity(entry))}: "
+                    f"{hover_value(entry)}<extra></extra>",
+                )
     fig.update_xaxes(title=SIMULATED_TIME_LABEL if simulated else RUN_TIME_LABEL)
     percent_axis(fig, kv, row=1, col=1)
     return _layout(fig, "Engine state per instance", height=320)
@@ -632,11 +806,14 @@ def charts_html(figures: dict[str, go.Figure], title: str) -> str:
     """One standalone HTML page holding every figure (plotly.js inlined once, works offline)."""
     parts = []
     for index, (key, fig) in enumerate(figures.items()):
-        parts.append(pio.to_html(fig, full_html=False, include_plotlyjs="inline" if index == 0 else False,
-                                 div_id=f"chart-{key}"))
+        parts.append(
+            pio.to_html(fig, full_html=False, include_plotlyjs="inline" if index == 0 else False, div_id=f"chart-{key}")
+        )
     body = "\n".join(parts)
-    return (f"<!DOCTYPE html><html><head><meta charset='utf-8'><title>{title}</title></head>"
-            f"<body><h1>{title}</h1>\n{body}\n</body></html>")
+    return (
+        f"<!DOCTYPE html><html><head><meta charset='utf-8'><title>{title}</title></head>"
+        f"<body><h1>{title}</h1>\n{body}\n</body></html>"
+    )
 
 
 def chart_png(fig: go.Figure, width: int = 1100, height: int | None = None) -> bytes:
@@ -644,10 +821,13 @@ def chart_png(fig: go.Figure, width: int = 1100, height: int | None = None) -> b
     try:
         import kaleido  # noqa: F401
     except ImportError as exc:
-        raise ExportUnavailable("PNG export needs the 'kaleido' package (pip install kaleido) and Chromium; "
-                                "the camera icon on each chart also downloads a PNG") from exc
+        raise ExportUnavailable(
+            "PNG export needs the 'kaleido' package (pip install kaleido) and Chromium; "
+            "the camera icon on each chart also downloads a PNG"
+        ) from exc
     try:
         return pio.to_image(fig, format="png", width=width, height=height or fig.layout.height or 400)
     except Exception as exc:  # kaleido reports a missing browser in several ways
-        raise ExportUnavailable(f"PNG export failed ({type(exc).__name__}: {exc}); install Chromium, or use the "
-                                "camera icon on the chart") from exc
+        raise ExportUnavailable(
+            f"PNG export failed ({type(exc).__name__}: {exc}); install Chromium, or use the camera icon on the chart"
+        ) from exc

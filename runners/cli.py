@@ -10,14 +10,16 @@ import argparse
 import json
 import signal
 import sys
-from pathlib import Path
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
-from typing import Any, Callable, Iterator, Sequence
+from pathlib import Path
+from typing import Any
 
 import yaml
 
 from runners.errors import ConfigError, SchedlabError
 from runners.metrics.seed_statistics import SINGLE_SEED_NOTE
+
 
 def _metric_rows(summaries: Sequence[dict[str, Any]]) -> list[list[str]]:
     """One row per catalog run metric: its label and each summary's value in display units (rows
@@ -93,8 +95,9 @@ def build_run_config(args: argparse.Namespace):
     if isinstance(scheduler, str) and "," in scheduler:  # a study of several schedulers
         names = [part.strip() for part in scheduler.split(",")]
         if not all(names):
-            raise ConfigError("--scheduler", f"{scheduler!r} has an empty name; expected names separated by commas, "
-                                             "e.g. fcfs,slo-sa")
+            raise ConfigError(
+                "--scheduler", f"{scheduler!r} has an empty name; expected names separated by commas, e.g. fcfs,slo-sa"
+            )
         set_dotted(data, "scheduler.name", names[0])
         set_dotted(data, "trials.schedulers", names)
     if get("seeds") is not None:
@@ -109,8 +112,9 @@ def build_run_config(args: argparse.Namespace):
         try:
             rates = [float(part) for part in args.rates.split(",")]
         except ValueError:
-            raise ConfigError("--rates", f"{args.rates!r} is not a comma-separated list of rates in requests per "
-                                         "second, e.g. 2,4,6") from None
+            raise ConfigError(
+                "--rates", f"{args.rates!r} is not a comma-separated list of rates in requests per second, e.g. 2,4,6"
+            ) from None
         set_dotted(data, "trials.rates", rates)
     for item in get("set") or []:
         if "=" not in item:
@@ -150,8 +154,11 @@ def command_run(args: argparse.Namespace) -> int:
     if is_study(config):
         return _run_study(args, config)
     if config.trials.baseline not in (None, config.scheduler.name):
-        raise ConfigError("--baseline", f"{config.trials.baseline!r} is not a scheduler of this run; expected "
-                                        f"{config.scheduler.name!r} (a study names several with --scheduler a,b)")
+        raise ConfigError(
+            "--baseline",
+            f"{config.trials.baseline!r} is not a scheduler of this run; expected "
+            f"{config.scheduler.name!r} (a study names several with --scheduler a,b)",
+        )
     with _stoppable_progress(config.workload.requests, args.quiet) as (bar, should_stop):
 
         def progress(done: int, total: int) -> None:
@@ -183,8 +190,14 @@ def _run_study(args: argparse.Namespace, config: Any) -> int:
     check_size(plan, bool(getattr(args, "yes", False)))
     execution = choose_execution(plan, getattr(args, "workers", None), getattr(args, "executor", None))
     print(f"study {plan.study_id}: {len(plan.members)} runs; {execution.note}", flush=True)
-    result = _with_study_progress(plan, config.workload.requests, args.quiet, lambda progress, should_stop: run_study(
-        plan, args.out, progress=progress, should_stop=should_stop, execution=execution))
+    result = _with_study_progress(
+        plan,
+        config.workload.requests,
+        args.quiet,
+        lambda progress, should_stop: run_study(
+            plan, args.out, progress=progress, should_stop=should_stop, execution=execution
+        ),
+    )
     record = result.record
     print(f"study {result.study_id}: {record['status']}  ->  {result.folder / 'study.json'}")
     _print_study(record, args.out)
@@ -205,8 +218,9 @@ def _with_study_progress(plan: Any, requests: int, quiet: bool, run: Callable[..
             if done == count or time.monotonic() - shown["at"] >= 0.1:
                 shown["at"] = time.monotonic()
                 bar.n = sum(completed.values())
-                bar.set_description(f"{sum(n == count for n in completed.values())}/{len(plan.members)} runs",
-                                    refresh=False)
+                bar.set_description(
+                    f"{sum(n == count for n in completed.values())}/{len(plan.members)} runs", refresh=False
+                )
                 bar.refresh()
 
         return run(progress, should_stop)
@@ -215,8 +229,10 @@ def _with_study_progress(plan: Any, requests: int, quiet: bool, run: Callable[..
 def _print_study(record: dict[str, Any], root: str | Path) -> None:
     from runners.study import identical_decisions_note, study_lines, study_tables
 
-    print(f"schedulers: {', '.join(record.get('schedulers') or [])}; baseline {record['baseline']}; "
-          f"seeds: {', '.join(str(seed) for seed in record.get('seeds') or [])}")
+    print(
+        f"schedulers: {', '.join(record.get('schedulers') or [])}; baseline {record['baseline']}; "
+        f"seeds: {', '.join(str(seed) for seed in record.get('seeds') or [])}"
+    )
     for title, rows in study_tables(record):
         if title:
             print(title)
@@ -248,12 +264,18 @@ def command_list(args: argparse.Namespace) -> int:
             requests = f"{summary.get('rows', 0)}/{planned}" if planned is not None else str(summary.get("rows", 0))
         else:
             requests = str(summary.get("requests", "-"))
-        rows.append([
-            str(summary["run_id"]), str(status), str(summary.get("engine") or "-"),
-            str(summary.get("scheduler") or "-"), requests,
-            metric("slo_attainment").format(summary.get("slo_attainment")), metric("G").format(summary.get("G")),
-            str(summary.get("workload") or "-"),
-        ])
+        rows.append(
+            [
+                str(summary["run_id"]),
+                str(status),
+                str(summary.get("engine") or "-"),
+                str(summary.get("scheduler") or "-"),
+                requests,
+                metric("slo_attainment").format(summary.get("slo_attainment")),
+                metric("G").format(summary.get("G")),
+                str(summary.get("workload") or "-"),
+            ]
+        )
     print(_table(rows))
     for line in problems:
         print(line)
@@ -274,7 +296,9 @@ def _tokenization_lines(config: Any) -> list[str]:
     if isinstance(context, dict):
         limit = f"context limit: {context.get('max_tokens')} tokens ({context.get('source')})"
     else:
-        limit = "context limit: unknown, requests not sized to it; tried: " + "; ".join(map(str, record.get("tried", [])))
+        limit = "context limit: unknown, requests not sized to it; tried: " + "; ".join(
+            map(str, record.get("tried", []))
+        )
     return [label, limit]
 
 
@@ -311,8 +335,11 @@ def command_compare(args: argparse.Namespace) -> int:
     studies = [find_study(args.out, name) for name in args.runs]
     if any(studies):
         if len(args.runs) > 1:
-            raise ConfigError("compare", "a study is compared on its own (its schedulers against its baseline); "
-                                         "expected one study id, or run ids only")
+            raise ConfigError(
+                "compare",
+                "a study is compared on its own (its schedulers against its baseline); "
+                "expected one study id, or run ids only",
+            )
         record = read_study(studies[0])
         print(f"study {record['study_id']} ({record.get('status')})")
         _print_study(record, args.out)
@@ -321,14 +348,18 @@ def command_compare(args: argparse.Namespace) -> int:
     from runners.metrics.catalog import RUN_METRICS, summary_value
 
     summaries = [run.summary for run in runs]
-    rows = [["metric"] + [run.run_id for run in runs] + [f"change {run.run_id}" for run in runs[1:]],
-            ["scheduler"] + [str(summary.get("scheduler")) for summary in summaries] + [""] * (len(runs) - 1)]
+    rows = [
+        ["metric"] + [run.run_id for run in runs] + [f"change {run.run_id}" for run in runs[1:]],
+        ["scheduler"] + [str(summary.get("scheduler")) for summary in summaries] + [""] * (len(runs) - 1),
+    ]
     for metric in RUN_METRICS:
         values = [summary_value(summary, metric.key) for summary in summaries]
         if metric.real_engines_only and all(value is None for value in values):
             continue
-        changes = [metric.format_change(None if value is None or values[0] is None else value - values[0])
-                   for value in values[1:]]
+        changes = [
+            metric.format_change(None if value is None or values[0] is None else value - values[0])
+            for value in values[1:]
+        ]
         rows.append([metric.label] + [metric.format(value) for value in values] + changes)
     print(_table(rows))
     print(f"change = run - {runs[0].run_id}, in the metric's unit (pts: percentage points)")
@@ -349,8 +380,17 @@ def command_profile(args: argparse.Namespace) -> int:
     from runners.engines.adapters import adapter_for
     from runners.engines.real_engine import RealEngine
     from runners.engines.simulator import SimulatorConfig
-    from runners.profiler import (ProfileGrid, StepGrid, fit_profile, fit_step_profile, fit_table, measure,
-                                  measure_steps, write_samples, write_step_samples)
+    from runners.profiler import (
+        ProfileGrid,
+        StepGrid,
+        fit_profile,
+        fit_step_profile,
+        fit_table,
+        measure,
+        measure_steps,
+        write_samples,
+        write_step_samples,
+    )
 
     config = build_run_config(args)
     engine_config = config.engine
@@ -371,7 +411,8 @@ def command_profile(args: argparse.Namespace) -> int:
         )
     else:  # measured engine steps and the linear step model
         step_grid = StepGrid(
-            prefill_repeats=args.repeats, mixed_repeats=args.repeats,
+            prefill_repeats=args.repeats,
+            mixed_repeats=args.repeats,
             **({"decode_batches": _int_list(args.batch_sizes, "--batch-sizes")} if args.batch_sizes else {}),
             **({"prefill_prompt_tokens": _int_list(args.input_tokens, "--input-tokens")} if args.input_tokens else {}),
         )
@@ -388,15 +429,22 @@ def command_profile(args: argparse.Namespace) -> int:
         if args.latency_model == "phase":
             samples = asyncio.run(measure(instance.endpoint, grid, engine_config.request_timeout_s, progress=progress))
         else:
-            samples = asyncio.run(measure_steps(instance.endpoint, step_grid, budget or 8192,
-                                                engine_config.request_timeout_s, progress=bar.set_description_str))
+            samples = asyncio.run(
+                measure_steps(
+                    instance.endpoint,
+                    step_grid,
+                    budget or 8192,
+                    engine_config.request_timeout_s,
+                    progress=bar.set_description_str,
+                )
+            )
     finally:
         bar.close()
         engine.stop()
     limits = dict(
         name=args.name or out.stem,
         source=f"python -m runners profile against {instance.endpoint.kind} {instance.version or ''} "
-               f"model {instance.endpoint.model}".strip(),
+        f"model {instance.endpoint.model}".strip(),
         kv_capacity_tokens=instance.kv_capacity_tokens,
         block_size=instance.block_size,
         max_num_seqs=adapter_for(engine_config.kind).max_num_seqs(engine_config),
@@ -410,8 +458,10 @@ def command_profile(args: argparse.Namespace) -> int:
         profile = fit_step_profile(samples, **limits)
         write_step_samples(samples, samples_path)
     profile.to_file(out)
-    print(f"profile written to {out} ({len(samples)} measurements, {profile.latency_kind} model; samples in "
-          f"{samples_path})")
+    print(
+        f"profile written to {out} ({len(samples)} measurements, {profile.latency_kind} model; samples in "
+        f"{samples_path})"
+    )
     print(_table(fit_table(profile)))
     print(f"KV capacity: {profile.kv_capacity_tokens} tokens")
     return 0
@@ -466,8 +516,12 @@ def command_demo(args: argparse.Namespace) -> int:
     from runners.demo import DEMO_REQUESTS, demo_plan, make_demo_results
 
     plan = demo_plan()
-    result = _with_study_progress(plan, DEMO_REQUESTS, False, lambda progress, should_stop: make_demo_results(
-        args.out, progress=progress, should_stop=should_stop))
+    result = _with_study_progress(
+        plan,
+        DEMO_REQUESTS,
+        False,
+        lambda progress, should_stop: make_demo_results(args.out, progress=progress, should_stop=should_stop),
+    )
     print(f"study {result.study_id}: {result.record['status']}  ->  {result.folder / 'study.json'}")
     _print_study(result.record, args.out)
     return {"done": 0, "cancelled": 130}.get(result.record["status"], 1)
@@ -492,21 +546,33 @@ def make_parser() -> argparse.ArgumentParser:
         p.add_argument("--model", help=f"model folder to launch ({launched}) or served model name (openai)")
         p.add_argument("--url", help="openai: base URL(s) of running servers, comma-separated")
         p.add_argument("--python", help="vllm: the Python of the environment vLLM is installed in")
-        p.add_argument("--set", action="append", metavar="KEY=VALUE", help="any config field, e.g. engine.max_num_seqs=64")
+        p.add_argument(
+            "--set", action="append", metavar="KEY=VALUE", help="any config field, e.g. engine.max_num_seqs=64"
+        )
 
     run = sub.add_parser("run", help="run one benchmark and save it under results/")
     add_engine_flags(run)
     run.add_argument("--tokenizer", help="local tokenizer folder for exact token counts (usually the model folder)")
     run.add_argument("--scheduler", help="scheduler name (see 'schedulers'); several, comma-separated, make a study")
-    run.add_argument("--seeds", help="a study over seeds: N (seeds 0..N-1) or a list such as 3,7,11; every scheduler "
-                                     "gets the same workload and arrivals at each seed")
+    run.add_argument(
+        "--seeds",
+        help="a study over seeds: N (seeds 0..N-1) or a list such as 3,7,11; every scheduler "
+        "gets the same workload and arrivals at each seed",
+    )
     run.add_argument("--rates", help="a study over arrival rates, req/s, e.g. 2,4,6 (statistics per rate)")
     run.add_argument("--baseline", help="the study's baseline scheduler (default: the first of --scheduler)")
     run.add_argument("--yes", action="store_true", help="run a study of more than 1,000 runs without asking")
-    run.add_argument("--workers", type=int, help="a study's simulator runs at once, in worker processes (default: "
-                                                 "all cores); real-engine studies run one at a time")
-    run.add_argument("--executor", help="where a study's runs execute: process (default), serial, or ray (a Ray "
-                                        "cluster: RAY_ADDRESS, else a local Ray; pip install ray)")
+    run.add_argument(
+        "--workers",
+        type=int,
+        help="a study's simulator runs at once, in worker processes (default: "
+        "all cores); real-engine studies run one at a time",
+    )
+    run.add_argument(
+        "--executor",
+        help="where a study's runs execute: process (default), serial, or ray (a Ray "
+        "cluster: RAY_ADDRESS, else a local Ray; pip install ray)",
+    )
     run.add_argument("--requests", type=int, help="number of requests")
     run.add_argument("--rate", type=float, help="arrival rate, requests per second")
     run.add_argument("--arrival", help="all-at-once | poisson | gamma | constant | replay")
@@ -518,9 +584,13 @@ def make_parser() -> argparse.ArgumentParser:
     run.add_argument("--ratio", help="chat:code mix, for example 1:1")
     run.add_argument("--slo", help="SLO preset: paper | auto | custom")
     run.add_argument("--run-id", help="name of the run folder (of a study: the study id)")
-    run.add_argument("--max-error-rate", type=float, metavar="FRACTION",
-                     help="failure gate: the run fails (exit code 1) when more than this fraction of its requests "
-                          "failed (default 0.5; 1 = off)")
+    run.add_argument(
+        "--max-error-rate",
+        type=float,
+        metavar="FRACTION",
+        help="failure gate: the run fails (exit code 1) when more than this fraction of its requests "
+        "failed (default 0.5; 1 = off)",
+    )
     run.add_argument("--quiet", action="store_true", help="no progress bar")
     add_out(run)
     run.set_defaults(handler=command_run)
@@ -529,13 +599,18 @@ def make_parser() -> argparse.ArgumentParser:
     add_engine_flags(profile)
     profile.add_argument("--out", required=True, help="profile file to write (.yaml or .json)")
     profile.add_argument("--name", help="profile name (default: the file's stem)")
-    profile.add_argument("--latency-model", choices=["linear-step", "phase"], default="linear-step",
-                         help="linear-step (default): measure pure prefill, pure decode and mixed engine steps and "
-                              "fit the linear step model; phase: the request grid and the SLO-aware paper's "
-                              "eq. 14-15")
+    profile.add_argument(
+        "--latency-model",
+        choices=["linear-step", "phase"],
+        default="linear-step",
+        help="linear-step (default): measure pure prefill, pure decode and mixed engine steps and "
+        "fit the linear step model; phase: the request grid and the SLO-aware paper's "
+        "eq. 14-15",
+    )
     profile.add_argument("--batch-sizes", help="decode batch sizes (default 1,2,4,8,16,32,64; phase: 1,2,4,8,16)")
-    profile.add_argument("--input-tokens", help="prompt lengths of the prefill steps (default 16,64,...,1200 words; "
-                                                "phase: 32,128,512)")
+    profile.add_argument(
+        "--input-tokens", help="prompt lengths of the prefill steps (default 16,64,...,1200 words; phase: 32,128,512)"
+    )
     profile.add_argument("--output-tokens", help="phase model only: output lengths (default 16,64)")
     profile.add_argument("--repeats", type=int, default=2)
     profile.set_defaults(handler=command_profile)
@@ -562,15 +637,20 @@ def make_parser() -> argparse.ArgumentParser:
     schedulers = sub.add_parser("schedulers", help="list schedulers, their parameters, and engines")
     schedulers.set_defaults(handler=command_schedulers)
 
-    demo = sub.add_parser("demo", help="rerun the Demo page's study and rewrite results/demo/ and its runs demo-<scheduler>-s<seed>")
+    demo = sub.add_parser(
+        "demo", help="rerun the Demo page's study and rewrite results/demo/ and its runs demo-<scheduler>-s<seed>"
+    )
     add_out(demo)
     demo.set_defaults(handler=command_demo)
 
     worker = sub.add_parser("worker", help="execute a dashboard job folder (started by the dashboard)")
     worker.add_argument("job", help="results/.jobs/<job_id> folder")
     worker.add_argument("--results", default=str(DEFAULT_RESULTS_DIR), help="results folder")
-    worker.add_argument("--spec-stdin", action="store_true",
-                        help="read the job spec with its secrets from stdin (job.json holds them as ***)")
+    worker.add_argument(
+        "--spec-stdin",
+        action="store_true",
+        help="read the job spec with its secrets from stdin (job.json holds them as ***)",
+    )
     worker.set_defaults(handler=command_worker)
 
     from runners.imports.cli import add_subcommands as add_import_subcommands

@@ -9,7 +9,8 @@ from __future__ import annotations
 
 import html
 import json
-from typing import Any, Sequence
+from collections.abc import Sequence
+from typing import Any
 
 import numpy as np
 import pandas as pd
@@ -19,11 +20,32 @@ from runners.metrics.catalog import RUN_METRICS, TABLE_METRICS, Metric, metric_b
 from runners.workload.arrivals import RATE_PROCESSES
 from runners.workload.tokens import tokenization_label
 
-__all__ = ["COMPARISON_METRICS", "Metric", "summary_value", "percent_change", "comparison_table", "change_is_good",
-           "run_display_names", "run_job_label", "run_seed", "change_badge", "comparison_view", "comparison_html",
-           "workload_differences", "export_provenance", "csv_with_provenance", "html_with_provenance",
-           "sweep_frame", "capacity_at", "capacities", "cdf_points", "imported_label", "definition_notes", "definition_details",
-           "tokenization_note"]
+__all__ = [
+    "COMPARISON_METRICS",
+    "Metric",
+    "summary_value",
+    "percent_change",
+    "comparison_table",
+    "change_is_good",
+    "run_display_names",
+    "run_job_label",
+    "run_seed",
+    "change_badge",
+    "comparison_view",
+    "comparison_html",
+    "workload_differences",
+    "export_provenance",
+    "csv_with_provenance",
+    "html_with_provenance",
+    "sweep_frame",
+    "capacity_at",
+    "capacities",
+    "cdf_points",
+    "imported_label",
+    "definition_notes",
+    "definition_details",
+    "tokenization_note",
+]
 
 
 #: The rows of the study statistics (runners.study): the run-metric catalog.
@@ -68,22 +90,31 @@ def run_display_names(runs: Sequence[Any]) -> dict[str, str]:
     for run in runs:
         summary, config = _parts(run)
         rate = summary.get("arrival_rate_rps")
-        facts.append({
-            "run_id": str(summary.get("run_id") or getattr(run, "run_id", "?")),
-            "scheduler": str(summary.get("scheduler") or imported_label(summary) or summary.get("run_id") or "?"),
-            "engine": summary.get("engine"),
-            "label": run_job_label(summary, config),
-            "seed": run_seed(config),
-            "rate": float(rate) if isinstance(rate, (int, float)) and not isinstance(rate, bool) else None,
-        })
+        facts.append(
+            {
+                "run_id": str(summary.get("run_id") or getattr(run, "run_id", "?")),
+                "scheduler": str(summary.get("scheduler") or imported_label(summary) or summary.get("run_id") or "?"),
+                "engine": summary.get("engine"),
+                "label": run_job_label(summary, config),
+                "seed": run_seed(config),
+                "rate": float(rate) if isinstance(rate, (int, float)) and not isinstance(rate, bool) else None,
+            }
+        )
     varies = {field: len({fact[field] for fact in facts}) > 1 for field in ("engine", "label", "seed", "rate")}
-    texts = {"engine": str, "label": str, "seed": lambda value: f"seed {value}",
-             "rate": lambda value: f"{value:.4g} req/s"}
+    texts = {
+        "engine": str,
+        "label": str,
+        "seed": lambda value: f"seed {value}",
+        "rate": lambda value: f"{value:.4g} req/s",
+    }
     names: dict[str, str] = {}
     seen: dict[str, int] = {}
     for fact in facts:
-        pieces = [fact["scheduler"]] + [texts[field](fact[field]) for field in ("engine", "label", "seed", "rate")
-                                        if varies[field] and fact[field] is not None]
+        pieces = [fact["scheduler"]] + [
+            texts[field](fact[field])
+            for field in ("engine", "label", "seed", "rate")
+            if varies[field] and fact[field] is not None
+        ]
         name = " · ".join(pieces)
         seen[name] = seen.get(name, 0) + 1
         names[fact["run_id"]] = name if seen[name] == 1 else f"{name} #{seen[name]}"
@@ -145,8 +176,9 @@ def change_badge(metric: Metric, new: Any, base: Any) -> tuple[str, bool | None]
     return text, verdict
 
 
-def comparison_view(runs: Sequence[Any], baseline: str, names: dict[str, str] | None = None
-                    ) -> tuple[pd.DataFrame, pd.DataFrame]:
+def comparison_view(
+    runs: Sequence[Any], baseline: str, names: dict[str, str] | None = None
+) -> tuple[pd.DataFrame, pd.DataFrame]:
     """The comparison table as a person reads it, and its verdicts. ``runs``: loaded runs or
     summaries (as :func:`run_display_names`); ``baseline``: a run id among them; ``names``: run
     id -> column name (default :func:`run_display_names`). First frame: a ``metric`` column (the
@@ -171,11 +203,11 @@ def comparison_view(runs: Sequence[Any], baseline: str, names: dict[str, str] | 
         text_row: dict[str, Any] = {"metric": metric.label}
         verdict_row: dict[str, Any] = {"metric": None}
         for run_id in order:
-            text, verdict = ("", None) if run_id == baseline else change_badge(metric, values[run_id],
-                                                                               values[baseline])
+            text, verdict = ("", None) if run_id == baseline else change_badge(metric, values[run_id], values[baseline])
             shown = metric.format(values[run_id])
-            text_row[headers[run_id]] = f"{shown} ({text})" if text and text != "=" else (
-                f"{shown} (=)" if text == "=" else shown)
+            text_row[headers[run_id]] = (
+                f"{shown} ({text})" if text and text != "=" else (f"{shown} (=)" if text == "=" else shown)
+            )
             verdict_row[headers[run_id]] = verdict
         if imported:
             text_row["definition"] = "; ".join(definition_notes([by_id[run_id] for run_id in order], metric.key))
@@ -195,11 +227,15 @@ def comparison_html(texts: pd.DataFrame, verdicts: pd.DataFrame, run_ids: Sequen
     run's column header carrying its run id as a tooltip (``title``; ``run_ids`` in column
     order), badges coloured by their verdict. Every text is escaped."""
     headers = list(texts.columns)
-    runs = headers[1:len(run_ids) + 1]
-    head = "<th style='text-align:left'>metric</th>" + "".join(
-        f"<th title='run {html.escape(run_id, quote=True)}' style='text-align:right'>{html.escape(str(name))}</th>"
-        for name, run_id in zip(runs, run_ids)) + "".join(
-        f"<th style='text-align:left'>{html.escape(str(name))}</th>" for name in headers[len(run_ids) + 1:])
+    runs = headers[1 : len(run_ids) + 1]
+    head = (
+        "<th style='text-align:left'>metric</th>"
+        + "".join(
+            f"<th title='run {html.escape(run_id, quote=True)}' style='text-align:right'>{html.escape(str(name))}</th>"
+            for name, run_id in zip(runs, run_ids)
+        )
+        + "".join(f"<th style='text-align:left'>{html.escape(str(name))}</th>" for name in headers[len(run_ids) + 1 :])
+    )
     body = []
     for index in range(len(texts)):
         cells = [f"<td style='text-align:left'>{html.escape(str(texts.iloc[index, 0]))}</td>"]
@@ -207,15 +243,22 @@ def comparison_html(texts: pd.DataFrame, verdicts: pd.DataFrame, run_ids: Sequen
             text = str(texts.at[index, column])
             value, _, badge = text.partition(" (")
             style = VERDICT_CSS.get(verdicts.at[index, column], "")
-            badge_html = (f" <span style='white-space:nowrap;{style}'>({html.escape(badge)}</span>" if badge else "")
+            badge_html = f" <span style='white-space:nowrap;{style}'>({html.escape(badge)}</span>" if badge else ""
             cells.append(f"<td style='text-align:right'>{html.escape(value)}{badge_html}</td>")
-        cells += [f"<td style='text-align:left;font-size:0.8rem'>{html.escape(str(texts.at[index, column] or ''))}"
-                  "</td>" for column in headers[len(run_ids) + 1:]]  # definition notes (imported runs)
+        cells += [
+            f"<td style='text-align:left;font-size:0.8rem'>{html.escape(str(texts.at[index, column] or ''))}</td>"
+            for column in headers[len(run_ids) + 1 :]
+        ]  # definition notes (imported runs)
         body.append("<tr>" + "".join(cells) + "</tr>")
     # fixed layout: the columns share the page's width (values wrap before their badges), never wider
-    return ("<table class='schedlab-comparison' style='width:100%;table-layout:fixed;overflow-wrap:anywhere;"
-            "font-size:0.85rem'><colgroup><col style='width:22%'></colgroup><thead><tr>" + head
-            + "</tr></thead><tbody>" + "".join(body) + "</tbody></table>")
+    return (
+        "<table class='schedlab-comparison' style='width:100%;table-layout:fixed;overflow-wrap:anywhere;"
+        "font-size:0.85rem'><colgroup><col style='width:22%'></colgroup><thead><tr>"
+        + head
+        + "</tr></thead><tbody>"
+        + "".join(body)
+        + "</tbody></table>"
+    )
 
 
 # -- workloads that differ ------------------------------------------------------------------------
@@ -236,11 +279,15 @@ def _workload_facts(run: Any) -> dict[str, str | None]:
     requests = workload.get("requests", summary.get("requests_total"))
     process = arrival.get("process") or summary.get("arrival_process")
     rate = arrival.get("rate", summary.get("arrival_rate_rps"))
-    rate_text = (f"{process or 'poisson'} {rate:.4g} req/s" if isinstance(rate, (int, float)) and
-                 not isinstance(rate, bool) else process)
+    rate_text = (
+        f"{process or 'poisson'} {rate:.4g} req/s"
+        if isinstance(rate, (int, float)) and not isinstance(rate, bool)
+        else process
+    )
     ratio = workload.get("ratio") if isinstance(workload.get("ratio"), dict) else None
-    datasets = [f"{task} {_source_text(workload.get(task))}" for task in ("chat", "code")
-                if _source_text(workload.get(task))]
+    datasets = [
+        f"{task} {_source_text(workload.get(task))}" for task in ("chat", "code") if _source_text(workload.get(task))
+    ]
     engine_text = summary.get("engine") or engine.get("kind")
     details = [str(engine[field]) for field in ("preset", "model", "profile") if engine.get(field)]
     if engine_text and details:
@@ -251,11 +298,13 @@ def _workload_facts(run: Any) -> dict[str, str | None]:
     return {
         "requests": str(requests) if isinstance(requests, int) and not isinstance(requests, bool) else None,
         "arrival": rate_text,
-        "ratio": " : ".join(f"{task} {share:g}" for task, share in ratio.items()
-                            if isinstance(share, (int, float))) if ratio else None,
+        "ratio": " : ".join(f"{task} {share:g}" for task, share in ratio.items() if isinstance(share, (int, float)))
+        if ratio
+        else None,
         "dataset": ", ".join(datasets) or None,
         "engine": engine_text,
-        "SLOs": "; ".join(f"{task}: {text}" for task, text in slos.items()) if isinstance(slos, dict) and slos
+        "SLOs": "; ".join(f"{task}: {text}" for task, text in slos.items())
+        if isinstance(slos, dict) and slos
         else None,
     }
 
@@ -274,8 +323,9 @@ def workload_differences(runs: Sequence[Any], names: dict[str, str] | None = Non
             if fact[field] is not None:
                 groups.setdefault(fact[field], []).append(names.get(run_id, run_id))
         if len(groups) > 1:
-            lines.append(f"{field} differ: " + "; ".join(f"{value} ({', '.join(who)})"
-                                                          for value, who in groups.items()))
+            lines.append(
+                f"{field} differ: " + "; ".join(f"{value} ({', '.join(who)})" for value, who in groups.items())
+            )
     return lines
 
 
@@ -289,12 +339,18 @@ def export_provenance(runs: Sequence[Any], names: dict[str, str] | None = None) 
     for run in runs:
         summary, config = _parts(run)
         run_id = str(summary.get("run_id"))
-        records.append({
-            "run_id": run_id, "name": names.get(run_id, run_id), "scheduler": summary.get("scheduler"),
-            "seed": run_seed(config), "label": run_job_label(summary, config),
-            "schema_version": summary.get("schema_version"), "versions": config.get("versions"),
-            "config": config.get("config") if "config" in config else config.get("imported"),
-        })
+        records.append(
+            {
+                "run_id": run_id,
+                "name": names.get(run_id, run_id),
+                "scheduler": summary.get("scheduler"),
+                "seed": run_seed(config),
+                "label": run_job_label(summary, config),
+                "schema_version": summary.get("schema_version"),
+                "versions": config.get("versions"),
+                "config": config.get("config") if "config" in config else config.get("imported"),
+            }
+        )
     return records
 
 
@@ -316,19 +372,21 @@ def html_with_provenance(page: str, runs: Sequence[Any], names: dict[str, str] |
     items = []
     for record in export_provenance(runs, names):
         config = record.pop("config")
-        items.append(f"<li><b>{html.escape(str(record['name']))}</b> ({html.escape(record['run_id'])}): "
-                     f"scheduler {html.escape(str(record['scheduler']))}, seed {record['seed']}, "
-                     f"label {html.escape(str(record['label'] or '-'))}, versions "
-                     f"{html.escape(json.dumps(record['versions'], sort_keys=True))}"
-                     f"<details><summary>config</summary><pre>"
-                     f"{html.escape(json.dumps(config, indent=1, sort_keys=True, default=str))}</pre></details></li>")
+        items.append(
+            f"<li><b>{html.escape(str(record['name']))}</b> ({html.escape(record['run_id'])}): "
+            f"scheduler {html.escape(str(record['scheduler']))}, seed {record['seed']}, "
+            f"label {html.escape(str(record['label'] or '-'))}, versions "
+            f"{html.escape(json.dumps(record['versions'], sort_keys=True))}"
+            f"<details><summary>config</summary><pre>"
+            f"{html.escape(json.dumps(config, indent=1, sort_keys=True, default=str))}</pre></details></li>"
+        )
     footer = "<footer><h2>Runs</h2><ul>" + "".join(items) + "</ul></footer>"
     return page.replace("</body>", footer + "</body>", 1) if "</body>" in page else page + footer
 
 
 # -- imported runs (runners.imports) ------------------------------------------------------------
 def imported_label(summary: dict[str, Any]) -> str | None:
-    """"imported from <tool> <version>" for a run imported from another tool's file, else None
+    """ "imported from <tool> <version>" for a run imported from another tool's file, else None
     (the optional ``imported`` record of summary.json)."""
     record = summary.get("imported")
     return record.get("label") if isinstance(record, dict) and isinstance(record.get("label"), str) else None
@@ -378,8 +436,10 @@ def definition_details(summaries: Sequence[dict[str, Any]]) -> list[str]:
         lines.append(f"{run_id}: {record.get('label')}")
         for definition in record.get("definitions") or []:
             if isinstance(definition, dict):
-                lines.append(f"{run_id}: {definition.get('metric')} vs the tool's {definition.get('tool_metric')}: "
-                             f"{definition.get('note')}")
+                lines.append(
+                    f"{run_id}: {definition.get('metric')} vs the tool's {definition.get('tool_metric')}: "
+                    f"{definition.get('note')}"
+                )
         lines += [f"{run_id}: {note}" for note in record.get("notes") or [] if isinstance(note, str)]
     return lines
 
@@ -406,8 +466,11 @@ def fidelity_note(config: dict[str, Any]) -> str | None:
     arrival = ((config.get("config") or {}).get("workload") or {}).get("arrival") or {}
     rate = arrival.get("rate") if (arrival.get("process") or "poisson") in RATE_PROCESSES else None
     report = profile.get("fidelity")
-    return fidelity_sentence(str(profile.get("name", "?")), report if isinstance(report, dict) else None,
-                             float(rate) if isinstance(rate, (int, float)) else None)
+    return fidelity_sentence(
+        str(profile.get("name", "?")),
+        report if isinstance(report, dict) else None,
+        float(rate) if isinstance(rate, (int, float)) else None,
+    )
 
 
 def change_is_good(metric_label: str, change: float | None) -> bool | None:
@@ -438,8 +501,20 @@ def sweep_frame(summaries: Sequence[dict[str, Any]]) -> pd.DataFrame:
         for s in summaries
         if s.get("arrival_rate_rps") is not None
     ]
-    frame = pd.DataFrame(rows, columns=["run_id", "sweep_id", "scheduler", "rate_rps", "slo_attainment", "G",
-                                        "goodput_rps", "e2e_p90_s", "status"])
+    frame = pd.DataFrame(
+        rows,
+        columns=[
+            "run_id",
+            "sweep_id",
+            "scheduler",
+            "rate_rps",
+            "slo_attainment",
+            "G",
+            "goodput_rps",
+            "e2e_p90_s",
+            "status",
+        ],
+    )
     return frame.sort_values(["scheduler", "rate_rps"]).reset_index(drop=True)
 
 
@@ -468,12 +543,14 @@ def capacities(frame: pd.DataFrame, target: float) -> pd.DataFrame:
     for scheduler, group in frame.groupby("scheduler", sort=True):
         value = capacity_at(group["rate_rps"], group["slo_attainment"], target)
         met = group["slo_attainment"].dropna()
-        rows.append({
-            "scheduler": scheduler,
-            "capacity_rps": value,
-            "at_least": bool(len(met) and (met >= target).all()),
-            "rates_swept": len(group),
-        })
+        rows.append(
+            {
+                "scheduler": scheduler,
+                "capacity_rps": value,
+                "at_least": bool(len(met) and (met >= target).all()),
+                "rates_swept": len(group),
+            }
+        )
     return pd.DataFrame(rows, columns=["scheduler", "capacity_rps", "at_least", "rates_swept"])
 
 

@@ -38,20 +38,32 @@ class TrialsConfig(InputModel):
     compared with ``baseline``. Empty lists: one run with ``scheduler`` and ``workload.seed``."""
 
     seeds: list[Annotated[int, Field(ge=0, le=MAX_SEED)]] = Field(
-        default_factory=list, max_length=MAX_STUDY_SEEDS,
-        description="workload seeds of the study (CLI --seeds 10 means 0..9; --seeds 3,7,11 a list)")
+        default_factory=list,
+        max_length=MAX_STUDY_SEEDS,
+        description="workload seeds of the study (CLI --seeds 10 means 0..9; --seeds 3,7,11 a list)",
+    )
     rates: list[Annotated[float, Field(ge=1e-6, le=1e6)]] = Field(
-        default_factory=list, max_length=100,
-        description="arrival rates of the study, requests per second (CLI --rates 4,6,8); statistics per rate")
-    schedulers: list[str] = Field(default_factory=list, max_length=64,
-                                  description="schedulers of the study (default: scheduler.name alone)")
-    baseline: str | None = Field(default=None, description="the scheduler the others are compared with "
-                                                           "(default: the first of schedulers)")
-    workers: int | None = Field(default=None, ge=1, le=1024,
-                                description="simulator runs of the study at once (CLI --workers; default: all cores)")
+        default_factory=list,
+        max_length=100,
+        description="arrival rates of the study, requests per second (CLI --rates 4,6,8); statistics per rate",
+    )
+    schedulers: list[str] = Field(
+        default_factory=list, max_length=64, description="schedulers of the study (default: scheduler.name alone)"
+    )
+    baseline: str | None = Field(
+        default=None, description="the scheduler the others are compared with (default: the first of schedulers)"
+    )
+    workers: int | None = Field(
+        default=None,
+        ge=1,
+        le=1024,
+        description="simulator runs of the study at once (CLI --workers; default: all cores)",
+    )
     executor: Literal["serial", "process", "ray"] | None = Field(
-        default=None, description="where the runs execute (CLI --executor): serial, process (a pool of worker "
-                                  "processes, the default) or ray (also chosen by RAY_ADDRESS); see runners.executors")
+        default=None,
+        description="where the runs execute (CLI --executor): serial, process (a pool of worker "
+        "processes, the default) or ray (also chosen by RAY_ADDRESS); see runners.executors",
+    )
 
     @field_validator("seeds", "rates", "schedulers")
     @classmethod
@@ -63,7 +75,8 @@ class TrialsConfig(InputModel):
 
 
 #: Any engine's config, told apart by its ``kind`` (the registry's engines, in its order).
-EngineConfig = Annotated[Union[tuple(entry.config for entry in ENGINES.values())], Field(discriminator="kind")]
+# a Union built from the registry (the X | Y form cannot take a computed tuple)
+EngineConfig = Annotated[Union[tuple(entry.config for entry in ENGINES.values())], Field(discriminator="kind")]  # noqa: UP007
 
 
 #: Most time-series samples a run may take per instance (max_duration_s / sample_interval_s):
@@ -82,20 +95,26 @@ class RunConfig(InputModel):
     scheduler: SchedulerConfig = Field(default_factory=SchedulerConfig)
     trials: TrialsConfig = Field(default_factory=TrialsConfig)
     sample_interval_s: float = Field(
-        default=0.25, ge=0.01, le=3600.0,
+        default=0.25,
+        ge=0.01,
+        le=3600.0,
         description="telemetry sampling period, seconds (at least 0.01 s: every sample is a row, and a real "
-                    "engine's metrics endpoint is scraped once per sample)",
+        "engine's metrics endpoint is scraped once per sample)",
     )
     max_duration_s: float = Field(
-        default=86_400.0, gt=0, le=30 * 86_400.0,
+        default=86_400.0,
+        gt=0,
+        le=30 * 86_400.0,
         description="stop the run (as failed) after this long, seconds; virtual on the simulator; at most 30 days",
     )
     max_error_rate: float = Field(
-        default=0.5, ge=0, le=1,
+        default=0.5,
+        ge=0,
+        le=1,
         description="failure gate: the run ends 'failed' (exit code 1) when more than this fraction of its "
-                    "requests failed (errors among the requests that ran; cancelled or never-sent ones do not "
-                    "count). 0.5 by default: a run where most requests failed measures the failures, not the "
-                    "scheduler; 1 turns the gate off",
+        "requests failed (errors among the requests that ran; cancelled or never-sent ones do not "
+        "count). 0.5 by default: a run where most requests failed measures the failures, not the "
+        "scheduler; 1 turns the gate off",
     )
     notes: str = ""
     sweep_id: str | None = Field(default=None, description="groups the runs of one rate sweep (dashboard)")
@@ -109,9 +128,14 @@ class RunConfig(InputModel):
     def _bounded_samples(self) -> "RunConfig":
         samples = self.max_duration_s / self.sample_interval_s
         if samples > MAX_SAMPLES:
-            raise field_error("RunConfig", "sample_interval_s", f"max_duration_s / sample_interval_s is {samples:,.0f} "
-                              f"samples per instance; expected at most {MAX_SAMPLES:,}: raise sample_interval_s or "
-                              "lower max_duration_s", self.sample_interval_s)
+            raise field_error(
+                "RunConfig",
+                "sample_interval_s",
+                f"max_duration_s / sample_interval_s is {samples:,.0f} "
+                f"samples per instance; expected at most {MAX_SAMPLES:,}: raise sample_interval_s or "
+                "lower max_duration_s",
+                self.sample_interval_s,
+            )
         return self
 
 
@@ -156,8 +180,9 @@ def read_config_file(path: str | Path) -> dict[str, Any]:
     try:
         text = file.read_text(encoding="utf-8-sig")
     except UnicodeDecodeError as exc:
-        raise ConfigError("--config", f"{file} is not UTF-8 text (byte {exc.start}); expected a {kind} run config") \
-            from None
+        raise ConfigError(
+            "--config", f"{file} is not UTF-8 text (byte {exc.start}); expected a {kind} run config"
+        ) from None
     except OSError as exc:
         raise ConfigError("--config", f"{file} could not be read ({exc.strerror or exc})") from None
     try:

@@ -25,19 +25,26 @@ from __future__ import annotations
 
 import os
 import time
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Callable, Sequence
+from typing import Any
 
 import numpy as np
 
 from runners.config import RunConfig, parse_config
 from runners.errors import SchedlabError
 from runners.metrics.catalog import Metric, metric, timeseries_metric
-from runners.metrics.timeseries import sawtooth_cycles
-from runners.result_store import (DEFAULT_RESULTS_DIR, RUN_ID_PATTERN, RunData, _results_root, delete_run,
-                                  owned_run_folder)
 from runners.metrics.seed_statistics import SINGLE_SEED_NOTE
+from runners.metrics.timeseries import sawtooth_cycles
+from runners.result_store import (
+    DEFAULT_RESULTS_DIR,
+    RUN_ID_PATTERN,
+    RunData,
+    _results_root,
+    delete_run,
+    owned_run_folder,
+)
 from runners.study import STUDY_FILE, StudyMember, StudyPlan, StudyResult, plan_study, read_study, run_study
 
 DEMO_STUDY_ID = "demo"
@@ -61,23 +68,33 @@ LIVE_PREFIX = "demo-live-"
 HEADLINE_KEYS: tuple[str, ...] = ("slo_attainment", "e2e_s.mean", "G")
 
 
-def demo_config(seeds: Sequence[int] = DEMO_SEEDS, study_id: str = DEMO_STUDY_ID, pace: float | None = None,
-                requests: int = DEMO_REQUESTS) -> RunConfig:
+def demo_config(
+    seeds: Sequence[int] = DEMO_SEEDS,
+    study_id: str = DEMO_STUDY_ID,
+    pace: float | None = None,
+    requests: int = DEMO_REQUESTS,
+) -> RunConfig:
     """The study's config: the demo setting with ``trials`` = the demo schedulers at ``seeds``.
     ``pace`` replays the simulator in real time x pace (a live rerun); ``requests`` other than
     1,000 only for quick checks."""
     engine: dict[str, Any] = {"kind": "sim", "max_num_seqs": DEMO_SLOTS, "kv_capacity_tokens": DEMO_KV_TOKENS}
     if pace is not None:
         engine["pace"] = pace
-    return parse_config({
-        "run_id": study_id,
-        "engine": engine,
-        "workload": {"requests": requests, "seed": seeds[0], "arrival": {"process": "poisson", "rate": DEMO_RATE_RPS}},
-        "slo": {"preset": "paper"},
-        "scheduler": {"name": DEMO_BASELINE, "params": DEMO_PARAMS},
-        "trials": {"schedulers": list(DEMO_SCHEDULERS), "seeds": list(seeds), "baseline": DEMO_BASELINE},
-        "notes": "schedlab demo comparison",
-    })
+    return parse_config(
+        {
+            "run_id": study_id,
+            "engine": engine,
+            "workload": {
+                "requests": requests,
+                "seed": seeds[0],
+                "arrival": {"process": "poisson", "rate": DEMO_RATE_RPS},
+            },
+            "slo": {"preset": "paper"},
+            "scheduler": {"name": DEMO_BASELINE, "params": DEMO_PARAMS},
+            "trials": {"schedulers": list(DEMO_SCHEDULERS), "seeds": list(seeds), "baseline": DEMO_BASELINE},
+            "notes": "schedlab demo comparison",
+        }
+    )
 
 
 def demo_plan(seeds: Sequence[int] = DEMO_SEEDS, requests: int = DEMO_REQUESTS) -> StudyPlan:
@@ -102,12 +119,15 @@ def _study_folder_to_replace(base: Path) -> Path | None:
     if not os.path.lexists(folder):
         return None
     if folder.is_symlink() or not folder.is_dir():
-        raise SchedlabError(f"demo: {folder} is a symbolic link or not a folder, not the demo's study; nothing removed "
-                            "(move it away, then run 'python -m runners demo' again)")
+        raise SchedlabError(
+            f"demo: {folder} is a symbolic link or not a folder, not the demo's study; nothing removed "
+            "(move it away, then run 'python -m runners demo' again)"
+        )
     extra = sorted(entry.name for entry in folder.iterdir() if entry.name != STUDY_FILE)
     if extra:
-        raise SchedlabError(f"demo: {folder} holds {extra[0]!r} besides {STUDY_FILE}, so it is not the demo's study; "
-                            "nothing removed")
+        raise SchedlabError(
+            f"demo: {folder} holds {extra[0]!r} besides {STUDY_FILE}, so it is not the demo's study; nothing removed"
+        )
     return folder
 
 
@@ -121,9 +141,15 @@ def _old_members(folder: Path | None) -> list[str]:
     except SchedlabError:
         return []
     names = [run.get("run_id") for run in record["runs"]]
-    return [name for name in names if isinstance(name, str) and RUN_ID_PATTERN.match(name) and
-            any(name.startswith(f"{DEMO_STUDY_ID}-{s}-s") and name.rsplit("-s", 1)[1].isdigit()
-                for s in DEMO_SCHEDULERS)]
+    return [
+        name
+        for name in names
+        if isinstance(name, str)
+        and RUN_ID_PATTERN.match(name)
+        and any(
+            name.startswith(f"{DEMO_STUDY_ID}-{s}-s") and name.rsplit("-s", 1)[1].isdigit() for s in DEMO_SCHEDULERS
+        )
+    ]
 
 
 def clear_demo_results(results_root: str | Path, plan: StudyPlan) -> list[str]:
@@ -139,8 +165,9 @@ def clear_demo_results(results_root: str | Path, plan: StudyPlan) -> list[str]:
         owned_run_folder(base, run_id, "replace")
     leftover = base / f".{DEMO_STUDY_ID}.creating"
     if os.path.lexists(leftover):
-        raise SchedlabError(f"demo: {leftover} is left from an interrupted study; remove it, then run 'python -m "
-                            "runners demo' again")
+        raise SchedlabError(
+            f"demo: {leftover} is left from an interrupted study; remove it, then run 'python -m runners demo' again"
+        )
     for run_id in present:
         delete_run(base, run_id)
     if folder is not None:
@@ -149,9 +176,13 @@ def clear_demo_results(results_root: str | Path, plan: StudyPlan) -> list[str]:
     return present + ([DEMO_STUDY_ID] if folder is not None else [])
 
 
-def make_demo_results(results_root: str | Path = DEFAULT_RESULTS_DIR, seeds: Sequence[int] = DEMO_SEEDS,
-                      progress: Callable[[int, int, StudyMember], None] | None = None,
-                      should_stop: Callable[[], bool] | None = None, requests: int = DEMO_REQUESTS) -> StudyResult:
+def make_demo_results(
+    results_root: str | Path = DEFAULT_RESULTS_DIR,
+    seeds: Sequence[int] = DEMO_SEEDS,
+    progress: Callable[[int, int, StudyMember], None] | None = None,
+    should_stop: Callable[[], bool] | None = None,
+    requests: int = DEMO_REQUESTS,
+) -> StudyResult:
     """Run the demo study and (re)write ``demo`` and ``demo-<scheduler>-s<seed>`` under
     ``results_root`` (see :func:`clear_demo_results` for what it refuses to replace)."""
     plan = demo_plan(seeds, requests)
@@ -160,8 +191,10 @@ def make_demo_results(results_root: str | Path = DEFAULT_RESULTS_DIR, seeds: Seq
 
 
 # -- reading it -----------------------------------------------------------------------------------
-MISSING_MESSAGE = ("The bundled demo study (results/demo/study.json and its runs results/demo-<scheduler>-s<seed>) "
-                   "is missing. Run `python -m runners demo` to make it (a few minutes).")
+MISSING_MESSAGE = (
+    "The bundled demo study (results/demo/study.json and its runs results/demo-<scheduler>-s<seed>) "
+    "is missing. Run `python -m runners demo` to make it (a few minutes)."
+)
 
 
 def read_demo_study(results_root: str | Path = DEFAULT_RESULTS_DIR) -> dict[str, Any]:
@@ -177,14 +210,19 @@ def read_demo_study(results_root: str | Path = DEFAULT_RESULTS_DIR) -> dict[str,
     except SchedlabError as exc:
         raise SchedlabError(f"the bundled demo study is damaged: {exc}{remake}") from None
     if record["study_id"] != DEMO_STUDY_ID or record["baseline"] != DEMO_BASELINE:
-        raise SchedlabError(f"{folder / STUDY_FILE}: not the demo's study (id {record['study_id']!r}, baseline "
-                            f"{record['baseline']!r}){remake}")
+        raise SchedlabError(
+            f"{folder / STUDY_FILE}: not the demo's study (id {record['study_id']!r}, baseline "
+            f"{record['baseline']!r}){remake}"
+        )
     if record.get("status") not in ("done", "failed"):
         raise SchedlabError(f"{folder / STUDY_FILE}: the demo study is {record.get('status')!r}, not finished{remake}")
     for key in HEADLINE_KEYS:
         entry = record["statistics"].get(key)
-        if not isinstance(entry, dict) or not isinstance(entry.get("schedulers"), dict) or \
-                not isinstance(entry.get("vs_baseline"), dict):
+        if (
+            not isinstance(entry, dict)
+            or not isinstance(entry.get("schedulers"), dict)
+            or not isinstance(entry.get("vs_baseline"), dict)
+        ):
             raise SchedlabError(f"{folder / STUDY_FILE}: statistics of {key!r} are missing{remake}")
     return record
 
@@ -241,8 +279,16 @@ def scheduler_results(record: dict[str, Any], key: str) -> list[SchedulerResult]
         if not isinstance(stats, dict):
             continue
         pair = versus.get(name) if name != record["baseline"] else None
-        results.append(SchedulerResult(name, int(stats.get("n") or 0), stats.get("mean"), stats.get("ci_low"),
-                                       stats.get("ci_high"), pair if isinstance(pair, dict) else None))
+        results.append(
+            SchedulerResult(
+                name,
+                int(stats.get("n") or 0),
+                stats.get("mean"),
+                stats.get("ci_low"),
+                stats.get("ci_high"),
+                pair if isinstance(pair, dict) else None,
+            )
+        )
     return results
 
 
@@ -261,8 +307,10 @@ def card_interval(key: str, result: SchedulerResult) -> str:
     m = metric(key)
     if not (_number(result.ci_low) and _number(result.ci_high)):
         return SINGLE_SEED_NOTE if result.n == 1 else "no interval"
-    return (f"± {m.format((result.ci_high - result.ci_low) / 2)} (95% interval "
-            f"{interval_text(m, result.ci_low, result.ci_high)})")
+    return (
+        f"± {m.format((result.ci_high - result.ci_low) / 2)} (95% interval "
+        f"{interval_text(m, result.ci_low, result.ci_high)})"
+    )
 
 
 def card_delta(key: str, result: SchedulerResult, baseline: str) -> str | None:
@@ -291,8 +339,10 @@ def scheduler_sentence(key: str, result: SchedulerResult, baseline: str, what: s
     the baseline) the paired difference with its interval and seeds better."""
     m = metric(key)
     seeds = f"{result.n} seed{'s' if result.n != 1 else ''}"
-    head = (f"**{result.scheduler}** {what.format(value=value_text(m, result.mean))} (95% interval "
-            f"{interval_text(m, result.ci_low, result.ci_high)}, {seeds})")
+    head = (
+        f"**{result.scheduler}** {what.format(value=value_text(m, result.mean))} (95% interval "
+        f"{interval_text(m, result.ci_low, result.ci_high)}, {seeds})"
+    )
     pair = result.pair
     if pair is None:
         return head + "."
@@ -303,8 +353,11 @@ def scheduler_sentence(key: str, result: SchedulerResult, baseline: str, what: s
     if diff == 0 and low == 0 and high == 0:
         return head + f": **no difference** from {baseline}, the same at each of the {n_pairs} paired seeds."
     more = ("longer" if diff > 0 else "shorter") if m.unit in ("s", "ms") else ("more" if diff > 0 else "less")
-    interval = (f"95% interval {_signed(m, low)} to {_signed(m, high)}{_difference_unit(m)}"
-                if _number(low) and _number(high) else "no interval")
+    interval = (
+        f"95% interval {_signed(m, low)} to {_signed(m, high)}{_difference_unit(m)}"
+        if _number(low) and _number(high)
+        else "no interval"
+    )
     amount = f"{m.format(abs(diff))}{_difference_unit(m)} {more} on average ({interval})"
     better = f"better at {wins} of {n_pairs} paired seeds"
     if pair.get("verdict") == "no difference":
@@ -358,8 +411,7 @@ class KVUsage:
 def kv_usage(run: RunData) -> KVUsage:
     """What ``run``'s KV cache did (see :class:`KVUsage`); None values for a run without samples."""
     frame = run.timeseries
-    series = (frame.groupby("t_s")["kv_usage"].mean().dropna().to_numpy() if len(frame)
-              else np.zeros(0))
+    series = frame.groupby("t_s")["kv_usage"].mean().dropna().to_numpy() if len(frame) else np.zeros(0)
     name = str(run.summary.get("scheduler") or run.run_id)
     if not series.size:
         return KVUsage(name, None, None, 0)
@@ -377,8 +429,10 @@ def kv_sentence(usage: KVUsage) -> str:
     if usage.peak < KV_FULL:
         text = f"**{usage.scheduler}** never fills it: it peaks at {peak}"
     else:
-        text = (f"**{usage.scheduler}** peaks at {peak} and is at least {value_text(kv, KV_FULL)} full "
-                f"{usage.full_share:.0%} of the time")
+        text = (
+            f"**{usage.scheduler}** peaks at {peak} and is at least {value_text(kv, KV_FULL)} full "
+            f"{usage.full_share:.0%} of the time"
+        )
     if usage.cycles >= SAWTOOTH_CYCLES:
         text += f", rising and falling {usage.cycles} times (a sawtooth)"
     return text
@@ -388,18 +442,43 @@ def kv_caption(runs: Sequence[RunData], seed: Any) -> str:
     """The Demo's memory chart caption: what the chart shows, then each shown run's measured KV
     usage (:func:`kv_sentence`) and evictions; no claim the numbers do not carry."""
     usages = [kv_usage(run) for run in runs]
-    evictions = "; ".join(f"{run.summary.get('scheduler', run.run_id)} {run.summary.get('preemptions', 0):,}"
-                          for run in runs)
-    return (f"One seed only (seed {seed}), to show how memory is used, not which strategy is better: the GPU "
-            "memory (KV cache) held for requests over time, as a share of the cache (0-100%). "
-            + "; ".join(kv_sentence(usage) for usage in usages)
-            + f". A full cache makes the engine evict requests and recompute them later; evictions "
-              f"(preemptions) in this seed: {evictions}.")
+    evictions = "; ".join(
+        f"{run.summary.get('scheduler', run.run_id)} {run.summary.get('preemptions', 0):,}" for run in runs
+    )
+    return (
+        f"One seed only (seed {seed}), to show how memory is used, not which strategy is better: the GPU "
+        "memory (KV cache) held for requests over time, as a share of the cache (0-100%). "
+        + "; ".join(kv_sentence(usage) for usage in usages)
+        + f". A full cache makes the engine evict requests and recompute them later; evictions "
+        f"(preemptions) in this seed: {evictions}."
+    )
 
 
-__all__ = ["DEMO_STUDY_ID", "DEMO_SEEDS", "DEMO_SCHEDULERS", "DEMO_BASELINE", "LIVE_PREFIX", "HEADLINE_KEYS",
-           "MISSING_MESSAGE", "demo_config", "demo_plan", "live_rerun_configs", "clear_demo_results",
-           "make_demo_results", "read_demo_study", "scheduler_results", "card_value", "card_interval", "card_delta",
-           "card_verdict",
-           "scheduler_sentence", "headline", "value_text", "interval_text", "KVUsage", "kv_usage", "kv_sentence",
-           "kv_caption"]
+__all__ = [
+    "DEMO_STUDY_ID",
+    "DEMO_SEEDS",
+    "DEMO_SCHEDULERS",
+    "DEMO_BASELINE",
+    "LIVE_PREFIX",
+    "HEADLINE_KEYS",
+    "MISSING_MESSAGE",
+    "demo_config",
+    "demo_plan",
+    "live_rerun_configs",
+    "clear_demo_results",
+    "make_demo_results",
+    "read_demo_study",
+    "scheduler_results",
+    "card_value",
+    "card_interval",
+    "card_delta",
+    "card_verdict",
+    "scheduler_sentence",
+    "headline",
+    "value_text",
+    "interval_text",
+    "KVUsage",
+    "kv_usage",
+    "kv_sentence",
+    "kv_caption",
+]

@@ -39,11 +39,12 @@ import queue
 import signal
 import time
 from collections import deque
+from collections.abc import Callable, Iterable, Mapping
 from concurrent.futures import FIRST_COMPLETED, Future, ProcessPoolExecutor, wait
 from concurrent.futures.process import BrokenProcessPool
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Callable, Iterable, Mapping
+from typing import TYPE_CHECKING, Any
 
 from runners.errors import ConfigError, SchedlabError
 
@@ -86,8 +87,9 @@ def ray_installed() -> bool:
     return importlib.util.find_spec("ray") is not None
 
 
-def choose_execution(plan: "StudyPlan", workers: int | None = None, executor: str | None = None,
-                     environ: Mapping[str, str] | None = None) -> Execution:
+def choose_execution(
+    plan: "StudyPlan", workers: int | None = None, executor: str | None = None, environ: Mapping[str, str] | None = None
+) -> Execution:
     """The execution of ``plan``: ``workers`` and ``executor`` (CLI flags) before the plan's
     (config ``trials.workers`` / ``trials.executor``), then ``RAY_ADDRESS`` (Ray), then a process
     pool of ``os.cpu_count()`` workers. Real engines run serially, whatever was asked. ConfigError
@@ -95,24 +97,30 @@ def choose_execution(plan: "StudyPlan", workers: int | None = None, executor: st
     environ = os.environ if environ is None else environ
     workers = workers if workers is not None else plan.workers
     executor = executor or plan.executor
-    if workers is not None and (isinstance(workers, bool) or not isinstance(workers, int)
-                                or not 1 <= workers <= MAX_WORKERS):
+    if workers is not None and (
+        isinstance(workers, bool) or not isinstance(workers, int) or not 1 <= workers <= MAX_WORKERS
+    ):
         raise ConfigError("--workers", f"{workers!r}; expected a whole number of runs at once, 1 to {MAX_WORKERS}")
     if executor is not None and executor not in EXECUTORS:
         raise ConfigError("--executor", f"{executor!r}; expected one of: {', '.join(EXECUTORS)}")
     kinds = sorted({member.config.engine.kind for member in plan.members} - {"sim"})
     if kinds:
-        asked = " (--workers and --executor do not apply)" if (workers or 1) > 1 or executor not in (None, "serial") \
-            else ""
-        return Execution("serial", 1, f"real engine ({', '.join(kinds)}): runs one at a time against its "
-                                      f"servers{asked}")
+        asked = (
+            " (--workers and --executor do not apply)" if (workers or 1) > 1 or executor not in (None, "serial") else ""
+        )
+        return Execution(
+            "serial", 1, f"real engine ({', '.join(kinds)}): runs one at a time against its servers{asked}"
+        )
     address = environ.get("RAY_ADDRESS") or None
     kind = executor or ("ray" if address else "process")
     if kind == "ray":
         if not ray_installed():
             why = "RAY_ADDRESS is set" if executor is None else "--executor ray"
-            raise ConfigError("--executor", f"{why} but ray is not installed; pip install ray (the optional Ray "
-                                            "executor), or run with --executor process")
+            raise ConfigError(
+                "--executor",
+                f"{why} but ray is not installed; pip install ray (the optional Ray "
+                "executor), or run with --executor process",
+            )
         where = f"the Ray cluster at {address}" if address else "a local Ray"
         count = f"up to {workers} at once" if workers else "as many at once as it has CPUs"
         return Execution("ray", workers, f"runs as Ray tasks on {where}, {count}")
@@ -122,10 +130,16 @@ def choose_execution(plan: "StudyPlan", workers: int | None = None, executor: st
     return Execution("process", count, f"runs on {count} worker processes")
 
 
-def run_members(execution: Execution, members: Iterable["StudyMember"], results_root: Path, task: MemberTask,
-                on_progress: Callable[["StudyMember", int, int], None],
-                on_finish: Callable[["StudyMember", Outcome], None],
-                should_stop: Callable[[], bool] | None = None, on_start: Callable[[], None] | None = None) -> None:
+def run_members(
+    execution: Execution,
+    members: Iterable["StudyMember"],
+    results_root: Path,
+    task: MemberTask,
+    on_progress: Callable[["StudyMember", int, int], None],
+    on_finish: Callable[["StudyMember", Outcome], None],
+    should_stop: Callable[[], bool] | None = None,
+    on_start: Callable[[], None] | None = None,
+) -> None:
     """Run ``members`` as ``execution`` says, calling (in this process, in its thread)
     ``on_progress(member, done, total)`` as their requests complete and ``on_finish(member,
     outcome)`` once per member, in the order they end: ``("skipped", None, None)`` for one a stop
@@ -140,11 +154,16 @@ def run_members(execution: Execution, members: Iterable["StudyMember"], results_
             if stopped():
                 on_finish(member, ("skipped", None, None))
                 continue
-            on_finish(member, task(member, results_root, lambda done, total, m=member: on_progress(m, done, total),
-                                   should_stop))
+            on_finish(
+                member,
+                task(member, results_root, lambda done, total, m=member: on_progress(m, done, total), should_stop),
+            )
         return
-    backend: _Backend = (_ProcessBackend(execution.workers or 1, results_root, task) if execution.kind == "process"
-                         else _RayBackend(execution.workers, results_root, task))
+    backend: _Backend = (
+        _ProcessBackend(execution.workers or 1, results_root, task)
+        if execution.kind == "process"
+        else _RayBackend(execution.workers, results_root, task)
+    )
     try:
         if on_start is not None:
             on_start()
@@ -181,8 +200,13 @@ class _Backend:
         raise NotImplementedError
 
 
-def _drive(backend: _Backend, members: list["StudyMember"], on_progress: Callable[["StudyMember", int, int], None],
-           on_finish: Callable[["StudyMember", Outcome], None], stopped: Callable[[], bool]) -> None:
+def _drive(
+    backend: _Backend,
+    members: list["StudyMember"],
+    on_progress: Callable[["StudyMember", int, int], None],
+    on_finish: Callable[["StudyMember", Outcome], None],
+    stopped: Callable[[], bool],
+) -> None:
     """Keep at most ``backend.workers`` members in flight (so each submitted one runs at once, and
     a stop request leaves none queued), pass progress and outcomes on, honour a stop request."""
     pending = deque(members)
@@ -251,8 +275,9 @@ def _process_task(member: "StudyMember", results_root: Path, task: MemberTask) -
     if stop.is_set():
         return "skipped", None, None
     messages.put(("start", member.run_id, os.getpid()))
-    return task(member, results_root, _Reporter(member.run_id, lambda report: messages.put(("progress", *report))),
-                stop.is_set)
+    return task(
+        member, results_root, _Reporter(member.run_id, lambda report: messages.put(("progress", *report))), stop.is_set
+    )
 
 
 def _exit_text(code: int | None) -> str:
@@ -292,8 +317,12 @@ class _ProcessBackend(_Backend):
         if self.pool is None:
             self.context.started.clear()
             self.pool_pids = set()
-            self.pool = ProcessPoolExecutor(self.workers, mp_context=self.context, initializer=_init_worker,
-                                            initargs=(self.messages, self.stop_event))
+            self.pool = ProcessPoolExecutor(
+                self.workers,
+                mp_context=self.context,
+                initializer=_init_worker,
+                initargs=(self.messages, self.stop_event),
+            )
         try:
             self.futures[self.pool.submit(_process_task, member, self.results_root, self.task)] = member
         except BrokenProcessPool:  # it broke since the last look: settled in collect, this one retried
@@ -363,9 +392,11 @@ class _ProcessBackend(_Backend):
         self.silent_breaks = 0 if self.pool_pids else self.silent_breaks + 1
         if self.silent_breaks >= 2:  # twice no worker started a run: they cannot start at all
             code = next((code for code in codes.values() if code != -signal.SIGTERM), None)
-            self.unstartable = (f"no worker process could start a run (the first ended with {_exit_text(code)}); a "
-                                "script that runs a study must keep its main code under "
-                                "if __name__ == '__main__': (workers are spawned and import it)")
+            self.unstartable = (
+                f"no worker process could start a run (the first ended with {_exit_text(code)}); a "
+                "script that runs a study must keep its main code under "
+                "if __name__ == '__main__': (workers are spawned and import it)"
+            )
         died = {m.run_id: codes.get(self.pids.get(m.run_id)) for m in members if m.run_id in self.pids}
         culprits = [run_id for run_id, code in died.items() if code != -signal.SIGTERM]
         for member in members:
@@ -380,14 +411,20 @@ class _ProcessBackend(_Backend):
                     continue
                 error = "the worker process pool broke before this run started"
             elif run_id in culprits:
-                error = (f"its worker process (pid {self.pids[run_id]}) died ({_exit_text(died[run_id])}: crashed, "
-                         "killed or out of memory); what it measured is in its folder")
+                error = (
+                    f"its worker process (pid {self.pids[run_id]}) died ({_exit_text(died[run_id])}: crashed, "
+                    "killed or out of memory); what it measured is in its folder"
+                )
             elif culprits:
-                error = (f"stopped when the worker process of {', '.join(culprits)} died (the process pool "
-                         "stops all its workers then); what it measured is in its folder")
+                error = (
+                    f"stopped when the worker process of {', '.join(culprits)} died (the process pool "
+                    "stops all its workers then); what it measured is in its folder"
+                )
             else:
-                error = ("a worker process of the pool died (crashed, killed or out of memory) while this run was in "
-                         "flight; what it measured is in its folder")
+                error = (
+                    "a worker process of the pool died (crashed, killed or out of memory) while this run was in "
+                    "flight; what it measured is in its folder"
+                )
             finished.append((member, ("failed", None, error)))
         return finished
 
@@ -440,8 +477,9 @@ def _ray_task(member: "StudyMember", results_root: Path, task: MemberTask, chann
             state["stopped"] = bool(ray.get(channel.is_stopped.remote()))
         return state["stopped"]
 
-    return task(member, results_root, _Reporter(member.run_id, lambda report: channel.report.remote(report)),
-                should_stop)
+    return task(
+        member, results_root, _Reporter(member.run_id, lambda report: channel.report.remote(report)), should_stop
+    )
 
 
 def _ray_error(error: BaseException) -> str:
@@ -466,13 +504,19 @@ class _RayBackend(_Backend):
         if self.started_ray:
             address = os.environ.get("RAY_ADDRESS") or None
             try:
-                ray.init(address=address, include_dashboard=False, log_to_driver=False,
-                         **({} if address else {"num_cpus": os.cpu_count() or 1}))
+                ray.init(
+                    address=address,
+                    include_dashboard=False,
+                    log_to_driver=False,
+                    **({} if address else {"num_cpus": os.cpu_count() or 1}),
+                )
             except Exception as exc:  # noqa: BLE001 - one line, before anything is written
                 lines = str(exc).strip().splitlines()
                 where = f"the Ray cluster at RAY_ADDRESS={address}" if address else "a local Ray"
-                raise SchedlabError(f"--executor ray: could not start or reach {where}: {type(exc).__name__}: "
-                                    f"{lines[0] if lines else ''}") from exc
+                raise SchedlabError(
+                    f"--executor ray: could not start or reach {where}: {type(exc).__name__}: "
+                    f"{lines[0] if lines else ''}"
+                ) from exc
         self.workers = workers or max(int(ray.cluster_resources().get("CPU", 1)), 1)
         self.results_root, self.task = results_root, task
         self.channel = ray.remote(num_cpus=0)(_RayChannel).remote()

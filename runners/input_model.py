@@ -46,8 +46,12 @@ def _number_fields(cls: type[BaseModel]) -> dict[str, tuple[bool, bool]]:
     fields: dict[str, tuple[bool, bool]] = {}
     for name, info in cls.model_fields.items():
         if _is_number_type(info.annotation):
-            bounds = {side for rule in info.metadata for side in ("le", "lt", "ge", "gt")
-                      if getattr(rule, side, None) is not None}
+            bounds = {
+                side
+                for rule in info.metadata
+                for side in ("le", "lt", "ge", "gt")
+                if getattr(rule, side, None) is not None
+            }
             bounded = bool(bounds & {"le", "lt"}) and bool(bounds & {"ge", "gt"})
             fields[name] = (_is_number_type(info.annotation, (int,)), bounded)
             if info.alias:

@@ -105,8 +105,9 @@ def jobs_root(results_root: str | Path = DEFAULT_RESULTS_DIR) -> Path:
     return Path(results_root) / JOBS_FOLDER
 
 
-def new_job_spec(configs: list[RunConfig], label: str = "", sweep: SweepSpec | None = None,
-                 study: StudySpec | None = None) -> JobSpec:
+def new_job_spec(
+    configs: list[RunConfig], label: str = "", sweep: SweepSpec | None = None, study: StudySpec | None = None
+) -> JobSpec:
     """A job for ``configs``, giving each run without a ``run_id`` a fresh one now, so pages can
     follow them before they start. ``study``: the configs are that study's members."""
     stamp = time.strftime("%Y%m%d-%H%M%S", time.gmtime())
@@ -115,8 +116,14 @@ def new_job_spec(configs: list[RunConfig], label: str = "", sweep: SweepSpec | N
     for index, config in enumerate(configs):
         run_id = config.run_id or f"{new_run_id(config.scheduler.name, config.engine.kind)}-{index:02d}"
         runs.append(config.model_copy(update={"run_id": run_id}))
-    return JobSpec(job_id=job_id, label=label, created_at=time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
-                   runs=runs, sweep=sweep, study=study)
+    return JobSpec(
+        job_id=job_id,
+        label=label,
+        created_at=time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+        runs=runs,
+        sweep=sweep,
+        study=study,
+    )
 
 
 def start_job(spec: JobSpec, results_root: str | Path = DEFAULT_RESULTS_DIR) -> Path:
@@ -130,14 +137,25 @@ def start_job(spec: JobSpec, results_root: str | Path = DEFAULT_RESULTS_DIR) -> 
     # job.json is read by the pages: secrets (engine.env values, --api-key ...) written as ***;
     # the worker gets the spec with the real values on its stdin, never through a file
     write_json_atomic(folder / "job.json", spec.model_dump(mode="json", context=REDACT_SECRETS))
-    write_status(folder, {"state": "starting", "pid": None, "current": None,
-                          "runs": [{"run_id": run.run_id, "status": "queued"} for run in spec.runs]})
+    write_status(
+        folder,
+        {
+            "state": "starting",
+            "pid": None,
+            "current": None,
+            "runs": [{"run_id": run.run_id, "status": "queued"} for run in spec.runs],
+        },
+    )
     log = (folder / "worker.log").open("ab")
     env = {**os.environ, "PYTHONUNBUFFERED": "1"}
     process = subprocess.Popen(
         [sys.executable, "-m", "runners", "worker", str(folder), "--results", str(root), "--spec-stdin"],
-        stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.PIPE, start_new_session=True,
-        cwd=str(Path(__file__).resolve().parents[1]), env=env,
+        stdout=log,
+        stderr=subprocess.STDOUT,
+        stdin=subprocess.PIPE,
+        start_new_session=True,
+        cwd=str(Path(__file__).resolve().parents[1]),
+        env=env,
     )
     log.close()
     try:

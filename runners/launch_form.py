@@ -21,9 +21,10 @@ import copy
 import hashlib
 import re
 import shlex
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Sequence
+from typing import Any
 
 from pydantic import ValidationError
 
@@ -44,8 +45,12 @@ ARGS_FIELDS = {"engine.extra_args"}
 #: Form fields that are not config paths (read by build_job itself).
 FORM_ONLY = ("scheduler.", "sweep.", "job.", "trials.")
 #: The CLI flags runners.study names in its errors -> the Launch page's fields.
-STUDY_FLAGS = {"--baseline": "trials.baseline", "--seeds": "trials.seeds", "--rates": "sweep.rates",
-               "--run-id": "trials.seeds"}
+STUDY_FLAGS = {
+    "--baseline": "trials.baseline",
+    "--seeds": "trials.seeds",
+    "--rates": "sweep.rates",
+    "--run-id": "trials.seeds",
+}
 
 
 #: The Launch page's defaults (dotted field -> value), where they differ from the run config's.
@@ -70,8 +75,9 @@ DEFAULT_PACE = 100.0
 def default_form_values(schedulers: Sequence[str] = DEFAULT_SCHEDULERS) -> dict[str, Any]:
     """What the Launch page submits when nothing is changed: :data:`FORM_DEFAULTS`, the default
     pace, and every parameter of ``schedulers`` at its registry default (as the page draws it)."""
-    values: dict[str, Any] = {key: field_text(value) if isinstance(value, (int, float)) else value
-                              for key, value in FORM_DEFAULTS.items()}
+    values: dict[str, Any] = {
+        key: field_text(value) if isinstance(value, (int, float)) else value for key, value in FORM_DEFAULTS.items()
+    }
     values["engine.pace"] = DEFAULT_PACE
     for name in schedulers:
         for spec in parameter_specs(name):
@@ -122,8 +128,11 @@ def study_size(values: dict[str, Any], schedulers: Sequence[str]) -> int | None:
     Seeds field is blank or not valid yet (the launch names the error)."""
     errors: dict[str, str] = {}
     seeds = _seeds(values, errors)
-    rates = _float_list(str(values.get("sweep.rates") or ""), "sweep.rates", errors) \
-        if values.get("sweep.enabled") else [None]
+    rates = (
+        _float_list(str(values.get("sweep.rates") or ""), "sweep.rates", errors)
+        if values.get("sweep.enabled")
+        else [None]
+    )
     if not seeds or errors:
         return None
     return len(seeds) * max(len(schedulers), 1) * max(len(rates), 1)
@@ -145,8 +154,16 @@ def preview_load(values: dict[str, Any]) -> list[OfferedLoad]:
         return [real_engine_load(str(kind))]
     workload = data.get("workload", {})
     if any(isinstance(workload.get(task), dict) and workload[task].get("kind") == "hub" for task in ("chat", "code")):
-        return [OfferedLoad(None, None, None, None, "The offered load against the engine's capacity is not estimated "
-                            "before launch for a hub dataset: its lengths are known once it is downloaded.")]
+        return [
+            OfferedLoad(
+                None,
+                None,
+                None,
+                None,
+                "The offered load against the engine's capacity is not estimated "
+                "before launch for a hub dataset: its lengths are known once it is downloaded.",
+            )
+        ]
     loads = []
     for rate in rates:
         config = copy.deepcopy(data)
@@ -206,7 +223,7 @@ def _nested(values: dict[str, Any], errors: dict[str, str]) -> dict[str, Any]:
             value = _number_or_text(value)
             if isinstance(value, (int, float)) and not isinstance(value, bool):
                 value = value / metric("tpot_s.mean").scale  # ms -> seconds, the catalog's scale
-            key = key[:-len("_ms")] + "_s"
+            key = key[: -len("_ms")] + "_s"
         elif key in LIST_FIELDS and isinstance(value, str):
             value = [part.strip() for part in value.split(",") if part.strip()]
         elif key in ARGS_FIELDS and isinstance(value, str):
@@ -244,8 +261,11 @@ def _message(item: dict[str, Any]) -> str:
 
 def _scheduler_params(name: str, values: dict[str, Any], errors: dict[str, str]) -> dict[str, Any]:
     prefix = f"scheduler.{name}."
-    params = {key[len(prefix):]: value.strip() if isinstance(value, str) else value
-              for key, value in values.items() if key.startswith(prefix) and not _blank(value)}
+    params = {
+        key[len(prefix) :]: value.strip() if isinstance(value, str) else value
+        for key, value in values.items()
+        if key.startswith(prefix) and not _blank(value)
+    }
     try:
         model = scheduler_class(name).Params.model_validate(params)
     except ValidationError as exc:
@@ -280,13 +300,23 @@ def _seeds(values: dict[str, Any], errors: dict[str, str]) -> list[int]:
         return []
 
 
-def _study(data: dict[str, Any], values: dict[str, Any], schedulers: list[str], params: dict[str, dict[str, Any]],
-           seeds: list[int], rates: list[float | None], sweep_id: str | None,
-           errors: dict[str, str]) -> tuple[list[RunConfig], StudySpec | None]:
+def _study(
+    data: dict[str, Any],
+    values: dict[str, Any],
+    schedulers: list[str],
+    params: dict[str, dict[str, Any]],
+    seeds: list[int],
+    rates: list[float | None],
+    sweep_id: str | None,
+    errors: dict[str, str],
+) -> tuple[list[RunConfig], StudySpec | None]:
     """The members of the study (every scheduler x rate x seed) as :func:`runners.study.plan_study`
     plans them, each with its own scheduler's parameters; errors keyed by field."""
-    trials: dict[str, Any] = {"seeds": seeds, "schedulers": schedulers,
-                              "rates": [rate for rate in rates if rate is not None]}
+    trials: dict[str, Any] = {
+        "seeds": seeds,
+        "schedulers": schedulers,
+        "rates": [rate for rate in rates if rate is not None],
+    }
     if not _blank(values.get("trials.baseline")):
         trials["baseline"] = str(values["trials.baseline"]).strip()
     config = {**copy.deepcopy(data), "scheduler": {"name": schedulers[0], "params": {}}, "trials": trials}
@@ -309,12 +339,20 @@ def _study(data: dict[str, Any], values: dict[str, Any], schedulers: list[str], 
         errors["trials.confirm"] = (
             f"the study has {len(plan.members):,} runs ({len(plan.schedulers)} schedulers x {len(plan.seeds)} seeds x "
             f"{max(len(plan.rates), 1)} rates), more than {MAX_RUNS_UNCONFIRMED:,}; tick the confirmation box to run "
-            "it anyway, or use fewer seeds, schedulers or rates")
+            "it anyway, or use fewer seeds, schedulers or rates"
+        )
         return [], None
-    configs = [member.config.model_copy(update={"scheduler": member.config.scheduler.model_copy(
-        update={"params": params.get(member.scheduler, {})})}) for member in plan.members]
-    return configs, StudySpec(study_id=plan.study_id, baseline=plan.baseline, schedulers=plan.schedulers,
-                              seeds=plan.seeds, rates=plan.rates)
+    configs = [
+        member.config.model_copy(
+            update={
+                "scheduler": member.config.scheduler.model_copy(update={"params": params.get(member.scheduler, {})})
+            }
+        )
+        for member in plan.members
+    ]
+    return configs, StudySpec(
+        study_id=plan.study_id, baseline=plan.baseline, schedulers=plan.schedulers, seeds=plan.seeds, rates=plan.rates
+    )
 
 
 def build_job(values: dict[str, Any], schedulers: list[str], check_workload: bool = True) -> FormResult:
@@ -339,8 +377,9 @@ def build_job(values: dict[str, Any], schedulers: list[str], check_workload: boo
     if values.get("sweep.enabled"):
         rates = list(_float_list(str(values.get("sweep.rates") or ""), "sweep.rates", errors))
         if data.get("workload", {}).get("arrival", {}).get("process") in ("all-at-once", "replay"):
-            errors["workload.arrival.process"] = "a rate sweep needs a rate-driven arrival process (poisson, gamma " \
-                                                 "or constant)"
+            errors["workload.arrival.process"] = (
+                "a rate sweep needs a rate-driven arrival process (poisson, gamma or constant)"
+            )
         try:
             if rates:
                 sweep = SweepSpec(rates_rps=rates, target_attainment=float(values.get("sweep.target") or 0.9))
@@ -402,7 +441,7 @@ def _form_keys(errors: dict[str, str], values: dict[str, Any]) -> dict[str, str]
     gets the errors of ``slo.<task>.tpot_s``."""
     keyed = {}
     for key, message in errors.items():
-        if key.endswith(".tpot_s") and (alias := key[:-len("_s")] + "_ms") in values:
+        if key.endswith(".tpot_s") and (alias := key[: -len("_s")] + "_ms") in values:
             key = alias
         keyed[key] = message
     return keyed

@@ -27,11 +27,18 @@ import pandas as pd
 import pyarrow as pa
 import pyarrow.parquet as pq
 
+from runners.errors import SchedlabError
 from runners.metrics.catalog import metric, summary_value, timeseries_metric
 from runners.metrics.run_metrics import summarize_requests
-from runners.errors import SchedlabError
-from runners.result_store import (DAMAGED, INCOMPLETE, REQUEST_COLUMNS, TIMESERIES_COLUMNS, empty_frame, inspect_run,
-                                  read_table)
+from runners.result_store import (
+    DAMAGED,
+    INCOMPLETE,
+    REQUEST_COLUMNS,
+    TIMESERIES_COLUMNS,
+    empty_frame,
+    inspect_run,
+    read_table,
+)
 
 _PART_CACHE: "OrderedDict[tuple[str, int, int], pa.Table]" = OrderedDict()
 _PART_CACHE_LIMIT = 8192
@@ -115,11 +122,17 @@ class LiveSnapshot:
         page and the CLI show), labelled as the run's mean."""
         entry = metric("output_throughput_tps")
         if self.status == "running":
-            return (qualified(entry.label, "now"), entry.format(self.tokens_per_s),
-                    "instantaneous: output tokens per second over the latest telemetry sample, all instances")
-        return (qualified(entry.label, "run mean"), entry.format(summary_value(self.header, entry.key)),
-                "the run's mean: output tokens of its completed requests over its duration (summary.json), as on "
-                "the Results page")
+            return (
+                qualified(entry.label, "now"),
+                entry.format(self.tokens_per_s),
+                "instantaneous: output tokens per second over the latest telemetry sample, all instances",
+            )
+        return (
+            qualified(entry.label, "run mean"),
+            entry.format(summary_value(self.header, entry.key)),
+            "the run's mean: output tokens of its completed requests over its duration (summary.json), as on "
+            "the Results page",
+        )
 
     def cards(self) -> list[tuple[str, str]]:
         """(label, value) of :data:`LIVE_METRIC_KEYS` over the rows so far, from the catalog."""
@@ -128,8 +141,10 @@ class LiveSnapshot:
     def engine_cards(self) -> list[tuple[str, str]]:
         """(catalog label, value) of the in-engine scheduler's running limit and held-back
         requests at the latest sample; [] for a run without an in-engine scheduler."""
-        return [(timeseries_metric(column).label, timeseries_metric(column).format(value))
-                for column, value in self.engine.items()]
+        return [
+            (timeseries_metric(column).label, timeseries_metric(column).format(value))
+            for column, value in self.engine.items()
+        ]
 
 
 #: The running metrics the live view shows (run-metric keys of the catalog).
@@ -219,12 +234,27 @@ def read_live(folder: str | Path, now: float | None = None) -> LiveSnapshot | No
         latest = timeseries[timeseries["t_s"] == timeseries["t_s"].max()]
         tokens_per_s = float(latest["tokens_per_s"].fillna(0).sum())
         engine = latest_engine_state(latest)
-    clocks = [float(frame[column].max()) for frame, column in ((timeseries, "t_s"), (requests, "finish_s"))
-              if len(frame) and frame[column].notna().any()]
+    clocks = [
+        float(frame[column].max())
+        for frame, column in ((timeseries, "t_s"), (requests, "finish_s"))
+        if len(frame) and frame[column].notna().any()
+    ]
     return LiveSnapshot(
-        run_id=path.name, folder=path, status=status, error=summary.get("error"), header=summary,
-        requests=requests, timeseries=timeseries, total=total, done=done, elapsed_s=elapsed, eta_s=eta,
-        metrics=metrics, tokens_per_s=tokens_per_s, logs=log_tails(path), engine=engine,
+        run_id=path.name,
+        folder=path,
+        status=status,
+        error=summary.get("error"),
+        header=summary,
+        requests=requests,
+        timeseries=timeseries,
+        total=total,
+        done=done,
+        elapsed_s=elapsed,
+        eta_s=eta,
+        metrics=metrics,
+        tokens_per_s=tokens_per_s,
+        logs=log_tails(path),
+        engine=engine,
         run_clock_s=max(clocks) if clocks else None,
     )
 
@@ -261,7 +291,9 @@ class StudyProgress:
 
     def text(self) -> str:
         parts = ", ".join(f"{count} {status}" for status, count in sorted(self.counts.items()) if status != "pending")
-        return f"study {self.study_id}: {self.finished} of {self.total} runs finished" + (f" ({parts})" if parts else "")
+        return f"study {self.study_id}: {self.finished} of {self.total} runs finished" + (
+            f" ({parts})" if parts else ""
+        )
 
 
 def read_study_progress(results_root: str | Path, study_id: str) -> StudyProgress | None:
@@ -279,8 +311,9 @@ def read_study_progress(results_root: str | Path, study_id: str) -> StudyProgres
         status = str(run.get("status"))
         counts[status] = counts.get(status, 0) + 1
     total = len(record["runs"])
-    return StudyProgress(str(record["study_id"]), str(record.get("status")), total, total - counts.get("pending", 0),
-                         counts, record)
+    return StudyProgress(
+        str(record["study_id"]), str(record.get("status")), total, total - counts.get("pending", 0), counts, record
+    )
 
 
 #: The results shown for each run in the live view's table of a job's runs (run-metric keys).
@@ -305,8 +338,9 @@ def _finished_summary(folder: Path) -> dict[str, Any] | None:
     return record
 
 
-def job_run_rows(results_root: str | Path, runs: list[Any], statuses: dict[str, dict[str, Any]],
-                 live: LiveSnapshot | None = None) -> list[dict[str, Any]]:
+def job_run_rows(
+    results_root: str | Path, runs: list[Any], statuses: dict[str, dict[str, Any]], live: LiveSnapshot | None = None
+) -> list[dict[str, Any]]:
     """One row per run of a job (``runs``: its RunConfigs in order): scheduler, seed, rate, status
     (``statuses``: run id -> the job's or study's entry; ``queued`` when absent) and, for a run that
     ended, its results from its summary.json (:data:`RUN_TABLE_KEYS`, catalog labels and display
@@ -320,9 +354,12 @@ def job_run_rows(results_root: str | Path, runs: list[Any], statuses: dict[str, 
             status, summary = "running", live.metrics
         elif status not in ("queued", "pending", "running", "skipped"):
             summary = _finished_summary(root / run.run_id)
-        row: dict[str, Any] = {"scheduler": run.scheduler.name, "seed": run.workload.seed,
-                               f"rate ({metric('request_throughput_rps').unit})": run.workload.arrival.rate,
-                               "status": status}
+        row: dict[str, Any] = {
+            "scheduler": run.scheduler.name,
+            "seed": run.workload.seed,
+            f"rate ({metric('request_throughput_rps').unit})": run.workload.arrival.rate,
+            "status": status,
+        }
         for key in RUN_TABLE_KEYS:
             entry = metric(key)
             row[entry.label] = entry.format(summary_value(summary, key)) if summary else ""

@@ -21,9 +21,10 @@ fit moves (not because the dice were thrown again). Oracle and noisy-oracle (tar
 from __future__ import annotations
 
 import math
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Iterable, Literal, Mapping
+from typing import Literal
 
 import numpy as np
 from pydantic import Field, model_validator
@@ -42,48 +43,70 @@ class OutputPredictorParams(InputModel):
     """How a scheduler guesses output lengths (tokens)."""
 
     output_predictor: OutputMode = Field(
-        title="output-length predictor", default="gaussian",
+        title="output-length predictor",
+        default="gaussian",
         description="gaussian: per-task normal fitted online from finished requests (SLO-aware paper); "
         "oracle: the true target; noisy-oracle: target x (1 + N(0, noise))",
     )
-    noise: float = Field(title="noisy-oracle error (relative std)", default=0.2, ge=0,
-                         description="noisy-oracle: standard deviation of the relative error, a fraction (0.2: 20% of the "
-                       "target output length), >= 0")
-    prior_tokens: int = Field(title="first output-length guess (tokens)", default=256, gt=0,
-                              description="gaussian with output_prior cold: predicted output length, tokens, until a request "
-                              "of the task finishes")
-    predictor_seed: int = Field(title="predictor seed", default=0, ge=0,
-                                description="seed of the random draws behind predictions: each request's one standard-normal "
-                                "deviate z (gaussian: mean + z x std of its task; noisy-oracle: target x (1 + noise x z)). "
-                                "The same seed and workload give the same predictions; oracle draws nothing")
+    noise: float = Field(
+        title="noisy-oracle error (relative std)",
+        default=0.2,
+        ge=0,
+        description="noisy-oracle: standard deviation of the relative error, a fraction (0.2: 20% of the "
+        "target output length), >= 0",
+    )
+    prior_tokens: int = Field(
+        title="first output-length guess (tokens)",
+        default=256,
+        gt=0,
+        description="gaussian with output_prior cold: predicted output length, tokens, until a request "
+        "of the task finishes",
+    )
+    predictor_seed: int = Field(
+        title="predictor seed",
+        default=0,
+        ge=0,
+        description="seed of the random draws behind predictions: each request's one standard-normal "
+        "deviate z (gaussian: mean + z x std of its task; noisy-oracle: target x (1 + noise x z)). "
+        "The same seed and workload give the same predictions; oracle draws nothing",
+    )
 
 
 class OutputPriorParams(OutputPredictorParams):
     """Where the per-task Gaussian starts (used by output_predictor gaussian)."""
 
     output_prior: PriorSource = Field(
-        title="output-length prior", default="workload",
+        title="output-length prior",
+        default="workload",
         description="gaussian: where each task's Gaussian starts - workload: mean and std of that task's target "
         "output lengths in this run's workload, known before the run (the per-task distribution 004 section 4.2 "
         "lets a user give); history: a previous run's finished requests (output_history); cold: prior_tokens "
         "until a request of the task finishes. Finished requests are pooled in as they come in every case",
     )
     output_history: str | None = Field(
-        title="history run folder", default=None,
+        title="history run folder",
+        default=None,
         description="output_prior history: a previous run's folder (its requests.parquet gives each "
-        "task's finished output lengths)")
+        "task's finished output lengths)",
+    )
 
     @model_validator(mode="after")
     def _history_is_a_run(self) -> "OutputPriorParams":
         name = type(self).__name__
         if self.output_prior != "history":
             if self.output_history is not None:
-                raise field_error(name, "output_history", "is only read with output_prior 'history'; set "
-                                  "output_prior to 'history' or leave output_history unset", self.output_history)
+                raise field_error(
+                    name,
+                    "output_history",
+                    "is only read with output_prior 'history'; set "
+                    "output_prior to 'history' or leave output_history unset",
+                    self.output_history,
+                )
             return self
         if not self.output_history:
-            raise field_error(name, "output_history", "output_prior 'history' needs a previous run's folder",
-                              self.output_history)
+            raise field_error(
+                name, "output_history", "output_prior 'history' needs a previous run's folder", self.output_history
+            )
         try:
             history_moments(self.output_history)
         except SchedlabError as exc:
@@ -148,11 +171,14 @@ def history_moments(folder: str | Path) -> dict[str, RunningMoments]:
 
     path = Path(folder)
     if not paths.exists(path):
-        raise SchedlabError(f"{folder} does not exist; expected a previous run's folder (holding summary.json and "
-                            "requests.parquet)")
+        raise SchedlabError(
+            f"{folder} does not exist; expected a previous run's folder (holding summary.json and requests.parquet)"
+        )
     if not paths.is_dir(path):
-        raise SchedlabError(f"{folder} is a file, not a run folder; give the folder of a previous run (the one "
-                            "holding summary.json and requests.parquet)")
+        raise SchedlabError(
+            f"{folder} is a file, not a run folder; give the folder of a previous run (the one "
+            "holding summary.json and requests.parquet)"
+        )
     if (path / "study.json").exists() and not (path / "summary.json").exists():
         raise SchedlabError(f"{folder} is a study, not a run folder; give one of its runs' folders")
     if not (path / "summary.json").exists():
@@ -161,8 +187,10 @@ def history_moments(folder: str | Path) -> dict[str, RunningMoments]:
     frame = read_table(path, "requests", REQUEST_COLUMNS)
     finished = frame[frame["error"].isna() & frame["task"].notna() & (frame["output_tokens"] >= 1)]
     if finished.empty:
-        raise SchedlabError(f"{folder}: its requests.parquet holds no finished request (a row with output_tokens "
-                            ">= 1 and no error) to learn output lengths from")
+        raise SchedlabError(
+            f"{folder}: its requests.parquet holds no finished request (a row with output_tokens "
+            ">= 1 and no error) to learn output lengths from"
+        )
     return moments_by_task(zip(finished["task"], finished["output_tokens"]))
 
 
@@ -186,8 +214,9 @@ class OutputLengthPredictor:
         self._rng = np.random.default_rng(self.seed)
 
     @classmethod
-    def from_params(cls, params: OutputPredictorParams,
-                    workload_prior: Mapping[str, RunningMoments] | None = None) -> "OutputLengthPredictor":
+    def from_params(
+        cls, params: OutputPredictorParams, workload_prior: Mapping[str, RunningMoments] | None = None
+    ) -> "OutputLengthPredictor":
         """The predictor ``params`` describe, its per-task Gaussian warmed as ``output_prior`` says:
         from a previous run's requests (history), or from ``workload_prior`` (workload: the run's
         own per-task moments, given by the policy's ``on_workload``)."""

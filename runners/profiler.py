@@ -18,17 +18,24 @@ from __future__ import annotations
 
 import asyncio
 import csv
+from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass
 from pathlib import Path
-from typing import Callable, Literal, Sequence
+from typing import Literal
 
 import aiohttp
 import numpy as np
 from pydantic import BaseModel, ConfigDict, Field
 from scipy.optimize import nnls
 
-from runners.engines.latency_model import (MIN_POINTS_PER_TERM, STEP_TERMS, LatencyModel, LinearStepModel,
-                                          PhaseCoefficients, ServingOverhead)
+from runners.engines.latency_model import (
+    MIN_POINTS_PER_TERM,
+    STEP_TERMS,
+    LatencyModel,
+    LinearStepModel,
+    PhaseCoefficients,
+    ServingOverhead,
+)
 from runners.engines.openai_client import Endpoint, StreamResult, stream_request
 from runners.engines.profile import EngineProfile
 from runners.errors import SchedlabError
@@ -90,13 +97,21 @@ def _prompt(tokens: int, rng: np.random.Generator, vocabulary: list[str]) -> str
     return text[: max(4, tokens * 4)]
 
 
-async def _batch(session: aiohttp.ClientSession, endpoint: Endpoint, prompts: list[str], output: int,
-                 timeout_s: float) -> list[StreamResult]:
-    return list(await asyncio.gather(*(stream_request(session, endpoint, p, output, timeout_s=timeout_s) for p in prompts)))
+async def _batch(
+    session: aiohttp.ClientSession, endpoint: Endpoint, prompts: list[str], output: int, timeout_s: float
+) -> list[StreamResult]:
+    return list(
+        await asyncio.gather(*(stream_request(session, endpoint, p, output, timeout_s=timeout_s) for p in prompts))
+    )
 
 
-async def measure(endpoint: Endpoint, grid: ProfileGrid, timeout_s: float = 600.0, seed: int = 0,
-                  progress: Callable[[int, int], None] | None = None) -> list[ProfileSample]:
+async def measure(
+    endpoint: Endpoint,
+    grid: ProfileGrid,
+    timeout_s: float = 600.0,
+    seed: int = 0,
+    progress: Callable[[int, int], None] | None = None,
+) -> list[ProfileSample]:
     """Measure every grid point ``repeats`` times against one server."""
     rng = np.random.default_rng(seed)
     vocabulary = made_up_vocabulary(400, rng)
@@ -105,8 +120,9 @@ async def measure(endpoint: Endpoint, grid: ProfileGrid, timeout_s: float = 600.
     samples: list[ProfileSample] = []
     async with aiohttp.ClientSession(connector=aiohttp.TCPConnector(limit=0)) as session:
         if grid.warmup_requests:
-            await _batch(session, endpoint, [_prompt(64, rng, vocabulary) for _ in range(grid.warmup_requests)], 8,
-                         timeout_s)
+            await _batch(
+                session, endpoint, [_prompt(64, rng, vocabulary) for _ in range(grid.warmup_requests)], 8, timeout_s
+            )
         done = 0
         for _ in range(grid.repeats):
             for batch, input_tokens, output_tokens in points:
@@ -127,30 +143,42 @@ async def measure(endpoint: Endpoint, grid: ProfileGrid, timeout_s: float = 600.
                 prompt_lengths = [r.prompt_tokens or input_tokens for r in results]
                 outputs = [r.output_tokens for r in results]
                 mean_in = float(np.mean(prompt_lengths))
-                samples.append(ProfileSample(
-                    batch=batch,
-                    input_tokens=mean_in,
-                    output_tokens=float(np.mean(outputs)),
-                    prefill_s=float(max(ttfts)),
-                    decode_per_token_s=float(np.mean(per_token)) if per_token else float("nan"),
-                    decode_context=mean_in + float(np.mean(outputs)) / 2,
-                ))
+                samples.append(
+                    ProfileSample(
+                        batch=batch,
+                        input_tokens=mean_in,
+                        output_tokens=float(np.mean(outputs)),
+                        prefill_s=float(max(ttfts)),
+                        decode_per_token_s=float(np.mean(per_token)) if per_token else float("nan"),
+                        decode_context=mean_in + float(np.mean(outputs)) / 2,
+                    )
+                )
                 done += 1
                 if progress is not None:
                     progress(done, total)
     return samples
 
 
-def fit_profile(samples: Sequence[ProfileSample], name: str, source: str, kv_capacity_tokens: int | None,
-                block_size: int | None, max_num_seqs: int | None, max_num_batched_tokens: int | None) -> EngineProfile:
+def fit_profile(
+    samples: Sequence[ProfileSample],
+    name: str,
+    source: str,
+    kv_capacity_tokens: int | None,
+    block_size: int | None,
+    max_num_seqs: int | None,
+    max_num_batched_tokens: int | None,
+) -> EngineProfile:
     """An EngineProfile from measured samples, with the fit errors in ``fit``."""
     prefill = fit_phase([s.batch for s in samples], [s.input_tokens for s in samples], [s.prefill_s for s in samples])
     decoding = [s for s in samples if np.isfinite(s.decode_per_token_s)]
-    decode = fit_phase([s.batch for s in decoding], [s.decode_context for s in decoding],
-                       [s.decode_per_token_s for s in decoding])
+    decode = fit_phase(
+        [s.batch for s in decoding], [s.decode_context for s in decoding], [s.decode_per_token_s for s in decoding]
+    )
     if kv_capacity_tokens is None:
-        raise SchedlabError("profile: the engine did not report its KV capacity (vllm:cache_config_info); "
-                            "set engine.kv_capacity_tokens in the profile by hand")
+        raise SchedlabError(
+            "profile: the engine did not report its KV capacity (vllm:cache_config_info); "
+            "set engine.kv_capacity_tokens in the profile by hand"
+        )
     extra = {}
     if block_size:
         extra["block_size"] = block_size
@@ -218,7 +246,6 @@ STEP_KINDS: tuple[str, ...] = ("prefill", "decode", "mixed")
 OVERHEAD_KIND = "overhead"
 
 
-
 class StepGrid(BaseModel):
     """The controlled loads of the step profiler (tokens, requests)."""
 
@@ -277,12 +304,16 @@ async def _scrape(session: aiohttp.ClientSession, endpoint: Endpoint) -> str:
 class _Streams:
     """Long-running decoding requests whose token arrival times are recorded as they come."""
 
-    def __init__(self, session: aiohttp.ClientSession, endpoint: Endpoint, prompts: list[str], output: int,
-                 timeout_s: float) -> None:
+    def __init__(
+        self, session: aiohttp.ClientSession, endpoint: Endpoint, prompts: list[str], output: int, timeout_s: float
+    ) -> None:
         self.times: list[list[float]] = [[] for _ in prompts]
-        self.tasks = [asyncio.ensure_future(stream_request(session, endpoint, p, output, timeout_s=timeout_s,
-                                                           on_chunk=self._recorder(i)))
-                      for i, p in enumerate(prompts)]
+        self.tasks = [
+            asyncio.ensure_future(
+                stream_request(session, endpoint, p, output, timeout_s=timeout_s, on_chunk=self._recorder(i))
+            )
+            for i, p in enumerate(prompts)
+        ]
 
     def _recorder(self, index: int) -> Callable[[float, bool], None]:
         return lambda now, first: self.times[index].append(now)
@@ -304,7 +335,9 @@ class _Streams:
         await asyncio.gather(*self.tasks, return_exceptions=True)
 
 
-def decode_samples(times: Sequence[Sequence[float]], prompt_tokens: float, start: float, windows: int) -> list[StepSample]:
+def decode_samples(
+    times: Sequence[Sequence[float]], prompt_tokens: float, start: float, windows: int
+) -> list[StepSample]:
     """Pure decode steps from the token times of requests decoding together after ``start``: one
     sample per time window, the mean gap between consecutive tokens ending in it; context is
     the requests' prompt + tokens generated by the window's middle."""
@@ -323,13 +356,28 @@ def decode_samples(times: Sequence[Sequence[float]], prompt_tokens: float, start
             generated.append(float(np.searchsorted(arr, (lo + hi) / 2)))
         if len(gaps) < batch:
             continue
-        samples.append(StepSample("decode", 0, 0, batch, int(round(batch * prompt_tokens + sum(generated))),
-                                  float(np.mean(gaps)), "client token gaps (mean)"))
+        samples.append(
+            StepSample(
+                "decode",
+                0,
+                0,
+                batch,
+                int(round(batch * prompt_tokens + sum(generated))),
+                float(np.mean(gaps)),
+                "client token gaps (mean)",
+            )
+        )
     return samples
 
 
-async def measure_steps(endpoint: Endpoint, grid: StepGrid, max_num_batched_tokens: int, timeout_s: float = 600.0,
-                        seed: int = 0, progress: Callable[[str], None] | None = None) -> list[StepSample]:
+async def measure_steps(
+    endpoint: Endpoint,
+    grid: StepGrid,
+    max_num_batched_tokens: int,
+    timeout_s: float = 600.0,
+    seed: int = 0,
+    progress: Callable[[str], None] | None = None,
+) -> list[StepSample]:
     """Run the three controlled loads (module notes above) against one idle server."""
     rng = np.random.default_rng(seed)
     vocabulary = made_up_vocabulary(400, rng)
@@ -337,30 +385,43 @@ async def measure_steps(endpoint: Endpoint, grid: StepGrid, max_num_batched_toke
     samples: list[StepSample] = []
     async with aiohttp.ClientSession(connector=aiohttp.TCPConnector(limit=0)) as session:
         if grid.warmup_requests:
-            await _batch(session, endpoint, [_prompt(64, rng, vocabulary) for _ in range(grid.warmup_requests)], 8,
-                         timeout_s)
+            await _batch(
+                session, endpoint, [_prompt(64, rng, vocabulary) for _ in range(grid.warmup_requests)], 8, timeout_s
+            )
         # -- pure prefill: one request alone, the engine's own prefill time ----------------------
         for tokens in grid.prefill_prompt_tokens:
             if tokens > max_num_batched_tokens:
                 continue
             for _ in range(grid.prefill_repeats):
                 before = await _scrape(session, endpoint)
-                result = await stream_request(session, endpoint, _prompt(tokens, rng, vocabulary), 1,
-                                              timeout_s=timeout_s)
+                result = await stream_request(
+                    session, endpoint, _prompt(tokens, rng, vocabulary), 1, timeout_s=timeout_s
+                )
                 if result.error:
                     raise SchedlabError(f"profile: prefill of {tokens} tokens failed: {result.error}")
                 await asyncio.sleep(0.05)  # the metrics are recorded just after the response
                 after = await _scrape(session, endpoint)
                 if _increment(before, after, "vllm:request_prefill_time_seconds_count") != 1:
-                    raise SchedlabError("profile: the engine exposes no vllm:request_prefill_time_seconds "
-                                        "(the step profiler needs vLLM's V1 metrics)")
+                    raise SchedlabError(
+                        "profile: the engine exposes no vllm:request_prefill_time_seconds "
+                        "(the step profiler needs vLLM's V1 metrics)"
+                    )
                 prefill_s = _increment(before, after, "vllm:request_prefill_time_seconds_sum")
                 queue_s = _increment(before, after, "vllm:request_queue_time_seconds_sum")
                 counted = int(result.prompt_tokens or tokens)
                 if result.chunk_times:  # the front end's share of the client's TTFT (ServingOverhead)
                     outside = result.chunk_times[0] - result.sent_at - prefill_s - queue_s
-                    samples.append(StepSample("overhead", 1, counted, 0, 0, max(0.0, outside),
-                                              "client TTFT - engine queue - engine prefill"))
+                    samples.append(
+                        StepSample(
+                            "overhead",
+                            1,
+                            counted,
+                            0,
+                            0,
+                            max(0.0, outside),
+                            "client TTFT - engine queue - engine prefill",
+                        )
+                    )
                 if counted > max_num_batched_tokens:
                     continue  # chunked over several steps: not one prefill step
                 samples.append(StepSample("prefill", 1, counted, 0, 0, prefill_s, "engine request_prefill_time"))
@@ -370,8 +431,13 @@ async def measure_steps(endpoint: Endpoint, grid: StepGrid, max_num_batched_toke
             for batch in grid.decode_batches:
                 if prompt_tokens > min(grid.decode_prompt_tokens) and batch > grid.decode_long_prompt_max_batch:
                     continue
-                streams = _Streams(session, endpoint, [_prompt(prompt_tokens, rng, vocabulary) for _ in range(batch)],
-                                   grid.decode_output_tokens, timeout_s)
+                streams = _Streams(
+                    session,
+                    endpoint,
+                    [_prompt(prompt_tokens, rng, vocabulary) for _ in range(batch)],
+                    grid.decode_output_tokens,
+                    timeout_s,
+                )
                 start = await streams.all_started()
                 results = await asyncio.gather(*streams.tasks)
                 failed = [r.error for r in results if r.error]
@@ -383,29 +449,42 @@ async def measure_steps(endpoint: Endpoint, grid: StepGrid, max_num_batched_toke
         # -- mixed: prompts arriving while D requests decode ---------------------------------------
         short = min(grid.decode_prompt_tokens)
         for decodes in grid.mixed_decodes:
-            combos = [(p, l) for p in grid.mixed_prefills for l in grid.mixed_prompt_tokens
-                      if p * l + decodes <= max_num_batched_tokens] * grid.mixed_repeats
+            combos = [
+                (p, l)
+                for p in grid.mixed_prefills
+                for l in grid.mixed_prompt_tokens
+                if p * l + decodes <= max_num_batched_tokens
+            ] * grid.mixed_repeats
             if not combos:
                 continue
-            streams = _Streams(session, endpoint, [_prompt(short, rng, vocabulary) for _ in range(decodes)],
-                               grid.mixed_decode_output_tokens, timeout_s)
+            streams = _Streams(
+                session,
+                endpoint,
+                [_prompt(short, rng, vocabulary) for _ in range(decodes)],
+                grid.mixed_decode_output_tokens,
+                timeout_s,
+            )
             try:
                 await streams.all_started()
                 await asyncio.sleep(0.1)
                 for prefills, tokens in combos:
                     before = await _scrape(session, endpoint)
-                    results = await _batch(session, endpoint, [_prompt(tokens, rng, vocabulary)
-                                                               for _ in range(prefills)], 1, timeout_s)
+                    results = await _batch(
+                        session, endpoint, [_prompt(tokens, rng, vocabulary) for _ in range(prefills)], 1, timeout_s
+                    )
                     failed = [r.error for r in results if r.error]
                     if failed:
                         raise SchedlabError(f"profile: mixed prefill failed: {failed[0]}")
                     await asyncio.sleep(0.05)  # a few decode steps between injections
-                    overhead = _busy_overhead_sample(before, await _scrape(session, endpoint), results, tokens,
-                                                     decodes)
+                    overhead = _busy_overhead_sample(before, await _scrape(session, endpoint), results, tokens, decodes)
                     if overhead is not None:
                         samples.append(overhead)
-                    sample = _mixed_sample(streams.times, [r.chunk_times[0] for r in results],
-                                           sum(r.prompt_tokens or tokens for r in results), short)
+                    sample = _mixed_sample(
+                        streams.times,
+                        [r.chunk_times[0] for r in results],
+                        sum(r.prompt_tokens or tokens for r in results),
+                        short,
+                    )
                     if sample is not None and sample.prefill_tokens + decodes <= max_num_batched_tokens:
                         samples.append(sample)  # else the prompts were chunked over several steps
             finally:
@@ -414,24 +493,35 @@ async def measure_steps(endpoint: Endpoint, grid: StepGrid, max_num_batched_toke
     return samples
 
 
-def _busy_overhead_sample(before: str, after: str, results: Sequence[StreamResult], tokens: int,
-                          decodes: int) -> StepSample | None:
+def _busy_overhead_sample(
+    before: str, after: str, results: Sequence[StreamResult], tokens: int, decodes: int
+) -> StepSample | None:
     """The serving front end's share of the TTFT of prompts sent while ``decodes`` requests decode:
     their mean client TTFT minus their mean engine queue + prefill time (the histograms' sum
     increments over the count increment, which must equal the prompts sent). None otherwise."""
-    if (_increment(before, after, "vllm:request_prefill_time_seconds_count") != len(results)
-            or not all(r.chunk_times for r in results)):
+    if _increment(before, after, "vllm:request_prefill_time_seconds_count") != len(results) or not all(
+        r.chunk_times for r in results
+    ):
         return None
-    engine = (_increment(before, after, "vllm:request_prefill_time_seconds_sum")
-              + _increment(before, after, "vllm:request_queue_time_seconds_sum"))
+    engine = _increment(before, after, "vllm:request_prefill_time_seconds_sum") + _increment(
+        before, after, "vllm:request_queue_time_seconds_sum"
+    )
     client = float(np.mean([r.chunk_times[0] - r.sent_at for r in results]))
     prompt = float(np.mean([r.prompt_tokens or tokens for r in results]))
-    return StepSample(OVERHEAD_KIND, 1, int(round(prompt)), decodes, 0, max(0.0, client - engine / len(results)),
-                      "client TTFT - engine queue - engine prefill, engine busy")
+    return StepSample(
+        OVERHEAD_KIND,
+        1,
+        int(round(prompt)),
+        decodes,
+        0,
+        max(0.0, client - engine / len(results)),
+        "client TTFT - engine queue - engine prefill, engine busy",
+    )
 
 
-def _mixed_sample(times: Sequence[Sequence[float]], first_tokens: Sequence[float], prefill_tokens: int,
-                  prompt_tokens: float) -> StepSample | None:
+def _mixed_sample(
+    times: Sequence[Sequence[float]], first_tokens: Sequence[float], prefill_tokens: int, prompt_tokens: float
+) -> StepSample | None:
     """The mixed step that produced ``first_tokens`` (None when they came out of different steps):
     each decoder's token gap ending nearest to them, median over decoders."""
     when = float(np.median(first_tokens))
@@ -446,8 +536,9 @@ def _mixed_sample(times: Sequence[Sequence[float]], first_tokens: Sequence[float
     step = float(np.median(gaps))
     if max(first_tokens) - min(first_tokens) > step / 4:
         return None
-    return StepSample("mixed", len(first_tokens), int(prefill_tokens), len(times), int(round(context)), step,
-                      "client token gaps")
+    return StepSample(
+        "mixed", len(first_tokens), int(prefill_tokens), len(times), int(round(context)), step, "client token gaps"
+    )
 
 
 # -- fitting and cross-validation ------------------------------------------------------------------
@@ -467,9 +558,15 @@ def _idle_start(sample: StepSample) -> bool:
 
 
 def _design(samples: Sequence[StepSample]) -> np.ndarray:
-    return np.array([LinearStepModel.features(s.prefill_requests, s.prefill_tokens, s.decode_requests,
-                                              s.decode_context, idle_start=_idle_start(s))
-                     for s in samples], dtype=float)
+    return np.array(
+        [
+            LinearStepModel.features(
+                s.prefill_requests, s.prefill_tokens, s.decode_requests, s.decode_context, idle_start=_idle_start(s)
+            )
+            for s in samples
+        ],
+        dtype=float,
+    )
 
 
 def _relative_nnls(design: np.ndarray, y: np.ndarray, weight: np.ndarray) -> np.ndarray:
@@ -490,8 +587,10 @@ def fit_step_model(samples: Sequence[StepSample], min_points_per_term: int = MIN
     make TPOT. Refuses fewer than ``len(STEP_TERMS) * min_points_per_term`` samples."""
     needed = len(STEP_TERMS) * min_points_per_term
     if len(samples) < needed:
-        raise SchedlabError(f"profile: need at least {needed} measured steps to fit the {len(STEP_TERMS)} terms of "
-                            f"the linear step model ({min_points_per_term} per term), got {len(samples)}")
+        raise SchedlabError(
+            f"profile: need at least {needed} measured steps to fit the {len(STEP_TERMS)} terms of "
+            f"the linear step model ({min_points_per_term} per term), got {len(samples)}"
+        )
     design = _design(samples)
     y = np.array([s.seconds for s in samples], dtype=float)
     if (y <= 0).any() or not np.isfinite(y).all():
@@ -507,16 +606,26 @@ def _phase_model(samples: Sequence[StepSample]) -> LatencyModel:
     l = tokens / P), decode phase on the pure decode steps (b = D, l = context / D)."""
     pre = [s for s in samples if s.kind == "prefill"]
     dec = [s for s in samples if s.kind == "decode"]
-    prefill = fit_phase([s.prefill_requests for s in pre], [s.prefill_tokens / s.prefill_requests for s in pre],
-                        [s.seconds for s in pre])
-    decode = fit_phase([s.decode_requests for s in dec], [s.decode_context / s.decode_requests for s in dec],
-                       [s.seconds for s in dec])
+    prefill = fit_phase(
+        [s.prefill_requests for s in pre],
+        [s.prefill_tokens / s.prefill_requests for s in pre],
+        [s.seconds for s in pre],
+    )
+    decode = fit_phase(
+        [s.decode_requests for s in dec], [s.decode_context / s.decode_requests for s in dec], [s.seconds for s in dec]
+    )
     return LatencyModel(prefill=prefill.coefficients, decode=decode.coefficients)
 
 
 def _predict(model: LatencyModel, samples: Sequence[StepSample]) -> np.ndarray:
-    return np.array([model.step_time(s.prefill_requests, s.prefill_tokens, s.decode_requests, s.decode_context)
-                     + (model.idle_start_s if _idle_start(s) else 0.0) for s in samples], dtype=float)
+    return np.array(
+        [
+            model.step_time(s.prefill_requests, s.prefill_tokens, s.decode_requests, s.decode_context)
+            + (model.idle_start_s if _idle_start(s) else 0.0)
+            for s in samples
+        ],
+        dtype=float,
+    )
 
 
 def fold_indices(n: int, folds: int, seed: int = 0) -> list[np.ndarray]:
@@ -527,16 +636,20 @@ def fold_indices(n: int, folds: int, seed: int = 0) -> list[np.ndarray]:
     return [np.sort(order[k::folds]) for k in range(folds)]
 
 
-def cross_validate(samples: Sequence[StepSample], model: Literal["linear-step", "phase"] = "linear-step",
-                   folds: int = 5, seed: int = 0) -> dict[str, dict[str, float]]:
+def cross_validate(
+    samples: Sequence[StepSample], model: Literal["linear-step", "phase"] = "linear-step", folds: int = 5, seed: int = 0
+) -> dict[str, dict[str, float]]:
     """Out-of-fold errors per step kind: every sample predicted by a model fitted without its
     fold. ``{kind: {"mape": ..., "rmse_s": ..., "n": ...}}`` for each kind present, plus "all"."""
     predicted = np.full(len(samples), np.nan)
     for test in fold_indices(len(samples), folds, seed):
         held = set(test.tolist())
         train = [s for i, s in enumerate(samples) if i not in held]
-        fitted = (LatencyModel.of_step(fit_step_model(train, min_points_per_term=1).model) if model == "linear-step"
-                  else _phase_model(train))
+        fitted = (
+            LatencyModel.of_step(fit_step_model(train, min_points_per_term=1).model)
+            if model == "linear-step"
+            else _phase_model(train)
+        )
         predicted[test] = _predict(fitted, [samples[i] for i in test])
     measured = np.array([s.seconds for s in samples], dtype=float)
     kinds = np.array([s.kind for s in samples])
@@ -544,9 +657,11 @@ def cross_validate(samples: Sequence[StepSample], model: Literal["linear-step", 
     for kind in [*STEP_KINDS, "all"]:
         mask = np.ones(len(samples), bool) if kind == "all" else kinds == kind
         if mask.any():
-            report[kind] = {"mape": _mape(predicted[mask], measured[mask]),
-                            "rmse_s": float(np.sqrt(np.mean((predicted[mask] - measured[mask]) ** 2))),
-                            "n": int(mask.sum())}
+            report[kind] = {
+                "mape": _mape(predicted[mask], measured[mask]),
+                "rmse_s": float(np.sqrt(np.mean((predicted[mask] - measured[mask]) ** 2))),
+                "n": int(mask.sum()),
+            }
     return report
 
 
@@ -554,8 +669,9 @@ def cross_validate(samples: Sequence[StepSample], model: Literal["linear-step", 
 OVERHEAD_TERMS: tuple[str, ...] = ("request_s", "per_prompt_token_s", "busy_engine_s", "per_running_request_s")
 
 
-def fit_serving_overhead(samples: Sequence[StepSample], folds: int = 5,
-                         seed: int = 0) -> tuple[ServingOverhead, dict[str, float]] | None:
+def fit_serving_overhead(
+    samples: Sequence[StepSample], folds: int = 5, seed: int = 0
+) -> tuple[ServingOverhead, dict[str, float]] | None:
     """NNLS of the :data:`OVERHEAD_KIND` samples' seconds on [1, prompt tokens, engine busy (the
     sample's ``decode_requests`` > 0), requests running (``decode_requests``)], weighted by 1 / the
     measured seconds (relative error, as the step model), with the in-sample and out-of-fold
@@ -566,10 +682,13 @@ def fit_serving_overhead(samples: Sequence[StepSample], folds: int = 5,
         return None
     needed = len(OVERHEAD_TERMS) * MIN_POINTS_PER_TERM
     if len(chosen) < needed:
-        raise SchedlabError(f"profile: need at least {needed} measured requests to fit the {len(OVERHEAD_TERMS)} "
-                            f"terms of the serving overhead ({MIN_POINTS_PER_TERM} per term), got {len(chosen)}")
-    design = np.array([[1.0, float(s.prefill_tokens), 1.0 if s.decode_requests else 0.0, float(s.decode_requests)]
-                       for s in chosen])
+        raise SchedlabError(
+            f"profile: need at least {needed} measured requests to fit the {len(OVERHEAD_TERMS)} "
+            f"terms of the serving overhead ({MIN_POINTS_PER_TERM} per term), got {len(chosen)}"
+        )
+    design = np.array(
+        [[1.0, float(s.prefill_tokens), 1.0 if s.decode_requests else 0.0, float(s.decode_requests)] for s in chosen]
+    )
     y = np.array([s.seconds for s in chosen], dtype=float)
     weight = 1.0 / np.maximum(y, 1e-6)  # a front end faster than the engine's clocks resolve is clamped to 0
     solution = _relative_nnls(design, y, weight)
@@ -578,25 +697,47 @@ def fit_serving_overhead(samples: Sequence[StepSample], folds: int = 5,
         train = np.setdiff1d(np.arange(len(chosen)), test)
         predicted[test] = design[test] @ _relative_nnls(design[train], y[train], weight[train])
     busy = design[:, 2] > 0
-    report = {"n": len(chosen), "n_busy": int(busy.sum()), "mape_in_sample": _mape(design @ solution, y),
-              "mape_out_of_fold": _mape(predicted, y), "mean_idle_s": float(np.mean(y[~busy])) if (~busy).any() else None,
-              "mean_busy_s": float(np.mean(y[busy])) if busy.any() else None}
+    report = {
+        "n": len(chosen),
+        "n_busy": int(busy.sum()),
+        "mape_in_sample": _mape(design @ solution, y),
+        "mape_out_of_fold": _mape(predicted, y),
+        "mean_idle_s": float(np.mean(y[~busy])) if (~busy).any() else None,
+        "mean_busy_s": float(np.mean(y[busy])) if busy.any() else None,
+    }
     return ServingOverhead(**{term: float(v) for term, v in zip(OVERHEAD_TERMS, solution)}), report
 
 
-def fit_step_profile(samples: Sequence[StepSample], name: str, source: str, kv_capacity_tokens: int | None,
-                     block_size: int | None, max_num_seqs: int | None, max_num_batched_tokens: int | None,
-                     model: Literal["linear-step", "phase"] = "linear-step", folds: int = 5) -> EngineProfile:
+def fit_step_profile(
+    samples: Sequence[StepSample],
+    name: str,
+    source: str,
+    kv_capacity_tokens: int | None,
+    block_size: int | None,
+    max_num_seqs: int | None,
+    max_num_batched_tokens: int | None,
+    model: Literal["linear-step", "phase"] = "linear-step",
+    folds: int = 5,
+) -> EngineProfile:
     """An EngineProfile from measured steps: the linear step model (default) or eq. 14-15 fitted on
     the same steps, with in-sample and out-of-fold errors per step kind in ``fit``; and, when the
     samples hold :data:`OVERHEAD_KIND` requests, the serving overhead fitted on them."""
     overhead = fit_serving_overhead(samples, folds)
     samples = [s for s in samples if s.kind in STEP_KINDS]
     if kv_capacity_tokens is None:
-        raise SchedlabError("profile: the engine did not report its KV capacity (vllm:cache_config_info); "
-                            "set engine.kv_capacity_tokens in the profile by hand")
-    extra: dict = {k: v for k, v in [("block_size", block_size), ("max_num_seqs", max_num_seqs),
-                                     ("max_num_batched_tokens", max_num_batched_tokens)] if v}
+        raise SchedlabError(
+            "profile: the engine did not report its KV capacity (vllm:cache_config_info); "
+            "set engine.kv_capacity_tokens in the profile by hand"
+        )
+    extra: dict = {
+        k: v
+        for k, v in [
+            ("block_size", block_size),
+            ("max_num_seqs", max_num_seqs),
+            ("max_num_batched_tokens", max_num_batched_tokens),
+        ]
+        if v
+    }
     counts = {kind: sum(s.kind == kind for s in samples) for kind in STEP_KINDS}
     if model == "linear-step":
         fitted = fit_step_model(samples)
@@ -619,15 +760,25 @@ def fit_step_profile(samples: Sequence[StepSample], name: str, source: str, kv_c
     if overhead is not None:
         extra["serving_overhead"] = overhead[0]
         fit["serving_overhead"] = overhead[1]
-    return EngineProfile(name=name, source=source, kv_capacity_tokens=kv_capacity_tokens, fit=fit,
-                         **coefficients, **extra)
+    return EngineProfile(
+        name=name, source=source, kv_capacity_tokens=kv_capacity_tokens, fit=fit, **coefficients, **extra
+    )
 
 
 def read_step_samples(path: Path) -> list[StepSample]:
     with Path(path).open(newline="") as handle:
-        return [StepSample(row["kind"], int(row["prefill_requests"]), int(row["prefill_tokens"]),
-                           int(row["decode_requests"]), int(row["decode_context"]), float(row["seconds"]),
-                           row["signal"]) for row in csv.DictReader(handle)]
+        return [
+            StepSample(
+                row["kind"],
+                int(row["prefill_requests"]),
+                int(row["prefill_tokens"]),
+                int(row["decode_requests"]),
+                int(row["decode_context"]),
+                float(row["seconds"]),
+                row["signal"],
+            )
+            for row in csv.DictReader(handle)
+        ]
 
 
 def fit_table(profile: EngineProfile) -> list[list[str]]:
@@ -637,16 +788,27 @@ def fit_table(profile: EngineProfile) -> list[list[str]]:
         cv = fit.get("cross_validation", {})
         rows = [["term", "seconds per unit"]]
         rows += [[term, f"{getattr(profile.step_model, term):.3g}"] for term in STEP_TERMS]
-        rows += [["out-of-fold MAPE " + kind, f"{cv[kind]['mape']:.1%} (n={cv[kind]['n']})"]
-                 for kind in (*STEP_KINDS, "all") if kind in cv]
+        rows += [
+            ["out-of-fold MAPE " + kind, f"{cv[kind]['mape']:.1%} (n={cv[kind]['n']})"]
+            for kind in (*STEP_KINDS, "all")
+            if kind in cv
+        ]
         rows += _overhead_rows(profile)
         return rows
     assert profile.prefill is not None and profile.decode is not None
     rows = [["phase", "alpha (s/tok/req)", "beta (s/req)", "gamma (s/tok)", "delta (s)", "MAPE"]]
     for name, phase in (("prefill", profile.prefill), ("decode", profile.decode)):
         mape = fit.get(f"mape_{name}", fit.get("mape_in_sample", {}).get(name))
-        rows.append([name, f"{phase.alpha:.3g}", f"{phase.beta:.3g}", f"{phase.gamma:.3g}", f"{phase.delta:.3g}",
-                     "" if mape is None else f"{mape:.1%}"])
+        rows.append(
+            [
+                name,
+                f"{phase.alpha:.3g}",
+                f"{phase.beta:.3g}",
+                f"{phase.gamma:.3g}",
+                f"{phase.delta:.3g}",
+                "" if mape is None else f"{mape:.1%}",
+            ]
+        )
     return rows + [row + [""] * 4 for row in _overhead_rows(profile)]
 
 

@@ -5,8 +5,9 @@ from __future__ import annotations
 
 import threading
 from array import array
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Callable, Iterator, Sequence
+from typing import Any
 
 import numpy as np
 import pandas as pd
@@ -58,9 +59,27 @@ class RequestRecord:
             tpot = (e2e - ttft) / (self.output_tokens - 1) if self.output_tokens > 1 else None
             queue = (dispatch or arrival) - arrival
             met = request.slo.is_met(ttft, tpot, e2e)
-        return (request.request_id, request.task, arrival, dispatch, self.first_token_s, self.finish_s,
-                request.input_tokens, self.output_tokens, request.target_output_tokens, ttft, tpot, e2e, queue, met,
-                self.instance, self.slices, self.error, self.preemptions, self.itl_max_s)
+        return (
+            request.request_id,
+            request.task,
+            arrival,
+            dispatch,
+            self.first_token_s,
+            self.finish_s,
+            request.input_tokens,
+            self.output_tokens,
+            request.target_output_tokens,
+            ttft,
+            tpot,
+            e2e,
+            queue,
+            met,
+            self.instance,
+            self.slices,
+            self.error,
+            self.preemptions,
+            self.itl_max_s,
+        )
 
     def to_row(self) -> dict[str, Any]:
         """One ``requests.parquet`` row, with the per-request metrics and SLO verdict."""
@@ -153,15 +172,17 @@ class _Gaps:
         self.count += end - start - 1
 
     def _step_gaps(self) -> dict[int, np.ndarray]:
-        return {source: np.diff(np.frombuffer(steps, dtype=np.float64)).astype(np.float32)
-                for source, steps in self.steps.items()}
+        return {
+            source: np.diff(np.frombuffer(steps, dtype=np.float64)).astype(np.float32)
+            for source, steps in self.steps.items()
+        }
 
     def ordered(self) -> np.ndarray:
         """Every gap (float32), in order."""
         step_gaps = self._step_gaps()
         values = np.frombuffer(self.values, dtype=np.float32) if len(self.values) else np.zeros(0, np.float32)
         log = np.frombuffer(self.log, dtype=np.int64).reshape(-1, 3).tolist() if len(self.log) else []
-        pieces = [values[a:a + b] if source < 0 else step_gaps[source][a:b - 1] for source, a, b in log]
+        pieces = [values[a : a + b] if source < 0 else step_gaps[source][a : b - 1] for source, a, b in log]
         return np.concatenate(pieces) if pieces else np.zeros(0, np.float32)
 
     def weighted(self) -> tuple[np.ndarray, np.ndarray]:
@@ -172,7 +193,7 @@ class _Gaps:
         for source, gaps in self._step_gaps().items():
             runs = log[log[:, 0] == source]
             size = len(gaps) + 1
-            cover = (np.bincount(runs[:, 1], minlength=size) - np.bincount(runs[:, 2] - 1, minlength=size))
+            cover = np.bincount(runs[:, 1], minlength=size) - np.bincount(runs[:, 2] - 1, minlength=size)
             weight = np.cumsum(cover)[: len(gaps)]
             used = weight > 0
             values.append(gaps[used])
@@ -241,7 +262,9 @@ class RunRecorder:
         record.slices += 1
         return record
 
-    def tokens(self, request_id: str, token_times_s: Sequence[float], tokens: int, preemptions: int = 0) -> RequestRecord:
+    def tokens(
+        self, request_id: str, token_times_s: Sequence[float], tokens: int, preemptions: int = 0
+    ) -> RequestRecord:
         """A dispatch of ``request_id`` produced ``tokens`` tokens whose chunks arrived at ``token_times_s``."""
         record = self.records[request_id]
         if not token_times_s:
@@ -259,8 +282,9 @@ class RunRecorder:
         record.preemptions += preemptions
         return record
 
-    def step_tokens(self, request_id: str, source: int, step_times_s: array, runs: Sequence[int], tokens: int,
-                    preemptions: int = 0) -> RequestRecord:
+    def step_tokens(
+        self, request_id: str, source: int, step_times_s: array, runs: Sequence[int], tokens: int, preemptions: int = 0
+    ) -> RequestRecord:
         """As :meth:`tokens`, for a simulated engine: the token times are ``step_times_s[i]`` for
         ``i`` in the runs ``runs`` (flat ``[start, end)`` pairs of step indices, in order) of the
         engine ``source`` (an index of its own; ``step_times_s`` is its growing list of step end
@@ -368,8 +392,9 @@ class RunRecorder:
         summary["itl_s"] = self.itl_distribution() if include_itl else distribution([])
         summary["requests_total"] = len(self.records)
         count = len(self._samples["gateway_pending"])
-        samples = pd.DataFrame({name: np.frombuffer(values, dtype=np.float64)[:count].copy()
-                                for name, values in self._samples.items()})
+        samples = pd.DataFrame(
+            {name: np.frombuffer(values, dtype=np.float64)[:count].copy() for name, values in self._samples.items()}
+        )
         samples["instance"] = samples["instance"].astype(np.int64)
         summary["contention"] = contention(samples)
         return summary

@@ -18,10 +18,12 @@ from runners.errors import ConfigError, UnknownNameError, format_validation_erro
 from runners.schedulers.base import SchedulerPolicy
 from runners.schedulers.dynamic_batching import DynamicMemoryPolicy, DynamicSLAPolicy
 from runners.schedulers.fcfs import FCFSPolicy
-from runners.schedulers.in_engine import EngineDynamicMemoryPolicy
-from runners.schedulers.in_engine import EngineDynamicSLAPolicy
-from runners.schedulers.in_engine import EngineSLOAwarePolicy
-from runners.schedulers.in_engine import EngineMCSFPolicy
+from runners.schedulers.in_engine import (
+    EngineDynamicMemoryPolicy,
+    EngineDynamicSLAPolicy,
+    EngineMCSFPolicy,
+    EngineSLOAwarePolicy,
+)
 from runners.schedulers.memory_constrained import AlphaBetaClearPolicy, AlphaProtectPolicy, MCSFPolicy
 from runners.schedulers.slice_level import SCLSPolicy
 from runners.schedulers.slo_aware import SLOAwarePolicy, SLOExhaustivePolicy
@@ -59,8 +61,11 @@ class EngineEntry:
 #: (``runners/engines/adapters/``), and attaching to running servers by URL.
 ENGINES: dict[str, EngineEntry] = {
     "sim": EngineEntry("sim", SimulatorConfig, "built-in discrete-event simulator of a vLLM-like engine"),
-    **{name: EngineEntry(name, adapter.config, adapter.summary) for name, adapter in ADAPTERS.items()
-       if adapter.config is not None},
+    **{
+        name: EngineEntry(name, adapter.config, adapter.summary)
+        for name, adapter in ADAPTERS.items()
+        if adapter.config is not None
+    },
     "openai": EngineEntry("openai", AttachConfig, "attach to running OpenAI-compatible servers by URL"),
 }
 
@@ -152,6 +157,7 @@ def parameter_specs(name: str) -> list[ParameterSpec]:
             for attribute in ("lt", "le"):
                 if getattr(rule, attribute, None) is not None:
                     maximum = float(getattr(rule, attribute))
-        specs.append(ParameterSpec(field, kind, info.default, info.description or "", optional, choices, minimum,
-                                   maximum))
+        specs.append(
+            ParameterSpec(field, kind, info.default, info.description or "", optional, choices, minimum, maximum)
+        )
     return specs

@@ -29,9 +29,10 @@ import shutil
 import socket
 import tempfile
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 import pandas as pd
 import pyarrow as pa
@@ -132,8 +133,9 @@ def table_from_rows(rows: list[tuple], schema: pa.Schema) -> pa.Table:
     if not rows:
         return schema.empty_table()
     columns = list(zip(*rows))
-    return pa.Table.from_arrays([pa.array(column, type=field.type) for column, field in zip(columns, schema)],
-                                schema=schema)
+    return pa.Table.from_arrays(
+        [pa.array(column, type=field.type) for column, field in zip(columns, schema)], schema=schema
+    )
 
 
 #: Bytes of part tables (Arrow buffers) a parted table keeps in memory after writing them, so the
@@ -187,8 +189,9 @@ class _PartedTable:
         self.flush()
         parts = sorted(self.folder.glob(f"{self.stem}.part-*.parquet"))
         cached = self.cached or {}
-        tables = [cached[part.name] if part.name in cached else pq.read_table(part, schema=self.schema)
-                  for part in parts]
+        tables = [
+            cached[part.name] if part.name in cached else pq.read_table(part, schema=self.schema) for part in parts
+        ]
         merged = pa.concat_tables(tables) if tables else self.schema.empty_table()
         _write_parquet_atomic(self.folder / f"{self.stem}.parquet", merged)
         for part in parts:
@@ -199,10 +202,16 @@ class _PartedTable:
 def validate_run_id(run_id: str) -> str:
     """``run_id`` when it is a valid run id (a folder name, never a path or pattern)."""
     if not isinstance(run_id, str) or not RUN_ID_PATTERN.match(run_id):
-        shown = repr(run_id) if isinstance(run_id, str) and len(run_id) <= 140 else (
-            f"a {len(run_id)}-character name" if isinstance(run_id, str) else f"a {type(run_id).__name__}")
-        raise ConfigError("run_id", f"{shown} is not allowed; expected 1 to 128 letters, digits, '.', '_' or '-', "
-                                    "starting with a letter or digit")
+        shown = (
+            repr(run_id)
+            if isinstance(run_id, str) and len(run_id) <= 140
+            else (f"a {len(run_id)}-character name" if isinstance(run_id, str) else f"a {type(run_id).__name__}")
+        )
+        raise ConfigError(
+            "run_id",
+            f"{shown} is not allowed; expected 1 to 128 letters, digits, '.', '_' or '-', "
+            "starting with a letter or digit",
+        )
     return run_id
 
 
@@ -236,8 +245,12 @@ def writer_identity() -> dict[str, Any]:
     """This process as recorded in a running run's summary: pid, hostname, and its start time
     and the machine's boot id (so a reused pid or a reboot is not taken for the writer)."""
     pid = os.getpid()
-    return {"pid": pid, "hostname": socket.gethostname(), "start_ticks": _process_start_ticks(pid),
-            "boot_id": _boot_id()}
+    return {
+        "pid": pid,
+        "hostname": socket.gethostname(),
+        "start_ticks": _process_start_ticks(pid),
+        "boot_id": _boot_id(),
+    }
 
 
 def process_alive(pid: int | None) -> bool:
@@ -388,15 +401,44 @@ class RunData:
 _NUMBER, _INTEGER, _TEXT, _FLAG, _MAPPING = "a number", "an integer", "text", "true or false", "an object"
 # The summary fields the CLI and the pages read, and the JSON type each must have (or null).
 SUMMARY_FIELDS: dict[str, str] = {
-    **dict.fromkeys(("run_id", "status", "engine", "scheduler", "workload", "started_at", "finished_at",
-                     "arrival_process", "sweep_id", "notes", "error"), _TEXT),
-    **dict.fromkeys(("schema_version", "instances", "requests", "requests_total", "completed", "failed", "slo_met",
-                     "preemptions"), _INTEGER),
-    **dict.fromkeys(("arrival_rate_rps", "started_at_unix_s", "slo_attainment", "G", "goodput_rps",
-                     "request_throughput_rps", "output_throughput_tps", "total_throughput_tps", "duration_s",
-                     "wall_time_s"), _NUMBER),
-    **dict.fromkeys(("slos", "slo_attainment_by_task", "ttft_s", "tpot_s", "e2e_s", "queue_s", "itl_s", "writer"),
-                    _MAPPING),
+    **dict.fromkeys(
+        (
+            "run_id",
+            "status",
+            "engine",
+            "scheduler",
+            "workload",
+            "started_at",
+            "finished_at",
+            "arrival_process",
+            "sweep_id",
+            "notes",
+            "error",
+        ),
+        _TEXT,
+    ),
+    **dict.fromkeys(
+        ("schema_version", "instances", "requests", "requests_total", "completed", "failed", "slo_met", "preemptions"),
+        _INTEGER,
+    ),
+    **dict.fromkeys(
+        (
+            "arrival_rate_rps",
+            "started_at_unix_s",
+            "slo_attainment",
+            "G",
+            "goodput_rps",
+            "request_throughput_rps",
+            "output_throughput_tps",
+            "total_throughput_tps",
+            "duration_s",
+            "wall_time_s",
+        ),
+        _NUMBER,
+    ),
+    **dict.fromkeys(
+        ("slos", "slo_attainment_by_task", "ttft_s", "tpot_s", "e2e_s", "queue_s", "itl_s", "writer"), _MAPPING
+    ),
     "synthetic": _FLAG,
 }
 _NUMBER_MAPPINGS = ("slo_attainment_by_task", "ttft_s", "tpot_s", "e2e_s", "queue_s", "itl_s")
@@ -565,7 +607,8 @@ def count_rows(folder: Path, stem: str) -> int:
 def _is_run_folder(folder: Path) -> bool:
     """Whether a folder holds (the start of) a run: summary.json, config.json or row files."""
     return any(os.path.lexists(folder / name) for name in ("summary.json", "config.json")) or any(
-        folder.glob("requests*.parquet"))
+        folder.glob("requests*.parquet")
+    )
 
 
 def _is_empty(folder: Path) -> bool:
@@ -585,8 +628,9 @@ def inspect_run(folder: Path) -> dict[str, Any]:
     or ``{"run_id", "status": "damaged" | "incomplete", "problem": <why>}``."""
     name = folder.name
     if folder.is_symlink():
-        return _problem_record(name, DAMAGED, f"{folder} is a symbolic link; a run folder must be a real folder "
-                                              "inside the results folder")
+        return _problem_record(
+            name, DAMAGED, f"{folder} is a symbolic link; a run folder must be a real folder inside the results folder"
+        )
     try:
         summary = _read_json_file(folder / "summary.json")
     except FileNotFoundError:
@@ -674,16 +718,20 @@ def resolve_run_folder(root: str | Path, run: str, allow_path: bool = False) -> 
         except OSError:  # a name too long to be a folder, or unreachable: not a run folder
             pass
     if not isinstance(run, str) or not RUN_ID_PATTERN.match(run):
-        raise SchedlabError(f"run {_shown(run)} is not a run id (letters, digits, '.', '_' or '-'; see "
-                            "'python -m runners list')" + (" nor a run folder" if allow_path else ""))
+        raise SchedlabError(
+            f"run {_shown(run)} is not a run id (letters, digits, '.', '_' or '-'; see "
+            "'python -m runners list')" + (" nor a run folder" if allow_path else "")
+        )
     raise SchedlabError(f"run {run!r} not found in {base} (see 'python -m runners list')")
 
 
 def _checked(base: Path, name: str) -> Path:
     folder = base / name
     if folder.is_symlink():
-        raise SchedlabError(f"{folder} is a symbolic link; schedlab reads, renames and deletes only real run "
-                            "folders inside the results folder (remove the link yourself)")
+        raise SchedlabError(
+            f"{folder} is a symbolic link; schedlab reads, renames and deletes only real run "
+            "folders inside the results folder (remove the link yourself)"
+        )
     return folder
 
 
@@ -716,8 +764,9 @@ def list_runs(root: str | Path = DEFAULT_RESULTS_DIR) -> list[dict[str, Any]]:
     ``started_at``; damaged and incomplete runs last. SchedlabError when ``root`` is not a folder."""
     base = _results_root(root)
     records = [inspect_run(base / name) for name in sorted(_run_names(base))]
-    return sorted(records, key=lambda r: (r["status"] not in (DAMAGED, INCOMPLETE), str(r.get("started_at") or "")),
-                  reverse=True)
+    return sorted(
+        records, key=lambda r: (r["status"] not in (DAMAGED, INCOMPLETE), str(r.get("started_at") or "")), reverse=True
+    )
 
 
 def owned_run_folder(root: str | Path, run_id: str, action: str = "delete") -> Path:
@@ -725,9 +774,11 @@ def owned_run_folder(root: str | Path, run_id: str, action: str = "delete") -> P
     real folder directly inside the resolved results folder, holding a run (or nothing).
     Anything else, a path, a pattern, a prefix, a symbolic link, raises SchedlabError."""
     if not isinstance(run_id, str) or not RUN_ID_PATTERN.match(run_id):
-        raise SchedlabError(f"{action}: {_shown(run_id)} is not a run id; expected the exact id of a run in the "
-                            "results folder (letters, digits, '.', '_' or '-'; see 'python -m runners list'), "
-                            "never a path or pattern")
+        raise SchedlabError(
+            f"{action}: {_shown(run_id)} is not a run id; expected the exact id of a run in the "
+            "results folder (letters, digits, '.', '_' or '-'; see 'python -m runners list'), "
+            "never a path or pattern"
+        )
     base = _results_root(root)
     names = _entries(base)
     if run_id not in names:
@@ -736,8 +787,10 @@ def owned_run_folder(root: str | Path, run_id: str, action: str = "delete") -> P
         raise SchedlabError(f"{action}: run {run_id!r} not found in {base}{hint}")
     folder = base / run_id
     if folder.is_symlink():
-        raise SchedlabError(f"{action}: {folder} is a symbolic link, not a run folder; schedlab does not {action} "
-                            "through links (remove the link yourself)")
+        raise SchedlabError(
+            f"{action}: {folder} is a symbolic link, not a run folder; schedlab does not {action} "
+            "through links (remove the link yourself)"
+        )
     if not folder.is_dir() or folder.resolve().parent != base:
         raise SchedlabError(f"{action}: {folder} is not a run folder inside {base}")
     if not _is_run_folder(folder) and any(folder.iterdir()):
@@ -763,8 +816,9 @@ def rename_run(root: str | Path, run_id: str, new_id: str) -> Path:
     validate_run_id(new_id)
     record = inspect_run(folder)
     if record["status"] in (DAMAGED, INCOMPLETE):
-        raise SchedlabError(f"rename: run {run_id!r} is {record['status']} ({record['problem']}); it can be deleted, "
-                            "not renamed")
+        raise SchedlabError(
+            f"rename: run {run_id!r} is {record['status']} ({record['problem']}); it can be deleted, not renamed"
+        )
     if record["status"] == "running":
         raise SchedlabError(f"run {run_id!r} is still running; rename it when it has finished")
     target = folder.parent / new_id

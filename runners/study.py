@@ -31,9 +31,10 @@ from __future__ import annotations
 
 import os
 import time
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable, Iterable, Sequence
+from typing import Any
 
 import pandas as pd
 import pyarrow as pa
@@ -84,15 +85,19 @@ def scheduler_params(name: str, params: dict[str, Any], schedulers: Sequence[str
     """The parameters of ``params`` (``scheduler.params``) that scheduler ``name`` takes: in a
     study of several schedulers each gets the ones it has (``batch_size`` goes to the batching
     schedulers only). ConfigError for a parameter that none of ``schedulers`` takes."""
+
     def accepted(scheduler: str) -> set[str]:
         fields = scheduler_class(scheduler).Params.model_fields
         return set(fields) | {info.alias for info in fields.values() if info.alias}
 
     unused = [key for key in params if not any(key in accepted(other) for other in schedulers)]
     if unused:
-        raise ConfigError(f"scheduler.params.{unused[0]}", f"no scheduler of the study takes it ("
-                                                           f"{', '.join(schedulers)}); see 'python -m runners "
-                                                           "schedulers' for each one's parameters")
+        raise ConfigError(
+            f"scheduler.params.{unused[0]}",
+            f"no scheduler of the study takes it ("
+            f"{', '.join(schedulers)}); see 'python -m runners "
+            "schedulers' for each one's parameters",
+        )
     mine = accepted(name)
     return {key: value for key, value in params.items() if key in mine}
 
@@ -100,8 +105,11 @@ def scheduler_params(name: str, params: dict[str, Any], schedulers: Sequence[str
 def is_study(config: RunConfig) -> bool:
     """Whether ``config`` asks for a study (seeds listed, or schedulers other than ``scheduler.name``)."""
     schedulers = config.trials.schedulers
-    return bool(config.trials.seeds or config.trials.rates) or len(schedulers) > 1 or (bool(schedulers) and
-                                                                 schedulers[0] != config.scheduler.name)
+    return (
+        bool(config.trials.seeds or config.trials.rates)
+        or len(schedulers) > 1
+        or (bool(schedulers) and schedulers[0] != config.scheduler.name)
+    )
 
 
 @dataclass(frozen=True)
@@ -144,8 +152,9 @@ def plan_study(config: RunConfig, study_id: str | None = None) -> StudyPlan:
     seeds = list(trials.seeds) or [config.workload.seed]
     baseline = trials.baseline or schedulers[0]
     if baseline not in schedulers:
-        raise ConfigError("--baseline", f"{baseline!r} is not a scheduler of the study; expected one of: "
-                                        f"{', '.join(schedulers)}")
+        raise ConfigError(
+            "--baseline", f"{baseline!r} is not a scheduler of the study; expected one of: {', '.join(schedulers)}"
+        )
     params = {name: scheduler_params(name, config.scheduler.params, schedulers) for name in schedulers}
     for name in schedulers:
         make_policy(name, params[name])
@@ -158,19 +167,24 @@ def plan_study(config: RunConfig, study_id: str | None = None) -> StudyPlan:
         else:
             run_id = f"{study_id}-{name}-s{seed}"
         if not RUN_ID_PATTERN.match(run_id):
-            raise ConfigError("--run-id", f"study id {study_id!r} is too long for its run ids ({run_id!r}); "
-                                          "expected a shorter name")
-        member_config = config.model_copy(update={
-            "run_id": run_id,
-            "scheduler": config.scheduler.model_copy(update={"name": name, "params": params[name]}),
-            "workload": config.workload.model_copy(update={
-                "seed": seed, "arrival": config.workload.arrival.model_copy(update={"rate": rate})}),
-            "trials": TrialsConfig(),
-        })
+            raise ConfigError(
+                "--run-id", f"study id {study_id!r} is too long for its run ids ({run_id!r}); expected a shorter name"
+            )
+        member_config = config.model_copy(
+            update={
+                "run_id": run_id,
+                "scheduler": config.scheduler.model_copy(update={"name": name, "params": params[name]}),
+                "workload": config.workload.model_copy(
+                    update={"seed": seed, "arrival": config.workload.arrival.model_copy(update={"rate": rate})}
+                ),
+                "trials": TrialsConfig(),
+            }
+        )
         members.append(StudyMember(run_id, name, seed, rate, member_config))
     if len({member.run_id for member in members}) < len(members):
-        raise ConfigError("--rates", "two rates give the same run id; expected rates that differ in their first "
-                                     "10 significant digits")
+        raise ConfigError(
+            "--rates", "two rates give the same run id; expected rates that differ in their first 10 significant digits"
+        )
     ordered = [baseline] + [name for name in schedulers if name != baseline]
     return StudyPlan(study_id, baseline, ordered, seeds, members, list(trials.rates), trials.workers, trials.executor)
 
@@ -178,14 +192,23 @@ def plan_study(config: RunConfig, study_id: str | None = None) -> StudyPlan:
 def check_size(plan: StudyPlan, confirmed: bool) -> None:
     """ConfigError when the study has more than :data:`MAX_RUNS_UNCONFIRMED` runs, unconfirmed."""
     if len(plan.members) > MAX_RUNS_UNCONFIRMED and not confirmed:
-        raise ConfigError("--seeds", f"the study has {len(plan.members):,} runs ({len(plan.schedulers)} schedulers x "
-                                     f"{len(plan.seeds)} seeds x {max(len(plan.rates), 1)} rates), more than "
-                                     f"{MAX_RUNS_UNCONFIRMED:,}; add --yes to run it anyway")
+        raise ConfigError(
+            "--seeds",
+            f"the study has {len(plan.members):,} runs ({len(plan.schedulers)} schedulers x "
+            f"{len(plan.seeds)} seeds x {max(len(plan.rates), 1)} rates), more than "
+            f"{MAX_RUNS_UNCONFIRMED:,}; add --yes to run it anyway",
+        )
 
 
 # -- statistics ------------------------------------------------------------------------------------
-def metric_statistics(metric: Metric, plan_runs: Sequence[dict[str, Any]], summaries: dict[str, dict[str, Any]],
-                      baseline: str, schedulers: Sequence[str], relative: bool = True) -> dict[str, Any]:
+def metric_statistics(
+    metric: Metric,
+    plan_runs: Sequence[dict[str, Any]],
+    summaries: dict[str, dict[str, Any]],
+    baseline: str,
+    schedulers: Sequence[str],
+    relative: bool = True,
+) -> dict[str, Any]:
     """One metric's per-scheduler summary and paired comparison with the baseline. ``plan_runs``:
     the study's run records; ``summaries``: run_id -> summary of the runs that ended done.
     ``relative``: add each comparison's relative change with its bootstrap interval
@@ -198,19 +221,29 @@ def metric_statistics(metric: Metric, plan_runs: Sequence[dict[str, Any]], summa
     per = {name: summarize(list(values.values())).as_dict() for name, values in by_scheduler.items()}
     if metric.describes_setting:  # how contended the runs were: described, never judged
         return {"schedulers": per, "vs_baseline": {}}
-    versus = {name: paired_comparison(by_scheduler[baseline], values, metric.higher_is_better).as_dict()
-              for name, values in by_scheduler.items() if name != baseline}
+    versus = {
+        name: paired_comparison(by_scheduler[baseline], values, metric.higher_is_better).as_dict()
+        for name, values in by_scheduler.items()
+        if name != baseline
+    }
     if relative:
         for name, entry in versus.items():
             entry["relative"] = relative_change(by_scheduler[baseline], by_scheduler[name]).as_dict()
     return {"schedulers": per, "vs_baseline": versus}
 
 
-def study_statistics(runs: Sequence[dict[str, Any]], summaries: dict[str, dict[str, Any]], baseline: str,
-                     schedulers: Sequence[str], relative: bool = True) -> dict[str, Any]:
+def study_statistics(
+    runs: Sequence[dict[str, Any]],
+    summaries: dict[str, dict[str, Any]],
+    baseline: str,
+    schedulers: Sequence[str],
+    relative: bool = True,
+) -> dict[str, Any]:
     """:func:`metric_statistics` for every metric of the catalog, keyed by metric key."""
-    return {metric.key: metric_statistics(metric, runs, summaries, baseline, schedulers, relative)
-            for metric in COMPARISON_METRICS}
+    return {
+        metric.key: metric_statistics(metric, runs, summaries, baseline, schedulers, relative)
+        for metric in COMPARISON_METRICS
+    }
 
 
 # -- running ---------------------------------------------------------------------------------------
@@ -227,8 +260,12 @@ def _now() -> str:
     return time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
 
 
-def execute_member(member: StudyMember, results_root: str | Path, progress: Callable[[int, int], None] | None,
-                   should_stop: Callable[[], bool] | None) -> tuple[str, dict[str, Any] | None, str | None]:
+def execute_member(
+    member: StudyMember,
+    results_root: str | Path,
+    progress: Callable[[int, int], None] | None,
+    should_stop: Callable[[], bool] | None,
+) -> tuple[str, dict[str, Any] | None, str | None]:
     """Run one member: (status, summary or None, error). An exception is a failed run, never the
     end of the study; what the run measured stays in its folder."""
     from runners.benchmark import execute_run
@@ -242,13 +279,29 @@ def execute_member(member: StudyMember, results_root: str | Path, progress: Call
     return outcome.status, outcome.summary, outcome.error
 
 
-def _record(plan: StudyPlan, runs: list[dict[str, Any]], summaries: dict[str, dict[str, Any]], status: str,
-            created_at: str, finished_at: str | None, execution: dict[str, Any] | None = None) -> dict[str, Any]:
+def _record(
+    plan: StudyPlan,
+    runs: list[dict[str, Any]],
+    summaries: dict[str, dict[str, Any]],
+    status: str,
+    created_at: str,
+    finished_at: str | None,
+    execution: dict[str, Any] | None = None,
+) -> dict[str, Any]:
     rates = plan.rates or [plan.members[0].rate if plan.members else None]
-    by_rate = [{"rate": rate, "statistics": study_statistics([run for run in runs if run["rate"] == rate or
-                                                              not plan.rates], summaries, plan.baseline,
-                                                             plan.schedulers, relative=status != "running")}
-               for rate in rates]
+    by_rate = [
+        {
+            "rate": rate,
+            "statistics": study_statistics(
+                [run for run in runs if run["rate"] == rate or not plan.rates],
+                summaries,
+                plan.baseline,
+                plan.schedulers,
+                relative=status != "running",
+            ),
+        }
+        for rate in rates
+    ]
     return {
         "schema_version": STUDY_SCHEMA_VERSION,
         "study_id": plan.study_id,
@@ -285,10 +338,14 @@ def _create_folder(base: Path, study_id: str, record: dict[str, Any]) -> Path:
     return folder
 
 
-def run_study(plan: StudyPlan, results_root: str | Path,
-              progress: Callable[[int, int, StudyMember], None] | None = None,
-              should_stop: Callable[[], bool] | None = None, execution: Execution | None = None,
-              task: MemberTask = execute_member) -> StudyResult:
+def run_study(
+    plan: StudyPlan,
+    results_root: str | Path,
+    progress: Callable[[int, int, StudyMember], None] | None = None,
+    should_stop: Callable[[], bool] | None = None,
+    execution: Execution | None = None,
+    task: MemberTask = execute_member,
+) -> StudyResult:
     """Run every member as ``execution`` says (default :func:`runners.executors.choose_execution`
     of the plan: simulator runs in parallel on all cores) and keep study.json current as they end
     (written by this process only, at most every :data:`WRITE_INTERVAL_S` while running, and at
@@ -301,13 +358,29 @@ def run_study(plan: StudyPlan, results_root: str | Path,
         if os.path.lexists(base / member.run_id):
             raise ConfigError("--run-id", f"run {member.run_id!r} already exists in {base}; expected a new study id")
     execution = execution or choose_execution(plan)
-    runs = [{"run_id": m.run_id, "scheduler": m.scheduler, "seed": m.seed, "rate": m.rate, "status": "pending",
-             "error": None} for m in plan.members]
+    runs = [
+        {
+            "run_id": m.run_id,
+            "scheduler": m.scheduler,
+            "seed": m.seed,
+            "rate": m.rate,
+            "status": "pending",
+            "error": None,
+        }
+        for m in plan.members
+    ]
     by_id = {run["run_id"]: run for run in runs}
     summaries: dict[str, dict[str, Any]] = {}
     created_at = _now()
-    record = lambda status, finished_at=None: _record(plan, runs, summaries, status, created_at,  # noqa: E731
-                                                      finished_at, execution.record())
+    record = lambda status, finished_at=None: _record(
+        plan,
+        runs,
+        summaries,
+        status,
+        created_at,  # noqa: E731
+        finished_at,
+        execution.record(),
+    )
     folder = base / plan.study_id
     created: list[Path] = []
     written = time.monotonic()
@@ -374,12 +447,14 @@ def read_study(folder: Path) -> dict[str, Any]:
             raise SchedlabError(f"{path}: '{key}' is missing or not a {kind.__name__}; expected a study record")
     for key, kind in (("schedulers", str), ("seeds", int), ("runs", dict)):
         items = data.get(key, [])
-        if not isinstance(items, list) or not all(isinstance(item, kind) and not isinstance(item, bool)
-                                                  for item in items):
+        if not isinstance(items, list) or not all(
+            isinstance(item, kind) and not isinstance(item, bool) for item in items
+        ):
             raise SchedlabError(f"{path}: '{key}' is not a list of {kind.__name__}; expected a study record")
     if data.get("schema_version") != STUDY_SCHEMA_VERSION:
-        raise SchedlabError(f"{path}: schema_version {data.get('schema_version')!r}; this schedlab reads "
-                            f"{STUDY_SCHEMA_VERSION}")
+        raise SchedlabError(
+            f"{path}: schema_version {data.get('schema_version')!r}; this schedlab reads {STUDY_SCHEMA_VERSION}"
+        )
     return data
 
 
@@ -392,8 +467,18 @@ def study_table(record: dict[str, Any], keys: Iterable[str] = STUDY_HEADLINE_KEY
     95% interval over seeds; for each non-baseline scheduler the paired difference with the
     baseline, its interval, seeds won and the verdict."""
     catalog = {metric.key: metric for metric in COMPARISON_METRICS}
-    rows = [["metric", "scheduler", "n", "mean [95% CI]", f"diff vs {record['baseline']} [95% CI]",
-             "rel. change [95% CI]", "wins", "verdict"]]
+    rows = [
+        [
+            "metric",
+            "scheduler",
+            "n",
+            "mean [95% CI]",
+            f"diff vs {record['baseline']} [95% CI]",
+            "rel. change [95% CI]",
+            "wins",
+            "verdict",
+        ]
+    ]
     statistics = _mapping(record.get("statistics"))
     for key in keys:
         metric = catalog.get(key)
@@ -409,10 +494,13 @@ def study_table(record: dict[str, Any], keys: Iterable[str] = STUDY_HEADLINE_KEY
             pair = _mapping(versus.get(name))
             if pair:
                 dropped = f" ({pair.get('dropped')} dropped)" if pair.get("dropped") else ""
-                cells += [f"{metric.format_change(pair.get('diff_mean'))} "
-                          f"{metric.format_interval(pair.get('ci_low'), pair.get('ci_high'))}",
-                          _relative_text(_mapping(pair.get("relative"))),
-                          f"{pair.get('wins', 0)}/{pair.get('n_pairs', 0)}{dropped}", str(pair.get("verdict"))]
+                cells += [
+                    f"{metric.format_change(pair.get('diff_mean'))} "
+                    f"{metric.format_interval(pair.get('ci_low'), pair.get('ci_high'))}",
+                    _relative_text(_mapping(pair.get("relative"))),
+                    f"{pair.get('wins', 0)}/{pair.get('n_pairs', 0)}{dropped}",
+                    str(pair.get("verdict")),
+                ]
             else:
                 cells += ["(baseline)" if name == record["baseline"] else "(describes the setting)", "", "", ""]
             rows.append(cells)
@@ -425,8 +513,11 @@ def _relative_text(relative: dict[str, Any]) -> str:
     if not isinstance(change, (int, float)) or isinstance(change, bool):
         return "-"
     low, high = relative.get("ci_low"), relative.get("ci_high")
-    interval = (f"[{low * 100:+.1f}, {high * 100:+.1f}]" if isinstance(low, (int, float)) and
-                isinstance(high, (int, float)) else "[no interval]")
+    interval = (
+        f"[{low * 100:+.1f}, {high * 100:+.1f}]"
+        if isinstance(low, (int, float)) and isinstance(high, (int, float))
+        else "[no interval]"
+    )
     return f"{change * 100:+.1f}% {interval}"
 
 
@@ -437,8 +528,10 @@ def study_tables(record: dict[str, Any]) -> list[tuple[str | None, list[list[str
     if len(by_rate) < 2:
         return [(None, study_table(record))]
     rate = Metric("rate", "rate (req/s)", True)
-    return [(f"rate {rate.format(entry.get('rate'))} req/s",
-             study_table({**record, "statistics": entry.get("statistics")})) for entry in by_rate]
+    return [
+        (f"rate {rate.format(entry.get('rate'))} req/s", study_table({**record, "statistics": entry.get("statistics")}))
+        for entry in by_rate
+    ]
 
 
 def study_lines(record: dict[str, Any]) -> list[str]:
@@ -447,10 +540,12 @@ def study_lines(record: dict[str, Any]) -> list[str]:
     counts: dict[str, int] = {}
     for run in runs:
         counts[str(run.get("status"))] = counts.get(str(run.get("status")), 0) + 1
-    lines = [f"{len(runs)} runs: " + ", ".join(f"{n} {status}" for status, n in sorted(counts.items())),
-             "intervals: Student t 95% over seeds; diff = scheduler - baseline per seed (paired); "
-             "wins = seeds where the scheduler is better; a difference of percentages is in percentage points; "
-             "rel. change = mean / baseline mean - 1, interval by bootstrap (BCa) over paired seeds"]
+    lines = [
+        f"{len(runs)} runs: " + ", ".join(f"{n} {status}" for status, n in sorted(counts.items())),
+        "intervals: Student t 95% over seeds; diff = scheduler - baseline per seed (paired); "
+        "wins = seeds where the scheduler is better; a difference of percentages is in percentage points; "
+        "rel. change = mean / baseline mean - 1, interval by bootstrap (BCa) over paired seeds",
+    ]
     for run in runs:
         if run.get("status") not in ("done", "pending") and run.get("error"):
             lines.append(f"  {run.get('run_id')}: {run.get('status')}: {run.get('error')}")
@@ -480,8 +575,12 @@ def identical_decisions_note(root: str | Path, record: dict[str, Any]) -> str | 
     base = _results_root(root)
     groups: dict[tuple[Any, Any], list[str]] = {}
     for run in record.get("runs") or []:
-        if isinstance(run, dict) and run.get("status") == "done" and isinstance(run.get("run_id"), str) \
-                and RUN_ID_PATTERN.match(run["run_id"]):
+        if (
+            isinstance(run, dict)
+            and run.get("status") == "done"
+            and isinstance(run.get("run_id"), str)
+            and RUN_ID_PATTERN.match(run["run_id"])
+        ):
             groups.setdefault((run.get("seed"), run.get("rate")), []).append(run["run_id"])
     compared = identical = 0
     summaries: list[dict[str, Any]] = []
@@ -503,8 +602,9 @@ def identical_decisions_note(root: str | Path, record: dict[str, Any]) -> str | 
     message = identical_decisions_message([s for s in summaries if isinstance(s, dict)], True)
     if identical == compared:
         return message
-    return (f"at {identical} of {compared} seeds the schedulers made identical decisions; "
-            + (message or "").removeprefix("these runs made identical decisions: "))
+    return f"at {identical} of {compared} seeds the schedulers made identical decisions; " + (
+        message or ""
+    ).removeprefix("these runs made identical decisions: ")
 
 
 def delete_study(root: str | Path, study_id: str) -> list[Path]:
@@ -516,29 +616,36 @@ def delete_study(root: str | Path, study_id: str) -> list[Path]:
     from runners.result_store import delete_run, inspect_run
 
     if not isinstance(study_id, str) or not RUN_ID_PATTERN.match(study_id):
-        raise SchedlabError(f"delete: {study_id!r} is not a study id; expected the exact id of a study in the results "
-                            "folder, never a path or pattern")
+        raise SchedlabError(
+            f"delete: {study_id!r} is not a study id; expected the exact id of a study in the results "
+            "folder, never a path or pattern"
+        )
     base = _results_root(root)
     folder = base / study_id
     if folder.is_symlink() or not folder.is_dir() or folder.resolve().parent != base:
         raise SchedlabError(f"delete: {folder} is not a study folder inside {base}")
     extra = sorted(entry.name for entry in folder.iterdir() if entry.name != STUDY_FILE)
     if extra:
-        raise SchedlabError(f"delete: {folder} holds {extra[0]!r} besides {STUDY_FILE}; not a study folder schedlab "
-                            "wrote, so it is left alone")
+        raise SchedlabError(
+            f"delete: {folder} holds {extra[0]!r} besides {STUDY_FILE}; not a study folder schedlab "
+            "wrote, so it is left alone"
+        )
     record = read_study(folder)
     members = []
     for run in record["runs"]:
         run_id = run.get("run_id")
         if not isinstance(run_id, str) or not run_id.startswith(f"{study_id}-") or not RUN_ID_PATTERN.match(run_id):
-            raise SchedlabError(f"delete: {folder / STUDY_FILE} lists {run_id!r}, not a member id of this study "
-                                f"(expected '{study_id}-...'); nothing deleted")
+            raise SchedlabError(
+                f"delete: {folder / STUDY_FILE} lists {run_id!r}, not a member id of this study "
+                f"(expected '{study_id}-...'); nothing deleted"
+            )
         if os.path.lexists(base / run_id):
             members.append(run_id)
     for run_id in members:
         if inspect_run(base / run_id).get("status") == "running":
-            raise SchedlabError(f"delete: member run {run_id!r} is still running; stop the study first (nothing "
-                                "deleted)")
+            raise SchedlabError(
+                f"delete: member run {run_id!r} is still running; stop the study first (nothing deleted)"
+            )
     deleted = [delete_run(base, run_id) for run_id in members]
     (folder / STUDY_FILE).unlink()
     folder.rmdir()

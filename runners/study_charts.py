@@ -8,15 +8,28 @@ Values come from study.json (:mod:`runners.study`) or member runs
 
 from __future__ import annotations
 
-from typing import Any, Sequence
+from collections.abc import Sequence
+from typing import Any
 
 import pandas as pd
 import plotly.graph_objects as go
 import plotly.io as pio
 from plotly.subplots import make_subplots
 
-from runners.charts import (SWEEP_RATE_LABEL, _category_axis, _layout, _plain, _share, _wrap, cdf_hover, draw_slo_lines, hover_value,
-                            percent_axis, quantity, slo_thresholds)
+from runners.charts import (
+    SWEEP_RATE_LABEL,
+    _category_axis,
+    _layout,
+    _plain,
+    _share,
+    _wrap,
+    cdf_hover,
+    draw_slo_lines,
+    hover_value,
+    percent_axis,
+    quantity,
+    slo_thresholds,
+)
 from runners.compare import cdf_points
 from runners.metrics.catalog import metric
 from runners.metrics.seed_statistics import SINGLE_SEED_NOTE
@@ -50,9 +63,13 @@ def _bar_point(key: str, stats: dict[str, Any]) -> tuple[float | None, float | N
         return None, None, None, "no seed has a value"
     if low is None or high is None:
         return mean, None, None, f"{entry.format(stats.get('mean'))} {entry.unit}, n={n}: {NO_INTERVAL_HOVER}"
-    return (mean, high - mean, mean - low,
-            f"{entry.format(stats.get('mean'))} {entry.format_interval(stats.get('ci_low'), stats.get('ci_high'))}"
-            f" {entry.unit}, n={n} seeds (95% CI)")
+    return (
+        mean,
+        high - mean,
+        mean - low,
+        f"{entry.format(stats.get('mean'))} {entry.format_interval(stats.get('ci_low'), stats.get('ci_high'))}"
+        f" {entry.unit}, n={n} seeds (95% CI)",
+    )
 
 
 def metric_bars(record: dict[str, Any], key: str) -> go.Figure:
@@ -79,11 +96,21 @@ def metric_bars(record: dict[str, Any], key: str) -> go.Figure:
             minus.append(down)
             hover.append(text)
         has_error = any(value is not None for value in plus)
-        fig.add_bar(name=name, x=xs, y=ys, marker_color=colours[name], customdata=hover,
-                    hovertemplate=f"<b>{_plain(name)}</b><br>{_plain(quantity(entry))}: %{{customdata}}<extra></extra>",
-                    error_y={"type": "data", "array": [v if v is not None else 0 for v in plus],
-                             "arrayminus": [v if v is not None else 0 for v in minus], "visible": has_error,
-                             "symmetric": False})
+        fig.add_bar(
+            name=name,
+            x=xs,
+            y=ys,
+            marker_color=colours[name],
+            customdata=hover,
+            hovertemplate=f"<b>{_plain(name)}</b><br>{_plain(quantity(entry))}: %{{customdata}}<extra></extra>",
+            error_y={
+                "type": "data",
+                "array": [v if v is not None else 0 for v in plus],
+                "arrayminus": [v if v is not None else 0 for v in minus],
+                "visible": has_error,
+                "symmetric": False,
+            },
+        )
     fig.update_layout(barmode="group")
     fig.update_yaxes(title=entry.label)
     percent_axis(fig, entry)
@@ -112,9 +139,18 @@ def pooled_cdfs(runs_by_scheduler: dict[str, Sequence[RunData]], column: str, lo
         for col, task in enumerate(TASKS, start=1):
             values = pd.to_numeric(pooled.loc[pooled["task"] == task, column], errors="coerce") * entry.scale
             x, y = cdf_points(values, points)
-            fig.add_scatter(x=x, y=y, mode="lines", name=label, legendgroup=name, showlegend=col == 1,
-                            line={"color": palette[index % len(palette)]}, row=1, col=col,
-                            hovertemplate=cdf_hover(entry, task, label))
+            fig.add_scatter(
+                x=x,
+                y=y,
+                mode="lines",
+                name=label,
+                legendgroup=name,
+                showlegend=col == 1,
+                line={"color": palette[index % len(palette)]},
+                row=1,
+                col=col,
+                hovertemplate=cdf_hover(entry, task, label),
+            )
     owners = {run.run_id: name for name, runs in runs_by_scheduler.items() for run in runs}
     members = [run for runs in runs_by_scheduler.values() for run in runs]
     draw_slo_lines(fig, slo_thresholds(members, column, owners), entry, TASKS, log_x, len(runs_by_scheduler))
@@ -125,7 +161,7 @@ def pooled_cdfs(runs_by_scheduler: dict[str, Sequence[RunData]], column: str, lo
 
 def _rgba(colour: str, alpha: float) -> str:
     colour = colour.lstrip("#")
-    red, green, blue = (int(colour[i:i + 2], 16) for i in (0, 2, 4))
+    red, green, blue = (int(colour[i : i + 2], 16) for i in (0, 2, 4))
     return f"rgba({red},{green},{blue},{alpha})"
 
 
@@ -147,27 +183,48 @@ def sweep_bands(record: dict[str, Any], key: str, target: float | None = None) -
         if banded:
             xs = [r for r, _, _ in banded] + [r for r, _, _ in reversed(banded)]
             ys = [hi for _, _, hi in banded] + [lo for _, lo, _ in reversed(banded)]
-            fig.add_scatter(x=xs, y=ys, fill="toself", fillcolor=_rgba(colours[name], 0.18), mode="lines",
-                            line={"width": 0}, name=f"{name} 95% CI", legendgroup=name, showlegend=False,
-                            hoverinfo="skip")
-        fig.add_scatter(x=rates, y=mean, mode="lines+markers", name=name, legendgroup=name,
-                        line={"color": colours[name]},
-                        customdata=[f"n={n}" if lo is not None else f"n={n}: {NO_INTERVAL_HOVER}"
-                                    for n, lo in zip(group["n"], low)],
-                        hovertemplate=f"<b>{_plain(name)}</b><br>%{{x:.4g}} req/s<br>{_plain(quantity(entry))}: "
-                                      f"{hover_value(entry)} (mean, %{{customdata}})<extra></extra>")
+            fig.add_scatter(
+                x=xs,
+                y=ys,
+                fill="toself",
+                fillcolor=_rgba(colours[name], 0.18),
+                mode="lines",
+                line={"width": 0},
+                name=f"{name} 95% CI",
+                legendgroup=name,
+                showlegend=False,
+                hoverinfo="skip",
+            )
+        fig.add_scatter(
+            x=rates,
+            y=mean,
+            mode="lines+markers",
+            name=name,
+            legendgroup=name,
+            line={"color": colours[name]},
+            customdata=[
+                f"n={n}" if lo is not None else f"n={n}: {NO_INTERVAL_HOVER}" for n, lo in zip(group["n"], low)
+            ],
+            hovertemplate=f"<b>{_plain(name)}</b><br>%{{x:.4g}} req/s<br>{_plain(quantity(entry))}: "
+            f"{hover_value(entry)} (mean, %{{customdata}})<extra></extra>",
+        )
     if target is not None:
         shown = entry.display(target)
-        fig.add_hline(y=shown, line={"dash": "dot", "color": "grey"}, annotation_position="bottom right",
-                      annotation_text=f"target {entry.format(target)}{entry.unit if entry.unit == '%' else ''}")
+        fig.add_hline(
+            y=shown,
+            line={"dash": "dot", "color": "grey"},
+            annotation_position="bottom right",
+            annotation_text=f"target {entry.format(target)}{entry.unit if entry.unit == '%' else ''}",
+        )
     fig.update_xaxes(title=SWEEP_RATE_LABEL)
     fig.update_yaxes(title=entry.label)
     percent_axis(fig, entry)
     return _layout(fig, f"{entry.label} vs arrival rate: mean over seeds, band 95% CI")
 
 
-def capacity_chart(record: dict[str, Any], per_seed: pd.DataFrame, statistics: pd.DataFrame,
-                   target: float) -> go.Figure:
+def capacity_chart(
+    record: dict[str, Any], per_seed: pd.DataFrame, statistics: pd.DataFrame, target: float
+) -> go.Figure:
     """Capacity at ``target`` attainment: each seed a dot, per scheduler the mean with its 95%
     interval as an error bar (:func:`runners.study_view.capacity_per_seed` and
     :func:`runners.study_view.capacity_statistics`)."""
@@ -179,21 +236,37 @@ def capacity_chart(record: dict[str, Any], per_seed: pd.DataFrame, statistics: p
         if mean is None or pd.isna(mean):
             continue
         has = row["ci_low"] is not None and not pd.isna(row["ci_low"])
-        fig.add_bar(x=[name], y=[mean], name=name, marker_color=_rgba(colours.get(name, "#888888"), 0.5),
-                    error_y={"type": "data", "array": [row["ci_high"] - mean if has else 0],
-                             "arrayminus": [mean - row["ci_low"] if has else 0], "visible": bool(has),
-                             "symmetric": False},
-                    hovertemplate=f"<b>{_plain(name)}</b><br>{quantity(CAPACITY)}: mean {hover_value(CAPACITY)} "
-                                  f"({_plain(row['mean [95% CI]'])})<extra></extra>"
-                    if has else f"<b>{_plain(name)}</b><br>{quantity(CAPACITY)}: {hover_value(CAPACITY)} "
-                                f"({NO_INTERVAL_HOVER})<extra></extra>")
+        fig.add_bar(
+            x=[name],
+            y=[mean],
+            name=name,
+            marker_color=_rgba(colours.get(name, "#888888"), 0.5),
+            error_y={
+                "type": "data",
+                "array": [row["ci_high"] - mean if has else 0],
+                "arrayminus": [mean - row["ci_low"] if has else 0],
+                "visible": bool(has),
+                "symmetric": False,
+            },
+            hovertemplate=f"<b>{_plain(name)}</b><br>{quantity(CAPACITY)}: mean {hover_value(CAPACITY)} "
+            f"({_plain(row['mean [95% CI]'])})<extra></extra>"
+            if has
+            else f"<b>{_plain(name)}</b><br>{quantity(CAPACITY)}: {hover_value(CAPACITY)} "
+            f"({NO_INTERVAL_HOVER})<extra></extra>",
+        )
     seeds = per_seed.dropna(subset=["capacity_rps"]) if len(per_seed) else per_seed
     if len(seeds):
-        fig.add_scatter(x=seeds["scheduler"], y=seeds["capacity_rps"].astype(float), mode="markers", name="seeds",
-                        marker={"color": "black", "size": 7, "symbol": "circle-open"},
-                        customdata=seeds["seed"],
-                        hovertemplate=f"<b>%{{x}}</b><br>seed %{{customdata}}: {hover_value(CAPACITY)}<extra></extra>")
+        fig.add_scatter(
+            x=seeds["scheduler"],
+            y=seeds["capacity_rps"].astype(float),
+            mode="markers",
+            name="seeds",
+            marker={"color": "black", "size": 7, "symbol": "circle-open"},
+            customdata=seeds["seed"],
+            hovertemplate=f"<b>%{{x}}</b><br>seed %{{customdata}}: {hover_value(CAPACITY)}<extra></extra>",
+        )
     fig.update_yaxes(title=CAPACITY.label)
     block = _category_axis(fig, list(statistics["scheduler"]) if len(statistics) else [])
-    return _layout(fig, f"Capacity at SLO attainment ≥ {target:.0%}: per seed (dots), mean and 95% CI",
-                   axis_block_px=block)
+    return _layout(
+        fig, f"Capacity at SLO attainment ≥ {target:.0%}: per seed (dots), mean and 95% CI", axis_block_px=block
+    )

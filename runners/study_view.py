@@ -14,8 +14,9 @@ streamlit.
 from __future__ import annotations
 
 import math
+from collections.abc import Callable, Iterable
 from pathlib import Path
-from typing import Any, Callable, Iterable
+from typing import Any
 
 import pandas as pd
 
@@ -77,16 +78,21 @@ def record_problem(record: dict[str, Any]) -> str | None:
     if not isinstance(rates, list) or not all(_number(rate) for rate in rates):
         return "'rates' is not a list of numbers"
     for index, run in enumerate(record.get("runs") or []):
-        for key, check, expected in (("scheduler", lambda v: isinstance(v, str), "text"),
-                                     ("status", lambda v: isinstance(v, str), "text"),
-                                     ("seed", lambda v: isinstance(v, int) and not isinstance(v, bool), "an integer"),
-                                     ("rate", lambda v: v is None or _number(v), "a number")):
+        for key, check, expected in (
+            ("scheduler", lambda v: isinstance(v, str), "text"),
+            ("status", lambda v: isinstance(v, str), "text"),
+            ("seed", lambda v: isinstance(v, int) and not isinstance(v, bool), "an integer"),
+            ("rate", lambda v: v is None or _number(v), "a number"),
+        ):
             if not check(run.get(key)):
                 return f"runs[{index}].{key} is {run.get(key)!r}, not {expected}"
     by_rate = record.get("statistics_by_rate", [])
-    if not isinstance(by_rate, list) or not all(isinstance(entry, dict) and isinstance(entry.get("statistics"), dict)
-                                                and (entry.get("rate") is None or _number(entry.get("rate")))
-                                                for entry in by_rate):
+    if not isinstance(by_rate, list) or not all(
+        isinstance(entry, dict)
+        and isinstance(entry.get("statistics"), dict)
+        and (entry.get("rate") is None or _number(entry.get("rate")))
+        for entry in by_rate
+    ):
         return "'statistics_by_rate' is not a list of {rate, statistics} objects"
     return None
 
@@ -146,8 +152,14 @@ def _ordered(record: dict[str, Any], names: Iterable[str]) -> list[str]:
     return order + sorted(set(names) - set(order))
 
 
-def study_member_runs(root: str | Path, record: dict[str, Any], load: Loader | None = None, *, rate: Any = None,
-                      problems: list[str] | None = None) -> dict[str, list[RunData]]:
+def study_member_runs(
+    root: str | Path,
+    record: dict[str, Any],
+    load: Loader | None = None,
+    *,
+    rate: Any = None,
+    problems: list[str] | None = None,
+) -> dict[str, list[RunData]]:
     """Scheduler -> its member runs that ended done (with their request and time-series tables),
     loaded by the exact run ids study.json lists, inside ``root`` only, in seed order. ``load``
     (results folder, run id) -> RunData replaces :func:`load_member` (a page passes a cached
@@ -165,12 +177,19 @@ def study_member_runs(root: str | Path, record: dict[str, Any], load: Loader | N
                 problems.append(str(exc))
             continue
         found.setdefault(str(run.get("scheduler")), []).append((run.get("seed"), data))
-    return {name: [data for _, data in sorted(found[name], key=lambda item: str(item[0]).zfill(12))]
-            for name in _ordered(record, found) if name in found}
+    return {
+        name: [data for _, data in sorted(found[name], key=lambda item: str(item[0]).zfill(12))]
+        for name in _ordered(record, found)
+        if name in found
+    }
 
 
-def member_summaries(root: str | Path, record: dict[str, Any], problems: list[str] | None = None,
-                     read: Callable[[Path], dict[str, Any]] | None = None) -> dict[str, dict[str, Any]]:
+def member_summaries(
+    root: str | Path,
+    record: dict[str, Any],
+    problems: list[str] | None = None,
+    read: Callable[[Path], dict[str, Any]] | None = None,
+) -> dict[str, dict[str, Any]]:
     """run id -> summary of every member that ended done (summaries only: cheap for hundreds of
     runs). ``read`` (folder) -> summary replaces :func:`runners.result_store.read_summary`; an
     unreadable member is left out and reported in ``problems``."""
@@ -196,9 +215,16 @@ def study_counts(record: dict[str, Any]) -> dict[str, Any]:
         by_status[str(run.get("status"))] = by_status.get(str(run.get("status")), 0) + 1
     seeds = [seed for seed in record.get("seeds") or []]
     dropped = sorted({run.get("seed") for run in runs if run.get("status") != "done"}, key=str)
-    return {"runs": len(runs), "by_status": by_status, "done": by_status.get("done", 0),
-            "failed": by_status.get("failed", 0), "seeds": seeds, "rates": list(record.get("rates") or []),
-            "schedulers": _ordered(record, []), "dropped_seeds": dropped}
+    return {
+        "runs": len(runs),
+        "by_status": by_status,
+        "done": by_status.get("done", 0),
+        "failed": by_status.get("failed", 0),
+        "seeds": seeds,
+        "rates": list(record.get("rates") or []),
+        "schedulers": _ordered(record, []),
+        "dropped_seeds": dropped,
+    }
 
 
 def study_setting(summaries: dict[str, dict[str, Any]]) -> dict[str, Any]:
@@ -214,8 +240,11 @@ def study_setting(summaries: dict[str, dict[str, Any]]) -> dict[str, Any]:
 
 def statistics_by_rate(record: dict[str, Any]) -> list[tuple[Any, dict[str, Any]]]:
     """(rate in req/s or None, statistics) per arrival rate of the study, in its order."""
-    by_rate = [entry for entry in record.get("statistics_by_rate") or [] if isinstance(entry, dict)
-               and isinstance(entry.get("statistics"), dict)]
+    by_rate = [
+        entry
+        for entry in record.get("statistics_by_rate") or []
+        if isinstance(entry, dict) and isinstance(entry.get("statistics"), dict)
+    ]
     if by_rate:
         return [(entry.get("rate"), entry["statistics"]) for entry in by_rate]
     statistics = record.get("statistics")
@@ -239,8 +268,10 @@ def same_as_baseline(record: dict[str, Any]) -> dict[str, list[Any]]:
                 if isinstance(pair, dict) and _n(pair, "n_pairs"):
                     pairs.setdefault(str(name), []).append(pair)
         for name, entries in pairs.items():
-            if all(pair.get("diff_mean") == 0 and pair.get("ci_low") in (0, None) and pair.get("ci_high") in (0, None)
-                   for pair in entries):
+            if all(
+                pair.get("diff_mean") == 0 and pair.get("ci_low") in (0, None) and pair.get("ci_high") in (0, None)
+                for pair in entries
+            ):
                 found.setdefault(name, []).append(rate)
     return {name: found[name] for name in _ordered(record, found) if name in found}
 
@@ -253,9 +284,11 @@ def same_as_baseline_lines(record: dict[str, Any]) -> list[str]:
     lines = []
     for name, rates in same_as_baseline(record).items():
         where = f" at {', '.join(format(rate, '.4g') for rate in rates)} req/s" if several else ""
-        lines.append(f"{name} got exactly {baseline}'s results{where} at every seed (attainment, G, throughput and "
-                     f"every latency: each paired difference is 0): what it decides differently never changed how "
-                     f"a request was served in this setting, so these zeros are no finding about {name}")
+        lines.append(
+            f"{name} got exactly {baseline}'s results{where} at every seed (attainment, G, throughput and "
+            f"every latency: each paired difference is 0): what it decides differently never changed how "
+            f"a request was served in this setting, so these zeros are no finding about {name}"
+        )
     return lines
 
 
@@ -277,12 +310,15 @@ def mean_text(metric: Metric, stats: dict[str, Any]) -> str:
 
 def change_text(metric: Metric, pair: dict[str, Any]) -> str:
     """``+3.2 pts [-1.0, 7.4]``: the mean paired difference and its 95% interval."""
-    return (f"{metric.format_change(pair.get('diff_mean'))} "
-            f"{metric.format_interval(pair.get('ci_low'), pair.get('ci_high'))}")
+    return (
+        f"{metric.format_change(pair.get('diff_mean'))} "
+        f"{metric.format_interval(pair.get('ci_low'), pair.get('ci_high'))}"
+    )
 
 
-def statistics_frame(record: dict[str, Any], statistics: dict[str, Any],
-                     metrics: Iterable[Metric] = COMPARISON_METRICS) -> pd.DataFrame:
+def statistics_frame(
+    record: dict[str, Any], statistics: dict[str, Any], metrics: Iterable[Metric] = COMPARISON_METRICS
+) -> pd.DataFrame:
     """One row per metric and scheduler: ``metric``, ``scheduler``, ``n`` (seeds with a value),
     ``mean [95% CI]``, ``change vs <baseline> [95% CI]``, ``relative change [95% CI]``,
     ``seeds better`` (k of n), ``verdict`` (better / worse / no difference; ``baseline`` on the
@@ -301,23 +337,48 @@ def statistics_frame(record: dict[str, Any], statistics: dict[str, Any],
         for name in _ordered(record, per):
             stats = _mapping(per.get(name))
             pair = _mapping(versus.get(name))
-            row = {"metric": metric.label, "scheduler": name, "n": _n(stats),
-                   "mean [95% CI]": mean_text(metric, stats), change_column: "", "relative change [95% CI]": "",
-                   "seeds better": "", "verdict": "", "note": stats.get("note") or "", "key": metric.key,
-                   "judged": False}
+            row = {
+                "metric": metric.label,
+                "scheduler": name,
+                "n": _n(stats),
+                "mean [95% CI]": mean_text(metric, stats),
+                change_column: "",
+                "relative change [95% CI]": "",
+                "seeds better": "",
+                "verdict": "",
+                "note": stats.get("note") or "",
+                "key": metric.key,
+                "judged": False,
+            }
             if metric.describes_setting:
                 row["note"] = "describes the setting (how contended the runs were): no verdict"
             elif name == baseline:
                 row["verdict"] = "baseline"
             elif pair:
-                row.update({change_column: change_text(metric, pair),
-                            "relative change [95% CI]": _relative_text(_mapping(pair.get("relative"))),
-                            "seeds better": wins_text(pair),
-                            "verdict": pair["verdict"] if pair.get("verdict") in VERDICT_COLOURS else "-",
-                            "note": pair.get("note") or row["note"], "judged": True})
+                row.update(
+                    {
+                        change_column: change_text(metric, pair),
+                        "relative change [95% CI]": _relative_text(_mapping(pair.get("relative"))),
+                        "seeds better": wins_text(pair),
+                        "verdict": pair["verdict"] if pair.get("verdict") in VERDICT_COLOURS else "-",
+                        "note": pair.get("note") or row["note"],
+                        "judged": True,
+                    }
+                )
             rows.append(row)
-    columns = ["metric", "scheduler", "n", "mean [95% CI]", change_column, "relative change [95% CI]",
-               "seeds better", "verdict", "note", "key", "judged"]
+    columns = [
+        "metric",
+        "scheduler",
+        "n",
+        "mean [95% CI]",
+        change_column,
+        "relative change [95% CI]",
+        "seeds better",
+        "verdict",
+        "note",
+        "key",
+        "judged",
+    ]
     return pd.DataFrame(rows, columns=columns)
 
 
@@ -342,8 +403,16 @@ def sweep_statistics(record: dict[str, Any], key: str) -> pd.DataFrame:
         per = _mapping(_mapping(statistics.get(key)).get("schedulers"))
         for name in _ordered(record, per):
             stats = _mapping(per.get(name))
-            rows.append({"scheduler": name, "rate_rps": rate, "n": _n(stats),
-                         "mean": stats.get("mean"), "ci_low": stats.get("ci_low"), "ci_high": stats.get("ci_high")})
+            rows.append(
+                {
+                    "scheduler": name,
+                    "rate_rps": rate,
+                    "n": _n(stats),
+                    "mean": stats.get("mean"),
+                    "ci_low": stats.get("ci_low"),
+                    "ci_high": stats.get("ci_high"),
+                }
+            )
     return pd.DataFrame(rows, columns=["scheduler", "rate_rps", "n", "mean", "ci_low", "ci_high"])
 
 
@@ -359,7 +428,8 @@ def capacity_per_seed(record: dict[str, Any], summaries: dict[str, dict[str, Any
         summary = summaries.get(run["run_id"]) if run.get("status") == "done" else None
         value = summary.get("slo_attainment") if isinstance(summary, dict) else None
         cells.setdefault((str(run.get("scheduler")), run.get("seed")), {})[run.get("rate")] = (
-            float(value) if isinstance(value, (int, float)) and not isinstance(value, bool) else None)
+            float(value) if isinstance(value, (int, float)) and not isinstance(value, bool) else None
+        )
     rows = []
     for (name, seed), by_rate in cells.items():
         missing = [rate for rate in rates if by_rate.get(rate) is None]
@@ -372,12 +442,13 @@ def capacity_per_seed(record: dict[str, Any], summaries: dict[str, dict[str, Any
             at_least = all(value >= target for value in attainments)
             if capacity is None:
                 reason = "below the lowest rate"
-        rows.append({"scheduler": name, "seed": seed, "capacity_rps": capacity, "at_least": at_least,
-                     "reason": reason})
+        rows.append({"scheduler": name, "seed": seed, "capacity_rps": capacity, "at_least": at_least, "reason": reason})
     frame = pd.DataFrame(rows, columns=["scheduler", "seed", "capacity_rps", "at_least", "reason"])
     order = {name: index for index, name in enumerate(_ordered(record, frame["scheduler"]))}
-    return frame.sort_values(["scheduler", "seed"], key=lambda column: column.map(order) if column.name ==
-                             "scheduler" else column.astype(str).str.zfill(12)).reset_index(drop=True)
+    return frame.sort_values(
+        ["scheduler", "seed"],
+        key=lambda column: column.map(order) if column.name == "scheduler" else column.astype(str).str.zfill(12),
+    ).reset_index(drop=True)
 
 
 def capacity_text(row: dict[str, Any] | pd.Series) -> str:
@@ -406,36 +477,103 @@ def capacity_statistics(record: dict[str, Any], per_seed: pd.DataFrame) -> pd.Da
     ``ci_high``, ``diff_mean``, ``diff_low``, ``diff_high``, ``wins``, ``n_pairs`` (req/s)."""
     baseline = str(record.get("baseline"))
     change_column = f"change vs {baseline} [95% CI]"
-    values = {name: dict(zip(group["seed"], group["capacity_rps"].astype(object).where(group["capacity_rps"].notna(),
-                                                                                       None)))
-              for name, group in per_seed.groupby("scheduler", sort=False)}
+    values = {
+        name: dict(zip(group["seed"], group["capacity_rps"].astype(object).where(group["capacity_rps"].notna(), None)))
+        for name, group in per_seed.groupby("scheduler", sort=False)
+    }
     rows = []
     for name in _ordered(record, values):
         if name not in values:
             continue
         stats = summarize(list(values[name].values())).as_dict()
         without = sum(1 for value in values[name].values() if value is None)
-        row = {"scheduler": name, "n": stats["n"], "mean [95% CI]": mean_text(CAPACITY, stats), change_column: "",
-               "seeds better": "", "verdict": "baseline" if name == baseline else "",
-               "note": "; ".join(part for part in (stats.get("note") or "", f"{without} seed(s) without a capacity"
-                                                   if without else "") if part),
-               "judged": False, "mean": stats["mean"], "ci_low": stats["ci_low"], "ci_high": stats["ci_high"],
-               "diff_mean": None, "diff_low": None, "diff_high": None, "wins": None, "n_pairs": None}
+        row = {
+            "scheduler": name,
+            "n": stats["n"],
+            "mean [95% CI]": mean_text(CAPACITY, stats),
+            change_column: "",
+            "seeds better": "",
+            "verdict": "baseline" if name == baseline else "",
+            "note": "; ".join(
+                part
+                for part in (stats.get("note") or "", f"{without} seed(s) without a capacity" if without else "")
+                if part
+            ),
+            "judged": False,
+            "mean": stats["mean"],
+            "ci_low": stats["ci_low"],
+            "ci_high": stats["ci_high"],
+            "diff_mean": None,
+            "diff_low": None,
+            "diff_high": None,
+            "wins": None,
+            "n_pairs": None,
+        }
         if name != baseline and baseline in values:
             pair = paired_comparison(values[baseline], values[name], CAPACITY.higher_is_better).as_dict()
-            row.update({change_column: change_text(CAPACITY, pair), "seeds better": wins_text(pair),
-                        "verdict": pair["verdict"], "judged": True, "diff_mean": pair["diff_mean"],
-                        "diff_low": pair["ci_low"], "diff_high": pair["ci_high"], "wins": pair["wins"],
-                        "n_pairs": pair["n_pairs"], "note": pair.get("note") or row["note"]})
+            row.update(
+                {
+                    change_column: change_text(CAPACITY, pair),
+                    "seeds better": wins_text(pair),
+                    "verdict": pair["verdict"],
+                    "judged": True,
+                    "diff_mean": pair["diff_mean"],
+                    "diff_low": pair["ci_low"],
+                    "diff_high": pair["ci_high"],
+                    "wins": pair["wins"],
+                    "n_pairs": pair["n_pairs"],
+                    "note": pair.get("note") or row["note"],
+                }
+            )
         rows.append(row)
-    return pd.DataFrame(rows, columns=["scheduler", "n", "mean [95% CI]", change_column, "seeds better", "verdict",
-                                       "note", "judged", "mean", "ci_low", "ci_high", "diff_mean", "diff_low",
-                                       "diff_high", "wins", "n_pairs"])
+    return pd.DataFrame(
+        rows,
+        columns=[
+            "scheduler",
+            "n",
+            "mean [95% CI]",
+            change_column,
+            "seeds better",
+            "verdict",
+            "note",
+            "judged",
+            "mean",
+            "ci_low",
+            "ci_high",
+            "diff_mean",
+            "diff_low",
+            "diff_high",
+            "wins",
+            "n_pairs",
+        ],
+    )
 
 
-__all__ = ["CAPACITY", "SINGLE_SEED_NOTE", "VERDICT_COLOURS", "list_studies", "member_records", "member_folder",
-           "load_member", "record_problem", "study_member_runs", "member_summaries", "study_counts", "study_setting",
-           "statistics_by_rate", "same_as_baseline", "same_as_baseline_lines",
-           "statistics_frame", "study_frames", "verdict_colour", "wins_text", "mean_text",
-           "change_text", "sweep_statistics", "capacity_per_seed", "capacity_text", "capacity_table",
-           "capacity_statistics"]
+__all__ = [
+    "CAPACITY",
+    "SINGLE_SEED_NOTE",
+    "VERDICT_COLOURS",
+    "list_studies",
+    "member_records",
+    "member_folder",
+    "load_member",
+    "record_problem",
+    "study_member_runs",
+    "member_summaries",
+    "study_counts",
+    "study_setting",
+    "statistics_by_rate",
+    "same_as_baseline",
+    "same_as_baseline_lines",
+    "statistics_frame",
+    "study_frames",
+    "verdict_colour",
+    "wins_text",
+    "mean_text",
+    "change_text",
+    "sweep_statistics",
+    "capacity_per_seed",
+    "capacity_text",
+    "capacity_table",
+    "capacity_statistics",
+]

@@ -16,8 +16,9 @@ import os
 import signal
 import time
 import traceback
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 from pydantic import ValidationError
 
@@ -46,8 +47,9 @@ def read_job_spec(folder: Path, given: str | None = None) -> JobSpec:
             raise SchedlabError(f"<stdin>: the job spec is for {real.job_id!r}, not {spec.job_id!r} ({folder})")
         return real
     except FileNotFoundError:
-        raise SchedlabError(f"{folder}: not a job folder (no job.json; jobs live in "
-                            f"<results>/{JOBS_FOLDER}/<job_id>)") from None
+        raise SchedlabError(
+            f"{folder}: not a job folder (no job.json; jobs live in <results>/{JOBS_FOLDER}/<job_id>)"
+        ) from None
     except UnicodeDecodeError as exc:
         raise SchedlabError(f"{path}: not valid UTF-8 (byte {exc.start})") from None
     except ValidationError as exc:
@@ -114,8 +116,13 @@ def _final_state(runs: list[dict[str, Any]], cancelled: bool) -> str:
     return "done"
 
 
-def _run_study_job(spec: JobSpec, runs: list[dict[str, Any]], results_root: str | Path,
-                   should_stop: Callable[[], bool], report: Callable[..., None]) -> str:
+def _run_study_job(
+    spec: JobSpec,
+    runs: list[dict[str, Any]],
+    results_root: str | Path,
+    should_stop: Callable[[], bool],
+    report: Callable[..., None],
+) -> str:
     """Run the job's study with :func:`runners.study.run_study` and report each member's status
     (read from study.json as each member starts, and from the final record)."""
     from runners.study import STUDY_FILE, StudyMember, StudyPlan, run_study
@@ -123,9 +130,17 @@ def _run_study_job(spec: JobSpec, runs: list[dict[str, Any]], results_root: str 
     study = spec.study
     assert study is not None
     index = {run.run_id: number for number, run in enumerate(spec.runs)}
-    plan = StudyPlan(study.study_id, study.baseline, list(study.schedulers), list(study.seeds),
-                     [StudyMember(str(run.run_id), run.scheduler.name, run.workload.seed, run.workload.arrival.rate,
-                                  run) for run in spec.runs], list(study.rates))
+    plan = StudyPlan(
+        study.study_id,
+        study.baseline,
+        list(study.schedulers),
+        list(study.seeds),
+        [
+            StudyMember(str(run.run_id), run.scheduler.name, run.workload.seed, run.workload.arrival.rate, run)
+            for run in spec.runs
+        ],
+        list(study.rates),
+    )
     record_path = Path(results_root) / study.study_id / STUDY_FILE
     current = {"index": 0, "reported": 0.0}
 

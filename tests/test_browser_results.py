@@ -5,9 +5,8 @@ browser fixtures; skipped as it is when Chromium or playwright is missing."""
 
 from __future__ import annotations
 
-from tests.test_browser import browser, dashboard, shots_folder  # noqa: F401 - pytest fixtures
-
 from runners.metrics.catalog import TABLE_METRICS  # noqa: E402
+from tests.test_browser import browser, dashboard, shots_folder  # noqa: F401 - pytest fixtures
 
 ROWS = len([metric for metric in TABLE_METRICS if not metric.real_engines_only])
 FIVE = ("demo-fcfs-s0", "demo-static-s0", "demo-mcsf-s0", "demo-slo-sa-s0", "demo-dynamic-mem-s0")

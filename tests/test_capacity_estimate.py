@@ -17,8 +17,14 @@ import pandas as pd
 import pytest
 
 from runners.benchmark import execute_run
-from runners.capacity_estimate import (LengthProfile, estimate_capacity, fluid_occupancy, is_low, needed_batch,
-                                       offered_load)
+from runners.capacity_estimate import (
+    LengthProfile,
+    estimate_capacity,
+    fluid_occupancy,
+    is_low,
+    needed_batch,
+    offered_load,
+)
 from runners.config import parse_config
 from runners.engines.latency_model import LatencyModel, PhaseCoefficients
 
@@ -29,10 +35,19 @@ def test_formula_on_a_hand_worked_example():
     #   = ((10 * 105.5) + (20 * 310.5)) / 2 / 15 = 3632.5 / 15
     assert lengths.mean_input == 200 and lengths.mean_decode_steps == 15
     assert lengths.decode_context == pytest.approx(3632.5 / 15)
-    latency = LatencyModel(prefill=PhaseCoefficients(alpha=1e-4, beta=2e-3, gamma=1e-5, delta=0.05),
-                           decode=PhaseCoefficients(alpha=1e-6, beta=1e-3, gamma=1e-5, delta=0.02))
-    estimate = estimate_capacity(latency, lengths, kv_capacity_tokens=100_000, block_size=16, max_num_seqs=8,
-                                 max_num_batched_tokens=8192, instances=2)
+    latency = LatencyModel(
+        prefill=PhaseCoefficients(alpha=1e-4, beta=2e-3, gamma=1e-5, delta=0.05),
+        decode=PhaseCoefficients(alpha=1e-6, beta=1e-3, gamma=1e-5, delta=0.02),
+    )
+    estimate = estimate_capacity(
+        latency,
+        lengths,
+        kv_capacity_tokens=100_000,
+        block_size=16,
+        max_num_seqs=8,
+        max_num_batched_tokens=8192,
+        instances=2,
+    )
     context = 3632.5 / 15
     step = 1e-6 * 8 * context + 1e-3 * 8 + 1e-5 * context + 0.02  # tau at B = 8
     decode = 15 * step / 8
@@ -61,8 +76,13 @@ def saturated_throughput(engine: dict, requests: int, rate: float) -> float:
     simulator run (fcfs, seed 0) offered ``rate`` req/s."""
     import tempfile
 
-    config = parse_config({"engine": {"kind": "sim", **engine}, "run_id": "saturated",
-                           "workload": {"requests": requests, "arrival": {"rate": rate}}})
+    config = parse_config(
+        {
+            "engine": {"kind": "sim", **engine},
+            "run_id": "saturated",
+            "workload": {"requests": requests, "arrival": {"rate": rate}},
+        }
+    )
     with tempfile.TemporaryDirectory() as folder:
         outcome = execute_run(config, folder)
         finish = np.sort(pd.read_parquet(outcome.folder / "requests.parquet")["finish_s"].to_numpy())
@@ -70,22 +90,29 @@ def saturated_throughput(engine: dict, requests: int, rate: float) -> float:
     return 0.6 * len(finish) / (high - low)
 
 
-@pytest.mark.parametrize("engine, requests, low, high", [
-    ({"max_num_seqs": 16}, 300, 0.97, 1.03),
-    ({"max_num_seqs": 32}, 300, 0.97, 1.03),
-    ({"kv_capacity_tokens": 20_000}, 400, 0.85, 1.0),
-])
+@pytest.mark.parametrize(
+    "engine, requests, low, high",
+    [
+        ({"max_num_seqs": 16}, 300, 0.97, 1.03),
+        ({"max_num_seqs": 32}, 300, 0.97, 1.03),
+        ({"kv_capacity_tokens": 20_000}, 400, 0.85, 1.0),
+    ],
+)
 def test_estimate_matches_the_throughput_of_a_saturated_simulator_run(engine, requests, low, high):
-    estimate = offered_load(parse_config({"engine": {"kind": "sim", **engine},
-                                          "workload": {"requests": requests}})).estimate
+    estimate = offered_load(
+        parse_config({"engine": {"kind": "sim", **engine}, "workload": {"requests": requests}})
+    ).estimate
     assert estimate is not None
     measured = saturated_throughput(engine, requests, 4 * estimate.capacity_rps)
     assert low <= measured / estimate.capacity_rps <= high, (measured, estimate.capacity_rps)
 
 
 def test_offered_load_in_words_and_the_low_load_rule():
-    busy = offered_load(parse_config({"engine": {"kind": "sim", "max_num_seqs": 16},
-                                      "workload": {"requests": 200, "arrival": {"rate": 2.5}}}))
+    busy = offered_load(
+        parse_config(
+            {"engine": {"kind": "sim", "max_num_seqs": 16}, "workload": {"requests": 200, "arrival": {"rate": 2.5}}}
+        )
+    )
     assert busy.estimate.capacity_rps == pytest.approx(1.94, abs=0.01) and busy.share == pytest.approx(1.29, abs=0.01)
     assert "129% of the engine's estimated capacity of 1.94 req/s" in busy.text and not busy.low
     # 256 slots at 4 req/s: 78% of the capacity, but about 60 of 256 slots in use: nobody waits
@@ -93,10 +120,16 @@ def test_offered_load_in_words_and_the_low_load_rule():
     assert idle.share == pytest.approx(0.78, abs=0.01) and idle.low
     assert 50 < idle.occupancy < 70 and is_low(idle.estimate, idle.occupancy)
     # all at once: more requests than slots queue; fewer never do
-    assert not offered_load(parse_config({"engine": {"max_num_seqs": 16},
-                                          "workload": {"requests": 40, "arrival": {"process": "all-at-once"}}})).low
-    assert offered_load(parse_config({"engine": {"max_num_seqs": 64},
-                                      "workload": {"requests": 40, "arrival": {"process": "all-at-once"}}})).low
+    assert not offered_load(
+        parse_config(
+            {"engine": {"max_num_seqs": 16}, "workload": {"requests": 40, "arrival": {"process": "all-at-once"}}}
+        )
+    ).low
+    assert offered_load(
+        parse_config(
+            {"engine": {"max_num_seqs": 64}, "workload": {"requests": 40, "arrival": {"process": "all-at-once"}}}
+        )
+    ).low
     # the fluid model's engine never holds more requests than were sent
     assert fluid_occupancy(busy.estimate, 1000.0, 10) <= 10
 

@@ -14,9 +14,23 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from runners.charts import (AXIS_BLOCK_PX, COMPARISON_CHARTS, LEGEND_ROW_PX, TOP_PX, attainment_bars, chart_title,
-                            comparison_chart, comparison_charts, kv_overlay, latency_cdfs, legend_rows,
-                            live_instance_series, live_latency_scatter, sweep_charts, ttft_tpot_scatter)
+from runners.charts import (
+    AXIS_BLOCK_PX,
+    COMPARISON_CHARTS,
+    LEGEND_ROW_PX,
+    TOP_PX,
+    attainment_bars,
+    chart_title,
+    comparison_chart,
+    comparison_charts,
+    kv_overlay,
+    latency_cdfs,
+    legend_rows,
+    live_instance_series,
+    live_latency_scatter,
+    sweep_charts,
+    ttft_tpot_scatter,
+)
 from runners.metrics.catalog import metric, timeseries_metric
 from runners.result_store import RunData
 from runners.study_charts import pooled_cdfs
@@ -26,27 +40,46 @@ PAPER_SLOS = {"chat": {"ttft_s": 10.0, "tpot_s": 0.05}, "code": {"e2e_s": 30.0}}
 
 def make_run(run_id: str, scheduler: str, seed: int = 1, slos: dict | None = None, kv=(0.006, 0.012)) -> RunData:
     """A saved run with 3 chat and 2 code requests (seconds) and two telemetry samples."""
-    requests = pd.DataFrame({
-        "task": ["chat", "chat", "chat", "code", "code"],
-        "ttft_s": [0.5, 1.0, 2.0, 1.0, 3.0],
-        "tpot_s": [0.02, 0.04, 0.08, 0.01, 0.03],
-        "e2e_s": [4.0, 8.0, 16.0, 10.0, 40.0],
-        "queue_s": [0.0, 0.1, 0.2, 0.0, 0.5],
-        "finish_s": [4.0, 9.0, 18.0, 11.0, 41.0],
-        "slo_met": [True, True, False, True, False],
-    })
-    timeseries = pd.DataFrame({"t_s": [0.25, 0.5], "instance": [0, 0], "kv_usage": list(kv), "running": [3, 4],
-                               "tokens_per_s": [100.0, 200.0]})
-    summary = {"run_id": run_id, "scheduler": scheduler, "engine": "sim", "arrival_rate_rps": 4.0,
-               "slo_attainment": 0.6, "slo_attainment_by_task": {"chat": 2 / 3, "code": 0.5}, "G": 0.05}
+    requests = pd.DataFrame(
+        {
+            "task": ["chat", "chat", "chat", "code", "code"],
+            "ttft_s": [0.5, 1.0, 2.0, 1.0, 3.0],
+            "tpot_s": [0.02, 0.04, 0.08, 0.01, 0.03],
+            "e2e_s": [4.0, 8.0, 16.0, 10.0, 40.0],
+            "queue_s": [0.0, 0.1, 0.2, 0.0, 0.5],
+            "finish_s": [4.0, 9.0, 18.0, 11.0, 41.0],
+            "slo_met": [True, True, False, True, False],
+        }
+    )
+    timeseries = pd.DataFrame(
+        {
+            "t_s": [0.25, 0.5],
+            "instance": [0, 0],
+            "kv_usage": list(kv),
+            "running": [3, 4],
+            "tokens_per_s": [100.0, 200.0],
+        }
+    )
+    summary = {
+        "run_id": run_id,
+        "scheduler": scheduler,
+        "engine": "sim",
+        "arrival_rate_rps": 4.0,
+        "slo_attainment": 0.6,
+        "slo_attainment_by_task": {"chat": 2 / 3, "code": 0.5},
+        "G": 0.05,
+    }
     config = {"config": {"workload": {"seed": seed}}, "resolved": {"slos": slos or PAPER_SLOS}}
     return RunData(run_id, Path("/nonexistent") / run_id, config, summary, requests, timeseries)
 
 
 @pytest.fixture
 def runs() -> list[RunData]:
-    return [make_run("20261122-232748-fcfs-sim-4ac5-01", "fcfs"), make_run("20261122-232749-static-sim-4ac5-02", "static"),
-            make_run("20261122-232750-slo-sa-sim-4ac5-03", "slo-sa")]
+    return [
+        make_run("20261122-232748-fcfs-sim-4ac5-01", "fcfs"),
+        make_run("20261122-232749-static-sim-4ac5-02", "static"),
+        make_run("20261122-232750-slo-sa-sim-4ac5-03", "slo-sa"),
+    ]
 
 
 def legend_names(fig) -> list[str]:
@@ -70,20 +103,30 @@ def test_runs_are_named_by_scheduler_with_the_run_id_on_hover(runs):
     named = latency_cdfs(runs, "e2e_s", names={ids[0]: "baseline", ids[1]: "tuned", ids[2]: "paper"})
     assert legend_names(named) == ["baseline", "tuned", "paper"]
     seeded = [make_run("a-01", "fcfs", seed=1), make_run("a-02", "fcfs", seed=2)]
-    assert list(attainment_bars([run.summary for run in seeded], names={"a-01": "fcfs · seed 1",
-                                                                        "a-02": "fcfs · seed 2"}).data[0].x) == \
-        ["fcfs<br>seed 1", "fcfs<br>seed 2"]
-    assert legend_names(comparison_chart("kv_usage", [r.summary for r in seeded], seeded)) == \
-        ["fcfs · seed 1", "fcfs · seed 2"]
+    assert list(
+        attainment_bars([run.summary for run in seeded], names={"a-01": "fcfs · seed 1", "a-02": "fcfs · seed 2"})
+        .data[0]
+        .x
+    ) == ["fcfs<br>seed 1", "fcfs<br>seed 2"]
+    assert legend_names(comparison_chart("kv_usage", [r.summary for r in seeded], seeded)) == [
+        "fcfs · seed 1",
+        "fcfs · seed 2",
+    ]
 
 
 # -- tooltips -----------------------------------------------------------------------------------
 def test_every_comparison_trace_has_a_tooltip_with_the_catalog_unit(runs):
-    units = {"slo_attainment": ["%"], "g": [metric("G").unit], "ttft_cdf": [" s"],
-             "tpot_cdf": [f" {metric('tpot_s').unit}"], "e2e_cdf": [" s"],
-             "ttft_vs_tpot": [f" {metric('ttft_s').unit}", f" {metric('tpot_s').unit}"],
-             "kv_usage": [timeseries_metric("kv_usage").unit], "batch_size": [timeseries_metric("running").unit],
-             "throughput": [metric("output_throughput_tps").unit]}
+    units = {
+        "slo_attainment": ["%"],
+        "g": [metric("G").unit],
+        "ttft_cdf": [" s"],
+        "tpot_cdf": [f" {metric('tpot_s').unit}"],
+        "e2e_cdf": [" s"],
+        "ttft_vs_tpot": [f" {metric('ttft_s').unit}", f" {metric('tpot_s').unit}"],
+        "kv_usage": [timeseries_metric("kv_usage").unit],
+        "batch_size": [timeseries_metric("running").unit],
+        "throughput": [metric("output_throughput_tps").unit],
+    }
     assert metric("tpot_s").unit == "ms" and units["throughput"] == ["tok/s"]
     figures = comparison_charts([run.summary for run in runs], runs)
     for name, fig in figures.items():
@@ -95,8 +138,15 @@ def test_every_comparison_trace_has_a_tooltip_with_the_catalog_unit(runs):
                 assert unit in trace.hovertemplate, (name, trace.hovertemplate)
     assert "TPOT ≤ %{x:.1f} ms for %{y:.1%} of requests" in figures["tpot_cdf"].data[0].hovertemplate
     assert "KV cache used: %{y:.1f}%" in figures["kv_usage"].data[0].hovertemplate
-    sweep = pd.DataFrame({"run_id": ["s1", "s2"], "scheduler": ["fcfs", "fcfs"], "rate_rps": [1.0, 2.0],
-                          "slo_attainment": [1.0, 0.8], "G": [0.1, 0.2]})
+    sweep = pd.DataFrame(
+        {
+            "run_id": ["s1", "s2"],
+            "scheduler": ["fcfs", "fcfs"],
+            "rate_rps": [1.0, 2.0],
+            "slo_attainment": [1.0, 0.8],
+            "G": [0.1, 0.2],
+        }
+    )
     charts = sweep_charts(sweep, 0.9)
     assert "SLO attainment: %{y:.1f}%" in charts["sweep_attainment"].data[0].hovertemplate
     assert "%{x:.4g} req/s" in charts["sweep_g"].data[0].hovertemplate
@@ -111,7 +161,8 @@ def test_cdfs_draw_each_tasks_slo_limit_and_take_a_log_x_axis(runs):
     tpot = latency_cdfs(runs, "tpot_s", log_x=True)
     assert tpot.layout.xaxis.type == "log" and tpot.layout.xaxis2.type == "log"
     assert [(s.type, s.x0, s.x1, s.xref, s.yref) for s in tpot.layout.shapes] == [
-        ("line", 50.0, 50.0, "x", "y domain")]  # chat's 50 ms, in the chat panel; code has no TPOT limit
+        ("line", 50.0, 50.0, "x", "y domain")
+    ]  # chat's 50 ms, in the chat panel; code has no TPOT limit
     label = next(a for a in tpot.layout.annotations if "SLO" in a.text)
     assert label.text == "chat SLO 50 ms" and label.x == pytest.approx(math.log10(50.0))  # annotations: log units
     assert max(tpot.data[0].x) == pytest.approx(80.0)  # 0.08 s drawn in ms
@@ -146,8 +197,10 @@ def test_ttft_vs_tpot_draws_both_tasks_slo_boxes_with_labels_that_do_not_overlap
     assert boxes == {(0, 0, 10.0, 50.0, "x", "y"), (0, 0, 2.0, 100.0, "x", "y")}  # TPOT in ms
     labels = {a.text: (a.x, a.y, a.yanchor) for a in fig.layout.annotations}
     # code's box (200 s·ms) is the smaller: its label inside its corner, chat's above its own
-    assert labels == {"code SLO: TTFT ≤ 2 s, TPOT ≤ 100 ms": (2.0, 100.0, "top"),
-                      "chat SLO: TTFT ≤ 10 s, TPOT ≤ 50 ms": (10.0, 50.0, "bottom")}
+    assert labels == {
+        "code SLO: TTFT ≤ 2 s, TPOT ≤ 100 ms": (2.0, 100.0, "top"),
+        "chat SLO: TTFT ≤ 10 s, TPOT ≤ 50 ms": (10.0, 50.0, "bottom"),
+    }
     # the paper's SLOs: chat a box, code (E2E only) has no region and says so in the legend
     paper = ttft_tpot_scatter([make_run("r1", "fcfs")])
     assert [(s.x1, s.y1) for s in paper.layout.shapes] == [(10.0, 50.0)]
@@ -160,10 +213,16 @@ def test_ttft_vs_tpot_draws_both_tasks_slo_boxes_with_labels_that_do_not_overlap
 
 # -- layout -------------------------------------------------------------------------------------
 def test_the_legend_sits_below_the_axis_and_the_figure_grows_with_it_at_five_runs():
-    many = [make_run(f"20261122-2327{i}-sim-4ac5-0{i}", scheduler, slos=PAPER_SLOS)
-            for i, scheduler in enumerate(["fcfs", "static", "slo-sa", "dynamic-mem", "dynamic-sla"])]
+    many = [
+        make_run(f"20261122-2327{i}-sim-4ac5-0{i}", scheduler, slos=PAPER_SLOS)
+        for i, scheduler in enumerate(["fcfs", "static", "slo-sa", "dynamic-mem", "dynamic-sla"])
+    ]
     names = {run.run_id: f"{run.summary['scheduler']} · long job label {i}" for i, run in enumerate(many)}
-    for fig in (kv_overlay(many, names), latency_cdfs(many, "ttft_s", names=names), ttft_tpot_scatter(many, names=names)):
+    for fig in (
+        kv_overlay(many, names),
+        latency_cdfs(many, "ttft_s", names=names),
+        ttft_tpot_scatter(many, names=names),
+    ):
         rows = legend_rows(legend_names(fig))
         assert rows >= 2
         plot_px = fig.layout.height - fig.layout.margin.t - fig.layout.margin.b
@@ -191,8 +250,9 @@ def test_percent_axes_run_0_to_100_with_fractions_drawn_as_percent(runs):
     assert list(live.data[0].y) == pytest.approx([0.6, 1.2])
     bars = attainment_bars([run.summary for run in runs])
     assert bars.layout.yaxis.range == (0, 100) and bars.data[0].y[0] == pytest.approx(60.0)
-    sweep = pd.DataFrame({"run_id": ["s1"], "scheduler": ["fcfs"], "rate_rps": [1.0], "slo_attainment": [1.0],
-                          "G": [0.1]})
+    sweep = pd.DataFrame(
+        {"run_id": ["s1"], "scheduler": ["fcfs"], "rate_rps": [1.0], "slo_attainment": [1.0], "G": [0.1]}
+    )
     assert sweep_charts(sweep, 0.9)["sweep_attainment"].layout.yaxis.range == (0, 100)
 
 
@@ -251,20 +311,35 @@ def test_results_page_wires_log_x_full_width_and_the_png_picker(monkeypatch, res
 def test_study_bars_and_bands_run_0_to_100_for_percent_with_units_on_hover():
     from runners.study_charts import metric_bars, sweep_bands
 
-    stats = {"fcfs": {"mean": 0.5, "ci_low": 0.4, "ci_high": 0.6, "n": 3},
-             "slo-sa": {"mean": 0.7, "ci_low": 0.65, "ci_high": 0.75, "n": 3}}
-    record = {"schedulers": ["fcfs", "slo-sa"], "baseline": "fcfs", "seeds": [0, 1, 2],
-              "statistics": {"slo_attainment": {"schedulers": stats},
-                             "G": {"schedulers": {"fcfs": {"mean": 0.02, "ci_low": 0.01, "ci_high": 0.03, "n": 3}}}}}
+    stats = {
+        "fcfs": {"mean": 0.5, "ci_low": 0.4, "ci_high": 0.6, "n": 3},
+        "slo-sa": {"mean": 0.7, "ci_low": 0.65, "ci_high": 0.75, "n": 3},
+    }
+    record = {
+        "schedulers": ["fcfs", "slo-sa"],
+        "baseline": "fcfs",
+        "seeds": [0, 1, 2],
+        "statistics": {
+            "slo_attainment": {"schedulers": stats},
+            "G": {"schedulers": {"fcfs": {"mean": 0.02, "ci_low": 0.01, "ci_high": 0.03, "n": 3}}},
+        },
+    }
     bars = metric_bars(record, "slo_attainment")
     assert bars.layout.yaxis.range == (0, 100)
     assert [trace.y[0] for trace in bars.data] == pytest.approx([50.0, 70.0])
     assert bars.data[0].hovertemplate == "<b>fcfs</b><br>SLO attainment: %{customdata}<extra></extra>"
     assert bars.data[0].customdata[0] == "50.0 [40.0, 60.0] %, n=3 seeds (95% CI)"
     assert metric_bars(record, "G").layout.yaxis.range is None  # not a percent
-    swept = {"schedulers": ["fcfs"], "baseline": "fcfs", "seeds": [0], "rates": [1.0, 2.0], "statistics_by_rate": [
-        {"rate": rate, "statistics": {"slo_attainment": {"schedulers": {"fcfs": {"mean": value, "n": 1}}}}}
-        for rate, value in ((1.0, 1.0), (2.0, 0.8))]}
+    swept = {
+        "schedulers": ["fcfs"],
+        "baseline": "fcfs",
+        "seeds": [0],
+        "rates": [1.0, 2.0],
+        "statistics_by_rate": [
+            {"rate": rate, "statistics": {"slo_attainment": {"schedulers": {"fcfs": {"mean": value, "n": 1}}}}}
+            for rate, value in ((1.0, 1.0), (2.0, 0.8))
+        ],
+    }
     band = sweep_bands(swept, "slo_attainment", 0.9)
     assert band.layout.yaxis.range == (0, 100)
     line = next(trace for trace in band.data if trace.name == "fcfs")
@@ -275,8 +350,9 @@ def test_study_bars_and_bands_run_0_to_100_for_percent_with_units_on_hover():
 def test_the_live_charts_say_when_their_clock_is_simulated(runs):
     assert live_instance_series(runs[0].timeseries, simulated=True).layout.xaxis.title.text == "run time, simulated (s)"
     assert live_instance_series(runs[0].timeseries).layout.xaxis.title.text == "run time (s)"
-    assert live_latency_scatter(runs[0].requests, simulated=True).layout.xaxis.title.text == \
-        "finish time, simulated (s)"
+    assert (
+        live_latency_scatter(runs[0].requests, simulated=True).layout.xaxis.title.text == "finish time, simulated (s)"
+    )
 
 
 def test_slo_labels_turn_left_near_the_right_edge_so_they_stay_on_the_plot(runs):

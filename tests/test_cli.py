@@ -23,8 +23,10 @@ def cli(args, capsys):
 def test_run_list_show_compare_delete(results_dir, capsys):
     base = ["--requests", "200", "--rate", "4", "--out", str(results_dir), "--quiet"]
     assert cli(["run", "--engine", "sim", "--scheduler", "fcfs", "--run-id", "f", *base], capsys)[0] == 0
-    code, out, _ = cli(["run", "--engine", "sim", "--scheduler", "static", "--batch-size", "8", "--seed", "0",
-                        "--run-id", "s", *base], capsys)
+    code, out, _ = cli(
+        ["run", "--engine", "sim", "--scheduler", "static", "--batch-size", "8", "--seed", "0", "--run-id", "s", *base],
+        capsys,
+    )
     assert code == 0 and "run s: done" in out and "SLO attainment" in out
     code, out, _ = cli(["list", "--out", str(results_dir)], capsys)
     assert code == 0 and out.count("done") == 2
@@ -49,8 +51,23 @@ def test_config_file_with_flag_overrides(tmp_path, results_dir, capsys):
         "workload:\n  requests: 40\n  arrival: {process: constant, rate: 2}\n"
         "scheduler: {name: static, params: {batch_size: 4}}\nslo:\n  preset: custom\n  code: {e2e_s: 60}\n"
     )
-    code, out, _ = cli(["run", "--config", str(config), "--requests", "30", "--run-id", "cfg", "--out",
-                        str(results_dir), "--quiet", "--set", "engine.max_num_seqs=16"], capsys)
+    code, out, _ = cli(
+        [
+            "run",
+            "--config",
+            str(config),
+            "--requests",
+            "30",
+            "--run-id",
+            "cfg",
+            "--out",
+            str(results_dir),
+            "--quiet",
+            "--set",
+            "engine.max_num_seqs=16",
+        ],
+        capsys,
+    )
     assert code == 0
     saved = json.loads((results_dir / "cfg" / "config.json").read_text())["config"]
     assert saved["workload"]["requests"] == 30 and saved["scheduler"]["params"] == {"batch_size": 4}
@@ -60,9 +77,12 @@ def test_config_file_with_flag_overrides(tmp_path, results_dir, capsys):
 @pytest.mark.parametrize(
     "args, expected",
     [
-        (["--scheduler", "nope"], "scheduler.name: unknown name 'nope'; expected one of: alpha-beta-clear, "
-                                  "alpha-protect, dynamic-mem, dynamic-sla, engine-dynamic-mem, engine-dynamic-sla, "
-                                  "engine-mcsf, engine-slo-sa, fcfs, mcsf, scls, slo-exhaustive, slo-sa, static"),
+        (
+            ["--scheduler", "nope"],
+            "scheduler.name: unknown name 'nope'; expected one of: alpha-beta-clear, "
+            "alpha-protect, dynamic-mem, dynamic-sla, engine-dynamic-mem, engine-dynamic-sla, "
+            "engine-mcsf, engine-slo-sa, fcfs, mcsf, scls, slo-exhaustive, slo-sa, static",
+        ),
         (["--engine", "tgi"], "engine.kind: unknown name 'tgi'; expected one of: lmdeploy, openai, sglang, sim, vllm"),
         (["--rate", "-2"], "workload.arrival.rate: Input should be greater than or equal to 0.000001 (got -2.0)"),
         (["--requests", "0"], "workload.requests: Input should be greater than 0"),
@@ -71,7 +91,10 @@ def test_config_file_with_flag_overrides(tmp_path, results_dir, capsys):
         (["--set", "slo.preset=custom", "--set", "slo.code.e2e_s=0"], "slo.code.e2e_s: Input should be greater than 0"),
         (["--kv-capacity", "512"], "engine.kv_capacity_tokens: the KV cache holds 512 tokens but request"),
         (["--scheduler", "fcfs", "--batch-size", "4"], "scheduler.params.batch_size: Extra inputs are not permitted"),
-        (["--set", "workload.chat.kind=file", "--set", "workload.chat.path=/no/such.json"], "/no/such.json: file not found"),
+        (
+            ["--set", "workload.chat.kind=file", "--set", "workload.chat.path=/no/such.json"],
+            "/no/such.json: file not found",
+        ),
         (["--run-id", "a/b"], "run_id: 'a/b' is not allowed"),
     ],
 )
@@ -86,8 +109,21 @@ def test_bad_input_is_one_clear_line(args, expected, results_dir, capsys):
 def test_malformed_dataset_file_names_the_file(tmp_path, results_dir, capsys):
     bad = tmp_path / "chat.jsonl"
     bad.write_text('{"conversations": []}\nnot json\n')
-    code, _, err = cli(["run", "--requests", "10", "--out", str(results_dir), "--quiet", "--set",
-                        "workload.chat.kind=file", "--set", f"workload.chat.path={bad}"], capsys)
+    code, _, err = cli(
+        [
+            "run",
+            "--requests",
+            "10",
+            "--out",
+            str(results_dir),
+            "--quiet",
+            "--set",
+            "workload.chat.kind=file",
+            "--set",
+            f"workload.chat.path={bad}",
+        ],
+        capsys,
+    )
     assert code == 2 and f"{bad}: line 2 is not valid JSON" in err
 
 
@@ -107,6 +143,8 @@ def test_show_unknown_run(results_dir, capsys):
 
 
 def test_module_entry_point_and_schedulers_listing():
-    completed = subprocess.run([sys.executable, "-m", "runners", "schedulers"], cwd=ROOT, capture_output=True, text=True)
+    completed = subprocess.run(
+        [sys.executable, "-m", "runners", "schedulers"], cwd=ROOT, capture_output=True, text=True
+    )
     assert completed.returncode == 0
     assert "fcfs" in completed.stdout and "static" in completed.stdout and "batch_size" in completed.stdout

@@ -46,8 +46,11 @@ def config_for(server: FaultServer, run_id: str, requests: int = 4, scheduler: s
         "run_id": run_id,
         "engine": {"kind": "openai", "urls": server.url, "warmup_concurrency": [], "request_timeout_s": 60, **engine},
         # outputs of at least 8 tokens, so a short reply (3) and a bad chunk after 2 tokens are visible
-        "workload": {"requests": requests, "arrival": {"process": "poisson", "rate": 50},
-                     "filters": {"max_total_tokens": 300, "min_output_tokens": 8}},
+        "workload": {
+            "requests": requests,
+            "arrival": {"process": "poisson", "rate": 50},
+            "filters": {"max_total_tokens": 300, "min_output_tokens": 8},
+        },
         "scheduler": {"name": scheduler},
         "sample_interval_s": 0.05,
         "max_duration_s": MAX_DURATION_S,
@@ -96,15 +99,28 @@ def test_parse_chunk_accepts_what_servers_send():
     assert parse_chunk({"choices": [{"text": "a"}], "usage": None}, "completions") == ("a", None)
     assert parse_chunk({"choices": [{"text": None, "finish_reason": "length"}]}, "completions") == ("", None)
     assert parse_chunk({"choices": [], "usage": {"completion_tokens": 4, "prompt_tokens": 2}}, "completions") == (
-        None, {"completion_tokens": 4, "prompt_tokens": 2})
+        None,
+        {"completion_tokens": 4, "prompt_tokens": 2},
+    )
     assert parse_chunk({"choices": [{"delta": {"role": "assistant"}}]}, "chat") == (None, None)
     assert parse_chunk({"choices": [{"delta": {"content": "hi"}}]}, "chat") == ("hi", None)
     with pytest.raises(MalformedChunk, match="'delta' is not an object"):
         parse_chunk({"choices": [{"delta": "hi"}]}, "chat")
 
 
-@pytest.mark.parametrize("chunk", ["null", "5", "[1,2]", '{"choices": "abc"}', '["x"]', "[null]",
-                                   '{"choices": [{"text": 5}]}', '{"usage": {"completion_tokens": "abc"}}'])
+@pytest.mark.parametrize(
+    "chunk",
+    [
+        "null",
+        "5",
+        "[1,2]",
+        '{"choices": "abc"}',
+        '["x"]',
+        "[null]",
+        '{"choices": [{"text": 5}]}',
+        '{"usage": {"completion_tokens": "abc"}}',
+    ],
+)
 def test_a_malformed_chunk_fails_its_request_and_keeps_what_arrived(chunk, server_factory, results_dir):
     server = server_factory(behaviour="malformed", chunk=chunk, good_tokens=2)
     outcome, run, elapsed = timed_run(config_for(server, "bad-chunk", requests=3), results_dir)
@@ -127,10 +143,15 @@ def test_a_long_chunk_is_quoted_truncated(server_factory, results_dir):
 
 
 # -- usage counts that cannot be trusted, short replies (item 5) -------------------------------------
-@pytest.mark.parametrize("usage, reason", [(0, "untrusted usage: completion_tokens 0"),
-                                           (-3, "usage.completion_tokens is negative"),
-                                           (10**9, "untrusted usage: completion_tokens 1000000000, more than"),
-                                           ("abc", "usage.completion_tokens is not a count")])
+@pytest.mark.parametrize(
+    "usage, reason",
+    [
+        (0, "untrusted usage: completion_tokens 0"),
+        (-3, "usage.completion_tokens is negative"),
+        (10**9, "untrusted usage: completion_tokens 1000000000, more than"),
+        ("abc", "usage.completion_tokens is not a count"),
+    ],
+)
 def test_an_untrusted_usage_count_fails_the_request_once(usage, reason, server_factory, results_dir):
     server = server_factory(behaviour="usage", usage=usage)
     outcome, run, elapsed = timed_run(config_for(server, "usage", requests=4), results_dir)
@@ -165,8 +186,7 @@ def test_slices_go_on_but_a_short_slice_ends_its_request(server_factory, results
 
     monkeypatch.setitem(registry.SCHEDULERS, "five-token-slices", FiveTokenSlices)
     full = server_factory(behaviour="ok")
-    outcome, run, _ = timed_run(config_for(full, "sliced-ok", requests=4, scheduler="five-token-slices"),
-                                results_dir)
+    outcome, run, _ = timed_run(config_for(full, "sliced-ok", requests=4, scheduler="five-token-slices"), results_dir)
     rows = run.requests
     assert outcome.status == "done" and (rows["output_tokens"] == rows["target_output_tokens"]).all()
     slices = -(-rows["target_output_tokens"] // 5)
@@ -174,8 +194,9 @@ def test_slices_go_on_but_a_short_slice_ends_its_request(server_factory, results
     assert outcome.summary["output_length_mismatches"] == 0 and outcome.summary["server_requests"] == slices.sum()
 
     short = server_factory(behaviour="short", short_tokens=3)
-    outcome, run, _ = timed_run(config_for(short, "sliced-short", requests=4, scheduler="five-token-slices"),
-                                results_dir)
+    outcome, run, _ = timed_run(
+        config_for(short, "sliced-short", requests=4, scheduler="five-token-slices"), results_dir
+    )
     rows = run.requests
     assert (rows["output_tokens"] == 3).all() and (rows["slices"] == 1).all() and short.posts == 4
     assert outcome.summary["output_length_mismatches"] == 4
@@ -207,8 +228,9 @@ def test_cancel_during_a_warm_up_that_never_answers(server_factory, results_dir)
 
 def test_cancel_mid_run_keeps_the_tokens_that_arrived(server_factory, results_dir):
     server = server_factory(behaviour="hang", hang_after=3)
-    outcome, run, elapsed = timed_run(config_for(server, "hang-run", requests=3), results_dir,
-                                      should_stop=stop_after(0.8))
+    outcome, run, elapsed = timed_run(
+        config_for(server, "hang-run", requests=3), results_dir, should_stop=stop_after(0.8)
+    )
     assert outcome.status == "cancelled" and elapsed < 3.0
     rows = run.requests
     assert (rows["error"] == "cancelled").all()
@@ -217,8 +239,9 @@ def test_cancel_mid_run_keeps_the_tokens_that_arrived(server_factory, results_di
 
 def test_cancel_while_metrics_never_answer(server_factory, results_dir):
     server = server_factory(behaviour="ok", hang_metrics=True)
-    outcome, run, elapsed = timed_run(config_for(server, "hang-metrics", requests=3), results_dir,
-                                      should_stop=stop_after(0.5))
+    outcome, run, elapsed = timed_run(
+        config_for(server, "hang-metrics", requests=3), results_dir, should_stop=stop_after(0.5)
+    )
     assert outcome.status == "cancelled" and elapsed < 3.0, f"{outcome.status} after {elapsed:.1f} s"
 
 
@@ -228,16 +251,26 @@ def test_an_exception_inside_the_client_fails_only_its_request(server_factory, r
 
     real = wall_clock.stream_request
 
-    async def flaky(session, endpoint, prompt, max_tokens, priority, send_min_tokens, timeout_s, on_chunk,
-                    engine_args=None):
+    async def flaky(
+        session, endpoint, prompt, max_tokens, priority, send_min_tokens, timeout_s, on_chunk, engine_args=None
+    ):
         if "boom" not in flaky.__dict__:
             flaky.boom = True
             now = time.perf_counter()
             on_chunk(now, True)
             on_chunk(now + 0.001, False)
             raise RuntimeError("client bug (injected)")
-        return await real(session, endpoint, prompt, max_tokens, priority, send_min_tokens, timeout_s, on_chunk,
-                          engine_args=engine_args)
+        return await real(
+            session,
+            endpoint,
+            prompt,
+            max_tokens,
+            priority,
+            send_min_tokens,
+            timeout_s,
+            on_chunk,
+            engine_args=engine_args,
+        )
 
     monkeypatch.setattr(wall_clock, "stream_request", flaky)
     server = server_factory(behaviour="ok")
@@ -264,8 +297,9 @@ def test_a_request_task_that_raises_anyway_fails_its_request(server_factory, res
 
     monkeypatch.setitem(registry.SCHEDULERS, "fails-on-completion", FailsOnItsFirstCompletion)
     server = server_factory(behaviour="ok")
-    outcome, run, elapsed = timed_run(config_for(server, "task-raises", requests=4, scheduler="fails-on-completion"),
-                                      results_dir)
+    outcome, run, elapsed = timed_run(
+        config_for(server, "task-raises", requests=4, scheduler="fails-on-completion"), results_dir
+    )
     assert elapsed < QUICK_S, f"the run waited {elapsed:.1f} s for a dead task"
     errors = run.requests["error"].dropna().tolist()
     assert errors == ["request task failed: RuntimeError: bookkeeping bug (injected)"]

@@ -12,11 +12,17 @@ import aiohttp
 
 from runners.engines.openai_client import KEEPALIVE_S, Endpoint, client_connector, stream_request
 
-STREAM = "".join(
-    f"data: {json.dumps(chunk)}\n\n"
-    for chunk in ({"choices": [{"text": "a"}]}, {"choices": [{"text": "b"}]},
-                  {"choices": [], "usage": {"completion_tokens": 2, "prompt_tokens": 1}})
-) + "data: [DONE]\n\n"
+STREAM = (
+    "".join(
+        f"data: {json.dumps(chunk)}\n\n"
+        for chunk in (
+            {"choices": [{"text": "a"}]},
+            {"choices": [{"text": "b"}]},
+            {"choices": [], "usage": {"completion_tokens": 2, "prompt_tokens": 1}},
+        )
+    )
+    + "data: [DONE]\n\n"
+)
 
 
 async def serve(drop_first: int):
@@ -29,16 +35,24 @@ async def serve(drop_first: int):
             head = await reader.readuntil(b"\r\n\r\n") if not reader.at_eof() else b""
             if not head:
                 break
-            length = next((int(line.split(b":")[1]) for line in head.split(b"\r\n")
-                           if line.lower().startswith(b"content-length")), 0)
+            length = next(
+                (
+                    int(line.split(b":")[1])
+                    for line in head.split(b"\r\n")
+                    if line.lower().startswith(b"content-length")
+                ),
+                0,
+            )
             await reader.readexactly(length)
             seen["requests"] += 1
             if seen["requests"] <= drop_first:
                 writer.close()
                 return
             body = STREAM.encode()
-            writer.write(b"HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\n"
-                         b"Content-Length: " + str(len(body)).encode() + b"\r\n\r\n" + body)
+            writer.write(
+                b"HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\n"
+                b"Content-Length: " + str(len(body)).encode() + b"\r\n\r\n" + body
+            )
             await writer.drain()
 
     server = await asyncio.start_server(handle, "127.0.0.1", 0)
@@ -50,8 +64,7 @@ def request_against(drop_first: int):
         server, port, seen = await serve(drop_first)
         try:
             async with aiohttp.ClientSession(connector=client_connector()) as session:
-                result = await stream_request(session, Endpoint(f"http://127.0.0.1:{port}", "m"), "hi", 2,
-                                              timeout_s=10)
+                result = await stream_request(session, Endpoint(f"http://127.0.0.1:{port}", "m"), "hi", 2, timeout_s=10)
         finally:
             server.close()
             await server.wait_closed()

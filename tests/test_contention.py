@@ -18,17 +18,27 @@ HINT = "create contention with a higher rate, fewer slots (engine.max_num_seqs) 
 
 
 def sample(t_s, instance, waiting, gateway_pending):
-    return {"t_s": t_s, "instance": instance, "waiting": waiting, "gateway_pending": gateway_pending,
-            "running": 1, "kv_usage": 0.1}
+    return {
+        "t_s": t_s,
+        "instance": instance,
+        "waiting": waiting,
+        "gateway_pending": gateway_pending,
+        "running": 1,
+        "kv_usage": 0.1,
+    }
 
 
 def test_contention_by_hand_on_two_instances():
     rows = [
-        sample(0.0, 0, 0, 0), sample(0.0, 1, 0, 0),            # waiting(0) = 0
-        sample(1.0, 0, 2, 3), sample(1.0, 1, 1, 3),            # 2 + 1 engine, 3 held once: 6
-        sample(2.0, 0, 0, 1), sample(2.0, 1, None, 1),         # instance 1 did not answer: 0 + 1 = 1
-        sample(4.0, 0, 5, 0), sample(4.0, 1, 0, 0),
-        sample(4.0, 0, 0, 0),                                  # final sample at the same instant wins: 0
+        sample(0.0, 0, 0, 0),
+        sample(0.0, 1, 0, 0),  # waiting(0) = 0
+        sample(1.0, 0, 2, 3),
+        sample(1.0, 1, 1, 3),  # 2 + 1 engine, 3 held once: 6
+        sample(2.0, 0, 0, 1),
+        sample(2.0, 1, None, 1),  # instance 1 did not answer: 0 + 1 = 1
+        sample(4.0, 0, 5, 0),
+        sample(4.0, 1, 0, 0),
+        sample(4.0, 0, 0, 0),  # final sample at the same instant wins: 0
     ]
     result = contention(rows)
     # held for 1 s, 1 s, 2 s over a 4 s span: mean (0*1 + 6*1 + 1*2) / 4, queue during 3 of 4 s
@@ -37,8 +47,12 @@ def test_contention_by_hand_on_two_instances():
 
 
 def test_contention_of_one_sample_and_of_none():
-    assert contention([sample(3.0, 0, 2, 1)]) == {"waiting_peak": 3, "waiting_mean": 3.0, "queued_share": 1.0,
-                                                   "samples": 1}
+    assert contention([sample(3.0, 0, 2, 1)]) == {
+        "waiting_peak": 3,
+        "waiting_mean": 3.0,
+        "queued_share": 1.0,
+        "samples": 1,
+    }
     assert contention([]) == {"waiting_peak": None, "waiting_mean": None, "queued_share": None, "samples": 0}
 
 
@@ -62,12 +76,15 @@ def test_identical_decisions_message_says_why_and_what_to_change():
     calm = {"contention": {"waiting_peak": 0, "waiting_mean": 0.0, "queued_share": 0.0, "samples": 10}}
     brief = {"contention": {"waiting_peak": 2, "waiting_mean": 0.06, "queued_share": 0.061, "samples": 10}}
     assert identical_decisions_message([calm, calm], True) == (
-        "these runs made identical decisions: the engine never had a queue (max waiting 0); " + HINT)
+        "these runs made identical decisions: the engine never had a queue (max waiting 0); " + HINT
+    )
     assert identical_decisions_message([calm, brief], True) == (
         "these runs made identical decisions: requests waited only briefly (max waiting 2, a queue 6.1% of the "
-        "time) and every scheduler served them in the same order; " + HINT)
+        "time) and every scheduler served them in the same order; " + HINT
+    )
     assert identical_decisions_message([{}, {"contention": "damaged"}], True) == (
-        "these runs made identical decisions: the runs do not record how many requests waited; " + HINT)
+        "these runs made identical decisions: the runs do not record how many requests waited; " + HINT
+    )
     assert identical_decisions_message([calm, calm], False) is None
 
 
@@ -81,8 +98,14 @@ def runs(tmp_path_factory):
     outcomes = {}
     for setting, workload, engine in (("calm", CALM, {}), ("busy", BUSY, {"max_num_seqs": 4})):
         for scheduler in ("fcfs", "slo-sa"):
-            config = parse_config({"workload": workload, "engine": engine, "scheduler": {"name": scheduler},
-                                   "run_id": f"{setting}-{scheduler}"})
+            config = parse_config(
+                {
+                    "workload": workload,
+                    "engine": engine,
+                    "scheduler": {"name": scheduler},
+                    "run_id": f"{setting}-{scheduler}",
+                }
+            )
             outcomes[setting, scheduler] = execute_run(config, folder)
     return folder, outcomes
 
@@ -112,7 +135,8 @@ def test_a_run_with_a_queue_records_it(runs):
     table = comparison_table([summary, {**summary, "run_id": "other"}], baseline=summary["run_id"]).set_index("metric")
     assert table.loc["requests waiting, peak", summary["run_id"]] == 36
     assert table.loc["time with a queue (%)", summary["run_id"]] == pytest.approx(
-        summary["contention"]["queued_share"] * 100)
+        summary["contention"]["queued_share"] * 100
+    )
 
 
 def test_schedulers_decide_alike_without_a_queue_and_differ_with_one(runs):
@@ -123,7 +147,8 @@ def test_schedulers_decide_alike_without_a_queue_and_differ_with_one(runs):
     assert not identical_decisions(busy)
     summaries = [outcomes["calm", name].summary for name in ("fcfs", "slo-sa")]
     assert identical_decisions_message(summaries, identical_decisions(calm)) == (
-        "these runs made identical decisions: the engine never had a queue (max waiting 0); " + HINT)
+        "these runs made identical decisions: the engine never had a queue (max waiting 0); " + HINT
+    )
 
 
 def test_a_wall_clock_run_records_what_the_gateway_holds(results_dir):
@@ -133,14 +158,19 @@ def test_a_wall_clock_run_records_what_the_gateway_holds(results_dir):
 
     server = FakeLMDeploy().start()
     try:
-        config = parse_config({
-            "run_id": "static-attached",
-            "engine": {"kind": "openai", "urls": server.url},
-            "workload": {"requests": 8, "arrival": {"process": "all-at-once"},
-                         "filters": {"max_total_tokens": 300}},
-            "scheduler": {"name": "static", "params": {"batch_size": 2}},
-            "sample_interval_s": 0.05,
-        })
+        config = parse_config(
+            {
+                "run_id": "static-attached",
+                "engine": {"kind": "openai", "urls": server.url},
+                "workload": {
+                    "requests": 8,
+                    "arrival": {"process": "all-at-once"},
+                    "filters": {"max_total_tokens": 300},
+                },
+                "scheduler": {"name": "static", "params": {"batch_size": 2}},
+                "sample_interval_s": 0.05,
+            }
+        )
         outcome = execute_run(config, results_dir)
     finally:
         server.stop()

@@ -18,10 +18,10 @@ import pytest
 from runners.benchmark import execute_run
 from runners.compare import capacities, capacity_at, cdf_points, comparison_table, percent_change, sweep_frame
 from runners.config import parse_config
+from runners.errors import ConfigError
 from runners.jobs import cancel_job, list_jobs, new_job_spec, read_job, start_job
 from runners.live import job_eta_s, job_run_rows, qualified, read_live
 from runners.result_store import RunWriter, list_runs, load_run, rename_run
-from runners.errors import ConfigError
 
 
 def summary(run_id: str, **fields) -> dict:
@@ -39,21 +39,35 @@ def test_comparison_table_shows_short_replies_and_resends_only_for_real_engine_r
 
 
 def test_comparison_table_percent_change_by_hand():
-    base = summary("a", slo_attainment=0.80, G=0.05, e2e_s={"mean": 10.0, "p90": 20.0}, tpot_s={"mean": 0.040},
-                   slo_attainment_by_task={"chat": 0.5, "code": None}, preemptions=0)
-    other = summary("b", slo_attainment=0.60, G=0.075, e2e_s={"mean": 8.0, "p90": 30.0}, tpot_s={"mean": 0.050},
-                    slo_attainment_by_task={"chat": 0.75, "code": 0.9}, preemptions=4)
+    base = summary(
+        "a",
+        slo_attainment=0.80,
+        G=0.05,
+        e2e_s={"mean": 10.0, "p90": 20.0},
+        tpot_s={"mean": 0.040},
+        slo_attainment_by_task={"chat": 0.5, "code": None},
+        preemptions=0,
+    )
+    other = summary(
+        "b",
+        slo_attainment=0.60,
+        G=0.075,
+        e2e_s={"mean": 8.0, "p90": 30.0},
+        tpot_s={"mean": 0.050},
+        slo_attainment_by_task={"chat": 0.75, "code": 0.9},
+        preemptions=4,
+    )
     table = comparison_table([other, base], baseline="a").set_index("metric")
     assert list(table.columns) == ["a", "b", "Δ% b"]
     assert table.loc["SLO attainment (%)", "a"] == pytest.approx(80.0)
-    assert table.loc["SLO attainment (%)", "Δ% b"] == pytest.approx(-25.0)   # (0.6 - 0.8) / 0.8
+    assert table.loc["SLO attainment (%)", "Δ% b"] == pytest.approx(-25.0)  # (0.6 - 0.8) / 0.8
     assert table.loc["G (1/s)", "Δ% b"] == pytest.approx(50.0)
     assert table.loc["E2E mean (s)", "Δ% b"] == pytest.approx(-20.0)
     assert table.loc["E2E p90 (s)", "Δ% b"] == pytest.approx(50.0)
-    assert table.loc["TPOT mean (ms)", "b"] == pytest.approx(50.0)            # shown in ms
+    assert table.loc["TPOT mean (ms)", "b"] == pytest.approx(50.0)  # shown in ms
     assert table.loc["SLO attainment, chat (%)", "Δ% b"] == pytest.approx(50.0)
-    assert pd.isna(table.loc["SLO attainment, code (%)", "Δ% b"])            # no baseline value
-    assert pd.isna(table.loc["preemptions", "Δ% b"])                          # baseline 0: undefined
+    assert pd.isna(table.loc["SLO attainment, code (%)", "Δ% b"])  # no baseline value
+    assert pd.isna(table.loc["preemptions", "Δ% b"])  # baseline 0: undefined
     with pytest.raises(ValueError, match="baseline 'z'"):
         comparison_table([base], baseline="z")
     assert percent_change(3.0, -2.0) == pytest.approx(250.0)
@@ -62,15 +76,17 @@ def test_comparison_table_percent_change_by_hand():
 def test_capacity_interpolates_between_swept_rates():
     # attainment 1.0 at 1 req/s, 0.95 at 2, 0.85 at 3: the 0.9 target is crossed halfway 2 -> 3
     assert capacity_at([3, 1, 2], [0.85, 1.0, 0.95], 0.9) == pytest.approx(2.5)
-    assert capacity_at([1, 2], [0.95, 0.92], 0.9) == 2           # never missed: the highest rate (a lower bound)
-    assert capacity_at([1, 2], [0.8, 0.7], 0.9) is None          # missed already at the lowest rate
+    assert capacity_at([1, 2], [0.95, 0.92], 0.9) == 2  # never missed: the highest rate (a lower bound)
+    assert capacity_at([1, 2], [0.8, 0.7], 0.9) is None  # missed already at the lowest rate
     assert capacity_at([1, 2, 3], [0.95, 0.5, 0.95], 0.9) == pytest.approx(1 + 0.05 / 0.45)  # first crossing counts
-    frame = sweep_frame([
-        summary("f1", scheduler="fcfs", arrival_rate_rps=1.0, slo_attainment=1.0, G=0.1, sweep_id="s"),
-        summary("f2", scheduler="fcfs", arrival_rate_rps=2.0, slo_attainment=0.5, G=0.05, sweep_id="s"),
-        summary("d1", scheduler="dyn", arrival_rate_rps=1.0, slo_attainment=1.0, G=0.1, sweep_id="s"),
-        summary("d2", scheduler="dyn", arrival_rate_rps=2.0, slo_attainment=0.95, G=0.08, sweep_id="s"),
-    ])
+    frame = sweep_frame(
+        [
+            summary("f1", scheduler="fcfs", arrival_rate_rps=1.0, slo_attainment=1.0, G=0.1, sweep_id="s"),
+            summary("f2", scheduler="fcfs", arrival_rate_rps=2.0, slo_attainment=0.5, G=0.05, sweep_id="s"),
+            summary("d1", scheduler="dyn", arrival_rate_rps=1.0, slo_attainment=1.0, G=0.1, sweep_id="s"),
+            summary("d2", scheduler="dyn", arrival_rate_rps=2.0, slo_attainment=0.95, G=0.08, sweep_id="s"),
+        ]
+    )
     table = capacities(frame, 0.9).set_index("scheduler")
     assert table.loc["fcfs", "capacity_rps"] == pytest.approx(1.2)  # 1 + (1.0 - 0.9) / (1.0 - 0.5)
     assert not table.loc["fcfs", "at_least"]
@@ -96,8 +112,10 @@ def wait(folder: Path, timeout_s: float = 90.0):
 
 
 def test_job_runs_schedulers_in_order_on_the_same_workload(results_dir):
-    configs = [parse_config({"workload": {"requests": 30, "seed": 5}, "scheduler": {"name": name}})
-               for name in ("fcfs", "static")]
+    configs = [
+        parse_config({"workload": {"requests": 30, "seed": 5}, "scheduler": {"name": name}})
+        for name in ("fcfs", "static")
+    ]
     spec = new_job_spec(configs, label="pair")
     folder = start_job(spec, results_dir)
     job = wait(folder)
@@ -105,15 +123,21 @@ def test_job_runs_schedulers_in_order_on_the_same_workload(results_dir):
     first, second = (load_run(results_dir, run_id) for run_id in job.run_ids)
     assert first.summary["scheduler"] == "fcfs" and second.summary["scheduler"] == "static"
     # same requests, same arrival times
-    pd.testing.assert_series_equal(first.requests.sort_values("request_id")["arrival_s"].reset_index(drop=True),
-                                   second.requests.sort_values("request_id")["arrival_s"].reset_index(drop=True))
+    pd.testing.assert_series_equal(
+        first.requests.sort_values("request_id")["arrival_s"].reset_index(drop=True),
+        second.requests.sort_values("request_id")["arrival_s"].reset_index(drop=True),
+    )
     assert list_jobs(results_dir)[0].job_id == spec.job_id
 
 
 def test_cancel_stops_the_run_keeps_its_rows_and_skips_the_rest(results_dir):
     slow = {"kind": "sim", "pace": 1.0}  # real time: 300 requests at 2/s take minutes
-    configs = [parse_config({"engine": slow, "workload": {"requests": 300, "arrival": {"rate": 2.0}},
-                             "scheduler": {"name": name}}) for name in ("fcfs", "static")]
+    configs = [
+        parse_config(
+            {"engine": slow, "workload": {"requests": 300, "arrival": {"rate": 2.0}}, "scheduler": {"name": name}}
+        )
+        for name in ("fcfs", "static")
+    ]
     folder = start_job(new_job_spec(configs), results_dir)
     run_id = configs and read_job(folder).spec.runs[0].run_id
     deadline = time.monotonic() + 60
@@ -158,7 +182,7 @@ def test_live_reader_sees_parts_before_the_merge_and_computes_eta(results_dir):
     snapshot = read_live(results_dir / "live", now=started + 30.0)
     assert (snapshot.done, snapshot.total, snapshot.status) == (2, 4, "running")
     assert snapshot.elapsed_s == pytest.approx(30.0)
-    assert snapshot.eta_s == pytest.approx(30.0)          # 2 of 4 done in 30 s
+    assert snapshot.eta_s == pytest.approx(30.0)  # 2 of 4 done in 30 s
     assert snapshot.metrics["slo_attainment"] == 0.5
     assert snapshot.metrics["G"] == pytest.approx(1 / 4.0)  # 1 met / (2 + 2) s
     assert snapshot.tokens_per_s == pytest.approx(50.0)
@@ -175,21 +199,57 @@ def live_run(results_dir: Path, run_id: str, engine: str, flush_each: bool = Fal
     """A run folder as a run writes it: 2 of 4 requests finished (at 2 s and 3 s on the run's clock),
     one telemetry sample at 1 s of 40 + 10 output tok/s over two instances (``flush_each``: each
     request flushed to a part file of its own, as before the run's merge)."""
-    writer = RunWriter(results_dir, run_id, {"config": {"workload": {"requests": 4}}},
-                       {"engine": engine, "started_at": "2026-11-21T10:00:00Z"})
+    writer = RunWriter(
+        results_dir,
+        run_id,
+        {"config": {"workload": {"requests": 4}}},
+        {"engine": engine, "started_at": "2026-11-21T10:00:00Z"},
+    )
     writer.write_summary({"status": "running", "requests_total": 4})
-    base = {"task": "chat", "dispatch_s": 0.0, "input_tokens": 10, "output_tokens": 5, "target_output_tokens": 5,
-            "queue_s": 0.0, "instance": 0, "slices": 1, "error": None, "preemptions": 0, "itl_max_s": 0.1}
+    base = {
+        "task": "chat",
+        "dispatch_s": 0.0,
+        "input_tokens": 10,
+        "output_tokens": 5,
+        "target_output_tokens": 5,
+        "queue_s": 0.0,
+        "instance": 0,
+        "slices": 1,
+        "error": None,
+        "preemptions": 0,
+        "itl_max_s": 0.1,
+    }
     for index in range(2):
-        writer.add_request({**base, "request_id": f"r{index}", "arrival_s": float(index), "first_token_s": index + 1.0,
-                            "finish_s": index + 2.0, "ttft_s": 1.0, "tpot_s": 0.25, "e2e_s": 2.0,
-                            "slo_met": index == 0})
+        writer.add_request(
+            {
+                **base,
+                "request_id": f"r{index}",
+                "arrival_s": float(index),
+                "first_token_s": index + 1.0,
+                "finish_s": index + 2.0,
+                "ttft_s": 1.0,
+                "tpot_s": 0.25,
+                "e2e_s": 2.0,
+                "slo_met": index == 0,
+            }
+        )
         if flush_each:
             writer.flush()
     for instance, rate in ((0, 40.0), (1, 10.0)):
-        writer.add_sample({"t_s": 1.0, "instance": instance, "kv_usage": 0.5, "running": 2, "waiting": 0,
-                           "preemptions": 0, "tokens_per_s": rate, "gateway_pending": 0, "in_flight": 2,
-                           "gpu_memory_used_bytes": None})
+        writer.add_sample(
+            {
+                "t_s": 1.0,
+                "instance": instance,
+                "kv_usage": 0.5,
+                "running": 2,
+                "waiting": 0,
+                "preemptions": 0,
+                "tokens_per_s": rate,
+                "gateway_pending": 0,
+                "in_flight": 2,
+                "gpu_memory_used_bytes": None,
+            }
+        )
     writer.flush()
     return writer
 
@@ -226,20 +286,40 @@ def test_job_eta_counts_every_run_of_the_job():
 
 
 def test_the_runs_of_a_job_are_listed_with_the_results_of_those_that_ended(results_dir):
-    configs = [parse_config({"run_id": run_id, "scheduler": {"name": name}, "workload": {"seed": 3}})
-               for run_id, name in (("ended", "fcfs"), ("going", "static"), ("waiting", "fcfs"))]
+    configs = [
+        parse_config({"run_id": run_id, "scheduler": {"name": name}, "workload": {"seed": 3}})
+        for run_id, name in (("ended", "fcfs"), ("going", "static"), ("waiting", "fcfs"))
+    ]
     ended = live_run(results_dir, "ended", "sim")
-    ended.close("done", {"requests_total": 4, "slo_attainment": 0.75, "G": 0.125, "tpot_s": {"mean": 0.0423},
-                         "e2e_s": {"mean": 12.5}, "output_throughput_tps": 901.74})
+    ended.close(
+        "done",
+        {
+            "requests_total": 4,
+            "slo_attainment": 0.75,
+            "G": 0.125,
+            "tpot_s": {"mean": 0.0423},
+            "e2e_s": {"mean": 12.5},
+            "output_throughput_tps": 901.74,
+        },
+    )
     live_run(results_dir, "going", "sim")
     going = read_live(results_dir / "going")
     rows = job_run_rows(results_dir, configs, {"ended": {"status": "done"}, "going": {"status": "running"}}, going)
     assert [(row["run"], row["status"], row["scheduler"], row["seed"]) for row in rows] == [
-        ("ended", "done", "fcfs", 3), ("going", "running", "static", 3), ("waiting", "queued", "fcfs", 3)]
-    assert {key: rows[0][key] for key in ("SLO attainment (%)", "G (1/s)", "TPOT mean (ms)", "E2E mean (s)",
-                                          "output throughput (tok/s)")} == {
-        "SLO attainment (%)": "75.0", "G (1/s)": "0.125", "TPOT mean (ms)": "42.3", "E2E mean (s)": "12.500",
-        "output throughput (tok/s)": "901.7"}
+        ("ended", "done", "fcfs", 3),
+        ("going", "running", "static", 3),
+        ("waiting", "queued", "fcfs", 3),
+    ]
+    assert {
+        key: rows[0][key]
+        for key in ("SLO attainment (%)", "G (1/s)", "TPOT mean (ms)", "E2E mean (s)", "output throughput (tok/s)")
+    } == {
+        "SLO attainment (%)": "75.0",
+        "G (1/s)": "0.125",
+        "TPOT mean (ms)": "42.3",
+        "E2E mean (s)": "12.500",
+        "output throughput (tok/s)": "901.7",
+    }
     # the running run: its results so far (1 of 2 finished requests met its SLO; TPOT 250 ms)
     assert (rows[1]["SLO attainment (%)"], rows[1]["TPOT mean (ms)"]) == ("50.0", "250.0")
     assert rows[2]["SLO attainment (%)"] == ""
@@ -258,14 +338,16 @@ def test_paced_simulation_measures_the_same_and_takes_wall_time(results_dir):
     workload = {"requests": 12, "seed": 3, "arrival": {"process": "poisson", "rate": 4.0}}
     fast = execute_run(parse_config({"run_id": "fast", "workload": workload}), results_dir)
     started = time.perf_counter()
-    paced = execute_run(parse_config({"run_id": "paced", "workload": workload, "engine": {"kind": "sim", "pace": 4.0}}),
-                        results_dir)
+    paced = execute_run(
+        parse_config({"run_id": "paced", "workload": workload, "engine": {"kind": "sim", "pace": 4.0}}), results_dir
+    )
     wall = time.perf_counter() - started
     simulated = fast.summary["duration_s"]
     assert wall >= simulated / 4.0 * 0.9
     a, b = load_run(results_dir, "fast").requests, load_run(results_dir, "paced").requests
-    pd.testing.assert_frame_equal(a.sort_values("request_id").reset_index(drop=True),
-                                  b.sort_values("request_id").reset_index(drop=True))
+    pd.testing.assert_frame_equal(
+        a.sort_values("request_id").reset_index(drop=True), b.sort_values("request_id").reset_index(drop=True)
+    )
 
 
 def test_rename_moves_the_folder_and_rewrites_the_ids(results_dir):
@@ -304,23 +386,39 @@ def test_html_export_is_standalone_and_png_export_renders(results_dir):
 def test_launch_form_builds_a_sweep_and_names_a_bad_upload(results_dir):
     from runners.launch_form import build_job, save_upload
 
-    result = build_job({"engine.kind": "sim", "workload.requests": 20, "sweep.enabled": True,
-                        "sweep.rates": "4, 1 2", "sweep.target": 0.8}, ["fcfs", "scls"])
+    result = build_job(
+        {
+            "engine.kind": "sim",
+            "workload.requests": 20,
+            "sweep.enabled": True,
+            "sweep.rates": "4, 1 2",
+            "sweep.target": 0.8,
+        },
+        ["fcfs", "scls"],
+    )
     assert result.ok, result.errors
     runs = result.spec.runs
     assert [(run.scheduler.name, run.workload.arrival.rate) for run in runs] == [
-        ("fcfs", 1.0), ("scls", 1.0), ("fcfs", 2.0), ("scls", 2.0), ("fcfs", 4.0), ("scls", 4.0)]
+        ("fcfs", 1.0),
+        ("scls", 1.0),
+        ("fcfs", 2.0),
+        ("scls", 2.0),
+        ("fcfs", 4.0),
+        ("scls", 4.0),
+    ]
     assert len({run.sweep_id for run in runs}) == 1 and runs[0].sweep_id.startswith("sweep-")
     assert len({run.run_id for run in runs}) == 6
     assert result.spec.sweep.target_attainment == 0.8
-    errors = build_job({"sweep.enabled": True, "sweep.rates": "1", "workload.arrival.process": "all-at-once"},
-                       ["fcfs"]).errors
+    errors = build_job(
+        {"sweep.enabled": True, "sweep.rates": "1", "workload.arrival.process": "all-at-once"}, ["fcfs"]
+    ).errors
     assert "rate-driven" in errors["workload.arrival.process"]
 
     uploaded = save_upload("my code set.jsonl", b'{"instruction": "x"}\n{broken\n', results_dir)
     assert uploaded.parent == results_dir / ".uploads" and uploaded.name.endswith("my_code_set.jsonl")
-    errors = build_job({"workload.requests": 10, "workload.code.kind": "file", "workload.code.path": str(uploaded)},
-                       ["fcfs"]).errors
+    errors = build_job(
+        {"workload.requests": 10, "workload.code.kind": "file", "workload.code.path": str(uploaded)}, ["fcfs"]
+    ).errors
     assert list(errors) == ["workload.code.path"]
     assert str(uploaded) in errors["workload.code.path"] and "line 2" in errors["workload.code.path"]
 
@@ -329,11 +427,23 @@ def test_cancel_while_a_launched_server_starts_stops_it_at_once(results_dir, tmp
     import sys
 
     marker = tmp_path / "server-pid"
-    never_healthy = [sys.executable, "-c",
-                     f"import os, time; open({str(marker)!r}, 'w').write(str(os.getpid())); time.sleep(600)"]
-    config = parse_config({"engine": {"kind": "lmdeploy", "model": str(tmp_path), "command": never_healthy,
-                                      "use_gpus": False, "startup_timeout_s": 600},
-                           "workload": {"requests": 3}})
+    never_healthy = [
+        sys.executable,
+        "-c",
+        f"import os, time; open({str(marker)!r}, 'w').write(str(os.getpid())); time.sleep(600)",
+    ]
+    config = parse_config(
+        {
+            "engine": {
+                "kind": "lmdeploy",
+                "model": str(tmp_path),
+                "command": never_healthy,
+                "use_gpus": False,
+                "startup_timeout_s": 600,
+            },
+            "workload": {"requests": 3},
+        }
+    )
     folder = start_job(new_job_spec([config]), results_dir)
     deadline = time.monotonic() + 60
     while not marker.exists() and time.monotonic() < deadline:
@@ -361,8 +471,7 @@ def test_utc_stamps_parse_the_same_under_daylight_saving_time(monkeypatch):
     time_module.tzset()
     try:
         for stamp in ("2026-07-01T12:00:00Z", "2026-01-15T08:30:05Z"):
-            expected = datetime.datetime.strptime(stamp, "%Y-%m-%dT%H:%M:%SZ").replace(
-                tzinfo=datetime.timezone.utc).timestamp()
+            expected = datetime.datetime.strptime(stamp, "%Y-%m-%dT%H:%M:%SZ").replace(tzinfo=datetime.UTC).timestamp()
             assert _parse_utc(stamp) == expected
         assert _parse_utc("yesterday") is None and _parse_utc(None) is None
     finally:

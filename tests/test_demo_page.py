@@ -14,11 +14,10 @@ from urllib.parse import parse_qs
 import numpy as np
 import pandas as pd
 import pytest
+from test_app import BUNDLED, open_page
 
 from runners.demo import DEMO_SCHEDULERS, kv_caption, kv_usage
-from runners.result_store import RunData, load_run
-
-from test_app import BUNDLED, open_page
+from runners.result_store import RunData
 
 
 @pytest.fixture
@@ -77,8 +76,14 @@ def test_see_every_metric_opens_the_demo_study_on_the_results_page(demo_results)
     from runners.config import parse_config
     from runners.study import plan_study, run_study
 
-    other = parse_config({"run_id": "newer", "workload": {"requests": 20}, "scheduler": {"name": "fcfs"},
-                          "trials": {"schedulers": ["fcfs", "static"], "seeds": [0]}})
+    other = parse_config(
+        {
+            "run_id": "newer",
+            "workload": {"requests": 20},
+            "scheduler": {"name": "fcfs"},
+            "trials": {"schedulers": ["fcfs", "static"], "seeds": [0]},
+        }
+    )
     run_study(plan_study(other, "newer"), demo_results)
     app = open_page("pages/3_Demo.py")
     links = [link for link in app.get("page_link") if "Results page" in link.proto.label]

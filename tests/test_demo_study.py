@@ -14,9 +14,25 @@ import pandas as pd
 import pytest
 
 from runners.cli import main
-from runners.demo import (DEMO_BASELINE, DEMO_KV_TOKENS, DEMO_RATE_RPS, DEMO_SCHEDULERS, DEMO_SLOTS, DEMO_STUDY_ID, LIVE_PREFIX, SchedulerResult, card_delta,
-                          card_interval, card_verdict, clear_demo_results, demo_plan, headline, make_demo_results,
-                          read_demo_study, scheduler_sentence)
+from runners.demo import (
+    DEMO_BASELINE,
+    DEMO_KV_TOKENS,
+    DEMO_RATE_RPS,
+    DEMO_SCHEDULERS,
+    DEMO_SLOTS,
+    DEMO_STUDY_ID,
+    LIVE_PREFIX,
+    SchedulerResult,
+    card_delta,
+    card_interval,
+    card_verdict,
+    clear_demo_results,
+    demo_plan,
+    headline,
+    make_demo_results,
+    read_demo_study,
+    scheduler_sentence,
+)
 from runners.errors import SchedlabError
 from runners.metrics.catalog import metric
 from runners.result_store import read_summary
@@ -44,8 +60,11 @@ def copy_bundle(results: Path) -> None:
 
 # -- the bundle -----------------------------------------------------------------------------------
 #: static batches of the engine's slots; the predicting schedulers share the warm Gaussian (mcsf not the oracle)
-EXPECTED_PARAMS = {"static": {"batch_size": DEMO_SLOTS}, "slo-sa": {"output_predictor": "gaussian"},
-                   "mcsf": {"output_predictor": "gaussian"}}
+EXPECTED_PARAMS = {
+    "static": {"batch_size": DEMO_SLOTS},
+    "slo-sa": {"output_predictor": "gaussian"},
+    "mcsf": {"output_predictor": "gaussian"},
+}
 
 
 def test_the_bundled_study_has_every_member_done_at_five_or_more_fixed_seeds():
@@ -85,7 +104,8 @@ def test_the_bundled_study_is_what_the_demo_setting_plans():
     plan = demo_plan(record["seeds"])
     assert [run["run_id"] for run in record["runs"]] == [member.run_id for member in plan.members]
     assert {member.scheduler: member.config.scheduler.params for member in plan.members} == {
-        name: EXPECTED_PARAMS.get(name, {}) for name in DEMO_SCHEDULERS}
+        name: EXPECTED_PARAMS.get(name, {}) for name in DEMO_SCHEDULERS
+    }
 
 
 # -- the page -------------------------------------------------------------------------------------
@@ -124,8 +144,9 @@ def test_demo_page_states_each_headline_with_its_interval(results):
     assert sorted(clearly_more.replace("*", "").replace("### ", "").replace(",", " ").split()) == sorted(better)
     assert f"{n} seeds" in title
     e2e = record["statistics"]["e2e_s.mean"]["schedulers"]
-    assert [card.value for card in app.metric[len(DEMO_SCHEDULERS):]] == [
-        f"{metric('e2e_s.mean').format(e2e[name]['mean'])} s" for name in DEMO_SCHEDULERS]
+    assert [card.value for card in app.metric[len(DEMO_SCHEDULERS) :]] == [
+        f"{metric('e2e_s.mean').format(e2e[name]['mean'])} s" for name in DEMO_SCHEDULERS
+    ]
     captions = " ".join(caption.value for caption in app.caption)
     assert "One seed only (seed 0)" in captions  # the memory sawtooth is one seed, and says so
     charts = app.get("plotly_chart")
@@ -147,29 +168,51 @@ def test_the_live_rerun_is_one_seed_of_the_study(results, monkeypatch):
     assert "one seed of the study" in spec.label and "not the verdict" in spec.label
     assert [config.scheduler.name for config in spec.runs] == list(DEMO_SCHEDULERS)
     assert {config.workload.seed for config in spec.runs} == {3}
-    assert all(str(config.run_id).startswith(LIVE_PREFIX) and str(config.run_id).endswith("-s3")
-               for config in spec.runs)
+    assert all(
+        str(config.run_id).startswith(LIVE_PREFIX) and str(config.run_id).endswith("-s3") for config in spec.runs
+    )
     assert not any(config.trials.seeds for config in spec.runs)
 
 
 def test_no_clear_difference_is_said_and_no_winner_is_claimed():
     """A scheduler ahead on average whose interval includes 0 is 'no clear difference'."""
-    pair = {"n_pairs": 5, "dropped": 0, "diff_mean": 0.04, "ci_low": -0.01, "ci_high": 0.09, "wins": 3,
-            "verdict": "no difference"}
+    pair = {
+        "n_pairs": 5,
+        "dropped": 0,
+        "diff_mean": 0.04,
+        "ci_low": -0.01,
+        "ci_high": 0.09,
+        "wins": 3,
+        "verdict": "no difference",
+    }
     result = SchedulerResult("slo-sa", 5, 0.70, 0.60, 0.80, pair)
     sentence = scheduler_sentence("slo_attainment", result, "fcfs", "served {value} of requests on time")
-    assert sentence == ("**slo-sa** served 70.0% of requests on time (95% interval 60.0 to 80.0%, 5 seeds): "
-                        "**no clear difference** from fcfs: 4.0 points more on average (95% interval -1.0 to +9.0 "
-                        "points); better at 3 of 5 paired seeds.")
+    assert sentence == (
+        "**slo-sa** served 70.0% of requests on time (95% interval 60.0 to 80.0%, 5 seeds): "
+        "**no clear difference** from fcfs: 4.0 points more on average (95% interval -1.0 to +9.0 "
+        "points); better at 3 of 5 paired seeds."
+    )
     assert card_delta("slo_attainment", result, "fcfs") == "+4.0 pts vs fcfs"
     assert card_verdict(result, "fcfs") == "no clear difference from fcfs (3 of 5 seeds better)"
     assert card_interval("slo_attainment", result) == "± 10.0 (95% interval 60.0 to 80.0%)"
-    record = {"baseline": "fcfs", "schedulers": ["fcfs", "slo-sa"], "seeds": [0, 1, 2, 3, 4], "statistics": {
-        "slo_attainment": {"schedulers": {"fcfs": {"n": 5, "mean": 0.66, "ci_low": 0.5, "ci_high": 0.8},
-                                          "slo-sa": {"n": 5, "mean": 0.70, "ci_low": 0.6, "ci_high": 0.8}},
-                           "vs_baseline": {"slo-sa": pair}}}}
-    assert headline(record) == ("No strategy served clearly more requests on time than fcfs; **slo-sa** no clear "
-                                "difference (95% confidence, 5 seeds).")
+    record = {
+        "baseline": "fcfs",
+        "schedulers": ["fcfs", "slo-sa"],
+        "seeds": [0, 1, 2, 3, 4],
+        "statistics": {
+            "slo_attainment": {
+                "schedulers": {
+                    "fcfs": {"n": 5, "mean": 0.66, "ci_low": 0.5, "ci_high": 0.8},
+                    "slo-sa": {"n": 5, "mean": 0.70, "ci_low": 0.6, "ci_high": 0.8},
+                },
+                "vs_baseline": {"slo-sa": pair},
+            }
+        },
+    }
+    assert headline(record) == (
+        "No strategy served clearly more requests on time than fcfs; **slo-sa** no clear "
+        "difference (95% confidence, 5 seeds)."
+    )
 
 
 def test_demo_page_without_the_bundle_says_how_to_make_it(results):
@@ -180,15 +223,27 @@ def test_demo_page_without_the_bundle_says_how_to_make_it(results):
     assert not app.metric
 
 
-@pytest.mark.parametrize("record, expected", [
-    ("not json", "damaged"),
-    ('{"schema_version": 1, "study_id": "demo", "baseline": "fcfs", "runs": [], "statistics": {}, '
-     '"status": "running"}', "not finished"),
-    ('{"schema_version": 1, "study_id": "demo", "baseline": "static", "runs": [], "statistics": {}, '
-     '"status": "done"}', "not the demo's study"),
-    ('{"schema_version": 1, "study_id": "demo", "baseline": "fcfs", "runs": [], "statistics": {}, '
-     '"status": "done"}', "statistics of 'slo_attainment' are missing"),
-])
+@pytest.mark.parametrize(
+    "record, expected",
+    [
+        ("not json", "damaged"),
+        (
+            '{"schema_version": 1, "study_id": "demo", "baseline": "fcfs", "runs": [], "statistics": {}, '
+            '"status": "running"}',
+            "not finished",
+        ),
+        (
+            '{"schema_version": 1, "study_id": "demo", "baseline": "static", "runs": [], "statistics": {}, '
+            '"status": "done"}',
+            "not the demo's study",
+        ),
+        (
+            '{"schema_version": 1, "study_id": "demo", "baseline": "fcfs", "runs": [], "statistics": {}, '
+            '"status": "done"}',
+            "statistics of 'slo_attainment' are missing",
+        ),
+    ],
+)
 def test_a_damaged_study_record_is_one_line_naming_the_file(results, record, expected):
     (results / "demo").mkdir()
     (results / "demo" / "study.json").write_text(record)
@@ -199,12 +254,15 @@ def test_a_damaged_study_record_is_one_line_naming_the_file(results, record, exp
 
 # -- regeneration ---------------------------------------------------------------------------------
 def snapshot(folder: Path) -> dict[str, bytes]:
-    return {str(path.relative_to(folder)): (path.read_bytes() if path.is_file() and not path.is_symlink() else b"")
-            for path in sorted(folder.rglob("*"))}
+    return {
+        str(path.relative_to(folder)): (path.read_bytes() if path.is_file() and not path.is_symlink() else b"")
+        for path in sorted(folder.rglob("*"))
+    }
 
 
-@pytest.mark.parametrize("foreign", ["study-link", "study-file", "study-extra", "member-link", "member-file",
-                                     "member-not-a-run"])
+@pytest.mark.parametrize(
+    "foreign", ["study-link", "study-file", "study-extra", "member-link", "member-file", "member-not-a-run"]
+)
 def test_regeneration_refuses_a_foreign_folder_before_removing_anything(results, tmp_path, foreign, capsys):
     outside = tmp_path / "outside"
     outside.mkdir()

@@ -18,10 +18,8 @@ import ast
 import os
 import re
 import subprocess
-from functools import lru_cache
+from functools import cache
 from pathlib import Path
-
-import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
 DESIGN = ROOT / "docs/design.md"
@@ -84,8 +82,10 @@ def test_slug_matches_github() -> None:
 
 def test_cited_paths_are_found_and_checked() -> None:
     # the extraction itself: a real path, a placeholder path, a non-repository path, a code block
-    sample = ("see `runners/study.py`, `results/<run_id>/`, `vllm/benchmarks/serve.py` and `bench/`\n"
-              "```\nrunners/config.py -> pages/3_Demo.py\n```\n")
+    sample = (
+        "see `runners/study.py`, `results/<run_id>/`, `vllm/benchmarks/serve.py` and `bench/`\n"
+        "```\nrunners/config.py -> pages/3_Demo.py\n```\n"
+    )
     assert cited_paths(sample) == {"runners/study.py", "bench/", "runners/config.py", "pages/3_Demo.py"}
     assert "runners/engines/simulator.py" in cited_paths(design_text())
 
@@ -112,7 +112,7 @@ def test_every_relative_link_resolves() -> None:
     assert problems == []
 
 
-@lru_cache(maxsize=None)
+@cache
 def module_tree(path: Path) -> ast.Module:
     return ast.parse(path.read_text(encoding="utf-8"))
 
@@ -181,9 +181,13 @@ def test_every_cited_runners_name_exists() -> None:
 def test_every_cited_call_is_a_function_of_runners() -> None:
     prose, _ = prose_and_code(design_text())
     calls = {match.group(1) for token in BACKTICKED.findall(prose) if (match := CALL.match(token))}
-    functions = {node.name for path in (ROOT / "runners").rglob("*.py") if "__pycache__" not in path.parts
-                 for node in ast.walk(module_tree(path))
-                 if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef))}
+    functions = {
+        node.name
+        for path in (ROOT / "runners").rglob("*.py")
+        if "__pycache__" not in path.parts
+        for node in ast.walk(module_tree(path))
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef))
+    }
     assert "decide" in calls
     assert sorted(calls - functions) == []
 
@@ -192,17 +196,24 @@ def project_files() -> list[Path]:
     """The project's files: tracked and untracked-but-not-ignored (git), else every file outside
     .git and .venv* folders."""
     try:
-        listed = subprocess.run(["git", "ls-files", "-z", "--cached", "--others", "--exclude-standard"], cwd=ROOT,
-                                capture_output=True, check=True).stdout.decode("utf-8", "surrogateescape")
+        listed = subprocess.run(
+            ["git", "ls-files", "-z", "--cached", "--others", "--exclude-standard"],
+            cwd=ROOT,
+            capture_output=True,
+            check=True,
+        ).stdout.decode("utf-8", "surrogateescape")
         paths = [ROOT / name for name in listed.split("\0") if name]
     except (OSError, subprocess.CalledProcessError):  # not a git checkout
         paths = []
         for folder, dirs, files in os.walk(ROOT):
             dirs[:] = [d for d in dirs if d != ".git" and not d.startswith(".venv") and d != "__pycache__"]
             paths.extend(Path(folder) / name for name in files)
-    return [path for path in paths
-            if not any(part == ".git" or part.startswith(".venv") for part in path.relative_to(ROOT).parts)
-            and path != DESIGN]
+    return [
+        path
+        for path in paths
+        if not any(part == ".git" or part.startswith(".venv") for part in path.relative_to(ROOT).parts)
+        and path != DESIGN
+    ]
 
 
 # A design document cited by any other path than docs/design.md (any case).

@@ -17,10 +17,20 @@ from runners.errors import ConfigError
 from runners.predictors import RunningMoments
 from runners.recording import RunRecorder
 from runners.schedulers.base import Completion, InstanceInfo, TelemetrySample
-from runners.schedulers.dynamic_batching import (DynamicMemoryParams, DynamicMemoryPolicy, DynamicSLAParams,
-                                                 DynamicSLAPolicy, SLAWindow, block_footprint, clamp_batch,
-                                                 default_alpha, memory_batch_size, mixture_moments, resolve_b_max,
-                                                 sla_window_update)
+from runners.schedulers.dynamic_batching import (
+    DynamicMemoryParams,
+    DynamicMemoryPolicy,
+    DynamicSLAParams,
+    DynamicSLAPolicy,
+    SLAWindow,
+    block_footprint,
+    clamp_batch,
+    default_alpha,
+    memory_batch_size,
+    mixture_moments,
+    resolve_b_max,
+    sla_window_update,
+)
 from runners.schedulers.fcfs import FCFSPolicy
 from runners.workload.requests import Request
 from runners.workload.slo import TaskSLO
@@ -54,8 +64,11 @@ def test_sla_window_moves():
 
 
 def run(results, scheduler, **engine):
-    config = {"workload": {"requests": 300, "seed": 5, "arrival": {"process": "all-at-once"}},
-              "engine": {"kv_capacity_tokens": 60_000, **engine}, "scheduler": scheduler}
+    config = {
+        "workload": {"requests": 300, "seed": 5, "arrival": {"process": "all-at-once"}},
+        "engine": {"kv_capacity_tokens": 60_000, **engine},
+        "scheduler": scheduler,
+    }
     return execute_run(parse_config(config), results).summary
 
 
@@ -170,8 +183,9 @@ def test_alpha_scaled_to_the_window():
 # -- Alg. 2's latency signal ---------------------------------------------------------------------
 def test_engine_step_latency_drives_the_window_not_the_lagging_tpot():
     workload = [request(f"r{i}", 100) for i in range(20)]
-    policy = started(DynamicSLAPolicy(DynamicSLAParams(d_sla_s=0.050, memory_cap=False)), kv=10_000_000,
-                     slots=16, requests=workload)
+    policy = started(
+        DynamicSLAPolicy(DynamicSLAParams(d_sla_s=0.050, memory_cap=False)), kv=10_000_000, slots=16, requests=workload
+    )
     policy.decide(0.0)  # 16 in flight
     assert policy.latency_source[0] == "tpot" and policy.alpha[0] == 2
     policy.on_telemetry(TelemetrySample(0, 0.25, 0.1, 16, 0, 0, None), 0.25)  # no decode step yet: nothing
@@ -199,8 +213,10 @@ class TelemetryLog(FCFSPolicy):
 def test_virtual_time_samples_carry_the_mean_decode_step():
     # prefill 1 s; a decode step 0.1 s + 1 ms per context token: one request, 40-token prompt, 5
     # tokens: steps end at 1.141, 1.283, 1.426, 1.570 (contexts 41..44)
-    model = LatencyModel(prefill=PhaseCoefficients(alpha=0, beta=0, gamma=0, delta=1.0),
-                         decode=PhaseCoefficients(alpha=0, beta=0, gamma=0.001, delta=0.1))
+    model = LatencyModel(
+        prefill=PhaseCoefficients(alpha=0, beta=0, gamma=0, delta=1.0),
+        decode=PhaseCoefficients(alpha=0, beta=0, gamma=0.001, delta=0.1),
+    )
     requests = [Request("r", "chat", "x", 40, 5, 0.0, TaskSLO(tpot_s=1.0))]
     policy = TelemetryLog()
     VirtualTimeDriver([SimulatedInstance(0, model, 1024, 16)], policy, requests, RunRecorder(requests)).run()

@@ -14,8 +14,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from runners.drivers.wall_clock import WallClockDriver
-from runners.engines.engine_decisions import (SAMPLE_COLUMNS, DecisionReader, EngineDecisionTracker,
-                                              decisions_path)
+from runners.engines.engine_decisions import SAMPLE_COLUMNS, DecisionReader, EngineDecisionTracker, decisions_path
 from runners.engines.launcher import ServerProcess
 from runners.engines.openai_client import Endpoint
 from runners.engines.real_config import ClientOptions
@@ -30,9 +29,21 @@ ROOT = Path(__file__).resolve().parents[1]
 
 def decision(step: int, limit: int, admitted: int = 0, held_back: int = 0, **extra) -> dict:
     """A decision as runners/engines/vllm_scheduler/base.py records it (its documented fields)."""
-    return {"step": step, "t": 1_700_000_000.0 + step, "limit": limit, "b_max": 64, "running": limit,
-            "waiting": held_back, "admitted": admitted, "held_back": held_back, "preempted": 0,
-            "free_blocks": 10, "total_blocks": 23, "block_size": 128, **extra}
+    return {
+        "step": step,
+        "t": 1_700_000_000.0 + step,
+        "limit": limit,
+        "b_max": 64,
+        "running": limit,
+        "waiting": held_back,
+        "admitted": admitted,
+        "held_back": held_back,
+        "preempted": 0,
+        "free_blocks": 10,
+        "total_blocks": 23,
+        "block_size": 128,
+        **extra,
+    }
 
 
 def line(record: dict) -> str:
@@ -68,8 +79,16 @@ def test_a_partial_last_line_waits_for_its_newline(tmp_path):
 
 def test_malformed_lines_are_skipped_and_counted(tmp_path):
     path = tmp_path / "d.jsonl"
-    append(path, line(decision(1, 5)) + "{not json\n" + "[1, 2]\n" + '{"limit": "7"}\n' + '{"limit": true}\n'
-           + "\n" + line(decision(2, 4)))
+    append(
+        path,
+        line(decision(1, 5))
+        + "{not json\n"
+        + "[1, 2]\n"
+        + '{"limit": "7"}\n'
+        + '{"limit": true}\n'
+        + "\n"
+        + line(decision(2, 4)),
+    )
     with path.open("ab") as handle:
         handle.write(b"\xff\xfe\n")  # not UTF-8
     append(path, line(decision(3, 3)))
@@ -93,7 +112,9 @@ def test_admissions_between_records_are_counted_exactly_from_the_running_total(t
     tracker = EngineDecisionTracker(path)
     # steps 2-4 admitted 5 requests but were not recorded (unchanged limit within the interval):
     # the running total says so, the per-record counts (1 + 2) would miss them
-    append(path, line(decision(1, 10, admitted=1, admitted_total=1)) + line(decision(5, 10, admitted=2, admitted_total=8)))
+    append(
+        path, line(decision(1, 10, admitted=1, admitted_total=1)) + line(decision(5, 10, admitted=2, admitted_total=8))
+    )
     assert tracker.sample()["engine_admitted"] == 8
     append(path, line(decision(9, 12, admitted=0, admitted_total=11)))
     assert tracker.sample()["engine_admitted"] == 3  # 11 - 8: admitted since the previous sample
@@ -117,14 +138,15 @@ def test_two_instances_are_read_independently(tmp_path):
 def test_a_decision_missing_optional_fields_still_gives_its_limit(tmp_path):
     path = tmp_path / "d.jsonl"
     append(path, '{"limit": 11}\n' + '{"limit": 9, "admitted": 2.5, "held_back": null}\n')
-    assert EngineDecisionTracker(path).sample() == {"engine_limit": 9, "engine_held_back": None,
-                                                    "engine_admitted": 0}
+    assert EngineDecisionTracker(path).sample() == {"engine_limit": 9, "engine_held_back": None, "engine_admitted": 0}
 
 
 def test_the_path_comes_from_the_servers_environment(tmp_path):
     assert decisions_path({}) is None and decisions_path({DECISIONS_ENV: ""}) is None
-    assert decisions_path({DECISIONS_ENV: str(tmp_path / "engine-decisions-1.jsonl")}) == \
-        tmp_path / "engine-decisions-1.jsonl"
+    assert (
+        decisions_path({DECISIONS_ENV: str(tmp_path / "engine-decisions-1.jsonl")})
+        == tmp_path / "engine-decisions-1.jsonl"
+    )
 
 
 # -- the wall-clock driver's sample rows ------------------------------------------------------
@@ -142,8 +164,7 @@ def test_the_sample_row_carries_each_instances_latest_decision(tmp_path):
     driver = _driver(tmp_path, [{DECISIONS_ENV: str(path)} for path in files], "engine-dynamic-mem")
     append(files[0], line(decision(1, 16, admitted=16)) + line(decision(2, 12, admitted=0, held_back=4)))
     rows = [driver._sample_row(index, None, 0.25) for index in (0, 1)]
-    assert {k: rows[0][k] for k in SAMPLE_COLUMNS} == {"engine_limit": 12, "engine_held_back": 4,
-                                                       "engine_admitted": 16}
+    assert {k: rows[0][k] for k in SAMPLE_COLUMNS} == {"engine_limit": 12, "engine_held_back": 4, "engine_admitted": 16}
     assert {k: rows[1][k] for k in SAMPLE_COLUMNS} == dict.fromkeys(SAMPLE_COLUMNS)
     append(files[0], "garbage\n" + line(decision(3, 14, admitted=2, held_back=1)))
     append(files[1], line(decision(1, 20, admitted=7)))
@@ -163,9 +184,30 @@ def test_a_server_without_a_decisions_file_gives_null_columns(tmp_path):
 # -- the contract: schema version 3, old files still read ------------------------------------
 def test_a_simulated_run_writes_null_engine_columns(tmp_path):
     out = tmp_path / "results"
-    done = subprocess.run([sys.executable, "-m", "runners", "run", "--engine", "sim", "--scheduler", "fcfs",
-                           "--requests", "30", "--rate", "4", "--out", str(out), "--run-id", "plain"],
-                          cwd=ROOT, capture_output=True, text=True, timeout=300)
+    done = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "runners",
+            "run",
+            "--engine",
+            "sim",
+            "--scheduler",
+            "fcfs",
+            "--requests",
+            "30",
+            "--rate",
+            "4",
+            "--out",
+            str(out),
+            "--run-id",
+            "plain",
+        ],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     assert done.returncode == 0, done.stderr[-2000:]
     run = load_run(out, "plain")
     assert run.summary["schema_version"] == SCHEMA_VERSION == 3
@@ -179,8 +221,12 @@ def test_a_simulated_run_writes_null_engine_columns(tmp_path):
 
 def test_a_time_series_of_an_older_version_reads_with_the_new_columns_null(tmp_path):
     old = {name: dtype for name, dtype in TIMESERIES_COLUMNS.items() if name not in SAMPLE_COLUMNS}
-    table = pa.table({name: pa.array([0.25, 0.5] if name == "t_s" else [1, 2] if name == "running" else
-                                     [None, None], type=dtype) for name, dtype in old.items()})
+    table = pa.table(
+        {
+            name: pa.array([0.25, 0.5] if name == "t_s" else [1, 2] if name == "running" else [None, None], type=dtype)
+            for name, dtype in old.items()
+        }
+    )
     pq.write_table(table, tmp_path / "timeseries.parquet")
     frame = read_table(tmp_path, "timeseries", TIMESERIES_COLUMNS)
     assert list(frame.columns) == list(TIMESERIES_COLUMNS)
@@ -205,9 +251,18 @@ def test_a_line_longer_than_a_read_is_skipped_once(tmp_path, monkeypatch):
 def _series(rows: list[tuple]) -> pd.DataFrame:
     """A time series of (t_s, instance, running, engine_limit, engine_held_back) rows, other
     columns null, as a saved table reads."""
-    table = pa.table({name: pa.array([dict(zip(("t_s", "instance", "running", "engine_limit", "engine_held_back"),
-                                               row)).get(name) for row in rows], type=dtype)
-                      for name, dtype in TIMESERIES_COLUMNS.items()})
+    table = pa.table(
+        {
+            name: pa.array(
+                [
+                    dict(zip(("t_s", "instance", "running", "engine_limit", "engine_held_back"), row)).get(name)
+                    for row in rows
+                ],
+                type=dtype,
+            )
+            for name, dtype in TIMESERIES_COLUMNS.items()
+        }
+    )
     return table.to_pandas()
 
 
@@ -217,12 +272,18 @@ def test_the_batch_size_chart_draws_the_engine_limit_summed_over_instances(tmp_p
 
     engine = _series([(0.25, 0, 5, 8, 0), (0.25, 1, 3, 6, 2), (0.5, 0, 8, 8, 4), (0.5, 1, 6, 6, 1)])
     plain = _series([(0.25, 0, 4, None, None), (0.5, 0, 7, None, None)])
-    runs = [RunData("in-engine", tmp_path, {}, {}, pd.DataFrame(), engine),
-            RunData("client", tmp_path, {}, {}, pd.DataFrame(), plain)]
+    runs = [
+        RunData("in-engine", tmp_path, {}, {}, pd.DataFrame(), engine),
+        RunData("client", tmp_path, {}, {}, pd.DataFrame(), plain),
+    ]
     fig = batch_size_over_time(runs)
     traces = {trace.name: trace for trace in fig.data}
-    assert set(traces) == {"in-engine", "in-engine: engine running limit (requests)",
-                           "in-engine: held back by the engine (requests)", "client"}
+    assert set(traces) == {
+        "in-engine",
+        "in-engine: engine running limit (requests)",
+        "in-engine: held back by the engine (requests)",
+        "client",
+    }
     assert list(traces["in-engine"].y) == [8, 14]
     assert list(traces["in-engine: engine running limit (requests)"].y) == [14, 14]
     assert list(traces["in-engine: held back by the engine (requests)"].y) == [2, 5]

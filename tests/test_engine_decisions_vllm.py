@@ -18,8 +18,9 @@ def test_the_time_series_carries_the_engines_decisions(tiny_model, tmp_path):
 
     # 24 KV blocks of 128 tokens, 64 slots; every busy step recorded, so the samples' admitted counts
     # add up to the file's
-    config = vllm_run_config(tiny_model, "engine-ts", "engine-dynamic-mem", {"eps_m": 0.05},
-                             {"SCHEDLAB_ENGINE_DECISION_INTERVAL_S": "0"})
+    config = vllm_run_config(
+        tiny_model, "engine-ts", "engine-dynamic-mem", {"eps_m": 0.05}, {"SCHEDLAB_ENGINE_DECISION_INTERVAL_S": "0"}
+    )
     execute_run(parse_config(config), tmp_path / "results")
     run = load_run(tmp_path / "results", "engine-ts")
     assert run.summary["status"] == "done", run.summary.get("error")

@@ -17,7 +17,9 @@ TABLE2 = QWEN25_7B_2XV100.latency_model()
 
 def test_table2_coefficients_in_seconds():
     assert TABLE2.prefill_time(1, 100) == pytest.approx((0.1 * 100 + 5.7 + 0.01 * 100 + 43.67) / 1000)
-    assert TABLE2.decode_step_time(8, 500) == pytest.approx((0.0002 * 8 * 500 + 0.275 * 8 + 0.00088 * 500 + 15.85) / 1000)
+    assert TABLE2.decode_step_time(8, 500) == pytest.approx(
+        (0.0002 * 8 * 500 + 0.275 * 8 + 0.00088 * 500 + 15.85) / 1000
+    )
 
 
 def test_step_time_reduces_to_eq14_and_eq15():

@@ -9,20 +9,39 @@ import yaml
 
 from runners.benchmark import execute_run
 from runners.config import parse_config
-from runners.engines.fidelity import (compare_level, fidelity_sentence, missed_targets, nearest_level, parse_levels,
-                                      quantity_keys, target_for)
+from runners.engines.fidelity import (
+    compare_level,
+    fidelity_sentence,
+    missed_targets,
+    nearest_level,
+    parse_levels,
+    quantity_keys,
+    target_for,
+)
 from runners.engines.latency_model import LatencyModel, LinearStepModel, ServingOverhead
 from runners.engines.profile import load_profile
 from runners.errors import ConfigError, DatasetError, SchedlabError
 from runners.profiler import StepSample, fit_serving_overhead, fit_step_profile, fit_table
 
-STEP = {"kind": "linear-step", "fixed_s": 0.002, "per_prefill_token_s": 1e-5, "per_decode_request_s": 1e-4,
-        "per_context_token_s": 0.0, "per_request_cpu_s": 0.0}
+STEP = {
+    "kind": "linear-step",
+    "fixed_s": 0.002,
+    "per_prefill_token_s": 1e-5,
+    "per_decode_request_s": 1e-4,
+    "per_context_token_s": 0.0,
+    "per_request_cpu_s": 0.0,
+}
 
 
 def _profile(tmp_path, overhead: dict | None, name: str = "p.yaml") -> str:
-    data = {"name": "hand", "step_model": STEP, "kv_capacity_tokens": 65536, "block_size": 16,
-            "max_num_seqs": 64, "max_num_batched_tokens": 2048}
+    data = {
+        "name": "hand",
+        "step_model": STEP,
+        "kv_capacity_tokens": 65536,
+        "block_size": 16,
+        "max_num_seqs": 64,
+        "max_num_batched_tokens": 2048,
+    }
     if overhead is not None:
         data["serving_overhead"] = overhead
     path = tmp_path / name
@@ -32,9 +51,13 @@ def _profile(tmp_path, overhead: dict | None, name: str = "p.yaml") -> str:
 
 def _run(tmp_path, profile: str, requests: int, rate: float | None, **engine) -> dict:
     arrival = {"process": "all-at-once"} if rate is None else {"process": "poisson", "rate": rate}
-    config = parse_config({"engine": {"kind": "sim", "profile": profile, **engine},
-                           "workload": {"requests": requests, "seed": 3, "arrival": arrival},
-                           "scheduler": {"name": "fcfs"}})
+    config = parse_config(
+        {
+            "engine": {"kind": "sim", "profile": profile, **engine},
+            "workload": {"requests": requests, "seed": 3, "arrival": arrival},
+            "scheduler": {"name": "fcfs"},
+        }
+    )
     outcome = execute_run(config, tmp_path / "results")
     assert outcome.status == "done"
     return outcome.summary
@@ -56,8 +79,12 @@ def test_the_per_prompt_token_term_and_no_overhead_profile(tmp_path):
     plain = _profile(tmp_path, None, "plain.yaml")
     delayed = _run(tmp_path, per_token, 1, None)
     engine_only = _run(tmp_path, plain, 1, None)
-    config = parse_config({"engine": {"kind": "sim", "profile": plain},
-                           "workload": {"requests": 1, "seed": 3, "arrival": {"process": "all-at-once"}}})
+    config = parse_config(
+        {
+            "engine": {"kind": "sim", "profile": plain},
+            "workload": {"requests": 1, "seed": 3, "arrival": {"process": "all-at-once"}},
+        }
+    )
     from runners.benchmark import prepare_run
 
     prompt = prepare_run(config).workload.requests[0].input_tokens
@@ -69,12 +96,16 @@ def test_busy_engine_term_applies_only_to_requests_arriving_while_it_runs(tmp_pa
 
     frames = {}
     for busy in (0.0, 0.05):
-        profile = _profile(tmp_path, {"request_s": 0.004, "per_prompt_token_s": 0.0, "busy_engine_s": busy},
-                           f"busy{busy}.yaml")
-        config = parse_config({"engine": {"kind": "sim", "profile": profile},
-                               "workload": {"requests": 2, "seed": 3,
-                                            "arrival": {"process": "constant", "rate": 100.0}},
-                               "scheduler": {"name": "fcfs"}})
+        profile = _profile(
+            tmp_path, {"request_s": 0.004, "per_prompt_token_s": 0.0, "busy_engine_s": busy}, f"busy{busy}.yaml"
+        )
+        config = parse_config(
+            {
+                "engine": {"kind": "sim", "profile": profile},
+                "workload": {"requests": 2, "seed": 3, "arrival": {"process": "constant", "rate": 100.0}},
+                "scheduler": {"name": "fcfs"},
+            }
+        )
         outcome = execute_run(config, tmp_path / "results")
         frames[busy] = pd.read_parquet(outcome.folder / "requests.parquet").sort_values("arrival_s")
     quiet, loud = frames[0.0]["ttft_s"].tolist(), frames[0.05]["ttft_s"].tolist()
@@ -114,9 +145,13 @@ def test_memory_constrained_policy_cancelling_through_the_front_end(tmp_path, mo
     monkeypatch.setattr(AlphaBetaClearPolicy, "decide", spy)
     # (a front end of 1 s, so a clear finds requests dispatched but not yet in the engine: 2 here)
     profile = _profile(tmp_path, {"request_s": 1.0, "per_prompt_token_s": 0.0})
-    config = parse_config({"engine": {"kind": "sim", "profile": profile, "kv_capacity_tokens": 4096},
-                           "workload": {"requests": 120, "seed": 5, "arrival": {"process": "poisson", "rate": 50}},
-                           "scheduler": {"name": "alpha-beta-clear"}})
+    config = parse_config(
+        {
+            "engine": {"kind": "sim", "profile": profile, "kv_capacity_tokens": 4096},
+            "workload": {"requests": 120, "seed": 5, "arrival": {"process": "poisson", "rate": 50}},
+            "scheduler": {"name": "alpha-beta-clear"},
+        }
+    )
     outcome = execute_run(config, tmp_path / "results")
     assert outcome.status == "done" and outcome.summary["completed"] == 120, outcome.error
     assert in_front_end  # some cancels reached requests the engine had not seen yet
@@ -140,8 +175,10 @@ def test_alone_latency_includes_the_overhead():
 def _overhead_samples(n: int) -> list[StepSample]:
     """4 ms + 2 us per prompt token, + 1.5 ms when sent while 4 or 16 requests decode."""
     rows = [(tokens, decodes) for decodes in (0, 4, 16) for tokens in (16, 128, 512, 1500)]
-    return [StepSample("overhead", 1, tokens, decodes, 0, 0.004 + 2e-6 * tokens + (0.0015 if decodes else 0.0),
-                       "hand") for tokens, decodes in rows[:n]]
+    return [
+        StepSample("overhead", 1, tokens, decodes, 0, 0.004 + 2e-6 * tokens + (0.0015 if decodes else 0.0), "hand")
+        for tokens, decodes in rows[:n]
+    ]
 
 
 def test_fit_serving_overhead_recovers_exact_terms_and_refuses_too_few():
@@ -152,7 +189,8 @@ def test_fit_serving_overhead_recovers_exact_terms_and_refuses_too_few():
     assert overhead.per_running_request_s == pytest.approx(0.0, abs=1e-12)
     assert overhead.seconds(100, running=4) == pytest.approx(0.004 + 2e-4 + 0.0015)
     assert ServingOverhead(request_s=0.001, per_prompt_token_s=0.0, per_running_request_s=1e-4).seconds(
-        10, running=8) == pytest.approx(0.0018)
+        10, running=8
+    ) == pytest.approx(0.0018)
     assert report["n"] == 12 and report["n_busy"] == 8 and report["mape_out_of_fold"] < 1e-9
     assert report["mean_idle_s"] == pytest.approx(0.004 + 2e-6 * (16 + 128 + 512 + 1500) / 4)
     assert fit_serving_overhead([]) is None
@@ -163,8 +201,10 @@ def test_fit_serving_overhead_recovers_exact_terms_and_refuses_too_few():
 def test_profile_fit_keeps_overhead_samples_out_of_the_step_model():
     steps = [StepSample("prefill", 1, t, 0, 0, 0.002 + 1e-5 * t, "hand") for t in (16, 64, 256, 512, 1024, 2000)]
     steps += [StepSample("decode", 0, 0, d, d * 100, 0.002 + 1e-4 * d, "hand") for d in (1, 2, 4, 8, 16, 32, 64)]
-    steps += [StepSample("mixed", 1, t, d, d * 100, 0.002 + 1e-5 * t + 1e-4 * d, "hand")
-              for t, d in ((100, 4), (400, 16), (700, 48), (250, 8), (900, 2))]
+    steps += [
+        StepSample("mixed", 1, t, d, d * 100, 0.002 + 1e-5 * t + 1e-4 * d, "hand")
+        for t, d in ((100, 4), (400, 16), (700, 48), (250, 8), (900, 2))
+    ]
     profile = fit_step_profile(steps + _overhead_samples(12), "t", "hand", 65536, 16, 64, 2048)
     assert profile.fit["points"] == {"prefill": 6, "decode": 7, "mixed": 5}
     assert profile.step_model.fixed_s == pytest.approx(0.002, rel=1e-6)
@@ -177,8 +217,12 @@ def test_profile_fit_keeps_overhead_samples_out_of_the_step_model():
 
 # -- the report ------------------------------------------------------------------------------------
 def _summary(ttft: float, tpot: float = 0.002, e2e: float = 0.5, tps: float = 1000.0) -> dict:
-    return {"ttft_s": {"mean": ttft, "p90": 2 * ttft}, "tpot_s": {"mean": tpot, "p90": 2 * tpot},
-            "e2e_s": {"mean": e2e, "p90": 2 * e2e}, "output_throughput_tps": tps}
+    return {
+        "ttft_s": {"mean": ttft, "p90": 2 * ttft},
+        "tpot_s": {"mean": tpot, "p90": 2 * tpot},
+        "e2e_s": {"mean": e2e, "p90": 2 * e2e},
+        "output_throughput_tps": tps,
+    }
 
 
 def test_compare_level_by_hand():
@@ -209,16 +253,29 @@ def test_one_seed_has_no_interval_and_a_miss_is_reported_by_how_much():
 
 
 def test_targets_and_quantities():
-    assert quantity_keys() == ["ttft_s.mean", "ttft_s.p90", "tpot_s.mean", "tpot_s.p90", "e2e_s.mean", "e2e_s.p90",
-                               "output_throughput_tps"]
+    assert quantity_keys() == [
+        "ttft_s.mean",
+        "ttft_s.p90",
+        "tpot_s.mean",
+        "tpot_s.p90",
+        "e2e_s.mean",
+        "e2e_s.p90",
+        "output_throughput_tps",
+    ]
     assert target_for("e2e_s.mean", False) == 0.05 and target_for("e2e_s.p90", False) == 0.10
     assert target_for("output_throughput_tps", False) is None
 
 
-@pytest.mark.parametrize("text, message", [
-    ("abc", "expected comma-separated fractions"), ("", "at least one load level"), ("0.5,0", "0 is not a load level"),
-    ("4", "4 is not a load level"), ("nan", "nan is not a load level"),
-])
+@pytest.mark.parametrize(
+    "text, message",
+    [
+        ("abc", "expected comma-separated fractions"),
+        ("", "at least one load level"),
+        ("0.5,0", "0 is not a load level"),
+        ("4", "4 is not a load level"),
+        ("nan", "nan is not a load level"),
+    ],
+)
 def test_bad_levels_name_the_option(text, message):
     with pytest.raises(ConfigError, match=message) as caught:
         parse_levels(text)
@@ -231,10 +288,13 @@ def test_levels_are_sorted_and_distinct():
 
 def test_sentence_picks_the_nearest_level():
     real = [_summary(0.010)] * 2
-    report = {"workload": "mixed chat + code", "levels": [
-        compare_level(0.2, 2.0, [1, 2], real, [_summary(0.0104)] * 2),
-        compare_level(1.2, 12.0, [1, 2], real, [_summary(0.0130)] * 2),
-    ]}
+    report = {
+        "workload": "mixed chat + code",
+        "levels": [
+            compare_level(0.2, 2.0, [1, 2], real, [_summary(0.0104)] * 2),
+            compare_level(1.2, 12.0, [1, 2], real, [_summary(0.0130)] * 2),
+        ],
+    }
     assert nearest_level(report, 3.0)["level"] == 0.2
     assert nearest_level(report, None)["level"] == 1.2
     light = fidelity_sentence("tiny", report, 3.0)
@@ -266,11 +326,24 @@ def test_a_level_the_engine_cannot_serve_is_named_and_the_measured_levels_kept()
     assert bench.unserved({"_status": "done", "failed": 3, "completed": 197}, 200) == "3 of 200 requests failed"
     assert bench.unserved({"_status": "stopped", "_error": "time limit", "failed": 0}, 200) == "run stopped: time limit"
     real = [_summary(0.010)] * 3
-    report = {"date": "d", "engine": "e", "profile": "p", "workload": "w", "requests_per_run": 200,
-              "seeds": [1, 2, 3], "capacity_rps": 10.0, "capacity_note": "n",
-              "levels": [compare_level(0.2, 2.0, [1, 2, 3], real, [_summary(0.0102)] * 3)],
-              "failed_levels": [{"level": 1.5, "rate_rps": 15.0,
-                                 "error": "the real engine cannot be measured here (seed 1: 9 of 200 requests failed)"}]}
+    report = {
+        "date": "d",
+        "engine": "e",
+        "profile": "p",
+        "workload": "w",
+        "requests_per_run": 200,
+        "seeds": [1, 2, 3],
+        "capacity_rps": 10.0,
+        "capacity_note": "n",
+        "levels": [compare_level(0.2, 2.0, [1, 2, 3], real, [_summary(0.0102)] * 3)],
+        "failed_levels": [
+            {
+                "level": 1.5,
+                "rate_rps": 15.0,
+                "error": "the real engine cannot be measured here (seed 1: 9 of 200 requests failed)",
+            }
+        ],
+    }
     text = bench.markdown(report)
     assert "| mean TTFT (ms) real / sim | 10 / 10.2: +2.0%" in text
     assert "## Levels not measured" in text

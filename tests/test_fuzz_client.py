@@ -28,11 +28,33 @@ REQUESTS = 3
 MAX_DURATION_S = 30.0
 QUICK_S = 10.0
 GOOD_TOKENS = 2
-GOOD_CHUNK = {"object": "text_completion", "choices": [{"index": 0, "text": "t ", "finish_reason": None}],
-              "usage": None}
-RAW_CHUNKS = ["{", "}", "[", "", " ", "data: x", "[DONE", "nul", "{\"choices\": [", "\x00", "\ufeff{}", "NaN",
-              "Infinity", "-", "1e999", '{"choices": [{"text": "\\ud800"}]}', '{"choices": [{"text": "a"}]} extra',
-              "{'choices': []}", '{"usage": {"completion_tokens": 1e999}}', '{"choices": [{"delta": "x"}]}']
+GOOD_CHUNK = {
+    "object": "text_completion",
+    "choices": [{"index": 0, "text": "t ", "finish_reason": None}],
+    "usage": None,
+}
+RAW_CHUNKS = [
+    "{",
+    "}",
+    "[",
+    "",
+    " ",
+    "data: x",
+    "[DONE",
+    "nul",
+    '{"choices": [',
+    "\x00",
+    "\ufeff{}",
+    "NaN",
+    "Infinity",
+    "-",
+    "1e999",
+    '{"choices": [{"text": "\\ud800"}]}',
+    '{"choices": [{"text": "a"}]} extra',
+    "{'choices': []}",
+    '{"usage": {"completion_tokens": 1e999}}',
+    '{"choices": [{"delta": "x"}]}',
+]
 
 
 def _chunk(rng) -> str:
@@ -46,10 +68,33 @@ def _chunk(rng) -> str:
 
 
 def _argv(url: str, out: Path, dataset: Path) -> list[str]:
-    return ["run", "--engine", "openai", "--url", url, "--requests", str(REQUESTS), "--rate", "50", "--out", out,
-            "--quiet", "--run-id", "fz", "--set", "engine.warmup_concurrency=[]", "--set", "engine.request_timeout_s=20",
-            "--set", f"max_duration_s={MAX_DURATION_S}", "--set", "sample_interval_s=0.05",
-            "--set", "workload.filters.min_output_tokens=8", *tiny_workload_args(dataset)]
+    return [
+        "run",
+        "--engine",
+        "openai",
+        "--url",
+        url,
+        "--requests",
+        str(REQUESTS),
+        "--rate",
+        "50",
+        "--out",
+        out,
+        "--quiet",
+        "--run-id",
+        "fz",
+        "--set",
+        "engine.warmup_concurrency=[]",
+        "--set",
+        "engine.request_timeout_s=20",
+        "--set",
+        f"max_duration_s={MAX_DURATION_S}",
+        "--set",
+        "sample_interval_s=0.05",
+        "--set",
+        "workload.filters.min_output_tokens=8",
+        *tiny_workload_args(dataset),
+    ]
 
 
 def _run_problems(sandbox, server, out: Path, dataset: Path, min_tokens: int) -> list[tuple[str, str]]:
@@ -60,8 +105,12 @@ def _run_problems(sandbox, server, out: Path, dataset: Path, min_tokens: int) ->
     if outcome.timed_out or outcome.raised:
         return problems
     if outcome.elapsed_s > QUICK_S:
-        problems.append((f"the run took more than {QUICK_S:.0f} s (max_duration_s {MAX_DURATION_S:.0f})",
-                         f"{outcome.elapsed_s:.1f} s"))
+        problems.append(
+            (
+                f"the run took more than {QUICK_S:.0f} s (max_duration_s {MAX_DURATION_S:.0f})",
+                f"{outcome.elapsed_s:.1f} s",
+            )
+        )
     folders = run_folders(out)
     if not folders:
         return problems + [("no run folder", shorten(outcome.err, 200))]
@@ -75,9 +124,13 @@ def _run_problems(sandbox, server, out: Path, dataset: Path, min_tokens: int) ->
     if len(rows) != REQUESTS:
         problems.append(("a request has no row", f"{len(rows)} rows for {REQUESTS} requests"))
     elif (rows["output_tokens"].fillna(0) < min_tokens).any():
-        problems.append(("tokens the server sent are missing from their row",
-                         f"output_tokens {rows['output_tokens'].tolist()}, sent at least {min_tokens}; "
-                         f"errors {shorten(rows['error'].tolist(), 160)}"))
+        problems.append(
+            (
+                "tokens the server sent are missing from their row",
+                f"output_tokens {rows['output_tokens'].tolist()}, sent at least {min_tokens}; "
+                f"errors {shorten(rows['error'].tolist(), 160)}",
+            )
+        )
     if server.posts > 3 * REQUESTS:
         problems.append(("re-sends are not bounded", f"the server saw {server.posts} requests for {REQUESTS}"))
     return problems
@@ -94,8 +147,13 @@ def test_generated_stream_faults(dataset, tmp_path):
     plan: list[tuple[str, dict, int]] = []
     for index in range(count(16)):
         chunk = _chunk(case_rng("chunk", index))
-        plan.append((f"malformed chunk {chunk!r} after {GOOD_TOKENS} tokens",
-                     {"behaviour": "malformed", "chunk": chunk, "good_tokens": GOOD_TOKENS}, GOOD_TOKENS))
+        plan.append(
+            (
+                f"malformed chunk {chunk!r} after {GOOD_TOKENS} tokens",
+                {"behaviour": "malformed", "chunk": chunk, "good_tokens": GOOD_TOKENS},
+                GOOD_TOKENS,
+            )
+        )
     for index in range(count(6)):
         usage = case_rng("usage", index).choice([0, -1, -(2**63), 1, 2**63, 10**30, "abc", None, 1.5, [], {}, True])
         plan.append((f"usage.completion_tokens = {usage!r}", {"behaviour": "usage", "usage": usage}, 1))
@@ -106,8 +164,9 @@ def test_generated_stream_faults(dataset, tmp_path):
         server = fault_server.FaultServer(**options).start()
         try:
             failures.case()
-            failures.extend(_run_problems(sandbox, server, tmp_path / f"f{number:02d}" / "results", dataset,
-                                          min_tokens), label)
+            failures.extend(
+                _run_problems(sandbox, server, tmp_path / f"f{number:02d}" / "results", dataset, min_tokens), label
+            )
         finally:
             server.stop()
     assert not failures, failures.message()

@@ -32,10 +32,25 @@ from tests.fuzzing.checks import Failures, expect_refused, run_folders, shorten
 from tests.fuzzing.harness import CaseRunner, case_rng, count
 from tests.fuzzing.mutate import BOM, byte_mutation, structure_mutation, to_json_bytes
 from tests.fuzzing.sandbox import Outcome, get_sandbox
-from tests.fuzzing.seeds import (REPLAY_STAMPS, config_data, dataset_bytes, dataset_entries, profile_data,
-                                 profile_bytes, replay_bytes, tiny_workload_args, write_dataset)
-from tests.fuzzing.values import (HUGE_INTS, Field, awkward_text, config_fields, good_text, is_non_finite_text,
-                                  scheduler_fields)
+from tests.fuzzing.seeds import (
+    REPLAY_STAMPS,
+    config_data,
+    dataset_bytes,
+    dataset_entries,
+    profile_bytes,
+    profile_data,
+    replay_bytes,
+    tiny_workload_args,
+    write_dataset,
+)
+from tests.fuzzing.values import (
+    Field,
+    awkward_text,
+    config_fields,
+    good_text,
+    is_non_finite_text,
+    scheduler_fields,
+)
 
 pytestmark = pytest.mark.skipif(not hasattr(os, "fork"), reason="the fuzz sandbox forks")
 
@@ -61,8 +76,12 @@ def mentions(text: str, *names: str) -> bool:
 
 # -- 1. flags and --set values -------------------------------------------------------------------
 FLAG_FIELDS = {
-    "--requests": "workload.requests", "--rate": "workload.arrival.rate", "--burstiness": "workload.arrival.burstiness",
-    "--seed": "workload.seed", "--instances": "engine.instances", "--kv-capacity": "engine.kv_capacity_tokens",
+    "--requests": "workload.requests",
+    "--rate": "workload.arrival.rate",
+    "--burstiness": "workload.arrival.burstiness",
+    "--seed": "workload.seed",
+    "--instances": "engine.instances",
+    "--kv-capacity": "engine.kv_capacity_tokens",
     "--batch-size": "scheduler.params.batch_size",
 }
 #: Per flag: (valid values, awkward values). A case takes a few valid flags and one or two
@@ -76,11 +95,43 @@ FLAG_VALUES: dict[str, tuple[list[str], list[str]]] = {
     "--seed": (["0", "7", str(2**32)], ["-1", str(2**63), str(2**64), str(10**30), "x"]),
     "--instances": (["1", "2"], ["0", "65", "-1", str(2**63)]),
     "--kv-capacity": (["100000"], ["512", "1", "0", "-5", str(2**63), str(10**30)]),
-    "--ratio": (["1:1", "2:1", "1:0", "0:1"], ["0:0", "1:inf", "inf:1", "nan:1", "1:nan", "-1:2", "1:", "1:1:1", ":",
-                                             "1e308:1e308", "a:b", "\uff11:\uff11", "1e-320:1"]),
+    "--ratio": (
+        ["1:1", "2:1", "1:0", "0:1"],
+        [
+            "0:0",
+            "1:inf",
+            "inf:1",
+            "nan:1",
+            "1:nan",
+            "-1:2",
+            "1:",
+            "1:1:1",
+            ":",
+            "1e308:1e308",
+            "a:b",
+            "\uff11:\uff11",
+            "1e-320:1",
+        ],
+    ),
     "--slo": (["paper"], ["auto", "custom", "PAPER", "", "none"]),
-    "--run-id": (["fz-ok", "x" * 128], ["../escape", "/abs/x", ".", "..", "", "a" * 300, "\u00fc", "a b", "-x",
-                                       "x/../../y", "*", ".hidden", "x" * 129]),
+    "--run-id": (
+        ["fz-ok", "x" * 128],
+        [
+            "../escape",
+            "/abs/x",
+            ".",
+            "..",
+            "",
+            "a" * 300,
+            "\u00fc",
+            "a b",
+            "-x",
+            "x/../../y",
+            "*",
+            ".hidden",
+            "x" * 129,
+        ],
+    ),
     "--model": ([], ["/no/such/model", "", "x" * 300]),
     "--tokenizer": ([], ["/no/such/dir", "/dev/null", ""]),
     "--batch-size": ([], ["1", "0", "-3", str(2**63), str(10**30)]),
@@ -203,17 +254,22 @@ def _numeric_cases() -> list[tuple[list[str], Field, str, bool]]:
 def test_numeric_fields_refuse_non_finite_and_boolean_values(sandbox, tiny, tmp_path):
     cases = runner(sandbox, tmp_path, "numeric fields: non-finite, boolean and huge values")
     extra = [
-        (["--rate", "inf"], "workload.arrival.rate", True), (["--burstiness", "inf"], "workload.arrival.burstiness", True),
+        (["--rate", "inf"], "workload.arrival.rate", True),
+        (["--burstiness", "inf"], "workload.arrival.burstiness", True),
         (["--arrival", "gamma", "--burstiness", "inf"], "workload.arrival.burstiness", True),
-        (["--ratio", "1:inf"], "ratio", True), (["--ratio", "nan:1"], "ratio", True),
-        (["--requests", str(2**63)], "workload.requests", False), (["--requests", str(10**9)], "workload.requests", False),
+        (["--ratio", "1:inf"], "ratio", True),
+        (["--ratio", "nan:1"], "ratio", True),
+        (["--requests", str(2**63)], "workload.requests", False),
+        (["--requests", str(10**9)], "workload.requests", False),
         (["--requests", "10000000"], "workload.requests", False),
         (["--set", "sample_interval_s=1e-6"], "sample_interval_s", False),
         (["--set", "engine.instances=true"], "engine.instances", True),
         (["--set", "workload.requests=true"], "workload.requests", True),
     ]
-    plan = [(prefix + ["--set", f"{field.dotted}={text}"], field.dotted.split(".")[-1], refuse)
-            for prefix, field, text, refuse in _numeric_cases()] + extra
+    plan = [
+        (prefix + ["--set", f"{field.dotted}={text}"], field.dotted.split(".")[-1], refuse)
+        for prefix, field, text, refuse in _numeric_cases()
+    ] + extra
     for tail, name, refuse in plan:
         out = cases.folder() / "results"
         argv = ["run", "--requests", "3", "--out", out, "--quiet", *tiny_workload_args(tiny), *tail]
@@ -225,8 +281,14 @@ def test_numeric_fields_refuse_non_finite_and_boolean_values(sandbox, tiny, tmp_
 
         cases.cli(argv, case_input=tail, out_dir=out, expect=expect)
     # a JSON config can say Infinity directly
-    for index, (dotted, value) in enumerate([("workload.arrival.rate", math.inf), ("max_duration_s", math.inf),
-                                             ("workload.requests", True), ("slo.code.e2e_s", math.inf)]):
+    for index, (dotted, value) in enumerate(
+        [
+            ("workload.arrival.rate", math.inf),
+            ("max_duration_s", math.inf),
+            ("workload.requests", True),
+            ("slo.code.e2e_s", math.inf),
+        ]
+    ):
         folder = cases.folder()
         data = config_data(3)
         target = data
@@ -239,16 +301,34 @@ def test_numeric_fields_refuse_non_finite_and_boolean_values(sandbox, tiny, tmp_
         path = folder / "run.json"
         path.write_text(json.dumps(data))
         out = folder / "results"
-        cases.cli(["run", "--config", path, "--out", out, "--quiet", *tiny_workload_args(tiny)],
-                  case_input=f"config.json with {dotted}: {json.dumps(value)}", out_dir=out,
-                  expect=lambda o, name=last: [(f"{k}: {name} in a JSON config", d) for k, d in expect_refused(o, name)])
+        cases.cli(
+            ["run", "--config", path, "--out", out, "--quiet", *tiny_workload_args(tiny)],
+            case_input=f"config.json with {dotted}: {json.dumps(value)}",
+            out_dir=out,
+            expect=lambda o, name=last: [(f"{k}: {name} in a JSON config", d) for k, d in expect_refused(o, name)],
+        )
     assert not cases.failures, cases.failures.message()
 
 
 # -- 1c. config files -------------------------------------------------------------------------------
-SPECIAL_CONFIGS = [b"- a\n- b\n", b"5\n", b'"text"\n', b"null\n", b"[]\n", b"{}\n", b"~\n", b"workload: 5\n",
-                   b"engine: []\n", b"workload:\n  arrival: inf\n", b"? [a]\n: 1\n", b"&a [*a]\n", b"!!python/object:os.system {}\n",
-                   b"a: !!binary aGk=\n", b"workload: {requests: .inf}\n", b"workload: {requests: !!float 5}\n"]
+SPECIAL_CONFIGS = [
+    b"- a\n- b\n",
+    b"5\n",
+    b'"text"\n',
+    b"null\n",
+    b"[]\n",
+    b"{}\n",
+    b"~\n",
+    b"workload: 5\n",
+    b"engine: []\n",
+    b"workload:\n  arrival: inf\n",
+    b"? [a]\n: 1\n",
+    b"&a [*a]\n",
+    b"!!python/object:os.system {}\n",
+    b"a: !!binary aGk=\n",
+    b"workload: {requests: .inf}\n",
+    b"workload: {requests: !!float 5}\n",
+]
 
 
 def test_config_files(sandbox, tiny, tmp_path):
@@ -267,8 +347,14 @@ def test_config_files(sandbox, tiny, tmp_path):
             value = mutated
             for part in path:
                 value = value[part] if isinstance(value, (dict, list)) else None
-            if field is not None and field.numeric and (
-                    (isinstance(value, float) and not math.isfinite(value)) or (isinstance(value, bool) and field.kind == "int")):
+            if (
+                field is not None
+                and field.numeric
+                and (
+                    (isinstance(value, float) and not math.isfinite(value))
+                    or (isinstance(value, bool) and field.kind == "int")
+                )
+            ):
                 must_refuse = dotted
             text = to_json_bytes(mutated) if suffix == ".json" else yaml.safe_dump(mutated).encode()
         elif roll < 0.9:
@@ -285,11 +371,17 @@ def test_config_files(sandbox, tiny, tmp_path):
         def expect(outcome: Outcome, must_refuse=must_refuse, config_path=config_path) -> list[tuple[str, str]]:
             problems = []
             if must_refuse:
-                problems += [(f"{k}: a config file value", d) for k, d in expect_refused(outcome, must_refuse.split(".")[-1])]
+                problems += [
+                    (f"{k}: a config file value", d) for k, d in expect_refused(outcome, must_refuse.split(".")[-1])
+                ]
             return problems
 
-        cases.cli(["run", "--config", config_path, "--out", out, "--quiet", *tiny_workload_args(tiny)],
-                  case_input=f"{suffix} config, {label}", out_dir=out, expect=expect)
+        cases.cli(
+            ["run", "--config", config_path, "--out", out, "--quiet", *tiny_workload_args(tiny)],
+            case_input=f"{suffix} config, {label}",
+            out_dir=out,
+            expect=expect,
+        )
     assert not cases.failures, cases.failures.message()
 
 
@@ -317,22 +409,42 @@ def test_dataset_files(sandbox, tmp_path):
                 one_bad_entry = True
             else:
                 mutated, label, _ = structure_mutation(entries, rng)
-            plain = to_json_bytes(mutated, lines=lines) if isinstance(mutated, list) or not lines else to_json_bytes(mutated)
+            plain = (
+                to_json_bytes(mutated, lines=lines)
+                if isinstance(mutated, list) or not lines
+                else to_json_bytes(mutated)
+            )
             data = gzip.compress(plain, mtime=0) if gz else plain
         folder = cases.folder()
         path = folder / f"chat.{fmt}"
         path.write_bytes(data)
         out = folder / "results"
-        argv = ["run", "--requests", "3", "--ratio", "1:0", "--out", out, "--quiet",
-                "--set", "workload.chat.kind=file", "--set", f"workload.chat.path={path}"]
+        argv = [
+            "run",
+            "--requests",
+            "3",
+            "--ratio",
+            "1:0",
+            "--out",
+            out,
+            "--quiet",
+            "--set",
+            "workload.chat.kind=file",
+            "--set",
+            f"workload.chat.path={path}",
+        ]
 
         def expect(outcome: Outcome, path=path, one_bad_entry=one_bad_entry) -> list[tuple[str, str]]:
             problems = []
             if outcome.rc == 2 and not mentions(outcome.err, str(path), path.name):
                 problems.append(("dataset refused without naming the file", shorten(outcome.err, 240)))
             if one_bad_entry and outcome.rc != 0:
-                problems.append(("one bad entry failed the whole file (expected a counted skip, run goes on)",
-                                 shorten(outcome.err, 240)))
+                problems.append(
+                    (
+                        "one bad entry failed the whole file (expected a counted skip, run goes on)",
+                        shorten(outcome.err, 240),
+                    )
+                )
             return problems
 
         cases.cli(argv, case_input=f"{fmt}: {label}", out_dir=out, expect=expect)
@@ -378,8 +490,19 @@ def test_replay_files(sandbox, tiny, tmp_path):
         path = folder / f"stamps.{fmt}"
         path.write_bytes(data)
         out = folder / "results"
-        argv = ["run", "--requests", "3", "--arrival", "replay", "--set", f"workload.arrival.replay_file={path}",
-                "--out", out, "--quiet", *tiny_workload_args(tiny)]
+        argv = [
+            "run",
+            "--requests",
+            "3",
+            "--arrival",
+            "replay",
+            "--set",
+            f"workload.arrival.replay_file={path}",
+            "--out",
+            out,
+            "--quiet",
+            *tiny_workload_args(tiny),
+        ]
 
         def expect(outcome: Outcome, path=path, bom=bom, out=out) -> list[tuple[str, str]]:
             problems = []
@@ -422,8 +545,17 @@ def test_profile_files(sandbox, tiny, tmp_path):
         path = folder / f"engine.{fmt}"
         path.write_bytes(data)
         out = folder / "results"
-        argv = ["run", "--requests", "3", "--set", f"engine.profile={path}", "--out", out, "--quiet",
-                *tiny_workload_args(tiny)]
+        argv = [
+            "run",
+            "--requests",
+            "3",
+            "--set",
+            f"engine.profile={path}",
+            "--out",
+            out,
+            "--quiet",
+            *tiny_workload_args(tiny),
+        ]
 
         def expect(outcome: Outcome, path=path, non_finite=non_finite) -> list[tuple[str, str]]:
             problems = []

@@ -16,8 +16,8 @@ from __future__ import annotations
 import json
 import os
 import shutil
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any, Callable
 
 import pytest
 
@@ -44,22 +44,71 @@ def real_run(tmp_path_factory) -> Path:
 
     base = tmp_path_factory.mktemp("real-run")
     dataset = write_dataset(base)
-    assert main(["run", "--engine", "sim", "--requests", "5", "--run-id", "x", "--out", str(base / "res"), "--quiet",
-                 *tiny_workload_args(dataset)]) == 0
+    assert (
+        main(
+            [
+                "run",
+                "--engine",
+                "sim",
+                "--requests",
+                "5",
+                "--run-id",
+                "x",
+                "--out",
+                str(base / "res"),
+                "--quiet",
+                *tiny_workload_args(dataset),
+            ]
+        )
+        == 0
+    )
     return base / "res" / "x"
 
 
 # -- 3. corrupted saved runs -------------------------------------------------------------------------
-SUMMARY_FIELDS = ["run_id", "status", "started_at", "engine", "scheduler", "workload", "slo_attainment", "G",
-                  "slos", "completed", "requests", "sweep_id", "arrival_rate_rps", "error", "finished_at", "ttft_s",
-                  "e2e_s", "tpot_s", "slo_attainment_by_task", "instances", "schema_version", "synthetic", "failed",
-                  "preemptions", "duration_s"]
+SUMMARY_FIELDS = [
+    "run_id",
+    "status",
+    "started_at",
+    "engine",
+    "scheduler",
+    "workload",
+    "slo_attainment",
+    "G",
+    "slos",
+    "completed",
+    "requests",
+    "sweep_id",
+    "arrival_rate_rps",
+    "error",
+    "finished_at",
+    "ttft_s",
+    "e2e_s",
+    "tpot_s",
+    "slo_attainment_by_task",
+    "instances",
+    "schema_version",
+    "synthetic",
+    "failed",
+    "preemptions",
+    "duration_s",
+]
 JSON_REPLACEMENTS: list[tuple[str, bytes]] = [
-    ("null", b"null"), ("[]", b"[]"), ("a string", b'"text"'), ("5", b"5"), ("true", b"true"), ("{}", b"{}"),
-    ("[1, 2]", b"[1, 2]"), ("empty file", b""), ("invalid UTF-8", b'{"run_id": "\xff\xfe"}'),
-    ("UTF-16", '{"status": "done"}'.encode("utf-16")), ("[ nested 100000 deep", b"[" * 100_000 + b"]" * 100_000),
-    ("{ nested 5000 deep", b'{"a":' * 5000 + b"1" + b"}" * 5000), ("NaN everywhere", b'{"status": NaN, "G": NaN}'),
-    ("1e999", b'{"slo_attainment": 1e999, "G": -1e999}'), ("random bytes", bytes(range(256)) * 3),
+    ("null", b"null"),
+    ("[]", b"[]"),
+    ("a string", b'"text"'),
+    ("5", b"5"),
+    ("true", b"true"),
+    ("{}", b"{}"),
+    ("[1, 2]", b"[1, 2]"),
+    ("empty file", b""),
+    ("invalid UTF-8", b'{"run_id": "\xff\xfe"}'),
+    ("UTF-16", '{"status": "done"}'.encode("utf-16")),
+    ("[ nested 100000 deep", b"[" * 100_000 + b"]" * 100_000),
+    ("{ nested 5000 deep", b'{"a":' * 5000 + b"1" + b"}" * 5000),
+    ("NaN everywhere", b'{"status": NaN, "G": NaN}'),
+    ("1e999", b'{"slo_attainment": 1e999, "G": -1e999}'),
+    ("random bytes", bytes(range(256)) * 3),
 ]
 
 
@@ -73,15 +122,40 @@ def _corruptions(real_run: Path) -> list[tuple[str, Callable[[Path, Path], None]
     for file in ("summary.json", "config.json"):
         for label, data in JSON_REPLACEMENTS:
             fixes.append((f"{file} = {label}", write(file, data), True))
-        fixes.append((f"{file} truncated in half", lambda f, s, file=file: (f / file).write_bytes(
-            (real_run / file).read_bytes()[: len((real_run / file).read_bytes()) // 2]), True))
+        fixes.append(
+            (
+                f"{file} truncated in half",
+                lambda f, s, file=file: (f / file).write_bytes(
+                    (real_run / file).read_bytes()[: len((real_run / file).read_bytes()) // 2]
+                ),
+                True,
+            )
+        )
         fixes.append((f"{file} missing", lambda f, s, file=file: (f / file).unlink(), file != "summary.json"))
-        fixes.append((f"{file} is a directory", lambda f, s, file=file: ((f / file).unlink(), (f / file).mkdir()), True))
-        fixes.append((f"{file} symlink to a sentinel file outside", lambda f, s, file=file: (
-            (f / file).unlink(), (f / file).symlink_to(s / "secret.json")), True))
-        fixes.append((f"{file} dangling symlink", lambda f, s, file=file: (
-            (f / file).unlink(), (f / file).symlink_to(f / "nowhere")), True))
-        fixes.append((f"{file} symlink loop", lambda f, s, file=file: ((f / file).unlink(), (f / file).symlink_to(f / file)), True))
+        fixes.append(
+            (f"{file} is a directory", lambda f, s, file=file: ((f / file).unlink(), (f / file).mkdir()), True)
+        )
+        fixes.append(
+            (
+                f"{file} symlink to a sentinel file outside",
+                lambda f, s, file=file: ((f / file).unlink(), (f / file).symlink_to(s / "secret.json")),
+                True,
+            )
+        )
+        fixes.append(
+            (
+                f"{file} dangling symlink",
+                lambda f, s, file=file: ((f / file).unlink(), (f / file).symlink_to(f / "nowhere")),
+                True,
+            )
+        )
+        fixes.append(
+            (
+                f"{file} symlink loop",
+                lambda f, s, file=file: ((f / file).unlink(), (f / file).symlink_to(f / file)),
+                True,
+            )
+        )
     summary = json.loads((real_run / "summary.json").read_text())
     for index in range(count(40)):
         rng = case_rng("summary-field", index)
@@ -90,12 +164,20 @@ def _corruptions(real_run: Path) -> list[tuple[str, Callable[[Path, Path], None]
         if field_name == "run_id" and isinstance(value, str) and value:
             value = {"nested": value}  # string run ids are the path fuzz's business
         data = {**summary, field_name: value}
-        fixes.append((f"summary.json {field_name} = {shorten(json.dumps(value), 60)}",
-                      write("summary.json", json.dumps(data).encode()), True))
+        fixes.append(
+            (
+                f"summary.json {field_name} = {shorten(json.dumps(value), 60)}",
+                write("summary.json", json.dumps(data).encode()),
+                True,
+            )
+        )
     config = json.loads((real_run / "config.json").read_text())
-    for label, value in [("config = []", {**config, "config": []}), ("config = text", {**config, "config": "x"}),
-                         ("resolved = 5", {**config, "resolved": 5}),
-                         ("config.run_id = {}", {**config, "config": {**config["config"], "run_id": {}}})]:
+    for label, value in [
+        ("config = []", {**config, "config": []}),
+        ("config = text", {**config, "config": "x"}),
+        ("resolved = 5", {**config, "resolved": 5}),
+        ("config.run_id = {}", {**config, "config": {**config["config"], "run_id": {}}}),
+    ]:
         fixes.append((f"config.json {label}", write("config.json", json.dumps(value).encode()), True))
     for table in ("requests", "timeseries"):
         name = f"{table}.parquet"
@@ -107,13 +189,23 @@ def _corruptions(real_run: Path) -> list[tuple[str, Callable[[Path, Path], None]
             (f"{name} garbage", write(name, bytes(range(256)) * 8), True),
             (f"{name} footer damaged", write(name, original[:-12] + bytes(12)), True),
             (f"{name} is a directory", lambda f, s, name=name: ((f / name).unlink(), (f / name).mkdir()), True),
-            (f"{name} missing, a garbage part file", lambda f, s, name=name, table=table: (
-                (f / name).unlink(), (f / f"{table}.part-00000.parquet").write_bytes(b"PAR1garbagePAR1")), True),
+            (
+                f"{name} missing, a garbage part file",
+                lambda f, s, name=name, table=table: (
+                    (f / name).unlink(),
+                    (f / f"{table}.part-00000.parquet").write_bytes(b"PAR1garbagePAR1"),
+                ),
+                True,
+            ),
             (f"{name} a JSON file", write(name, b'{"request_id": 1}'), True),
         ]
         fixes.append((f"{name} with wrong column types", lambda f, s, name=name: _wrong_types(f / name), True))
     fixes += [
-        ("run folder is a symlink to a copy outside", lambda f, s: (shutil.rmtree(f), f.symlink_to(s / "outside-run")), False),
+        (
+            "run folder is a symlink to a copy outside",
+            lambda f, s: (shutil.rmtree(f), f.symlink_to(s / "outside-run")),
+            False,
+        ),
         ("run folder is a file", lambda f, s: (shutil.rmtree(f), f.write_text("{}")), False),
         ("run folder empty (not a run: may be left out)", lambda f, s: (shutil.rmtree(f), f.mkdir()), False),
         ("only config.json left", lambda f, s: [p.unlink() for p in f.iterdir() if p.name != "config.json"], True),
@@ -164,8 +256,12 @@ def test_corrupted_saved_runs(sandbox, real_run, tmp_path):
 
         runs = sandbox.call("runners.result_store:list_runs", str(results), timeout_s=TIMEOUT_S)
         if runs.problem():
-            problems.append((f"list_runs: {runs.problem().split(' [')[0][:90]} [{(runs.raised or {}).get('where')}]",
-                             (runs.raised or {}).get("last_line", "")))
+            problems.append(
+                (
+                    f"list_runs: {runs.problem().split(' [')[0][:90]} [{(runs.raised or {}).get('where')}]",
+                    (runs.raised or {}).get("last_line", ""),
+                )
+            )
         elif not isinstance(runs.value, list) or not all(isinstance(r, dict) for r in runs.value):
             problems.append(("list_runs returned something other than a list of mappings", shorten(runs.value, 200)))
         else:
@@ -173,10 +269,16 @@ def test_corrupted_saved_runs(sandbox, real_run, tmp_path):
             if "x" not in ids:
                 problems.append(("list_runs lost the healthy run beside a damaged one", shorten(ids, 200)))
             if listed and len(runs.value) < 2:
-                problems.append(("damaged run silently hidden by list_runs (expected listed as damaged)", shorten(ids, 200)))
+                problems.append(
+                    ("damaged run silently hidden by list_runs (expected listed as damaged)", shorten(ids, 200))
+                )
         listing = sandbox.cli(["list", "--out", results], timeout_s=TIMEOUT_S)
         problems += [(f"list: {key}", detail) for key, detail in outcome_problems(listing, (0,))]
-        if listing.clean and listing.rc == 0 and not any(line.split()[:1] == ["x"] for line in listing.out.splitlines()):
+        if (
+            listing.clean
+            and listing.rc == 0
+            and not any(line.split()[:1] == ["x"] for line in listing.out.splitlines())
+        ):
             problems.append(("list: the healthy run is missing from the output", shorten(listing.out, 200)))
         for argv in (["show", "bad"], ["compare", "x", "bad"]):
             outcome = sandbox.cli([*argv, "--out", results], timeout_s=TIMEOUT_S)
@@ -256,10 +358,45 @@ RUN_IDS = ["alpha-1", "alpha-2", "beta", "good-a"]
 
 
 def _names(rng) -> str:
-    pool = ["..", "../outside-run", "../outside-r", "../**/outside-run", "../sentinel", "/", ".", "", " ", "*", "?",
-            "[g]ood-a", "?ood-a", "g*", "**", "good-a", "good-a/", "./good-a", "good-a/..", "alpha", "alpha-1", "b",
-            "beta/../alpha-1", "results", "../results/beta", "~", "$HOME", "\u00fc", "a" * 300, "alpha-1\x00",
-            "outside-run", "cwd", "../cwd/good-a", "-rf", "--out", "x\ny", ".jobs"]
+    pool = [
+        "..",
+        "../outside-run",
+        "../outside-r",
+        "../**/outside-run",
+        "../sentinel",
+        "/",
+        ".",
+        "",
+        " ",
+        "*",
+        "?",
+        "[g]ood-a",
+        "?ood-a",
+        "g*",
+        "**",
+        "good-a",
+        "good-a/",
+        "./good-a",
+        "good-a/..",
+        "alpha",
+        "alpha-1",
+        "b",
+        "beta/../alpha-1",
+        "results",
+        "../results/beta",
+        "~",
+        "$HOME",
+        "\u00fc",
+        "a" * 300,
+        "alpha-1\x00",
+        "outside-run",
+        "cwd",
+        "../cwd/good-a",
+        "-rf",
+        "--out",
+        "x\ny",
+        ".jobs",
+    ]
     name = rng.choice(pool)
     if rng.random() < 0.3:
         name = rng.choice(["", "../", "./", "/", "*", "../../"]) + name + rng.choice(["", "*", "/", "/..", "?"])
@@ -303,39 +440,71 @@ def test_run_names_never_reach_outside_the_results_folder(sandbox, real_run, tmp
         runs_before = set(p.name for p in results.iterdir())
         if command == "rename":
             new_id = rng.choice(["renamed", "../escaped", "/tmp/escaped", "a" * 300, "", "beta", "ok-2"])
-            outcome = sandbox.call("runners.result_store:rename_run", str(results), name, new_id, cwd=cwd,
-                                   timeout_s=TIMEOUT_S)
+            outcome = sandbox.call(
+                "runners.result_store:rename_run", str(results), name, new_id, cwd=cwd, timeout_s=TIMEOUT_S
+            )
             case_input = f"rename_run(results, {name!r}, {new_id!r}) in a cwd holding good-a/summary.json"
             problems = []
             if outcome.raised and outcome.raised["type"] not in ("ConfigError", "SchedlabError", "DatasetError"):
-                problems.append((f"rename_run raised {outcome.raised['type']} at {outcome.raised['where']}",
-                                 outcome.raised["last_line"]))
+                problems.append(
+                    (
+                        f"rename_run raised {outcome.raised['type']} at {outcome.raised['where']}",
+                        outcome.raised["last_line"],
+                    )
+                )
             elif outcome.timed_out or outcome.signal:
                 problems.append((outcome.problem() or "", ""))
             elif not outcome.raised:
                 gone = runs_before - set(p.name for p in results.iterdir())
                 if not gone <= _allowed(name):
-                    problems.append(("rename moved a run its name does not address (id or unique prefix only)",
-                                     f"moved {sorted(gone)}"))
+                    problems.append(
+                        (
+                            "rename moved a run its name does not address (id or unique prefix only)",
+                            f"moved {sorted(gone)}",
+                        )
+                    )
         else:
             outcome = sandbox.cli([command, name, "--out", results], cwd=cwd, timeout_s=TIMEOUT_S)
             case_input = f"{command} {name!r} --out results, cwd holding good-a/summary.json"
             problems = outcome_problems(outcome, (0, 2))
             gone = runs_before - set(p.name for p in results.iterdir())
             if not gone <= _allowed(name):
-                problems.append(("delete removed a run its name does not address (id or unique prefix only)",
-                                 f"removed {sorted(gone)}"))
+                problems.append(
+                    (
+                        "delete removed a run its name does not address (id or unique prefix only)",
+                        f"removed {sorted(gone)}",
+                    )
+                )
         changes = digest_changes(before, tree_digest(base, skip=results))
         if changes:
-            problems.append((f"{command}: a path outside the results folder was removed, moved or changed",
-                             shorten(changes, 240)))
+            problems.append(
+                (f"{command}: a path outside the results folder was removed, moved or changed", shorten(changes, 240))
+            )
         failures.case()
         failures.extend(problems, case_input)
     assert not failures, failures.message()
 
 
-SUMMARY_RUN_IDS = ["../outside-run", "../../outside-run", "/abs/outside-run", "..", ".", "", "*", "good-a",
-                   "../cwd/good-a", "beta", "alpha", "a" * 300, "x/../../outside-run", "\u00fc/..", None, 5, [], {}]
+SUMMARY_RUN_IDS = [
+    "../outside-run",
+    "../../outside-run",
+    "/abs/outside-run",
+    "..",
+    ".",
+    "",
+    "*",
+    "good-a",
+    "../cwd/good-a",
+    "beta",
+    "alpha",
+    "a" * 300,
+    "x/../../outside-run",
+    "\u00fc/..",
+    None,
+    5,
+    [],
+    {},
+]
 
 
 def test_run_ids_read_from_files_never_reach_outside(sandbox, real_run, tmp_path):
@@ -358,22 +527,37 @@ def test_run_ids_read_from_files_never_reach_outside(sandbox, real_run, tmp_path
                 problems.append((f"list_runs: {listed.problem()[:120]}", ""))
             ids = [r.get("run_id") for r in listed.value or [] if isinstance(r, dict)]
             healthy = {"alpha-1", "beta", "good-a"}
-            for listed_id in [i for i in ids if not isinstance(i, str) or i not in healthy]:  # the page acts on the run the user picked
+            for listed_id in [
+                i for i in ids if not isinstance(i, str) or i not in healthy
+            ]:  # the page acts on the run the user picked
                 if not isinstance(listed_id, str):
                     problems.append(("list_runs gives a run_id that is not a string", shorten(listed_id, 80)))
                     continue
                 if action == "delete":
-                    outcome = sandbox.call("runners.result_store:delete_run", str(results), listed_id, cwd=cwd,
-                                           timeout_s=TIMEOUT_S)
+                    outcome = sandbox.call(
+                        "runners.result_store:delete_run", str(results), listed_id, cwd=cwd, timeout_s=TIMEOUT_S
+                    )
                 else:
-                    outcome = sandbox.call("runners.result_store:rename_run", str(results), listed_id, "renamed",
-                                           cwd=cwd, timeout_s=TIMEOUT_S)
+                    outcome = sandbox.call(
+                        "runners.result_store:rename_run",
+                        str(results),
+                        listed_id,
+                        "renamed",
+                        cwd=cwd,
+                        timeout_s=TIMEOUT_S,
+                    )
                 if outcome.raised and outcome.raised["type"] not in ("ConfigError", "SchedlabError"):
-                    problems.append((f"{action}_run of a listed id raised {outcome.raised['type']} at "
-                                     f"{outcome.raised['where']}", outcome.raised["last_line"]))
+                    problems.append(
+                        (
+                            f"{action}_run of a listed id raised {outcome.raised['type']} at {outcome.raised['where']}",
+                            outcome.raised["last_line"],
+                        )
+                    )
             changes = digest_changes(before, tree_digest(base, skip=results))
             if changes:
-                problems.append((f"{action} of the listed runs reached outside the results folder", shorten(changes, 240)))
+                problems.append(
+                    (f"{action} of the listed runs reached outside the results folder", shorten(changes, 240))
+                )
             failures.case()
             failures.extend(problems, f"summary.json run_id = {absolute!r}, then {action} every listed run")
     assert not failures, failures.message()
@@ -385,13 +569,29 @@ def test_killed_runs_are_not_running_forever(sandbox, tmp_path):
     dataset = write_dataset(tmp_path)
     for index, kill_after in enumerate([0.6, 2.0]):
         results = tmp_path / f"k{index}" / "results"
-        outcome = sandbox.cli(["run", "--requests", "5", "--run-id", "killed", "--out", results, "--quiet",
-                               "--set", "engine.pace=0.5", *tiny_workload_args(dataset)],
-                              timeout_s=30, kill_after_s=kill_after)
+        outcome = sandbox.cli(
+            [
+                "run",
+                "--requests",
+                "5",
+                "--run-id",
+                "killed",
+                "--out",
+                results,
+                "--quiet",
+                "--set",
+                "engine.pace=0.5",
+                *tiny_workload_args(dataset),
+            ],
+            timeout_s=30,
+            kill_after_s=kill_after,
+        )
         case_input = f"run paced at 0.5x, SIGKILL after {kill_after} s"
         failures.case()
         if not (results / "killed").exists():
-            failures.extend([("no run folder after the kill (run too quick to kill?)", outcome.problem() or "")], case_input)
+            failures.extend(
+                [("no run folder after the kill (run too quick to kill?)", outcome.problem() or "")], case_input
+            )
             continue
         problems = []
         listing = sandbox.cli(["list", "--out", results], timeout_s=TIMEOUT_S)
@@ -401,8 +601,9 @@ def test_killed_runs_are_not_running_forever(sandbox, tmp_path):
         show = sandbox.cli(["show", "killed", "--out", results], timeout_s=TIMEOUT_S)
         if "(running)" in show.out:
             problems.append(("show says a killed run is running", show.out.splitlines()[0] if show.out else ""))
-        rename = sandbox.call("runners.result_store:rename_run", str(results), "killed", "killed-renamed",
-                              timeout_s=TIMEOUT_S)
+        rename = sandbox.call(
+            "runners.result_store:rename_run", str(results), "killed", "killed-renamed", timeout_s=TIMEOUT_S
+        )
         if rename.raised:
             problems.append(("a killed run cannot be renamed", rename.raised["last_line"]))
         failures.extend(problems, case_input)

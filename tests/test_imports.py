@@ -85,7 +85,9 @@ def test_guidellm_file_gives_one_run_per_benchmark(tmp_path):
         assert run.summary["imported"]["label"] == "imported from GuideLLM 0.8.1"
         # GuideLLM's inter-token latency is our TPOT; every reply has 48 tokens, so its token weighting is even
         assert {int(n) for n in run.requests["output_tokens"]} == {48}
-        assert abs(run.summary["tpot_s"]["mean"] - metrics["inter_token_latency_ms"]["successful"]["mean"] / 1000) < 1e-9
+        assert (
+            abs(run.summary["tpot_s"]["mean"] - metrics["inter_token_latency_ms"]["successful"]["mean"] / 1000) < 1e-9
+        )
         # its TTFT starts at sending: ours = theirs + (request_start - targeted_start), request by request
         by_id = run.requests.set_index("request_id")
         for stat in stats:
@@ -134,8 +136,10 @@ def test_aiperf_aggregate_maps_run_level_figures(tmp_path):
     provenance = run.summary["imported"]["metrics"]
     assert provenance["ttft_s.mean"] == "mapped" and provenance["G"] == "not measured"
     assert run.summary["request_throughput_rps"] is None  # AIPerf's throughput is not defined as ours
-    assert any(d["tool_metric"] == "inter_token_latency" and d["metric"] == "tpot_s"
-               for d in run.summary["imported"]["definitions"])
+    assert any(
+        d["tool_metric"] == "inter_token_latency" and d["metric"] == "tpot_s"
+        for d in run.summary["imported"]["definitions"]
+    )
 
 
 # -- bad input ----------------------------------------------------------------------------------------
@@ -196,8 +200,11 @@ def test_export_has_the_real_vllm_key_set_and_round_trips(tmp_path):
     exported, real = json.loads(path.read_text()), json.loads(VLLM.read_text())
     extra = set(exported) - set(real)
     assert set(real) <= set(exported)
-    assert extra <= {"schedlab_export"} | {f"{s}_{m}_ms" for s in ("mean", "median", "std", "p99")
-                                          for m in ("client_queue_time", "e2el_including_client_queue")}
+    assert extra <= {"schedlab_export"} | {
+        f"{s}_{m}_ms"
+        for s in ("mean", "median", "std", "p99")
+        for m in ("client_queue_time", "e2el_including_client_queue")
+    }
     for key in ("completed", "total_input_tokens", "total_output_tokens", "input_lens", "output_lens"):
         assert exported[key] == real[key], key
     assert abs(exported["mean_tpot_ms"] - real["mean_tpot_ms"]) < 1e-6
@@ -228,8 +235,9 @@ def test_cli_import_and_export_through_add_subcommands(tmp_path, capsys):
     assert args.handler(args) == 0
     out = capsys.readouterr().out
     assert "g-b0: imported from GuideLLM 0.8.1 (40 requests recomputed)" in out and "includes the first token" in out
-    args = parser.parse_args(["export", "g-b1", "--format", "vllm-bench", "-o", str(tmp_path / "g.json"),
-                              "--results", str(tmp_path)])
+    args = parser.parse_args(
+        ["export", "g-b1", "--format", "vllm-bench", "-o", str(tmp_path / "g.json"), "--results", str(tmp_path)]
+    )
     assert args.handler(args) == 0
     assert json.loads((tmp_path / "g.json").read_text())["completed"] == 40
     with pytest.raises(SystemExit):
@@ -304,8 +312,11 @@ def test_results_page_labels_approximate_token_counts(page_results):
     app = open_page("pages/2_Results.py")
     app.multiselect(key="compare_runs").set_value(["schedlab", "vllm"]).run()
     warnings = [block.value for block in app.warning]
-    assert any("schedlab: token counts approximate (4 characters per token); source: approximate: no tokenizer "
-               "answered" in text for text in warnings), warnings
+    assert any(
+        "schedlab: token counts approximate (4 characters per token); source: approximate: no tokenizer "
+        "answered" in text
+        for text in warnings
+    ), warnings
     assert not any(text.startswith("vllm: token counts approximate") for text in warnings)
 
 

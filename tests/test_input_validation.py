@@ -23,8 +23,12 @@ from runners.result_store import load_run
 from runners.workload.arrivals import ArrivalConfig, arrival_times, read_timestamps
 from runners.workload.conversations import read_entries_from_file
 
-GOOD = {"conversations": [{"from": "human", "value": "tell me about the sea " * 4},
-                          {"from": "gpt", "value": "the sea is wide and deep " * 6}]}
+GOOD = {
+    "conversations": [
+        {"from": "human", "value": "tell me about the sea " * 4},
+        {"from": "gpt", "value": "the sea is wide and deep " * 6},
+    ]
+}
 
 
 def refused(args, results_dir, capsys) -> str:
@@ -53,19 +57,35 @@ def refused(args, results_dir, capsys) -> str:
         (["--set", "slo.auto_factor=.nan"], "slo.auto_factor: Input should be a finite number"),
         (["--set", "engine.max_num_seqs=10000000"], "engine.max_num_seqs: Input should be less than or equal to 65536"),
         (["--scheduler", "static", "--batch-size", str(2**40)], "scheduler.params.batch_size: Input should be less"),
-        (["--scheduler", "static", "--set", "scheduler.params.batch_size=true"],
-         "scheduler.params.batch_size: expected an integer, not a boolean"),
-        (["--scheduler", "slo-sa", "--set", "scheduler.params.seed=" + str(2**70)],
-         "scheduler.params.seed: Input should be less than or equal to 2147483647"),
-        (["--scheduler", "slo-sa", "--set", "scheduler.params.t0=.inf"], "scheduler.params.t0: Input should be a finite"),
-        (["--scheduler", "alpha-beta-clear", "--set", "scheduler.params.noise=.inf"],
-         "scheduler.params.noise: Input should be a finite number"),
-        (["--scheduler", "mcsf", "--set", "scheduler.params.prior_tokens=" + str(2**64)],
-         "scheduler.params.prior_tokens: expected an integer that fits in 64 bits"),
+        (
+            ["--scheduler", "static", "--set", "scheduler.params.batch_size=true"],
+            "scheduler.params.batch_size: expected an integer, not a boolean",
+        ),
+        (
+            ["--scheduler", "slo-sa", "--set", "scheduler.params.seed=" + str(2**70)],
+            "scheduler.params.seed: Input should be less than or equal to 2147483647",
+        ),
+        (
+            ["--scheduler", "slo-sa", "--set", "scheduler.params.t0=.inf"],
+            "scheduler.params.t0: Input should be a finite",
+        ),
+        (
+            ["--scheduler", "alpha-beta-clear", "--set", "scheduler.params.noise=.inf"],
+            "scheduler.params.noise: Input should be a finite number",
+        ),
+        (
+            ["--scheduler", "mcsf", "--set", "scheduler.params.prior_tokens=" + str(2**64)],
+            "scheduler.params.prior_tokens: expected an integer that fits in 64 bits",
+        ),
         (["--set", "engine.gpu={gpu_memory_gib: .inf}"], "engine.gpu.gpu_memory_gib: Input should be a finite number"),
-        (["--set", "engine.gpu={gpus: true, gpu_memory_gib: 32}"], "engine.gpu.gpus: expected an integer, not a boolean"),
-        (["--scheduler", "dynamic-sla", "--set", "scheduler.params.eps_m=5e-324"],
-         "scheduler.params.eps_m: Input should be greater than or equal to 0.000000001"),
+        (
+            ["--set", "engine.gpu={gpus: true, gpu_memory_gib: 32}"],
+            "engine.gpu.gpus: expected an integer, not a boolean",
+        ),
+        (
+            ["--scheduler", "dynamic-sla", "--set", "scheduler.params.eps_m=5e-324"],
+            "scheduler.params.eps_m: Input should be greater than or equal to 0.000000001",
+        ),
         (["--max-error-rate", "1.5"], "max_error_rate: Input should be less than or equal to 1"),
         (["--seed", str(2**40)], "workload.seed: Input should be less than or equal to 2147483647"),
     ],
@@ -77,24 +97,39 @@ def test_bad_numbers_are_refused_before_anything_is_written(args, expected, resu
 @pytest.mark.parametrize(
     "data, expected",
     [  # each of these hung, ran unbounded or died of MemoryError / ValueError before
-        ({"workload": {"arrival": {"process": "gamma", "burstiness": float("inf")}}},
-         "workload.arrival.burstiness: Input should be a finite number"),
-        ({"workload": {"arrival": {"process": "gamma", "burstiness": 1e-9}}},
-         "workload.arrival.burstiness: Input should be greater than or equal to 0.01"),
+        (
+            {"workload": {"arrival": {"process": "gamma", "burstiness": float("inf")}}},
+            "workload.arrival.burstiness: Input should be a finite number",
+        ),
+        (
+            {"workload": {"arrival": {"process": "gamma", "burstiness": 1e-9}}},
+            "workload.arrival.burstiness: Input should be greater than or equal to 0.01",
+        ),
         ({"workload": {"requests": 10_000_000}}, "workload.requests: Input should be less than or equal to 1000000"),
         ({"workload": {"requests": 10**9}}, "workload.requests: Input should be less than or equal to 1000000"),
         ({"workload": {"requests": 2**63}}, "workload.requests: Input should be less than or equal to 1000000"),
         ({"sample_interval_s": 1e-6}, "sample_interval_s: Input should be greater than or equal to 0.01"),
-        ({"sample_interval_s": 0.01, "max_duration_s": 30 * 86_400},
-         "sample_interval_s: max_duration_s / sample_interval_s is 259,200,000 samples per instance"),
+        (
+            {"sample_interval_s": 0.01, "max_duration_s": 30 * 86_400},
+            "sample_interval_s: max_duration_s / sample_interval_s is 259,200,000 samples per instance",
+        ),
         ({"max_duration_s": 1e300}, "max_duration_s: Input should be less than or equal to 2592000"),
-        ({"scheduler": {"name": "slo-sa", "params": {"iterations": 10**20}}},
-         "scheduler.params.iterations: Input should be less than or equal to 1000000"),
-        ({"scheduler": {"name": "slo-sa", "params": {"decay": 0.9999999}}},
-         "scheduler.params.iterations: t0, t_threshold, decay and iterations give"),
-        ({"scheduler": {"name": "slo-sa", "params": {"max_batch": 2**63}}},
-         "scheduler.params.max_batch: Input should be less than or equal to 65536"),
-        (json.loads('{"workload": {"arrival": {"rate": Infinity}}}'), "workload.arrival.rate: Input should be a finite"),
+        (
+            {"scheduler": {"name": "slo-sa", "params": {"iterations": 10**20}}},
+            "scheduler.params.iterations: Input should be less than or equal to 1000000",
+        ),
+        (
+            {"scheduler": {"name": "slo-sa", "params": {"decay": 0.9999999}}},
+            "scheduler.params.iterations: t0, t_threshold, decay and iterations give",
+        ),
+        (
+            {"scheduler": {"name": "slo-sa", "params": {"max_batch": 2**63}}},
+            "scheduler.params.max_batch: Input should be less than or equal to 65536",
+        ),
+        (
+            json.loads('{"workload": {"arrival": {"rate": Infinity}}}'),
+            "workload.arrival.rate: Input should be a finite",
+        ),
     ],
 )
 def test_numbers_that_would_hang_or_exhaust_the_machine_are_refused(data, expected):
@@ -133,8 +168,12 @@ def _number_kind(annotation) -> type | None:
 
 
 def _fields(kind: type) -> list[tuple[type[BaseModel], str]]:
-    return [(model, name) for model in _models()
-            for name, info in model.model_fields.items() if _number_kind(info.annotation) is kind]
+    return [
+        (model, name)
+        for model in _models()
+        for name, info in model.model_fields.items()
+        if _number_kind(info.annotation) is kind
+    ]
 
 
 FLOAT_FIELDS = _fields(float)
@@ -182,8 +221,22 @@ def test_replay_file_with_byte_order_mark_replays_every_timestamp(tmp_path, resu
     replay = tmp_path / "stamps.csv"
     replay.write_bytes("\ufeff0\n10\n11\n12\n13\n".encode("utf-8"))
     assert read_timestamps(replay).tolist() == [0.0, 10.0, 11.0, 12.0, 13.0]
-    code = main(["run", "--requests", "5", "--quiet", "--arrival", "replay", "--run-id", "bom",
-                 "--set", f"workload.arrival.replay_file={replay}", "--out", str(results_dir)])
+    code = main(
+        [
+            "run",
+            "--requests",
+            "5",
+            "--quiet",
+            "--arrival",
+            "replay",
+            "--run-id",
+            "bom",
+            "--set",
+            f"workload.arrival.replay_file={replay}",
+            "--out",
+            str(results_dir),
+        ]
+    )
     assert code == 0, capsys.readouterr().err
     assert sorted(load_run(results_dir, "bom").requests["arrival_s"]) == [0.0, 10.0, 11.0, 12.0, 13.0]
 
@@ -227,8 +280,9 @@ def test_entries_whose_role_is_a_list_or_object_are_counted_skips(tmp_path, resu
     ]
     path = tmp_path / "mixed.jsonl"
     path.write_text("\n".join(json.dumps(entry) for entry in entries) + "\n")
-    code = main(["run", "--requests", "5", "--quiet", "--run-id", "skips", "--out", str(results_dir),
-                 *dataset_args(path)])
+    code = main(
+        ["run", "--requests", "5", "--quiet", "--run-id", "skips", "--out", str(results_dir), *dataset_args(path)]
+    )
     assert code == 0, capsys.readouterr().err
     report = json.loads((results_dir / "skips" / "config.json").read_text())["resolved"]["workload_reports"]["chat"]
     assert report["entries"] == 9 and report["kept"] == 6 and report["skipped"] == {"non-string value": 3}
@@ -249,7 +303,8 @@ def test_unreadable_dataset_files_are_one_clear_line(tmp_path, results_dir, caps
     truncated = tmp_path / "truncated.json.gz"
     truncated.write_bytes(gzip.compress(json.dumps([GOOD] * 50).encode())[:-30])
     assert f"{truncated}: could not be read (corrupt or truncated gzip data" in refused(
-        dataset_args(truncated), results_dir, capsys)
+        dataset_args(truncated), results_dir, capsys
+    )
     deep = tmp_path / "deep.json"
     deep.write_text("[" * 100_000 + "]" * 100_000)
     assert f"{deep}: nested too deeply" in refused(dataset_args(deep), results_dir, capsys)
@@ -315,9 +370,25 @@ def test_a_tokenizer_that_cannot_load_is_one_line_in_a_fresh_process(results_dir
     import subprocess
     import sys
 
-    done = subprocess.run([sys.executable, "-m", "runners", "run", "--tokenizer", "/dev/null", "--requests", "3",
-                           "--quiet", "--out", str(results_dir)], capture_output=True, text=True, timeout=120,
-                          cwd=str(Path(__file__).resolve().parents[1]))
+    done = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "runners",
+            "run",
+            "--tokenizer",
+            "/dev/null",
+            "--requests",
+            "3",
+            "--quiet",
+            "--out",
+            str(results_dir),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        cwd=str(Path(__file__).resolve().parents[1]),
+    )
     assert done.returncode == 2, done.stderr
     lines = done.stderr.strip().splitlines()
     assert len(lines) == 1 and lines[0].startswith("error: workload.tokenizer: could not load a tokenizer"), lines

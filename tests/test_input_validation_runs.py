@@ -28,18 +28,50 @@ def server():
 
 def dataset(tmp_path: Path, failing: int, total: int) -> Path:
     """``total`` chat entries, the first ``failing`` of them answered with HTTP 500 by the test server."""
-    entries = [{"conversations": [{"from": "human", "value": ("FAIL500 " if i < failing else "") + "word " * 20},
-                                  {"from": "gpt", "value": "x " * 20}]} for i in range(total)]
+    entries = [
+        {
+            "conversations": [
+                {"from": "human", "value": ("FAIL500 " if i < failing else "") + "word " * 20},
+                {"from": "gpt", "value": "x " * 20},
+            ]
+        }
+        for i in range(total)
+    ]
     path = tmp_path / f"chat-{failing}-of-{total}.json"
     path.write_text(json.dumps(entries))
     return path
 
 
 def attach_run(server: FakeLMDeploy, run_id: str, path: Path, results_dir: Path, *extra: str) -> int:
-    return main(["run", "--engine", "openai", "--url", server.url, "--requests", "6", "--rate", "50",
-                 "--ratio", "1:0", "--run-id", run_id, "--quiet", "--out", str(results_dir),
-                 "--set", "workload.chat.kind=file", "--set", f"workload.chat.path={path}",
-                 "--set", "engine.warmup_concurrency=[]", "--set", "sample_interval_s=0.05", *extra])
+    return main(
+        [
+            "run",
+            "--engine",
+            "openai",
+            "--url",
+            server.url,
+            "--requests",
+            "6",
+            "--rate",
+            "50",
+            "--ratio",
+            "1:0",
+            "--run-id",
+            run_id,
+            "--quiet",
+            "--out",
+            str(results_dir),
+            "--set",
+            "workload.chat.kind=file",
+            "--set",
+            f"workload.chat.path={path}",
+            "--set",
+            "engine.warmup_concurrency=[]",
+            "--set",
+            "sample_interval_s=0.05",
+            *extra,
+        ]
+    )
 
 
 def test_a_run_where_every_request_failed_fails_with_exit_code_1(server, tmp_path, results_dir, capsys):
@@ -49,8 +81,13 @@ def test_a_run_where_every_request_failed_fails_with_exit_code_1(server, tmp_pat
     assert code == 1 and "run all-failed: failed" in out and f"reason: {reason}" in out, out
     run = load_run(results_dir, "all-failed")
     assert run.summary["status"] == "failed" and run.summary["error"] == reason
-    assert run.summary["failure_gate"] == {"max_error_rate": 0.5, "error_rate": 1.0, "errors": 6, "ran": 6,
-                                           "tripped": True}
+    assert run.summary["failure_gate"] == {
+        "max_error_rate": 0.5,
+        "error_rate": 1.0,
+        "errors": 6,
+        "ran": 6,
+        "tripped": True,
+    }
     assert len(run.requests) == 6 and run.requests["error"].str.startswith("HTTP 500").all()  # every row kept
 
 
@@ -60,8 +97,10 @@ def test_the_gate_trips_only_above_max_error_rate(server, tmp_path, results_dir,
     gate = load_run(results_dir, "half").summary["failure_gate"]
     assert gate == {"max_error_rate": 0.5, "error_rate": 0.5, "errors": 3, "ran": 6, "tripped": False}
     assert attach_run(server, "strict", path, results_dir, "--max-error-rate", "0.25") == 1
-    assert load_run(results_dir, "strict").summary["error"] == \
-        "3 of 6 requests failed (error rate 0.5 > max_error_rate 0.25)"
+    assert (
+        load_run(results_dir, "strict").summary["error"]
+        == "3 of 6 requests failed (error rate 0.5 > max_error_rate 0.25)"
+    )
     assert attach_run(server, "off", dataset(tmp_path, 6, 6), results_dir, "--max-error-rate", "1") == 0
     assert load_run(results_dir, "off").summary["status"] == "done"
     capsys.readouterr()
@@ -90,14 +129,20 @@ def config_with_secrets(tmp_path: Path) -> tuple[dict, Path]:
     record = tmp_path / "server-saw.json"
     config = {
         "engine": {
-            "kind": "lmdeploy", "model": "internlm-fake-7b", "use_gpus": False, "startup_timeout_s": 60,
+            "kind": "lmdeploy",
+            "model": "internlm-fake-7b",
+            "use_gpus": False,
+            "startup_timeout_s": 60,
             "command": [sys.executable, str(wrapper), str(record), str(FAKE_LMDEPLOY)],
             "env": {"SCHEDLAB_TEST_SECRET": "env-secret-1"},
             "extra_args": ["--api-key", "sk-secret-2", "--hf-token", "hf_secret3", "--db-password=pw-secret-4"],
             "warmup_concurrency": [],
         },
-        "workload": {"requests": 4, "arrival": {"process": "poisson", "rate": 50},
-                     "filters": {"max_total_tokens": 300}},
+        "workload": {
+            "requests": 4,
+            "arrival": {"process": "poisson", "rate": 50},
+            "filters": {"max_total_tokens": 300},
+        },
         "sample_interval_s": 0.05,
     }
     return config, record

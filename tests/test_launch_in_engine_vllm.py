@@ -15,7 +15,6 @@ import pytest
 from tests.real_vllm import VLLM_PYTHON, needs_vllm
 from tests.test_app import errors_text, open_page, wait_for_job
 
-
 pytestmark = needs_vllm
 
 
@@ -35,10 +34,17 @@ def test_the_launch_page_runs_an_in_engine_scheduler_beside_its_twin_on_vllm(res
 
     app = open_page("pages/1_Launch.py")
     app.radio(key="f:engine.kind").set_value("vllm").run()
-    fields = {"f:engine.model": str(tiny_model), "f:engine.python": VLLM_PYTHON, "f:engine.max_num_seqs": "64",
-              "f:engine.max_model_len": "1024", "f:engine.extra_args": "--dtype bfloat16 --num-gpu-blocks-override 24",
-              "f:workload.requests": "20", "f:trials.seeds": "", "f:workload.arrival.rate": "20",
-              "f:job.label": "in-engine vs client"}
+    fields = {
+        "f:engine.model": str(tiny_model),
+        "f:engine.python": VLLM_PYTHON,
+        "f:engine.max_num_seqs": "64",
+        "f:engine.max_model_len": "1024",
+        "f:engine.extra_args": "--dtype bfloat16 --num-gpu-blocks-override 24",
+        "f:workload.requests": "20",
+        "f:trials.seeds": "",
+        "f:workload.arrival.rate": "20",
+        "f:job.label": "in-engine vs client",
+    }
     for field, value in fields.items():
         app.text_input(key=field).input(value).run()
     app.checkbox(key="f:engine.use_gpus").uncheck().run()

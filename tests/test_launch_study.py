@@ -72,32 +72,45 @@ def test_the_old_default_never_queues_and_is_warned_about_before_launch(results_
     assert load.low and 0.7 < load.share < 0.85
     tables = []
     for name in DEFAULT_SCHEDULERS:
-        outcome = execute_run(parse_config({"run_id": f"old-{name}", "scheduler": {"name": name},
-                                            "workload": {"requests": 300, "arrival": {"rate": 4.0}}}), results_dir)
+        outcome = execute_run(
+            parse_config(
+                {
+                    "run_id": f"old-{name}",
+                    "scheduler": {"name": name},
+                    "workload": {"requests": 300, "arrival": {"rate": 4.0}},
+                }
+            ),
+            results_dir,
+        )
         tables.append(requests_of(results_dir, outcome.run_id))
     assert identical_decisions(tables)  # what the warning predicted
 
 
-@pytest.mark.parametrize("seeds, expected", [
-    ("3,x", "'3,x' is not a number"),
-    ("0", "a count must be 1 to"),
-    ("3, 3", "seed 3 is listed twice"),
-])
+@pytest.mark.parametrize(
+    "seeds, expected",
+    [
+        ("3,x", "'3,x' is not a number"),
+        ("0", "a count must be 1 to"),
+        ("3, 3", "seed 3 is listed twice"),
+    ],
+)
 def test_a_bad_seed_list_is_an_error_under_the_seeds_field(seeds, expected):
     errors = build_job({"trials.seeds": seeds}, ["fcfs", "slo-sa"], check_workload=False).errors
     assert list(errors) == ["trials.seeds"] and expected in errors["trials.seeds"]
 
 
 def test_seeds_as_a_list_a_baseline_and_the_confirmation_of_a_huge_study():
-    result = build_job({"trials.seeds": "3, 7, 11", "trials.baseline": "slo-sa"}, ["fcfs", "slo-sa"],
-                       check_workload=False)
+    result = build_job(
+        {"trials.seeds": "3, 7, 11", "trials.baseline": "slo-sa"}, ["fcfs", "slo-sa"], check_workload=False
+    )
     assert result.ok, result.errors
     assert result.spec.study.seeds == [3, 7, 11] and result.spec.study.baseline == "slo-sa"
     assert result.spec.study.schedulers == ["slo-sa", "fcfs"]  # baseline first
     assert sorted(run.workload.seed for run in result.spec.runs) == [3, 3, 7, 7, 11, 11]
 
-    errors = build_job({"trials.seeds": "2", "trials.baseline": "static"}, ["fcfs", "slo-sa"],
-                       check_workload=False).errors
+    errors = build_job(
+        {"trials.seeds": "2", "trials.baseline": "static"}, ["fcfs", "slo-sa"], check_workload=False
+    ).errors
     assert list(errors) == ["trials.baseline"]
     assert "'static' is not a scheduler of the study; expected one of: fcfs, slo-sa" in errors["trials.baseline"]
 
@@ -105,14 +118,21 @@ def test_seeds_as_a_list_a_baseline_and_the_confirmation_of_a_huge_study():
     errors = build_job({"trials.seeds": str(seeds)}, ["fcfs", "static"], check_workload=False).errors
     assert list(errors) == ["trials.confirm"]
     assert f"{2 * seeds:,} runs (2 schedulers x {seeds} seeds x 1 rates), more than 1,000" in errors["trials.confirm"]
-    assert build_job({"trials.seeds": str(seeds), "trials.confirm": True}, ["fcfs", "static"],
-                     check_workload=False).ok
+    assert build_job({"trials.seeds": str(seeds), "trials.confirm": True}, ["fcfs", "static"], check_workload=False).ok
 
 
 def test_each_scheduler_keeps_its_own_parameters_and_a_sweep_is_one_study():
-    result = build_job({"trials.seeds": "2", "sweep.enabled": True, "sweep.rates": "1, 2",
-                        "scheduler.static.batch_size": 4, "scheduler.slo-sa.max_batch": 2},
-                       ["static", "slo-sa"], check_workload=False)
+    result = build_job(
+        {
+            "trials.seeds": "2",
+            "sweep.enabled": True,
+            "sweep.rates": "1, 2",
+            "scheduler.static.batch_size": 4,
+            "scheduler.slo-sa.max_batch": 2,
+        },
+        ["static", "slo-sa"],
+        check_workload=False,
+    )
     assert result.ok, result.errors
     study = result.spec.study
     assert study.rates == [1.0, 2.0] and len(result.spec.runs) == 8
@@ -132,8 +152,14 @@ def test_the_tpot_limit_is_given_in_milliseconds():
 
 def test_cancel_stops_the_running_members_keeps_their_rows_and_skips_the_rest(results_dir):
     seeds = (os.cpu_count() or 1) + 1  # more members than runs at once (a pool of all cores): some never start
-    values = {"engine.kind": "sim", "engine.pace": 10.0, "engine.max_num_seqs": 16, "workload.requests": 200,
-              "workload.arrival.rate": 2.5, "trials.seeds": str(seeds)}
+    values = {
+        "engine.kind": "sim",
+        "engine.pace": 10.0,
+        "engine.max_num_seqs": 16,
+        "workload.requests": 200,
+        "workload.arrival.rate": 2.5,
+        "trials.seeds": str(seeds),
+    }
     spec = build_job(values, ["fcfs", "static"], check_workload=False).spec
     folder = start_job(spec, results_dir)
     first = spec.runs[0].run_id
@@ -174,10 +200,18 @@ def test_a_job_spec_without_a_study_still_reads(results_dir):
 
 
 def test_the_live_view_shows_tpot_in_ms_with_catalog_labels():
-    cards = dict(live_cards({"slo_attainment": 0.5, "G": 0.0123, "tpot_s": {"mean": 0.0423}, "e2e_s": {"mean": 12.5},
-                             "failed": 2}))
-    assert cards == {"SLO attainment (%)": "50.0", "G (1/s)": "0.0123", "TPOT mean (ms)": "42.3",
-                     "E2E mean (s)": "12.500", "failed requests": "2"}
+    cards = dict(
+        live_cards(
+            {"slo_attainment": 0.5, "G": 0.0123, "tpot_s": {"mean": 0.0423}, "e2e_s": {"mean": 12.5}, "failed": 2}
+        )
+    )
+    assert cards == {
+        "SLO attainment (%)": "50.0",
+        "G (1/s)": "0.0123",
+        "TPOT mean (ms)": "42.3",
+        "E2E mean (s)": "12.500",
+        "failed requests": "2",
+    }
     assert dict(live_cards({}))["TPOT mean (ms)"] == "-"
 
 
@@ -215,5 +249,7 @@ def test_an_in_engine_scheduler_on_the_simulator_is_an_error_under_the_scheduler
     result = build_job(values, ["fcfs", "engine-dynamic-mem"])
     assert not result.ok
     assert "engine-dynamic-mem runs inside vLLM" in result.errors["schedulers"]
-    assert "--scheduler-cls runners.engines.vllm_scheduler.dynamic_mem.DynamicMemoryScheduler" in result.errors[
-        "schedulers"]
+    assert (
+        "--scheduler-cls runners.engines.vllm_scheduler.dynamic_mem.DynamicMemoryScheduler"
+        in result.errors["schedulers"]
+    )

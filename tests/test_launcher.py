@@ -12,10 +12,10 @@ import pytest
 
 from runners.benchmark import execute_run
 from runners.config import parse_config
-from runners.engines.launcher import EngineStartError, ServerProcess, free_port
 from runners.engines.adapters.lmdeploy import LMDeployConfig
 from runners.engines.adapters.sglang import SGLangAdapter
 from runners.engines.adapters.vllm import VLLMAdapter, VLLMConfig
+from runners.engines.launcher import EngineStartError, ServerProcess, free_port
 from runners.engines.real_engine import kv_capacity_from_log
 from runners.errors import RunCancelled
 from runners.result_store import load_run
@@ -25,13 +25,35 @@ FAKE_LMDEPLOY = [sys.executable, str(ROOT / "tests" / "fakes" / "lmdeploy_server
 
 
 def test_vllm_argument_list():
-    config = VLLMConfig(model="/models/qwen", python="/envs/vllm/bin/python", max_num_seqs=64,
-                        gpu_memory_utilization=0.9, scheduling_policy="priority", num_gpu_blocks_override=40,
-                        extra_args=["--enforce-eager"])
+    config = VLLMConfig(
+        model="/models/qwen",
+        python="/envs/vllm/bin/python",
+        max_num_seqs=64,
+        gpu_memory_utilization=0.9,
+        scheduling_policy="priority",
+        num_gpu_blocks_override=40,
+        extra_args=["--enforce-eager"],
+    )
     assert config.server_command(8001) == [
-        "/envs/vllm/bin/python", "-m", "vllm.entrypoints.openai.api_server", "--model", "/models/qwen",
-        "--served-model-name", "model", "--host", "127.0.0.1", "--port", "8001", "--max-num-seqs", "64",
-        "--gpu-memory-utilization", "0.9", "--num-gpu-blocks-override", "40", "--scheduling-policy", "priority",
+        "/envs/vllm/bin/python",
+        "-m",
+        "vllm.entrypoints.openai.api_server",
+        "--model",
+        "/models/qwen",
+        "--served-model-name",
+        "model",
+        "--host",
+        "127.0.0.1",
+        "--port",
+        "8001",
+        "--max-num-seqs",
+        "64",
+        "--gpu-memory-utilization",
+        "0.9",
+        "--num-gpu-blocks-override",
+        "40",
+        "--scheduling-policy",
+        "priority",
         "--enforce-eager",
     ]
     assert VLLMConfig(model="m", command=["vllm", "serve"]).server_command(1)[:2] == ["vllm", "serve"]
@@ -40,9 +62,24 @@ def test_vllm_argument_list():
 def test_lmdeploy_argument_list():
     config = LMDeployConfig(model="/models/qwen", max_batch_size=128, cache_max_entry_count=0.8, session_len=4096)
     assert config.server_command(23333) == [
-        "lmdeploy", "serve", "api_server", "/models/qwen", "--server-name", "127.0.0.1", "--server-port", "23333",
-        "--backend", "turbomind", "--model-name", "model", "--max-batch-size", "128",
-        "--cache-max-entry-count", "0.8", "--session-len", "4096",
+        "lmdeploy",
+        "serve",
+        "api_server",
+        "/models/qwen",
+        "--server-name",
+        "127.0.0.1",
+        "--server-port",
+        "23333",
+        "--backend",
+        "turbomind",
+        "--model-name",
+        "model",
+        "--max-batch-size",
+        "128",
+        "--cache-max-entry-count",
+        "0.8",
+        "--session-len",
+        "4096",
     ]
 
 
@@ -52,8 +89,12 @@ def test_per_instance_lists_must_match_instances():
 
 
 def test_server_that_dies_at_start_reports_its_log(tmp_path):
-    server = ServerProcess([sys.executable, "-c", "print('CUDA out of memory (pretend)'); raise SystemExit(3)"],
-                           free_port(), "127.0.0.1", tmp_path / "server.log")
+    server = ServerProcess(
+        [sys.executable, "-c", "print('CUDA out of memory (pretend)'); raise SystemExit(3)"],
+        free_port(),
+        "127.0.0.1",
+        tmp_path / "server.log",
+    )
     server.start()
     with pytest.raises(EngineStartError) as info:
         server.wait_healthy(30)
@@ -62,8 +103,12 @@ def test_server_that_dies_at_start_reports_its_log(tmp_path):
 
 
 def test_server_that_never_gets_healthy_times_out(tmp_path):
-    server = ServerProcess([sys.executable, "-c", "import time; print('loading...', flush=True); time.sleep(60)"],
-                           free_port(), "127.0.0.1", tmp_path / "server.log")
+    server = ServerProcess(
+        [sys.executable, "-c", "import time; print('loading...', flush=True); time.sleep(60)"],
+        free_port(),
+        "127.0.0.1",
+        tmp_path / "server.log",
+    )
     server.start()
     with pytest.raises(EngineStartError, match=r"not healthy after 1 s(.|\n)*loading\.\.\."):
         server.wait_healthy(1)
@@ -111,9 +156,11 @@ def test_kv_capacity_from_vllm_log(tmp_path):
 def test_kv_capacity_from_sglang_log(tmp_path):
     # the scheduler's start-up line of SGLang 0.5.x (srt/managers/scheduler.py), effective values
     log = tmp_path / "server.log"
-    log.write_text("[2026-11-23 10:00:00 TP0] max_total_num_tokens=411336, chunked_prefill_size=8192, "
-                   "max_prefill_tokens=16384, max_running_requests=2048, context_len=32768, "
-                   "available_gpu_mem=6.21 GB\n")
+    log.write_text(
+        "[2026-11-23 10:00:00 TP0] max_total_num_tokens=411336, chunked_prefill_size=8192, "
+        "max_prefill_tokens=16384, max_running_requests=2048, context_len=32768, "
+        "available_gpu_mem=6.21 GB\n"
+    )
     assert kv_capacity_from_log(log, SGLangAdapter.kv_log_pattern) == 411336
     assert kv_capacity_from_log(log, VLLMAdapter.kv_log_pattern) is None
 
@@ -121,9 +168,20 @@ def test_kv_capacity_from_sglang_log(tmp_path):
 def lmdeploy_launch(run_id: str, **engine) -> dict:
     return {
         "run_id": run_id,
-        "engine": {"kind": "lmdeploy", "model": "internlm-fake-7b", "command": FAKE_LMDEPLOY, "max_batch_size": 4,
-                   "use_gpus": False, "startup_timeout_s": 60, **engine},
-        "workload": {"requests": 24, "arrival": {"process": "poisson", "rate": 20}, "filters": {"max_total_tokens": 300}},
+        "engine": {
+            "kind": "lmdeploy",
+            "model": "internlm-fake-7b",
+            "command": FAKE_LMDEPLOY,
+            "max_batch_size": 4,
+            "use_gpus": False,
+            "startup_timeout_s": 60,
+            **engine,
+        },
+        "workload": {
+            "requests": 24,
+            "arrival": {"process": "poisson", "rate": 20},
+            "filters": {"max_total_tokens": 300},
+        },
         "scheduler": {"name": "fcfs"},
         "sample_interval_s": 0.05,
     }
@@ -161,8 +219,10 @@ def test_launch_failure_is_recorded_with_the_log(results_dir):
 
 def test_cancel_reaches_a_health_probe_that_never_answers(tmp_path):
     port = free_port()
-    listens_never_answers = (f"import socket, time; s = socket.socket(); s.bind(('127.0.0.1', {port})); "
-                             "s.listen(); print('listen' + 'ing', flush=True); time.sleep(60)")  # not the command's text
+    listens_never_answers = (
+        f"import socket, time; s = socket.socket(); s.bind(('127.0.0.1', {port})); "
+        "s.listen(); print('listen' + 'ing', flush=True); time.sleep(60)"
+    )  # not the command's text
     server = ServerProcess([sys.executable, "-c", listens_never_answers], port, "127.0.0.1", tmp_path / "s.log")
     server.start()
     try:
@@ -181,8 +241,12 @@ def test_cancel_reaches_a_health_probe_that_never_answers(tmp_path):
 def test_secret_arguments_are_redacted_in_the_log_and_its_tail(tmp_path):
     secret = "sk-launch-secret-4242"
     prints_its_arguments = "import sys; print('args:', sys.argv[1:], flush=True); raise SystemExit(3)"
-    server = ServerProcess([sys.executable, "-c", prints_its_arguments, "--api-key", secret, "--hf-token=hf_abcdef"],
-                           free_port(), "127.0.0.1", tmp_path / "server.log")
+    server = ServerProcess(
+        [sys.executable, "-c", prints_its_arguments, "--api-key", secret, "--hf-token=hf_abcdef"],
+        free_port(),
+        "127.0.0.1",
+        tmp_path / "server.log",
+    )
     server.start()
     with pytest.raises(EngineStartError) as info:
         server.wait_healthy(30)
@@ -196,11 +260,17 @@ def test_secret_arguments_are_redacted_in_the_log_and_its_tail(tmp_path):
 def test_a_server_that_prints_its_secrets_leaves_none_in_the_saved_log(tmp_path):
     """The server's own output goes straight to server-N.log: whatever it prints of its secret
     arguments or secret-named environment is scrubbed when it stops; other values stay."""
-    prints = ("import os, sys; print('args:', sys.argv[1:]); print('token', os.environ['HF_TOKEN']); "
-              "print('devices', os.environ['CUDA_VISIBLE_DEVICES'], flush=True); raise SystemExit(3)")
-    server = ServerProcess([sys.executable, "-c", prints, "--api-key", "plainvalue123", "--hf-token=hf_abcdef"],
-                           free_port(), "127.0.0.1", tmp_path / "server.log",
-                           env={"HF_TOKEN": "hf-env-secret-99", "CUDA_VISIBLE_DEVICES": "0"})
+    prints = (
+        "import os, sys; print('args:', sys.argv[1:]); print('token', os.environ['HF_TOKEN']); "
+        "print('devices', os.environ['CUDA_VISIBLE_DEVICES'], flush=True); raise SystemExit(3)"
+    )
+    server = ServerProcess(
+        [sys.executable, "-c", prints, "--api-key", "plainvalue123", "--hf-token=hf_abcdef"],
+        free_port(),
+        "127.0.0.1",
+        tmp_path / "server.log",
+        env={"HF_TOKEN": "hf-env-secret-99", "CUDA_VISIBLE_DEVICES": "0"},
+    )
     server.start()
     with pytest.raises(EngineStartError) as info:
         server.wait_healthy(30)

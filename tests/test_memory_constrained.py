@@ -33,8 +33,12 @@ def test_checks_every_future_completion_not_only_now():
 
 def run(results, run_id, scheduler, requests=150, rate=None):
     arrival = {"process": "all-at-once"} if rate is None else {"process": "poisson", "rate": rate}
-    config = {"run_id": run_id, "workload": {"requests": requests, "seed": 4, "arrival": arrival},
-              "engine": {"kv_capacity_tokens": 16_384}, "scheduler": scheduler}
+    config = {
+        "run_id": run_id,
+        "workload": {"requests": requests, "seed": 4, "arrival": arrival},
+        "engine": {"kv_capacity_tokens": 16_384},
+        "scheduler": scheduler,
+    }
     return execute_run(parse_config(config), results)
 
 
@@ -42,7 +46,9 @@ def test_mcsf_never_overflows_and_beats_alpha_protect(results_dir):
     mcsf = run(results_dir, "mcsf", {"name": "mcsf"})
     # engine-preempt: the paper's clear-on-overflow livelocks alpha-protect in this burst
     # (tests/test_memory_overflow.py); here the engine's preemption handles the overflows
-    greedy = run(results_dir, "greedy", {"name": "alpha-protect", "params": {"alpha": 0.1, "overflow": "engine-preempt"}})
+    greedy = run(
+        results_dir, "greedy", {"name": "alpha-protect", "params": {"alpha": 0.1, "overflow": "engine-preempt"}}
+    )
     assert mcsf.status == greedy.status == "done"
     assert mcsf.summary["preemptions"] == 0
     assert mcsf.summary["e2e_s"]["mean"] < greedy.summary["e2e_s"]["mean"]
@@ -59,9 +65,13 @@ def test_alpha_beta_clear_restarts_requests_on_overflow(results_dir):
 
 def test_a_simulation_stops_at_its_time_limit(results_dir):
     # 80 requests at once take about 60 s of simulated time here; the limit is 5 s
-    config = {"run_id": "slow", "workload": {"requests": 80, "seed": 4, "arrival": {"process": "all-at-once"}},
-              "engine": {"kv_capacity_tokens": 16_384}, "max_duration_s": 5,
-              "scheduler": {"name": "alpha-beta-clear", "params": {"alpha": 0.1, "beta": 0.2}}}
+    config = {
+        "run_id": "slow",
+        "workload": {"requests": 80, "seed": 4, "arrival": {"process": "all-at-once"}},
+        "engine": {"kv_capacity_tokens": 16_384},
+        "max_duration_s": 5,
+        "scheduler": {"name": "alpha-beta-clear", "params": {"alpha": 0.1, "beta": 0.2}},
+    }
     outcome = execute_run(parse_config(config), results_dir)
     assert outcome.status == "failed" and "time limit" in outcome.error
     assert len(load_run(results_dir, "slow").requests) == 80

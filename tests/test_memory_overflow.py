@@ -119,8 +119,10 @@ def test_beta_one_clears_everything_and_can_livelock():
 
 
 def test_engine_preempt_leaves_the_overflow_to_the_engine():
-    for policy in (AlphaProtectPolicy(AlphaParams(alpha=0.1, overflow="engine-preempt")),
-                   AlphaBetaClearPolicy(AlphaBetaParams(alpha=0.1, beta=1.0, overflow="engine-preempt"))):
+    for policy in (
+        AlphaProtectPolicy(AlphaParams(alpha=0.1, overflow="engine-preempt")),
+        AlphaBetaClearPolicy(AlphaBetaParams(alpha=0.1, beta=1.0, overflow="engine-preempt")),
+    ):
         started(policy)
         for preemptions, t_s in ((1, 3.5), (2, 3.75), (3, 4.0)):
             sample(policy, t_s, preemptions)
@@ -132,9 +134,13 @@ def test_a_livelocked_run_ends_at_once_as_stalled_with_every_row_kept(results_di
     # alpha = 0 admits all 80 requests of the burst at once (their prompts fit the 16,384 tokens);
     # as they decode the cache overflows before any finishes, again after the clear: stalled at
     # the second clear, a few seconds in, not at the one-hour time limit
-    config = {"run_id": "loop", "workload": {"requests": 80, "seed": 4, "arrival": {"process": "all-at-once"}},
-              "engine": {"kv_capacity_tokens": 16_384}, "max_duration_s": 3600,
-              "scheduler": {"name": "alpha-protect", "params": {"alpha": 0.0}}}
+    config = {
+        "run_id": "loop",
+        "workload": {"requests": 80, "seed": 4, "arrival": {"process": "all-at-once"}},
+        "engine": {"kv_capacity_tokens": 16_384},
+        "max_duration_s": 3600,
+        "scheduler": {"name": "alpha-protect", "params": {"alpha": 0.0}},
+    }
     outcome = execute_run(parse_config(config), results_dir)
     assert outcome.status == "failed"
     assert outcome.error.startswith("stalled: alpha-protect: instance 0: the same 80 requests")
@@ -146,9 +152,12 @@ def test_a_livelocked_run_ends_at_once_as_stalled_with_every_row_kept(results_di
 
 def test_a_finished_run_with_clears_counts_latency_from_arrival(results_dir):
     # alpha = 0.1, beta = 0.2: requests are cleared and resent, and all finish
-    config = {"run_id": "abc", "workload": {"requests": 80, "seed": 4, "arrival": {"process": "all-at-once"}},
-              "engine": {"kv_capacity_tokens": 16_384},
-              "scheduler": {"name": "alpha-beta-clear", "params": {"alpha": 0.1, "beta": 0.2}}}
+    config = {
+        "run_id": "abc",
+        "workload": {"requests": 80, "seed": 4, "arrival": {"process": "all-at-once"}},
+        "engine": {"kv_capacity_tokens": 16_384},
+        "scheduler": {"name": "alpha-beta-clear", "params": {"alpha": 0.1, "beta": 0.2}},
+    }
     assert execute_run(parse_config(config), results_dir).status == "done"
     run = load_run(results_dir, "abc")
     requests = run.requests
@@ -160,11 +169,18 @@ def test_a_finished_run_with_clears_counts_latency_from_arrival(results_dir):
     assert (requests["arrival_s"] == 0).all() and (resent["ttft_s"] > first_clear).all()
 
 
-@pytest.mark.parametrize("params, field", [
-    ({"alpha": 1.0}, "alpha"), ({"alpha": -0.1}, "alpha"), ({"beta": 0.0}, "beta"), ({"beta": 1.5}, "beta"),
-    ({"overflow": "drop"}, "overflow"),
-])
+@pytest.mark.parametrize(
+    "params, field",
+    [
+        ({"alpha": 1.0}, "alpha"),
+        ({"alpha": -0.1}, "alpha"),
+        ({"beta": 0.0}, "beta"),
+        ({"beta": 1.5}, "beta"),
+        ({"overflow": "drop"}, "overflow"),
+    ],
+)
 def test_parameters_outside_the_papers_meaning_are_refused_by_name(params, field):
     with pytest.raises(ConfigError, match=rf"scheduler\.params\.{field}"):
-        parse_config({"run_id": "x", "workload": {"requests": 5},
-                      "scheduler": {"name": "alpha-beta-clear", "params": params}})
+        parse_config(
+            {"run_id": "x", "workload": {"requests": 5}, "scheduler": {"name": "alpha-beta-clear", "params": params}}
+        )

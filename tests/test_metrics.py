@@ -83,17 +83,71 @@ def _rows(rows):
 
 
 def test_summary_hand_computed():
-    rows = _rows([
-        # chat met, code met, chat missed (slow TTFT), code failed
-        dict(request_id="a", task="chat", arrival_s=0.0, dispatch_s=0.0, first_token_s=1.0, finish_s=3.0,
-             input_tokens=10, output_tokens=5, ttft_s=1.0, tpot_s=0.5, e2e_s=3.0, queue_s=0.0, slo_met=True, error=None),
-        dict(request_id="b", task="code", arrival_s=1.0, dispatch_s=1.0, first_token_s=2.0, finish_s=5.0,
-             input_tokens=20, output_tokens=10, ttft_s=1.0, tpot_s=3 / 9, e2e_s=4.0, queue_s=0.0, slo_met=True, error=None),
-        dict(request_id="c", task="chat", arrival_s=2.0, dispatch_s=4.0, first_token_s=6.0, finish_s=7.0,
-             input_tokens=30, output_tokens=3, ttft_s=4.0, tpot_s=0.5, e2e_s=5.0, queue_s=2.0, slo_met=False, error=None),
-        dict(request_id="d", task="code", arrival_s=3.0, dispatch_s=3.0, first_token_s=None, finish_s=6.0,
-             input_tokens=40, output_tokens=0, slo_met=False, error="http 500"),
-    ])
+    rows = _rows(
+        [
+            # chat met, code met, chat missed (slow TTFT), code failed
+            dict(
+                request_id="a",
+                task="chat",
+                arrival_s=0.0,
+                dispatch_s=0.0,
+                first_token_s=1.0,
+                finish_s=3.0,
+                input_tokens=10,
+                output_tokens=5,
+                ttft_s=1.0,
+                tpot_s=0.5,
+                e2e_s=3.0,
+                queue_s=0.0,
+                slo_met=True,
+                error=None,
+            ),
+            dict(
+                request_id="b",
+                task="code",
+                arrival_s=1.0,
+                dispatch_s=1.0,
+                first_token_s=2.0,
+                finish_s=5.0,
+                input_tokens=20,
+                output_tokens=10,
+                ttft_s=1.0,
+                tpot_s=3 / 9,
+                e2e_s=4.0,
+                queue_s=0.0,
+                slo_met=True,
+                error=None,
+            ),
+            dict(
+                request_id="c",
+                task="chat",
+                arrival_s=2.0,
+                dispatch_s=4.0,
+                first_token_s=6.0,
+                finish_s=7.0,
+                input_tokens=30,
+                output_tokens=3,
+                ttft_s=4.0,
+                tpot_s=0.5,
+                e2e_s=5.0,
+                queue_s=2.0,
+                slo_met=False,
+                error=None,
+            ),
+            dict(
+                request_id="d",
+                task="code",
+                arrival_s=3.0,
+                dispatch_s=3.0,
+                first_token_s=None,
+                finish_s=6.0,
+                input_tokens=40,
+                output_tokens=0,
+                slo_met=False,
+                error="http 500",
+            ),
+        ]
+    )
     summary = summarize_requests(rows, preemptions=3)
     assert summary["requests"] == 4 and summary["completed"] == 3 and summary["failed"] == 1
     assert summary["duration_s"] == pytest.approx(7.0)  # first arrival 0 to last finish 7

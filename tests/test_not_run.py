@@ -30,8 +30,14 @@ def _cancelled_recorder() -> tuple[RunRecorder, list[tuple[int, int]]]:
     d: sent 5, two tokens by 10 -> in flight at the cancel: cancelled;
     e: arrived 6, held by the scheduler, never sent -> not run;
     f: arrives at 12, after the cancel -> not run."""
-    requests = [_request("a", 0.0), _request("b", 1.0), _request("c", 2.0, "code"), _request("d", 5.0),
-                _request("e", 6.0, "code"), _request("f", 12.0)]
+    requests = [
+        _request("a", 0.0),
+        _request("b", 1.0),
+        _request("c", 2.0, "code"),
+        _request("d", 5.0),
+        _request("e", 6.0, "code"),
+        _request("f", 12.0),
+    ]
     heard: list[tuple[int, int]] = []
     recorder = RunRecorder(requests, progress=lambda ran, total: heard.append((ran, total)))
     recorder.dispatched("a", 0, 0.0)
@@ -51,8 +57,13 @@ def _cancelled_recorder() -> tuple[RunRecorder, list[tuple[int, int]]]:
 def test_a_cancelled_run_counts_not_run_and_cancelled_apart_from_failures():
     recorder, heard = _cancelled_recorder()
     summary = recorder.summary()
-    assert (summary["requests"], summary["completed"], summary["failed"], summary["cancelled"],
-            summary["not_run"]) == (6, 2, 1, 1, 2)
+    assert (summary["requests"], summary["completed"], summary["failed"], summary["cancelled"], summary["not_run"]) == (
+        6,
+        2,
+        1,
+        1,
+        2,
+    )
     # attainment over the requests that ran to an end of their own: a met of a, b, c
     assert summary["slo_met"] == 1
     assert summary["slo_attainment"] == pytest.approx(1 / 3)  # was 1 / 6 when all six counted
@@ -102,8 +113,13 @@ def test_a_cancelled_simulator_run(results_dir):
     def stop() -> bool:
         return bool(ran) and ran[-1] >= 100
 
-    config = parse_config({"run_id": "cut", "workload": {"requests": 300, "arrival": {"process": "poisson", "rate": 8}},
-                           "scheduler": {"name": "fcfs"}})
+    config = parse_config(
+        {
+            "run_id": "cut",
+            "workload": {"requests": 300, "arrival": {"process": "poisson", "rate": 8}},
+            "scheduler": {"name": "fcfs"},
+        }
+    )
     outcome = execute_run(config, results_dir, progress=lambda done, total: ran.append(done), should_stop=stop)
     data = load_run(results_dir, "cut")
     rows, summary = data.requests, data.summary
@@ -113,21 +129,33 @@ def test_a_cancelled_simulator_run(results_dir):
     assert (rows.loc[~finished, "error"] == "cancelled").all()
     not_run, cancelled = int((~finished & ~sent).sum()), int((~finished & sent).sum())
     assert not_run > 0 and cancelled > 0 and 100 <= finished.sum() < 300
-    assert (summary["requests"], summary["completed"], summary["failed"], summary["cancelled"],
-            summary["not_run"]) == (300, int(finished.sum()), 0, cancelled, not_run)
+    assert (summary["requests"], summary["completed"], summary["failed"], summary["cancelled"], summary["not_run"]) == (
+        300,
+        int(finished.sum()),
+        0,
+        cancelled,
+        not_run,
+    )
     met = int(rows.loc[finished, "slo_met"].sum())
     assert summary["slo_met"] == met
     assert summary["slo_attainment"] == pytest.approx(met / finished.sum())  # not met / 300
     assert ran[-1] == 300 - not_run  # progress ends at the requests that ran
     assert ran_text(summary["requests"], summary["not_run"], summary["status"]) == (
-        f"{300 - not_run:,} of 300 requests ran ({not_run:,} not run: cancelled)")
+        f"{300 - not_run:,} of 300 requests ran ({not_run:,} not run: cancelled)"
+    )
 
 
 def test_a_run_that_hits_its_time_limit_fails_in_flight_requests_and_does_not_run_the_rest(results_dir):
     """max_duration_s cuts the run (status failed): requests in flight then are failures, those
     not yet sent are not run, and attainment is over completed + failed."""
-    config = parse_config({"run_id": "limit", "max_duration_s": 20.0, "scheduler": {"name": "fcfs"},
-                           "workload": {"requests": 300, "arrival": {"process": "poisson", "rate": 8}}})
+    config = parse_config(
+        {
+            "run_id": "limit",
+            "max_duration_s": 20.0,
+            "scheduler": {"name": "fcfs"},
+            "workload": {"requests": 300, "arrival": {"process": "poisson", "rate": 8}},
+        }
+    )
     outcome = execute_run(config, results_dir)
     data = load_run(results_dir, "limit")
     rows, summary = data.requests, data.summary
@@ -138,6 +166,10 @@ def test_a_run_that_hits_its_time_limit_fails_in_flight_requests_and_does_not_ru
     assert failed > 0 and not_run > 0
     assert (rows.loc[~finished & ~sent, "arrival_s"] > 0).all()
     assert (summary["completed"], summary["failed"], summary["cancelled"], summary["not_run"]) == (
-        int(finished.sum()), failed, 0, not_run)
+        int(finished.sum()),
+        failed,
+        0,
+        not_run,
+    )
     met = int(rows["slo_met"].sum())
     assert summary["slo_attainment"] == pytest.approx(met / (finished.sum() + failed))

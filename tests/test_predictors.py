@@ -28,8 +28,13 @@ Z0 = float(np.random.default_rng(0).standard_normal())
 
 
 def test_warm_prior_from_a_tiny_workload_is_each_tasks_mean_and_sample_std():
-    workload = [request("a", "chat", 10), request("b", "chat", 20), request("c", "chat", 30),
-                request("d", "code", 100), request("e", "code", 300)]
+    workload = [
+        request("a", "chat", 10),
+        request("b", "chat", 20),
+        request("c", "chat", 30),
+        request("d", "code", 100),
+        request("e", "code", 300),
+    ]
     predictor = OutputLengthPredictor()
     predictor.warm_from_workload(workload)
     assert predictor.fitted("chat") == pytest.approx((20.0, 10.0))  # std of 10, 20, 30 (n - 1)
@@ -83,14 +88,22 @@ def write_run(results, run_id: str, rows: list[dict]) -> str:
 
 
 def test_history_prior_from_a_previous_runs_finished_requests(results_dir):
-    folder = write_run(results_dir, "prev", [
-        {"request_id": "1", "task": "chat", "output_tokens": 10},
-        {"request_id": "2", "task": "chat", "output_tokens": 30},
-        {"request_id": "3", "task": "code", "output_tokens": 5},
-        {"request_id": "4", "task": "code", "output_tokens": 500, "error": "timeout"},  # failed: not counted
-    ])
+    folder = write_run(
+        results_dir,
+        "prev",
+        [
+            {"request_id": "1", "task": "chat", "output_tokens": 10},
+            {"request_id": "2", "task": "chat", "output_tokens": 30},
+            {"request_id": "3", "task": "code", "output_tokens": 5},
+            {"request_id": "4", "task": "code", "output_tokens": 500, "error": "timeout"},  # failed: not counted
+        ],
+    )
     moments = history_moments(folder)
-    assert (moments["chat"].count, moments["chat"].mean, moments["chat"].std) == (2, 20.0, pytest.approx(math.sqrt(200)))
+    assert (moments["chat"].count, moments["chat"].mean, moments["chat"].std) == (
+        2,
+        20.0,
+        pytest.approx(math.sqrt(200)),
+    )
     assert (moments["code"].count, moments["code"].mean) == (1, 5.0)
     policy = make_policy("slo-sa", {"output_prior": "history", "output_history": folder})
     from runners.engines.simulator import SimulatorConfig
@@ -106,23 +119,33 @@ def test_bad_history_and_predictor_parameters_are_refused_naming_the_field(resul
             make_policy("slo-sa", params)
 
     refused({"output_prior": "history"}, r"scheduler.params.output_history: .*needs a previous run's folder")
-    refused({"output_prior": "history", "output_history": str(tmp_path / "nope")},
-            r"scheduler.params.output_history: .*does not exist")
+    refused(
+        {"output_prior": "history", "output_history": str(tmp_path / "nope")},
+        r"scheduler.params.output_history: .*does not exist",
+    )
     parquet = tmp_path / "requests.parquet"
     parquet.write_bytes(b"PAR1")
-    refused({"output_prior": "history", "output_history": str(parquet)},
-            r"scheduler.params.output_history: .*is a file, not a run folder")
+    refused(
+        {"output_prior": "history", "output_history": str(parquet)},
+        r"scheduler.params.output_history: .*is a file, not a run folder",
+    )
     (tmp_path / "plain").mkdir()
-    refused({"output_prior": "history", "output_history": str(tmp_path / "plain")},
-            r"scheduler.params.output_history: .*not a run folder \(no summary.json\)")
+    refused(
+        {"output_prior": "history", "output_history": str(tmp_path / "plain")},
+        r"scheduler.params.output_history: .*not a run folder \(no summary.json\)",
+    )
     study = tmp_path / "study"
     study.mkdir()
     (study / "study.json").write_text("{}")
-    refused({"output_prior": "history", "output_history": str(study)},
-            r"scheduler.params.output_history: .*is a study, not a run folder")
+    refused(
+        {"output_prior": "history", "output_history": str(study)},
+        r"scheduler.params.output_history: .*is a study, not a run folder",
+    )
     empty = write_run(results_dir, "empty", [{"request_id": "1", "task": "chat", "output_tokens": 0, "error": "x"}])
-    refused({"output_prior": "history", "output_history": empty},
-            r"scheduler.params.output_history: .*holds no finished request")
+    refused(
+        {"output_prior": "history", "output_history": empty},
+        r"scheduler.params.output_history: .*holds no finished request",
+    )
     refused({"output_history": empty}, r"scheduler.params.output_history: is only read with output_prior 'history'")
     refused({"output_prior": "yesterday"}, r"scheduler.params.output_prior")
     refused({"noise": -0.1}, r"scheduler.params.noise")  # a negative std

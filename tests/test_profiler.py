@@ -24,7 +24,10 @@ def test_fit_recovers_table2_coefficients_from_noise_free_points():
     for fitted, expected in [(prefill.coefficients, truth.prefill), (decode.coefficients, truth.decode)]:
         np.testing.assert_allclose(
             [fitted.alpha, fitted.beta, fitted.gamma, fitted.delta],
-            [expected.alpha, expected.beta, expected.gamma, expected.delta], rtol=1e-6, atol=1e-12)
+            [expected.alpha, expected.beta, expected.gamma, expected.delta],
+            rtol=1e-6,
+            atol=1e-12,
+        )
     assert prefill.rmse_s < 1e-9 and decode.mape < 1e-6
 
 
@@ -67,14 +70,31 @@ def test_measure_against_a_server(server):
 def test_profile_command_needs_a_real_engine(tmp_path, capsys):
     assert main(["profile", "--engine", "sim", "--out", str(tmp_path / "p.yaml")]) == 2
     assert "profile needs a real engine" in capsys.readouterr().err
-    assert main(["profile", "--engine", "openai", "--url", "http://127.0.0.1:9", "--out", str(tmp_path / "p.yaml"),
-                 "--batch-sizes", "0,1"]) == 2
+    assert (
+        main(
+            [
+                "profile",
+                "--engine",
+                "openai",
+                "--url",
+                "http://127.0.0.1:9",
+                "--out",
+                str(tmp_path / "p.yaml"),
+                "--batch-sizes",
+                "0,1",
+            ]
+        )
+        == 2
+    )
     assert "--batch-sizes" in capsys.readouterr().err
 
 
 def test_fitted_profile_file_loads_into_the_simulator(tmp_path):
-    samples = [ProfileSample(b, float(l), 32.0, 0.0005 * b * l + 0.02, 0.0001 * b + 0.003, l + 16.0)
-               for b in (1, 2, 4, 8) for l in (32, 128, 512)]
+    samples = [
+        ProfileSample(b, float(l), 32.0, 0.0005 * b * l + 0.02, 0.0001 * b + 0.003, l + 16.0)
+        for b in (1, 2, 4, 8)
+        for l in (32, 128, 512)
+    ]
     path = fit_profile(samples, "fitted", "test", 8192, 16, 32, 1024).to_file(tmp_path / "fitted.yaml")
     profile = load_profile(path)
     assert profile.prefill.alpha == pytest.approx(0.0005, rel=1e-6)
@@ -82,22 +102,38 @@ def test_fitted_profile_file_loads_into_the_simulator(tmp_path):
     from runners.engines.simulator import SimulatorConfig
 
     resolved = SimulatorConfig(profile=str(path)).resolve()
-    assert resolved.kv_capacity_tokens == 8192 and resolved.max_num_seqs == 32 and resolved.max_num_batched_tokens == 1024
+    assert (
+        resolved.kv_capacity_tokens == 8192 and resolved.max_num_seqs == 32 and resolved.max_num_batched_tokens == 1024
+    )
 
 
 def test_fit_table_for_both_latency_models():
     from runners.profiler import fit_table
 
     phase = fit_table(QWEN25_7B_2XV100)
-    assert phase[1][:2] == ["prefill", "0.0001"] and phase[2][4] == "0.0158"  # Table 2: alpha_p 0.1 ms, delta_d 15.85 ms
-    samples = [ProfileSample(b, float(l), 32.0, 0.0005 * b * l + 0.02, 0.0001 * b + 0.003, l + 16.0)
-               for b in (1, 2, 4, 8) for l in (32, 128, 512)]
+    assert (
+        phase[1][:2] == ["prefill", "0.0001"] and phase[2][4] == "0.0158"
+    )  # Table 2: alpha_p 0.1 ms, delta_d 15.85 ms
+    samples = [
+        ProfileSample(b, float(l), 32.0, 0.0005 * b * l + 0.02, 0.0001 * b + 0.003, l + 16.0)
+        for b in (1, 2, 4, 8)
+        for l in (32, 128, 512)
+    ]
     assert fit_table(fit_profile(samples, "x", "t", 4096, 16, 8, 512))[1][-1] == "0.0%"
     from runners.engines.latency_model import LinearStepModel
     from runners.engines.profile import EngineProfile
 
-    step = EngineProfile(name="s", kv_capacity_tokens=4096, step_model=LinearStepModel(
-        fixed_s=0.002, per_prefill_token_s=1.5e-5, per_decode_request_s=7e-5, per_context_token_s=3e-8,
-        per_request_cpu_s=0.0), fit={"cross_validation": {"mixed": {"mape": 0.294, "n": 48}}})
+    step = EngineProfile(
+        name="s",
+        kv_capacity_tokens=4096,
+        step_model=LinearStepModel(
+            fixed_s=0.002,
+            per_prefill_token_s=1.5e-5,
+            per_decode_request_s=7e-5,
+            per_context_token_s=3e-8,
+            per_request_cpu_s=0.0,
+        ),
+        fit={"cross_validation": {"mixed": {"mape": 0.294, "n": 48}}},
+    )
     rows = fit_table(step)
     assert rows[1] == ["fixed_s", "0.002"] and rows[-1] == ["out-of-fold MAPE mixed", "29.4% (n=48)"]

@@ -12,10 +12,10 @@ from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, gene
 
 from runners.benchmark import execute_run
 from runners.config import parse_config
+from runners.drivers.wall_clock import _InstanceState
 from runners.engines.adapters.vllm import VLLMAdapter
 from runners.engines.openai_client import Endpoint, build_payload, stream_request
 from runners.engines.real_engine import detect_kind
-from runners.drivers.wall_clock import _InstanceState
 from runners.engines.telemetry import mean_between, parse_metrics
 from runners.result_store import load_run
 from tests.fakes.lmdeploy_server import FakeLMDeploy
@@ -107,8 +107,9 @@ def test_http_error_dropped_stream_timeout_and_dead_engine(lmdeploy):
 
 
 # -- telemetry -----------------------------------------------------------------------------------
-def vllm_v1_metrics_text(running=3, waiting=2, usage=0.42, preemptions=7, itl=(0.02, 0.03, 0.04),
-                         itl_name="vllm:inter_token_latency_seconds") -> str:
+def vllm_v1_metrics_text(
+    running=3, waiting=2, usage=0.42, preemptions=7, itl=(0.02, 0.03, 0.04), itl_name="vllm:inter_token_latency_seconds"
+) -> str:
     """Exposition text with vLLM V1's names, types and labels (vllm/v1/metrics/loggers.py); ``itl``:
     the inter-token latencies observed (seconds), under ``itl_name``."""
     registry = CollectorRegistry()
@@ -162,7 +163,7 @@ def test_inter_token_latency_between_scrapes():
 
 
 def test_parse_older_vllm_and_lmdeploy_names(lmdeploy):
-    old = "# TYPE vllm:gpu_cache_usage_perc gauge\nvllm:gpu_cache_usage_perc{model_name=\"m\"} 0.25\n"
+    old = '# TYPE vllm:gpu_cache_usage_perc gauge\nvllm:gpu_cache_usage_perc{model_name="m"} 0.25\n'
     assert parse_metrics(old).kv_usage == 0.25 and parse_metrics(old).kind == "vllm"
     import urllib.request
 
@@ -173,9 +174,11 @@ def test_parse_older_vllm_and_lmdeploy_names(lmdeploy):
 
 
 def test_non_finite_or_garbled_metrics_are_absent_not_a_crash():
-    page = ("# TYPE vllm:num_requests_running gauge\nvllm:num_requests_running{model_name=\"m\"} +Inf\n"
-            "# TYPE vllm:num_requests_waiting gauge\nvllm:num_requests_waiting{model_name=\"m\"} NaN\n"
-            "# TYPE vllm:kv_cache_usage_perc gauge\nvllm:kv_cache_usage_perc{model_name=\"m\"} 0.5\n")
+    page = (
+        '# TYPE vllm:num_requests_running gauge\nvllm:num_requests_running{model_name="m"} +Inf\n'
+        '# TYPE vllm:num_requests_waiting gauge\nvllm:num_requests_waiting{model_name="m"} NaN\n'
+        '# TYPE vllm:kv_cache_usage_perc gauge\nvllm:kv_cache_usage_perc{model_name="m"} 0.5\n'
+    )
     snapshot = parse_metrics(page)
     assert (snapshot.running, snapshot.waiting, snapshot.kv_usage) == (None, None, 0.5)
     with pytest.raises(ValueError):
@@ -231,8 +234,15 @@ def test_fcfs_and_static_runs_against_lmdeploy_format(lmdeploy, results_dir):
 def test_failures_are_recorded_and_the_stop_rule_applies(lmdeploy, results_dir, tmp_path):
     import json as jsonlib
 
-    entries = [{"conversations": [{"from": "human", "value": ("FAIL500 " if i % 4 == 0 else "") + "word " * 20},
-                                  {"from": "gpt", "value": "x " * 20}]} for i in range(20)]
+    entries = [
+        {
+            "conversations": [
+                {"from": "human", "value": ("FAIL500 " if i % 4 == 0 else "") + "word " * 20},
+                {"from": "gpt", "value": "x " * 20},
+            ]
+        }
+        for i in range(20)
+    ]
     path = tmp_path / "mixed.json"
     path.write_text(jsonlib.dumps(entries))
     data = attach_config(lmdeploy, "keepgoing", {"name": "fcfs"}, requests=20)
@@ -271,8 +281,6 @@ def test_two_attached_instances_share_the_load(results_dir):
     finally:
         first.stop()
         second.stop()
-
-
 
 
 def test_slices_continue_with_their_output_so_far(lmdeploy, results_dir, monkeypatch):

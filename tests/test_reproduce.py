@@ -15,9 +15,25 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "bench"))
 
 import reproduce  # noqa: E402
-from reproduction_study import (LIVELOCK_TEXT, Arm, Claim, Measure, Results, RowSpec, capacity_at_top,  # noqa: E402
-                                compare_values, compute_row, magnitude_note, measure_values, plan_arms, run_rows,
-                                slope, unique_arms, verdict)
+from reproduction_study import (  # noqa: E402
+    LIVELOCK_TEXT,
+    Arm,
+    Claim,
+    Measure,
+    Results,
+    RowSpec,
+    capacity_at_top,
+    compare_values,
+    compute_row,
+    magnitude_note,
+    measure_values,
+    plan_arms,
+    run_rows,
+    slope,
+    unique_arms,
+    verdict,
+)
+
 from runners.metrics.seed_statistics import RelativeChange  # noqa: E402
 
 T_975_2 = 4.302652729911275  # Student t, 97.5th percentile, 2 degrees of freedom
@@ -78,12 +94,17 @@ def test_magnitude_note_only_when_the_whole_interval_is_outside_the_papers_range
     table_one = Claim("+8% to +28%", 0.08, 0.28)
     assert magnitude_note(RelativeChange(3, 0.2, 0.1, 0.25), table_one) is None
     assert magnitude_note(RelativeChange(3, 0.2, 0.25, 0.3), table_one) is None  # overlaps at 0.25-0.28
-    assert magnitude_note(RelativeChange(3, 0.05, 0.01, 0.07), table_one) == "a smaller gain than the paper's +8% to +28%"
-    assert magnitude_note(RelativeChange(2, 0.5, None, None), table_one) == \
-        "a larger gain than the paper's +8% to +28%"  # no interval: the point
+    assert (
+        magnitude_note(RelativeChange(3, 0.05, 0.01, 0.07), table_one) == "a smaller gain than the paper's +8% to +28%"
+    )
+    assert (
+        magnitude_note(RelativeChange(2, 0.5, None, None), table_one) == "a larger gain than the paper's +8% to +28%"
+    )  # no interval: the point
     eight_times = Claim(">= 8x", None, -0.875)  # 003 low demand: slope down by at least 87.5%
-    assert magnitude_note(RelativeChange(3, -0.5, -0.6, -0.4), eight_times, higher_is_better=False) == \
-        "a smaller gain than the paper's <= -87.5%"
+    assert (
+        magnitude_note(RelativeChange(3, -0.5, -0.6, -0.4), eight_times, higher_is_better=False)
+        == "a smaller gain than the paper's <= -87.5%"
+    )
     assert magnitude_note(RelativeChange(3, -0.9, -0.95, -0.88), eight_times, higher_is_better=False) is None
     assert magnitude_note(RelativeChange(3, 0.5, 0.4, 0.6), NO_RANGE) is None
 
@@ -118,8 +139,14 @@ def test_a_row_from_paired_runs():
     for seed in BASE:
         results.outcomes[("base", seed, None)] = ("done", summary(G=BASE[seed], att=0.5, e2e=10.0), None)
         results.outcomes[("ours", seed, None)] = ("done", summary(G=TIGHT[seed], att=0.75, e2e=8.0), None)
-    spec = RowSpec("A", "setting", Measure("fcfs", (base,)), Measure("slo-sa", (ours,)),
-                   Claim("G +0.3% to +30%", 0.003, 0.30), also=("slo_attainment", "e2e_s.mean"))
+    spec = RowSpec(
+        "A",
+        "setting",
+        Measure("fcfs", (base,)),
+        Measure("slo-sa", (ours,)),
+        Claim("G +0.3% to +30%", 0.003, 0.30),
+        also=("slo_attainment", "e2e_s.mean"),
+    )
     row = compute_row(spec, results, [0, 1, 2])
     assert row["baseline_mean"] == pytest.approx(2.0) and row["ours_mean"] == pytest.approx(9.1 / 3)
     assert row["diff_mean"] == pytest.approx(31 / 30)
@@ -141,8 +168,13 @@ def test_a_livelocking_baseline_is_said_not_numbered():
             results.outcomes[(arm.name, seed, None)] = ("done", summary(e2e=n / 10), None)
         results.outcomes[(base[0].name, seed, None)] = ("done", summary(e2e=1.0), None)
         results.outcomes[(base[1].name, seed, None)] = ("failed", None, "stalled: alpha-protect: cleared twice")
-    spec = RowSpec("D", "high", Measure("alpha-protect", base, "slope", "e2e_s.mean", counts),
-                   Measure("mcsf", ours, "slope", "e2e_s.mean", counts), Claim("~3x", -2 / 3, -2 / 3))
+    spec = RowSpec(
+        "D",
+        "high",
+        Measure("alpha-protect", base, "slope", "e2e_s.mean", counts),
+        Measure("mcsf", ours, "slope", "e2e_s.mean", counts),
+        Claim("~3x", -2 / 3, -2 / 3),
+    )
     row = compute_row(spec, results, [0, 1, 2])
     assert row["baseline"] == f"{LIVELOCK_TEXT} at 3 seed(s)"
     assert row["ours"].startswith("0.1000 s/req")  # (2.0 - 1.0) / (20 - 10)
@@ -170,14 +202,27 @@ def test_real_target_holds_a_smaller_max_batch_in_the_client():
 
 
 def test_real_rows_come_in_the_simulator_tables_order():
-    rows = [{"scenario": name} for name in ("A slo-sa vs fcfs", "B dynamic-sla vs static (capacity)",
-                                            "Baton continuous vs static batches", "A slo-sa oracle vs fcfs",
-                                            "D mcsf vs alpha-protect", "B dynamic-mem vs static max batch",
-                                            "C scls vs fcfs uncapped")]
+    rows = [
+        {"scenario": name}
+        for name in (
+            "A slo-sa vs fcfs",
+            "B dynamic-sla vs static (capacity)",
+            "Baton continuous vs static batches",
+            "A slo-sa oracle vs fcfs",
+            "D mcsf vs alpha-protect",
+            "B dynamic-mem vs static max batch",
+            "C scls vs fcfs uncapped",
+        )
+    ]
     assert [row["scenario"] for row in reproduce.in_table_order(rows)] == [
-        "A slo-sa vs fcfs", "A slo-sa oracle vs fcfs", "B dynamic-sla vs static (capacity)",
-        "B dynamic-mem vs static max batch", "C scls vs fcfs uncapped", "D mcsf vs alpha-protect",
-        "Baton continuous vs static batches"]
+        "A slo-sa vs fcfs",
+        "A slo-sa oracle vs fcfs",
+        "B dynamic-sla vs static (capacity)",
+        "B dynamic-mem vs static max batch",
+        "C scls vs fcfs uncapped",
+        "D mcsf vs alpha-protect",
+        "Baton continuous vs static batches",
+    ]
 
 
 # -- the plans -------------------------------------------------------------------------------------
@@ -202,8 +247,9 @@ def test_the_quick_table_plans():
     specs = reproduce.sim_rows(reproduce.QUICK_SCALE)
     members, _ = plan_arms(unique_arms(specs), [0, 1, 2], reproduce.sim_config)
     assert len(members) == 117  # 3 seeds x 39 arms, 18 of them D: (mcsf + 8 baselines) x 2 counts
-    d_params = {(m.scheduler, tuple(sorted(m.config.scheduler.params.items()))) for m in members
-                if m.run_id.startswith("d-")}
+    d_params = {
+        (m.scheduler, tuple(sorted(m.config.scheduler.params.items()))) for m in members if m.run_id.startswith("d-")
+    }
     assert len(d_params) == 1 + len(reproduce.D_BASELINES)  # every baseline setting is its own arm
 
 
@@ -215,14 +261,15 @@ def test_a_tiny_baton_row_runs_paired_on_the_simulator(tmp_path: Path):
     assert len(results.outcomes) == 6 and all(outcome[0] == "done" for outcome in results.outcomes.values())
     row = rows[0]
     assert row["n_pairs"] == 3 and row["seeds"] == 3
-    expected = ("reproduced" if row["diff_low"] > 0 else "not reproduced" if row["diff_high"] < 0
-                else "inconclusive")
+    expected = "reproduced" if row["diff_low"] > 0 else "not reproduced" if row["diff_high"] < 0 else "inconclusive"
     assert row["verdict"] == expected
     # paired: at each seed both arms got the identical requests (lengths and arrival times)
     for seed in (0, 1, 2):
         static = pd.read_parquet(tmp_path / f"baton-b2-static-static-s{seed}" / "requests.parquet")
         continuous = pd.read_parquet(tmp_path / f"baton-b2-continuous-fcfs-s{seed}" / "requests.parquet")
         columns = ["request_id", "arrival_s", "input_tokens", "target_output_tokens"]
-        pd.testing.assert_frame_equal(static[columns].sort_values("request_id").reset_index(drop=True),
-                                      continuous[columns].sort_values("request_id").reset_index(drop=True))
+        pd.testing.assert_frame_equal(
+            static[columns].sort_values("request_id").reset_index(drop=True),
+            continuous[columns].sort_values("request_id").reset_index(drop=True),
+        )
         assert (static["task"] == "chat").all() and len(static) == 6

@@ -27,7 +27,9 @@ def test_rows_survive_a_crash_before_close(results_dir):
 
 
 def test_close_merges_parts_and_records_status(results_dir):
-    writer = RunWriter(results_dir, "ok", {"config": {"a": 1}}, {"engine": "sim", "started_at": "2026-01-01"}, flush_rows=2)
+    writer = RunWriter(
+        results_dir, "ok", {"config": {"a": 1}}, {"engine": "sim", "started_at": "2026-01-01"}, flush_rows=2
+    )
     for i in range(5):
         writer.add_request(row(i))
         writer.add_sample({"t_s": 0.25 * i, "instance": 0, "kv_usage": 0.1 * i})

@@ -38,15 +38,29 @@ def comparison(app) -> tuple[pd.DataFrame, pd.DataFrame, str]:
         rows.append([html.unescape(re.sub(r"<[^>]+>", "", cell)) for cell in cells])
         colours.append([(re.findall(r"color: (#[0-9a-f]{6})", cell) or [""])[0] for cell in cells])
     titles = {html.unescape(name): title for title, name in header}
-    return (pd.DataFrame(rows, columns=columns), pd.DataFrame(colours, columns=columns),
-            titles)
+    return (pd.DataFrame(rows, columns=columns), pd.DataFrame(colours, columns=columns), titles)
 
 
-def run(results, run_id: str, scheduler: str, requests: int = 30, rate: float = 4.0, seed: int = 0,
-        sweep_id: str | None = None) -> None:
-    execute_run(parse_config({"run_id": run_id, "scheduler": {"name": scheduler}, "sweep_id": sweep_id,
-                              "workload": {"requests": requests, "seed": seed,
-                                           "arrival": {"process": "poisson", "rate": rate}}}), results)
+def run(
+    results,
+    run_id: str,
+    scheduler: str,
+    requests: int = 30,
+    rate: float = 4.0,
+    seed: int = 0,
+    sweep_id: str | None = None,
+) -> None:
+    execute_run(
+        parse_config(
+            {
+                "run_id": run_id,
+                "scheduler": {"name": scheduler},
+                "sweep_id": sweep_id,
+                "workload": {"requests": requests, "seed": seed, "arrival": {"process": "poisson", "rate": rate}},
+            }
+        ),
+        results,
+    )
 
 
 def test_comparison_names_runs_shows_every_metric_and_badges_by_shown_values(results):
@@ -68,8 +82,9 @@ def test_comparison_names_runs_shows_every_metric_and_badges_by_shown_values(res
     static = load_run(results, "demo-static-s0").summary
     assert rows.loc["SLO attainment (%)", "fcfs (baseline)"] == f"{100 * fcfs['slo_attainment']:.1f}"
     shown_change = round(100 * static["slo_attainment"], 1) - round(100 * fcfs["slo_attainment"], 1)
-    assert rows.loc["SLO attainment (%)", "static"] == (f"{100 * static['slo_attainment']:.1f} "
-                                                       f"({shown_change:+.1f} pts)")
+    assert rows.loc["SLO attainment (%)", "static"] == (
+        f"{100 * static['slo_attainment']:.1f} ({shown_change:+.1f} pts)"
+    )
     assert rows.loc["completed requests", "static"] == "1000 (=)"  # equal: '=', no colour
     assert rows.loc["TPOT mean (ms)", "fcfs (baseline)"] == f"{1000 * fcfs['tpot_s']['mean']:.1f}"
     for label in ("TTFT median (s)", "ITL mean (ms)", "queue mean (s)", "input throughput (tok/s)"):
@@ -108,6 +123,7 @@ def test_exports_carry_config_seed_versions_and_per_run_downloads(results):
     for key in ("csv", "export_requests_csv", "export_requests_parquet", "export_summary", "export_config"):
         assert any(key in proto_id for proto_id in keys), key
     from runners.compare import comparison_table, csv_with_provenance
+
     loaded = [load_run(results, "a-fcfs"), load_run(results, "b-fcfs")]
     text = csv_with_provenance(comparison_table([r.summary for r in loaded], "a-fcfs"), loaded)
     assert '"seed": 4' in text and '"schedlab":' in text
@@ -121,7 +137,9 @@ def test_sweep_capacity_table_has_readable_headers(results):
     app = open_page("pages/2_Results.py")
     # the capacity table: the one with the schedulers and the number of rates (an un-keyed
     # st.dataframe has no id to find it by)
-    capacity = next(frame.value for frame in app.dataframe if "scheduler" in frame.value.columns
-                    and any(str(column).startswith("rates") for column in frame.value.columns))
-    assert list(capacity.columns) == ["scheduler", "capacity at ≥ 90% attainment (req/s)", "lower bound",
-                                      "rates swept"]
+    capacity = next(
+        frame.value
+        for frame in app.dataframe
+        if "scheduler" in frame.value.columns and any(str(column).startswith("rates") for column in frame.value.columns)
+    )
+    assert list(capacity.columns) == ["scheduler", "capacity at ≥ 90% attainment (req/s)", "lower bound", "rates swept"]

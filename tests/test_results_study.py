@@ -23,9 +23,19 @@ from runners.metrics.seed_statistics import SINGLE_SEED_NOTE
 from runners.result_store import load_run, read_summary
 from runners.study import read_study, study_statistics
 from runners.study_charts import metric_bars, pooled_cdfs
-from runners.study_view import (VERDICT_COLOURS, capacity_per_seed, capacity_statistics, capacity_table, list_studies,
-                                member_summaries, same_as_baseline, same_as_baseline_lines, statistics_frame,
-                                study_counts, study_member_runs)
+from runners.study_view import (
+    VERDICT_COLOURS,
+    capacity_per_seed,
+    capacity_statistics,
+    capacity_table,
+    list_studies,
+    member_summaries,
+    same_as_baseline,
+    same_as_baseline_lines,
+    statistics_frame,
+    study_counts,
+    study_member_runs,
+)
 from tests.test_app import open_page
 
 SIM = ["--engine", "sim", "--quiet"]
@@ -42,10 +52,50 @@ def made(tmp_path_factory) -> Path:
     ``calm`` (uncontended: 1 req/s, many slots, one seed: identical decisions) and ``cap`` (a
     hand-made sweep over 1, 2 and 4 req/s whose attainments are set by hand)."""
     out = tmp_path_factory.mktemp("studies") / "results"
-    assert main(["run", *SIM, "--requests", "20", "--rate", "6", "--set", "engine.max_num_seqs=1",
-                 "--scheduler", "fcfs,slo-sa", "--seeds", "3", "--run-id", "st", "--out", str(out)]) == 0
-    assert main(["run", *SIM, "--requests", "8", "--rate", "0.5", "--scheduler", "fcfs,slo-sa", "--seeds", "1",
-                 "--run-id", "calm", "--out", str(out)]) == 0
+    assert (
+        main(
+            [
+                "run",
+                *SIM,
+                "--requests",
+                "20",
+                "--rate",
+                "6",
+                "--set",
+                "engine.max_num_seqs=1",
+                "--scheduler",
+                "fcfs,slo-sa",
+                "--seeds",
+                "3",
+                "--run-id",
+                "st",
+                "--out",
+                str(out),
+            ]
+        )
+        == 0
+    )
+    assert (
+        main(
+            [
+                "run",
+                *SIM,
+                "--requests",
+                "8",
+                "--rate",
+                "0.5",
+                "--scheduler",
+                "fcfs,slo-sa",
+                "--seeds",
+                "1",
+                "--run-id",
+                "calm",
+                "--out",
+                str(out),
+            ]
+        )
+        == 0
+    )
     make_capacity_study(out)
     return out
 
@@ -54,8 +104,14 @@ def made(tmp_path_factory) -> Path:
 #: fcfs s0: between 2 (0.9) and 4 (0.5): 2 + (0.9 - 0.8) / (0.9 - 0.5) x 2 = 2.5
 #: fcfs s1: between 1 (1.0) and 2 (0.7): 1 + 0.2 / 0.3 = 1.6667;  fcfs s2: every rate meets it: >= 4
 #: slo-sa s0: 2 + 0.2 / 0.4 x 2 = 3.0;  slo-sa s1: 2 + 0.1 / 0.5 x 2 = 2.4;  slo-sa s2: below 1 req/s
-ATTAINMENT = {("fcfs", 0): (1.0, 0.9, 0.5), ("fcfs", 1): (1.0, 0.7, 0.3), ("fcfs", 2): (0.95, 0.85, 0.85),
-              ("slo-sa", 0): (1.0, 1.0, 0.6), ("slo-sa", 1): (1.0, 0.9, 0.4), ("slo-sa", 2): (0.7, 0.6, 0.5)}
+ATTAINMENT = {
+    ("fcfs", 0): (1.0, 0.9, 0.5),
+    ("fcfs", 1): (1.0, 0.7, 0.3),
+    ("fcfs", 2): (0.95, 0.85, 0.85),
+    ("slo-sa", 0): (1.0, 1.0, 0.6),
+    ("slo-sa", 1): (1.0, 0.9, 0.4),
+    ("slo-sa", 2): (0.7, 0.6, 0.5),
+}
 RATES = (1.0, 2.0, 4.0)
 
 
@@ -71,18 +127,37 @@ def make_capacity_study(out: Path) -> None:
             summary.update(run_id=run_id, scheduler=name, slo_attainment=value, arrival_rate_rps=rate)
             write_json(out / run_id / "summary.json", summary)
             summaries[run_id] = summary
-            runs.append({"run_id": run_id, "scheduler": name, "seed": seed, "rate": rate, "status": "done",
-                         "error": None})
+            runs.append(
+                {"run_id": run_id, "scheduler": name, "seed": seed, "rate": rate, "status": "done", "error": None}
+            )
     shutil.rmtree(template)
-    by_rate = [{"rate": rate, "statistics": study_statistics([r for r in runs if r["rate"] == rate], summaries,
-                                                             "fcfs", ["fcfs", "slo-sa"], relative=False)}
-               for rate in RATES]
+    by_rate = [
+        {
+            "rate": rate,
+            "statistics": study_statistics(
+                [r for r in runs if r["rate"] == rate], summaries, "fcfs", ["fcfs", "slo-sa"], relative=False
+            ),
+        }
+        for rate in RATES
+    ]
     (out / "cap").mkdir()
-    write_json(out / "cap" / "study.json", {
-        "schema_version": 1, "study_id": "cap", "baseline": "fcfs", "schedulers": ["fcfs", "slo-sa"],
-        "seeds": list(SEEDS), "status": "done", "created_at": "2020-01-01T00:00:00Z",
-        "finished_at": "2020-01-01T00:01:00Z", "rates": list(RATES), "runs": runs, "statistics": {},
-        "statistics_by_rate": by_rate})
+    write_json(
+        out / "cap" / "study.json",
+        {
+            "schema_version": 1,
+            "study_id": "cap",
+            "baseline": "fcfs",
+            "schedulers": ["fcfs", "slo-sa"],
+            "seeds": list(SEEDS),
+            "status": "done",
+            "created_at": "2020-01-01T00:00:00Z",
+            "finished_at": "2020-01-01T00:01:00Z",
+            "rates": list(RATES),
+            "runs": runs,
+            "statistics": {},
+            "statistics_by_rate": by_rate,
+        },
+    )
 
 
 @pytest.fixture
@@ -162,8 +237,9 @@ def test_study_member_runs_loads_exact_ids_inside_the_folder_and_reports_the_mis
 def test_statistics_frame_shows_study_json_numbers_formatted_by_the_catalog(results):
     record = record_of(results, "st")
     frame = statistics_frame(record, record["statistics"]).set_index(["key", "scheduler"])
-    summaries = {(name, seed): read_summary(results / f"st-{name}-s{seed}") for name in ("fcfs", "slo-sa")
-                 for seed in SEEDS}
+    summaries = {
+        (name, seed): read_summary(results / f"st-{name}-s{seed}") for name in ("fcfs", "slo-sa") for seed in SEEDS
+    }
     # attainment by hand from the member summaries: mean and Student t interval (t(0.975, 2) = 4.3027)
     values = np.array([summaries[("slo-sa", seed)]["slo_attainment"] for seed in SEEDS]) * 100
     half = 4.302652729911275 * values.std(ddof=1) / np.sqrt(3)
@@ -172,8 +248,9 @@ def test_statistics_frame_shows_study_json_numbers_formatted_by_the_catalog(resu
     diffs = [summaries[("slo-sa", s)]["slo_attainment"] - summaries[("fcfs", s)]["slo_attainment"] for s in SEEDS]
     assert row["seeds better"] == f"{sum(d > 0 for d in diffs)} of 3 seeds"
     pair = record["statistics"]["slo_attainment"]["vs_baseline"]["slo-sa"]
-    assert row["change vs fcfs [95% CI]"] == (f"{pair['diff_mean'] * 100:+.1f} pts "
-                                              f"[{pair['ci_low'] * 100:.1f}, {pair['ci_high'] * 100:.1f}]")
+    assert row["change vs fcfs [95% CI]"] == (
+        f"{pair['diff_mean'] * 100:+.1f} pts [{pair['ci_low'] * 100:.1f}, {pair['ci_high'] * 100:.1f}]"
+    )
     assert row["verdict"] == pair["verdict"] and row["judged"]
     assert frame.loc[("slo_attainment", "fcfs"), "verdict"] == "baseline"
     # TPOT in ms, G in 1/s; contention is described, never judged
@@ -183,8 +260,15 @@ def test_statistics_frame_shows_study_json_numbers_formatted_by_the_catalog(resu
     assert peak["verdict"] == "" and not peak["judged"] and "describes the setting" in peak["note"]
     assert set(frame.index.get_level_values("key")) == {m.key for m in COMPARISON_METRICS if not m.real_engines_only}
     assert study_counts(record) | {"by_status": None} == {
-        "runs": 6, "by_status": None, "done": 6, "failed": 0, "seeds": [0, 1, 2], "rates": [],
-        "schedulers": ["fcfs", "slo-sa"], "dropped_seeds": []}
+        "runs": 6,
+        "by_status": None,
+        "done": 6,
+        "failed": 0,
+        "seeds": [0, 1, 2],
+        "rates": [],
+        "schedulers": ["fcfs", "slo-sa"],
+        "dropped_seeds": [],
+    }
 
 
 def test_a_scheduler_with_exactly_the_baselines_results_is_named(results):
@@ -251,8 +335,9 @@ def test_pooled_cdfs_and_run_cdfs_show_tpot_in_milliseconds(results):
     fig = pooled_cdfs(runs, "tpot_s")
     assert fig.layout.xaxis.title.text == "TPOT (ms)"
     chat = [trace for trace in fig.data if trace.legendgroup == "fcfs"][0]
-    pooled = np.concatenate([run.requests.loc[run.requests["task"] == "chat", "tpot_s"].dropna()
-                             for run in runs["fcfs"]])
+    pooled = np.concatenate(
+        [run.requests.loc[run.requests["task"] == "chat", "tpot_s"].dropna() for run in runs["fcfs"]]
+    )
     assert chat.name == f"fcfs (3 seeds, {sum(len(run.requests) for run in runs['fcfs'])} requests)"
     assert max(chat.x) == pytest.approx(pooled.max() * 1000) and min(chat.x) == pytest.approx(pooled.min() * 1000)
     single = latency_cdfs([load_run(results, "st-fcfs-s0")], "tpot_s")
@@ -272,14 +357,17 @@ def test_results_page_shows_a_study_with_intervals_verdicts_and_k_of_n(results):
         entry = metric(next(m.key for m in COMPARISON_METRICS if m.label == row["metric"]))
         stats = record["statistics"][entry.key]["schedulers"][row["scheduler"]]
         assert row["n"] == stats["n"] == 3
-        assert row["mean [95% CI]"] == f"{entry.format(stats['mean'])} " \
-                                       f"{entry.format_interval(stats['ci_low'], stats['ci_high'])}"
+        assert (
+            row["mean [95% CI]"] == f"{entry.format(stats['mean'])} "
+            f"{entry.format_interval(stats['ci_low'], stats['ci_high'])}"
+        )
         pair = record["statistics"][entry.key]["vs_baseline"].get(row["scheduler"])
         if pair:
             assert row["verdict"] == pair["verdict"]
             assert row["seeds better"] == f"{pair['wins']} of {pair['n_pairs']} seeds"
-            assert row["change vs fcfs [95% CI]"] == (f"{entry.format_change(pair['diff_mean'])} "
-                                                      f"{entry.format_interval(pair['ci_low'], pair['ci_high'])}")
+            assert row["change vs fcfs [95% CI]"] == (
+                f"{entry.format_change(pair['diff_mean'])} {entry.format_interval(pair['ci_low'], pair['ci_high'])}"
+            )
     # verdicts coloured: better green, worse red, no difference grey; baseline and contention rows never
     colours = cell_colours(element)
     for index, row in shown.iterrows():
@@ -303,8 +391,12 @@ def test_results_page_shows_a_study_with_intervals_verdicts_and_k_of_n(results):
 def test_an_uncontended_study_warns_of_identical_decisions_and_its_single_seed(results):
     app = open_study("calm")
     warnings = [warning.value for warning in app.warning]
-    assert any("identical decisions" in text and "the engine never had a queue (max waiting 0)" in text
-               and "higher rate" in text for text in warnings), warnings
+    assert any(
+        "identical decisions" in text
+        and "the engine never had a queue (max waiting 0)" in text
+        and "higher rate" in text
+        for text in warnings
+    ), warnings
     assert SINGLE_SEED_NOTE in [info.value for info in app.info]
     element, shown = statistics_tables(app)[0]
     row = shown.set_index(["metric", "scheduler"]).loc[("SLO attainment (%)", "slo-sa")]
@@ -318,8 +410,9 @@ def test_single_runs_say_one_seed_has_no_interval_and_when_they_made_identical_d
     app.multiselect(key="compare_runs").set_value(["calm-fcfs-s0", "calm-slo-sa-s0"]).run()
     assert not app.exception, app.exception
     assert any(SINGLE_SEED_NOTE in info.value for info in app.info)
-    assert any(w.value.startswith("these runs made identical decisions: the engine never had a queue")
-               for w in app.warning)
+    assert any(
+        w.value.startswith("these runs made identical decisions: the engine never had a queue") for w in app.warning
+    )
     app.multiselect(key="compare_runs").set_value(["st-fcfs-s0", "st-slo-sa-s0"]).run()
     assert any(SINGLE_SEED_NOTE in info.value for info in app.info)
     assert not app.warning
@@ -364,8 +457,9 @@ def test_a_damaged_study_or_a_missing_member_is_one_message_never_a_traceback(re
     assert any(e.value.startswith("Study calm cannot be shown:") and "study.json" in e.value for e in app.error)
     app.selectbox(key="study").set_value("st").run()
     assert not app.exception
-    assert any("1 member run(s) cannot be read" in e.value and "'st-slo-sa-s1' is missing" in e.value
-               for e in app.error)
+    assert any(
+        "1 member run(s) cannot be read" in e.value and "'st-slo-sa-s1' is missing" in e.value for e in app.error
+    )
     assert statistics_tables(app)  # the statistics of study.json are still shown
 
 

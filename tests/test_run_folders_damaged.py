@@ -28,12 +28,14 @@ def edit_summary(**fields):
     def change(folder: Path) -> None:
         path = folder / "summary.json"
         path.write_text(json.dumps({**json.loads(path.read_text()), **fields}))
+
     return change
 
 
 def write_summary(content: bytes):
     def change(folder: Path) -> None:
         (folder / "summary.json").write_bytes(content)
+
     return change
 
 
@@ -59,11 +61,13 @@ DAMAGED = {  # variant: (corruption, words of the reason)
     "invalid-utf8": (write_summary(b'{"run_id": "\xff\xfe", "status": "done"}'), "not valid UTF-8"),
     "invalid-json": (write_summary(b'{"status": "done",'), "not valid JSON"),
     "deep-nesting": (write_summary(b"[" * 10_000 + b"]" * 10_000), "nested too deeply"),
-    "deep-nesting-in-a-field": (write_summary(b'{"status": "done", "notes": ' + b"[" * 10_000 + b"]" * 10_000
-                                              + b"}"), "nested too deeply"),
+    "deep-nesting-in-a-field": (
+        write_summary(b'{"status": "done", "notes": ' + b"[" * 10_000 + b"]" * 10_000 + b"}"),
+        "nested too deeply",
+    ),
     "started_at-number": (edit_summary(started_at=5), "started_at is 5; expected text"),
     "engine-object": (edit_summary(engine={}), "engine is {}; expected text"),
-    "run_id-object": (edit_summary(run_id={"a": 1}), "run_id is {\"a\": 1}; expected text"),
+    "run_id-object": (edit_summary(run_id={"a": 1}), 'run_id is {"a": 1}; expected text'),
     "run_id-path": (edit_summary(run_id="../outside-run"), "run_id '../outside-run' is not a run id"),
     "status-unknown": (edit_summary(status="finished"), "status is 'finished'"),
     "metric-text": (edit_summary(slo_attainment="high"), "slo_attainment is 'high'; expected a number"),
@@ -81,8 +85,11 @@ INCOMPLETE = {
 def results(tmp_path, real_run) -> Path:
     folder = tmp_path / "res"
     folder.mkdir()
-    for name, started in (("good-a", "2026-01-01T00:00:00Z"), ("good-b", "2026-01-02T00:00:00Z"),
-                          ("bad", "2026-12-31T00:00:00Z")):  # the damaged run is the newest
+    for name, started in (
+        ("good-a", "2026-01-01T00:00:00Z"),
+        ("good-b", "2026-01-02T00:00:00Z"),
+        ("bad", "2026-12-31T00:00:00Z"),
+    ):  # the damaged run is the newest
         shutil.copytree(real_run, folder / name)
         edit_summary(started_at=started)(folder / name)
     return folder

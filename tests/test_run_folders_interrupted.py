@@ -45,8 +45,9 @@ def cli(args: list[str], capsys) -> tuple[int, str, str]:
 
 @pytest.fixture
 def killed(results_dir: Path) -> Path:
-    completed = subprocess.run([sys.executable, "-c", KILLED_WRITER, str(results_dir)], cwd=ROOT,
-                               capture_output=True, text=True, timeout=120)
+    completed = subprocess.run(
+        [sys.executable, "-c", KILLED_WRITER, str(results_dir)], cwd=ROOT, capture_output=True, text=True, timeout=120
+    )
     assert completed.returncode == -9, completed.stderr
     return results_dir / "killed"
 
@@ -115,8 +116,14 @@ def test_which_writers_count_as_gone(results_dir):
     write_running(results_dir, "other-host", {"pid": exited.pid, "hostname": host + "-elsewhere"})
     statuses = {run["run_id"]: run["status"] for run in result_store.list_runs(results_dir)}
     zombie.wait()
-    expected = {"exited": "interrupted", "zombie": "interrupted", "rebooted": "interrupted", "me": "running",
-                "old-summary": "running", "other-host": "running"}
+    expected = {
+        "exited": "interrupted",
+        "zombie": "interrupted",
+        "rebooted": "interrupted",
+        "me": "running",
+        "old-summary": "running",
+        "other-host": "running",
+    }
     if me["start_ticks"] is not None:
         expected["reused-pid"] = "interrupted"
     assert {name: statuses[name] for name in expected} == expected

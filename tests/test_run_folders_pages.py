@@ -10,6 +10,7 @@ import shutil
 from pathlib import Path
 
 import pytest
+
 from runners.cli import main
 from runners.demo import DEMO_SCHEDULERS
 from tests.test_app import open_page
@@ -37,8 +38,19 @@ def results(monkeypatch, tmp_path, real_run) -> Path:
     folder.mkdir()
     monkeypatch.setattr("runners.result_store.DEFAULT_RESULTS_DIR", folder)
     shutil.copytree(real_run, tmp_path / "outside-run")
-    names = ["good-a", "good-b", "bad-list", "bad-utf8", "bad-deep", "bad-started", "bad-engine", "bad-id",
-             "evil", "bad-newest", "bad-folder"]
+    names = [
+        "good-a",
+        "good-b",
+        "bad-list",
+        "bad-utf8",
+        "bad-deep",
+        "bad-started",
+        "bad-engine",
+        "bad-id",
+        "evil",
+        "bad-newest",
+        "bad-folder",
+    ]
     for day, name in enumerate(names, start=1):
         shutil.copytree(real_run, folder / name)
         set_summary(folder / name, started_at=f"2026-01-{day:02d}T00:00:00Z")

@@ -80,10 +80,26 @@ def more_runs(tree: Path, *names: str) -> None:
         shutil.copytree(tree / "res" / "good-a", tree / "res" / name)
 
 
-@pytest.mark.parametrize("target", [
-    "../outside-run", "ABSOLUTE", "../outside-r", "../**/outside-run", ".", "", "*", "g", "?ood-a", "[g]ood-a",
-    "./good-a", "good-a/", "good-a/../good-a", "..", "../res/good-a",
-])
+@pytest.mark.parametrize(
+    "target",
+    [
+        "../outside-run",
+        "ABSOLUTE",
+        "../outside-r",
+        "../**/outside-run",
+        ".",
+        "",
+        "*",
+        "g",
+        "?ood-a",
+        "[g]ood-a",
+        "./good-a",
+        "good-a/",
+        "good-a/../good-a",
+        "..",
+        "../res/good-a",
+    ],
+)
 @pytest.mark.parametrize("where", ["cwd", "inside a run folder"])
 def test_delete_never_reaches_outside_and_refuses_paths_and_patterns(tree, target, where, monkeypatch, capsys):
     results = tree / "res"
@@ -244,7 +260,11 @@ def test_demo_over_a_symlinked_demo_run_is_one_line_and_removes_nothing(tree, ca
 
 def test_the_module_entry_point_prints_one_line(tree):
     """The same through `python -m runners`, as a user runs it."""
-    completed = subprocess.run([sys.executable, "-m", "runners", "delete", "../outside-run", "--out",
-                                str(tree / "res")], cwd=ROOT, capture_output=True, text=True)
+    completed = subprocess.run(
+        [sys.executable, "-m", "runners", "delete", "../outside-run", "--out", str(tree / "res")],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+    )
     assert completed.returncode == 2 and refused(2, completed.stderr), completed.stderr
     assert (tree / "outside-run" / "summary.json").exists()

@@ -41,10 +41,29 @@ def test_result_files_follow_the_contract(fcfs_and_static):
     data = load_run(folder, "fcfs")
     assert list(data.requests.columns) == list(REQUEST_COLUMNS)
     assert list(data.timeseries.columns) == list(TIMESERIES_COLUMNS)
-    for key in ("schema_version", "run_id", "engine", "scheduler", "status", "requests", "completed", "failed",
-                "duration_s", "slo_attainment", "slo_attainment_by_task", "G", "goodput_rps",
-                "request_throughput_rps", "output_throughput_tps", "total_throughput_tps", "ttft_s", "tpot_s",
-                "e2e_s", "queue_s", "preemptions"):
+    for key in (
+        "schema_version",
+        "run_id",
+        "engine",
+        "scheduler",
+        "status",
+        "requests",
+        "completed",
+        "failed",
+        "duration_s",
+        "slo_attainment",
+        "slo_attainment_by_task",
+        "G",
+        "goodput_rps",
+        "request_throughput_rps",
+        "output_throughput_tps",
+        "total_throughput_tps",
+        "ttft_s",
+        "tpot_s",
+        "e2e_s",
+        "queue_s",
+        "preemptions",
+    ):
         assert key in data.summary, key
     assert set(data.summary["ttft_s"]) == {"mean", "median", "p90", "p99"}
     # the config is enough to rerun: it parses back and names the seed and scheduler
@@ -74,7 +93,9 @@ def test_static_kv_series_is_a_sawtooth(fcfs_and_static):
 
 
 def test_lone_request_matches_the_latency_model(results_dir):
-    outcome = run(results_dir, workload={"requests": 1, "ratio": {"chat": 0, "code": 1}, "arrival": {"process": "all-at-once"}})
+    outcome = run(
+        results_dir, workload={"requests": 1, "ratio": {"chat": 0, "code": 1}, "arrival": {"process": "all-at-once"}}
+    )
     row = load_run(results_dir, outcome.run_id).requests.iloc[0]
     model = parse_config({}).engine.resolve().latency
     ttft, e2e = model.alone_latency(row["input_tokens"], row["target_output_tokens"])
@@ -93,8 +114,11 @@ def test_same_seed_same_numbers_and_two_instances(results_dir):
 
 
 def test_small_cache_preempts_and_counts_it(results_dir):
-    outcome = run(results_dir, workload={"requests": 60, "arrival": {"process": "all-at-once"}},
-                  engine={"kv_capacity_tokens": 4096})
+    outcome = run(
+        results_dir,
+        workload={"requests": 60, "arrival": {"process": "all-at-once"}},
+        engine={"kv_capacity_tokens": 4096},
+    )
     data = load_run(results_dir, outcome.run_id)
     assert outcome.status == "done" and outcome.summary["preemptions"] > 0
     assert data.requests["preemptions"].sum() == outcome.summary["preemptions"]
@@ -108,8 +132,9 @@ def test_cancel_keeps_partial_results(results_dir):
         calls["n"] += 1
         return calls["n"] > 3  # checked every 256 driver events
 
-    outcome = execute_run(parse_config({"workload": {"requests": 300}, "run_id": "cut"}), results_dir,
-                          should_stop=stop_after_a_while)
+    outcome = execute_run(
+        parse_config({"workload": {"requests": 300}, "run_id": "cut"}), results_dir, should_stop=stop_after_a_while
+    )
     data = load_run(results_dir, "cut")
     assert outcome.status == "cancelled" and data.summary["status"] == "cancelled"
     assert "cancelled" in data.summary["error"]

@@ -54,8 +54,26 @@ def _reference_remove_empty(sizes, batches, k):
 
 
 @njit
-def reference_anneal(order0, sizes0, batches0, exec_s, prefill_s, tpot_s, waited_s, base_s, ttft_limit, tpot_limit,
-                     e2e_limit, max_batch, t0, t_threshold, iterations, decay, seed, g_upper):
+def reference_anneal(
+    order0,
+    sizes0,
+    batches0,
+    exec_s,
+    prefill_s,
+    tpot_s,
+    waited_s,
+    base_s,
+    ttft_limit,
+    tpot_limit,
+    e2e_limit,
+    max_batch,
+    t0,
+    t_threshold,
+    iterations,
+    decay,
+    seed,
+    g_upper,
+):
     """The annealer as first written: every move re-scores the whole plan."""
     np.random.seed(seed)
     n = order0.shape[0]
@@ -63,8 +81,9 @@ def reference_anneal(order0, sizes0, batches0, exec_s, prefill_s, tpot_s, waited
     sizes = np.zeros(n + 1, dtype=np.int64)
     sizes[:batches0] = sizes0[:batches0]
     batches = batches0
-    g, _ = evaluate_plan(order, sizes, batches, exec_s, prefill_s, tpot_s, waited_s, base_s, ttft_limit, tpot_limit,
-                         e2e_limit)
+    g, _ = evaluate_plan(
+        order, sizes, batches, exec_s, prefill_s, tpot_s, waited_s, base_s, ttft_limit, tpot_limit, e2e_limit
+    )
     best_order, best_sizes, best_batches, best_g = order.copy(), sizes.copy(), batches, g
     scale = 10000.0 / g_upper if g_upper > 0 else 1.0
     saved_sizes = sizes.copy()
@@ -109,8 +128,9 @@ def reference_anneal(order0, sizes0, batches0, exec_s, prefill_s, tpot_s, waited
                 if swapped_with == q:
                     continue
             order[q], order[swapped_with] = order[swapped_with], order[q]
-            new_g, _ = evaluate_plan(order, sizes, batches, exec_s, prefill_s, tpot_s, waited_s, base_s, ttft_limit,
-                                     tpot_limit, e2e_limit)
+            new_g, _ = evaluate_plan(
+                order, sizes, batches, exec_s, prefill_s, tpot_s, waited_s, base_s, ttft_limit, tpot_limit, e2e_limit
+            )
             delta = (new_g - g) * scale
             if delta >= 0.0 or np.random.random() < np.exp(delta / temperature):
                 g = new_g
@@ -148,10 +168,26 @@ def reference_plan(inputs: PlanInputs, params: SLOAwareParams):
         points = [max(points, key=lambda point: point[1])]
     best = None
     for chain, (order, _, _) in enumerate(points):
-        result = reference_anneal(order, sizes, batches, inputs.exec_s, inputs.prefill_s, inputs.tpot_s,
-                                  inputs.waited_s, inputs.base_s, inputs.ttft_limit, inputs.tpot_limit,
-                                  inputs.e2e_limit, max_batch, params.t0, params.t_threshold, params.iterations,
-                                  params.decay, params.seed + 7919 * chain, inputs.g_upper)
+        result = reference_anneal(
+            order,
+            sizes,
+            batches,
+            inputs.exec_s,
+            inputs.prefill_s,
+            inputs.tpot_s,
+            inputs.waited_s,
+            inputs.base_s,
+            inputs.ttft_limit,
+            inputs.tpot_limit,
+            inputs.e2e_limit,
+            max_batch,
+            params.t0,
+            params.t_threshold,
+            params.iterations,
+            params.decay,
+            params.seed + 7919 * chain,
+            inputs.g_upper,
+        )
         if best is None or result[3] > best[3]:
             best = result
     return best
@@ -165,11 +201,14 @@ def random_problem(rng: np.random.Generator) -> PlanInputs:
         alone = np.round(alone, 1)  # ties
     exec_s = np.ascontiguousarray(np.stack([alone * (1 + 0.3 * b) for b in range(max_batch)], axis=1))
     return PlanInputs(
-        exec_s=exec_s, prefill_s=exec_s * 0.1, tpot_s=exec_s * 0.01,
+        exec_s=exec_s,
+        prefill_s=exec_s * 0.1,
+        tpot_s=exec_s * 0.01,
         waited_s=rng.uniform(0, 1, n) if rng.random() < 0.5 else np.zeros(n),
         ttft_limit=rng.uniform(0.2, 4.0, n) if rng.random() < 0.5 else np.full(n, np.inf),
         tpot_limit=np.full(n, 0.015) if rng.random() < 0.3 else np.full(n, np.inf),
-        e2e_limit=rng.uniform(0.5, 3.0 * n / max_batch, n), base_s=float(rng.uniform(0, 0.5)),
+        e2e_limit=rng.uniform(0.5, 3.0 * n / max_batch, n),
+        base_s=float(rng.uniform(0, 0.5)),
     )
 
 
@@ -308,8 +347,9 @@ class ReferenceMemoryPolicy(SchedulerPolicy):
         return max(1, self.predicted[request_id] - self.tokens_done[request_id])
 
     def send(self, request_id, instance):
-        self.running[instance][request_id] = _Running(self.prompt_tokens(request_id),
-                                                      self.predicted_remaining(request_id))
+        self.running[instance][request_id] = _Running(
+            self.prompt_tokens(request_id), self.predicted_remaining(request_id)
+        )
         return self._take(request_id, instance)
 
 
@@ -320,7 +360,9 @@ class ReferenceMCSF(ReferenceMemoryPolicy):
             if not self.pending:
                 break
             held, remaining = self.progress(instance, now)
-            waiting = sorted(self.pending, key=lambda rid: (self.predicted_remaining(rid), self.requests[rid].arrival_s))
+            waiting = sorted(
+                self.pending, key=lambda rid: (self.predicted_remaining(rid), self.requests[rid].arrival_s)
+            )
             ends = np.asarray([self.predicted_remaining(rid) for rid in waiting], dtype=float)
             bases = np.asarray([self.prompt_tokens(rid) for rid in waiting], dtype=float) + self.block_slack[instance]
             admitted = admit_shortest_first_reference(held, remaining, bases, ends, float(self.capacity[instance]))
@@ -383,7 +425,11 @@ class ReferenceAlphaBetaClear(ReferenceAlphaProtect):
         return Decision(decision.dispatches, decision.wake_at, cancels)
 
 
-REFERENCES = {"mcsf": ReferenceMCSF, "alpha-protect": ReferenceAlphaProtect, "alpha-beta-clear": ReferenceAlphaBetaClear}
+REFERENCES = {
+    "mcsf": ReferenceMCSF,
+    "alpha-protect": ReferenceAlphaProtect,
+    "alpha-beta-clear": ReferenceAlphaBetaClear,
+}
 
 
 def as_tuples(decision: Decision):
@@ -395,8 +441,12 @@ def drive(name: str, params: dict, seed: int) -> int:
     Returns how many requests were dispatched (to show the stream exercised admission)."""
     rng = np.random.default_rng(seed)
     latency = parse_config({}).engine.resolve().latency
-    instances = [InstanceInfo(i, int(rng.choice([2_000, 8_000, 40_000, 813_104])), 16, 256,
-                              latency if rng.random() < 0.8 else None) for i in range(int(rng.integers(1, 4)))]
+    instances = [
+        InstanceInfo(
+            i, int(rng.choice([2_000, 8_000, 40_000, 813_104])), 16, 256, latency if rng.random() < 0.8 else None
+        )
+        for i in range(int(rng.integers(1, 4)))
+    ]
     fast = make_policy(name, params)
     reference = REFERENCES[name](type(fast.params)(**params))
     for policy in (fast, reference):
@@ -411,8 +461,15 @@ def drive(name: str, params: dict, seed: int) -> int:
         if event < 0.35 or not flying:
             for _ in range(int(rng.integers(1, 40 if rng.random() < 0.2 else 4))):
                 arrival = now - (float(rng.uniform(0, 0.5)) if rng.random() < 0.1 else 0.0)  # some out of order
-                request = Request(f"r{made}", str(rng.choice(["chat", "code"])), "", int(rng.integers(1, 3000)),
-                                  int(rng.integers(1, 400)), arrival, slo)
+                request = Request(
+                    f"r{made}",
+                    str(rng.choice(["chat", "code"])),
+                    "",
+                    int(rng.integers(1, 3000)),
+                    int(rng.integers(1, 400)),
+                    arrival,
+                    slo,
+                )
                 made += 1
                 for policy in both:
                     policy.on_arrival(request, now)
@@ -442,8 +499,14 @@ def drive(name: str, params: dict, seed: int) -> int:
                 policy.on_failure(request_id, instance, "test", now)
         else:
             instance = instances[int(rng.integers(len(instances)))].instance_id
-            sample = TelemetrySample(instance, now, float(rng.uniform(0, 1)) if rng.random() < 0.8 else None,
-                                     None, None, int(step // 10 + rng.integers(0, 2)))
+            sample = TelemetrySample(
+                instance,
+                now,
+                float(rng.uniform(0, 1)) if rng.random() < 0.8 else None,
+                None,
+                None,
+                int(step // 10 + rng.integers(0, 2)),
+            )
             for policy in both:
                 policy.on_telemetry(sample, now)
         got, expected = as_tuples(fast.decide(now)), as_tuples(reference.decide(now))
@@ -456,14 +519,18 @@ def drive(name: str, params: dict, seed: int) -> int:
     return dispatched
 
 
-@pytest.mark.parametrize("name,params", [
-    ("mcsf", {}), ("mcsf", {"output_predictor": "gaussian", "memory_fraction": 0.8}),
-    # admission is the fast path compared here; clearing on overflow (the default) is checked by hand
-    # in test_memory_overflow.py, so the alpha policies run with the engine's own preemption
-    ("alpha-protect", {"overflow": "engine-preempt"}),
-    ("alpha-protect", {"alpha": 0.1, "output_predictor": "noisy-oracle", "overflow": "engine-preempt"}),
-    ("alpha-beta-clear", {"alpha": 0.1, "beta": 0.5, "overflow": "engine-preempt"}),
-])
+@pytest.mark.parametrize(
+    "name,params",
+    [
+        ("mcsf", {}),
+        ("mcsf", {"output_predictor": "gaussian", "memory_fraction": 0.8}),
+        # admission is the fast path compared here; clearing on overflow (the default) is checked by hand
+        # in test_memory_overflow.py, so the alpha policies run with the engine's own preemption
+        ("alpha-protect", {"overflow": "engine-preempt"}),
+        ("alpha-protect", {"alpha": 0.1, "output_predictor": "noisy-oracle", "overflow": "engine-preempt"}),
+        ("alpha-beta-clear", {"alpha": 0.1, "beta": 0.5, "overflow": "engine-preempt"}),
+    ],
+)
 def test_memory_policies_decide_like_their_per_request_versions(name, params):
     dispatched = sum(drive(name, params, seed) for seed in range(6))
     assert dispatched > 200

@@ -21,7 +21,9 @@ def request(i: int, arrival: float = 0.0) -> Request:
 def test_registry_lists_baselines_and_rejects_unknown_names():
     assert {"fcfs", "static"} <= set(SCHEDULERS)
     assert scheduler_parameters("static")["batch_size"]["default"] == 8
-    with pytest.raises(UnknownNameError, match="scheduler.name: unknown name 'nope'; expected one of: alpha-beta-clear"):
+    with pytest.raises(
+        UnknownNameError, match="scheduler.name: unknown name 'nope'; expected one of: alpha-beta-clear"
+    ):
         make_policy("nope")
     with pytest.raises(ConfigError, match="scheduler.params.batch_size"):
         make_policy("static", {"batch_size": 0})

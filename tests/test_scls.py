@@ -5,15 +5,21 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-
-from runners.benchmark import execute_run
 from pydantic import ValidationError
 
+from runners.benchmark import execute_run
 from runners.config import parse_config
 from runners.engines.profile import QWEN25_7B_2XV100
 from runners.result_store import load_run
 from runners.schedulers.base import Completion, InstanceInfo
-from runners.schedulers.slice_level import SCLSParams, SCLSPolicy, assign_max_min, dp_batches, dp_batches_linear, ranges_from
+from runners.schedulers.slice_level import (
+    SCLSParams,
+    SCLSPolicy,
+    assign_max_min,
+    dp_batches,
+    dp_batches_linear,
+    ranges_from,
+)
 from runners.workload.requests import Request
 from runners.workload.slo import TaskSLO
 
@@ -61,14 +67,19 @@ def test_max_min_offloading_and_interval():
 
 
 def run(results, run_id, scheduler, instances=1, requests=120):
-    config = {"run_id": run_id, "workload": {"requests": requests, "seed": 2, "arrival": {"process": "poisson", "rate": 3}},
-              "engine": {"instances": instances}, "scheduler": scheduler}
+    config = {
+        "run_id": run_id,
+        "workload": {"requests": requests, "seed": 2, "arrival": {"process": "poisson", "rate": 3}},
+        "engine": {"instances": instances},
+        "scheduler": scheduler,
+    }
     return execute_run(parse_config(config), results)
 
 
 def test_scls_serves_everything_in_slices(results_dir):
-    outcome = run(results_dir, "scls", {"name": "scls", "params": {"slice_tokens": 128, "min_interval_s": 1.0}},
-                  instances=2)
+    outcome = run(
+        results_dir, "scls", {"name": "scls", "params": {"slice_tokens": 128, "min_interval_s": 1.0}}, instances=2
+    )
     requests = load_run(results_dir, "scls").requests
     assert outcome.status == "done" and (requests["output_tokens"] == requests["target_output_tokens"]).all()
     expected = -(-requests["target_output_tokens"] // 128)
@@ -153,13 +164,20 @@ def test_workers_are_batch_synchronous_as_in_the_paper():
     assert scls.workers[0].load == pytest.approx(float(scls.serve_time(np.array([2.0]), 300)[0]))
 
 
-@pytest.mark.parametrize("params, field", [
-    ({"min_interval_s": 0}, "min_interval_s"), ({"min_interval_s": -3}, "min_interval_s"),
-    ({"min_interval_slices": 0}, "min_interval_slices"), ({"min_interval_slices": -1}, "min_interval_slices"),
-    ({"interval_lambda": 1}, "interval_lambda"), ({"interval_lambda": 0}, "interval_lambda"),
-    ({"zeta": 1.5}, "zeta"), ({"slice_tokens": 0}, "slice_tokens"),
-    ({"min_interval_s": 3, "min_interval_slices": 0.5}, "min_interval_slices"),
-])
+@pytest.mark.parametrize(
+    "params, field",
+    [
+        ({"min_interval_s": 0}, "min_interval_s"),
+        ({"min_interval_s": -3}, "min_interval_s"),
+        ({"min_interval_slices": 0}, "min_interval_slices"),
+        ({"min_interval_slices": -1}, "min_interval_slices"),
+        ({"interval_lambda": 1}, "interval_lambda"),
+        ({"interval_lambda": 0}, "interval_lambda"),
+        ({"zeta": 1.5}, "zeta"),
+        ({"slice_tokens": 0}, "slice_tokens"),
+        ({"min_interval_s": 3, "min_interval_slices": 0.5}, "min_interval_slices"),
+    ],
+)
 def test_parameters_outside_the_paper_are_refused_by_name(params, field):
     with pytest.raises(ValidationError) as error:
         SCLSParams(**params)

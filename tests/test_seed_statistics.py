@@ -6,12 +6,11 @@ from __future__ import annotations
 import math
 
 import numpy as np
-
 import pytest
 
 from runners.metrics.seed_statistics import mean_interval, paired_comparison, summarize
 
-BASE = {0: 0.80, 1: 0.70, 2: 0.90, 3: 0.60, 4: 0.75}   # e.g. SLO attainment of the baseline per seed
+BASE = {0: 0.80, 1: 0.70, 2: 0.90, 3: 0.60, 4: 0.75}  # e.g. SLO attainment of the baseline per seed
 OTHER = {0: 0.85, 1: 0.72, 2: 0.95, 3: 0.70, 4: 0.74}
 T_0975_4 = 2.7764451051977987  # Student t, 97.5% quantile, 4 degrees of freedom (tables: 2.776)
 

@@ -31,7 +31,7 @@ from runners.engines.real_engine import context_from_model_folder, resolve_token
 from runners.result_store import load_run
 from runners.workload.builder import OVER_CONTEXT, ContextLengthFilter
 from runners.workload.conversations import LengthFilter
-from runners.workload.tokens import ServerTokenCounter, TokenizerUnavailable, _SERVER_COUNTERS
+from runners.workload.tokens import _SERVER_COUNTERS, ServerTokenCounter, TokenizerUnavailable
 from tests.fakes.threaded_server import ThreadedServer
 
 CHAT_TEMPLATE_TOKENS = 3
@@ -59,16 +59,36 @@ class FakeVLLMTokenizer(ThreadedServer):
 
     def _error(self, status: int, message: str) -> web.Response:
         # vLLM's ErrorResponse: {"error": {"message", "type", "param", "code"}}
-        return web.json_response({"error": {"message": message, "type": "BadRequestError", "param": None,
-                                            "code": status}}, status=status)
+        return web.json_response(
+            {"error": {"message": message, "type": "BadRequestError", "param": None, "code": status}}, status=status
+        )
 
     async def models(self, request: web.Request) -> web.Response:
-        card = {"id": self.model_name, "object": "model", "created": int(time.time()), "owned_by": "vllm",
-                "root": self.root, "parent": None, "max_model_len": self.max_model_len,
-                "permission": [{"id": "modelperm-1", "object": "model_permission", "created": 0,
-                                "allow_create_engine": False, "allow_sampling": True, "allow_logprobs": True,
-                                "allow_search_indices": False, "allow_view": True, "allow_fine_tuning": False,
-                                "organization": "*", "group": None, "is_blocking": False}]}
+        card = {
+            "id": self.model_name,
+            "object": "model",
+            "created": int(time.time()),
+            "owned_by": "vllm",
+            "root": self.root,
+            "parent": None,
+            "max_model_len": self.max_model_len,
+            "permission": [
+                {
+                    "id": "modelperm-1",
+                    "object": "model_permission",
+                    "created": 0,
+                    "allow_create_engine": False,
+                    "allow_sampling": True,
+                    "allow_logprobs": True,
+                    "allow_search_indices": False,
+                    "allow_view": True,
+                    "allow_fine_tuning": False,
+                    "organization": "*",
+                    "group": None,
+                    "is_blocking": False,
+                }
+            ],
+        }
         return web.json_response({"object": "list", "data": [card]})
 
     async def tokenize(self, request: web.Request) -> web.Response:
@@ -79,13 +99,16 @@ class FakeVLLMTokenizer(ThreadedServer):
             count = fake_count(content) + CHAT_TEMPLATE_TOKENS + (1 if body.get("add_special_tokens", False) else 0)
         else:
             count = fake_count(body["prompt"]) + (1 if body.get("add_special_tokens", True) else 0)
-        return web.json_response({"count": count, "max_model_len": self.max_model_len or 0,
-                                  "tokens": list(range(count)), "token_strs": None})
+        return web.json_response(
+            {"count": count, "max_model_len": self.max_model_len or 0, "tokens": list(range(count)), "token_strs": None}
+        )
 
     async def metrics(self, request: web.Request) -> web.Response:
-        return web.Response(text="# TYPE vllm:num_requests_running gauge\n"
-                                 f'vllm:num_requests_running{{model_name="{self.model_name}"}} 0.0\n',
-                            content_type="text/plain")
+        return web.Response(
+            text="# TYPE vllm:num_requests_running gauge\n"
+            f'vllm:num_requests_running{{model_name="{self.model_name}"}} 0.0\n',
+            content_type="text/plain",
+        )
 
     async def version(self, request: web.Request) -> web.Response:
         return web.json_response({"version": "0.32.0"})
@@ -99,25 +122,43 @@ class FakeVLLMTokenizer(ThreadedServer):
         prompt_tokens = fake_count(body["prompt"]) + 1  # BOS, as /v1/completions adds it
         limit = self.max_model_len or 10**9
         if prompt_tokens > limit:
-            return self._error(400, f"This model's maximum context length is {limit} tokens. However, your prompt "
-                                    f"contains {prompt_tokens} input tokens, which exceeds this limit even without "
-                                    "any output tokens. Please reduce the length of the input prompt.")
+            return self._error(
+                400,
+                f"This model's maximum context length is {limit} tokens. However, your prompt "
+                f"contains {prompt_tokens} input tokens, which exceeds this limit even without "
+                "any output tokens. Please reduce the length of the input prompt.",
+            )
         max_tokens = min(body["max_tokens"], limit - prompt_tokens)  # vLLM clamps to what is left
         if body.get("min_tokens", 0) > max_tokens:
-            return self._error(400, f"min_tokens must be less than or equal to max_tokens={max_tokens}, "
-                                    f"got {body['min_tokens']}.")
+            return self._error(
+                400, f"min_tokens must be less than or equal to max_tokens={max_tokens}, got {body['min_tokens']}."
+            )
         response = web.StreamResponse(headers={"Content-Type": "text/event-stream"})
         await response.prepare(request)
         for index in range(max_tokens):
-            chunk = {"id": "cmpl-1", "object": "text_completion", "created": 0, "model": self.model_name,
-                     "choices": [{"index": 0, "text": "ab", "logprobs": None, "finish_reason": None,
-                                  "stop_reason": None}], "usage": None}
+            chunk = {
+                "id": "cmpl-1",
+                "object": "text_completion",
+                "created": 0,
+                "model": self.model_name,
+                "choices": [{"index": 0, "text": "ab", "logprobs": None, "finish_reason": None, "stop_reason": None}],
+                "usage": None,
+            }
             await response.write(f"data: {json.dumps(chunk)}\n\n".encode())
             if index % 16 == 15:
                 await asyncio.sleep(0)
-        usage = {"id": "cmpl-1", "object": "text_completion", "created": 0, "model": self.model_name, "choices": [],
-                 "usage": {"prompt_tokens": prompt_tokens, "total_tokens": prompt_tokens + max_tokens,
-                           "completion_tokens": max_tokens}}
+        usage = {
+            "id": "cmpl-1",
+            "object": "text_completion",
+            "created": 0,
+            "model": self.model_name,
+            "choices": [],
+            "usage": {
+                "prompt_tokens": prompt_tokens,
+                "total_tokens": prompt_tokens + max_tokens,
+                "completion_tokens": max_tokens,
+            },
+        }
         await response.write(f"data: {json.dumps(usage)}\n\ndata: [DONE]\n\n".encode())
         await response.write_eof()
         return response
@@ -147,8 +188,10 @@ def test_server_counter_counts_with_the_servers_tokenizer_once_per_text(server):
     assert counter.count(texts) == [6, 2, 6, 51]
     sent = [body["prompt"] for body in server.tokenize_bodies]
     assert sorted(sent) == sorted(["hello world", "abc", "x" * 101])  # the duplicate is asked once
-    assert all(body == {"model": "tiny", "prompt": body["prompt"], "add_special_tokens": False}
-               for body in server.tokenize_bodies)
+    assert all(
+        body == {"model": "tiny", "prompt": body["prompt"], "add_special_tokens": False}
+        for body in server.tokenize_bodies
+    )
     assert counter.count(["abc", "x" * 101, "abcd"]) == [2, 51, 2]
     assert len(server.tokenize_bodies) == 4  # only "abcd" was new
     assert counter.max_model_len == 2048
@@ -177,7 +220,7 @@ def test_a_server_without_tokenize_is_reported_not_counted():
 def test_context_filter_drops_what_does_not_fit_and_names_the_reason():
     base = LengthFilter(min_input_tokens=4, max_input_tokens=1024, min_output_tokens=4, max_total_tokens=2048)
     context = ContextLengthFilter(**base.model_dump(), context_tokens=100, prompt_overhead_tokens=1)
-    assert context.rejects(50, 49) is None          # 50 + 1 + 49 = 100 fits exactly
+    assert context.rejects(50, 49) is None  # 50 + 1 + 49 = 100 fits exactly
     assert context.rejects(50, 50) == OVER_CONTEXT  # 101 does not
     assert context.rejects(2, 10) == "prompt too short"  # the dataset filters speak first
     assert context.rejects(1025, 10) == "prompt too long"
@@ -243,8 +286,9 @@ def test_launched_vllm_reads_the_limit_from_the_flag_or_the_model_config(tmp_pat
     assert derived.record["approximate"] is False
     flagged = resolve_tokenization(VLLMConfig(model=str(folder), max_model_len=300), None)
     assert (flagged.context.max_tokens, flagged.context.source) == (300, "launch flag --max-model-len")
-    extra = resolve_tokenization(VLLMConfig(model=str(folder), max_model_len=300,
-                                            extra_args=["--max-model-len=200"]), None)
+    extra = resolve_tokenization(
+        VLLMConfig(model=str(folder), max_model_len=300, extra_args=["--max-model-len=200"]), None
+    )
     assert extra.context.max_tokens == 200
 
 
@@ -265,8 +309,11 @@ def test_every_request_fits_the_servers_context_and_none_fails(server, results_d
     prepared = prepare_run(config)
     record = prepared.tokenization
     assert record["source"] == f"server tokenizer (vllm): POST {server.url}/tokenize" and not record["approximate"]
-    assert record["context"] == {"max_tokens": 700, "prompt_overhead_tokens": 1,
-                                 "source": f"GET {server.url}/v1/models max_model_len"}
+    assert record["context"] == {
+        "max_tokens": 700,
+        "prompt_overhead_tokens": 1,
+        "source": f"GET {server.url}/v1/models max_model_len",
+    }
     for request in prepared.workload.requests:
         assert request.input_tokens == fake_count(request.prompt)
         assert request.input_tokens + 1 + request.target_output_tokens <= 700
@@ -312,8 +359,11 @@ def test_an_lmdeploy_server_is_counted_by_its_encode_endpoint_and_its_stated_con
     assert not record["approximate"] and record["context"] is None
     assert "no /v1/models card reports max_model_len; set engine.context_tokens" in " ".join(record["tried"])
     assert counts == [2, 0]  # the fake's len // 4, no BOS
-    assert stated.record["context"] == {"max_tokens": 1024, "prompt_overhead_tokens": 1,
-                                        "source": "engine.context_tokens"}
+    assert stated.record["context"] == {
+        "max_tokens": 1024,
+        "prompt_overhead_tokens": 1,
+        "source": "engine.context_tokens",
+    }
 
 
 def test_a_server_without_a_tokenizer_is_counted_by_the_labelled_approximation(results_dir):
@@ -322,9 +372,14 @@ def test_a_server_without_a_tokenizer_is_counted_by_the_labelled_approximation(r
 
     fake = FakeLMDeploy(has_encode=False).start()
     try:
-        config = parse_config({"run_id": "lmd", "engine": {"kind": "openai", "urls": fake.url},
-                               "workload": {"requests": 5, "arrival": {"process": "poisson", "rate": 50}},
-                               "scheduler": {"name": "fcfs"}})
+        config = parse_config(
+            {
+                "run_id": "lmd",
+                "engine": {"kind": "openai", "urls": fake.url},
+                "workload": {"requests": 5, "arrival": {"process": "poisson", "rate": 50}},
+                "scheduler": {"name": "fcfs"},
+            }
+        )
         record = prepare_run(config).tokenization
     finally:
         fake.stop()

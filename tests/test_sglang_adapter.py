@@ -58,15 +58,41 @@ def test_sglang_is_an_engine_everywhere_from_its_one_module():
 
 
 def test_sglang_argument_list():
-    config = SGLangConfig(model="/models/qwen", python="/envs/sglang/bin/python", max_running_requests=64,
-                          context_length=4096, mem_fraction_static=0.85, scheduling_policy="priority",
-                          extra_args=["--api-key", "k"])
+    config = SGLangConfig(
+        model="/models/qwen",
+        python="/envs/sglang/bin/python",
+        max_running_requests=64,
+        context_length=4096,
+        mem_fraction_static=0.85,
+        scheduling_policy="priority",
+        extra_args=["--api-key", "k"],
+    )
     assert SGLangAdapter.server_command(config, 30001) == [
-        "/envs/sglang/bin/python", "-m", "sglang.launch_server", "--model-path", "/models/qwen",
-        "--served-model-name", "model", "--host", "127.0.0.1", "--port", "30001", "--enable-metrics",
-        "--max-running-requests", "64", "--context-length", "4096", "--mem-fraction-static", "0.85",
-        "--schedule-policy", "fcfs", "--enable-priority-scheduling", "--schedule-low-priority-values-first",
-        "--api-key", "k"]
+        "/envs/sglang/bin/python",
+        "-m",
+        "sglang.launch_server",
+        "--model-path",
+        "/models/qwen",
+        "--served-model-name",
+        "model",
+        "--host",
+        "127.0.0.1",
+        "--port",
+        "30001",
+        "--enable-metrics",
+        "--max-running-requests",
+        "64",
+        "--context-length",
+        "4096",
+        "--mem-fraction-static",
+        "0.85",
+        "--schedule-policy",
+        "fcfs",
+        "--enable-priority-scheduling",
+        "--schedule-low-priority-values-first",
+        "--api-key",
+        "k",
+    ]
     able = SGLangAdapter.capabilities("priority")
     assert able.min_tokens and able.priority and not SGLangAdapter.capabilities("fcfs").priority
 
@@ -103,8 +129,11 @@ def test_counts_with_sglang_tokenizer_and_reads_the_context_from_models_not_toke
     assert record["source"] == f"server tokenizer (sglang): POST {sglang.url}/v1/tokenize"
     assert not record["approximate"]
     # /v1/tokenize's max_model_len (131072) is the tokenizer's own limit: the server's is 900
-    assert record["context"] == {"max_tokens": 900, "prompt_overhead_tokens": 1,
-                                 "source": f"GET {sglang.url}/v1/models max_model_len"}
+    assert record["context"] == {
+        "max_tokens": 900,
+        "prompt_overhead_tokens": 1,
+        "source": f"GET {sglang.url}/v1/models max_model_len",
+    }
     text = "def  add(a, b):\n    return a + b"
     assert tokenization.counter.count([text]) == [len(word_tokens(text))] == [7]
     assert sglang.tokenize_seen[-1] == {"model": "sglang-fake", "prompt": text, "add_special_tokens": False}
@@ -157,10 +186,12 @@ def test_context_overflow_is_sglangs_http_400_quoted_in_the_request_error(sglang
 
     result = asyncio.run(go())
     assert result.http_status == 400
-    assert result.error == ("HTTP 400: Requested token count exceeds the model's maximum context length of 50 tokens. "
-                            "You requested a total of 71 tokens: 31 tokens from the input messages and 40 tokens for "
-                            "the completion. Please reduce the number of tokens in the input messages or the "
-                            "completion to fit within the limit.")
+    assert result.error == (
+        "HTTP 400: Requested token count exceeds the model's maximum context length of 50 tokens. "
+        "You requested a total of 71 tokens: 31 tokens from the input messages and 40 tokens for "
+        "the completion. Please reduce the number of tokens in the input messages or the "
+        "completion to fit within the limit."
+    )
 
 
 def test_priority_orders_the_queue_lower_values_first(sglang):
@@ -172,8 +203,10 @@ def test_priority_orders_the_queue_lower_values_first(sglang):
         async with aiohttp.ClientSession() as session:
             first = asyncio.ensure_future(stream_request(session, endpoint, "blocker", 20))
             await asyncio.sleep(0.03)
-            rest = [asyncio.ensure_future(stream_request(session, endpoint, f"p{value}", 2, priority=value))
-                    for value in (5, 1, 3)]
+            rest = [
+                asyncio.ensure_future(stream_request(session, endpoint, f"p{value}", 2, priority=value))
+                for value in (5, 1, 3)
+            ]
             await asyncio.sleep(0.03)
             return await asyncio.gather(first, *rest)
 
@@ -185,8 +218,15 @@ def test_priority_orders_the_queue_lower_values_first(sglang):
 def test_sglang_launch_path_runs_and_stops(results_dir):
     data = {
         "run_id": "sgl-launch",
-        "engine": {"kind": "sglang", "model": "qwen-fake", "command": FAKE_SGLANG, "max_running_requests": 4,
-                   "context_length": 2048, "use_gpus": False, "startup_timeout_s": 60},
+        "engine": {
+            "kind": "sglang",
+            "model": "qwen-fake",
+            "command": FAKE_SGLANG,
+            "max_running_requests": 4,
+            "context_length": 2048,
+            "use_gpus": False,
+            "startup_timeout_s": 60,
+        },
         "workload": {"requests": 12, "arrival": {"process": "poisson", "rate": 30}},
         "scheduler": {"name": "fcfs"},
         "sample_interval_s": 0.05,
@@ -205,8 +245,17 @@ def test_sglang_launch_path_runs_and_stops(results_dir):
 
 
 def test_a_dead_sglang_launch_says_so(tmp_path):
-    config = parse_config({"engine": {"kind": "sglang", "model": "m", "use_gpus": False, "startup_timeout_s": 30,
-                                      "command": [sys.executable, "-c", "print('CUDA not found'); raise SystemExit(1)"]}})
+    config = parse_config(
+        {
+            "engine": {
+                "kind": "sglang",
+                "model": "m",
+                "use_gpus": False,
+                "startup_timeout_s": 30,
+                "command": [sys.executable, "-c", "print('CUDA not found'); raise SystemExit(1)"],
+            }
+        }
+    )
     engine = RealEngine(config.engine, tmp_path)
     with pytest.raises(Exception, match="CUDA not found"):
         engine.start()
@@ -217,8 +266,24 @@ def test_cli_run_and_show_say_how_tokens_were_counted(sglang, results_dir, capsy
     from runners.cli import main
 
     sglang.context_length = 700
-    code = main(["run", "--engine", "openai", "--url", sglang.url, "--requests", "6", "--rate", "50",
-                 "--out", str(results_dir), "--set", "run_id=sgl-cli", "--quiet"])
+    code = main(
+        [
+            "run",
+            "--engine",
+            "openai",
+            "--url",
+            sglang.url,
+            "--requests",
+            "6",
+            "--rate",
+            "50",
+            "--out",
+            str(results_dir),
+            "--set",
+            "run_id=sgl-cli",
+            "--quiet",
+        ]
+    )
     out = capsys.readouterr().out
     assert code == 0
     assert f"token counts: server tokenizer (sglang): POST {sglang.url}/v1/tokenize" in out
@@ -233,13 +298,32 @@ def test_cli_says_when_the_approximation_counted_and_no_limit_was_known(results_
 
     fake = FakeLMDeploy(has_encode=False).start()
     try:
-        code = main(["run", "--engine", "openai", "--url", fake.url, "--requests", "4", "--rate", "50",
-                     "--out", str(results_dir), "--set", "run_id=lmd-cli", "--quiet",
-                     "--set", "workload.filters.max_total_tokens=300"])
+        code = main(
+            [
+                "run",
+                "--engine",
+                "openai",
+                "--url",
+                fake.url,
+                "--requests",
+                "4",
+                "--rate",
+                "50",
+                "--out",
+                str(results_dir),
+                "--set",
+                "run_id=lmd-cli",
+                "--quiet",
+                "--set",
+                "workload.filters.max_total_tokens=300",
+            ]
+        )
     finally:
         fake.stop()
     out = capsys.readouterr().out
     assert code == 0
-    assert ("token counts approximate (4 characters per token); source: approximation (4 characters per token): no server "
-            "or model tokenizer; requests may not fit the server's context") in out
+    assert (
+        "token counts approximate (4 characters per token); source: approximation (4 characters per token): no server "
+        "or model tokenizer; requests may not fit the server's context"
+    ) in out
     assert "context limit: unknown, requests not sized to it; tried: no /v1/models card reports max_model_len" in out

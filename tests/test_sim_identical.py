@@ -36,8 +36,9 @@ from runners.result_store import REQUEST_COLUMNS, TIMESERIES_COLUMNS, load_run  
 GOLDEN = ROOT / "tests" / "data" / "sim_golden"
 
 
-def _config(requests: int, rate: float, seed: int = 0, scheduler: str = "fcfs", params: dict | None = None,
-            **engine: Any) -> dict[str, Any]:
+def _config(
+    requests: int, rate: float, seed: int = 0, scheduler: str = "fcfs", params: dict | None = None, **engine: Any
+) -> dict[str, Any]:
     return {
         "workload": {"requests": requests, "seed": seed, "arrival": {"process": "poisson", "rate": rate}},
         "scheduler": {"name": scheduler, "params": params or {}},
@@ -57,9 +58,14 @@ CONFIGS: dict[str, dict[str, Any]] = {
     "fcfs-rtc": _config(400, 4, seed=7, run_to_completion=True, max_num_seqs=16),
     "static": _config(400, 2, seed=8, scheduler="static", params={"batch_size": 8}),
     "slo-sa": _config(300, 3, seed=9, scheduler="slo-sa", params={"iterations": 20}),
-    "slo-sa-all-priority": _config(300, 3, seed=10, scheduler="slo-sa",
-                                   params={"iterations": 20, "dispatch": "all", "max_batch": 16},
-                                   scheduling_policy="priority"),
+    "slo-sa-all-priority": _config(
+        300,
+        3,
+        seed=10,
+        scheduler="slo-sa",
+        params={"iterations": 20, "dispatch": "all", "max_batch": 16},
+        scheduling_policy="priority",
+    ),
     "dynamic-mem": _config(500, 8, seed=11, scheduler="dynamic-mem", kv_capacity_tokens=16384),
     "dynamic-sla": _config(500, 6, seed=12, scheduler="dynamic-sla"),
     "scls": _config(500, 6, seed=13, scheduler="scls"),
@@ -119,17 +125,23 @@ def _same_frame(label: str, got: pd.DataFrame, want: pd.DataFrame, columns: dict
                 row = int(np.flatnonzero(~same)[0])
                 raise AssertionError(f"{label}.{column} row {row}: {x[row]!r} != golden {y[row]!r}")
         else:
-            mismatch = [i for i, (p, q) in enumerate(zip(a.tolist(), b.tolist())) if not (p == q or (p is None and q is None)
-                                                                                         or (p != p and q != q))]
-            assert not mismatch, f"{label}.{column} row {mismatch[0]}: {a.iloc[mismatch[0]]!r} != {b.iloc[mismatch[0]]!r}"
+            mismatch = [
+                i
+                for i, (p, q) in enumerate(zip(a.tolist(), b.tolist()))
+                if not (p == q or (p is None and q is None) or (p != p and q != q))
+            ]
+            assert not mismatch, (
+                f"{label}.{column} row {mismatch[0]}: {a.iloc[mismatch[0]]!r} != {b.iloc[mismatch[0]]!r}"
+            )
 
 
 @pytest.mark.parametrize("name", sorted(CONFIGS))
 def test_results_identical_to_golden(name, tmp_path):
     requests, timeseries, summary = run_config(name, tmp_path)
     _same_frame(f"{name} requests", requests, pd.read_parquet(GOLDEN / f"{name}.requests.parquet"), REQUEST_COLUMNS)
-    _same_frame(f"{name} timeseries", timeseries, pd.read_parquet(GOLDEN / f"{name}.timeseries.parquet"),
-                TIMESERIES_COLUMNS)
+    _same_frame(
+        f"{name} timeseries", timeseries, pd.read_parquet(GOLDEN / f"{name}.timeseries.parquet"), TIMESERIES_COLUMNS
+    )
     _same_value(name, summary, json.loads((GOLDEN / f"{name}.summary.json").read_text()))
 
 
@@ -162,8 +174,12 @@ def test_distribution_equals_numpy_bit_for_bit():
         counts = rng.integers(0, 4, size=size)
         counts[0] += 1
         full = np.repeat(values, counts).astype(float)
-        want = {"mean": float(np.mean(full)), "median": float(np.median(full)),
-                "p90": float(np.percentile(full, 90)), "p99": float(np.percentile(full, 99))}
+        want = {
+            "mean": float(np.mean(full)),
+            "median": float(np.median(full)),
+            "p90": float(np.percentile(full, 90)),
+            "p99": float(np.percentile(full, 99)),
+        }
         assert distribution(full) == want
         weighted = weighted_distribution(values, counts)
         assert math.isclose(weighted.pop("mean"), want.pop("mean"), rel_tol=1e-12)

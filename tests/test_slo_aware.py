@@ -17,17 +17,21 @@ def inputs(exec_by_batch, e2e_limits, ttft_limits=None, waited=None):
     exec_s = np.asarray(exec_by_batch, dtype=float)
     n = exec_s.shape[0]
     return PlanInputs(
-        exec_s=exec_s, prefill_s=exec_s * 0.1, tpot_s=np.zeros_like(exec_s),
+        exec_s=exec_s,
+        prefill_s=exec_s * 0.1,
+        tpot_s=np.zeros_like(exec_s),
         waited_s=np.zeros(n) if waited is None else np.asarray(waited, dtype=float),
         ttft_limit=np.full(n, INF) if ttft_limits is None else np.asarray(ttft_limits, dtype=float),
-        tpot_limit=np.full(n, INF), e2e_limit=np.asarray(e2e_limits, dtype=float), base_s=0.0,
+        tpot_limit=np.full(n, INF),
+        e2e_limit=np.asarray(e2e_limits, dtype=float),
+        base_s=0.0,
     )
 
 
 def as_batches(order, sizes, batches):
     out, position = [], 0
     for k in range(batches):
-        out.append([int(i) for i in order[position:position + sizes[k]]])
+        out.append([int(i) for i in order[position : position + sizes[k]]])
         position += int(sizes[k])
     return out
 
@@ -98,8 +102,11 @@ def test_exhaustive_refuses_large_problems():
 
 
 def run(results, scheduler, **workload):
-    config = {"workload": {"requests": 40, "seed": 3, "arrival": {"process": "all-at-once"}, **workload},
-              "engine": {"max_num_seqs": 4}, "scheduler": scheduler}
+    config = {
+        "workload": {"requests": 40, "seed": 3, "arrival": {"process": "all-at-once"}, **workload},
+        "engine": {"max_num_seqs": 4},
+        "scheduler": scheduler,
+    }
     return execute_run(parse_config(config), results).summary
 
 
@@ -223,8 +230,9 @@ def served_order(scheduling_policy: str) -> list[str]:
     """A, B, C (short to long) at t = 0, one slot, sent at once; D (shortest) arrives at 0.5 s."""
     requests = [code("A", 40), code("B", 100), code("C", 150), code("D", 10, arrival=0.5)]
     policy = make_policy("slo-sa", {"output_predictor": "oracle", "dispatch": "all"})
-    instance = SimulatedInstance(0, ENGINE.latency, ENGINE.kv_capacity_tokens, ENGINE.block_size, 1,
-                                 scheduling_policy=scheduling_policy)
+    instance = SimulatedInstance(
+        0, ENGINE.latency, ENGINE.kv_capacity_tokens, ENGINE.block_size, 1, scheduling_policy=scheduling_policy
+    )
     recorder = RunRecorder(requests)
     VirtualTimeDriver([instance], policy, requests, recorder).run()
     return sorted(recorder.records, key=lambda rid: recorder.records[rid].first_token_s)

@@ -21,10 +21,10 @@ from runners.config import parse_config
 from runners.errors import ConfigError, DatasetError
 from runners.metrics.run_metrics import distribution, weighted_distribution
 from runners.recording import RunRecorder
-from runners.workload.requests import Request
 from runners.result_store import RunWriter
 from runners.workload.builder import WorkloadConfig, build_workload
 from runners.workload.conversations import iter_entries_from_file, read_entries_from_file
+from runners.workload.requests import Request
 from runners.workload.slo import TaskSLO
 
 
@@ -65,12 +65,15 @@ def test_a_callable_sees_untagged_requests_then_every_request_carries_its_answer
     tagged = build_workload(config, slos_for)
     assert seen["e2e"] == {math.inf}  # the placeholder, before the SLOs exist
     direct = build_workload(config, {"chat": chat, "code": code})
-    assert [(r.request_id, r.task, r.input_tokens, r.arrival_s) for r in tagged.requests] == \
-        [(r.request_id, r.task, r.input_tokens, r.arrival_s) for r in direct.requests]
+    assert [(r.request_id, r.task, r.input_tokens, r.arrival_s) for r in tagged.requests] == [
+        (r.request_id, r.task, r.input_tokens, r.arrival_s) for r in direct.requests
+    ]
     assert all(r.slo is (chat if r.task == "chat" else code) for r in tagged.requests)
     chats = [r for r in direct.requests if r.task == "chat"]
-    assert seen["means"] == (float(np.mean([r.input_tokens for r in chats])),
-                             float(np.mean([r.target_output_tokens for r in chats])))
+    assert seen["means"] == (
+        float(np.mean([r.input_tokens for r in chats])),
+        float(np.mean([r.target_output_tokens for r in chats])),
+    )
     with pytest.raises(ConfigError, match=r"no SLO for task\(s\) \['code'\]"):
         build_workload(config, lambda workload: {"chat": chat})
     with pytest.raises(ConfigError, match=r"no SLO for task\(s\) \['chat'\]"):
@@ -124,8 +127,15 @@ def test_merge_takes_parts_from_memory_or_disk(tmp_path, monkeypatch, cache_byte
     monkeypatch.setattr(result_store, "MERGE_CACHE_BYTES", cache_bytes)
     writer = RunWriter(tmp_path, "m", {}, {}, flush_rows=7)
     for i in range(50):
-        writer.add_request({"request_id": f"r{i}", "task": "chat", "arrival_s": i / 3, "output_tokens": i,
-                            "error": "x" if i % 9 == 0 else None})
+        writer.add_request(
+            {
+                "request_id": f"r{i}",
+                "task": "chat",
+                "arrival_s": i / 3,
+                "output_tokens": i,
+                "error": "x" if i % 9 == 0 else None,
+            }
+        )
         if writer.due():
             writer.flush()
     assert writer.requests.parts == 7  # 7 parts of 7 rows, 1 row left in the buffer
@@ -153,15 +163,19 @@ def test_merge_bytes_equal_across_cache_sizes(tmp_path, monkeypatch):
             if writer.due():
                 writer.flush()
         writer.close("done", {})
-        files.append([(tmp_path / f"c{cache_bytes}" / name).read_bytes()
-                      for name in ("requests.parquet", "timeseries.parquet")])
+        files.append(
+            [(tmp_path / f"c{cache_bytes}" / name).read_bytes() for name in ("requests.parquet", "timeseries.parquet")]
+        )
     assert files[0] == files[1] == files[2]
 
 
 def test_a_run_leaves_nothing_frozen(tmp_path):
     assert gc.get_freeze_count() == 0
-    config = {"workload": {"requests": 20, "arrival": {"process": "poisson", "rate": 4}}, "scheduler": {"name": "fcfs"},
-              "run_id": "small"}
+    config = {
+        "workload": {"requests": 20, "arrival": {"process": "poisson", "rate": 4}},
+        "scheduler": {"name": "fcfs"},
+        "run_id": "small",
+    }
     outcome = execute_run(parse_config(config), tmp_path)
     assert outcome.status == "done" and outcome.summary["completed"] == 20
     assert gc.get_freeze_count() == 0

@@ -23,8 +23,9 @@ from runners.profiler import (
 )
 
 # fixed 4 ms, 0.1 ms per prompt token, 0.5 ms per decode, 1 us per context token, 0.2 ms per request
-STEP = LinearStepModel(fixed_s=0.004, per_prefill_token_s=1e-4, per_decode_request_s=5e-4,
-                       per_context_token_s=1e-6, per_request_cpu_s=2e-4)
+STEP = LinearStepModel(
+    fixed_s=0.004, per_prefill_token_s=1e-4, per_decode_request_s=5e-4, per_context_token_s=1e-6, per_request_cpu_s=2e-4
+)
 MODEL = LatencyModel.of_step(STEP)
 
 
@@ -65,9 +66,13 @@ def test_table2_phase_model_unchanged():
 
 
 def test_old_phase_profile_file_still_loads(tmp_path):
-    data = {"name": "old", "units": "seconds", "kv_capacity_tokens": 4096,
-            "prefill": {"alpha": 5e-4, "beta": 8e-4, "gamma": 1e-4, "delta": 0.0},
-            "decode": {"alpha": 2e-7, "beta": 8e-4, "gamma": 8e-7, "delta": 0.004}}
+    data = {
+        "name": "old",
+        "units": "seconds",
+        "kv_capacity_tokens": 4096,
+        "prefill": {"alpha": 5e-4, "beta": 8e-4, "gamma": 1e-4, "delta": 0.0},
+        "decode": {"alpha": 2e-7, "beta": 8e-4, "gamma": 8e-7, "delta": 0.004},
+    }
     path = tmp_path / "old.yaml"
     path.write_text(yaml.safe_dump(data))
     profile = load_profile(path)
@@ -98,13 +103,16 @@ def _write(tmp_path, step_model=None, **extra) -> str:
     return str(path)
 
 
-@pytest.mark.parametrize("change, message", [
-    ({"per_prefill_token_s": -1e-4}, "step_model.per_prefill_token_s: Input should be greater than or equal to 0"),
-    ({"fixed_s": float("nan")}, "step_model.fixed_s"),
-    ({"per_request_cpu_s": float("inf")}, "step_model.per_request_cpu_s"),
-    ({"per_context_token_s": None}, "step_model.per_context_token_s"),
-    ({"kind": "quadratic"}, "step_model.kind"),
-])
+@pytest.mark.parametrize(
+    "change, message",
+    [
+        ({"per_prefill_token_s": -1e-4}, "step_model.per_prefill_token_s: Input should be greater than or equal to 0"),
+        ({"fixed_s": float("nan")}, "step_model.fixed_s"),
+        ({"per_request_cpu_s": float("inf")}, "step_model.per_request_cpu_s"),
+        ({"per_context_token_s": None}, "step_model.per_context_token_s"),
+        ({"kind": "quadratic"}, "step_model.kind"),
+    ],
+)
 def test_bad_step_model_names_the_field(tmp_path, change, message):
     terms = {**STEP.model_dump(), **change}
     terms = {k: v for k, v in terms.items() if v is not None}
@@ -127,8 +135,10 @@ def synthetic_steps(model: LatencyModel, noise: float, seed: int = 0) -> list[St
     rows = [("prefill", 1, t, 0, 0) for t in (16, 64, 256, 512, 1024, 1536) for _ in range(2)]
     rows += [("decode", 0, 0, d, d * c) for d in (1, 4, 16, 64) for c in (50, 300, 900)]
     rows += [("mixed", p, p * t, d, d * 120) for p in (1, 2, 4) for t in (64, 448) for d in (1, 16, 48)]
-    return [StepSample(k, p, t, d, c, model.step_time(p, t, d, c) * (1 + rng.normal(0, noise)), "synthetic")
-            for k, p, t, d, c in rows]
+    return [
+        StepSample(k, p, t, d, c, model.step_time(p, t, d, c) * (1 + rng.normal(0, noise)), "synthetic")
+        for k, p, t, d, c in rows
+    ]
 
 
 def test_fit_recovers_known_coefficients():
@@ -167,7 +177,7 @@ def test_cross_validation_by_hand():
     errors = []
     for i in range(1, 8):
         h = sum(1 / j for j in range(1, 8) if j != i)
-        q = sum(1 / j ** 2 for j in range(1, 8) if j != i)
+        q = sum(1 / j**2 for j in range(1, 8) if j != i)
         errors.append(abs(h / q - i) / i)
     assert errors[0] == pytest.approx(2.1123, abs=1e-4)  # leaving out 10 ms: c = 31.1 ms
     assert np.mean(errors) == pytest.approx(0.786970, abs=1e-6)
@@ -192,7 +202,8 @@ def test_fit_step_profile_and_samples_csv(tmp_path):
     path = write_step_samples(samples, tmp_path / "s.csv")
     again = read_step_samples(path)
     assert [(s.kind, s.prefill_tokens, s.decode_context) for s in again] == [
-        (s.kind, s.prefill_tokens, s.decode_context) for s in samples]
+        (s.kind, s.prefill_tokens, s.decode_context) for s in samples
+    ]
     profile = fit_step_profile(again, "t", "test", 8192, 16, 64, 2048)
     assert profile.latency_kind == "linear-step"
     assert profile.fit["points"] == {"prefill": 12, "decode": 12, "mixed": 18}
@@ -215,8 +226,12 @@ def test_decode_and_mixed_steps_from_token_times():
     assert sample.seconds == pytest.approx(0.01)
     # a slow step counts: up to the window's end (60 ms) a's gaps after 1 ms are 10, 30, 10 ms and b's
     # 10, 10, 10, 10 ms -> mean 90 / 7 ms (a median says 10)
-    slow = decode_samples([[0.0, 0.01, 0.02, 0.05, 0.06], [0.001, 0.011, 0.021, 0.031, 0.041, 0.061]],
-                          prompt_tokens=10, start=0.001, windows=1)
+    slow = decode_samples(
+        [[0.0, 0.01, 0.02, 0.05, 0.06], [0.001, 0.011, 0.021, 0.031, 0.041, 0.061]],
+        prompt_tokens=10,
+        start=0.001,
+        windows=1,
+    )
     assert slow[0].seconds == pytest.approx(0.09 / 7)
     # two prompts' first tokens at 35.1 and 35.2 ms came out of the step that ended the decoders'
     # 15 ms gap (20 -> 35 ms): one mixed step of 2 prefills + 2 decodes at context 2 * (16 + 3)
@@ -224,13 +239,21 @@ def test_decode_and_mixed_steps_from_token_times():
     b = [0.0005, 0.0105, 0.0205, 0.0355]
     mixed = _mixed_sample([a, b], [0.0351, 0.0352], prefill_tokens=400, prompt_tokens=16)
     assert (mixed.kind, mixed.prefill_requests, mixed.prefill_tokens, mixed.decode_requests, mixed.decode_context) == (
-        "mixed", 2, 400, 2, 38)
+        "mixed",
+        2,
+        400,
+        2,
+        38,
+    )
     assert mixed.seconds == pytest.approx(0.015)
     assert _mixed_sample([a, b], [0.0351, 0.045], prefill_tokens=400, prompt_tokens=16) is None  # two steps
 
 
 def test_profile_fitted_on_too_few_steps_is_refused(tmp_path):
-    with pytest.raises(DatasetError, match=r"bad\.yaml: fit\.points: the step model was fitted on 14 measured steps; its 6 "
-                                           r"terms need at least 18"):
+    with pytest.raises(
+        DatasetError,
+        match=r"bad\.yaml: fit\.points: the step model was fitted on 14 measured steps; its 6 "
+        r"terms need at least 18",
+    ):
         load_profile(_write(tmp_path, STEP.model_dump(), fit={"points": {"prefill": 4, "decode": 5, "mixed": 5}}))
     assert load_profile(_write(tmp_path, STEP.model_dump(), fit={"points": 18})).step_model == STEP

@@ -29,9 +29,16 @@ WALL_CLOCK = {"writer", "started_at", "finished_at", "started_at_unix_s", "wall_
 
 def small_plan(study_id: str, seeds=(0, 1), requests: int = 40, **trials):
     """fcfs and slo-sa (numba kernels) at one slot and 6 req/s: a queue forms, decisions differ."""
-    return plan_study(parse_config({"engine": {"kind": "sim", "max_num_seqs": 1}, "run_id": study_id,
-                                    "workload": {"requests": requests, "arrival": {"rate": 6}},
-                                    "trials": {"seeds": list(seeds), "schedulers": ["fcfs", "slo-sa"], **trials}}))
+    return plan_study(
+        parse_config(
+            {
+                "engine": {"kind": "sim", "max_num_seqs": 1},
+                "run_id": study_id,
+                "workload": {"requests": requests, "arrival": {"rate": 6}},
+                "trials": {"seeds": list(seeds), "schedulers": ["fcfs", "slo-sa"], **trials},
+            }
+        )
+    )
 
 
 def measured(results: Path, record: dict) -> dict:
@@ -40,9 +47,11 @@ def measured(results: Path, record: dict) -> dict:
     for run in record["runs"]:
         folder = results / run["run_id"]
         summary = json.loads((folder / "summary.json").read_text())
-        out[run["run_id"]] = ({key: value for key, value in summary.items() if key not in WALL_CLOCK},
-                              pd.read_parquet(folder / "requests.parquet"),
-                              pd.read_parquet(folder / "timeseries.parquet"))
+        out[run["run_id"]] = (
+            {key: value for key, value in summary.items() if key not in WALL_CLOCK},
+            pd.read_parquet(folder / "requests.parquet"),
+            pd.read_parquet(folder / "timeseries.parquet"),
+        )
     return out
 
 
@@ -67,9 +76,33 @@ def serial_study(tmp_path_factory):
 def test_two_workers_give_identical_results(serial_study, results_dir, capsys, monkeypatch):
     monkeypatch.delenv("RAY_ADDRESS", raising=False)
     results, record = serial_study
-    assert main(["run", "--engine", "sim", "--scheduler", "fcfs,slo-sa", "--seeds", "2", "--requests", "40", "--rate",
-                 "6", "--set", "engine.max_num_seqs=1", "--quiet", "--run-id", "st", "--workers", "2",
-                 "--out", str(results_dir)]) == 0
+    assert (
+        main(
+            [
+                "run",
+                "--engine",
+                "sim",
+                "--scheduler",
+                "fcfs,slo-sa",
+                "--seeds",
+                "2",
+                "--requests",
+                "40",
+                "--rate",
+                "6",
+                "--set",
+                "engine.max_num_seqs=1",
+                "--quiet",
+                "--run-id",
+                "st",
+                "--workers",
+                "2",
+                "--out",
+                str(results_dir),
+            ]
+        )
+        == 0
+    )
     out = capsys.readouterr().out
     assert out.startswith("study st: 4 runs; runs on 2 worker processes\n") and "4 runs: 4 done" in out
     parallel = json.loads((results_dir / "st" / "study.json").read_text())
@@ -90,8 +123,9 @@ def test_ray_gives_identical_results(serial_study, results_dir):
         execution = choose_execution(plan, executor="ray", environ={})
         assert execution.kind == "ray" and "a local Ray" in execution.note
         seen: dict[str, int] = {}
-        result = run_study(plan, results_dir, progress=lambda done, total, m: seen.__setitem__(m.run_id, done),
-                           execution=execution)
+        result = run_study(
+            plan, results_dir, progress=lambda done, total, m: seen.__setitem__(m.run_id, done), execution=execution
+        )
     finally:
         ray.shutdown()
     assert result.record["status"] == "done" and result.record["execution"] == {"executor": "ray", "workers": None}
@@ -103,14 +137,19 @@ def test_ray_gives_identical_results(serial_study, results_dir):
 def crashing_task(member, results_root, progress, should_stop):
     """slo-sa at seed 0 raises; fcfs at seed 1 kills its worker process after 10 requests; the
     others run, and note beside the results folder which of some modules their worker holds."""
-    (Path(results_root).parent / f"{member.run_id}.modules").write_text(" ".join(sorted(
-        name for name in sys.modules if name.split(".")[0] in ("streamlit", "plotly", "parent_only_marker"))))
+    (Path(results_root).parent / f"{member.run_id}.modules").write_text(
+        " ".join(
+            sorted(name for name in sys.modules if name.split(".")[0] in ("streamlit", "plotly", "parent_only_marker"))
+        )
+    )
     if member.run_id.endswith("slo-sa-s0"):
         raise RuntimeError("engine exploded")
     if member.run_id.endswith("fcfs-s1"):
+
         def dying(done, total):
             if done >= 10:
                 os._exit(3)
+
         return execute_member(member, results_root, dying, should_stop)
     return execute_member(member, results_root, progress, should_stop)
 
@@ -131,12 +170,18 @@ def test_a_member_that_raises_or_kills_its_worker_fails_alone(results_dir):
     # with two workers at most one other run is in flight beside the dying one: which one (fcfs-s0
     # or slo-sa-s1) depends on how fast each ran; it ended before the crash or was stopped with it,
     # and says so. Every other run is done, the later ones in a new pool.
-    beside = ("stopped when the worker process of ", "died (the process pool stops all its workers then); what it "
-              "measured is in its folder")
+    beside = (
+        "stopped when the worker process of ",
+        "died (the process pool stops all its workers then); what it measured is in its folder",
+    )
     others = {run_id: outcome for run_id, outcome in runs.items() if run_id not in ("cr-slo-sa-s0", "cr-fcfs-s1")}
     stopped = [run_id for run_id, (status, error) in others.items() if status != "done"]
-    assert len(stopped) <= 1 and all(others[run_id][0] == "failed" and others[run_id][1].startswith(beside[0])
-                                     and others[run_id][1].endswith(beside[1]) for run_id in stopped), runs
+    assert len(stopped) <= 1 and all(
+        others[run_id][0] == "failed"
+        and others[run_id][1].startswith(beside[0])
+        and others[run_id][1].endswith(beside[1])
+        for run_id in stopped
+    ), runs
     assert all(error is None for status, error in others.values() if status == "done"), runs
     # what the dead worker's run measured stays in its folder, marked interrupted
     assert inspect_run(results_dir / "cr-fcfs-s1")["status"] == "interrupted"
@@ -146,14 +191,20 @@ def test_a_member_that_raises_or_kills_its_worker_fails_alone(results_dir):
     assert attainment["fcfs"]["n"] == (runs["cr-fcfs-s0"][0] == "done")
     # the workers were spawned: nothing of this process (streamlit, plotly, the marker) is in them
     assert {path.stem: path.read_text() for path in results_dir.parent.glob("*.modules")} == {
-        run_id: "" for run_id in runs}
+        run_id: "" for run_id in runs
+    }
 
 
 def test_stop_cancels_running_runs_and_skips_the_rest(results_dir):
     plan = small_plan("sp", seeds=(0, 1, 2), requests=2000)
     seen: set[str] = set()  # members whose requests were reported to this process
-    run_study(plan, results_dir, progress=lambda done, total, m: seen.add(m.run_id),
-              should_stop=lambda: len(seen) >= 2, execution=choose_execution(plan, workers=2))
+    run_study(
+        plan,
+        results_dir,
+        progress=lambda done, total, m: seen.add(m.run_id),
+        should_stop=lambda: len(seen) >= 2,
+        execution=choose_execution(plan, workers=2),
+    )
     record = json.loads((results_dir / "sp" / "study.json").read_text())
     assert record["status"] == "cancelled"
     assert [run["status"] for run in record["runs"]] == ["cancelled", "cancelled"] + ["skipped"] * 4
@@ -166,33 +217,64 @@ def test_stop_cancels_running_runs_and_skips_the_rest(results_dir):
 def test_execution_choice():
     plan = small_plan("ch", seeds=(0, 1, 2))
     assert choose_execution(plan, workers=1).kind == "serial"
-    assert choose_execution(plan, executor="serial", environ={}) == Execution("serial", 1,
-                                                                           "runs one at a time in this process")
+    assert choose_execution(plan, executor="serial", environ={}) == Execution(
+        "serial", 1, "runs one at a time in this process"
+    )
     assert choose_execution(plan, workers=64, environ={}) == Execution("process", 6, "runs on 6 worker processes")
     assert choose_execution(plan, environ={}).workers == min(os.cpu_count() or 1, 6)
     assert choose_execution(small_plan("ch", workers=3, executor="process"), environ={}).workers == 3  # trials.*
     if importlib.util.find_spec("ray") is not None:
-        assert choose_execution(plan, environ={"RAY_ADDRESS": "ray://head:10001"}).note == \
-            "runs as Ray tasks on the Ray cluster at ray://head:10001, as many at once as it has CPUs"
+        assert (
+            choose_execution(plan, environ={"RAY_ADDRESS": "ray://head:10001"}).note
+            == "runs as Ray tasks on the Ray cluster at ray://head:10001, as many at once as it has CPUs"
+        )
         assert choose_execution(plan, executor="process", environ={"RAY_ADDRESS": "x"}).kind == "process"
-    real = plan_study(parse_config({"engine": {"kind": "openai", "urls": ["http://127.0.0.1:9"]},
-                                    "trials": {"seeds": [0, 1], "schedulers": ["fcfs", "slo-sa"]}}))
+    real = plan_study(
+        parse_config(
+            {
+                "engine": {"kind": "openai", "urls": ["http://127.0.0.1:9"]},
+                "trials": {"seeds": [0, 1], "schedulers": ["fcfs", "slo-sa"]},
+            }
+        )
+    )
     assert choose_execution(real, workers=4, executor="ray") == Execution(
-        "serial", 1, "real engine (openai): runs one at a time against its servers (--workers and --executor do not "
-                     "apply)")
+        "serial",
+        1,
+        "real engine (openai): runs one at a time against its servers (--workers and --executor do not apply)",
+    )
     assert choose_execution(real).note == "real engine (openai): runs one at a time against its servers"
 
 
-SMALL = ["run", "--engine", "sim", "--scheduler", "fcfs,slo-sa", "--seeds", "2", "--requests", "10", "--rate", "6",
-         "--quiet", "--run-id", "cl"]
+SMALL = [
+    "run",
+    "--engine",
+    "sim",
+    "--scheduler",
+    "fcfs,slo-sa",
+    "--seeds",
+    "2",
+    "--requests",
+    "10",
+    "--rate",
+    "6",
+    "--quiet",
+    "--run-id",
+    "cl",
+]
 
 
-@pytest.mark.parametrize("flags, expected", [
-    (["--workers", "0"], "error: --workers: 0; expected a whole number of runs at once, 1 to 1024\n"),
-    (["--executor", "threads"], "error: --executor: 'threads'; expected one of: serial, process, ray\n"),
-    (["--executor", "ray"], "error: --executor: --executor ray but ray is not installed; pip install ray (the "
-                            "optional Ray executor), or run with --executor process\n"),
-])
+@pytest.mark.parametrize(
+    "flags, expected",
+    [
+        (["--workers", "0"], "error: --workers: 0; expected a whole number of runs at once, 1 to 1024\n"),
+        (["--executor", "threads"], "error: --executor: 'threads'; expected one of: serial, process, ray\n"),
+        (
+            ["--executor", "ray"],
+            "error: --executor: --executor ray but ray is not installed; pip install ray (the "
+            "optional Ray executor), or run with --executor process\n",
+        ),
+    ],
+)
 def test_bad_execution_flags_are_one_line(flags, expected, results_dir, capsys, monkeypatch):
     monkeypatch.setattr("runners.executors.ray_installed", lambda: False)
     assert main([*SMALL, *flags, "--out", str(results_dir)]) == 2
@@ -204,8 +286,10 @@ def test_ray_address_without_ray_is_one_line(results_dir, capsys, monkeypatch):
     monkeypatch.setattr("runners.executors.ray_installed", lambda: False)
     monkeypatch.setenv("RAY_ADDRESS", "ray://head:10001")
     assert main([*SMALL, "--out", str(results_dir)]) == 2
-    assert capsys.readouterr().err == ("error: --executor: RAY_ADDRESS is set but ray is not installed; pip install "
-                                       "ray (the optional Ray executor), or run with --executor process\n")
+    assert capsys.readouterr().err == (
+        "error: --executor: RAY_ADDRESS is set but ray is not installed; pip install "
+        "ray (the optional Ray executor), or run with --executor process\n"
+    )
 
 
 def test_study_speed_bench_at_tiny_scale(tmp_path, capsys):
@@ -213,8 +297,25 @@ def test_study_speed_bench_at_tiny_scale(tmp_path, capsys):
     bench = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(bench)
     out = tmp_path / "study_speed.json"
-    assert bench.main(["--seeds", "1", "--requests", "10", "--rates", "4,6", "--schedulers", "fcfs", "--executors",
-                       "serial,process", "--out", str(out)]) == 0
+    assert (
+        bench.main(
+            [
+                "--seeds",
+                "1",
+                "--requests",
+                "10",
+                "--rates",
+                "4,6",
+                "--schedulers",
+                "fcfs",
+                "--executors",
+                "serial,process",
+                "--out",
+                str(out),
+            ]
+        )
+        == 0
+    )
     report = json.loads(out.read_text())
     assert report["runs"] == 2 and report["statuses"] == ["done"] and report["identical_results"] is True
     assert report["serial_workers"] == 1 and report["process_workers"] == min(os.cpu_count() or 1, 2)

@@ -27,23 +27,30 @@ def cli(args, capsys):
 
 
 def test_an_uncontended_study_says_its_schedulers_made_identical_decisions(results_dir, capsys):
-    code, out, err = cli(["run", *CALM, "--scheduler", "fcfs,slo-sa", "--seeds", "2", "--run-id", "calm",
-                          "--out", str(results_dir)], capsys)
+    code, out, err = cli(
+        ["run", *CALM, "--scheduler", "fcfs,slo-sa", "--seeds", "2", "--run-id", "calm", "--out", str(results_dir)],
+        capsys,
+    )
     assert code == 0, err
     assert "these runs made identical decisions" in out and "engine.max_num_seqs" in out
     record = json.loads((results_dir / "calm" / "study.json").read_text())
     note = identical_decisions_note(results_dir, record)
     assert note is not None and note in out
-    peak = max(json.loads((results_dir / f"calm-{name}-s{seed}" / "summary.json").read_text())["contention"]
-               ["waiting_peak"] for name in ("fcfs", "slo-sa") for seed in (0, 1))
+    peak = max(
+        json.loads((results_dir / f"calm-{name}-s{seed}" / "summary.json").read_text())["contention"]["waiting_peak"]
+        for name in ("fcfs", "slo-sa")
+        for seed in (0, 1)
+    )
     assert (f"max waiting {peak}" in note) if peak else ("never had a queue (max waiting 0)" in note)
     for command in ("show", "compare"):
         assert note in cli([command, "calm", "--out", str(results_dir)], capsys)[1]
 
 
 def test_a_contended_study_has_no_identical_decisions_note(results_dir, capsys):
-    code, out, err = cli(["run", *BUSY, "--scheduler", "fcfs,slo-sa", "--seeds", "2", "--run-id", "busy",
-                          "--out", str(results_dir)], capsys)
+    code, out, err = cli(
+        ["run", *BUSY, "--scheduler", "fcfs,slo-sa", "--seeds", "2", "--run-id", "busy", "--out", str(results_dir)],
+        capsys,
+    )
     assert code == 0, err
     assert "identical decisions" not in out
     record = json.loads((results_dir / "busy" / "study.json").read_text())
@@ -51,10 +58,17 @@ def test_a_contended_study_has_no_identical_decisions_note(results_dir, capsys):
 
 
 def test_delete_a_study_removes_it_and_its_members_only(results_dir, capsys):
-    assert cli(["run", *BUSY, "--scheduler", "fcfs,static", "--seeds", "2", "--run-id", "gone",
-                "--out", str(results_dir)], capsys)[0] == 0
-    assert cli(["run", *BUSY, "--scheduler", "fcfs", "--run-id", "gone-fcfs-s9", "--out", str(results_dir)],
-               capsys)[0] == 0  # looks like a member, is not listed by the study
+    assert (
+        cli(
+            ["run", *BUSY, "--scheduler", "fcfs,static", "--seeds", "2", "--run-id", "gone", "--out", str(results_dir)],
+            capsys,
+        )[0]
+        == 0
+    )
+    assert (
+        cli(["run", *BUSY, "--scheduler", "fcfs", "--run-id", "gone-fcfs-s9", "--out", str(results_dir)], capsys)[0]
+        == 0
+    )  # looks like a member, is not listed by the study
     code, out, err = cli(["delete", "gone", "--out", str(results_dir)], capsys)
     assert code == 0, err
     assert "deleted study gone: 4 member runs" in out
@@ -62,8 +76,13 @@ def test_delete_a_study_removes_it_and_its_members_only(results_dir, capsys):
 
 
 def test_delete_study_refuses_a_record_that_names_foreign_runs(results_dir, capsys):
-    assert cli(["run", *BUSY, "--scheduler", "fcfs,static", "--seeds", "2", "--run-id", "st",
-                "--out", str(results_dir)], capsys)[0] == 0
+    assert (
+        cli(
+            ["run", *BUSY, "--scheduler", "fcfs,static", "--seeds", "2", "--run-id", "st", "--out", str(results_dir)],
+            capsys,
+        )[0]
+        == 0
+    )
     assert cli(["run", *BUSY, "--scheduler", "fcfs", "--run-id", "keep", "--out", str(results_dir)], capsys)[0] == 0
     path = results_dir / "st" / "study.json"
     record = json.loads(path.read_text())
@@ -107,10 +126,18 @@ def test_one_unit_per_quantity():
     assert all(m.scale == 100.0 for m in shares)
 
 
-@pytest.mark.parametrize("key, value, text", [("slo_attainment", 0.4567, "45.7"), ("tpot_s.mean", 0.02412, "24.1"),
-                                              ("G", 0.0089243, "0.008924"), ("completed", 1000, "1000"),
-                                              ("ttft_s.mean", None, "-"), ("contention.waiting_peak", -0.3, "0"),
-                                              ("e2e_s.p99", float("nan"), "-")])
+@pytest.mark.parametrize(
+    "key, value, text",
+    [
+        ("slo_attainment", 0.4567, "45.7"),
+        ("tpot_s.mean", 0.02412, "24.1"),
+        ("G", 0.0089243, "0.008924"),
+        ("completed", 1000, "1000"),
+        ("ttft_s.mean", None, "-"),
+        ("contention.waiting_peak", -0.3, "0"),
+        ("e2e_s.p99", float("nan"), "-"),
+    ],
+)
 def test_format(key, value, text):
     assert metric(key).format(value) == text
 

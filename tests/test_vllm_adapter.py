@@ -12,8 +12,16 @@ def test_vllm_launch_with_an_in_engine_scheduler_class():
     from runners.config import parse_config
     from runners.engines.adapters.vllm import ROOT, VLLMAdapter
 
-    engine = parse_config({"engine": {"kind": "vllm", "model": "/m", "env": {"PYTHONPATH": "/extra"},
-                                      "scheduler_cls": "runners.engines.vllm_scheduler.dynamic_mem.X"}}).engine
+    engine = parse_config(
+        {
+            "engine": {
+                "kind": "vllm",
+                "model": "/m",
+                "env": {"PYTHONPATH": "/extra"},
+                "scheduler_cls": "runners.engines.vllm_scheduler.dynamic_mem.X",
+            }
+        }
+    ).engine
     command = VLLMAdapter.server_command(engine, 8000)
     assert command[command.index("--scheduler-cls") + 1] == "runners.engines.vllm_scheduler.dynamic_mem.X"
     assert VLLMAdapter.server_env(engine) == {"PYTHONPATH": os.pathsep.join([str(ROOT), "/extra"])}
@@ -32,8 +40,11 @@ def test_an_in_engine_scheduler_needs_a_vllm_that_schedlab_launches():
 
     for engine in ({"kind": "sim"}, {"kind": "openai", "urls": "http://127.0.0.1:9"}):
         with pytest.raises(ConfigError) as caught:
-            prepare_run(parse_config({"engine": engine, "scheduler": {"name": "engine-dynamic-mem"},
-                                      "workload": {"requests": 5}}))
+            prepare_run(
+                parse_config(
+                    {"engine": engine, "scheduler": {"name": "engine-dynamic-mem"}, "workload": {"requests": 5}}
+                )
+            )
         assert caught.value.field == "scheduler.name"
         assert "--scheduler-cls runners.engines.vllm_scheduler.dynamic_mem.DynamicMemoryScheduler" in str(caught.value)
 
@@ -45,8 +56,12 @@ def test_the_launch_gets_the_class_its_parameters_and_a_decisions_file_per_insta
     from runners.config import parse_config
     from runners.registry import make_policy
 
-    config = parse_config({"engine": {"kind": "vllm", "model": "/m", "env": {"A": "1"}},
-                           "scheduler": {"name": "engine-dynamic-mem", "params": {"eps_m": 0.1}}})
+    config = parse_config(
+        {
+            "engine": {"kind": "vllm", "model": "/m", "env": {"A": "1"}},
+            "scheduler": {"name": "engine-dynamic-mem", "params": {"eps_m": 0.1}},
+        }
+    )
     policy = make_policy("engine-dynamic-mem", {"eps_m": 0.1})
     engine = _engine_with_scheduler(config, policy, tmp_path)
     assert engine.scheduler_cls == "runners.engines.vllm_scheduler.dynamic_mem.DynamicMemoryScheduler"
@@ -61,8 +76,10 @@ def test_a_server_log_quotes_schedlabs_own_lines_before_its_tail(tmp_path):
     from runners.engines.launcher import log_tail
 
     log = tmp_path / "server.log"
-    log.write_text("start\nERROR schedlab's in-engine schedulers support vLLM 0.32.x; this server runs 0.31\n"
-                   + "".join(f"traceback line {i}\n" for i in range(40)))
+    log.write_text(
+        "start\nERROR schedlab's in-engine schedulers support vLLM 0.32.x; this server runs 0.31\n"
+        + "".join(f"traceback line {i}\n" for i in range(40))
+    )
     text = log_tail(log, lines=30)
     assert text.startswith("ERROR schedlab's in-engine schedulers support vLLM 0.32.x")
     assert "[...]\ntraceback line 10\n" in text and text.endswith("traceback line 39\n")

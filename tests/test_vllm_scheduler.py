@@ -13,11 +13,22 @@ from pathlib import Path
 
 import pytest
 
-from runners.engines.vllm_scheduler import (IN_ENGINE_PARAMS, EngineDynamicMemoryParams,
-                                            load_params, scheduler_class, supported_version, version_error)
+from runners.engines.vllm_scheduler import (
+    IN_ENGINE_PARAMS,
+    EngineDynamicMemoryParams,
+    load_params,
+    scheduler_class,
+    supported_version,
+    version_error,
+)
 from runners.schedulers import dynamic_batching
-from runners.schedulers.dynamic_batching_core import (batch_capacity_tokens, clamp_batch, memory_batch_size,
-                                                      memory_limit, normal_quantile)
+from runners.schedulers.dynamic_batching_core import (
+    batch_capacity_tokens,
+    clamp_batch,
+    memory_batch_size,
+    memory_limit,
+    normal_quantile,
+)
 from tests.real_vllm import needs_vllm, run_to_completion, vllm_run_config
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -26,10 +37,13 @@ ENGINE_CLASS = "runners.engines.vllm_scheduler.dynamic_mem.DynamicMemorySchedule
 
 # --- without vLLM ------------------------------------------------------------------------------
 
+
 def test_the_registry_imports_without_vllm():
-    code = ("import sys, runners.engines.vllm_scheduler as m; "
-            "assert not any(n == 'vllm' or n.startswith('vllm.') for n in sys.modules); "
-            "print(m.IN_ENGINE_SCHEDULERS['engine-dynamic-mem'])")
+    code = (
+        "import sys, runners.engines.vllm_scheduler as m; "
+        "assert not any(n == 'vllm' or n.startswith('vllm.') for n in sys.modules); "
+        "print(m.IN_ENGINE_SCHEDULERS['engine-dynamic-mem'])"
+    )
     out = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, check=True)
     assert out.stdout.strip() == ENGINE_CLASS
     assert scheduler_class("engine-dynamic-mem") == ENGINE_CLASS
@@ -77,8 +91,18 @@ def test_the_quantile_gives_scipys_batch_sizes_over_a_grid():
                     assert memory_batch_size(eta, mean, std, eps)[0] == scipy_size, (eta, mean, std, eps)
 
 
-@pytest.mark.parametrize("version, ok", [("0.32.0", True), ("0.32.3+cpu", True), ("0.32.0rc1", True),
-                                         ("0.31.2", False), ("0.320.0", False), ("1.32.0", False), ("", False)])
+@pytest.mark.parametrize(
+    "version, ok",
+    [
+        ("0.32.0", True),
+        ("0.32.3+cpu", True),
+        ("0.32.0rc1", True),
+        ("0.31.2", False),
+        ("0.320.0", False),
+        ("1.32.0", False),
+        ("", False),
+    ],
+)
 def test_version_check(version, ok):
     assert supported_version(version) is ok
     message = version_error(version)

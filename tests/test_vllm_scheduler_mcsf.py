@@ -14,11 +14,23 @@ from pathlib import Path
 import pytest
 from pydantic import ValidationError
 
-from runners.engines.vllm_scheduler import (CLIENT_TWINS, IN_ENGINE_PARAMS, IN_ENGINE_SCHEDULERS,
-                                            PREDICTED_OUTPUT_ARG, EngineMCSFParams, launch_settings)
-from runners.engines.vllm_scheduler import mcsf_core
-from runners.engines.vllm_scheduler.mcsf_core import (capacity_tokens, demand_peak, mcsf_admissions,
-                                                      predicted_output_tokens, remaining_steps, shortest_first_key)
+from runners.engines.vllm_scheduler import (
+    CLIENT_TWINS,
+    IN_ENGINE_PARAMS,
+    IN_ENGINE_SCHEDULERS,
+    PREDICTED_OUTPUT_ARG,
+    EngineMCSFParams,
+    launch_settings,
+    mcsf_core,
+)
+from runners.engines.vllm_scheduler.mcsf_core import (
+    capacity_tokens,
+    demand_peak,
+    mcsf_admissions,
+    predicted_output_tokens,
+    remaining_steps,
+    shortest_first_key,
+)
 from runners.registry import make_policy, scheduler_class
 from runners.schedulers import memory_constrained
 from runners.schedulers.base import InstanceInfo
@@ -38,9 +50,12 @@ def _request(rid: str, prompt: int, output: int, arrival: float = 0.0, task: str
 
 # --- without vLLM ------------------------------------------------------------------------------
 
+
 def test_registered_and_importable_without_vllm():
-    code = ("import sys, runners.engines.vllm_scheduler.mcsf_core, runners.schedulers.in_engine; "
-            "assert not any(n == 'vllm' or n.startswith('vllm.') for n in sys.modules); print('ok')")
+    code = (
+        "import sys, runners.engines.vllm_scheduler.mcsf_core, runners.schedulers.in_engine; "
+        "assert not any(n == 'vllm' or n.startswith('vllm.') for n in sys.modules); print('ok')"
+    )
     out = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, check=True)
     assert out.stdout.strip() == "ok"
     assert IN_ENGINE_SCHEDULERS["engine-mcsf"] == ENGINE_CLASS
@@ -68,8 +83,14 @@ def test_predicted_output_from_the_request():
 def test_queue_order_shortest_remaining_first_ties_by_arrival():
     # (predicted, generated, arrival): remaining 50, 20, 50, 5 (a preempted request, 25 of 30
     # generated), 20, 1 (over its prediction: at least 1)
-    queue = [("a", 50, 0, 1.0), ("b", 20, 0, 2.0), ("c", 50, 0, 0.5), ("d", 30, 25, 3.0), ("e", 20, 0, 1.5),
-             ("f", 10, 12, 4.0)]
+    queue = [
+        ("a", 50, 0, 1.0),
+        ("b", 20, 0, 2.0),
+        ("c", 50, 0, 0.5),
+        ("d", 30, 25, 3.0),
+        ("e", 20, 0, 1.5),
+        ("f", 10, 12, 4.0),
+    ]
     ordered = sorted(queue, key=lambda q: shortest_first_key(remaining_steps(q[1], q[2]), q[3]))
     assert [q[0] for q in ordered] == ["f", "d", "e", "b", "c", "a"]
     # equal keys keep their queue order (a stable sort)
@@ -149,8 +170,10 @@ def _client_predictions(policy, requests) -> dict[str, int]:
 
 
 def test_the_client_sends_the_same_predictions_as_the_client_mcsf():
-    requests = [_request(f"r{i}", 20, out, 0.1 * i, task) for i, (out, task) in
-                enumerate([(100, "chat"), (300, "chat"), (50, "code"), (70, "code"), (200, "chat")])]
+    requests = [
+        _request(f"r{i}", 20, out, 0.1 * i, task)
+        for i, (out, task) in enumerate([(100, "chat"), (300, "chat"), (50, "code"), (70, "code"), (200, "chat")])
+    ]
     # oracle (the default): each request's target, as an engine argument, sent on arrival
     policy = _client_predictions(make_policy("engine-mcsf"), requests)
     dispatches = policy.decide(0.5).dispatches
@@ -172,8 +195,9 @@ def test_the_client_sends_the_same_predictions_as_the_client_mcsf():
 
 @needs_vllm
 def test_mcsf_in_the_real_cpu_vllm(tiny_model, tmp_path):
-    config = vllm_run_config(tiny_model, "engine-mcsf", "engine-mcsf", {"memory_fraction": 1.0},
-                             {"SCHEDLAB_ENGINE_DECISION_INTERVAL_S": "0"})
+    config = vllm_run_config(
+        tiny_model, "engine-mcsf", "engine-mcsf", {"memory_fraction": 1.0}, {"SCHEDLAB_ENGINE_DECISION_INTERVAL_S": "0"}
+    )
     run, decisions, log = run_to_completion(config, tmp_path / "results", ENGINE_CLASS)
     requests = run.requests
     assert "schedlab in-engine scheduler MCSFScheduler (vLLM 0.32" in log and "M = 2944 tokens" in log
@@ -210,8 +234,14 @@ def test_the_priority_policy_is_refused_at_start_up(tiny_model, tmp_path):
     from runners.benchmark import execute_run
     from runners.config import parse_config
 
-    config = vllm_run_config(tiny_model, "engine-mcsf-priority", "engine-mcsf", requests=2, startup_timeout_s=300,
-                             scheduling_policy="priority")
+    config = vllm_run_config(
+        tiny_model,
+        "engine-mcsf-priority",
+        "engine-mcsf",
+        requests=2,
+        startup_timeout_s=300,
+        scheduling_policy="priority",
+    )
     outcome = execute_run(parse_config(config), tmp_path / "results")
     assert outcome.summary["status"] == "failed"
     assert "engine-mcsf orders vLLM's waiting queue itself" in (outcome.error or ""), outcome.error

@@ -12,12 +12,23 @@ import subprocess
 import pytest
 from pydantic import ValidationError
 
-from runners.engines.vllm_scheduler import (CLIENT_TWINS, IN_ENGINE_PARAMS, IN_ENGINE_SCHEDULERS,
-                                            EngineDynamicSLAParams, SLAWindowParams, load_params)
+from runners.engines.vllm_scheduler import (
+    CLIENT_TWINS,
+    IN_ENGINE_PARAMS,
+    IN_ENGINE_SCHEDULERS,
+    EngineDynamicSLAParams,
+    SLAWindowParams,
+    load_params,
+)
 from runners.schedulers import dynamic_batching, dynamic_batching_core
 from runners.schedulers.dynamic_batching import DynamicSLAParams
-from runners.schedulers.dynamic_batching_core import (SLAWindow, StepLatencyMeter, StepSLAController,
-                                                      sla_batch_size, sla_window_update)
+from runners.schedulers.dynamic_batching_core import (
+    SLAWindow,
+    StepLatencyMeter,
+    StepSLAController,
+    sla_batch_size,
+    sla_window_update,
+)
 from tests.real_vllm import needs_vllm, run_to_completion, vllm_run_config
 
 ENGINE_CLASS = "runners.engines.vllm_scheduler.dynamic_mem.DynamicSLAScheduler"
@@ -25,11 +36,13 @@ ENGINE_CLASS = "runners.engines.vllm_scheduler.dynamic_mem.DynamicSLAScheduler"
 
 # --- without vLLM ------------------------------------------------------------------------------
 
+
 def test_registered_with_its_client_twin():
     assert IN_ENGINE_SCHEDULERS["engine-dynamic-sla"] == ENGINE_CLASS
     assert CLIENT_TWINS["engine-dynamic-sla"] == "dynamic-sla"
     assert IN_ENGINE_PARAMS["engine-dynamic-sla"] is EngineDynamicSLAParams
     from runners.schedulers.in_engine import EngineDynamicSLAPolicy
+
     assert EngineDynamicSLAPolicy.name == "engine-dynamic-sla" and EngineDynamicSLAPolicy.twin == "dynamic-sla"
     assert EngineDynamicSLAPolicy.in_engine and EngineDynamicSLAPolicy.Params.max_in_flight is None
 
@@ -107,8 +120,11 @@ def test_the_window_parameters_are_one_definition_for_both_twins():
     assert shared == {"d_sla_s", "eps_s", "alpha", "delta", "b_min", "memory_cap"}
     for name in shared:
         client, engine = DynamicSLAParams.model_fields[name], EngineDynamicSLAParams.model_fields[name]
-        assert (client.default, client.description, client.metadata) == \
-            (engine.default, engine.description, engine.metadata), name
+        assert (client.default, client.description, client.metadata) == (
+            engine.default,
+            engine.description,
+            engine.metadata,
+        ), name
     assert issubclass(DynamicSLAParams, SLAWindowParams) and issubclass(EngineDynamicSLAParams, SLAWindowParams)
     # the engine measures tau itself: no latency_signal / window; samples counts engine steps
     assert "latency_signal" not in EngineDynamicSLAParams.model_fields
@@ -128,8 +144,13 @@ def test_engine_parameters_outside_the_papers_meaning_are_refused(tmp_path):
     path = tmp_path / "params.json"
     path.write_text(json.dumps({"d_sla_s": 0.002, "eps_s": 0.0005, "memory_cap": False, "samples": 8}))
     params = load_params(EngineDynamicSLAParams, {"SCHEDLAB_ENGINE_PARAMS": str(path)})
-    assert (params.d_sla_s, params.eps_s, params.memory_cap, params.samples, params.eps_m) == (0.002, 0.0005, False,
-                                                                                                8, 0.05)
+    assert (params.d_sla_s, params.eps_s, params.memory_cap, params.samples, params.eps_m) == (
+        0.002,
+        0.0005,
+        False,
+        8,
+        0.05,
+    )
     path.write_text(json.dumps({"d_sla_s": 0.002, "latency_signal": "tpot"}))  # a client-only field
     with pytest.raises(ValueError, match="latency_signal"):
         load_params(EngineDynamicSLAParams, {"SCHEDLAB_ENGINE_PARAMS": str(path)})
@@ -144,10 +165,15 @@ def test_dynamic_sla_in_the_real_cpu_vllm(tiny_model, tmp_path):
     # step recorded: ~2.1 ms at 1-4 running, ~2.6 ms at 8, ~3 ms at 12). A 1 ms target is below every
     # step, so it binds whatever the machine's load (a busier machine only makes steps longer): the
     # window must close in from B_max 64. memory_cap off, so the limit is Alg. 2's alone.
-    params = {"d_sla_s": 0.001, "eps_s": 0.0002, "alpha": 2, "delta": 2, "b_min": 1, "samples": 4,
-              "memory_cap": False}
-    config = vllm_run_config(tiny_model, "engine-dynamic-sla", "engine-dynamic-sla", params,
-                             {"SCHEDLAB_ENGINE_DECISION_INTERVAL_S": "0"}, num_gpu_blocks_override=None)
+    params = {"d_sla_s": 0.001, "eps_s": 0.0002, "alpha": 2, "delta": 2, "b_min": 1, "samples": 4, "memory_cap": False}
+    config = vllm_run_config(
+        tiny_model,
+        "engine-dynamic-sla",
+        "engine-dynamic-sla",
+        params,
+        {"SCHEDLAB_ENGINE_DECISION_INTERVAL_S": "0"},
+        num_gpu_blocks_override=None,
+    )
     run, decisions, log = run_to_completion(config, tmp_path / "results", ENGINE_CLASS)
     written = json.loads((run.folder / "engine-scheduler-params.json").read_text())
     assert {k: written[k] for k in params} == params
@@ -165,8 +191,17 @@ def test_dynamic_sla_in_the_real_cpu_vllm(tiny_model, tmp_path):
             assert window == SLAWindow(before["window_low"], before["window_high"])
         if after["timed_steps"] != before["timed_steps"] + 1:
             continue
-        assert window == sla_window_update(SLAWindow(before["window_low"], before["window_high"]), after["tau_s"],
-                                           after["batch_mean"], 0.001, 0.0002, 2, 2, 1, 64), (before, after)
+        assert window == sla_window_update(
+            SLAWindow(before["window_low"], before["window_high"]),
+            after["tau_s"],
+            after["batch_mean"],
+            0.001,
+            0.0002,
+            2,
+            2,
+            1,
+            64,
+        ), (before, after)
         moves += 1
     assert moves >= 20
     for d in decisions:  # the limit applied is the window's middle, never below the decoding requests

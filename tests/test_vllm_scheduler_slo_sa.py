@@ -15,17 +15,37 @@ import pytest
 import yaml
 
 from runners.engines.latency_model import LatencyModel, PhaseCoefficients
-from runners.engines.vllm_scheduler import (CLIENT_TWINS, E2E_SLO_ARG, IN_ENGINE_PARAMS, IN_ENGINE_SCHEDULERS,
-                                            PREDICTED_OUTPUT_ARG, TPOT_SLO_ARG, TTFT_SLO_ARG,
-                                            EngineDynamicMemoryParams, EngineSLOAwareParams, launch_settings,
-                                            load_params)
-from runners.engines.vllm_scheduler.slo_sa_plan import (RunningRequest, WaitingRequest, plan_waiting,
-                                                        remaining_s, request_args)
+from runners.engines.vllm_scheduler import (
+    CLIENT_TWINS,
+    E2E_SLO_ARG,
+    IN_ENGINE_PARAMS,
+    IN_ENGINE_SCHEDULERS,
+    PREDICTED_OUTPUT_ARG,
+    TPOT_SLO_ARG,
+    TTFT_SLO_ARG,
+    EngineDynamicMemoryParams,
+    EngineSLOAwareParams,
+    launch_settings,
+    load_params,
+)
+from runners.engines.vllm_scheduler.slo_sa_plan import (
+    RunningRequest,
+    WaitingRequest,
+    plan_waiting,
+    remaining_s,
+    request_args,
+)
 from runners.errors import ConfigError
 from runners.registry import SCHEDULERS, make_policy
 from runners.schedulers.base import InstanceInfo
-from runners.schedulers.slo_aware import (SLOAwareParams, SLOPlanParams, plan_annealing, plan_exhaustive,
-                                          plan_inputs, slot_wait_s)
+from runners.schedulers.slo_aware import (
+    SLOAwareParams,
+    SLOPlanParams,
+    plan_annealing,
+    plan_exhaustive,
+    plan_inputs,
+    slot_wait_s,
+)
 from runners.workload.requests import Request
 from runners.workload.slo import TaskSLO
 from tests.real_vllm import needs_vllm, vllm_run_config
@@ -34,17 +54,23 @@ ENGINE_CLASS = "runners.engines.vllm_scheduler.slo_sa.SLOAwareScheduler"
 
 # prefill 0.1 s and decode 0.01 s per step whatever the batch: a request of n output tokens runs
 # 0.1 + 0.01 (n - 1) seconds
-FLAT = LatencyModel(prefill=PhaseCoefficients(alpha=0, beta=0, gamma=0, delta=0.1),
-                    decode=PhaseCoefficients(alpha=0, beta=0, gamma=0, delta=0.01))
+FLAT = LatencyModel(
+    prefill=PhaseCoefficients(alpha=0, beta=0, gamma=0, delta=0.1),
+    decode=PhaseCoefficients(alpha=0, beta=0, gamma=0, delta=0.01),
+)
 
 
 def three_waiting(a_ttft: float = 0.15) -> list[WaitingRequest]:
     # A: 101 tokens, 1.1 s, TTFT limit 0.15 s; B: 11 tokens, 0.2 s; C: 51 tokens, 0.6 s; no other limit
-    return [WaitingRequest("A", 10, 101, 0.0, ttft_limit=a_ttft), WaitingRequest("B", 10, 11, 0.0),
-            WaitingRequest("C", 10, 51, 0.0)]
+    return [
+        WaitingRequest("A", 10, 101, 0.0, ttft_limit=a_ttft),
+        WaitingRequest("B", 10, 11, 0.0),
+        WaitingRequest("C", 10, 51, 0.0),
+    ]
 
 
 # --- without vLLM ------------------------------------------------------------------------------
+
 
 def test_registered_as_an_in_engine_twin_of_slo_sa():
     assert IN_ENGINE_SCHEDULERS["engine-slo-sa"] == ENGINE_CLASS
@@ -105,15 +131,22 @@ def test_waiting_time_counts_from_arrival():
 def test_the_engine_plans_with_slo_sas_own_path():
     """The same three requests through slo-sa's plan_inputs (workload Requests) and exhaustive
     search give the engine's plan: one function, two callers."""
-    requests = [Request("A", "chat", "", 10, 101, 0.0, TaskSLO(ttft_s=0.15)),
-                Request("B", "chat", "", 10, 11, 0.0, TaskSLO(e2e_s=100.0)),
-                Request("C", "chat", "", 10, 51, 0.0, TaskSLO(e2e_s=100.0))]
+    requests = [
+        Request("A", "chat", "", 10, 101, 0.0, TaskSLO(ttft_s=0.15)),
+        Request("B", "chat", "", 10, 11, 0.0, TaskSLO(e2e_s=100.0)),
+        Request("C", "chat", "", 10, 51, 0.0, TaskSLO(e2e_s=100.0)),
+    ]
     from runners.predictors import LatencyPredictor
+
     inputs = plan_inputs(requests, [101, 11, 51], LatencyPredictor(FLAT), 1, 0.0, 0.0)
     best = plan_exhaustive(inputs, 1)
     annealed = plan_annealing(inputs, SLOAwareParams(max_batch=1))
-    waiting = [WaitingRequest(r.request_id, 10, r.target_output_tokens, 0.0, r.slo.ttft_s or math.inf,
-                              math.inf, r.slo.e2e_s or math.inf) for r in requests]
+    waiting = [
+        WaitingRequest(
+            r.request_id, 10, r.target_output_tokens, 0.0, r.slo.ttft_s or math.inf, math.inf, r.slo.e2e_s or math.inf
+        )
+        for r in requests
+    ]
     engine = plan_waiting(waiting, [], FLAT, EngineSLOAwareParams(max_batch=1), 1)
     assert [requests[i].request_id for i in best[0]] == engine.order == ["A", "B", "C"]
     assert engine.predicted_g == pytest.approx(best[3]) == pytest.approx(annealed[3])
@@ -125,12 +158,20 @@ def test_the_engine_plans_with_slo_sas_own_path():
 
 
 def test_request_args_read_from_extra_args():
-    assert request_args({PREDICTED_OUTPUT_ARG: 37.4, TTFT_SLO_ARG: 0.5, TPOT_SLO_ARG: 0.05, E2E_SLO_ARG: 9},
-                        200) == (37, 0.5, 0.05, 9.0)
+    assert request_args({PREDICTED_OUTPUT_ARG: 37.4, TTFT_SLO_ARG: 0.5, TPOT_SLO_ARG: 0.05, E2E_SLO_ARG: 9}, 200) == (
+        37,
+        0.5,
+        0.05,
+        9.0,
+    )
     # nothing sent: max_tokens, no limits; nonsense (negative, text, a bool) counts as not sent
     assert request_args(None, 200) == (200, math.inf, math.inf, math.inf)
-    assert request_args({PREDICTED_OUTPUT_ARG: -3, TTFT_SLO_ARG: "soon", TPOT_SLO_ARG: True}, 64) == \
-        (64, math.inf, math.inf, math.inf)
+    assert request_args({PREDICTED_OUTPUT_ARG: -3, TTFT_SLO_ARG: "soon", TPOT_SLO_ARG: True}, 64) == (
+        64,
+        math.inf,
+        math.inf,
+        math.inf,
+    )
 
 
 def test_the_launcher_writes_the_latency_model_and_refuses_without_one(tmp_path):
@@ -158,8 +199,10 @@ def test_the_launcher_writes_the_latency_model_and_refuses_without_one(tmp_path)
 
 def test_the_client_sends_each_request_with_its_prediction_and_slos():
     policy = make_policy("engine-slo-sa", {"output_predictor": "oracle"})
-    requests = [Request("r0", "chat", "", 50, 120, 0.0, TaskSLO(ttft_s=0.5, tpot_s=0.05)),
-                Request("r1", "code", "", 80, 40, 0.0, TaskSLO(e2e_s=3.0))]
+    requests = [
+        Request("r0", "chat", "", 50, 120, 0.0, TaskSLO(ttft_s=0.5, tpot_s=0.05)),
+        Request("r1", "code", "", 80, 40, 0.0, TaskSLO(e2e_s=3.0)),
+    ]
     policy.on_workload(requests)
     policy.start([InstanceInfo(0, 3072, 128, 64, FLAT)], 0.0)
     for request in requests:
@@ -183,11 +226,20 @@ def tiny_profile(folder: Path) -> Path:
     """A phase-model profile for the tiny CPU model (hand-set coefficients, seconds: the plan
     needs a latency model; these numbers are not a measurement)."""
     path = folder / "tiny-profile.yaml"
-    path.write_text(yaml.safe_dump({
-        "name": "tiny-hand", "source": "hand-set for the engine-slo-sa test",
-        "prefill": {"alpha": 1e-6, "beta": 1e-3, "gamma": 1e-5, "delta": 0.004},
-        "decode": {"alpha": 1e-7, "beta": 2e-4, "gamma": 1e-6, "delta": 0.003},
-        "kv_capacity_tokens": 2944, "block_size": 128, "max_num_seqs": 64, "max_num_batched_tokens": 2048}))
+    path.write_text(
+        yaml.safe_dump(
+            {
+                "name": "tiny-hand",
+                "source": "hand-set for the engine-slo-sa test",
+                "prefill": {"alpha": 1e-6, "beta": 1e-3, "gamma": 1e-5, "delta": 0.004},
+                "decode": {"alpha": 1e-7, "beta": 2e-4, "gamma": 1e-6, "delta": 0.003},
+                "kv_capacity_tokens": 2944,
+                "block_size": 128,
+                "max_num_seqs": 64,
+                "max_num_batched_tokens": 2048,
+            }
+        )
+    )
     return path
 
 
@@ -197,8 +249,14 @@ def test_slo_sa_in_the_real_cpu_vllm_serves_in_plan_order(tiny_model, tmp_path):
     from runners.config import parse_config
     from runners.result_store import load_run
 
-    config = vllm_run_config(tiny_model, "engine-slo-sa", "engine-slo-sa", {"max_batch": 4},
-                             {"SCHEDLAB_ENGINE_DECISION_INTERVAL_S": "0"}, profile=str(tiny_profile(tmp_path)))
+    config = vllm_run_config(
+        tiny_model,
+        "engine-slo-sa",
+        "engine-slo-sa",
+        {"max_batch": 4},
+        {"SCHEDLAB_ENGINE_DECISION_INTERVAL_S": "0"},
+        profile=str(tiny_profile(tmp_path)),
+    )
     execute_run(parse_config(config), tmp_path / "results")
     run = load_run(tmp_path / "results", "engine-slo-sa")
     assert run.summary["status"] == "done", run.summary.get("error")
@@ -226,7 +284,7 @@ def test_slo_sa_in_the_real_cpu_vllm_serves_in_plan_order(tiny_model, tmp_path):
     admitted = [d for d in decisions if d["admitted_ids"]]
     assert sum(len(d["admitted_ids"]) for d in admitted) >= 20
     for d in admitted:
-        assert d["admitted_ids"] == d["plan_head"][:len(d["admitted_ids"])], d
+        assert d["admitted_ids"] == d["plan_head"][: len(d["admitted_ids"])], d
     # every request was planned: its engine id is in some plan's head
     planned_ids = {rid for d in planned for rid in d["plan_head"]}
     assert {rid for d in admitted for rid in d["admitted_ids"]} <= planned_ids

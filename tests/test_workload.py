@@ -153,7 +153,9 @@ def test_huggingface_tokenizer_from_local_folder(tmp_path):
 
 # -- arrivals ----------------------------------------------------------------------------------
 def test_constant_and_all_at_once():
-    np.testing.assert_allclose(arrival_times(ArrivalConfig(process="constant", rate=4), 5, 0), [0, 0.25, 0.5, 0.75, 1.0])
+    np.testing.assert_allclose(
+        arrival_times(ArrivalConfig(process="constant", rate=4), 5, 0), [0, 0.25, 0.5, 0.75, 1.0]
+    )
     assert arrival_times(ArrivalConfig(process="all-at-once"), 3, 0).tolist() == [0, 0, 0]
 
 
@@ -222,7 +224,9 @@ def test_build_workload_is_seeded_tagged_and_labelled_synthetic():
 def test_oversampling_when_asking_for_more_than_the_dataset(tmp_path):
     path = tmp_path / "two.json"
     path.write_text(json.dumps([GOOD, GOOD]))
-    config = WorkloadConfig(requests=10, ratio=MixRatio(chat=1, code=0), chat=DatasetSource(kind="file", path=str(path)))
+    config = WorkloadConfig(
+        requests=10, ratio=MixRatio(chat=1, code=0), chat=DatasetSource(kind="file", path=str(path))
+    )
     workload = build_workload(config, PAPER_SLOS)
     assert len(workload.requests) == 10 and workload.reports["chat"]["oversampled"]
     assert not workload.synthetic
@@ -231,7 +235,9 @@ def test_oversampling_when_asking_for_more_than_the_dataset(tmp_path):
 def test_committed_stand_ins_are_reproducible(tmp_path):
     written = write_stand_ins(tmp_path)
     for task, path in written.items():
-        assert filecmp.cmp(path, SYNTHETIC_FILES[task], shallow=False), f"{SYNTHETIC_FILES[task]} differs from the generator"
+        assert filecmp.cmp(path, SYNTHETIC_FILES[task], shallow=False), (
+            f"{SYNTHETIC_FILES[task]} differs from the generator"
+        )
 
 
 def test_stand_in_lengths_match_documented_statistics():

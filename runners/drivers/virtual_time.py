@@ -15,8 +15,8 @@ from __future__ import annotations
 import heapq
 import math
 import time
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import Callable, Sequence
 
 from runners.engines.simulator import SimulatedInstance
 from runners.errors import RunCancelled, RunStopped
@@ -97,8 +97,10 @@ class VirtualTimeDriver:
             }
             self.recorder.sample(row)
             self.policy.on_telemetry(
-                TelemetrySample(index, now, row["kv_usage"], row["running"], row["waiting"], row["preemptions"],
-                                decode_step_s), now
+                TelemetrySample(
+                    index, now, row["kv_usage"], row["running"], row["waiting"], row["preemptions"], decode_step_s
+                ),
+                now,
             )
         self._last_sample_s = now
 
@@ -120,8 +122,13 @@ class VirtualTimeDriver:
             else:  # the front end holds it first: the engine sees it when its overhead has passed
                 self._counter += 1
                 payload = self._counter
-                self._admitting[payload] = (dispatch.request_id, dispatch.instance, prompt, max_tokens,
-                                            dispatch.priority or 0)
+                self._admitting[payload] = (
+                    dispatch.request_id,
+                    dispatch.instance,
+                    prompt,
+                    max_tokens,
+                    dispatch.priority or 0,
+                )
                 self._admitting_ids[dispatch.request_id] = payload
                 delay = overhead.seconds(prompt, len(instance.running))
                 heapq.heappush(self._events, (now + max(delay, MIN_STEP_S), payload, ADMIT, payload))
@@ -135,8 +142,10 @@ class VirtualTimeDriver:
                 duration = instance.start_step()
                 if duration is not None:
                     self._counter += 1
-                    heapq.heappush(self._events, (now + (duration if duration > MIN_STEP_S else MIN_STEP_S),
-                                                  self._counter, STEP_END, index))
+                    heapq.heappush(
+                        self._events,
+                        (now + (duration if duration > MIN_STEP_S else MIN_STEP_S), self._counter, STEP_END, index),
+                    )
 
     def _step_end(self, index: int, now: float) -> bool:
         """Apply a finished step; True if the policy saw an event."""
@@ -151,12 +160,11 @@ class VirtualTimeDriver:
         for seq in outcome.first_tokens:
             policy.on_first_token(seq.request_id, index, now)
         for seq in outcome.finished:
-            record = recorder.step_tokens(seq.request_id, index, instance.step_times, seq.runs, seq.generated,
-                                         seq.preemptions)
-            done = record.remaining_tokens <= 0
-            policy.on_completion(
-                Completion(seq.request_id, index, seq.generated, record.output_tokens, done), now
+            record = recorder.step_tokens(
+                seq.request_id, index, instance.step_times, seq.runs, seq.generated, seq.preemptions
             )
+            done = record.remaining_tokens <= 0
+            policy.on_completion(Completion(seq.request_id, index, seq.generated, record.output_tokens, done), now)
             if done:
                 recorder.finish(seq.request_id, now)
         return bool(outcome.first_tokens or outcome.finished)

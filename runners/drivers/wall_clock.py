@@ -26,8 +26,8 @@ from __future__ import annotations
 
 import asyncio
 import time
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from typing import Callable, Sequence
 
 import aiohttp
 
@@ -182,8 +182,14 @@ class WallClockDriver:
 
         try:
             result = await stream_request(
-                self._session, instance.endpoint, prompt, max_tokens, dispatch.priority,
-                self.options.send_min_tokens, self.options.request_timeout_s, on_chunk,
+                self._session,
+                instance.endpoint,
+                prompt,
+                max_tokens,
+                dispatch.priority,
+                self.options.send_min_tokens,
+                self.options.request_timeout_s,
+                on_chunk,
                 engine_args=dispatch.engine_args,
             )
         except asyncio.CancelledError:
@@ -193,8 +199,7 @@ class WallClockDriver:
             self.recorder.tokens(request_id, [t - self._start for t in arrived], len(arrived))
             raise
         except Exception as exc:  # the client returns server trouble; anything else fails this request
-            result = StreamResult(sent_at=0.0, chunk_times=arrived,
-                                  error=f"client error: {type(exc).__name__}: {exc}")
+            result = StreamResult(sent_at=0.0, chunk_times=arrived, error=f"client error: {type(exc).__name__}: {exc}")
         self._settle(dispatch, max_tokens, result)
 
     def _settle(self, dispatch: Dispatch, max_tokens: int, result: StreamResult) -> None:
@@ -237,7 +242,9 @@ class WallClockDriver:
         if self.options.on_failure == "stop":
             self._stop(f"request {request_id} failed ({error}) and engine.on_failure is 'stop'")
         elif self.options.max_failures is not None and self.failures >= self.options.max_failures:
-            self._stop(f"{self.failures} requests failed (engine.max_failures = {self.options.max_failures}); last: {error}")
+            self._stop(
+                f"{self.failures} requests failed (engine.max_failures = {self.options.max_failures}); last: {error}"
+            )
 
     def _request_ended(self, task: asyncio.Task) -> None:
         """Done-callback of every request task: an exception it raised fails its request (the row
@@ -292,19 +299,20 @@ class WallClockDriver:
             timeout = None if self._wake_at is None else max(0.0, self._wake_at - self.now())
             try:
                 await asyncio.wait_for(self._wake.wait(), timeout)
-            except asyncio.TimeoutError:
+            except TimeoutError:
                 pass
             self._wake.clear()
             self._decide()
 
     async def _scrape(self, instance: RealInstance, timeout_s: float = 5.0) -> MetricsSnapshot | None:
         try:
-            async with self._session.get(instance.metrics_url, headers=instance.endpoint.headers,
-                                         timeout=aiohttp.ClientTimeout(total=timeout_s)) as response:
+            async with self._session.get(
+                instance.metrics_url, headers=instance.endpoint.headers, timeout=aiohttp.ClientTimeout(total=timeout_s)
+            ) as response:
                 if response.status != 200:
                     return None
                 return parse_metrics(await response.text())
-        except (aiohttp.ClientError, asyncio.TimeoutError, ValueError):
+        except (TimeoutError, aiohttp.ClientError, ValueError):
             return None
 
     def _sample_row(self, index: int, snapshot: MetricsSnapshot | None, now: float) -> dict:
@@ -345,12 +353,21 @@ class WallClockDriver:
                 self.recorder.sample(row)
                 decode_step_s = self._states[index].decode_step_s(snapshot)
                 self.policy.on_telemetry(
-                    TelemetrySample(index, now, row["kv_usage"], row["running"], row["waiting"], row["preemptions"],
-                                    decode_step_s), now
+                    TelemetrySample(
+                        index, now, row["kv_usage"], row["running"], row["waiting"], row["preemptions"], decode_step_s
+                    ),
+                    now,
                 )
-            if (self._arrivals_done and not self._tasks and self.policy.pending and self._wake_at is None
-                    and not self.recorder.all_done):
-                self._stop(f"{len(self.policy.pending)} requests never completed: {self.policy.name} stopped dispatching")
+            if (
+                self._arrivals_done
+                and not self._tasks
+                and self.policy.pending
+                and self._wake_at is None
+                and not self.recorder.all_done
+            ):
+                self._stop(
+                    f"{len(self.policy.pending)} requests never completed: {self.policy.name} stopped dispatching"
+                )
             dead = self.engine.dead_instances()
             if dead:
                 instance, code = dead[0]
@@ -394,11 +411,19 @@ class WallClockDriver:
         seconds of stall that starve the client too)."""
         prompts = [request.prompt for request in self.requests[:8]] or ["warm up"]
         for wave in self.options.warmup_concurrency:
-            await asyncio.gather(*(
-                stream_request(self._session, instance.endpoint, prompts[k % len(prompts)], 16,
-                               timeout_s=self.options.request_timeout_s)
-                for instance in self.instances for k in range(wave)
-            ))
+            await asyncio.gather(
+                *(
+                    stream_request(
+                        self._session,
+                        instance.endpoint,
+                        prompts[k % len(prompts)],
+                        16,
+                        timeout_s=self.options.request_timeout_s,
+                    )
+                    for instance in self.instances
+                    for k in range(wave)
+                )
+            )
 
     # -- run ---------------------------------------------------------------------------------
     async def _run(self) -> DriverResult:
@@ -422,8 +447,10 @@ class WallClockDriver:
                 state.decode_step_s(state.baseline)  # the first interval's deltas start after warm-up
             if self.cancelled:
                 raise RunCancelled("cancelled by the user (during warm-up)")
-            infos = [InstanceInfo(i.index, i.kv_capacity_tokens, i.block_size, i.max_num_seqs, self.latency_model)
-                     for i in self.instances]
+            infos = [
+                InstanceInfo(i.index, i.kv_capacity_tokens, i.block_size, i.max_num_seqs, self.latency_model)
+                for i in self.instances
+            ]
             self.policy.on_workload(self.requests)
             self._start = time.perf_counter()
             cpu_start = time.process_time()  # the client's own CPU time, from here to the end of the run
@@ -453,14 +480,19 @@ class WallClockDriver:
             end = self.now()
             self.counters.client_cpu_s = time.process_time() - cpu_start
             # after a cancel the servers may not answer: a short last look, all instances at once
-            finals = await asyncio.gather(*(self._scrape(instance, 1.0 if self.cancelled else 5.0)
-                                            for instance in self.instances))
+            finals = await asyncio.gather(
+                *(self._scrape(instance, 1.0 if self.cancelled else 5.0) for instance in self.instances)
+            )
             for index, final in enumerate(finals):
                 self.recorder.sample(self._sample_row(index, final, end))
                 baseline = self._states[index].baseline
                 if final is not None and final.ttft_count is not None:
-                    self.counters.server_ttft_sum_s += (final.ttft_sum_s or 0) - ((baseline.ttft_sum_s or 0) if baseline else 0)
-                    self.counters.server_ttft_count += final.ttft_count - ((baseline.ttft_count or 0) if baseline else 0)
+                    self.counters.server_ttft_sum_s += (final.ttft_sum_s or 0) - (
+                        (baseline.ttft_sum_s or 0) if baseline else 0
+                    )
+                    self.counters.server_ttft_count += final.ttft_count - (
+                        (baseline.ttft_count or 0) if baseline else 0
+                    )
         if failure is not None:
             raise failure
         if self.cancelled:

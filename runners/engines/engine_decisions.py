@@ -126,9 +126,11 @@ class EngineDecisionTracker:
             self.admitted_total = int(totals[-1])  # type: ignore[arg-type]
         else:
             admitted = sum(_integer(decision.get("admitted")) or 0 for decision in decisions)
-        return {"engine_limit": _integer(self.latest.get("limit")),
-                "engine_held_back": _integer(self.latest.get("held_back")),
-                "engine_admitted": admitted}
+        return {
+            "engine_limit": _integer(self.latest.get("limit")),
+            "engine_held_back": _integer(self.latest.get("held_back")),
+            "engine_admitted": admitted,
+        }
 
     @property
     def malformed(self) -> int:

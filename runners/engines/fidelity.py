@@ -25,7 +25,8 @@ The report is a plain mapping (JSON in the bench's results, ``fidelity`` in the 
 from __future__ import annotations
 
 import math
-from typing import Any, Sequence
+from collections.abc import Sequence
+from typing import Any
 
 import numpy as np
 from scipy import stats
@@ -77,14 +78,18 @@ def parse_levels(text: str) -> list[float]:
     try:
         levels = sorted({float(part) for part in text.split(",") if part.strip()})
     except ValueError:
-        raise ConfigError("--levels", f"{text!r}: expected comma-separated fractions of capacity, e.g. "
-                          "0.2,0.5,0.8,1.2") from None
+        raise ConfigError(
+            "--levels", f"{text!r}: expected comma-separated fractions of capacity, e.g. 0.2,0.5,0.8,1.2"
+        ) from None
     if not levels:
         raise ConfigError("--levels", "expected at least one load level")
     bad = [level for level in levels if not (0 < level <= MAX_LEVEL) or not math.isfinite(level)]
     if bad:
-        raise ConfigError("--levels", f"{bad[0]:g} is not a load level: expected a fraction of the measured capacity "
-                          f"above 0 and at most {MAX_LEVEL:g}")
+        raise ConfigError(
+            "--levels",
+            f"{bad[0]:g} is not a load level: expected a fraction of the measured capacity "
+            f"above 0 and at most {MAX_LEVEL:g}",
+        )
     return levels
 
 
@@ -94,8 +99,13 @@ def _value(summary: dict[str, Any], key: str) -> float:
     return float("nan") if value is None else value
 
 
-def compare_level(level: float, rate_rps: float, seeds: Sequence[int], real: Sequence[dict[str, Any]],
-                  simulated: Sequence[dict[str, Any]]) -> dict[str, Any]:
+def compare_level(
+    level: float,
+    rate_rps: float,
+    seeds: Sequence[int],
+    real: Sequence[dict[str, Any]],
+    simulated: Sequence[dict[str, Any]],
+) -> dict[str, Any]:
     """One level of the report from the real and simulated summaries of the same seeds (paired)."""
     if not (len(seeds) == len(real) == len(simulated)) or not seeds:
         raise ValueError("compare_level: one real and one simulated summary per seed")
@@ -113,13 +123,22 @@ def compare_level(level: float, rate_rps: float, seeds: Sequence[int], real: Seq
             ci95 = [mean_error - half, mean_error + half]
         target = target_for(key, saturated)
         quantities[key] = {
-            "real": real_values, "sim": sim_values, "errors": errors, "mean_error": mean_error, "ci95": ci95,
+            "real": real_values,
+            "sim": sim_values,
+            "errors": errors,
+            "mean_error": mean_error,
+            "ci95": ci95,
             "max_abs_error": float(np.abs(finite).max()) if len(finite) else float("nan"),
             "target": target,
             "met": None if target is None or not math.isfinite(mean_error) else abs(mean_error) <= target,
         }
-    return {"level": level, "rate_rps": rate_rps, "saturated": saturated, "seeds": list(seeds),
-            "quantities": quantities}
+    return {
+        "level": level,
+        "rate_rps": rate_rps,
+        "saturated": saturated,
+        "seeds": list(seeds),
+        "quantities": quantities,
+    }
 
 
 def missed_targets(report: dict[str, Any]) -> list[str]:
@@ -128,8 +147,10 @@ def missed_targets(report: dict[str, Any]) -> list[str]:
     for level in report.get("levels", []):
         for key, q in level["quantities"].items():
             if q.get("met") is False:
-                lines.append(f"{level['level']:.0%} load: {quantity_label(key)} error {q['mean_error']:+.1%} "
-                             f"(target within {q['target']:.0%}, missed by {abs(q['mean_error']) - q['target']:.1%})")
+                lines.append(
+                    f"{level['level']:.0%} load: {quantity_label(key)} error {q['mean_error']:+.1%} "
+                    f"(target within {q['target']:.0%}, missed by {abs(q['mean_error']) - q['target']:.1%})"
+                )
     return lines
 
 
@@ -147,8 +168,10 @@ def fidelity_sentence(profile_name: str, report: dict[str, Any] | None, rate_rps
     """What a simulated run with this profile can be trusted for, in one sentence (the Launch
     and Results pages show it beside any simulated run)."""
     if not report or not report.get("levels"):
-        return (f"simulated with profile {profile_name}: no fidelity report; this profile was never compared with "
-                "the real engine (bench/sim_fidelity.py makes one)")
+        return (
+            f"simulated with profile {profile_name}: no fidelity report; this profile was never compared with "
+            "the real engine (bench/sim_fidelity.py makes one)"
+        )
     level = nearest_level(report, rate_rps)
     assert level is not None
     q = level["quantities"]
@@ -159,8 +182,10 @@ def fidelity_sentence(profile_name: str, report: dict[str, Any] | None, rate_rps
 
     seeds = len(level["seeds"])
     misses = [quantity_label(k) for k, v in q.items() if v.get("met") is False]
-    verdict = (f"misses the target for {', '.join(misses)}" if misses else "meets the fidelity targets")
-    return (f"simulated with profile {profile_name}: mean TTFT within {err('ttft_s.mean')} of the real engine "
-            f"(TPOT {err('tpot_s.mean')}, E2E {err('e2e_s.mean')}, output tok/s {err(THROUGHPUT[0])}) at "
-            f"{level['level']:.0%} of its capacity ({level['rate_rps']:.3g} req/s, {seeds} seed"
-            f"{'s' if seeds != 1 else ''}, {report.get('workload', 'its workload')}); {verdict} there")
+    verdict = f"misses the target for {', '.join(misses)}" if misses else "meets the fidelity targets"
+    return (
+        f"simulated with profile {profile_name}: mean TTFT within {err('ttft_s.mean')} of the real engine "
+        f"(TPOT {err('tpot_s.mean')}, E2E {err('e2e_s.mean')}, output tok/s {err(THROUGHPUT[0])}) at "
+        f"{level['level']:.0%} of its capacity ({level['rate_rps']:.3g} req/s, {seeds} seed"
+        f"{'s' if seeds != 1 else ''}, {report.get('workload', 'its workload')}); {verdict} there"
+    )

@@ -69,7 +69,6 @@ from pydantic import ConfigDict, Field
 
 from runners.input_model import InputModel
 
-
 #: Largest coefficient, seconds (per token, request or step): a step of one token taking an hour
 #: is no engine; finite and bounded so a step time never overflows to inf.
 MAX_COEFFICIENT_S = 3600.0
@@ -101,8 +100,14 @@ MIN_POINTS_PER_TERM = 3
 
 #: The linear step model's terms, in the order of its design-matrix columns (see
 #: :meth:`LinearStepModel.features`).
-STEP_TERMS: tuple[str, ...] = ("fixed_s", "per_prefill_token_s", "per_decode_request_s", "per_context_token_s",
-                               "per_request_cpu_s", "idle_start_s")
+STEP_TERMS: tuple[str, ...] = (
+    "fixed_s",
+    "per_prefill_token_s",
+    "per_decode_request_s",
+    "per_context_token_s",
+    "per_request_cpu_s",
+    "idle_start_s",
+)
 
 
 class LinearStepModel(InputModel):
@@ -115,25 +120,45 @@ class LinearStepModel(InputModel):
     fixed_s: float = Field(ge=0, le=MAX_COEFFICIENT_S, description="seconds per step")
     per_prefill_token_s: float = Field(ge=0, le=MAX_COEFFICIENT_S, description="seconds per prompt token computed")
     per_decode_request_s: float = Field(ge=0, le=MAX_COEFFICIENT_S, description="seconds per decoding request")
-    per_context_token_s: float = Field(ge=0, le=MAX_COEFFICIENT_S,
-                                       description="seconds per KV token a decoding request attends over")
-    per_request_cpu_s: float = Field(ge=0, le=MAX_COEFFICIENT_S,
-                                     description="seconds per request in the step (prefill or decode)")
-    idle_start_s: float = Field(default=0.0, ge=0, le=MAX_COEFFICIENT_S,
-                                description="seconds added to a step that starts on an idle engine")
+    per_context_token_s: float = Field(
+        ge=0, le=MAX_COEFFICIENT_S, description="seconds per KV token a decoding request attends over"
+    )
+    per_request_cpu_s: float = Field(
+        ge=0, le=MAX_COEFFICIENT_S, description="seconds per request in the step (prefill or decode)"
+    )
+    idle_start_s: float = Field(
+        default=0.0, ge=0, le=MAX_COEFFICIENT_S, description="seconds added to a step that starts on an idle engine"
+    )
 
     @staticmethod
-    def features(prefill_requests: float, prefill_tokens: float, decode_requests: float, decode_context: float,
-                 idle_start: bool = False) -> tuple[float, ...]:
+    def features(
+        prefill_requests: float,
+        prefill_tokens: float,
+        decode_requests: float,
+        decode_context: float,
+        idle_start: bool = False,
+    ) -> tuple[float, ...]:
         """The design-matrix row of one step, in :data:`STEP_TERMS` order (1 for the fixed term,
         0 everywhere for an empty step)."""
         if not prefill_requests and not decode_requests:
             return (0.0,) * len(STEP_TERMS)
-        return (1.0, float(prefill_tokens), float(decode_requests), float(decode_context),
-                float(prefill_requests + decode_requests), 1.0 if idle_start else 0.0)
+        return (
+            1.0,
+            float(prefill_tokens),
+            float(decode_requests),
+            float(decode_context),
+            float(prefill_requests + decode_requests),
+            1.0 if idle_start else 0.0,
+        )
 
-    def step_time(self, prefill_requests: int, prefill_tokens: int, decode_requests: int, decode_context: int,
-                  idle_start: bool = False) -> float:
+    def step_time(
+        self,
+        prefill_requests: int,
+        prefill_tokens: int,
+        decode_requests: int,
+        decode_context: int,
+        idle_start: bool = False,
+    ) -> float:
         """Seconds for one step (started on an idle engine when ``idle_start``); 0 for an empty step."""
         row = self.features(prefill_requests, prefill_tokens, decode_requests, decode_context, idle_start)
         return sum(getattr(self, term) * value for term, value in zip(STEP_TERMS, row))
@@ -143,11 +168,15 @@ class LinearStepModel(InputModel):
         prefill of b prompts of l tokens = per_prefill_token*b*l + per_request_cpu*b + fixed;
         decode of b requests at context l = per_context_token*b*l + (per_decode_request +
         per_request_cpu)*b + fixed."""
-        prefill = PhaseCoefficients(alpha=self.per_prefill_token_s, beta=self.per_request_cpu_s, gamma=0.0,
-                                    delta=self.fixed_s)
-        decode = PhaseCoefficients(alpha=self.per_context_token_s,
-                                   beta=min(MAX_COEFFICIENT_S, self.per_decode_request_s + self.per_request_cpu_s),
-                                   gamma=0.0, delta=self.fixed_s)
+        prefill = PhaseCoefficients(
+            alpha=self.per_prefill_token_s, beta=self.per_request_cpu_s, gamma=0.0, delta=self.fixed_s
+        )
+        decode = PhaseCoefficients(
+            alpha=self.per_context_token_s,
+            beta=min(MAX_COEFFICIENT_S, self.per_decode_request_s + self.per_request_cpu_s),
+            gamma=0.0,
+            delta=self.fixed_s,
+        )
         return prefill, decode
 
 
@@ -158,14 +187,18 @@ class ServingOverhead(InputModel):
 
     model_config = ConfigDict(frozen=True)
 
-    request_s: float = Field(ge=0, le=MAX_COEFFICIENT_S,
-                             description="seconds per request (HTTP, IPC, streaming the first token)")
-    per_prompt_token_s: float = Field(ge=0, le=MAX_COEFFICIENT_S,
-                                      description="seconds per prompt token (tokenisation, chat template)")
-    busy_engine_s: float = Field(default=0.0, ge=0, le=MAX_COEFFICIENT_S,
-                                 description="seconds added while the engine is running requests")
-    per_running_request_s: float = Field(default=0.0, ge=0, le=MAX_COEFFICIENT_S,
-                                         description="seconds per request the engine is running")
+    request_s: float = Field(
+        ge=0, le=MAX_COEFFICIENT_S, description="seconds per request (HTTP, IPC, streaming the first token)"
+    )
+    per_prompt_token_s: float = Field(
+        ge=0, le=MAX_COEFFICIENT_S, description="seconds per prompt token (tokenisation, chat template)"
+    )
+    busy_engine_s: float = Field(
+        default=0.0, ge=0, le=MAX_COEFFICIENT_S, description="seconds added while the engine is running requests"
+    )
+    per_running_request_s: float = Field(
+        default=0.0, ge=0, le=MAX_COEFFICIENT_S, description="seconds per request the engine is running"
+    )
 
     def seconds(self, prompt_tokens: int, running: int = 0) -> float:
         """The delay for one request of ``prompt_tokens`` that arrives while the engine runs

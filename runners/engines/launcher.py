@@ -16,9 +16,10 @@ import subprocess
 import threading
 import time
 from collections import deque
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable, Sequence, TypeVar
+from typing import Any, TypeVar
 from urllib.error import URLError
 from urllib.request import urlopen
 
@@ -118,8 +119,12 @@ def log_tail(path: Path, lines: int = 30, secrets: Sequence[str] = ()) -> str:
             tail: deque[str] = deque(maxlen=lines)
             own: list[str] = []
             for line in handle:
-                if (len(tail) == lines and OWN_LINES_MARK in tail[0].lower() and DECISION_LOG_PREFIX not in tail[0]
-                        and len(own) < 5):
+                if (
+                    len(tail) == lines
+                    and OWN_LINES_MARK in tail[0].lower()
+                    and DECISION_LOG_PREFIX not in tail[0]
+                    and len(own) < 5
+                ):
                     own.append(tail[0])  # about to leave the tail
                 tail.append(line)
     except FileNotFoundError:
@@ -237,8 +242,9 @@ class ServerProcess:
             scrub_log(self.log_path, command_secrets(self.command) + env_secrets(self.env))
 
 
-def launch_servers(servers: Sequence[ServerProcess], timeout_s: float,
-                   should_stop: Callable[[], bool] | None = None) -> list[float]:
+def launch_servers(
+    servers: Sequence[ServerProcess], timeout_s: float, should_stop: Callable[[], bool] | None = None
+) -> list[float]:
     """Start all servers, then wait for each; on any failure or cancel stop them all and re-raise."""
     try:
         for server in servers:

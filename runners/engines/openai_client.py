@@ -25,12 +25,12 @@ idle for 0.5 s, 0 of 310). So :func:`client_connector` drops idle connections af
 
 from __future__ import annotations
 
-import asyncio
 import json
 import re
 import time
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
-from typing import Any, Callable, Literal, Mapping
+from typing import Any, Literal
 
 import aiohttp
 
@@ -125,8 +125,14 @@ class StreamResult:
         return self.completion_tokens if self.completion_tokens is not None else len(self.chunk_times)
 
 
-def build_payload(endpoint: Endpoint, prompt: str, max_tokens: int, priority: int | None, send_min_tokens: bool,
-                  engine_args: Mapping[str, int | float | str] | None = None) -> dict[str, Any]:
+def build_payload(
+    endpoint: Endpoint,
+    prompt: str,
+    max_tokens: int,
+    priority: int | None,
+    send_min_tokens: bool,
+    engine_args: Mapping[str, int | float | str] | None = None,
+) -> dict[str, Any]:
     """The JSON body for one request (``engine_args`` as ``vllm_xargs`` where accepted)."""
     payload: dict[str, Any] = {
         "model": endpoint.model,
@@ -241,12 +247,14 @@ async def stream_request(
     per-request values for an in-engine scheduler (see :func:`build_payload`).
     """
     secrets = header_secrets(endpoint.headers)
-    result = await _stream_once(session, endpoint, prompt, max_tokens, priority, send_min_tokens, timeout_s,
-                                on_chunk, clock, engine_args)
+    result = await _stream_once(
+        session, endpoint, prompt, max_tokens, priority, send_min_tokens, timeout_s, on_chunk, clock, engine_args
+    )
     if result.dropped_unanswered:
         async with aiohttp.ClientSession(connector=aiohttp.TCPConnector(force_close=True)) as fresh:
-            retry = await _stream_once(fresh, endpoint, prompt, max_tokens, priority, send_min_tokens, timeout_s,
-                                       on_chunk, clock, engine_args)
+            retry = await _stream_once(
+                fresh, endpoint, prompt, max_tokens, priority, send_min_tokens, timeout_s, on_chunk, clock, engine_args
+            )
         retry.sent_at = result.sent_at
         retry.retried_after = redact(result.error or "", secrets)
         result = retry
@@ -255,8 +263,9 @@ async def stream_request(
     return result
 
 
-async def _stream_once(session, endpoint, prompt, max_tokens, priority, send_min_tokens, timeout_s, on_chunk,
-                       clock, engine_args=None) -> StreamResult:
+async def _stream_once(
+    session, endpoint, prompt, max_tokens, priority, send_min_tokens, timeout_s, on_chunk, clock, engine_args=None
+) -> StreamResult:
     payload = build_payload(endpoint, prompt, max_tokens, priority, send_min_tokens, engine_args)
     result = StreamResult(sent_at=clock())
     done = False
@@ -280,7 +289,9 @@ async def _stream_once(session, endpoint, prompt, max_tokens, priority, send_min
                 try:
                     chunk = json.loads(data)
                 except ValueError:  # not JSON (or numbers too long for Python to read)
-                    result.error = f"malformed stream chunk (not JSON) after {len(result.chunk_times)} chunks: {quote(data)}"
+                    result.error = (
+                        f"malformed stream chunk (not JSON) after {len(result.chunk_times)} chunks: {quote(data)}"
+                    )
                     return result
                 if isinstance(chunk, dict) and ("error" in chunk or chunk.get("object") == "error"):
                     result.error = f"engine error: {_error_message(data)}"
@@ -288,7 +299,9 @@ async def _stream_once(session, endpoint, prompt, max_tokens, priority, send_min
                 try:
                     text, usage = parse_chunk(chunk, endpoint.api)
                 except MalformedChunk as exc:
-                    result.error = f"malformed stream chunk ({exc}) after {len(result.chunk_times)} chunks: {quote(data)}"
+                    result.error = (
+                        f"malformed stream chunk ({exc}) after {len(result.chunk_times)} chunks: {quote(data)}"
+                    )
                     return result
                 if text is not None:
                     if on_chunk is not None:
@@ -300,7 +313,7 @@ async def _stream_once(session, endpoint, prompt, max_tokens, priority, send_min
                         result.completion_tokens = usage["completion_tokens"]
                     if usage["prompt_tokens"] is not None:
                         result.prompt_tokens = usage["prompt_tokens"]
-    except asyncio.TimeoutError:
+    except TimeoutError:
         result.error = f"timeout after {timeout_s:g} s ({len(result.chunk_times)} chunks received)"
         return result
     except aiohttp.ClientConnectorError as exc:
@@ -327,6 +340,8 @@ async def _stream_once(session, endpoint, prompt, max_tokens, priority, send_min
     elif result.completion_tokens == 0:
         result.error = f"untrusted usage: completion_tokens 0 after {chunks} chunks"
     elif result.completion_tokens is not None and result.completion_tokens > max_tokens:
-        result.error = (f"untrusted usage: completion_tokens {result.completion_tokens}, more than the "
-                        f"{max_tokens} asked ({chunks} chunks arrived)")
+        result.error = (
+            f"untrusted usage: completion_tokens {result.completion_tokens}, more than the "
+            f"{max_tokens} asked ({chunks} chunks arrived)"
+        )
     return result

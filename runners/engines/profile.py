@@ -37,8 +37,14 @@ from pydantic import ConfigDict, Field, ValidationError, model_validator
 
 from runners import paths
 from runners.engines.kv_cache import GPUBudget, ModelShape, kv_capacity_tokens
-from runners.engines.latency_model import (MIN_POINTS_PER_TERM, STEP_TERMS, LatencyModel, LinearStepModel,
-                                          PhaseCoefficients, ServingOverhead)
+from runners.engines.latency_model import (
+    MIN_POINTS_PER_TERM,
+    STEP_TERMS,
+    LatencyModel,
+    LinearStepModel,
+    PhaseCoefficients,
+    ServingOverhead,
+)
 from runners.errors import ConfigError, DatasetError, format_validation_error
 from runners.input_model import InputModel
 
@@ -60,8 +66,10 @@ def latency_model_problem(data: dict) -> str | None:
             return "fit.points: expected a number of measured steps, or one per step kind"
         needed = len(STEP_TERMS) * MIN_POINTS_PER_TERM
         if isinstance(total, (int, float)) and not isinstance(total, bool) and total < needed:
-            return (f"fit.points: the step model was fitted on {total:g} measured steps; its {len(STEP_TERMS)} "
-                    f"terms need at least {needed} ({MIN_POINTS_PER_TERM} per term)")
+            return (
+                f"fit.points: the step model was fitted on {total:g} measured steps; its {len(STEP_TERMS)} "
+                f"terms need at least {needed} ({MIN_POINTS_PER_TERM} per term)"
+            )
         return None
     missing = [name for name in ("prefill", "decode") if data.get(name) is None]
     if len(missing) == 2:
@@ -95,8 +103,9 @@ class EngineProfile(InputModel):
 
     @model_validator(mode="after")
     def _capacity_known(self) -> "EngineProfile":
-        problem = latency_model_problem({"step_model": self.step_model, "prefill": self.prefill,
-                                         "decode": self.decode, "fit": self.fit})
+        problem = latency_model_problem(
+            {"step_model": self.step_model, "prefill": self.prefill, "decode": self.decode, "fit": self.fit}
+        )
         if problem:  # exactly one latency model: step_model, or prefill + decode
             raise ValueError(problem)
         if self.kv_capacity_tokens is None and (self.model is None or self.gpu is None):
@@ -174,8 +183,9 @@ def load_profile(path: str | Path) -> EngineProfile:
     except RecursionError:
         raise DatasetError(str(file), f"nested too deeply to be a profile ({kind})") from None
     if not isinstance(data, dict):
-        raise DatasetError(str(file), "expected a mapping with step_model (or prefill and decode) and "
-                                      "kv_capacity_tokens")
+        raise DatasetError(
+            str(file), "expected a mapping with step_model (or prefill and decode) and kv_capacity_tokens"
+        )
     if data.get("schema", PROFILE_SCHEMA) != PROFILE_SCHEMA:
         raise DatasetError(str(file), f"schema is {data.get('schema')!r}; expected {PROFILE_SCHEMA!r}")
     problem = latency_model_problem(data)

@@ -32,6 +32,7 @@ def is_secret_flag(flag: str) -> bool:
     password, credential(s) or auth(orization)."""
     return flag.startswith("-") and any(SECRET_WORD.fullmatch(word) for word in re.split(r"[-_]+", flag))
 
+
 Port = Annotated[int, Field(ge=1, le=65_535)]
 
 
@@ -82,9 +83,12 @@ class ClientOptions(InputModel):
     )
     request_timeout_s: float = Field(default=600.0, gt=0, le=86_400.0, description="per-request limit, seconds")
     send_min_tokens: bool = Field(default=True, description="also send min_tokens = max_tokens (vLLM accepts it)")
-    on_failure: Literal["continue", "stop"] = Field(default="continue", description="what a failed request does to the run")
-    max_failures: int | None = Field(default=None, ge=1, le=1_000_000,
-                                     description="stop the run after this many failures")
+    on_failure: Literal["continue", "stop"] = Field(
+        default="continue", description="what a failed request does to the run"
+    )
+    max_failures: int | None = Field(
+        default=None, ge=1, le=1_000_000, description="stop the run after this many failures"
+    )
     profile: str | None = Field(
         default=None, description="latency profile of this engine (from 'python -m runners profile'), for SLO 'auto'"
     )
@@ -106,10 +110,14 @@ class LaunchOptions(InputModel):
     )
     use_gpus: bool = Field(default=True, description="set CUDA_VISIBLE_DEVICES per instance (off for CPU builds)")
     startup_timeout_s: float = Field(default=900.0, gt=0, le=86_400.0, description="seconds")
-    env: dict[str, str] = Field(default_factory=dict, description="extra environment for the servers (values "
-                                "are written to results as ***)")
-    extra_args: list[str] = Field(default_factory=list, description="appended to the server's argument list "
-                                  "(values of flags naming a key, token, secret or password are written as ***)")
+    env: dict[str, str] = Field(
+        default_factory=dict, description="extra environment for the servers (values are written to results as ***)"
+    )
+    extra_args: list[str] = Field(
+        default_factory=list,
+        description="appended to the server's argument list "
+        "(values of flags naming a key, token, secret or password are written as ***)",
+    )
 
     @field_serializer("env")
     def _env_out(self, env: dict[str, str], info: FieldSerializationInfo) -> dict[str, str]:
@@ -144,11 +152,14 @@ class AttachConfig(ClientOptions):
     api_key_env: str | None = Field(default=None, description="environment variable holding the API key")
     api_key: SecretStr | None = Field(default=None, exclude=True, description="API key; sent, never saved")
     scheduling_policy: Literal["fcfs", "priority"] = Field(
-        default="fcfs", description="set 'priority' if the servers order their queue by priority (vLLM "
-        "--scheduling-policy priority; SGLang --enable-priority-scheduling --schedule-low-priority-values-first)"
+        default="fcfs",
+        description="set 'priority' if the servers order their queue by priority (vLLM "
+        "--scheduling-policy priority; SGLang --enable-priority-scheduling --schedule-low-priority-values-first)",
     )
     context_tokens: int | None = Field(
-        default=None, gt=0, le=10_000_000,
+        default=None,
+        gt=0,
+        le=10_000_000,
         description="the servers' context limit (prompt + output, tokens) when they do not report it on "
         "/v1/models (LMDeploy: its --session-len); the smaller wins when both are known",
     )

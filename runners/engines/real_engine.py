@@ -8,9 +8,10 @@ from __future__ import annotations
 import json
 import os
 import re
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Callable, TypeVar
+from typing import Any, TypeVar
 from urllib.error import URLError
 from urllib.request import Request as HTTPRequest
 from urllib.request import urlopen
@@ -107,8 +108,10 @@ def detect_kind(base_url: str, headers: dict[str, str]) -> tuple[str, str | None
     if cards:
         model, owner = cards[0].get("id"), cards[0].get("owned_by")
         if model is not None and not isinstance(model, str):
-            raise SchedlabError(f"engine.urls: GET {base_url}/v1/models lists a model whose id is not a string "
-                                f"({quote(json.dumps(model))})")
+            raise SchedlabError(
+                f"engine.urls: GET {base_url}/v1/models lists a model whose id is not a string "
+                f"({quote(json.dumps(model))})"
+            )
     return detect_adapter(metrics_text, owner).name, model
 
 
@@ -142,8 +145,17 @@ def _version(base_url: str, headers: dict[str, str], path: str = "/version") -> 
 #: Keys of a model's config.json that bound its context, as vLLM reads them
 #: (vllm/transformers_utils/model_arch_config_convertor.py, derive_max_model_len_and_key): the
 #: smallest present wins, and ``model_max_length`` overrides them all.
-CONTEXT_KEYS = ("max_position_embeddings", "n_positions", "max_seq_len", "seq_length", "model_max_length",
-                "max_target_positions", "max_sequence_length", "max_seq_length", "seq_len")
+CONTEXT_KEYS = (
+    "max_position_embeddings",
+    "n_positions",
+    "max_seq_len",
+    "seq_length",
+    "model_max_length",
+    "max_target_positions",
+    "max_sequence_length",
+    "max_seq_length",
+    "seq_len",
+)
 
 
 @dataclass
@@ -231,15 +243,17 @@ def _folder_counter(folder: str, named_by: str, tried: list[str]) -> tuple[Token
         return None, None
 
 
-def _server_counter(url: str, model: str, owned_by: object, headers: dict[str, str],
-                    tried: list[str]) -> tuple[TokenCounter | None, str | None]:
+def _server_counter(
+    url: str, model: str, owned_by: object, headers: dict[str, str], tried: list[str]
+) -> tuple[TokenCounter | None, str | None]:
     """The server's own token counter, through the tokenize endpoint of the engine its
     ``/v1/models`` card names in ``owned_by`` (every adapter's in turn when that names none), or
     (None, None) with what failed in ``tried``. Only the card is read: ``/metrics`` may be slow
     or never answer, and nothing here can be cancelled."""
     detected = detect_adapter(None, owned_by)
-    candidates = [detected] if detected.tokenize_api else [adapter for adapter in ADAPTERS.values()
-                                                            if adapter.tokenize_api]
+    candidates = (
+        [detected] if detected.tokenize_api else [adapter for adapter in ADAPTERS.values() if adapter.tokenize_api]
+    )
     for adapter in candidates:
         try:
             counter = server_token_counter(url, model, adapter.tokenize_api, headers)
@@ -286,8 +300,9 @@ def resolve_tokenization(engine: RealEngineConfig, tokenizer: str | None) -> Tok
         if engine.context_tokens is not None and (limit is None or engine.context_tokens < limit):
             limit, limit_source = engine.context_tokens, "engine.context_tokens"
         if cards and limit is None:
-            tried.append("no /v1/models card reports max_model_len; set engine.context_tokens to the servers' "
-                         "context limit")
+            tried.append(
+                "no /v1/models card reports max_model_len; set engine.context_tokens to the servers' context limit"
+            )
         if counter is None and cards:
             url, card = cards[0]
             model = engine.model or card.get("id")
@@ -367,8 +382,9 @@ class RealEngine:
         else:
             self._launch(config, should_stop)
         for instance in self.instances:
-            snapshot = probe(lambda: scrape(instance.metrics_url, instance.endpoint.headers),
-                             f"reading {instance.metrics_url}")
+            snapshot = probe(
+                lambda: scrape(instance.metrics_url, instance.endpoint.headers), f"reading {instance.metrics_url}"
+            )
             if snapshot is not None:
                 instance.kv_capacity_tokens = snapshot.kv_capacity_tokens
                 instance.block_size = snapshot.block_size
@@ -383,20 +399,34 @@ class RealEngine:
         adapter: type[EngineAdapter] = adapter_for(config.kind)
         ports = config.ports or [free_port(config.host) for _ in range(config.instances)]
         for index, port in enumerate(ports):
-            env = {name: value.replace(INSTANCE_TOKEN, str(index))
-                   for name, value in {**config.env, **adapter.server_env(config)}.items()}
+            env = {
+                name: value.replace(INSTANCE_TOKEN, str(index))
+                for name, value in {**config.env, **adapter.server_env(config)}.items()
+            }
             if config.use_gpus:
                 env["CUDA_VISIBLE_DEVICES"] = config.gpus[index] if config.gpus else str(index)
-            self.servers.append(ServerProcess(adapter.server_command(config, port), port, config.host,
-                                              self.log_folder / f"server-{index}.log", env, adapter.health_path))
+            self.servers.append(
+                ServerProcess(
+                    adapter.server_command(config, port),
+                    port,
+                    config.host,
+                    self.log_folder / f"server-{index}.log",
+                    env,
+                    adapter.health_path,
+                )
+            )
         launch_servers(self.servers, config.startup_timeout_s, should_stop)
         policy = getattr(config, "scheduling_policy", "fcfs")
         for index, server in enumerate(self.servers):
             endpoint = adapter.endpoint(server.base_url, adapter.served_model(config), config.api, {}, policy)
-            version = unless_stopped(lambda: _version(server.base_url, {}, adapter.version_path), should_stop,
-                                     f"asking {server.base_url} for its version")
-            self.instances.append(RealInstance(index, endpoint, server, max_num_seqs=adapter.max_num_seqs(config),
-                                               version=version))
+            version = unless_stopped(
+                lambda: _version(server.base_url, {}, adapter.version_path),
+                should_stop,
+                f"asking {server.base_url} for its version",
+            )
+            self.instances.append(
+                RealInstance(index, endpoint, server, max_num_seqs=adapter.max_num_seqs(config), version=version)
+            )
 
     def dead_instances(self) -> list[tuple[RealInstance, int]]:
         """Launched instances whose process has exited, with the exit code."""

@@ -52,9 +52,9 @@ from typing import Literal
 
 from pydantic import Field
 
+from runners.engines.kv_cache import GPUBudget, ModelShape, kv_capacity_tokens
 from runners.engines.latency_model import LatencyModel
 from runners.engines.profile import EngineProfile, resolve_profile
-from runners.engines.kv_cache import GPUBudget, ModelShape, kv_capacity_tokens
 from runners.errors import ConfigError
 from runners.input_model import InputModel
 
@@ -70,8 +70,9 @@ class SimulatorConfig(InputModel):
     preset: str = "qwen2.5-7b-2xv100-vllm"
     profile: str | None = Field(default=None, description="profile file (JSON/YAML); overrides preset")
     instances: int = Field(default=1, gt=0, le=64)
-    kv_capacity_tokens: int | None = Field(default=None, gt=0, le=MAX_KV_CAPACITY_TOKENS,
-                                           description="override KV capacity, tokens")
+    kv_capacity_tokens: int | None = Field(
+        default=None, gt=0, le=MAX_KV_CAPACITY_TOKENS, description="override KV capacity, tokens"
+    )
     model: ModelShape | None = Field(default=None, description="compute KV capacity from this shape")
     gpu: GPUBudget | None = None
     block_size: int | None = Field(default=None, gt=0, le=4096, description="tokens per KV block")
@@ -82,13 +83,15 @@ class SimulatorConfig(InputModel):
     serving_overhead: bool = Field(
         default=True,
         description="add the profile's serving front-end delay (HTTP, tokenisation, streaming) before the engine "
-                    "sees a request, as a client of a real server waits; false: the engine alone",
+        "sees a request, as a client of a real server waits; false: the engine alone",
     )
     pace: float | None = Field(
-        default=None, ge=0.001, le=1_000_000.0,
+        default=None,
+        ge=0.001,
+        le=1_000_000.0,
         description="simulated seconds per wall-clock second (1 = real time), so a run can be watched live; "
-                    "unset = as fast as possible. Only delays the driver: every measured value is the same. "
-                    "0.001 (a simulated second every 17 minutes) to 1,000,000",
+        "unset = as fast as possible. Only delays the driver: every measured value is the same. "
+        "0.001 (a simulated second every 17 minutes) to 1,000,000",
     )
 
     def resolve(self) -> "ResolvedSimulator":
@@ -119,8 +122,11 @@ class SimulatorConfig(InputModel):
             raise ConfigError(source, f"a KV cache of {capacity} tokens is less than one block ({block_size} tokens)")
         if capacity > MAX_KV_CAPACITY_TOKENS:
             source = "engine.gpu" if self.model is not None or self.gpu is not None else "engine.profile"
-            raise ConfigError(source, f"the model and GPU give a KV cache of {capacity:,} tokens; expected at most "
-                              f"{MAX_KV_CAPACITY_TOKENS:,}")
+            raise ConfigError(
+                source,
+                f"the model and GPU give a KV cache of {capacity:,} tokens; expected at most "
+                f"{MAX_KV_CAPACITY_TOKENS:,}",
+            )
         latency = profile.latency_model()
         return ResolvedSimulator(
             profile=profile,
@@ -199,7 +205,7 @@ class Sequence:
         last = len(runs) - 2
         for position in range(0, len(runs), 2):
             end = self.engine.steps_total if position == last and self.lazy_from >= 0 else runs[position + 1]
-            times.extend(steps[runs[position]:end])
+            times.extend(steps[runs[position] : end])
         return times
 
 
@@ -436,7 +442,9 @@ class SimulatedInstance:
         self._chunks = chunks
         self.busy = True
         self._step_decodes = decode_requests
-        self._step_duration_s = self.latency.step_time(prefill_requests, prefill_tokens, decode_requests, decode_context)
+        self._step_duration_s = self.latency.step_time(
+            prefill_requests, prefill_tokens, decode_requests, decode_context
+        )
         if self.idle:
             self.idle = False
             self._step_duration_s += self._idle_start_s

@@ -19,13 +19,12 @@ A value that is not a finite number (``NaN``, ``+Inf``) is taken as absent.
 from __future__ import annotations
 
 import math
+from collections.abc import Iterable
 from dataclasses import dataclass
-from typing import Iterable
 
 from prometheus_client.parser import text_string_to_metric_families
 
 from runners.engines.adapters import ADAPTERS, detect_adapter
-
 
 
 def _names(field: str) -> tuple[str, ...]:
@@ -33,6 +32,7 @@ def _names(field: str) -> tuple[str, ...]:
 
 
 METRIC_FIELDS = ("kv_usage", "running", "waiting", "preemptions", "ttft", "itl", "cache_info", "kv_capacity_tokens")
+
 
 @dataclass(frozen=True)
 class MetricsSnapshot:
@@ -107,8 +107,9 @@ def _histogram(samples: dict, names: Iterable[str]) -> tuple[float | None, float
     return None, None
 
 
-def mean_between(earlier_sum: float | None, earlier_count: float | None, later_sum: float | None,
-                 later_count: float | None) -> float | None:
+def mean_between(
+    earlier_sum: float | None, earlier_count: float | None, later_sum: float | None, later_count: float | None
+) -> float | None:
     """Mean of the observations a cumulative histogram took between two scrapes: the ratio of the
     deltas of its ``_sum`` and ``_count``. None when either scrape lacks it, when nothing was
     observed in between, or when the counters went backwards (the server restarted)."""

@@ -44,7 +44,10 @@ def build_tiny_model(out: str | Path, seed: int = 0) -> Path:
     bpe = ByteLevelBPETokenizer()
     bpe.train_from_iterator(_corpus(), vocab_size=VOCAB_SIZE, min_frequency=2, special_tokens=["<s>", "</s>", "<unk>"])
     tokenizer = PreTrainedTokenizerFast(
-        tokenizer_object=bpe._tokenizer, bos_token="<s>", eos_token="</s>", unk_token="<unk>",
+        tokenizer_object=bpe._tokenizer,
+        bos_token="<s>",
+        eos_token="</s>",
+        unk_token="<unk>",
         model_max_length=MAX_POSITIONS,
     )
     tokenizer.save_pretrained(folder)

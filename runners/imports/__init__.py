@@ -13,10 +13,11 @@ the source file is only ever read (a copy lands in each run folder).
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from types import ModuleType
-from typing import Any, Callable
+from typing import Any
 
 from runners.errors import ConfigError, SchedlabError
 from runners.imports import aiperf, guidellm, vllm_bench
@@ -48,8 +49,14 @@ IMPORTERS: dict[str, Importer] = {
     vllm_bench.NAME: _importer(vllm_bench, "json"),
     guidellm.NAME: _importer(guidellm, "json"),
     aiperf.NAME: _importer(aiperf, "json"),
-    aiperf.RECORDS_NAME: Importer(aiperf.RECORDS_NAME, aiperf.TITLE, aiperf.RECORDS_DESCRIPTION, "jsonl",
-                                  aiperf.sniff_records, aiperf.parse_records),
+    aiperf.RECORDS_NAME: Importer(
+        aiperf.RECORDS_NAME,
+        aiperf.TITLE,
+        aiperf.RECORDS_DESCRIPTION,
+        "jsonl",
+        aiperf.sniff_records,
+        aiperf.parse_records,
+    ),
 }
 
 
@@ -62,15 +69,19 @@ def _decode(path: Path, raw: bytes) -> tuple[Any, str | None, Any, str | None]:
     try:
         text = raw.decode("utf-8-sig")
     except UnicodeDecodeError as exc:
-        raise ImportFormatError(f"{path}: not UTF-8 text (byte {exc.start}); expected a JSON or JSON-lines result "
-                                f"file of {_titles()}") from None
+        raise ImportFormatError(
+            f"{path}: not UTF-8 text (byte {exc.start}); expected a JSON or JSON-lines result file of {_titles()}"
+        ) from None
     data, json_problem = None, None
     try:
         data = json.loads(text)
     except json.JSONDecodeError as exc:
         at_end = exc.pos >= len(text.rstrip()) - 1
-        json_problem = (f"not valid JSON ({exc.msg} at line {exc.lineno}, column {exc.colno}"
-                        + ("; the file ends early, as if cut short" if at_end else "") + ")")
+        json_problem = (
+            f"not valid JSON ({exc.msg} at line {exc.lineno}, column {exc.colno}"
+            + ("; the file ends early, as if cut short" if at_end else "")
+            + ")"
+        )
     except RecursionError:
         json_problem = "nested too deeply to be a result file"
     lines, lines_problem = None, None
@@ -82,9 +93,11 @@ def _decode(path: Path, raw: bytes) -> tuple[Any, str | None, Any, str | None]:
                 lines.append(json.loads(line))
             except (json.JSONDecodeError, RecursionError) as exc:
                 last = number == len(stripped)
-                lines_problem = (f"line {number} of {len(stripped)} is not a JSON value"
-                                 + (" (the last line: the file looks cut short)" if last else "")
-                                 + (f": {exc.msg}" if isinstance(exc, json.JSONDecodeError) else ""))
+                lines_problem = (
+                    f"line {number} of {len(stripped)} is not a JSON value"
+                    + (" (the last line: the file looks cut short)" if last else "")
+                    + (f": {exc.msg}" if isinstance(exc, json.JSONDecodeError) else "")
+                )
                 lines = None
                 break
     return data, json_problem, lines, lines_problem
@@ -125,8 +138,13 @@ def parse_file(path: str | Path, tool: str | None = None, tool_version: str | No
     raise ImportFormatError(f"{path}: not {expected}. Tried " + "; ".join(tried))
 
 
-def import_file(path: str | Path, results: str | Path = DEFAULT_RESULTS_DIR, name: str | None = None,
-                tool: str | None = None, tool_version: str | None = None) -> list[Path]:
+def import_file(
+    path: str | Path,
+    results: str | Path = DEFAULT_RESULTS_DIR,
+    name: str | None = None,
+    tool: str | None = None,
+    tool_version: str | None = None,
+) -> list[Path]:
     """Import ``path`` into the result store ``results``; returns the run folders written.
 
     ``name``: the run id (a file with several runs gets ``<name>-b<index>``); default
@@ -136,18 +154,31 @@ def import_file(path: str | Path, results: str | Path = DEFAULT_RESULTS_DIR, nam
     runs = parse_file(path, tool, tool_version)
     if name is not None:
         validate_run_id(name)
-    ids = [(name if len(runs) == 1 else f"{name}-b{run.benchmark if run.benchmark is not None else index}")
-           if name else default_run_id(run, path) for index, run in enumerate(runs)]
+    ids = [
+        (name if len(runs) == 1 else f"{name}-b{run.benchmark if run.benchmark is not None else index}")
+        if name
+        else default_run_id(run, path)
+        for index, run in enumerate(runs)
+    ]
     for run_id in ids:
         validate_run_id(run_id)
         if (Path(results) / run_id).exists():
-            raise ConfigError("name", f"a run named {run_id!r} already exists in {results}; pass another --name "
-                                      "(or delete that run) to import this file again")
+            raise ConfigError(
+                "name",
+                f"a run named {run_id!r} already exists in {results}; pass another --name "
+                "(or delete that run) to import this file again",
+            )
     return [write_run(results, run, path, run_id) for run, run_id in zip(runs, ids)]
 
 
-def import_bytes(file_name: str, data: bytes, results: str | Path = DEFAULT_RESULTS_DIR, name: str | None = None,
-                 tool: str | None = None, tool_version: str | None = None) -> list[Path]:
+def import_bytes(
+    file_name: str,
+    data: bytes,
+    results: str | Path = DEFAULT_RESULTS_DIR,
+    name: str | None = None,
+    tool: str | None = None,
+    tool_version: str | None = None,
+) -> list[Path]:
     """:func:`import_file` for an uploaded file: ``data`` is written under its own name
     (``file_name``'s last part, made safe) in a private temporary folder, imported, and the
     temporary copy removed; each run folder keeps its own copy. Errors name ``file_name``."""

@@ -74,8 +74,10 @@ def parse(path: Path, data: dict[str, Any], tool_version: str | None = None) -> 
         if value is not None:
             run.mapped[ours] = int(value)
     if figures == 0 and not run.mapped:
-        raise ImportFormatError(f"{path}: AIPerf aggregate file without time_to_first_token, inter_token_latency, "
-                                "request_latency or request_count; expected AIPerf's profile_export_aiperf.json")
+        raise ImportFormatError(
+            f"{path}: AIPerf aggregate file without time_to_first_token, inter_token_latency, "
+            "request_latency or request_count; expected AIPerf's profile_export_aiperf.json"
+        )
     return [run]
 
 
@@ -90,25 +92,43 @@ def _aggregate_run(data: dict[str, Any], tool_version: str | None, requests: lis
     models = ((config.get("models") or {}).get("items") or [{}]) if isinstance(config.get("models"), dict) else [{}]
     endpoint = config.get("endpoint") if isinstance(config.get("endpoint"), dict) else {}
     run = ImportedRun(
-        tool=NAME, tool_name=TITLE, tool_version=tool_version or _text(data.get("aiperf_version")),
-        workload=_workload(config), requests=requests, arrival_rate_rps=rate, arrival_process=process,
-        started_at_unix_s=_iso(data.get("start_time")), model=_text((models[0] or {}).get("name")),
+        tool=NAME,
+        tool_name=TITLE,
+        tool_version=tool_version or _text(data.get("aiperf_version")),
+        workload=_workload(config),
+        requests=requests,
+        arrival_rate_rps=rate,
+        arrival_process=process,
+        started_at_unix_s=_iso(data.get("start_time")),
+        model=_text((models[0] or {}).get("name")),
         target=", ".join(endpoint.get("urls") or []) or None,
-        tool_summary={key: value for key, value in data.items()
-                      if isinstance(value, dict) and "unit" in value} if data else {},
+        tool_summary={key: value for key, value in data.items() if isinstance(value, dict) and "unit" in value}
+        if data
+        else {},
     )
     credit = data.get("credit_to_start_latency")
     credit_s = _mean_seconds(credit)
     run.definitions += [
-        Definition("tpot_s", "inter_token_latency", _mean_seconds(data.get("inter_token_latency")),
-                   "AIPerf's inter-token latency is schedlab's (and vLLM's) TPOT, (latency - TTFT) / (n - 1), but "
-                   "AIPerf counts n by re-tokenizing the reply on the client; schedlab takes the server's count"),
-        Definition("ttft_s", "time_to_first_token", _mean_seconds(data.get("time_to_first_token")),
-                   "AIPerf measures TTFT from sending; schedlab from arrival (credit issued), which adds AIPerf's "
-                   "credit_to_start_latency" + (f" (mean {credit_s * 1000:.3g} ms here)" if credit_s is not None
-                                                 else "")),
-        Definition("e2e_s", "request_latency", _mean_seconds(data.get("request_latency")),
-                   "AIPerf's request latency runs from sending; schedlab's E2E from arrival (credit issued)"),
+        Definition(
+            "tpot_s",
+            "inter_token_latency",
+            _mean_seconds(data.get("inter_token_latency")),
+            "AIPerf's inter-token latency is schedlab's (and vLLM's) TPOT, (latency - TTFT) / (n - 1), but "
+            "AIPerf counts n by re-tokenizing the reply on the client; schedlab takes the server's count",
+        ),
+        Definition(
+            "ttft_s",
+            "time_to_first_token",
+            _mean_seconds(data.get("time_to_first_token")),
+            "AIPerf measures TTFT from sending; schedlab from arrival (credit issued), which adds AIPerf's "
+            "credit_to_start_latency" + (f" (mean {credit_s * 1000:.3g} ms here)" if credit_s is not None else ""),
+        ),
+        Definition(
+            "e2e_s",
+            "request_latency",
+            _mean_seconds(data.get("request_latency")),
+            "AIPerf's request latency runs from sending; schedlab's E2E from arrival (credit issued)",
+        ),
     ]
     return run
 
@@ -140,8 +160,9 @@ def parse_records(path: Path, lines: list[Any], tool_version: str | None = None)
     records = []
     for index, line in enumerate(lines, start=1):
         if not isinstance(line, dict) or not isinstance(line.get("metadata"), dict):
-            raise ImportFormatError(f"{path}: line {index} is not an AIPerf record (an object with metadata and "
-                                    "metrics)")
+            raise ImportFormatError(
+                f"{path}: line {index} is not an AIPerf record (an object with metadata and metrics)"
+            )
         phase = line["metadata"].get("benchmark_phase")
         if phase not in (None, "profiling"):
             continue
@@ -150,20 +171,30 @@ def parse_records(path: Path, lines: list[Any], tool_version: str | None = None)
         raise ImportFormatError(f"{path}: AIPerf records, but none of the profiling phase")
     raw = [_record(path, index, line) for index, line in records]
     origin = min(item["arrival"] for item in raw)
-    requests = [RequestTimes(
-        request_id=item["id"], arrival_s=(item["arrival"] - origin) / 1e9, sent_s=(item["sent"] - origin) / 1e9,
-        first_token_s=None if item["first"] is None else (item["first"] - origin) / 1e9,
-        finish_s=None if item["finish"] is None else (item["finish"] - origin) / 1e9,
-        input_tokens=item["input"], output_tokens=item["output"], itl_s=item["gaps"], error=item["error"],
-    ) for item in raw]
+    requests = [
+        RequestTimes(
+            request_id=item["id"],
+            arrival_s=(item["arrival"] - origin) / 1e9,
+            sent_s=(item["sent"] - origin) / 1e9,
+            first_token_s=None if item["first"] is None else (item["first"] - origin) / 1e9,
+            finish_s=None if item["finish"] is None else (item["finish"] - origin) / 1e9,
+            input_tokens=item["input"],
+            output_tokens=item["output"],
+            itl_s=item["gaps"],
+            error=item["error"],
+        )
+        for item in raw
+    ]
     run = _aggregate_run(aggregate, tool_version, requests)
     if run.started_at_unix_s is None:
         run.started_at_unix_s = origin / 1e9
     if not aggregate:
         run.notes.append(f"no {AGGREGATE_FILE} beside the file: AIPerf version and rate unknown")
     if any(item["client_count"] for item in raw):
-        run.notes.append(f"{sum(item['client_count'] for item in raw)} record(s) without the server's "
-                         "usage_completion_tokens: their output tokens are AIPerf's client-side count")
+        run.notes.append(
+            f"{sum(item['client_count'] for item in raw)} record(s) without the server's "
+            "usage_completion_tokens: their output tokens are AIPerf's client-side count"
+        )
     return [run]
 
 
@@ -173,8 +204,10 @@ def _record(path: Path, index: int, line: dict[str, Any]) -> dict[str, Any]:
     sent = metadata.get("request_start_ns")
     arrival = metadata.get("credit_issued_ns", sent)
     if not isinstance(sent, int) or not isinstance(arrival, int):
-        raise ImportFormatError(f"{where}: metadata.request_start_ns / credit_issued_ns are not integers "
-                                "(nanoseconds); expected AIPerf's record timestamps")
+        raise ImportFormatError(
+            f"{where}: metadata.request_start_ns / credit_issued_ns are not integers "
+            "(nanoseconds); expected AIPerf's record timestamps"
+        )
     error = line.get("error")
     message = None
     if error:
@@ -182,8 +215,10 @@ def _record(path: Path, index: int, line: dict[str, Any]) -> dict[str, Any]:
     ttft = _metric_seconds(where, metrics, "time_to_first_token")
     latency = _metric_seconds(where, metrics, "request_latency")
     if message is None and (ttft is None or latency is None):
-        raise ImportFormatError(f"{where}: a successful record without time_to_first_token and request_latency; "
-                                "expected a streamed request's metrics")
+        raise ImportFormatError(
+            f"{where}: a successful record without time_to_first_token and request_latency; "
+            "expected a streamed request's metrics"
+        )
     usage = _metric_value(metrics, "usage_completion_tokens")
     output = usage if usage is not None else _metric_value(metrics, "output_sequence_length")
     gaps_entry = metrics.get("inter_chunk_latency")
@@ -195,11 +230,16 @@ def _record(path: Path, index: int, line: dict[str, Any]) -> dict[str, Any]:
         gaps = [float(gap) * scale for gap in gaps_entry["value"]]
     end = metadata.get("request_end_ns")
     return {
-        "id": str(metadata.get("x_request_id") or index), "arrival": arrival, "sent": sent,
+        "id": str(metadata.get("x_request_id") or index),
+        "arrival": arrival,
+        "sent": sent,
         "first": None if message or ttft is None else sent + round(ttft * 1e9),
         "finish": (sent + round(latency * 1e9)) if latency is not None else (end if isinstance(end, int) else None),
-        "input": int(_metric_value(metrics, "input_sequence_length") or 0), "output": int(output or 0),
-        "gaps": gaps, "error": message, "client_count": usage is None and not message,
+        "input": int(_metric_value(metrics, "input_sequence_length") or 0),
+        "output": int(output or 0),
+        "gaps": gaps,
+        "error": message,
+        "client_count": usage is None and not message,
     }
 
 
@@ -215,8 +255,9 @@ def _metric_seconds(where: str, metrics: dict[str, Any], name: str) -> float | N
     value = number(entry.get("value")) if isinstance(entry, dict) else None
     scale = UNITS_TO_SECONDS.get(entry.get("unit")) if isinstance(entry, dict) else None
     if value is None or scale is None:
-        raise ImportFormatError(f"{where}: metrics.{name} is {json.dumps(entry)[:60]}; expected "
-                                "{\"value\": <number>, \"unit\": \"ms\"}")
+        raise ImportFormatError(
+            f'{where}: metrics.{name} is {json.dumps(entry)[:60]}; expected {{"value": <number>, "unit": "ms"}}'
+        )
     return value * scale
 
 
@@ -224,8 +265,9 @@ def _scale(path: Path, name: str, entry: Any) -> float | None:
     if entry is None:
         return None
     if not isinstance(entry, dict) or entry.get("unit") not in UNITS_TO_SECONDS:
-        raise ImportFormatError(f"{path}: {name} is {json.dumps(entry)[:60]}; expected an object with a time unit "
-                                "(ms) and avg/p50/p90/p99")
+        raise ImportFormatError(
+            f"{path}: {name} is {json.dumps(entry)[:60]}; expected an object with a time unit (ms) and avg/p50/p90/p99"
+        )
     return UNITS_TO_SECONDS[entry["unit"]]
 
 

@@ -29,9 +29,10 @@ import platform
 import re
 import shutil
 import time
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Sequence
+from typing import Any
 
 import numpy as np
 import pandas as pd
@@ -49,8 +50,19 @@ IMPORTED_TASK = "chat"
 SLO_KEYS = ("slo_attainment", "slo_met", "G", "goodput_rps")
 RECOMPUTED, MAPPED, NOT_MEASURED = "recomputed", "mapped", "not measured"
 #: The summary metrics recomputed from per-request rows (the distributions' keys included).
-PER_REQUEST_KEYS = ("requests", "completed", "failed", "duration_s", "request_throughput_rps",
-                    "output_throughput_tps", "total_throughput_tps", "ttft_s", "tpot_s", "e2e_s", "queue_s")
+PER_REQUEST_KEYS = (
+    "requests",
+    "completed",
+    "failed",
+    "duration_s",
+    "request_throughput_rps",
+    "output_throughput_tps",
+    "total_throughput_tps",
+    "ttft_s",
+    "tpot_s",
+    "e2e_s",
+    "queue_s",
+)
 
 
 class ImportFormatError(SchedlabError):
@@ -86,8 +98,12 @@ class Definition:
     note: str
 
     def record(self) -> dict[str, Any]:
-        return {"metric": self.metric, "tool_metric": self.tool_metric, "tool_value": self.tool_value,
-                "note": self.note}
+        return {
+            "metric": self.metric,
+            "tool_metric": self.tool_metric,
+            "tool_value": self.tool_value,
+            "note": self.note,
+        }
 
 
 @dataclass
@@ -126,18 +142,31 @@ def request_row(times: RequestTimes) -> dict[str, Any]:
     ``sent_s - arrival_s``, is our queue time); no SLO, so ``slo_met`` is False."""
     gaps = np.asarray(times.itl_s if times.itl_s is not None else [], dtype=float)
     row: dict[str, Any] = {
-        "request_id": times.request_id, "task": IMPORTED_TASK, "arrival_s": times.arrival_s,
-        "dispatch_s": times.sent_s, "first_token_s": times.first_token_s, "finish_s": times.finish_s,
-        "input_tokens": int(times.input_tokens), "output_tokens": int(times.output_tokens),
-        "target_output_tokens": int(times.output_tokens), "ttft_s": None, "tpot_s": None, "e2e_s": None,
-        "queue_s": times.sent_s - times.arrival_s, "slo_met": False, "instance": 0, "slices": 1,
-        "error": times.error, "preemptions": None, "itl_max_s": float(gaps.max()) if gaps.size else None,
+        "request_id": times.request_id,
+        "task": IMPORTED_TASK,
+        "arrival_s": times.arrival_s,
+        "dispatch_s": times.sent_s,
+        "first_token_s": times.first_token_s,
+        "finish_s": times.finish_s,
+        "input_tokens": int(times.input_tokens),
+        "output_tokens": int(times.output_tokens),
+        "target_output_tokens": int(times.output_tokens),
+        "ttft_s": None,
+        "tpot_s": None,
+        "e2e_s": None,
+        "queue_s": times.sent_s - times.arrival_s,
+        "slo_met": False,
+        "instance": 0,
+        "slices": 1,
+        "error": times.error,
+        "preemptions": None,
+        "itl_max_s": float(gaps.max()) if gaps.size else None,
     }
     if times.error is None and times.first_token_s is not None and times.finish_s is not None:
-        latencies = request_latencies(times.arrival_s, times.sent_s, times.first_token_s, times.finish_s,
-                                      times.output_tokens)
-        row.update(ttft_s=latencies.ttft_s, tpot_s=latencies.tpot_s, e2e_s=latencies.e2e_s,
-                   queue_s=latencies.queue_s)
+        latencies = request_latencies(
+            times.arrival_s, times.sent_s, times.first_token_s, times.finish_s, times.output_tokens
+        )
+        row.update(ttft_s=latencies.ttft_s, tpot_s=latencies.tpot_s, e2e_s=latencies.e2e_s, queue_s=latencies.queue_s)
     return row
 
 
@@ -146,8 +175,11 @@ def imported_summary(run: ImportedRun) -> tuple[dict[str, Any], dict[str, str]]:
     request rows by the project's own :func:`summarize_requests`, else mapped from the tool's
     run-level figures; SLO metrics are not measured."""
     rows = pd.DataFrame([request_row(times) for times in run.requests], columns=list(REQUEST_COLUMNS))
-    gaps = [np.asarray(times.itl_s, dtype=float) for times in run.requests
-            if times.error is None and times.itl_s is not None]
+    gaps = [
+        np.asarray(times.itl_s, dtype=float)
+        for times in run.requests
+        if times.error is None and times.itl_s is not None
+    ]
     itl = np.concatenate(gaps) if gaps else None
     provenance: dict[str, str] = {}
     if run.requests:
@@ -157,8 +189,15 @@ def imported_summary(run: ImportedRun) -> tuple[dict[str, Any], dict[str, str]]:
             provenance["itl_s"] = RECOMPUTED
     else:  # run-level figures only: ours are the tool's where the definitions match, else unmeasured
         summary = summarize_requests(rows)
-        for key in ("requests", "completed", "failed", "duration_s", "request_throughput_rps",
-                    "output_throughput_tps", "total_throughput_tps"):
+        for key in (
+            "requests",
+            "completed",
+            "failed",
+            "duration_s",
+            "request_throughput_rps",
+            "output_throughput_tps",
+            "total_throughput_tps",
+        ):
             summary[key] = None
         for key in (*LATENCY_COLUMNS, "itl_s"):
             summary[key] = {"mean": None, "median": None, "p90": None, "p99": None}
@@ -206,32 +245,55 @@ def write_run(root: str | Path, run: ImportedRun, source: Path, run_id: str | No
     summary, provenance = imported_summary(run)
     copy_name = "source-" + re.sub(r"[^A-Za-z0-9._-]+", "_", source.name)
     record = {
-        "tool": run.tool, "tool_name": run.tool_name, "tool_version": run.tool_version, "label": run.label,
-        "source_file": copy_name, "source_path": str(source), "benchmark": run.benchmark,
-        "metrics": provenance, "definitions": [definition.record() for definition in run.definitions],
+        "tool": run.tool,
+        "tool_name": run.tool_name,
+        "tool_version": run.tool_version,
+        "label": run.label,
+        "source_file": copy_name,
+        "source_path": str(source),
+        "benchmark": run.benchmark,
+        "metrics": provenance,
+        "definitions": [definition.record() for definition in run.definitions],
         "notes": run.notes,
     }
     config = {
         "label": run.label,
         "imported": {**record, "model": run.model, "target": run.target, "tool_summary": run.tool_summary},
-        "versions": {"schedlab": runners.__version__, "engine": run.tool_name + (f" {run.tool_version}"
-                                                                                 if run.tool_version else ""),
-                     "python": platform.python_version()},
+        "versions": {
+            "schedlab": runners.__version__,
+            "engine": run.tool_name + (f" {run.tool_version}" if run.tool_version else ""),
+            "python": platform.python_version(),
+        },
     }
     started = run.started_at_unix_s
     header = {
-        "engine": "imported", "scheduler": run.tool, "workload": run.workload, "synthetic": None,
+        "engine": "imported",
+        "scheduler": run.tool,
+        "workload": run.workload,
+        "synthetic": None,
         "started_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(started)) if started else None,
-        "started_at_unix_s": started, "slos": {}, "arrival_process": run.arrival_process,
-        "arrival_rate_rps": run.arrival_rate_rps, "instances": 1, "sweep_id": None, "notes": run.label,
+        "started_at_unix_s": started,
+        "slos": {},
+        "arrival_process": run.arrival_process,
+        "arrival_rate_rps": run.arrival_rate_rps,
+        "instances": 1,
+        "sweep_id": None,
+        "notes": run.label,
     }
     writer = RunWriter(root, run_id, config, header)
     try:
         shutil.copyfile(source, writer.folder / copy_name)
         for times in run.requests:
             writer.add_request(request_row(times))
-        writer.close("done", {**summary, "requests_total": len(run.requests) or summary.get("requests"),
-                              "imported": record, "finished_at": _finished_at(started, summary.get("duration_s"))})
+        writer.close(
+            "done",
+            {
+                **summary,
+                "requests_total": len(run.requests) or summary.get("requests"),
+                "imported": record,
+                "finished_at": _finished_at(started, summary.get("duration_s")),
+            },
+        )
     except OSError as exc:
         shutil.rmtree(writer.folder, ignore_errors=True)
         raise SchedlabError(f"{writer.folder}: cannot write the imported run ({exc.strerror or exc})") from None
@@ -250,16 +312,18 @@ def read_bytes(path: str | Path, limit: int = 512 * 2**20) -> bytes:
     path = Path(path)
     try:
         if path.is_dir():
-            raise ImportFormatError(f"{path}: is a folder; expected a result file of vLLM bench serve, GuideLLM or "
-                                    "AIPerf")
+            raise ImportFormatError(
+                f"{path}: is a folder; expected a result file of vLLM bench serve, GuideLLM or AIPerf"
+            )
         size = path.stat().st_size
     except FileNotFoundError:
         raise SchedlabError(f"{path}: no such file") from None
     except OSError as exc:
         raise SchedlabError(f"{path}: unreadable ({exc.strerror or exc})") from None
     if size == 0:
-        raise ImportFormatError(f"{path}: the file is empty; expected a result file of vLLM bench serve, GuideLLM "
-                                "or AIPerf")
+        raise ImportFormatError(
+            f"{path}: the file is empty; expected a result file of vLLM bench serve, GuideLLM or AIPerf"
+        )
     if size > limit:
         raise ImportFormatError(f"{path}: {size} bytes, larger than the {limit >> 20} MiB an import reads")
     try:

@@ -39,23 +39,28 @@ def command_export(args: argparse.Namespace) -> int:
 def add_subcommands(subparsers: Any) -> None:
     """Add ``import`` and ``export`` to the ``python -m runners`` subparsers."""
     importer = subparsers.add_parser(
-        "import", help="import a vLLM bench serve, GuideLLM or AIPerf result file as run(s)",
+        "import",
+        help="import a vLLM bench serve, GuideLLM or AIPerf result file as run(s)",
         description="Import a result file of another tool into the result store, as runs labelled "
-                    "'imported from <tool> <version>'. Readers: " + "; ".join(
-                        f"{name}: {entry.description}" for name, entry in IMPORTERS.items()))
+        "'imported from <tool> <version>'. Readers: "
+        + "; ".join(f"{name}: {entry.description}" for name, entry in IMPORTERS.items()),
+    )
     importer.add_argument("file", help="the tool's result file (it is only read; a copy goes into the run folder)")
-    importer.add_argument("--out", "--results", dest="out", default=str(DEFAULT_RESULTS_DIR),
-                          help="results folder (default: results/)")
+    importer.add_argument(
+        "--out", "--results", dest="out", default=str(DEFAULT_RESULTS_DIR), help="results folder (default: results/)"
+    )
     importer.add_argument("--name", help="run id (a file with several benchmarks: <name>-b<index>)")
     importer.add_argument("--tool", choices=list(IMPORTERS), help="the importer to use (default: detect the format)")
-    importer.add_argument("--tool-version", help="the tool's version, when the file does not record it (vLLM's "
-                                                 "result JSON does not)")
+    importer.add_argument(
+        "--tool-version", help="the tool's version, when the file does not record it (vLLM's result JSON does not)"
+    )
     importer.set_defaults(handler=command_import)
 
     exporter = subparsers.add_parser("export", help="write a saved run as a vLLM bench serve-compatible JSON")
     exporter.add_argument("run", help="run id, unique prefix, or folder")
     exporter.add_argument("--format", choices=FORMATS, default="vllm-bench", help="output format (default vllm-bench)")
     exporter.add_argument("-o", "--output", help="file to write (default: <run id>.vllm-bench.json)")
-    exporter.add_argument("--out", "--results", dest="out", default=str(DEFAULT_RESULTS_DIR),
-                          help="results folder (default: results/)")
+    exporter.add_argument(
+        "--out", "--results", dest="out", default=str(DEFAULT_RESULTS_DIR), help="results folder (default: results/)"
+    )
     exporter.set_defaults(handler=command_export)

@@ -52,7 +52,7 @@ def _max_concurrency(starts: list[float], latencies: list[float], ok: list[bool]
     first = min(s for s, _ in pairs)
     buckets = np.zeros(int(math.ceil(max(e for _, e in pairs) - first)) + 1)
     for start, end in pairs:
-        buckets[int(start - first):int(end - first) + 1] += 1
+        buckets[int(start - first) : int(end - first) + 1] += 1
     return int(buckets.max())
 
 
@@ -79,8 +79,9 @@ def vllm_bench_json(run: RunData) -> dict[str, Any]:
         "endpoint_type": summary.get("engine"),
         "backend": summary.get("engine"),
         "label": imported["label"] if imported else None,
-        "model_id": engine.get("served_model_name") or engine.get("model") or
-        ((run.config.get("imported") or {}).get("model") if imported else None),
+        "model_id": engine.get("served_model_name")
+        or engine.get("model")
+        or ((run.config.get("imported") or {}).get("model") if imported else None),
         "tokenizer_id": None,
         "num_prompts": int(summary.get("requests_total") or len(rows)),
         "request_rate": rate if rate is not None else "inf",
@@ -118,21 +119,25 @@ def vllm_bench_json(run: RunData) -> dict[str, Any]:
     result["std_itl_ms"] = None
     if any(wait > 0 for wait in queue):
         _ms_figures("client_queue_time", [w for w, ok in zip(queue, done) if ok], result)
-        _ms_figures("e2el_including_client_queue", [lat + w for lat, w, ok in zip(latencies, queue, done) if ok],
-                    result)
+        _ms_figures(
+            "e2el_including_client_queue", [lat + w for lat, w, ok in zip(latencies, queue, done) if ok], result
+        )
     result["schedlab_export"] = {
         "run_id": run.run_id,
-        "notes": ["start_times: when each request was sent (seconds since the run's start); ttfts and latencies from "
-                  "then, as vLLM measures; queue_times: the wait before sending (a scheduler's hold)",
-                  "itls: schedlab keeps no per-request chunk gaps, so the lists are empty; mean/median/p99_itl_ms come "
-                  "from the run's ITL summary over every gap, std_itl_ms is null",
-                  "generated_texts are empty and max_output_tokens_per_s is null: schedlab keeps neither"],
+        "notes": [
+            "start_times: when each request was sent (seconds since the run's start); ttfts and latencies from "
+            "then, as vLLM measures; queue_times: the wait before sending (a scheduler's hold)",
+            "itls: schedlab keeps no per-request chunk gaps, so the lists are empty; mean/median/p99_itl_ms come "
+            "from the run's ITL summary over every gap, std_itl_ms is null",
+            "generated_texts are empty and max_output_tokens_per_s is null: schedlab keeps neither",
+        ],
     }
     return result
 
 
-def export_run(run_id: str, results: str | Path = DEFAULT_RESULTS_DIR, output: str | Path | None = None,
-               format: str = "vllm-bench") -> Path:
+def export_run(
+    run_id: str, results: str | Path = DEFAULT_RESULTS_DIR, output: str | Path | None = None, format: str = "vllm-bench"
+) -> Path:
     """Write run ``run_id`` (an id, unique prefix or folder) as a vLLM bench serve JSON to
     ``output`` (default ``<run_id>.vllm-bench.json`` in the working folder); returns the path."""
     from runners.errors import ConfigError
@@ -145,4 +150,3 @@ def export_run(run_id: str, results: str | Path = DEFAULT_RESULTS_DIR, output: s
     path.parent.mkdir(parents=True, exist_ok=True)
     write_json_atomic(path, data)
     return path
-

@@ -58,15 +58,16 @@ def parse(path: Path, data: dict[str, Any], tool_version: str | None = None) -> 
     benchmarks = data["benchmarks"]
     if not benchmarks:
         raise ImportFormatError(f"{path}: GuideLLM report with no benchmarks; expected at least one in 'benchmarks'")
-    return [_benchmark(path, index, benchmark, version, len(benchmarks))
-            for index, benchmark in enumerate(benchmarks)]
+    return [_benchmark(path, index, benchmark, version, len(benchmarks)) for index, benchmark in enumerate(benchmarks)]
 
 
 def _benchmark(path: Path, index: int, benchmark: Any, version: str | None, count: int) -> ImportedRun:
     where = f"{path}: benchmarks[{index}]"
     if not isinstance(benchmark, dict) or not isinstance(benchmark.get("requests"), dict):
-        raise ImportFormatError(f"{where} has no 'requests' object; expected GuideLLM's per-request statistics "
-                                "(successful, errored, incomplete)")
+        raise ImportFormatError(
+            f"{where} has no 'requests' object; expected GuideLLM's per-request statistics "
+            "(successful, errored, incomplete)"
+        )
     config = benchmark.get("config") if isinstance(benchmark.get("config"), dict) else {}
     strategy = config.get("strategy") if isinstance(config.get("strategy"), dict) else {}
     backend = config.get("backend") if isinstance(config.get("backend"), dict) else {}
@@ -82,43 +83,82 @@ def _benchmark(path: Path, index: int, benchmark: Any, version: str | None, coun
         raise ImportFormatError(f"{where} holds no requests in requests.successful/errored/incomplete")
     times = [_times(where, number_, status, entry) for number_, (status, entry) in enumerate(stats)]
     origin = min(t["arrival"] for t in times)
-    requests = [RequestTimes(
-        request_id=t["id"], arrival_s=t["arrival"] - origin, sent_s=t["sent"] - origin,
-        first_token_s=None if t["first"] is None else t["first"] - origin,
-        finish_s=None if t["last"] is None else t["last"] - origin,
-        input_tokens=t["input"], output_tokens=t["output"], itl_s=None, error=t["error"],
-    ) for t in times]
+    requests = [
+        RequestTimes(
+            request_id=t["id"],
+            arrival_s=t["arrival"] - origin,
+            sent_s=t["sent"] - origin,
+            first_token_s=None if t["first"] is None else t["first"] - origin,
+            finish_s=None if t["last"] is None else t["last"] - origin,
+            input_tokens=t["input"],
+            output_tokens=t["output"],
+            itl_s=None,
+            error=t["error"],
+        )
+        for t in times
+    ]
     label = f"{kind}@{rate:g}" if kind and rate is not None else (kind or "benchmark")
     run = ImportedRun(
-        tool=NAME, tool_name=TITLE, tool_version=version, requests=requests,
-        workload=f"GuideLLM benchmark {index + 1} of {count} ({label})", benchmark=index,
-        arrival_process={"constant": "constant", "poisson": "poisson", "synchronous": None,
-                         "throughput": "all-at-once"}.get(kind), arrival_rate_rps=rate,
-        started_at_unix_s=number(benchmark.get("start_time")), model=backend.get("model"),
+        tool=NAME,
+        tool_name=TITLE,
+        tool_version=version,
+        requests=requests,
+        workload=f"GuideLLM benchmark {index + 1} of {count} ({label})",
+        benchmark=index,
+        arrival_process={
+            "constant": "constant",
+            "poisson": "poisson",
+            "synchronous": None,
+            "throughput": "all-at-once",
+        }.get(kind),
+        arrival_rate_rps=rate,
+        started_at_unix_s=number(benchmark.get("start_time")),
+        model=backend.get("model"),
         target=backend.get("target"),
-        tool_summary={"strategy": strategy, "duration": benchmark.get("duration"),
-                      "request_totals": (benchmark.get("metrics") or {}).get("request_totals")},
+        tool_summary={
+            "strategy": strategy,
+            "duration": benchmark.get("duration"),
+            "request_totals": (benchmark.get("metrics") or {}).get("request_totals"),
+        },
     )
     metrics = benchmark.get("metrics") if isinstance(benchmark.get("metrics"), dict) else {}
     run.definitions += [
-        Definition("tpot_s", "time_per_output_token_ms", _mean_ms(metrics, "time_per_output_token_ms"),
-                   "GuideLLM's time per output token includes the first token: (last token - request start) / "
-                   "output tokens, weighted by tokens; schedlab's TPOT excludes it: (E2E - TTFT) / (n - 1)"),
-        Definition("tpot_s", "inter_token_latency_ms", _mean_ms(metrics, "inter_token_latency_ms"),
-                   "GuideLLM's inter-token latency, (last - first token) / (n - 1), is schedlab's TPOT, but its "
-                   "mean weights each request by its output tokens"),
-        Definition("ttft_s", "time_to_first_token_ms", _mean_ms(metrics, "time_to_first_token_ms"),
-                   "GuideLLM measures TTFT from sending (request_start); schedlab from the targeted start "
-                   "(arrival), so ours adds GuideLLM's dispatch delay"),
-        Definition("e2e_s", "request_latency", _mean(metrics, "request_latency"),
-                   "GuideLLM's request latency runs from sending to the response's end; schedlab's E2E from "
-                   "arrival to the last token"),
+        Definition(
+            "tpot_s",
+            "time_per_output_token_ms",
+            _mean_ms(metrics, "time_per_output_token_ms"),
+            "GuideLLM's time per output token includes the first token: (last token - request start) / "
+            "output tokens, weighted by tokens; schedlab's TPOT excludes it: (E2E - TTFT) / (n - 1)",
+        ),
+        Definition(
+            "tpot_s",
+            "inter_token_latency_ms",
+            _mean_ms(metrics, "inter_token_latency_ms"),
+            "GuideLLM's inter-token latency, (last - first token) / (n - 1), is schedlab's TPOT, but its "
+            "mean weights each request by its output tokens",
+        ),
+        Definition(
+            "ttft_s",
+            "time_to_first_token_ms",
+            _mean_ms(metrics, "time_to_first_token_ms"),
+            "GuideLLM measures TTFT from sending (request_start); schedlab from the targeted start "
+            "(arrival), so ours adds GuideLLM's dispatch delay",
+        ),
+        Definition(
+            "e2e_s",
+            "request_latency",
+            _mean(metrics, "request_latency"),
+            "GuideLLM's request latency runs from sending to the response's end; schedlab's E2E from "
+            "arrival to the last token",
+        ),
     ]
     totals = (metrics.get("request_totals") or {}) if isinstance(metrics.get("request_totals"), dict) else {}
     total = totals.get("total")
     if isinstance(total, int) and total != len(requests):
-        run.notes.append(f"the file holds {len(requests)} of the benchmark's {total} requests (GuideLLM sampled "
-                         "them); schedlab's figures are over those")
+        run.notes.append(
+            f"the file holds {len(requests)} of the benchmark's {total} requests (GuideLLM sampled "
+            "them); schedlab's figures are over those"
+        )
     return run
 
 
@@ -127,15 +167,19 @@ def _times(where: str, index: int, status: str, entry: Any) -> dict[str, Any]:
     info = entry.get("info") if isinstance(entry, dict) else None
     timings = info.get("timings") if isinstance(info, dict) else None
     if not isinstance(timings, dict):
-        raise ImportFormatError(f"{where}.requests.{status}: entry {index} has no info.timings; expected GuideLLM's "
-                                "request timings (targeted_start, request_start, first_token_iteration, ...)")
+        raise ImportFormatError(
+            f"{where}.requests.{status}: entry {index} has no info.timings; expected GuideLLM's "
+            "request timings (targeted_start, request_start, first_token_iteration, ...)"
+        )
     sent = number(timings.get("request_start"))
     arrival = number(timings.get("targeted_start"))
     if arrival is None:
         arrival = sent
     if arrival is None:
-        raise ImportFormatError(f"{where}.requests.{status}: entry {index} has neither targeted_start nor "
-                                "request_start; expected Unix seconds")
+        raise ImportFormatError(
+            f"{where}.requests.{status}: entry {index} has neither targeted_start nor "
+            "request_start; expected Unix seconds"
+        )
     error = None
     if status != "successful":
         # GuideLLM's incomplete requests were in flight when the benchmark ended: cancelled, not failed
@@ -143,12 +187,18 @@ def _times(where: str, index: int, status: str, entry: Any) -> dict[str, Any]:
     first = number(timings.get("first_token_iteration"))
     last = number(timings.get("last_token_iteration"))
     if status == "successful" and (first is None or last is None):
-        raise ImportFormatError(f"{where}.requests.successful: entry {index} has no first_token_iteration or "
-                                "last_token_iteration; expected a streamed request's token times")
+        raise ImportFormatError(
+            f"{where}.requests.successful: entry {index} has no first_token_iteration or "
+            "last_token_iteration; expected a streamed request's token times"
+        )
     return {
-        "id": str(entry.get("request_id") or index), "arrival": arrival, "sent": sent if sent is not None else arrival,
-        "first": first, "last": last if error is None else number(timings.get("request_end")) or last,
-        "input": int(number(entry.get("prompt_tokens")) or 0), "output": int(number(entry.get("output_tokens")) or 0),
+        "id": str(entry.get("request_id") or index),
+        "arrival": arrival,
+        "sent": sent if sent is not None else arrival,
+        "first": first,
+        "last": last if error is None else number(timings.get("request_end")) or last,
+        "input": int(number(entry.get("prompt_tokens")) or 0),
+        "output": int(number(entry.get("output_tokens")) or 0),
         "error": error,
     }
 

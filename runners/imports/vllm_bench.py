@@ -54,10 +54,15 @@ def parse(path: Path, data: dict[str, Any], tool_version: str | None = None) -> 
     version = tool_version or _text(data.get("vllm_version")) or _text(data.get("version"))
     queue_known = data.get("max_concurrency") is None
     run = ImportedRun(
-        tool=NAME, tool_name=TITLE, tool_version=version,
-        workload=_workload(data), requests=[],
-        arrival_process=_arrival(data), arrival_rate_rps=number(data.get("request_rate")),
-        started_at_unix_s=_date(data.get("date")), model=_text(data.get("model_id")),
+        tool=NAME,
+        tool_name=TITLE,
+        tool_version=version,
+        workload=_workload(data),
+        requests=[],
+        arrival_process=_arrival(data),
+        arrival_rate_rps=number(data.get("request_rate")),
+        started_at_unix_s=_date(data.get("date")),
+        model=_text(data.get("model_id")),
         tool_summary={key: value for key, value in data.items() if not isinstance(value, list)},
     )
     if version is None:
@@ -65,9 +70,11 @@ def parse(path: Path, data: dict[str, Any], tool_version: str | None = None) -> 
     detailed = [key for key in DETAIL_KEYS if key in data]
     if detailed and len(detailed) < len(DETAIL_KEYS):
         missing = sorted(set(DETAIL_KEYS) - set(detailed))
-        raise ImportFormatError(f"{path}: vLLM bench serve file with per-request lists {', '.join(detailed)} but "
-                                f"without {', '.join(missing)}; expected all of {', '.join(DETAIL_KEYS)} "
-                                "(--save-detailed) or none")
+        raise ImportFormatError(
+            f"{path}: vLLM bench serve file with per-request lists {', '.join(detailed)} but "
+            f"without {', '.join(missing)}; expected all of {', '.join(DETAIL_KEYS)} "
+            "(--save-detailed) or none"
+        )
     if detailed:
         run.requests = _requests(path, data)
     else:
@@ -81,15 +88,30 @@ def parse(path: Path, data: dict[str, Any], tool_version: str | None = None) -> 
                     value = number(data.get(f"{statistic}_{theirs}_ms"))
                     if value is not None:
                         run.mapped[f"{ours}.{our_statistic}"] = value / 1000.0
-    for theirs, ours in (("request_throughput", "request_throughput_rps"), ("output_throughput", "output_throughput_tps"),
-                         ("total_token_throughput", "total_throughput_tps")):
-        run.definitions.append(Definition(ours, theirs, number(data.get(theirs)),
-                                          "vLLM divides by the benchmark's duration (its start to its end); "
-                                          "schedlab by last finish - first arrival"))
+    for theirs, ours in (
+        ("request_throughput", "request_throughput_rps"),
+        ("output_throughput", "output_throughput_tps"),
+        ("total_token_throughput", "total_throughput_tps"),
+    ):
+        run.definitions.append(
+            Definition(
+                ours,
+                theirs,
+                number(data.get(theirs)),
+                "vLLM divides by the benchmark's duration (its start to its end); "
+                "schedlab by last finish - first arrival",
+            )
+        )
     if not queue_known:
-        run.definitions.append(Definition("ttft_s", "ttft", _ms(data.get("mean_ttft_ms")),
-                                          "vLLM measures TTFT from sending (after --max-concurrency's client "
-                                          "queue); schedlab from arrival, the client queue included"))
+        run.definitions.append(
+            Definition(
+                "ttft_s",
+                "ttft",
+                _ms(data.get("mean_ttft_ms")),
+                "vLLM measures TTFT from sending (after --max-concurrency's client "
+                "queue); schedlab from arrival, the client queue included",
+            )
+        )
     return [run]
 
 
@@ -100,8 +122,10 @@ def _requests(path: Path, data: dict[str, Any]) -> list[RequestTimes]:
     for key, value in {**lists, **optional}.items():
         if not isinstance(value, list) or len(value) != count:
             shown = f"{len(value)} entries" if isinstance(value, list) else type(value).__name__
-            raise ImportFormatError(f"{path}: vLLM bench serve per-request list {key!r} has {shown}; expected a list "
-                                    f"of {count} entries like start_times")
+            raise ImportFormatError(
+                f"{path}: vLLM bench serve per-request list {key!r} has {shown}; expected a list "
+                f"of {count} entries like start_times"
+            )
     if count == 0:
         raise ImportFormatError(f"{path}: vLLM bench serve file with no requests (start_times is empty)")
     queue = optional.get("queue_times") or [0.0] * count
@@ -118,13 +142,19 @@ def _requests(path: Path, data: dict[str, Any]) -> list[RequestTimes]:
             raise ImportFormatError(f"{path}: itls[{i}] is not a list of numbers (seconds)")
         ttft = _field(path, "ttfts", i, lists["ttfts"][i])
         latency = _field(path, "latencies", i, lists["latencies"][i])
-        requests.append(RequestTimes(
-            request_id=str(i), arrival_s=sent - queues[i], sent_s=sent,
-            first_token_s=None if error else sent + ttft, finish_s=sent + latency,
-            input_tokens=int(_field(path, "input_lens", i, lists["input_lens"][i])),
-            output_tokens=int(_field(path, "output_lens", i, lists["output_lens"][i])),
-            itl_s=[float(gap) for gap in gaps], error=error,
-        ))
+        requests.append(
+            RequestTimes(
+                request_id=str(i),
+                arrival_s=sent - queues[i],
+                sent_s=sent,
+                first_token_s=None if error else sent + ttft,
+                finish_s=sent + latency,
+                input_tokens=int(_field(path, "input_lens", i, lists["input_lens"][i])),
+                output_tokens=int(_field(path, "output_lens", i, lists["output_lens"][i])),
+                itl_s=[float(gap) for gap in gaps],
+                error=error,
+            )
+        )
     return requests
 
 

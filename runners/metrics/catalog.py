@@ -125,8 +125,9 @@ RUN_METRICS: tuple[Metric, ...] = (
     # contention (runners.metrics.contention) describes the setting rather than the scheduler's
     # quality: no colour and no verdict (describes_setting); the direction is never read
     Metric("contention.waiting_peak", "requests waiting, peak", False, "requests", 1.0, 0, describes_setting=True),
-    Metric("contention.waiting_mean", "requests waiting, time-averaged", False, "requests", 1.0, 2,
-           describes_setting=True),
+    Metric(
+        "contention.waiting_mean", "requests waiting, time-averaged", False, "requests", 1.0, 2, describes_setting=True
+    ),
     Metric("contention.queued_share", "time with a queue (%)", False, "%", 100.0, 1, describes_setting=True),
 )
 
@@ -138,18 +139,26 @@ _DETAIL_AFTER: dict[str, tuple[Metric, ...]] = {
     ),
     "ttft_s.mean": (_seconds("ttft_s.median", "TTFT median"),),
     "tpot_s.mean": (_milliseconds("tpot_s.median", "TPOT median"),),
-    "tpot_s.p99": (_milliseconds("itl_s.mean", "ITL mean"), _milliseconds("itl_s.median", "ITL median"),
-                   _milliseconds("itl_s.p90", "ITL p90"), _milliseconds("itl_s.p99", "ITL p99")),
+    "tpot_s.p99": (
+        _milliseconds("itl_s.mean", "ITL mean"),
+        _milliseconds("itl_s.median", "ITL median"),
+        _milliseconds("itl_s.p90", "ITL p90"),
+        _milliseconds("itl_s.p99", "ITL p99"),
+    ),
     "e2e_s.mean": (_seconds("e2e_s.median", "E2E median"),),
-    "queue_s.mean": (_seconds("queue_s.median", "queue median"), _seconds("queue_s.p90", "queue p90"),
-                     _seconds("queue_s.p99", "queue p99")),
+    "queue_s.mean": (
+        _seconds("queue_s.median", "queue median"),
+        _seconds("queue_s.p90", "queue p90"),
+        _seconds("queue_s.p99", "queue p99"),
+    ),
 }
 assert set(_DETAIL_AFTER) <= {entry.key for entry in RUN_METRICS}
 
 #: The rows of the single-run comparison table (Results page): every run metric, with medians,
 #: ITL, queue-time percentiles and input/total tokens per second beside them.
-TABLE_METRICS: tuple[Metric, ...] = tuple(row for entry in RUN_METRICS
-                                          for row in (entry, *_DETAIL_AFTER.get(entry.key, ())))
+TABLE_METRICS: tuple[Metric, ...] = tuple(
+    row for entry in RUN_METRICS for row in (entry, *_DETAIL_AFTER.get(entry.key, ()))
+)
 
 REQUEST_METRICS: tuple[Metric, ...] = (
     _seconds("ttft_s", "TTFT"),
@@ -168,8 +177,15 @@ TIMESERIES_METRICS: tuple[Metric, ...] = (
 )
 
 #: The CLI study table's headline rows (keys of RUN_METRICS).
-STUDY_HEADLINE_KEYS: tuple[str, ...] = ("slo_attainment", "G", "request_throughput_rps", "ttft_s.mean",
-                                        "tpot_s.mean", "e2e_s.mean", "contention.waiting_peak")
+STUDY_HEADLINE_KEYS: tuple[str, ...] = (
+    "slo_attainment",
+    "G",
+    "request_throughput_rps",
+    "ttft_s.mean",
+    "tpot_s.mean",
+    "e2e_s.mean",
+    "contention.waiting_peak",
+)
 
 _BY_KEY = {metric.key: metric for metric in TABLE_METRICS + REQUEST_METRICS}
 _BY_LABEL = {metric.label: metric for metric in TABLE_METRICS}

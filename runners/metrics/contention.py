@@ -23,7 +23,8 @@ request tables and :func:`identical_decisions_message` says it in words.
 
 from __future__ import annotations
 
-from typing import Any, Iterable, Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
+from typing import Any
 
 import numpy as np
 import pandas as pd
@@ -42,8 +43,9 @@ def contention(samples: pd.DataFrame | Iterable[Mapping[str, Any]]) -> dict[str,
     frame = frame.assign(
         instance=frame["instance"] if "instance" in frame else 0,
         waiting=pd.to_numeric(frame["waiting"], errors="coerce") if "waiting" in frame else np.nan,
-        gateway_pending=(pd.to_numeric(frame["gateway_pending"], errors="coerce")
-                         if "gateway_pending" in frame else np.nan),
+        gateway_pending=(
+            pd.to_numeric(frame["gateway_pending"], errors="coerce") if "gateway_pending" in frame else np.nan
+        ),
     )
     # a final sample at the same instant as a regular one: the later row of an instance counts
     frame = frame.drop_duplicates(subset=["t_s", "instance"], keep="last")
@@ -107,8 +109,10 @@ def identical_decisions_message(summaries: Sequence[Mapping[str, Any]], identica
         reason = "the engine never had a queue (max waiting 0)"
     else:
         queued = "" if share is None else f", a queue {share * 100:.1f}% of the time"
-        reason = (f"requests waited only briefly (max waiting {peak:.0f}{queued}) "
-                  "and every scheduler served them in the same order")
+        reason = (
+            f"requests waited only briefly (max waiting {peak:.0f}{queued}) "
+            "and every scheduler served them in the same order"
+        )
     return f"these runs made identical decisions: {reason}; {CONTENTION_HINT}"
 
 

@@ -12,8 +12,8 @@ arrival at our gateway, not its dispatch to the engine):
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Sequence
 
 import numpy as np
 

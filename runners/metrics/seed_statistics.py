@@ -28,8 +28,9 @@ from __future__ import annotations
 
 import math
 import warnings
+from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass
-from typing import Any, Literal, Mapping, Sequence
+from typing import Any, Literal
 
 import numpy as np
 from scipy import stats
@@ -117,8 +118,11 @@ def paired_comparison(
 ) -> PairedComparison:
     """``other`` against ``baseline``, both mapping seed -> value, paired by seed."""
     seeds = sorted(set(baseline) | set(other), key=str)
-    pairs = [(b, o) for seed in seeds
-             if (b := _finite(baseline.get(seed))) is not None and (o := _finite(other.get(seed))) is not None]
+    pairs = [
+        (b, o)
+        for seed in seeds
+        if (b := _finite(baseline.get(seed))) is not None and (o := _finite(other.get(seed))) is not None
+    ]
     dropped = len(seeds) - len(pairs)
     if not pairs:
         return PairedComparison(0, dropped, None, None, None, 0, "no difference", "no seed has both values")
@@ -127,8 +131,16 @@ def paired_comparison(
     interval = mean_interval(diffs, confidence)
     diff_mean = float(np.mean(diffs))
     if interval is None:
-        return PairedComparison(len(pairs), dropped, diff_mean, None, None, wins, "no difference",
-                                "1 paired seed: no interval, no verdict; differences this size can flip with the seed")
+        return PairedComparison(
+            len(pairs),
+            dropped,
+            diff_mean,
+            None,
+            None,
+            wins,
+            "no difference",
+            "1 paired seed: no interval, no verdict; differences this size can flip with the seed",
+        )
     low, high = interval
     if low > 0:
         verdict: Verdict = "better" if higher_is_better else "worse"
@@ -161,13 +173,20 @@ def _ratio_of_means(base: np.ndarray, other: np.ndarray, axis: int = -1) -> np.n
         return np.mean(other, axis=axis) / np.mean(base, axis=axis) - 1.0
 
 
-def relative_change(baseline: Mapping[Any, Any], other: Mapping[Any, Any], confidence: float = CONFIDENCE,
-                    resamples: int = BOOTSTRAP_RESAMPLES) -> RelativeChange:
+def relative_change(
+    baseline: Mapping[Any, Any],
+    other: Mapping[Any, Any],
+    confidence: float = CONFIDENCE,
+    resamples: int = BOOTSTRAP_RESAMPLES,
+) -> RelativeChange:
     """``other`` relative to ``baseline`` (both seed -> value, paired by seed), see the module
     docstring."""
     seeds = sorted(set(baseline) & set(other), key=str)
-    pairs = [(b, o) for seed in seeds
-             if (b := _finite(baseline.get(seed))) is not None and (o := _finite(other.get(seed))) is not None]
+    pairs = [
+        (b, o)
+        for seed in seeds
+        if (b := _finite(baseline.get(seed))) is not None and (o := _finite(other.get(seed))) is not None
+    ]
     if not pairs:
         return RelativeChange(0, None, None, None, note="no seed has both values")
     base = np.array([b for b, _ in pairs])
@@ -176,17 +195,30 @@ def relative_change(baseline: Mapping[Any, Any], other: Mapping[Any, Any], confi
         return RelativeChange(len(pairs), None, None, None, note="the baseline's mean is 0: no relative change")
     change = float(_ratio_of_means(base, mine))
     if len(pairs) < 3:
-        return RelativeChange(len(pairs), change, None, None, note=f"{len(pairs)} paired seed(s): too few for a "
-                                                                   "bootstrap interval")
+        return RelativeChange(
+            len(pairs), change, None, None, note=f"{len(pairs)} paired seed(s): too few for a bootstrap interval"
+        )
     if np.allclose(mine, base * (1.0 + change), rtol=1e-12, atol=0.0):  # every resample gives the same ratio
         return RelativeChange(len(pairs), change, change, change)
     with np.errstate(divide="ignore", invalid="ignore"), warnings.catch_warnings():
         warnings.simplefilter("ignore")  # degenerate resamples give nan, handled below
-        result = stats.bootstrap((base, mine), _ratio_of_means, paired=True, vectorized=True,
-                                 n_resamples=resamples, confidence_level=confidence, method=BOOTSTRAP_METHOD,
-                                 random_state=np.random.default_rng(0))
+        result = stats.bootstrap(
+            (base, mine),
+            _ratio_of_means,
+            paired=True,
+            vectorized=True,
+            n_resamples=resamples,
+            confidence_level=confidence,
+            method=BOOTSTRAP_METHOD,
+            random_state=np.random.default_rng(0),
+        )
     low, high = float(result.confidence_interval.low), float(result.confidence_interval.high)
     if not (math.isfinite(low) and math.isfinite(high)):
-        return RelativeChange(len(pairs), change, None, None, note="the bootstrap resamples give no finite "
-                                                                   "interval (a resampled baseline mean of 0?)")
+        return RelativeChange(
+            len(pairs),
+            change,
+            None,
+            None,
+            note="the bootstrap resamples give no finite interval (a resampled baseline mean of 0?)",
+        )
     return RelativeChange(len(pairs), change, low, high)

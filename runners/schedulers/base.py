@@ -13,8 +13,9 @@ that wait counts in its TTFT and E2E.
 
 from __future__ import annotations
 
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import ClassVar, Mapping, Sequence
+from typing import ClassVar
 
 from runners.engines.latency_model import LatencyModel
 from runners.input_model import InputModel
@@ -167,7 +168,9 @@ class SchedulerPolicy:
         raise NotImplementedError
 
     # -- helpers for subclasses --------------------------------------------------------------
-    def _take(self, request_id: str, instance: int, max_tokens: int | None = None, priority: int | None = None) -> Dispatch:
+    def _take(
+        self, request_id: str, instance: int, max_tokens: int | None = None, priority: int | None = None
+    ) -> Dispatch:
         """Move a pending request to ``instance``'s in-flight set and return its Dispatch."""
         del self.pending[request_id]
         self.in_flight[instance].add(request_id)

@@ -52,7 +52,8 @@ from __future__ import annotations
 
 import math
 from collections import Counter, deque
-from typing import Literal, Sequence
+from collections.abc import Sequence
+from typing import Literal
 
 from pydantic import Field, ValidationError, model_validator
 
@@ -60,11 +61,17 @@ from runners.engines.vllm_scheduler import SLAWindowParams, check_window
 from runners.errors import ConfigError
 from runners.input_model import field_error
 from runners.predictors import OutputPriorParams, PriorSource, RunningMoments, history_moments, moments_by_task
-from runners.schedulers.base import (Completion, Decision, InstanceInfo, PolicyParams, SchedulerPolicy,
-                                     TelemetrySample)
-from runners.schedulers.dynamic_batching_core import (RecentMeans, SLAWindow, block_footprint,  # noqa: F401
-                                                    clamp_batch, default_alpha, memory_batch_size,
-                                                    sla_batch_size, sla_window_update)
+from runners.schedulers.base import Completion, Decision, InstanceInfo, PolicyParams, SchedulerPolicy, TelemetrySample
+from runners.schedulers.dynamic_batching_core import (  # noqa: F401
+    RecentMeans,
+    SLAWindow,
+    block_footprint,
+    clamp_batch,
+    default_alpha,
+    memory_batch_size,
+    sla_batch_size,
+    sla_window_update,
+)
 from runners.schedulers.papers import cite
 from runners.workload.requests import Request
 
@@ -73,8 +80,9 @@ DEFAULT_B_MAX = 256
 LatencySignal = Literal["engine", "tpot"]
 
 
-def mixture_moments(weights: dict[str, int], moments: dict[str, RunningMoments],
-                    fallback_mean: float) -> tuple[float, float]:
+def mixture_moments(
+    weights: dict[str, int], moments: dict[str, RunningMoments], fallback_mean: float
+) -> tuple[float, float]:
     """(mean, variance) of a mixture of tasks: ``weights`` counts per task, each task's moments
     from ``moments`` (a task with none: ``fallback_mean``, no variance). Law of total variance."""
     total = sum(weights.values())
@@ -96,34 +104,55 @@ def resolve_b_max(b_max: int | None, info: InstanceInfo) -> int:
     if b_max is None:
         return slots or DEFAULT_B_MAX
     if slots is not None and b_max > slots:
-        raise ConfigError("scheduler.params.b_max", f"{b_max} is more than instance {info.instance_id}'s engine runs at "
-                          f"once (max_num_seqs {slots}): the engine would queue the rest itself. Raise "
-                          f"engine.max_num_seqs (vLLM --max-num-seqs) to at least {b_max}, or leave b_max unset to "
-                          "follow the engine")
+        raise ConfigError(
+            "scheduler.params.b_max",
+            f"{b_max} is more than instance {info.instance_id}'s engine runs at "
+            f"once (max_num_seqs {slots}): the engine would queue the rest itself. Raise "
+            f"engine.max_num_seqs (vLLM --max-num-seqs) to at least {b_max}, or leave b_max unset to "
+            "follow the engine",
+        )
     return b_max
 
 
 class DynamicMemoryParams(PolicyParams):
     b_max: int | None = Field(
-        title="largest batch cap (B_max)", default=None, gt=0, le=65_536,
+        title="largest batch cap (B_max)",
+        default=None,
+        gt=0,
+        le=65_536,
         description="B_max: largest cap, requests in flight per instance. Default: the engine's max_num_seqs (256 "
-                    "where the engine does not say); above it is refused - to let the cap grow past 256, raise "
-                    "engine.max_num_seqs (vLLM --max-num-seqs) and B_max follows")
-    eps_m: float = Field(title="allowed KV overflow probability (eps_M)", default=0.05, ge=1e-9, le=1 - 1e-9,
-                         description="eps_M: allowed probability of KV overflow, in (0, 1): 1e-9 to 1 - 1e-9 (closer "
-                                     "to 0 or 1 the normal quantile is infinite)")
+        "where the engine does not say); above it is refused - to let the cap grow past 256, raise "
+        "engine.max_num_seqs (vLLM --max-num-seqs) and B_max follows",
+    )
+    eps_m: float = Field(
+        title="allowed KV overflow probability (eps_M)",
+        default=0.05,
+        ge=1e-9,
+        le=1 - 1e-9,
+        description="eps_M: allowed probability of KV overflow, in (0, 1): 1e-9 to 1 - 1e-9 (closer "
+        "to 0 or 1 the normal quantile is infinite)",
+    )
     output_prior: PriorSource = Field(
-        title="output-length prior", default="workload",
+        title="output-length prior",
+        default="workload",
         description="E[l_out] and Var l_out (tokens): a per-task prior, mixed by the tasks' share of arrivals - "
-                    "workload: each task's target output lengths in this run's workload, known before the run; "
-                    "history: a previous run's finished requests (output_history); cold: prior_output_tokens "
-                    "until a request of the task finishes. Finished requests are pooled in as they come")
+        "workload: each task's target output lengths in this run's workload, known before the run; "
+        "history: a previous run's finished requests (output_history); cold: prior_output_tokens "
+        "until a request of the task finishes. Finished requests are pooled in as they come",
+    )
     output_history: str | None = Field(
-        title="history run folder", default=None,
+        title="history run folder",
+        default=None,
         description="output_prior history: a previous run's folder (its requests.parquet gives each "
-                                  "task's finished output lengths)")
-    prior_output_tokens: int = Field(title="cold output-length guess (tokens)", default=256, gt=0, le=10_000_000,
-                                     description="E[l_out] of a task with no prior and no finished request (tokens)")
+        "task's finished output lengths)",
+    )
+    prior_output_tokens: int = Field(
+        title="cold output-length guess (tokens)",
+        default=256,
+        gt=0,
+        le=10_000_000,
+        description="E[l_out] of a task with no prior and no finished request (tokens)",
+    )
 
     @model_validator(mode="after")
     def _prior_is_valid(self) -> "DynamicMemoryParams":
@@ -132,8 +161,9 @@ class DynamicMemoryParams(PolicyParams):
             checked = OutputPriorParams(output_prior=self.output_prior, output_history=self.output_history)
         except ValidationError as exc:
             error = exc.errors()[0]
-            raise field_error(type(self).__name__, "output_history", error["msg"].removeprefix("Value error, "),
-                              self.output_history) from None
+            raise field_error(
+                type(self).__name__, "output_history", error["msg"].removeprefix("Value error, "), self.output_history
+            ) from None
         self.output_history = checked.output_history
         return self
 
@@ -143,16 +173,28 @@ class DynamicSLAParams(SLAWindowParams, DynamicMemoryParams):
     with the in-engine engine-dynamic-sla) and where tau comes from."""
 
     latency_signal: LatencySignal = Field(
-        title="decode latency signal (tau)", default="engine",
+        title="decode latency signal (tau)",
+        default="engine",
         description="tau, the decode latency: engine - the engine's own per-step decode latency from telemetry (the "
-                    "simulator's step times; vLLM's inter-token-latency histogram), mean of the last `samples` "
-                    "samples, falling back to tpot on an instance whose engine reports none; tpot - the TPOT of the "
-                    "last `window` finished requests (lags: a request reports only when it ends)")
-    samples: int = Field(title="telemetry samples averaged", default=4, gt=0, le=100_000,
-                         description="engine signal: telemetry samples averaged for tau (4 x 0.25 s = 1 s at the "
-                                     "default sample interval)")
-    window: int = Field(title="finished requests averaged", default=16, gt=0, le=100_000,
-                        description="tpot signal: finished requests averaged for tau")
+        "simulator's step times; vLLM's inter-token-latency histogram), mean of the last `samples` "
+        "samples, falling back to tpot on an instance whose engine reports none; tpot - the TPOT of the "
+        "last `window` finished requests (lags: a request reports only when it ends)",
+    )
+    samples: int = Field(
+        title="telemetry samples averaged",
+        default=4,
+        gt=0,
+        le=100_000,
+        description="engine signal: telemetry samples averaged for tau (4 x 0.25 s = 1 s at the "
+        "default sample interval)",
+    )
+    window: int = Field(
+        title="finished requests averaged",
+        default=16,
+        gt=0,
+        le=100_000,
+        description="tpot signal: finished requests averaged for tau",
+    )
 
 
 class DynamicMemoryPolicy(SchedulerPolicy):
@@ -219,8 +261,9 @@ class DynamicMemoryPolicy(SchedulerPolicy):
         if self.inputs.count == 0:
             return None
         mean_out, var_out = self.expected_output()
-        mean, variance = block_footprint(self.inputs.mean + mean_out, self.inputs.variance + var_out,
-                                         self.block_size.get(instance))
+        mean, variance = block_footprint(
+            self.inputs.mean + mean_out, self.inputs.variance + var_out, self.block_size.get(instance)
+        )
         return mean, math.sqrt(variance)
 
     def memory_cap(self, instance: int) -> int | None:
@@ -267,8 +310,11 @@ class DynamicSLAPolicy(DynamicMemoryPolicy):
                 check_window(type(params).__name__, params.b_min, self.b_max[i], params.alpha)
             except ValidationError as exc:
                 field = str(exc.errors()[0]["loc"][0])
-                raise ConfigError(f"scheduler.params.{field}", exc.errors()[0]["msg"].removeprefix("Value error, ") +
-                                  f" (B_max {self.b_max[i]}: the engine's max_num_seqs)") from None
+                raise ConfigError(
+                    f"scheduler.params.{field}",
+                    exc.errors()[0]["msg"].removeprefix("Value error, ")
+                    + f" (B_max {self.b_max[i]}: the engine's max_num_seqs)",
+                ) from None
             self.alpha[i] = params.alpha if params.alpha is not None else default_alpha(params.b_min, self.b_max[i])
         self.windows = {i: SLAWindow(params.b_min, self.b_max[i]) for i in self.in_flight}
         self.recent_tpot = {i: deque(maxlen=params.window) for i in self.in_flight}
@@ -279,8 +325,17 @@ class DynamicSLAPolicy(DynamicMemoryPolicy):
 
     def _move_window(self, instance: int, tau_s: float, mean_batch: float) -> None:
         params: DynamicSLAParams = self.params  # type: ignore[assignment]
-        window = sla_window_update(self.windows[instance], tau_s, mean_batch, params.d_sla_s, params.eps_s,
-                                   self.alpha[instance], params.delta, params.b_min, self.b_max[instance])
+        window = sla_window_update(
+            self.windows[instance],
+            tau_s,
+            mean_batch,
+            params.d_sla_s,
+            params.eps_s,
+            self.alpha[instance],
+            params.delta,
+            params.b_min,
+            self.b_max[instance],
+        )
         self.windows[instance] = window
         _, decoding = self._phases(instance)
         self.sla_cap[instance] = sla_batch_size(window, decoding, self.b_max[instance])

@@ -13,9 +13,9 @@ from __future__ import annotations
 
 import math
 from collections import deque
+from collections.abc import Hashable, Iterable
 from dataclasses import dataclass
 from statistics import NormalDist
-from typing import Hashable, Iterable
 
 _STANDARD_NORMAL = NormalDist()
 
@@ -55,12 +55,22 @@ def clamp_batch(size: int, decoding_now: int, b_max: int) -> int:
 @dataclass(frozen=True)
 class SLAWindow:
     """Alg. 2's search window [low, high], requests."""
+
     low: int
     high: int
 
 
-def sla_window_update(window: SLAWindow, tau_s: float, mean_batch: float, d_sla_s: float, eps_s: float, alpha: int,
-                      delta: int, b_min: int, b_max: int) -> SLAWindow:
+def sla_window_update(
+    window: SLAWindow,
+    tau_s: float,
+    mean_batch: float,
+    d_sla_s: float,
+    eps_s: float,
+    alpha: int,
+    delta: int,
+    b_min: int,
+    b_max: int,
+) -> SLAWindow:
     """One step of Alg. 2's window rule (latencies in seconds, sizes in requests). The window
     stays inside [B_min, B_max], the paper's hard bounds (its lines 6 and 10 alone could leave
     them: b above B_max, or b below B_min when few requests are in flight)."""
@@ -150,8 +160,9 @@ class StepSLAController:
     :meth:`limit` is :func:`sla_batch_size` of the window. Latencies in seconds, sizes in
     requests; the arguments are Alg. 2's (alpha already resolved, B_max the engine's)."""
 
-    def __init__(self, d_sla_s: float, eps_s: float, alpha: int, delta: int, b_min: int, b_max: int,
-                 samples: int) -> None:
+    def __init__(
+        self, d_sla_s: float, eps_s: float, alpha: int, delta: int, b_min: int, b_max: int, samples: int
+    ) -> None:
         self.d_sla_s, self.eps_s, self.alpha, self.delta = d_sla_s, eps_s, alpha, delta
         self.b_min, self.b_max = b_min, b_max
         self.window = SLAWindow(b_min, b_max)  # Alg. 2 line 1
@@ -169,8 +180,17 @@ class StepSLAController:
         if measured is None:
             return False
         self.tau_s, self.batch_mean = measured
-        self.window = sla_window_update(self.window, self.tau_s, self.batch_mean, self.d_sla_s, self.eps_s,
-                                        self.alpha, self.delta, self.b_min, self.b_max)
+        self.window = sla_window_update(
+            self.window,
+            self.tau_s,
+            self.batch_mean,
+            self.d_sla_s,
+            self.eps_s,
+            self.alpha,
+            self.delta,
+            self.b_min,
+            self.b_max,
+        )
         return True
 
     def limit(self, decoding_now: int) -> int:
@@ -196,9 +216,17 @@ def batch_capacity_tokens(block_size: int, free_blocks: int, held_block_ids: Ite
     return block_size * (free_blocks + len(held))
 
 
-def memory_limit(eta_tokens: float, prompt_mean: float, prompt_variance: float, output_mean: float,
-                 output_variance: float, block_size: int | None, eps: float, decoding_now: int,
-                 b_max: int) -> tuple[int, float, float]:
+def memory_limit(
+    eta_tokens: float,
+    prompt_mean: float,
+    prompt_variance: float,
+    output_mean: float,
+    output_variance: float,
+    block_size: int | None,
+    eps: float,
+    decoding_now: int,
+    b_max: int,
+) -> tuple[int, float, float]:
     """Alg. 1's running limit from per-request prompt and output moments (tokens): the footprint
     of one request (prompt + output, in whole blocks: :func:`block_footprint`), the batch size
     :func:`memory_batch_size` and the clamp :func:`clamp_batch`, composed as the client-side

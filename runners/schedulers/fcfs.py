@@ -10,8 +10,11 @@ from runners.schedulers.base import Decision, Dispatch, PolicyParams, SchedulerP
 
 class FCFSParams(PolicyParams):
     max_in_flight: int | None = Field(
-        title="max requests in flight per instance", default=None, gt=0, le=65_536,
-        description="at most this many requests in flight per instance (None: no cap)"
+        title="max requests in flight per instance",
+        default=None,
+        gt=0,
+        le=65_536,
+        description="at most this many requests in flight per instance (None: no cap)",
     )
 
 

@@ -10,15 +10,20 @@ from typing import ClassVar
 
 from pydantic import Field
 
-from runners.engines.vllm_scheduler import EngineDynamicMemoryParams
-from runners.engines.vllm_scheduler import EngineDynamicSLAParams
-from runners.engines.vllm_scheduler import PREDICTED_OUTPUT_ARG, EngineMCSFParams
+from runners.engines.vllm_scheduler import (
+    E2E_SLO_ARG,
+    PREDICTED_OUTPUT_ARG,
+    TPOT_SLO_ARG,
+    TTFT_SLO_ARG,
+    EngineDynamicMemoryParams,
+    EngineDynamicSLAParams,
+    EngineMCSFParams,
+)
 from runners.predictors import OutputLengthPredictor, OutputMode, OutputPriorParams, RunningMoments, moments_by_task
 from runners.schedulers.base import Completion, Decision, PolicyParams
 from runners.schedulers.fcfs import FCFSPolicy
-from runners.engines.vllm_scheduler import E2E_SLO_ARG, TPOT_SLO_ARG, TTFT_SLO_ARG
-from runners.schedulers.slo_aware import SLOPlanParams
 from runners.schedulers.papers import cite
+from runners.schedulers.slo_aware import SLOPlanParams
 from runners.workload.requests import Request
 
 
@@ -39,8 +44,10 @@ class EngineDynamicMemoryPolicyParams(EngineDynamicMemoryParams, PolicyParams):
 
 class EngineDynamicMemoryPolicy(InEnginePolicy):
     name = "engine-dynamic-mem"
-    summary = ("000 Alg. 1 inside vLLM: each step the engine's running limit comes from its free KV blocks "
-               "(block-exact); the client sends on arrival. Needs a vLLM launched by schedlab")
+    summary = (
+        "000 Alg. 1 inside vLLM: each step the engine's running limit comes from its free KV blocks "
+        "(block-exact); the client sends on arrival. Needs a vLLM launched by schedlab"
+    )
     paper = cite("000", "Alg. 1, as a vLLM scheduler class")
     twin = "dynamic-mem"
     Params = EngineDynamicMemoryPolicyParams
@@ -55,9 +62,11 @@ class EngineDynamicSLAPolicyParams(EngineDynamicSLAParams, PolicyParams):
 
 class EngineDynamicSLAPolicy(InEnginePolicy):
     name = "engine-dynamic-sla"
-    summary = ("000 Alg. 2 inside vLLM: each step the engine's running limit follows a window moved by its own "
-               "measured step time against D_SLA, capped by Alg. 1's block-exact limit; the client sends on "
-               "arrival. Needs a vLLM launched by schedlab")
+    summary = (
+        "000 Alg. 2 inside vLLM: each step the engine's running limit follows a window moved by its own "
+        "measured step time against D_SLA, capped by Alg. 1's block-exact limit; the client sends on "
+        "arrival. Needs a vLLM launched by schedlab"
+    )
     paper = cite("000", "Alg. 2, as a vLLM scheduler class")
     twin = "dynamic-sla"
     Params = EngineDynamicSLAPolicyParams
@@ -68,10 +77,12 @@ class EngineMCSFPolicyParams(EngineMCSFParams, OutputPriorParams, PolicyParams):
     predictor the client runs to send each request's prediction (as the client-side mcsf's)."""
 
     output_predictor: OutputMode = Field(
-        title="output-length predictor", default="oracle",
+        title="output-length predictor",
+        default="oracle",
         description="MC-SF assumes known output lengths (the paper's setting): oracle sends "
         "each request's target; gaussian or noisy-oracle to relax it (the prediction goes to the engine with "
-        "the request)")
+        "the request)",
+    )
 
     #: FCFS dispatch without a cap (the engine holds requests back, not the client)
     max_in_flight: ClassVar[None] = None
@@ -114,8 +125,11 @@ class PredictingInEnginePolicy(InEnginePolicy):
     def decide(self, now: float) -> Decision:
         decision = super().decide(now)
         args = self.engine_args
-        return Decision([replace(d, engine_args=args[d.request_id]) for d in decision.dispatches], decision.wake_at,
-                        decision.cancels)
+        return Decision(
+            [replace(d, engine_args=args[d.request_id]) for d in decision.dispatches],
+            decision.wake_at,
+            decision.cancels,
+        )
 
 
 class EngineMCSFPolicy(PredictingInEnginePolicy):
@@ -124,9 +138,11 @@ class EngineMCSFPolicy(PredictingInEnginePolicy):
     MCSFScheduler orders and admits."""
 
     name = "engine-mcsf"
-    summary = ("003 MC-SF inside vLLM: the engine orders its queue shortest predicted output first and admits "
-               "while the future KV peak fits its blocks; the client sends on arrival with each request's "
-               "prediction. Needs a vLLM launched by schedlab")
+    summary = (
+        "003 MC-SF inside vLLM: the engine orders its queue shortest predicted output first and admits "
+        "while the future KV peak fits its blocks; the client sends on arrival with each request's "
+        "prediction. Needs a vLLM launched by schedlab"
+    )
     paper = cite("003", "MC-SF, as a vLLM scheduler class")
     twin = "mcsf"
     Params = EngineMCSFPolicyParams
@@ -150,9 +166,11 @@ class EngineSLOAwarePolicy(PredictingInEnginePolicy):
     its task's fit moves, the engine keeps the prediction sent with the request."""
 
     name = "engine-slo-sa"
-    summary = ("004's SLO-aware simulated-annealing plan inside vLLM: the engine reorders its waiting queue in the "
-               "latest plan's order whenever it changes, at most max_batch running; the client sends on arrival "
-               "with each request's prediction and SLOs. Needs a vLLM launched by schedlab and engine.profile")
+    summary = (
+        "004's SLO-aware simulated-annealing plan inside vLLM: the engine reorders its waiting queue in the "
+        "latest plan's order whenever it changes, at most max_batch running; the client sends on arrival "
+        "with each request's prediction and SLOs. Needs a vLLM launched by schedlab and engine.profile"
+    )
     paper = cite("004", "Alg. 1-2, as a vLLM scheduler class")
     twin = "slo-sa"
     Params = EngineSLOAwarePolicyParams
@@ -160,8 +178,11 @@ class EngineSLOAwarePolicy(PredictingInEnginePolicy):
 
     def request_args(self, request: Request) -> dict[str, int | float]:
         args = super().request_args(request)
-        for name, limit in ((TTFT_SLO_ARG, request.slo.ttft_s), (TPOT_SLO_ARG, request.slo.tpot_s),
-                            (E2E_SLO_ARG, request.slo.e2e_s)):
+        for name, limit in (
+            (TTFT_SLO_ARG, request.slo.ttft_s),
+            (TPOT_SLO_ARG, request.slo.tpot_s),
+            (E2E_SLO_ARG, request.slo.e2e_s),
+        ):
             if limit is not None:
                 args[name] = float(limit)
         return args

@@ -199,30 +199,59 @@ def admit_shortest_first(running_base, running_end, candidate_base, candidate_en
 
 class MemoryParams(OutputPriorParams, PolicyParams):
     output_predictor: OutputMode = Field(
-        title="output-length predictor", default="oracle",
-        description="MC-SF assumes known output lengths (the paper's setting); gaussian or noisy-oracle to relax it")
-    memory_fraction: float = Field(title="KV cache share planned for", default=1.0, gt=0, le=1,
-                                   description="share of the KV cache the policy plans for")
-    default_step_s: float = Field(title="first decode step guess (s)", default=0.03, gt=0, le=3600.0,
-                                  description="decode step time before one is known, seconds")
+        title="output-length predictor",
+        default="oracle",
+        description="MC-SF assumes known output lengths (the paper's setting); gaussian or noisy-oracle to relax it",
+    )
+    memory_fraction: float = Field(
+        title="KV cache share planned for",
+        default=1.0,
+        gt=0,
+        le=1,
+        description="share of the KV cache the policy plans for",
+    )
+    default_step_s: float = Field(
+        title="first decode step guess (s)",
+        default=0.03,
+        gt=0,
+        le=3600.0,
+        description="decode step time before one is known, seconds",
+    )
 
 
 class AlphaParams(MemoryParams):
-    alpha: float = Field(title="protected KV share (alpha)", default=0.25, ge=0, lt=1,
-                         description="protect this share of the KV cache (paper grid 0.1-0.3)")
+    alpha: float = Field(
+        title="protected KV share (alpha)",
+        default=0.25,
+        ge=0,
+        lt=1,
+        description="protect this share of the KV cache (paper grid 0.1-0.3)",
+    )
     overflow: Literal["clear", "engine-preempt"] = Field(
-        title="on KV overflow", default="clear",
+        title="on KV overflow",
+        default="clear",
         description="on a KV overflow: clear = the paper's rule, the policy clears the active "
         "requests (alpha-protect all, alpha-beta-clear each with probability beta; progress lost, re-prefilled); "
-        "engine-preempt = the policy clears nothing, the engine's preemption recomputes its victim (vLLM)")
+        "engine-preempt = the policy clears nothing, the engine's preemption recomputes its victim (vLLM)",
+    )
 
 
 class AlphaBetaParams(AlphaParams):
-    beta: float = Field(title="clearing probability (beta)", default=0.2, gt=0, le=1,
-                        description="probability each active request is cleared on overflow")
-    clear_seed: int = Field(title="clearing seed", default=0, ge=0, le=MAX_SEED,
-                            description="seed of the random draws that pick which active requests an overflow "
-                                        "clears (each with probability beta); the same seed gives the same clears")
+    beta: float = Field(
+        title="clearing probability (beta)",
+        default=0.2,
+        gt=0,
+        le=1,
+        description="probability each active request is cleared on overflow",
+    )
+    clear_seed: int = Field(
+        title="clearing seed",
+        default=0,
+        ge=0,
+        le=MAX_SEED,
+        description="seed of the random draws that pick which active requests an overflow "
+        "clears (each with probability beta); the same seed gives the same clears",
+    )
 
 
 #: Consecutive clears of the same requests on an instance, with no request completing there in
@@ -379,7 +408,9 @@ class MCSFPolicy(MemoryConstrainedPolicy):
             if self.pending_in_arrival_order:
                 order = np.argsort(ends, kind="stable")
             else:
-                order = np.lexsort((np.fromiter(map(self.arrival.__getitem__, waiting), dtype=float, count=count), ends))
+                order = np.lexsort(
+                    (np.fromiter(map(self.arrival.__getitem__, waiting), dtype=float, count=count), ends)
+                )
             ends = ends[order]
             bases = np.fromiter(map(self.prompt_size.__getitem__, waiting), dtype=float, count=count)[order]
             bases += self.block_slack[instance]
@@ -442,8 +473,12 @@ class AlphaProtectPolicy(MemoryConstrainedPolicy):
         instance = sample.instance
         if sample.preemptions is not None:
             previous = self.preemptions[instance]
-            if (self.clearing and previous is not None and sample.preemptions > previous
-                    and instance not in self.cleared_since_sample):
+            if (
+                self.clearing
+                and previous is not None
+                and sample.preemptions > previous
+                and instance not in self.cleared_since_sample
+            ):
                 self.overflowed.add(instance)
             self.preemptions[instance] = sample.preemptions
         self.cleared_since_sample.discard(instance)
@@ -487,7 +522,8 @@ class AlphaProtectPolicy(MemoryConstrainedPolicy):
                     f"({self.limit_tokens[instance]:.0f} tokens) and were cleared {self.repeats[instance]} times in a "
                     f"row at t = {now:.2f} s with no request completing in between; each round readmits them from "
                     f"scratch, so they can never finish (alpha = {self.params.alpha:g} protects too little; the "
-                    "paper's infinite processing loop)")
+                    "paper's infinite processing loop)"
+                )
         cleared = self.choose_cleared(active)
         running = self.running[instance]
         for request_id in cleared:

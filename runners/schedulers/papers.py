@@ -16,15 +16,24 @@ class Paper:
     authors: str
 
 
-PAPERS: dict[str, Paper] = {paper.id: paper for paper in (
-    Paper("000", "Optimizing LLM Inference Throughput via Memory-aware and SLA-constrained Dynamic Batching",
-          "Pang, Li, Wang"),
-    Paper("001", "Slice-Level Scheduling for High Throughput and Load Balanced LLM Serving", "Cheng et al."),
-    Paper("002", "Baton: Enhancing Batch-wise Inference Efficiency for Large Language Models via Dynamic "
-                 "Re-batching", ""),
-    Paper("003", "Online Scheduling for LLM Inference with KV Cache Constraints", "Jaillet et al."),
-    Paper("004", "SLO-Aware Scheduling for Large Language Model Inferences", "Huang et al."),
-)}
+PAPERS: dict[str, Paper] = {
+    paper.id: paper
+    for paper in (
+        Paper(
+            "000",
+            "Optimizing LLM Inference Throughput via Memory-aware and SLA-constrained Dynamic Batching",
+            "Pang, Li, Wang",
+        ),
+        Paper("001", "Slice-Level Scheduling for High Throughput and Load Balanced LLM Serving", "Cheng et al."),
+        Paper(
+            "002",
+            "Baton: Enhancing Batch-wise Inference Efficiency for Large Language Models via Dynamic Re-batching",
+            "",
+        ),
+        Paper("003", "Online Scheduling for LLM Inference with KV Cache Constraints", "Jaillet et al."),
+        Paper("004", "SLO-Aware Scheduling for Large Language Model Inferences", "Huang et al."),
+    )
+}
 
 
 def title(paper_id: str) -> str:

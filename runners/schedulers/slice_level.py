@@ -41,8 +41,8 @@ than start the next batch early, which the paper does not do.
 
 from __future__ import annotations
 
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from typing import Callable, Sequence
 
 import numpy as np
 from numba import njit
@@ -53,8 +53,9 @@ from runners.schedulers.base import Completion, Decision, InstanceInfo, PolicyEr
 from runners.schedulers.papers import cite
 
 
-def dp_batches(lengths: Sequence[int], serve_time: Callable[[np.ndarray, int], np.ndarray],
-               max_batch: Callable[[int], int]) -> tuple[list[tuple[int, int]], float]:
+def dp_batches(
+    lengths: Sequence[int], serve_time: Callable[[np.ndarray, int], np.ndarray], max_batch: Callable[[int], int]
+) -> tuple[list[tuple[int, int]], float]:
     """SCLS Alg. 1 over ``lengths`` sorted ascending: ([(start, end) index ranges], total seconds).
 
     ``serve_time(N, L)`` gives the serving time (seconds) of batches of sizes N (array) whose
@@ -122,33 +123,61 @@ def assign_max_min(batch_times: Sequence[float], loads: dict[int, float]) -> lis
 
 
 class SCLSParams(PolicyParams):
-    slice_tokens: int = Field(title="slice length (S, tokens)", default=128, gt=0, le=10_000_000,
-                              description="S: output tokens per slice")
-    zeta: float = Field(title="KV cache share per batch (zeta)", default=0.9, gt=0, le=1,
-                        description="fraction of the KV cache a batch may plan to use")
-    interval_lambda: float = Field(title="interval factor (lambda)", default=0.5, gt=0, lt=1,
-                                   description="lambda in T = max(lambda * min load, "
-                                   "Gamma) (eq. 12), a factor below 1 (paper: 0.5)")
+    slice_tokens: int = Field(
+        title="slice length (S, tokens)", default=128, gt=0, le=10_000_000, description="S: output tokens per slice"
+    )
+    zeta: float = Field(
+        title="KV cache share per batch (zeta)",
+        default=0.9,
+        gt=0,
+        le=1,
+        description="fraction of the KV cache a batch may plan to use",
+    )
+    interval_lambda: float = Field(
+        title="interval factor (lambda)",
+        default=0.5,
+        gt=0,
+        lt=1,
+        description="lambda in T = max(lambda * min load, Gamma) (eq. 12), a factor below 1 (paper: 0.5)",
+    )
     min_interval_slices: float = Field(
-        title="shortest interval (Gamma, slices)", default=1.0, gt=0, le=1000,
+        title="shortest interval (Gamma, slices)",
+        default=1.0,
+        gt=0,
+        le=1000,
         description="Gamma, the shortest scheduling interval, in slices: this many times "
         "the estimated serving time of one slice of one request at the mean length of the requests just batched "
-        "(the paper's 3 s / 6 s were about one such slice on its engines)")
+        "(the paper's 3 s / 6 s were about one such slice on its engines)",
+    )
     min_interval_s: float | None = Field(
-        title="shortest interval (Gamma, s)", default=None, gt=0, le=86_400.0,
+        title="shortest interval (Gamma, s)",
+        default=None,
+        gt=0,
+        le=86_400.0,
         description="Gamma in seconds instead of min_interval_slices (the paper's: "
-        "3 for DeepSpeed, 6 for HF transformers); None: relative to the engine's speed")
-    max_batch: int = Field(title="largest batch", default=256, gt=0, le=65_536,
-                           description="largest batch (also capped by the engine's max_num_seqs)")
+        "3 for DeepSpeed, 6 for HF transformers); None: relative to the engine's speed",
+    )
+    max_batch: int = Field(
+        title="largest batch",
+        default=256,
+        gt=0,
+        le=65_536,
+        description="largest batch (also capped by the engine's max_num_seqs)",
+    )
 
     @model_validator(mode="after")
     def _one_gamma(self) -> "SCLSParams":
         # the Launch form submits every parameter, so the default alongside min_interval_s is no conflict
         default = type(self).model_fields["min_interval_slices"].default
         if self.min_interval_s is not None and self.min_interval_slices != default:
-            raise field_error("SCLSParams", "min_interval_slices", f"Gamma is given twice: min_interval_s "
-                              f"{self.min_interval_s:g} s and min_interval_slices {self.min_interval_slices:g}; set one "
-                              f"(leave min_interval_slices at {default:g} when giving seconds)", self.min_interval_slices)
+            raise field_error(
+                "SCLSParams",
+                "min_interval_slices",
+                f"Gamma is given twice: min_interval_s "
+                f"{self.min_interval_s:g} s and min_interval_slices {self.min_interval_slices:g}; set one "
+                f"(leave min_interval_slices at {default:g} when giving seconds)",
+                self.min_interval_slices,
+            )
         return self
 
 
@@ -190,7 +219,9 @@ class SCLSPolicy(SchedulerPolicy):
         prefill_s = prefill.alpha * sizes * longest + prefill.beta * sizes + prefill.gamma * longest + prefill.delta
         steps = slice_tokens - 1
         context = longest + (steps + 1) / 2.0
-        decode_s = steps * (decode.alpha * sizes * context + decode.beta * sizes + decode.gamma * context + decode.delta)
+        decode_s = steps * (
+            decode.alpha * sizes * context + decode.beta * sizes + decode.gamma * context + decode.delta
+        )
         return prefill_s + decode_s
 
     def serve_line(self, longest: np.ndarray) -> tuple[np.ndarray, np.ndarray]:

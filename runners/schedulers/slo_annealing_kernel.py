@@ -42,8 +42,27 @@ BRANCHLESS_UP_TO = 64  # plans of at most this many requests are scored without 
 
 # -- scoring ------------------------------------------------------------------------------------
 @njit(cache=True)
-def _score_from(k0, order, sizes, batches, exec_s, prefill_s, tpot_s, waited_s, ttft_limit, tpot_limit, e2e_limit,
-                clock_at, total_at, met_at, start_at, new_clock, new_total, new_met, new_start):
+def _score_from(
+    k0,
+    order,
+    sizes,
+    batches,
+    exec_s,
+    prefill_s,
+    tpot_s,
+    waited_s,
+    ttft_limit,
+    tpot_limit,
+    e2e_limit,
+    clock_at,
+    total_at,
+    met_at,
+    start_at,
+    new_clock,
+    new_total,
+    new_met,
+    new_start,
+):
     """G of a plan that equals the current one before batch ``k0``: continue the plan's sums
     from the saved state at the start of batch k0, writing the state at later batches to new_*."""
     clock = clock_at[k0]
@@ -62,7 +81,11 @@ def _score_from(k0, order, sizes, batches, exec_s, prefill_s, tpot_s, waited_s, 
             wait = waited_s[i] + clock
             e2e = wait + execution
             total += e2e
-            if e2e <= e2e_limit[i] and wait + prefill_s[i, column] <= ttft_limit[i] and tpot_s[i, column] <= tpot_limit[i]:
+            if (
+                e2e <= e2e_limit[i]
+                and wait + prefill_s[i, column] <= ttft_limit[i]
+                and tpot_s[i, column] <= tpot_limit[i]
+            ):
                 met += 1
         clock += duration
         position += size
@@ -76,16 +99,36 @@ def _score_from(k0, order, sizes, batches, exec_s, prefill_s, tpot_s, waited_s, 
 
 
 @njit(cache=True)
-def evaluate_plan(order, sizes, batches, exec_s, prefill_s, tpot_s, waited_s, base_s, ttft_limit, tpot_limit,
-                  e2e_limit):
+def evaluate_plan(
+    order, sizes, batches, exec_s, prefill_s, tpot_s, waited_s, base_s, ttft_limit, tpot_limit, e2e_limit
+):
     """(G in 1/s, number meeting their SLO) of a plan: _score_from the first batch."""
     clock_at = np.zeros(batches + 1)
     total_at = np.zeros(batches + 1)
     met_at = np.zeros(batches + 1, dtype=np.int64)
     start_at = np.zeros(batches + 1, dtype=np.int64)
     clock_at[0] = base_s
-    g = _score_from(0, order, sizes, batches, exec_s, prefill_s, tpot_s, waited_s, ttft_limit, tpot_limit, e2e_limit,
-                    clock_at, total_at, met_at, start_at, clock_at, total_at, met_at, start_at)
+    g = _score_from(
+        0,
+        order,
+        sizes,
+        batches,
+        exec_s,
+        prefill_s,
+        tpot_s,
+        waited_s,
+        ttft_limit,
+        tpot_limit,
+        e2e_limit,
+        clock_at,
+        total_at,
+        met_at,
+        start_at,
+        clock_at,
+        total_at,
+        met_at,
+        start_at,
+    )
     return g, met_at[batches]
 
 
@@ -104,8 +147,27 @@ def full_batches(n, max_batch):
 
 
 @njit(cache=True)
-def _score_from_branchless(k0, order, sizes, batches, exec_s, prefill_s, tpot_s, waited_s, ttft_limit, tpot_limit,
-                           e2e_limit, clock_at, total_at, met_at, start_at, new_clock, new_total, new_met, new_start):
+def _score_from_branchless(
+    k0,
+    order,
+    sizes,
+    batches,
+    exec_s,
+    prefill_s,
+    tpot_s,
+    waited_s,
+    ttft_limit,
+    tpot_limit,
+    e2e_limit,
+    clock_at,
+    total_at,
+    met_at,
+    start_at,
+    new_clock,
+    new_total,
+    new_met,
+    new_start,
+):
     """_score_from without a branch per request: faster for short plans, where which requests meet
     their SLO is hard to predict; slower for long ones (most miss, and the branch skips loads)."""
     clock = clock_at[k0]
@@ -123,8 +185,11 @@ def _score_from_branchless(k0, order, sizes, batches, exec_s, prefill_s, tpot_s,
             wait = waited_s[i] + clock
             e2e = wait + execution
             total += e2e
-            met += ((e2e <= e2e_limit[i]) & (wait + prefill_s[i, column] <= ttft_limit[i])
-                    & (tpot_s[i, column] <= tpot_limit[i]))
+            met += (
+                (e2e <= e2e_limit[i])
+                & (wait + prefill_s[i, column] <= ttft_limit[i])
+                & (tpot_s[i, column] <= tpot_limit[i])
+            )
         clock += duration
         position += size
         new_clock[k + 1] = clock
@@ -137,8 +202,23 @@ def _score_from_branchless(k0, order, sizes, batches, exec_s, prefill_s, tpot_s,
 
 
 @njit(cache=True)
-def _score_from_singles(k0, order, exec_s, prefill_s, tpot_s, waited_s, ttft_limit, tpot_limit, e2e_limit,
-                        clock_at, total_at, met_at, new_clock, new_total, new_met):
+def _score_from_singles(
+    k0,
+    order,
+    exec_s,
+    prefill_s,
+    tpot_s,
+    waited_s,
+    ttft_limit,
+    tpot_limit,
+    e2e_limit,
+    clock_at,
+    total_at,
+    met_at,
+    new_clock,
+    new_total,
+    new_met,
+):
     """_score_from_branchless when every batch holds one request (max_batch 1: batch = position)."""
     clock = clock_at[k0]
     total = total_at[k0]
@@ -149,7 +229,7 @@ def _score_from_singles(k0, order, exec_s, prefill_s, tpot_s, waited_s, ttft_lim
         wait = waited_s[i] + clock
         e2e = wait + execution
         total += e2e
-        met += ((e2e <= e2e_limit[i]) & (wait + prefill_s[i, 0] <= ttft_limit[i]) & (tpot_s[i, 0] <= tpot_limit[i]))
+        met += (e2e <= e2e_limit[i]) & (wait + prefill_s[i, 0] <= ttft_limit[i]) & (tpot_s[i, 0] <= tpot_limit[i])
         clock += max(0.0, execution)
         new_clock[k + 1] = clock
         new_total[k + 1] = total
@@ -168,8 +248,26 @@ def _remove_empty(sizes, batches, k):
 
 
 @njit(cache=True)
-def anneal(order0, sizes0, batches0, exec_s, prefill_s, tpot_s, waited_s, base_s, ttft_limit, tpot_limit, e2e_limit,
-           max_batch, t0, t_threshold, iterations, decay, seed, g_upper):
+def anneal(
+    order0,
+    sizes0,
+    batches0,
+    exec_s,
+    prefill_s,
+    tpot_s,
+    waited_s,
+    base_s,
+    ttft_limit,
+    tpot_limit,
+    e2e_limit,
+    max_batch,
+    t0,
+    t_threshold,
+    iterations,
+    decay,
+    seed,
+    g_upper,
+):
     """Simulated annealing from a start plan; returns (order, sizes, batches, G) of the best plan seen.
 
     Random draws (numba's np.random, seeded here), in order, per iteration: the move
@@ -194,10 +292,29 @@ def anneal(order0, sizes0, batches0, exec_s, prefill_s, tpot_s, waited_s, base_s
     batch_at = np.zeros(n, dtype=np.int64)  # batch of each position
     clock_at[0] = base_s
     branchless = n <= BRANCHLESS_UP_TO
-    g = _score_from(0, order, sizes, batches, exec_s, prefill_s, tpot_s, waited_s, ttft_limit, tpot_limit, e2e_limit,
-                    clock_at, total_at, met_at, start_at, clock_at, total_at, met_at, start_at)
+    g = _score_from(
+        0,
+        order,
+        sizes,
+        batches,
+        exec_s,
+        prefill_s,
+        tpot_s,
+        waited_s,
+        ttft_limit,
+        tpot_limit,
+        e2e_limit,
+        clock_at,
+        total_at,
+        met_at,
+        start_at,
+        clock_at,
+        total_at,
+        met_at,
+        start_at,
+    )
     for k in range(batches):
-        batch_at[start_at[k]:start_at[k + 1]] = k
+        batch_at[start_at[k] : start_at[k + 1]] = k
     best_order = order.copy()
     best_sizes = sizes.copy()
     best_batches = batches
@@ -253,16 +370,67 @@ def anneal(order0, sizes0, batches0, exec_s, prefill_s, tpot_s, waited_s, base_s
                     first = k
             order[q], order[swapped_with] = order[swapped_with], order[q]
             if max_batch == 1:
-                new_g = _score_from_singles(first, order, exec_s, prefill_s, tpot_s, waited_s, ttft_limit, tpot_limit,
-                                            e2e_limit, clock_at, total_at, met_at, new_clock, new_total, new_met)
+                new_g = _score_from_singles(
+                    first,
+                    order,
+                    exec_s,
+                    prefill_s,
+                    tpot_s,
+                    waited_s,
+                    ttft_limit,
+                    tpot_limit,
+                    e2e_limit,
+                    clock_at,
+                    total_at,
+                    met_at,
+                    new_clock,
+                    new_total,
+                    new_met,
+                )
             elif branchless:
-                new_g = _score_from_branchless(first, order, sizes, batches, exec_s, prefill_s, tpot_s, waited_s,
-                                               ttft_limit, tpot_limit, e2e_limit, clock_at, total_at, met_at, start_at,
-                                               new_clock, new_total, new_met, new_start)
+                new_g = _score_from_branchless(
+                    first,
+                    order,
+                    sizes,
+                    batches,
+                    exec_s,
+                    prefill_s,
+                    tpot_s,
+                    waited_s,
+                    ttft_limit,
+                    tpot_limit,
+                    e2e_limit,
+                    clock_at,
+                    total_at,
+                    met_at,
+                    start_at,
+                    new_clock,
+                    new_total,
+                    new_met,
+                    new_start,
+                )
             else:
-                new_g = _score_from(first, order, sizes, batches, exec_s, prefill_s, tpot_s, waited_s, ttft_limit,
-                                    tpot_limit, e2e_limit, clock_at, total_at, met_at, start_at, new_clock, new_total,
-                                    new_met, new_start)
+                new_g = _score_from(
+                    first,
+                    order,
+                    sizes,
+                    batches,
+                    exec_s,
+                    prefill_s,
+                    tpot_s,
+                    waited_s,
+                    ttft_limit,
+                    tpot_limit,
+                    e2e_limit,
+                    clock_at,
+                    total_at,
+                    met_at,
+                    start_at,
+                    new_clock,
+                    new_total,
+                    new_met,
+                    new_start,
+                )
             delta = (new_g - g) * scale
             if delta >= 0.0 or np.random.random() < np.exp(delta / temperature):
                 g = new_g
@@ -291,8 +459,23 @@ def anneal(order0, sizes0, batches0, exec_s, prefill_s, tpot_s, waited_s, base_s
 
 
 @njit(cache=True)
-def search(exec_s, prefill_s, tpot_s, waited_s, base_s, ttft_limit, tpot_limit, e2e_limit, t0, t_threshold,
-           iterations, decay, seed, chains, g_upper):
+def search(
+    exec_s,
+    prefill_s,
+    tpot_s,
+    waited_s,
+    base_s,
+    ttft_limit,
+    tpot_limit,
+    e2e_limit,
+    t0,
+    t_threshold,
+    iterations,
+    decay,
+    seed,
+    chains,
+    g_upper,
+):
     """Algorithm 1 in one call: the two start points (order by predicted latency, arrival order;
     full batches of the tables' width), the latency order returned at once if it meets every SLO,
     then annealing from the better start point (chains = 1, the paper) or from both (chains = 2,
@@ -303,20 +486,76 @@ def search(exec_s, prefill_s, tpot_s, waited_s, base_s, ttft_limit, tpot_limit, 
     sizes, batches = full_batches(n, max_batch)
     by_latency = np.argsort(exec_s[:, max_batch - 1], kind="mergesort").astype(np.int64)
     arrival = np.arange(n, dtype=np.int64)
-    g_latency, met_latency = evaluate_plan(by_latency, sizes, batches, exec_s, prefill_s, tpot_s, waited_s, base_s,
-                                           ttft_limit, tpot_limit, e2e_limit)
+    g_latency, met_latency = evaluate_plan(
+        by_latency, sizes, batches, exec_s, prefill_s, tpot_s, waited_s, base_s, ttft_limit, tpot_limit, e2e_limit
+    )
     if met_latency == n or n <= 1:
         return by_latency, sizes, batches, g_latency
-    g_arrival, _ = evaluate_plan(arrival, sizes, batches, exec_s, prefill_s, tpot_s, waited_s, base_s, ttft_limit,
-                                 tpot_limit, e2e_limit)
+    g_arrival, _ = evaluate_plan(
+        arrival, sizes, batches, exec_s, prefill_s, tpot_s, waited_s, base_s, ttft_limit, tpot_limit, e2e_limit
+    )
     if chains == 1:  # the paper: only the better start point (the latency order on a tie)
         start = by_latency if g_latency >= g_arrival else arrival
-        return anneal(start, sizes, batches, exec_s, prefill_s, tpot_s, waited_s, base_s, ttft_limit, tpot_limit,
-                      e2e_limit, max_batch, t0, t_threshold, iterations, decay, seed, g_upper)
-    best = anneal(by_latency, sizes, batches, exec_s, prefill_s, tpot_s, waited_s, base_s, ttft_limit, tpot_limit,
-                  e2e_limit, max_batch, t0, t_threshold, iterations, decay, seed, g_upper)
-    other = anneal(arrival, sizes, batches, exec_s, prefill_s, tpot_s, waited_s, base_s, ttft_limit, tpot_limit,
-                   e2e_limit, max_batch, t0, t_threshold, iterations, decay, seed + 7919, g_upper)
+        return anneal(
+            start,
+            sizes,
+            batches,
+            exec_s,
+            prefill_s,
+            tpot_s,
+            waited_s,
+            base_s,
+            ttft_limit,
+            tpot_limit,
+            e2e_limit,
+            max_batch,
+            t0,
+            t_threshold,
+            iterations,
+            decay,
+            seed,
+            g_upper,
+        )
+    best = anneal(
+        by_latency,
+        sizes,
+        batches,
+        exec_s,
+        prefill_s,
+        tpot_s,
+        waited_s,
+        base_s,
+        ttft_limit,
+        tpot_limit,
+        e2e_limit,
+        max_batch,
+        t0,
+        t_threshold,
+        iterations,
+        decay,
+        seed,
+        g_upper,
+    )
+    other = anneal(
+        arrival,
+        sizes,
+        batches,
+        exec_s,
+        prefill_s,
+        tpot_s,
+        waited_s,
+        base_s,
+        ttft_limit,
+        tpot_limit,
+        e2e_limit,
+        max_batch,
+        t0,
+        t_threshold,
+        iterations,
+        decay,
+        seed + 7919,
+        g_upper,
+    )
     if other[3] > best[3]:
         return other
     return best

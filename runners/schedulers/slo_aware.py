@@ -40,12 +40,25 @@ from pydantic import Field, model_validator
 
 from runners.engines.latency_model import LatencyModel
 from runners.input_model import MAX_SEED, InputModel, field_error
-from runners.predictors import (InstanceMemory, LatencyPredictor, OutputLengthPredictor, OutputPriorParams,
-                                RunningMoments, moments_by_task)
-from runners.schedulers.base import (Completion, Decision, InstanceInfo, PolicyError, PolicyParams, SchedulerPolicy,
-                                     TelemetrySample)
-from runners.schedulers.slo_annealing_kernel import evaluate_plan, full_batches, search
+from runners.predictors import (
+    InstanceMemory,
+    LatencyPredictor,
+    OutputLengthPredictor,
+    OutputPriorParams,
+    RunningMoments,
+    moments_by_task,
+)
+from runners.schedulers.base import (
+    Completion,
+    Decision,
+    InstanceInfo,
+    PolicyError,
+    PolicyParams,
+    SchedulerPolicy,
+    TelemetrySample,
+)
 from runners.schedulers.papers import cite
+from runners.schedulers.slo_annealing_kernel import evaluate_plan, full_batches, search
 from runners.workload.requests import Request
 
 INF = math.inf
@@ -61,40 +74,77 @@ class SLOPlanParams(InputModel):
     engine-slo-sa (:class:`runners.engines.vllm_scheduler.EngineSLOAwareParams`)."""
 
     max_batch: int | None = Field(
-        title="largest planned batch", default=None, gt=0, le=65_536,
-        description="largest batch the plan may form (paper: 1, 2, 4); default: the engine's max_num_seqs"
+        title="largest planned batch",
+        default=None,
+        gt=0,
+        le=65_536,
+        description="largest batch the plan may form (paper: 1, 2, 4); default: the engine's max_num_seqs",
     )
-    t0: float = Field(title="initial temperature", default=500.0, gt=0, le=1e6,
-                      description="simulated annealing's starting temperature, in basis points of the G bound (a "
-                      "move that loses L basis points is accepted with probability exp(-L / temperature))")
-    t_threshold: float = Field(title="final temperature", default=20.0, gt=0, le=1e6,
-                               description="annealing stops when the temperature falls below this (basis points of the G "
-                               "bound, as t0)")
-    iterations: int = Field(title="moves per temperature", default=100, gt=0, le=1_000_000,
-                            description="moves tried per temperature")
-    decay: float = Field(title="temperature decay", default=0.95, gt=0, lt=1,
-                         description="the temperature is multiplied by this after each level of moves, in (0, 1)")
-    seed: int = Field(title="annealing seed", default=0, ge=0, le=MAX_SEED,
-                      description="seed of the simulated annealing's random moves and acceptances (chain k uses seed "
-                                  "+ 7919 k); the same seed and inputs give the same plan")
-    chains: int = Field(title="annealing chains", default=2, ge=1, le=2,
-                        description="anneal from 1 or both start points (paper: 1; 2 is "
-                        "closer to the exhaustive optimum at twice the time)")
+    t0: float = Field(
+        title="initial temperature",
+        default=500.0,
+        gt=0,
+        le=1e6,
+        description="simulated annealing's starting temperature, in basis points of the G bound (a "
+        "move that loses L basis points is accepted with probability exp(-L / temperature))",
+    )
+    t_threshold: float = Field(
+        title="final temperature",
+        default=20.0,
+        gt=0,
+        le=1e6,
+        description="annealing stops when the temperature falls below this (basis points of the G bound, as t0)",
+    )
+    iterations: int = Field(
+        title="moves per temperature", default=100, gt=0, le=1_000_000, description="moves tried per temperature"
+    )
+    decay: float = Field(
+        title="temperature decay",
+        default=0.95,
+        gt=0,
+        lt=1,
+        description="the temperature is multiplied by this after each level of moves, in (0, 1)",
+    )
+    seed: int = Field(
+        title="annealing seed",
+        default=0,
+        ge=0,
+        le=MAX_SEED,
+        description="seed of the simulated annealing's random moves and acceptances (chain k uses seed "
+        "+ 7919 k); the same seed and inputs give the same plan",
+    )
+    chains: int = Field(
+        title="annealing chains",
+        default=2,
+        ge=1,
+        le=2,
+        description="anneal from 1 or both start points (paper: 1; 2 is "
+        "closer to the exhaustive optimum at twice the time)",
+    )
 
     @model_validator(mode="after")
     def _bounded_search(self) -> "SLOPlanParams":
-        levels = 0 if self.t0 < self.t_threshold else math.floor(math.log(self.t_threshold / self.t0)
-                                                                 / math.log(self.decay)) + 1
+        levels = (
+            0
+            if self.t0 < self.t_threshold
+            else math.floor(math.log(self.t_threshold / self.t0) / math.log(self.decay)) + 1
+        )
         if levels * self.iterations > MAX_ANNEALING_MOVES:
-            raise field_error(type(self).__name__, "iterations", f"t0, t_threshold, decay and iterations give "
-                              f"{levels:,} temperature levels x {self.iterations:,} moves per plan; expected at most "
-                              f"{MAX_ANNEALING_MOVES:,} moves (lower iterations or decay, or raise t_threshold)", self.iterations)
+            raise field_error(
+                type(self).__name__,
+                "iterations",
+                f"t0, t_threshold, decay and iterations give "
+                f"{levels:,} temperature levels x {self.iterations:,} moves per plan; expected at most "
+                f"{MAX_ANNEALING_MOVES:,} moves (lower iterations or decay, or raise t_threshold)",
+                self.iterations,
+            )
         return self
 
 
 class SLOAwareParams(SLOPlanParams, OutputPriorParams, PolicyParams):
     dispatch: Literal["slots", "batches", "all"] = Field(
-        title="dispatch mode", default="slots",
+        title="dispatch mode",
+        default="slots",
         description="slots: keep at most max_batch in flight per instance, sending in plan order as slots free up; "
         "batches: send a planned batch only when the previous one has finished; "
         "all: send every planned request at once in plan order (the paper's protocol); each request's priority is "
@@ -116,8 +166,19 @@ class PlanInputs:
     base_s: float
 
     def score(self, order: np.ndarray, sizes: np.ndarray, batches: int) -> tuple[float, int]:
-        return evaluate_plan(order, sizes, batches, self.exec_s, self.prefill_s, self.tpot_s, self.waited_s,
-                             self.base_s, self.ttft_limit, self.tpot_limit, self.e2e_limit)
+        return evaluate_plan(
+            order,
+            sizes,
+            batches,
+            self.exec_s,
+            self.prefill_s,
+            self.tpot_s,
+            self.waited_s,
+            self.base_s,
+            self.ttft_limit,
+            self.tpot_limit,
+            self.e2e_limit,
+        )
 
     @property
     def g_upper(self) -> float:
@@ -151,23 +212,36 @@ def latency_tables(inputs, produced, width, prefill_coef, decode_coef):
     return exec_s, prefill_s, tpot_s
 
 
-def plan_inputs(requests: list[Request], outputs: list[int], latency: LatencyPredictor, max_batch: int,
-                now: float, base_s: float) -> PlanInputs:
+def plan_inputs(
+    requests: list[Request], outputs: list[int], latency: LatencyPredictor, max_batch: int, now: float, base_s: float
+) -> PlanInputs:
     """Latency tables [request, batch size - 1] from the latency model, for workload requests
     (their prompt tokens, time waited since arrival and their task's SLOs): :func:`plan_inputs_of`."""
     n = len(requests)
     return plan_inputs_of(
-        np.fromiter((r.input_tokens for r in requests), dtype=float, count=n), outputs,
+        np.fromiter((r.input_tokens for r in requests), dtype=float, count=n),
+        outputs,
         np.fromiter((max(0.0, now - r.arrival_s) for r in requests), dtype=float, count=n),
         np.fromiter((r.slo.ttft_s or INF for r in requests), dtype=float, count=n),
         np.fromiter((r.slo.tpot_s or INF for r in requests), dtype=float, count=n),
         np.fromiter((r.slo.e2e_s or INF for r in requests), dtype=float, count=n),
-        latency.model, max_batch, base_s)
+        latency.model,
+        max_batch,
+        base_s,
+    )
 
 
-def plan_inputs_of(input_tokens: np.ndarray, outputs, waited_s: np.ndarray, ttft_limit: np.ndarray,
-                   tpot_limit: np.ndarray, e2e_limit: np.ndarray, model: LatencyModel, max_batch: int,
-                   base_s: float) -> PlanInputs:
+def plan_inputs_of(
+    input_tokens: np.ndarray,
+    outputs,
+    waited_s: np.ndarray,
+    ttft_limit: np.ndarray,
+    tpot_limit: np.ndarray,
+    e2e_limit: np.ndarray,
+    model: LatencyModel,
+    max_batch: int,
+    base_s: float,
+) -> PlanInputs:
     """A plan's inputs from plain arrays, one entry per waiting request: prompt tokens, predicted
     output tokens still to come, seconds waited since arrival, SLO limits in seconds (inf: none),
     the latency model's eq. 14/15 coefficients, and ``base_s``, seconds until the plan's first
@@ -177,11 +251,22 @@ def plan_inputs_of(input_tokens: np.ndarray, outputs, waited_s: np.ndarray, ttft
     n = len(waited_s)
     width = max(1, min(max_batch, n))
     exec_s, prefill_s, tpot_s = latency_tables(
-        np.asarray(input_tokens, dtype=float), np.asarray(outputs, dtype=float), width,
+        np.asarray(input_tokens, dtype=float),
+        np.asarray(outputs, dtype=float),
+        width,
         (float(model.prefill.alpha), float(model.prefill.beta), float(model.prefill.gamma), float(model.prefill.delta)),
-        (float(model.decode.alpha), float(model.decode.beta), float(model.decode.gamma), float(model.decode.delta)))
-    return PlanInputs(exec_s, prefill_s, tpot_s, np.asarray(waited_s, dtype=float), np.asarray(ttft_limit, dtype=float),
-                      np.asarray(tpot_limit, dtype=float), np.asarray(e2e_limit, dtype=float), base_s)
+        (float(model.decode.alpha), float(model.decode.beta), float(model.decode.gamma), float(model.decode.delta)),
+    )
+    return PlanInputs(
+        exec_s,
+        prefill_s,
+        tpot_s,
+        np.asarray(waited_s, dtype=float),
+        np.asarray(ttft_limit, dtype=float),
+        np.asarray(tpot_limit, dtype=float),
+        np.asarray(e2e_limit, dtype=float),
+        base_s,
+    )
 
 
 def slot_wait_s(finishes_s: list[float], max_batch: int) -> float:
@@ -197,9 +282,23 @@ def plan_annealing(inputs: PlanInputs, params: SLOAwareParams) -> tuple[np.ndarr
     """Algorithm 1: start points, then simulated annealing. Returns (order, sizes, batches, G).
     The largest batch is the width of the latency tables. One compiled call does it all
     (:func:`runners.schedulers.slo_annealing_kernel.search`; chain k is seeded ``seed + 7919 k``)."""
-    return search(inputs.exec_s, inputs.prefill_s, inputs.tpot_s, inputs.waited_s, inputs.base_s, inputs.ttft_limit,
-                  inputs.tpot_limit, inputs.e2e_limit, params.t0, params.t_threshold, params.iterations, params.decay,
-                  params.seed, params.chains, inputs.g_upper)
+    return search(
+        inputs.exec_s,
+        inputs.prefill_s,
+        inputs.tpot_s,
+        inputs.waited_s,
+        inputs.base_s,
+        inputs.ttft_limit,
+        inputs.tpot_limit,
+        inputs.e2e_limit,
+        params.t0,
+        params.t_threshold,
+        params.iterations,
+        params.decay,
+        params.seed,
+        params.chains,
+        inputs.g_upper,
+    )
 
 
 def compositions(n: int, max_part: int):
@@ -216,8 +315,10 @@ def plan_exhaustive(inputs: PlanInputs, max_batch: int, limit: int = 7) -> tuple
     """The paper's strawman: every order and every batch split. Only for n <= ``limit``."""
     n = len(inputs.waited_s)
     if n > limit:
-        raise PolicyError(f"slo-exhaustive plans at most {limit} waiting requests per instance, got {n}; "
-                          "use slo-sa, or fewer requests")
+        raise PolicyError(
+            f"slo-exhaustive plans at most {limit} waiting requests per instance, got {n}; "
+            "use slo-sa, or fewer requests"
+        )
     best = (np.arange(n, dtype=np.int64), *full_batches(n, max_batch), -1.0)
     splits = []
     for parts in compositions(n, max_batch):
@@ -270,8 +371,10 @@ class SLOAwarePolicy(SchedulerPolicy):
         super().start(instances, now)
         models = {info.latency_model for info in instances}
         if None in models:
-            raise PolicyError(f"{self.name} needs a latency model: use the simulator, or set engine.profile to a "
-                              "profile from 'python -m runners profile'")
+            raise PolicyError(
+                f"{self.name} needs a latency model: use the simulator, or set engine.profile to a "
+                "profile from 'python -m runners profile'"
+            )
         self.latency = {info.instance_id: LatencyPredictor(info.latency_model) for info in instances}
         self.state = {info.instance_id: _InstanceState(InstanceMemory(info.kv_capacity_tokens)) for info in instances}
         self.outputs = OutputLengthPredictor.from_params(self.params, self._workload_prior)
@@ -284,6 +387,7 @@ class SLOAwarePolicy(SchedulerPolicy):
 
     def _assign(self, request: Request) -> int:
         """Eq. 20: the instance with the most free KV tokens after what is assigned to it."""
+
         def remaining(instance: int) -> float:
             state = self.state[instance]
             free = state.memory.free_tokens
@@ -304,7 +408,11 @@ class SLOAwarePolicy(SchedulerPolicy):
     def on_telemetry(self, sample: TelemetrySample, now: float) -> None:
         memory = self.state[sample.instance].memory
         memory.usage, memory.running, memory.waiting, memory.sampled_at = (
-            sample.kv_usage, sample.running, sample.waiting, now)
+            sample.kv_usage,
+            sample.running,
+            sample.waiting,
+            now,
+        )
 
     def on_first_token(self, request_id: str, instance: int, now: float) -> None:
         sent = self.sent.get(request_id)
@@ -355,8 +463,11 @@ class SLOAwarePolicy(SchedulerPolicy):
         that have started hold a slot (the rest wait inside the engine, ordered by the priorities
         the plans gave them). batches: when the whole batch in flight has finished."""
         mode = self.params.dispatch
-        holders = [rid for rid in self.in_flight[instance]
-                   if mode != "all" or (rid in self.sent and self.sent[rid].started is not None)]
+        holders = [
+            rid
+            for rid in self.in_flight[instance]
+            if mode != "all" or (rid in self.sent and self.sent[rid].started is not None)
+        ]
         holders = [rid for rid in holders if rid in self.sent]
         if not holders:
             return 0.0
@@ -383,7 +494,7 @@ class SLOAwarePolicy(SchedulerPolicy):
         self.plans_made += 1
         plan, position, clock, previous = [], 0, now + base_s, -1
         for k in range(batches):
-            members = [int(i) for i in order[position:position + sizes[k]]]
+            members = [int(i) for i in order[position : position + sizes[k]]]
             plan.append([ids[i] for i in members])
             # priority = the batch's planned start, ms of run time, strictly increasing per batch
             priority = max(previous + 1, int(math.floor(clock * 1000.0)))

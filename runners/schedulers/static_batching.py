@@ -13,8 +13,11 @@ from runners.schedulers.papers import cite_titles
 class StaticBatchingParams(PolicyParams):
     batch_size: int = Field(title="batch size (B)", default=8, gt=0, le=65_536, description="B: requests per batch")
     fill_timeout_s: float = Field(
-        title="batch fill timeout (s)", default=0.0, ge=0, le=3600.0,
-        description="wait up to this long (seconds) for a full batch before sending a partial one"
+        title="batch fill timeout (s)",
+        default=0.0,
+        ge=0,
+        le=3600.0,
+        description="wait up to this long (seconds) for a full batch before sending a partial one",
     )
 
 

@@ -34,12 +34,16 @@ class ArrivalConfig(InputModel):
 
     process: ArrivalProcess = "poisson"
     rate: float | None = Field(
-        default=4.0, ge=1e-6, le=1e6,
+        default=4.0,
+        ge=1e-6,
+        le=1e6,
         description="requests per second, finite: 1e-6 (one request in 11.6 days) to 1e6 (no client sends faster; "
-                    "use all-at-once for a burst)",
+        "use all-at-once for a burst)",
     )
     burstiness: float = Field(
-        default=1.0, ge=0.01, le=1000.0,
+        default=1.0,
+        ge=0.01,
+        le=1000.0,
         description="gamma shape; 1 = Poisson, below 1 burstier, above 1 steadier; 0.01 to 1000",
     )
     replay_file: str | None = Field(default=None, description="timestamps file for 'replay'")
@@ -65,8 +69,9 @@ def read_timestamps(path: str | Path) -> np.ndarray:
     try:  # utf-8-sig: a byte-order mark is not part of the first timestamp (or header)
         text = file.read_text(encoding="utf-8-sig")
     except UnicodeDecodeError as exc:
-        raise DatasetError(str(file), f"not UTF-8 text (byte {exc.start}); expected one timestamp in seconds "
-                           "per line") from None
+        raise DatasetError(
+            str(file), f"not UTF-8 text (byte {exc.start}); expected one timestamp in seconds per line"
+        ) from None
     except OSError as exc:
         raise DatasetError(str(file), f"could not be read ({exc.strerror or exc})") from None
     values: list[float] = []
@@ -84,8 +89,9 @@ def read_timestamps(path: str | Path) -> np.ndarray:
         try:
             rows = [row for row in csv.reader(text.splitlines()) if row and row[0].strip()]
         except csv.Error as exc:
-            raise DatasetError(str(file), f"not a readable CSV/text file ({exc}); expected one timestamp in "
-                               "seconds per line") from None
+            raise DatasetError(
+                str(file), f"not a readable CSV/text file ({exc}); expected one timestamp in seconds per line"
+            ) from None
         column = 0
         if rows:
             header = [cell.strip().lower() for cell in rows[0]]

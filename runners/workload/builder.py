@@ -2,8 +2,9 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any, Callable
+from typing import Any
 
 import numpy as np
 from pydantic import Field, model_validator
@@ -15,7 +16,6 @@ from runners.workload.conversations import ConversationPair, DatasetSource, Leng
 from runners.workload.requests import Request
 from runners.workload.slo import TASKS, TaskSLO
 from runners.workload.tokens import TokenCounter, make_token_counter
-
 
 #: Most requests in one run. Every request is held in memory with its record and its result row
 #: (a few kB each, so a million is several GB), and at the default 4 req/s a million requests
@@ -57,8 +57,11 @@ class ContextLimit:
     source: str = ""
 
     def as_dict(self) -> dict[str, Any]:
-        return {"max_tokens": self.max_tokens, "prompt_overhead_tokens": self.prompt_overhead_tokens,
-                "source": self.source}
+        return {
+            "max_tokens": self.max_tokens,
+            "prompt_overhead_tokens": self.prompt_overhead_tokens,
+            "source": self.source,
+        }
 
 
 class ContextLengthFilter(LengthFilter):
@@ -82,9 +85,11 @@ class WorkloadConfig(InputModel):
     code: DatasetSource = Field(default_factory=DatasetSource)
     ratio: MixRatio = Field(default_factory=MixRatio)
     requests: int = Field(
-        default=500, gt=0, le=MAX_REQUESTS,
+        default=500,
+        gt=0,
+        le=MAX_REQUESTS,
         description=f"number of requests in the run, at most {MAX_REQUESTS:,} (each is held in memory with its "
-                    "record and row, a few kB: a million is several GB; split bigger benchmarks into runs)",
+        "record and row, a few kB: a million is several GB; split bigger benchmarks into runs)",
     )
     seed: int = Field(default=0, ge=0, le=MAX_SEED, description="workload and arrival seed")
     arrival: ArrivalConfig = Field(default_factory=ArrivalConfig)
@@ -92,7 +97,7 @@ class WorkloadConfig(InputModel):
     tokenizer: str | None = Field(
         default=None,
         description="local Hugging Face tokenizer folder; default for real engines: the server's own tokenizer "
-                    "(vLLM /tokenize, or the model folder), else about 4 characters per token",
+        "(vLLM /tokenize, or the model folder), else about 4 characters per token",
     )
 
     @property
@@ -162,8 +167,11 @@ def build_workload(
         counter = make_token_counter(config.tokenizer)
     filters: LengthFilter = config.filters
     if context is not None:
-        filters = ContextLengthFilter(**config.filters.model_dump(), context_tokens=context.max_tokens,
-                                      prompt_overhead_tokens=context.prompt_overhead_tokens)
+        filters = ContextLengthFilter(
+            **config.filters.model_dump(),
+            context_tokens=context.max_tokens,
+            prompt_overhead_tokens=context.prompt_overhead_tokens,
+        )
     rng = np.random.default_rng(config.seed)
     chosen_tasks: list[str] = []
     chosen: list[ConversationPair] = []
@@ -191,8 +199,18 @@ def build_workload(
     requests = []
     for position, index in enumerate(order.tolist()):
         task, pair = chosen_tasks[index], chosen[index]
-        requests.append(Request(f"req-{position:05d}", task, pair.prompt, pair.input_tokens, pair.output_tokens,
-                                arrivals[position], slo_of[task], kinds[task]))
+        requests.append(
+            Request(
+                f"req-{position:05d}",
+                task,
+                pair.prompt,
+                pair.input_tokens,
+                pair.output_tokens,
+                arrivals[position],
+                slo_of[task],
+                kinds[task],
+            )
+        )
     workload = Workload(requests, reports, synthetic=config.is_synthetic)
     if slos is None:
         slos = slos_for(workload)  # type: ignore[operator]

@@ -17,9 +17,10 @@ import gzip
 import json
 import zlib
 from collections import Counter
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Iterable, Iterator, Literal
+from typing import Any, Literal
 
 from pydantic import Field, model_validator
 
@@ -153,8 +154,9 @@ def _parse_line(file: Path, raw: bytes, number: int) -> Any:
     try:
         line = _decode(raw, number == 1)
     except UnicodeDecodeError as exc:
-        raise DatasetError(str(file), f"line {number} is not UTF-8 text (byte {exc.start} of the line); "
-                           "expected a UTF-8 .jsonl file") from None
+        raise DatasetError(
+            str(file), f"line {number} is not UTF-8 text (byte {exc.start} of the line); expected a UTF-8 .jsonl file"
+        ) from None
     if not line.strip():
         return _BLANK
     try:
@@ -215,8 +217,9 @@ def _read_json(file: Path) -> Any:
         return json.loads(text)
     except json.JSONDecodeError as exc:
         raise DatasetError(
-            str(file), f"not valid JSON at line {exc.lineno} column {exc.colno} ({exc.msg}); "
-            "expected a JSON array of conversations or a .jsonl file"
+            str(file),
+            f"not valid JSON at line {exc.lineno} column {exc.colno} ({exc.msg}); "
+            "expected a JSON array of conversations or a .jsonl file",
         ) from exc
     except RecursionError:
         raise DatasetError(str(file), "nested too deeply to be a list of conversations") from None
@@ -369,7 +372,8 @@ def load_pairs(
     if not pairs:
         reasons = ", ".join(f"{reason}: {count}" for reason, count in report.skipped.most_common()) or "no entries"
         raise DatasetError(
-            label, f"no usable conversation among {report.entries} entries ({reasons}); expected ShareGPT format "
-            '[{"conversations": [{"from": "human", "value": ...}, {"from": "gpt", "value": ...}]}]'
+            label,
+            f"no usable conversation among {report.entries} entries ({reasons}); expected ShareGPT format "
+            '[{"conversations": [{"from": "human", "value": ...}, {"from": "gpt", "value": ...}]}]',
         )
     return pairs, report

@@ -80,7 +80,9 @@ def made_up_vocabulary(size: int, rng: np.random.Generator) -> list[str]:
     while len(words) < size:
         syllables = int(rng.integers(1, 4))
         word = "".join(
-            _ONSETS[rng.integers(len(_ONSETS))] + _VOWELS[rng.integers(len(_VOWELS))] + _CODAS[rng.integers(len(_CODAS))]
+            _ONSETS[rng.integers(len(_ONSETS))]
+            + _VOWELS[rng.integers(len(_VOWELS))]
+            + _CODAS[rng.integers(len(_CODAS))]
             for _ in range(syllables)
         )
         words.add(word)

@@ -26,9 +26,10 @@ import asyncio
 import json
 import os
 import threading
+from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Awaitable, Callable, Protocol, Sequence, TypeVar
+from typing import Any, Protocol, TypeVar
 
 import aiohttp
 
@@ -82,7 +83,9 @@ class HuggingFaceTokenCounter:
         try:
             self._tokenizer = AutoTokenizer.from_pretrained(str(directory), local_files_only=True)
         except Exception as exc:  # transformers raises many types for unreadable folders
-            raise ConfigError("workload.tokenizer", f"could not load a tokenizer from {str(directory)!r}: {exc}") from exc
+            raise ConfigError(
+                "workload.tokenizer", f"could not load a tokenizer from {str(directory)!r}: {exc}"
+            ) from exc
         self.name = f"hf:{directory.name}"
         self._counts: dict[str, int] = {}
         self._overhead: dict[str, int] = {}
@@ -95,8 +98,9 @@ class HuggingFaceTokenCounter:
             tokenizer = self._tokenizer
             if api == "chat":
                 try:
-                    ids = tokenizer.apply_chat_template([{"role": "user", "content": ""}], add_generation_prompt=True,
-                                                        tokenize=True)
+                    ids = tokenizer.apply_chat_template(
+                        [{"role": "user", "content": ""}], add_generation_prompt=True, tokenize=True
+                    )
                     self._overhead[api] = len(ids["input_ids"] if isinstance(ids, dict) else ids)
                 except Exception:  # no chat template: the server refuses chat requests anyway
                     self._overhead[api] = 0
@@ -122,8 +126,10 @@ def make_token_counter(tokenizer_path: str | None) -> TokenCounter:
         directory = Path(tokenizer_path)
         if not paths.is_dir(directory):
             return HuggingFaceTokenCounter(directory)  # raises the configuration error
-        key = (str(directory.resolve()), max((f.stat().st_mtime for f in directory.iterdir() if f.is_file()),
-                                             default=0.0))
+        key = (
+            str(directory.resolve()),
+            max((f.stat().st_mtime for f in directory.iterdir() if f.is_file()), default=0.0),
+        )
         if key not in _LOADED:
             _LOADED[key] = HuggingFaceTokenCounter(directory)
         return _LOADED[key]
@@ -177,8 +183,15 @@ class ServerTokenCounter:
     counts). :class:`TokenizerUnavailable` when the server has no usable endpoint.
     """
 
-    def __init__(self, base_url: str, model: str, api: TokenizeAPI, headers: dict[str, str] | None = None,
-                 concurrency: int = TOKENIZE_CONCURRENCY, timeout_s: float = TOKENIZE_TIMEOUT_S) -> None:
+    def __init__(
+        self,
+        base_url: str,
+        model: str,
+        api: TokenizeAPI,
+        headers: dict[str, str] | None = None,
+        concurrency: int = TOKENIZE_CONCURRENCY,
+        timeout_s: float = TOKENIZE_TIMEOUT_S,
+    ) -> None:
         self.base_url = base_url.rstrip("/")
         self.model = model
         self.api = api
@@ -207,7 +220,7 @@ class ServerTokenCounter:
             async with session.post(self.url, json=body, headers=self.headers) as response:
                 text = await response.text()
                 status = response.status
-        except (aiohttp.ClientError, asyncio.TimeoutError, OSError) as exc:
+        except (TimeoutError, aiohttp.ClientError, OSError) as exc:
             raise TokenizerUnavailable(f"POST {self.url} failed: {type(exc).__name__}: {exc}") from exc
         if status != 200:
             raise TokenizerUnavailable(f"POST {self.url} answered HTTP {status}: {text.strip()[:200]}")
@@ -228,6 +241,7 @@ class ServerTokenCounter:
         connector = aiohttp.TCPConnector(limit=self.concurrency)
         timeout = aiohttp.ClientTimeout(total=self.timeout_s)
         async with aiohttp.ClientSession(connector=connector, timeout=timeout) as session:
+
             async def one(body: dict[str, Any]) -> int:
                 async with gate:
                     return await self._post(session, body)
@@ -261,8 +275,9 @@ class ServerTokenCounter:
 _SERVER_COUNTERS: dict[tuple[str, str, str], ServerTokenCounter] = {}
 
 
-def server_token_counter(base_url: str, model: str, api: TokenizeAPI,
-                         headers: dict[str, str] | None = None) -> ServerTokenCounter:
+def server_token_counter(
+    base_url: str, model: str, api: TokenizeAPI, headers: dict[str, str] | None = None
+) -> ServerTokenCounter:
     """The counter of ``model`` at ``base_url``, checked with one request (an empty text); one
     per server, model and endpoint in a process, so its remembered counts serve every run
     against it. :class:`TokenizerUnavailable` when the server cannot tokenize."""
@@ -283,6 +298,8 @@ def tokenization_label(record: dict[str, Any] | None) -> str | None:
     if not isinstance(record, dict) or not record.get("source"):
         return None
     if record.get("approximate"):
-        return (f"token counts approximate ({CHARACTERS_PER_TOKEN:g} characters per token); source: {record['source']}; "
-                "requests may not fit the server's context")
+        return (
+            f"token counts approximate ({CHARACTERS_PER_TOKEN:g} characters per token); source: {record['source']}; "
+            "requests may not fit the server's context"
+        )
     return f"token counts: {record['source']}"

@@ -12,13 +12,19 @@ import sys
 from playwright.sync_api import sync_playwright
 
 CHROMIUM_FLAGS = [
-    "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run", "--disable-background-networking",
-    "--disable-component-update", "--disable-sync",
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-quic",
+    "--no-first-run",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
 ]
 
 
-def screenshot(url: str, out: str, wait_text: str | None = None, timeout_s: float = 60, height: int = 900,
-               settle_ms: int = 1500) -> None:
+def screenshot(
+    url: str, out: str, wait_text: str | None = None, timeout_s: float = 60, height: int = 900, settle_ms: int = 1500
+) -> None:
     with sync_playwright() as playwright:
         browser = playwright.chromium.launch(executable_path="/usr/bin/chromium", args=CHROMIUM_FLAGS)
         page = browser.new_page(viewport={"width": 1400, "height": height})

@@ -102,8 +102,11 @@ class FaultServer(ThreadedServer):
                     return response
                 await asyncio.sleep(self.token_delay_s)
                 await response.write(self._line(self._token(index, chat)))
-            trailer = {"object": "text_completion", "choices": [],
-                       "usage": {"prompt_tokens": 1, "completion_tokens": usage, "total_tokens": 1}}
+            trailer = {
+                "object": "text_completion",
+                "choices": [],
+                "usage": {"prompt_tokens": 1, "completion_tokens": usage, "total_tokens": 1},
+            }
             await response.write(self._line(trailer))
             await response.write(b"data: [DONE]\n\n")
         except ConnectionResetError:  # the client gave up on this request

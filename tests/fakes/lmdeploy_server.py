@@ -59,8 +59,13 @@ class FakeLMDeploy(ThreadedServer):
         self.running = Gauge("lmdeploy:num_requests_running", "running", labels, registry=self.registry)
         self.waiting = Gauge("lmdeploy:num_requests_waiting", "waiting", labels, registry=self.registry)
         self.cache = Gauge("lmdeploy:gpu_cache_usage_perc", "kv usage 0-1", labels, registry=self.registry)
-        self.ttft = Histogram("lmdeploy:time_to_first_token_seconds", "ttft", labels, registry=self.registry,
-                              buckets=[0.001, 0.01, 0.05, 0.1, 0.5, 1, 5, 10])
+        self.ttft = Histogram(
+            "lmdeploy:time_to_first_token_seconds",
+            "ttft",
+            labels,
+            registry=self.registry,
+            buckets=[0.001, 0.01, 0.05, 0.1, 0.5, 1, 5, 10],
+        )
         self._labels = {"model_name": self.model_name, "engine": "0"}
         for metric in (self.running, self.waiting, self.cache, self.ttft):
             metric.labels(**self._labels)  # as LMDeploy's loggers do: series exist from start-up
@@ -77,8 +82,15 @@ class FakeLMDeploy(ThreadedServer):
         return web.Response(status=200)
 
     async def models(self, request: web.Request) -> web.Response:
-        card = {"id": self.model_name, "object": "model", "created": int(time.time()), "owned_by": "lmdeploy",
-                "root": self.model_name, "parent": None, "permission": []}
+        card = {
+            "id": self.model_name,
+            "object": "model",
+            "created": int(time.time()),
+            "owned_by": "lmdeploy",
+            "root": self.model_name,
+            "parent": None,
+            "permission": [],
+        }
         return web.json_response({"object": "list", "data": [card]})
 
     async def encode(self, request: web.Request) -> web.Response:
@@ -142,24 +154,49 @@ class FakeLMDeploy(ThreadedServer):
                 self.cache.labels(**self._labels).set(min(1.0, self._kv_tokens / self.kv_capacity_tokens))
                 last = index == max_tokens - 1
                 if chat:  # ChatCompletionStreamResponse: role on every chunk, no separate role chunk
-                    delta = {"role": "assistant", "content": f"t{index} ", "reasoning_content": None,
-                             "gen_tokens": None, "tool_calls": []}
+                    delta = {
+                        "role": "assistant",
+                        "content": f"t{index} ",
+                        "reasoning_content": None,
+                        "gen_tokens": None,
+                        "tool_calls": [],
+                    }
                     choice = {"index": 0, "delta": delta, "logprobs": None, "finish_reason": "length" if last else None}
                     kind = "chat.completion.chunk"
                 else:
-                    choice = {"index": 0, "text": f"t{index} ", "logprobs": None, "gen_tokens": None,
-                              "finish_reason": "length" if last else None}
+                    choice = {
+                        "index": 0,
+                        "text": f"t{index} ",
+                        "logprobs": None,
+                        "gen_tokens": None,
+                        "finish_reason": "length" if last else None,
+                    }
                     kind = "text_completion"
-                chunk = {"id": session, "object": kind, "created": int(time.time()), "model": self.model_name,
-                         "choices": [choice], "usage": None}
-                usage = {"prompt_tokens": prompt_tokens, "total_tokens": prompt_tokens + max_tokens,
-                         "completion_tokens": max_tokens}
+                chunk = {
+                    "id": session,
+                    "object": kind,
+                    "created": int(time.time()),
+                    "model": self.model_name,
+                    "choices": [choice],
+                    "usage": None,
+                }
+                usage = {
+                    "prompt_tokens": prompt_tokens,
+                    "total_tokens": prompt_tokens + max_tokens,
+                    "completion_tokens": max_tokens,
+                }
                 if last and include_usage and self.usage_style == "final":
                     chunk["usage"] = usage
                 await response.write(f"data: {json.dumps(chunk)}\n\n".encode())
                 if last and include_usage and self.usage_style == "separate":
-                    trailer = {"id": session, "object": "text_completion", "created": int(time.time()),
-                               "model": self.model_name, "choices": [], "usage": usage}
+                    trailer = {
+                        "id": session,
+                        "object": "text_completion",
+                        "created": int(time.time()),
+                        "model": self.model_name,
+                        "choices": [],
+                        "usage": usage,
+                    }
                     await response.write(f"data: {json.dumps(trailer)}\n\n".encode())
             await response.write(b"data: [DONE]\n\n")
         except ConnectionResetError:  # the client went away (timeouts, dropped streams)
@@ -198,8 +235,9 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--tp", type=int, default=1)
     parser.add_argument("--die-after", type=float, default=None, help="test only: exit with code 9 after S seconds")
     args = parser.parse_args(argv)
-    server = FakeLMDeploy(model_name=args.model_name or args.model_path, max_batch=args.max_batch_size,
-                          port=args.server_port)
+    server = FakeLMDeploy(
+        model_name=args.model_name or args.model_path, max_batch=args.max_batch_size, port=args.server_port
+    )
     server.start()
     print(f"fake LMDeploy {LMDEPLOY_FORMAT_VERSION} serving {server.model_name} on {server.url}", flush=True)
     serve_until_signalled(server, args.die_after)

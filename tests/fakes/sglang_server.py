@@ -84,23 +84,48 @@ class FakeSGLang(ThreadedServer):
         self.registry = CollectorRegistry()
         scheduler = ["model_name", "engine_type", "tp_rank", "pp_rank", "moe_ep_rank"]
         tokenizer = ["model_name", "engine_type", "is_streaming"]
-        self.running = Gauge("sglang:num_running_reqs", "The number of running requests.", scheduler,
-                             registry=self.registry)
-        self.queued = Gauge("sglang:num_queue_reqs", "The number of requests in the waiting queue.", scheduler,
-                            registry=self.registry)
+        self.running = Gauge(
+            "sglang:num_running_reqs", "The number of running requests.", scheduler, registry=self.registry
+        )
+        self.queued = Gauge(
+            "sglang:num_queue_reqs", "The number of requests in the waiting queue.", scheduler, registry=self.registry
+        )
         self.usage = Gauge("sglang:token_usage", "The token usage.", scheduler, registry=self.registry)
-        self.pool = Gauge("sglang:max_total_num_tokens", "Maximum total number of tokens in the KV cache pool.",
-                          scheduler, registry=self.registry)
-        self.retracted = Counter("sglang:num_retracted_requests", "Total number of retracted requests.", scheduler,
-                                 registry=self.registry)
-        self.ttft = Histogram("sglang:time_to_first_token_seconds", "Histogram of time to first token in seconds.",
-                              tokenizer, registry=self.registry, buckets=[0.1, 0.2, 0.4, 0.6, 0.8, 1, 2, 4, 8, 400])
-        self.itl = Histogram("sglang:inter_token_latency_seconds", "Histogram of inter-token latency in seconds.",
-                             tokenizer, registry=self.registry, buckets=[0.002, 0.004, 0.01, 0.02, 0.05, 0.1, 8])
-        self._scheduler_labels = {"model_name": self.served_model_name, "engine_type": "unified", "tp_rank": "0",
-                                  "pp_rank": "0", "moe_ep_rank": "0"}
-        self._tokenizer_labels = {"model_name": self.served_model_name, "engine_type": "unified",
-                                  "is_streaming": "true"}
+        self.pool = Gauge(
+            "sglang:max_total_num_tokens",
+            "Maximum total number of tokens in the KV cache pool.",
+            scheduler,
+            registry=self.registry,
+        )
+        self.retracted = Counter(
+            "sglang:num_retracted_requests", "Total number of retracted requests.", scheduler, registry=self.registry
+        )
+        self.ttft = Histogram(
+            "sglang:time_to_first_token_seconds",
+            "Histogram of time to first token in seconds.",
+            tokenizer,
+            registry=self.registry,
+            buckets=[0.1, 0.2, 0.4, 0.6, 0.8, 1, 2, 4, 8, 400],
+        )
+        self.itl = Histogram(
+            "sglang:inter_token_latency_seconds",
+            "Histogram of inter-token latency in seconds.",
+            tokenizer,
+            registry=self.registry,
+            buckets=[0.002, 0.004, 0.01, 0.02, 0.05, 0.1, 8],
+        )
+        self._scheduler_labels = {
+            "model_name": self.served_model_name,
+            "engine_type": "unified",
+            "tp_rank": "0",
+            "pp_rank": "0",
+            "moe_ep_rank": "0",
+        }
+        self._tokenizer_labels = {
+            "model_name": self.served_model_name,
+            "engine_type": "unified",
+            "is_streaming": "true",
+        }
         for metric in (self.running, self.queued, self.usage, self.pool, self.retracted):
             metric.labels(**self._scheduler_labels)
         self.pool.labels(**self._scheduler_labels).set(self.max_total_tokens)
@@ -117,12 +142,17 @@ class FakeSGLang(ThreadedServer):
         return web.Response(text=compact(body), status=status, content_type="application/json")
 
     def server_args(self) -> dict:
-        return {"model_path": self.served_model_name, "served_model_name": self.served_model_name,
-                "context_length": self.context_length, "max_running_requests": self.max_running_requests,
-                "max_total_tokens": self.max_total_tokens, "schedule_policy": "fcfs",
-                "enable_priority_scheduling": self.enable_priority_scheduling,
-                "schedule_low_priority_values_first": self.schedule_low_priority_values_first,
-                "enable_metrics": self.enable_metrics}
+        return {
+            "model_path": self.served_model_name,
+            "served_model_name": self.served_model_name,
+            "context_length": self.context_length,
+            "max_running_requests": self.max_running_requests,
+            "max_total_tokens": self.max_total_tokens,
+            "schedule_policy": "fcfs",
+            "enable_priority_scheduling": self.enable_priority_scheduling,
+            "schedule_low_priority_values_first": self.schedule_low_priority_values_first,
+            "enable_metrics": self.enable_metrics,
+        }
 
     def _sort_key(self, priority: object) -> float:
         if not self.enable_priority_scheduling or not isinstance(priority, int):
@@ -157,14 +187,26 @@ class FakeSGLang(ThreadedServer):
         return web.Response(status=200)
 
     async def models(self, request: web.Request) -> web.Response:
-        card = {"id": self.served_model_name, "object": "model", "created": int(time.time()), "owned_by": "sglang",
-                "root": self.served_model_name, "parent": None, "max_model_len": self.context_length}
+        card = {
+            "id": self.served_model_name,
+            "object": "model",
+            "created": int(time.time()),
+            "owned_by": "sglang",
+            "root": self.served_model_name,
+            "parent": None,
+            "max_model_len": self.context_length,
+        }
         return web.Response(text=compact({"object": "list", "data": [card]}), content_type="application/json")
 
     async def server_info(self, request: web.Request) -> web.Response:
-        info = {**self.server_args(), "status": "ready", "max_total_num_tokens": self.max_total_tokens,
-                "max_req_input_len": min(self.context_length - 1, self.max_total_tokens - 1) - 5,
-                "version": SGLANG_FORMAT_VERSION, "frontend": "python"}
+        info = {
+            **self.server_args(),
+            "status": "ready",
+            "max_total_num_tokens": self.max_total_tokens,
+            "max_req_input_len": min(self.context_length - 1, self.max_total_tokens - 1) - 5,
+            "version": SGLANG_FORMAT_VERSION,
+            "frontend": "python",
+        }
         return web.Response(text=compact(info), content_type="application/json")
 
     async def metrics(self, request: web.Request) -> web.Response:
@@ -192,8 +234,9 @@ class FakeSGLang(ThreadedServer):
         if chat:
             messages = body.get("messages") or []
             prompt = " ".join(str(m.get("content", "")) for m in messages if isinstance(m, dict))
-            text = " ".join(f"<|{m.get('role')}|> {m.get('content', '')} <|end|>" for m in messages
-                            if isinstance(m, dict))
+            text = " ".join(
+                f"<|{m.get('role')}|> {m.get('content', '')} <|end|>" for m in messages if isinstance(m, dict)
+            )
             input_tokens = 1 + len(word_tokens(text)) + 1  # as /tokenize with add_generation_prompt
         else:
             prompt = str(body.get("prompt", ""))
@@ -202,8 +245,10 @@ class FakeSGLang(ThreadedServer):
         if max_tokens is not None and max_tokens <= 0:
             return self._error("max_tokens must be positive", kind="Bad Request")
         if input_tokens > self.context_length:
-            return self._error(f"The input ({input_tokens} tokens) is longer than the model's context length "
-                               f"({self.context_length} tokens).")
+            return self._error(
+                f"The input ({input_tokens} tokens) is longer than the model's context length "
+                f"({self.context_length} tokens)."
+            )
         if max_tokens is None:
             max_tokens = self.context_length - input_tokens
         if input_tokens + max_tokens > self.context_length:
@@ -211,7 +256,8 @@ class FakeSGLang(ThreadedServer):
                 f"Requested token count exceeds the model's maximum context length of {self.context_length} tokens. "
                 f"You requested a total of {input_tokens + max_tokens} tokens: {input_tokens} tokens from the input "
                 f"messages and {max_tokens} tokens for the completion. Please reduce the number of tokens in the "
-                "input messages or the completion to fit within the limit.")
+                "input messages or the completion to fit within the limit."
+            )
         min_tokens = body.get("min_tokens") or 0
         if min_tokens > max_tokens:
             return self._error(f"min_new_tokens must be in [0, max_new_tokens({max_tokens})], got {min_tokens}.")
@@ -234,9 +280,23 @@ class FakeSGLang(ThreadedServer):
         try:
             await response.prepare(request)
             if chat:
-                await send({"id": rid, "object": kind, "created": created, "model": model, "choices": [
-                    {"index": 0, "delta": {"reasoning_content": None, "role": "assistant", "content": ""},
-                     "logprobs": None, "finish_reason": None, "matched_stop": None}]})
+                await send(
+                    {
+                        "id": rid,
+                        "object": kind,
+                        "created": created,
+                        "model": model,
+                        "choices": [
+                            {
+                                "index": 0,
+                                "delta": {"reasoning_content": None, "role": "assistant", "content": ""},
+                                "logprobs": None,
+                                "finish_reason": None,
+                                "matched_stop": None,
+                            }
+                        ],
+                    }
+                )
             last_token = arrived
             for index in range(max_tokens):
                 await asyncio.sleep(self.token_delay_s)
@@ -248,28 +308,67 @@ class FakeSGLang(ThreadedServer):
                 last_token = now
                 self._kv_tokens += 1
                 used += 1
-                self.usage.labels(**self._scheduler_labels).set(round(min(1.0, self._kv_tokens / self.max_total_tokens), 2))
+                self.usage.labels(**self._scheduler_labels).set(
+                    round(min(1.0, self._kv_tokens / self.max_total_tokens), 2)
+                )
                 last = index == max_tokens - 1
                 if chat:
-                    choice = {"index": 0, "delta": {"reasoning_content": None, "content": f"t{index} "},
-                              "logprobs": None, "finish_reason": None, "matched_stop": None}
+                    choice = {
+                        "index": 0,
+                        "delta": {"reasoning_content": None, "content": f"t{index} "},
+                        "logprobs": None,
+                        "finish_reason": None,
+                        "matched_stop": None,
+                    }
                     await send({"id": rid, "object": kind, "created": created, "model": model, "choices": [choice]})
                 else:
-                    choice = {"index": 0, "text": f"t{index} ", "logprobs": None,
-                              "finish_reason": "length" if last else None, "matched_stop": None}
-                    await send({"id": rid, "object": kind, "created": created, "model": model, "choices": [choice],
-                                "usage": None})
+                    choice = {
+                        "index": 0,
+                        "text": f"t{index} ",
+                        "logprobs": None,
+                        "finish_reason": "length" if last else None,
+                        "matched_stop": None,
+                    }
+                    await send(
+                        {
+                            "id": rid,
+                            "object": kind,
+                            "created": created,
+                            "model": model,
+                            "choices": [choice],
+                            "usage": None,
+                        }
+                    )
             if chat:
-                await send({"id": rid, "object": kind, "created": created, "model": model, "choices": [
-                    {"index": 0, "delta": {"reasoning_content": None}, "logprobs": None, "finish_reason": "length",
-                     "matched_stop": None}]})
+                await send(
+                    {
+                        "id": rid,
+                        "object": kind,
+                        "created": created,
+                        "model": model,
+                        "choices": [
+                            {
+                                "index": 0,
+                                "delta": {"reasoning_content": None},
+                                "logprobs": None,
+                                "finish_reason": "length",
+                                "matched_stop": None,
+                            }
+                        ],
+                    }
+                )
             if include_usage:
-                usage = {"prompt_tokens": input_tokens, "total_tokens": input_tokens + max_tokens,
-                         "completion_tokens": max_tokens, "reasoning_tokens": 0}
+                usage = {
+                    "prompt_tokens": input_tokens,
+                    "total_tokens": input_tokens + max_tokens,
+                    "completion_tokens": max_tokens,
+                    "reasoning_tokens": 0,
+                }
                 if chat:
                     usage.update(prompt_tokens_details=None, completion_tokens_details=None)
-                await send({"id": rid, "object": kind, "created": created, "model": model, "choices": [],
-                            "usage": usage})
+                await send(
+                    {"id": rid, "object": kind, "created": created, "model": model, "choices": [], "usage": usage}
+                )
             await response.write(b"data: [DONE]\n\n")
         except ConnectionResetError:  # the client went away
             pass
@@ -311,23 +410,32 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--chunked-prefill-size", type=int, default=None)
     parser.add_argument("--page-size", type=int, default=None)
     parser.add_argument("--dtype", default="auto")
-    parser.add_argument("--schedule-policy", default="fcfs",
-                        choices=["lpm", "random", "fcfs", "dfs-weight", "lof", "priority"])
+    parser.add_argument(
+        "--schedule-policy", default="fcfs", choices=["lpm", "random", "fcfs", "dfs-weight", "lof", "priority"]
+    )
     parser.add_argument("--enable-priority-scheduling", action="store_true")
     parser.add_argument("--schedule-low-priority-values-first", action="store_true")
     parser.add_argument("--enable-metrics", action="store_true")
     parser.add_argument("--die-after", type=float, default=None, help="test only: exit with code 9 after S seconds")
     args = parser.parse_args(argv)
-    server = FakeSGLang(served_model_name=args.served_model_name or args.model_path,
-                        context_length=args.context_length, max_running_requests=args.max_running_requests,
-                        max_total_tokens=args.max_total_tokens, enable_metrics=args.enable_metrics,
-                        enable_priority_scheduling=args.enable_priority_scheduling,
-                        schedule_low_priority_values_first=args.schedule_low_priority_values_first,
-                        warmup_s=0.3, port=args.port)
+    server = FakeSGLang(
+        served_model_name=args.served_model_name or args.model_path,
+        context_length=args.context_length,
+        max_running_requests=args.max_running_requests,
+        max_total_tokens=args.max_total_tokens,
+        enable_metrics=args.enable_metrics,
+        enable_priority_scheduling=args.enable_priority_scheduling,
+        schedule_low_priority_values_first=args.schedule_low_priority_values_first,
+        warmup_s=0.3,
+        port=args.port,
+    )
     server.start()
-    print(f"max_total_num_tokens={args.max_total_tokens}, chunked_prefill_size=8192, max_prefill_tokens=16384, "
-          f"max_running_requests={args.max_running_requests}, context_len={args.context_length}, "
-          "available_gpu_mem=0.00 GB", flush=True)
+    print(
+        f"max_total_num_tokens={args.max_total_tokens}, chunked_prefill_size=8192, max_prefill_tokens=16384, "
+        f"max_running_requests={args.max_running_requests}, context_len={args.context_length}, "
+        "available_gpu_mem=0.00 GB",
+        flush=True,
+    )
     print(f"fake SGLang {SGLANG_FORMAT_VERSION} serving {server.served_model_name} on {server.url}", flush=True)
     print("The server is fired up and ready to roll!", flush=True)
     serve_until_signalled(server, args.die_after)

@@ -11,9 +11,10 @@ import hashlib
 import json
 import os
 from collections import OrderedDict
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Iterable
+from typing import Any
 
 from tests.fuzzing.sandbox import Outcome
 
@@ -65,8 +66,10 @@ class Failures:
         return bool(self.classes)
 
     def message(self) -> str:
-        lines = [f"{self.title}: {self.broken_cases} of {self.cases} generated cases broke a property, "
-                 f"in {len(self.classes)} failure classes:"]
+        lines = [
+            f"{self.title}: {self.broken_cases} of {self.cases} generated cases broke a property, "
+            f"in {len(self.classes)} failure classes:"
+        ]
         for number, entry in enumerate(sorted(self.classes.values(), key=lambda e: -e.count)):
             if number >= self.cap:
                 lines.append(f"... and {len(self.classes) - self.cap} more classes")
@@ -111,8 +114,11 @@ def run_folders(root: Path) -> list[Path]:
     """Folders under ``root`` that a run wrote (they hold a summary or a config)."""
     if not root.is_dir():
         return []
-    return sorted(p for p in root.iterdir() if p.is_dir() and not p.name.startswith(".")
-                  and ((p / "summary.json").exists() or (p / "config.json").exists()))
+    return sorted(
+        p
+        for p in root.iterdir()
+        if p.is_dir() and not p.name.startswith(".") and ((p / "summary.json").exists() or (p / "config.json").exists())
+    )
 
 
 def folder_problems(outcome: Outcome, out_dir: Path) -> list[tuple[str, str]]:
@@ -120,8 +126,9 @@ def folder_problems(outcome: Outcome, out_dir: Path) -> list[tuple[str, str]]:
     problems: list[tuple[str, str]] = []
     folders = run_folders(out_dir)
     if outcome.rc == 2 and not outcome.extra.get("system_exit") and folders:
-        problems.append(("exit 2 (bad input) but a run folder was written first",
-                         f"{folders[0].name}; {shorten(outcome.err, 200)}"))
+        problems.append(
+            ("exit 2 (bad input) but a run folder was written first", f"{folders[0].name}; {shorten(outcome.err, 200)}")
+        )
     for folder in folders:
         try:
             summary = json.loads((folder / "summary.json").read_text(encoding="utf-8"))
@@ -130,11 +137,19 @@ def folder_problems(outcome: Outcome, out_dir: Path) -> list[tuple[str, str]]:
             continue
         status = summary.get("status") if isinstance(summary, dict) else None
         if status not in TERMINAL:
-            problems.append((f"summary.json status {status!r} after main() returned (expected terminal)",
-                             shorten(summary.get("error") if isinstance(summary, dict) else summary, 200)))
+            problems.append(
+                (
+                    f"summary.json status {status!r} after main() returned (expected terminal)",
+                    shorten(summary.get("error") if isinstance(summary, dict) else summary, 200),
+                )
+            )
         elif outcome.rc == 1 and status == "failed" and not str(summary.get("error", "")).startswith("time limit"):
-            problems.append(("run failed after its folder was written (input not refused up front?)",
-                             shorten(summary.get("error"), 240)))
+            problems.append(
+                (
+                    "run failed after its folder was written (input not refused up front?)",
+                    shorten(summary.get("error"), 240),
+                )
+            )
     return problems
 
 

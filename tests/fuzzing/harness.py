@@ -4,9 +4,10 @@ from __future__ import annotations
 
 import os
 import random
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 from tests.fuzzing.checks import Failures, folder_problems, outcome_problems
 from tests.fuzzing.sandbox import Outcome, Sandbox
@@ -46,8 +47,15 @@ class CaseRunner:
         path.mkdir(parents=True)
         return path
 
-    def cli(self, argv: list[Any], case_input: Any, out_dir: Path | None = None, cwd: Path | None = None,
-            check_folders: bool = True, expect: Callable[[Outcome], list[tuple[str, str]]] | None = None) -> Outcome:
+    def cli(
+        self,
+        argv: list[Any],
+        case_input: Any,
+        out_dir: Path | None = None,
+        cwd: Path | None = None,
+        check_folders: bool = True,
+        expect: Callable[[Outcome], list[tuple[str, str]]] | None = None,
+    ) -> Outcome:
         """Run one case and record every broken property under ``case_input``: the common ones,
         and what ``expect(outcome)`` reports (only when main() returned normally)."""
         timeout = self.timeout_s if self.hangs < self.hang_budget else self.short_timeout_s

@@ -8,14 +8,43 @@ import copy
 import gzip
 import json
 import random
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 from tests.fuzzing.values import JSON_VALUES
 
 BOM = b"\xef\xbb\xbf"
-BAD_UTF8 = [b"\xff", b"\xfe\xff", b"\xc3\x28", b"\xa0\xa1", b"\xe2\x28\xa1", b"\xf0\x28\x8c\xbc", b"\xed\xa0\x80", b"\x80"]
-INSERTS = [b"\x00", b"\n", b"\r", b",", b"[", b"]", b"{", b"}", b'"', b"\\", b":", b"\t", b"NaN", b"Infinity", b"-",
-           b"1e999", b"\xe2\x80\xae", BOM, *BAD_UTF8]
+BAD_UTF8 = [
+    b"\xff",
+    b"\xfe\xff",
+    b"\xc3\x28",
+    b"\xa0\xa1",
+    b"\xe2\x28\xa1",
+    b"\xf0\x28\x8c\xbc",
+    b"\xed\xa0\x80",
+    b"\x80",
+]
+INSERTS = [
+    b"\x00",
+    b"\n",
+    b"\r",
+    b",",
+    b"[",
+    b"]",
+    b"{",
+    b"}",
+    b'"',
+    b"\\",
+    b":",
+    b"\t",
+    b"NaN",
+    b"Infinity",
+    b"-",
+    b"1e999",
+    b"\xe2\x80\xae",
+    BOM,
+    *BAD_UTF8,
+]
 
 
 def truncate(data: bytes, rng: random.Random) -> tuple[bytes, str]:
@@ -47,7 +76,7 @@ def delete_chunk(data: bytes, rng: random.Random) -> tuple[bytes, str]:
         return b"", "emptied"
     start = rng.randrange(len(data))
     length = rng.randint(1, max(1, min(40, len(data) - start)))
-    return data[:start] + data[start + length:], f"deleted {length} bytes at {start}"
+    return data[:start] + data[start + length :], f"deleted {length} bytes at {start}"
 
 
 def duplicate_chunk(data: bytes, rng: random.Random) -> tuple[bytes, str]:
@@ -55,7 +84,9 @@ def duplicate_chunk(data: bytes, rng: random.Random) -> tuple[bytes, str]:
         return data * 2, "duplicated empty"
     start = rng.randrange(len(data))
     length = rng.randint(1, min(80, len(data) - start))
-    return data[: start + length] + data[start: start + length] + data[start + length:], f"duplicated {length} bytes at {start}"
+    return data[: start + length] + data[start : start + length] + data[
+        start + length :
+    ], f"duplicated {length} bytes at {start}"
 
 
 def add_bom(data: bytes, rng: random.Random) -> tuple[bytes, str]:  # noqa: ARG001
@@ -91,7 +122,16 @@ def deep_nesting(data: bytes, rng: random.Random) -> tuple[bytes, str]:  # noqa:
 
 
 BYTE_MUTATIONS: list[Callable[[bytes, random.Random], tuple[bytes, str]]] = [
-    truncate, bit_flips, insert_bytes, delete_chunk, duplicate_chunk, add_bom, utf16, latin1_text, garbage, empty,
+    truncate,
+    bit_flips,
+    insert_bytes,
+    delete_chunk,
+    duplicate_chunk,
+    add_bom,
+    utf16,
+    latin1_text,
+    garbage,
+    empty,
     deep_nesting,
 ]
 

@@ -40,8 +40,15 @@ from typing import Any
 
 ROOT = Path(__file__).resolve().parents[2]
 PRELOAD = (
-    "runners.cli", "runners.benchmark", "runners.config", "runners.result_store", "runners.compare",
-    "runners.charts", "runners.registry", "runners.engines.profile", "runners.workload.builder",
+    "runners.cli",
+    "runners.benchmark",
+    "runners.config",
+    "runners.result_store",
+    "runners.compare",
+    "runners.charts",
+    "runners.registry",
+    "runners.engines.profile",
+    "runners.workload.builder",
 )
 
 
@@ -137,8 +144,13 @@ def _run_in_child(request: dict[str, Any], result_path: str) -> None:
             answer["system_exit"] = True
         except BaseException as exc:  # noqa: BLE001 - every escape is what we are looking for
             where, last_line = _where(exc)
-            answer["raised"] = {"type": type(exc).__name__, "message": str(exc)[:1000], "where": where,
-                                "last_line": last_line, "traceback": traceback.format_exc()[-4000:]}
+            answer["raised"] = {
+                "type": type(exc).__name__,
+                "message": str(exc)[:1000],
+                "where": where,
+                "last_line": last_line,
+                "traceback": traceback.format_exc()[-4000:],
+            }
         answer["elapsed_s"] = time.perf_counter() - started
         answer["out"] = out.getvalue()[-20000:]
         answer["err"] = err.getvalue()[-20000:]
@@ -222,8 +234,21 @@ def _warm_up() -> None:
     dataset = write_dataset(folder)
     for name in SCHEDULERS:
         try:
-            main(["run", "--requests", "3", "--scheduler", name, "--out", str(folder / "results"), "--quiet",
-                  "--run-id", f"warm-{name}", *tiny_workload_args(dataset)])
+            main(
+                [
+                    "run",
+                    "--requests",
+                    "3",
+                    "--scheduler",
+                    name,
+                    "--out",
+                    str(folder / "results"),
+                    "--quiet",
+                    "--run-id",
+                    f"warm-{name}",
+                    *tiny_workload_args(dataset),
+                ]
+            )
         except BaseException as exc:  # noqa: BLE001 - a broken scheduler shows up in the cases instead
             print(f"sandbox: warming up {name} failed: {exc!r}", file=sys.stderr)
     import shutil
@@ -256,13 +281,21 @@ class Sandbox:
         self._start()
 
     def _start(self) -> None:
-        env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")]).rstrip(os.pathsep)}
+        env = {
+            **os.environ,
+            "PYTHONPATH": os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")]).rstrip(os.pathsep),
+        }
         env.setdefault("HF_DATASETS_OFFLINE", "1")
         env.setdefault("HF_HUB_OFFLINE", "1")
         self.process = subprocess.Popen(
             [sys.executable, "-c", "from tests.fuzzing.sandbox import _serve; _serve()"],
-            stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, cwd=str(ROOT), env=env,
-            text=True, bufsize=1,
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.DEVNULL,
+            cwd=str(ROOT),
+            env=env,
+            text=True,
+            bufsize=1,
         )
         hello = self._read_line(120.0)
         if not hello or not json.loads(hello).get("ready"):
@@ -285,30 +318,74 @@ class Sandbox:
         line = self._read_line(float(request.get("timeout_s", 10.0)) + 60.0)
         if line is None:
             self.close()
-            return Outcome(raised={"type": "SandboxLost", "message": "the sandbox server stopped answering",
-                                   "where": "sandbox", "last_line": "SandboxLost"})
+            return Outcome(
+                raised={
+                    "type": "SandboxLost",
+                    "message": "the sandbox server stopped answering",
+                    "where": "sandbox",
+                    "last_line": "SandboxLost",
+                }
+            )
         data = json.loads(line)
         return Outcome(
-            rc=data.get("rc"), out=data.get("out", ""), err=data.get("err", ""), value=data.get("value"),
-            raised=data.get("raised"), timed_out=bool(data.get("timed_out")), signal=data.get("signal"),
+            rc=data.get("rc"),
+            out=data.get("out", ""),
+            err=data.get("err", ""),
+            value=data.get("value"),
+            raised=data.get("raised"),
+            timed_out=bool(data.get("timed_out")),
+            signal=data.get("signal"),
             elapsed_s=float(data.get("wall_s", 0.0)),
             extra={k: data[k] for k in ("system_exit", "killed") if k in data},
         )
 
-    def cli(self, argv: list[str], cwd: str | Path | None = None, timeout_s: float = 10.0, mem_mb: int = 3072,
-            kill_after_s: float | None = None, env: dict[str, str] | None = None,
-            patch_paths: dict[str, str] | None = None) -> Outcome:
+    def cli(
+        self,
+        argv: list[str],
+        cwd: str | Path | None = None,
+        timeout_s: float = 10.0,
+        mem_mb: int = 3072,
+        kill_after_s: float | None = None,
+        env: dict[str, str] | None = None,
+        patch_paths: dict[str, str] | None = None,
+    ) -> Outcome:
         """``runners.cli.main(argv)`` in a fresh child."""
-        return self._ask({"kind": "cli", "argv": [str(a) for a in argv], "cwd": str(cwd) if cwd else None,
-                          "timeout_s": timeout_s, "mem_mb": mem_mb, "kill_after_s": kill_after_s, "env": env or {},
-                          "patch_paths": patch_paths or {}})
+        return self._ask(
+            {
+                "kind": "cli",
+                "argv": [str(a) for a in argv],
+                "cwd": str(cwd) if cwd else None,
+                "timeout_s": timeout_s,
+                "mem_mb": mem_mb,
+                "kill_after_s": kill_after_s,
+                "env": env or {},
+                "patch_paths": patch_paths or {},
+            }
+        )
 
-    def call(self, function: str, *args: Any, cwd: str | Path | None = None, timeout_s: float = 10.0,
-             mem_mb: int = 3072, patch_paths: dict[str, str] | None = None, **kwargs: Any) -> Outcome:
+    def call(
+        self,
+        function: str,
+        *args: Any,
+        cwd: str | Path | None = None,
+        timeout_s: float = 10.0,
+        mem_mb: int = 3072,
+        patch_paths: dict[str, str] | None = None,
+        **kwargs: Any,
+    ) -> Outcome:
         """``module:function(*args, **kwargs)`` in a fresh child; arguments and result as JSON."""
-        return self._ask({"kind": "call", "function": function, "args": list(args), "kwargs": kwargs,
-                          "cwd": str(cwd) if cwd else None, "timeout_s": timeout_s, "mem_mb": mem_mb,
-                          "patch_paths": patch_paths or {}})
+        return self._ask(
+            {
+                "kind": "call",
+                "function": function,
+                "args": list(args),
+                "kwargs": kwargs,
+                "cwd": str(cwd) if cwd else None,
+                "timeout_s": timeout_s,
+                "mem_mb": mem_mb,
+                "patch_paths": patch_paths or {},
+            }
+        )
 
     def close(self) -> None:
         if self.process is not None:

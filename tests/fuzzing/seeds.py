@@ -52,8 +52,16 @@ def write_dataset(folder: Path, name: str = "tiny.jsonl") -> Path:
 def tiny_workload_args(chat: Path, code: Path | None = None) -> list[str]:
     """``--set`` flags that take both tasks from tiny files (the code task from ``code`` or ``chat``)."""
     code = code or chat
-    return ["--set", "workload.chat.kind=file", "--set", f"workload.chat.path={chat}",
-            "--set", "workload.code.kind=file", "--set", f"workload.code.path={code}"]
+    return [
+        "--set",
+        "workload.chat.kind=file",
+        "--set",
+        f"workload.chat.path={chat}",
+        "--set",
+        "workload.code.kind=file",
+        "--set",
+        f"workload.code.path={code}",
+    ]
 
 
 REPLAY_STAMPS = [0.0, 0.25, 0.5, 1.0, 1.5, 2.5, 3.0, 4.0]
@@ -95,8 +103,12 @@ def config_data(requests: int = 4) -> dict[str, Any]:
     """A valid run config (simulator, tiny workload set separately by flags)."""
     return {
         "engine": {"kind": "sim", "instances": 1, "max_num_seqs": 16},
-        "workload": {"requests": requests, "seed": 1, "ratio": {"chat": 1, "code": 1},
-                     "arrival": {"process": "poisson", "rate": 4}},
+        "workload": {
+            "requests": requests,
+            "seed": 1,
+            "ratio": {"chat": 1, "code": 1},
+            "arrival": {"process": "poisson", "rate": 4},
+        },
         "slo": {"preset": "paper"},
         "scheduler": {"name": "fcfs", "params": {}},
         "sample_interval_s": 0.25,

@@ -13,15 +13,77 @@ NON_FINITE = ["inf", "-inf", "nan", ".inf", "-.inf", ".nan", "Infinity", "1e999"
 HUGE_INTS = [10**30, 2**63, 2**63 - 1, 2**64, -(2**63), 10**18, 10**9, 10**7]
 #: ``--set`` texts (parsed as YAML by the CLI) of every awkward kind.
 SET_TEXTS = [
-    *NON_FINITE, *(str(v) for v in HUGE_INTS), "-1", "-0.5", "0", "0.0", "1e-300", "1e-9", "5e-324", "-0",
-    "true", "false", "yes", "no", "null", "~", "", " ", "abc", "[]", "[1, 2]", "{}", "{a: 1}", "'5'", "\"inf\"",
-    "0x10", "1_000", "1:1", "2026-01-01", "!!binary aGk=", "&a [*a]", "[[[[[[[[[[]]]]]]]]]]",
-    "ü∂ƒ©˙∆", "\u202e", "\x00", "a" * 5000, "{" * 200, "- - - -", "?", "*", "|\n  x",
+    *NON_FINITE,
+    *(str(v) for v in HUGE_INTS),
+    "-1",
+    "-0.5",
+    "0",
+    "0.0",
+    "1e-300",
+    "1e-9",
+    "5e-324",
+    "-0",
+    "true",
+    "false",
+    "yes",
+    "no",
+    "null",
+    "~",
+    "",
+    " ",
+    "abc",
+    "[]",
+    "[1, 2]",
+    "{}",
+    "{a: 1}",
+    "'5'",
+    '"inf"',
+    "0x10",
+    "1_000",
+    "1:1",
+    "2026-01-01",
+    "!!binary aGk=",
+    "&a [*a]",
+    "[[[[[[[[[[]]]]]]]]]]",
+    "ü∂ƒ©˙∆",
+    "\u202e",
+    "\x00",
+    "a" * 5000,
+    "{" * 200,
+    "- - - -",
+    "?",
+    "*",
+    "|\n  x",
 ]
 #: Awkward values for JSON / YAML config files (real types, not texts).
 JSON_VALUES: list[Any] = [
-    None, True, False, 0, -1, 1, 0.5, -0.5, 1e-300, 10**30, 2**63, 2**64, -(2**63), float("inf"), float("-inf"),
-    float("nan"), "", "abc", "inf", "5", [], [1, 2], {}, {"a": 1}, [[[]]], "ü" * 3, "x" * 3000,
+    None,
+    True,
+    False,
+    0,
+    -1,
+    1,
+    0.5,
+    -0.5,
+    1e-300,
+    10**30,
+    2**63,
+    2**64,
+    -(2**63),
+    float("inf"),
+    float("-inf"),
+    float("nan"),
+    "",
+    "abc",
+    "inf",
+    "5",
+    [],
+    [1, 2],
+    {},
+    {"a": 1},
+    [[[]]],
+    "ü" * 3,
+    "x" * 3000,
 ]
 #: Short, valid values per field kind (to combine with awkward ones).
 GOOD: dict[str, list[Any]] = {
@@ -61,9 +123,9 @@ def _kind(annotation: Any) -> tuple[str, tuple[str, ...]]:
     if first is str:
         return "str", ()
     origin = typing.get_origin(first)
-    if origin in (dict, typing.Dict):
+    if origin in (dict, dict):
         return "mapping", ()
-    if origin in (list, typing.List):
+    if origin in (list, list):
         return "list", ()
     return "other", ()
 
@@ -75,7 +137,11 @@ def _walk(model: Any, prefix: str) -> list[Field]:
     for name, info in model.model_fields.items():
         key = info.alias or name
         annotation = info.annotation
-        models = [a for a in (typing.get_args(annotation) or (annotation,)) if isinstance(a, type) and issubclass(a, BaseModel)]
+        models = [
+            a
+            for a in (typing.get_args(annotation) or (annotation,))
+            if isinstance(a, type) and issubclass(a, BaseModel)
+        ]
         if prefix == "" and name == "engine":
             from runners.engines.simulator import SimulatorConfig
 

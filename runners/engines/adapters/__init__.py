@@ -13,8 +13,17 @@ import pkgutil
 
 from runners.engines.adapters.base import Availability, Capabilities, EngineAdapter, FormField, MetricNames
 
-__all__ = ["ADAPTERS", "Availability", "Capabilities", "EngineAdapter", "FormField", "MetricNames",
-           "adapter_for", "detect_adapter", "GenericOpenAI"]
+__all__ = [
+    "ADAPTERS",
+    "Availability",
+    "Capabilities",
+    "EngineAdapter",
+    "FormField",
+    "MetricNames",
+    "adapter_for",
+    "detect_adapter",
+    "GenericOpenAI",
+]
 
 
 def _discover() -> dict[str, type[EngineAdapter]]:
@@ -24,8 +33,12 @@ def _discover() -> dict[str, type[EngineAdapter]]:
             continue
         loaded = importlib.import_module(f"{__name__}.{module.name}")
         for value in vars(loaded).values():
-            if (isinstance(value, type) and issubclass(value, EngineAdapter) and value is not EngineAdapter
-                    and value.__module__ == loaded.__name__):
+            if (
+                isinstance(value, type)
+                and issubclass(value, EngineAdapter)
+                and value is not EngineAdapter
+                and value.__module__ == loaded.__name__
+            ):
                 found.append(value)
     found.sort(key=lambda cls: (cls.order, cls.name))
     return {cls.name: cls for cls in found}

@@ -131,12 +131,21 @@ class EngineAdapter:
         return None
 
     @classmethod
-    def endpoint(cls, base_url: str, model: str, api: str, headers: dict[str, str] | None = None,
-                 scheduling_policy: str = "fcfs") -> Endpoint:
+    def endpoint(
+        cls, base_url: str, model: str, api: str, headers: dict[str, str] | None = None, scheduling_policy: str = "fcfs"
+    ) -> Endpoint:
         """The client's view of one server of this engine."""
         able = cls.capabilities(scheduling_policy)
-        return Endpoint(base_url, model, api, cls.name, dict(headers or {}), accepts_min_tokens=able.min_tokens,
-                        accepts_priority=able.priority, accepts_engine_args=able.engine_args)
+        return Endpoint(
+            base_url,
+            model,
+            api,
+            cls.name,
+            dict(headers or {}),
+            accepts_min_tokens=able.min_tokens,
+            accepts_priority=able.priority,
+            accepts_engine_args=able.engine_args,
+        )
 
     @classmethod
     def availability(cls) -> Availability:
@@ -181,9 +190,14 @@ def prompt_tokenize_api(path: str, reply_limit_is_context: bool) -> TokenizeAPI:
     (or ``messages`` with ``add_generation_prompt`` for a chat prompt's overhead) answered by
     ``{"count", "tokens", "max_model_len"}``; ``reply_limit_is_context`` says whether that
     ``max_model_len`` is the server's context (vLLM) or only the tokenizer's own (SGLang)."""
-    return TokenizeAPI(path, _prompt_body, _overhead_body, _count_of,
-                       _max_model_len_of if reply_limit_is_context else (lambda reply: None),
-                       '{"count": <tokens>, "max_model_len": ..., "tokens": [...]}')
+    return TokenizeAPI(
+        path,
+        _prompt_body,
+        _overhead_body,
+        _count_of,
+        _max_model_len_of if reply_limit_is_context else (lambda reply: None),
+        '{"count": <tokens>, "max_model_len": ..., "tokens": [...]}',
+    )
 
 
 def redacted_command(command: list[str] | None, info: FieldSerializationInfo) -> list[str] | None:

@@ -79,8 +79,14 @@ class LMDeployAdapter(EngineAdapter):
         ttft=("lmdeploy:time_to_first_token_seconds",),
         itl=("lmdeploy:iter_token_latency",),
     )
-    tokenize_api = TokenizeAPI("/v1/encode", _encode_text, _encode_overhead, _read_length, lambda reply: None,
-                               '{"input_ids": [...], "length": <tokens>}')
+    tokenize_api = TokenizeAPI(
+        "/v1/encode",
+        _encode_text,
+        _encode_overhead,
+        _read_length,
+        lambda reply: None,
+        '{"input_ids": [...], "length": <tokens>}',
+    )
     form_fields = (
         FormField("engine.backend", "--backend", "choice", choices=("turbomind", "pytorch")),
         FormField("engine.max_batch_size", "--max-batch-size", "int", step=1),
@@ -90,14 +96,25 @@ class LMDeployAdapter(EngineAdapter):
 
     @classmethod
     def server_command(cls, config: LMDeployConfig, port: int) -> list[str]:
-        command = list(config.command) + [config.model, "--server-name", config.host, "--server-port", str(port),
-                                          "--backend", config.backend, "--model-name", config.model_name]
-        command += optional_flags({
-            "--max-batch-size": config.max_batch_size,
-            "--cache-max-entry-count": config.cache_max_entry_count,
-            "--session-len": config.session_len,
-            "--tp": config.tp,
-        })
+        command = list(config.command) + [
+            config.model,
+            "--server-name",
+            config.host,
+            "--server-port",
+            str(port),
+            "--backend",
+            config.backend,
+            "--model-name",
+            config.model_name,
+        ]
+        command += optional_flags(
+            {
+                "--max-batch-size": config.max_batch_size,
+                "--cache-max-entry-count": config.cache_max_entry_count,
+                "--session-len": config.session_len,
+                "--tp": config.tp,
+            }
+        )
         return command + list(config.extra_args)
 
     @classmethod

@@ -30,8 +30,14 @@ from typing import Literal
 
 from pydantic import Field, FieldSerializationInfo, field_serializer, field_validator
 
-from runners.engines.adapters.base import (Capabilities, EngineAdapter, FormField, MetricNames, prompt_tokenize_api,
-                                           redacted_command)
+from runners.engines.adapters.base import (
+    Capabilities,
+    EngineAdapter,
+    FormField,
+    MetricNames,
+    prompt_tokenize_api,
+    redacted_command,
+)
 from runners.engines.real_config import ClientOptions, LaunchOptions, optional_flags
 
 
@@ -52,7 +58,8 @@ class SGLangConfig(ClientOptions, LaunchOptions):
     chunked_prefill_size: int | None = Field(default=None, ge=-1, le=10_000_000, description="-1 disables")
     schedule_policy: Literal["fcfs", "lpm", "random", "dfs-weight", "lof"] = "fcfs"
     scheduling_policy: Literal["fcfs", "priority"] = Field(
-        default="fcfs", description="'priority': --enable-priority-scheduling (lower values first, as vLLM)")
+        default="fcfs", description="'priority': --enable-priority-scheduling (lower values first, as vLLM)"
+    )
     page_size: int | None = Field(default=None, gt=0, le=4096)
     dtype: str | None = None
 
@@ -95,16 +102,25 @@ class SGLangAdapter(EngineAdapter):
     )
     tokenize_api = prompt_tokenize_api("/v1/tokenize", reply_limit_is_context=False)
     form_fields = (
-        FormField("engine.python", "Python of the SGLang environment", "text",
-                  "SGLang pins its own torch: point at its venv"),
+        FormField(
+            "engine.python", "Python of the SGLang environment", "text", "SGLang pins its own torch: point at its venv"
+        ),
         FormField("engine.max_running_requests", "--max-running-requests", "int", step=1),
         FormField("engine.context_length", "--context-length", "int", step=256),
         FormField("engine.mem_fraction_static", "--mem-fraction-static", "float", step=0.05),
-        FormField("engine.schedule_policy", "--schedule-policy", "choice",
-                  choices=("fcfs", "lpm", "random", "dfs-weight", "lof")),
-        FormField("engine.scheduling_policy", "--enable-priority-scheduling", "flag",
-                  "the engine orders its queue by the scheduler's priority (lower values first)",
-                  flag_value="priority"),
+        FormField(
+            "engine.schedule_policy",
+            "--schedule-policy",
+            "choice",
+            choices=("fcfs", "lpm", "random", "dfs-weight", "lof"),
+        ),
+        FormField(
+            "engine.scheduling_policy",
+            "--enable-priority-scheduling",
+            "flag",
+            "the engine orders its queue by the scheduler's priority (lower values first)",
+            flag_value="priority",
+        ),
         FormField("engine.use_gpus", "Set CUDA_VISIBLE_DEVICES per instance", "flag", flag_value=True),
     )
 
@@ -115,17 +131,28 @@ class SGLangAdapter(EngineAdapter):
     @classmethod
     def server_command(cls, config: SGLangConfig, port: int) -> list[str]:
         command = list(config.command) if config.command else [config.python, "-m", cls.module]
-        command += ["--model-path", config.model, "--served-model-name", config.served_model_name,
-                    "--host", config.host, "--port", str(port), "--enable-metrics"]
-        command += optional_flags({
-            "--max-running-requests": config.max_running_requests,
-            "--context-length": config.context_length,
-            "--mem-fraction-static": config.mem_fraction_static,
-            "--max-total-tokens": config.max_total_tokens,
-            "--chunked-prefill-size": config.chunked_prefill_size,
-            "--page-size": config.page_size,
-            "--dtype": config.dtype,
-        })
+        command += [
+            "--model-path",
+            config.model,
+            "--served-model-name",
+            config.served_model_name,
+            "--host",
+            config.host,
+            "--port",
+            str(port),
+            "--enable-metrics",
+        ]
+        command += optional_flags(
+            {
+                "--max-running-requests": config.max_running_requests,
+                "--context-length": config.context_length,
+                "--mem-fraction-static": config.mem_fraction_static,
+                "--max-total-tokens": config.max_total_tokens,
+                "--chunked-prefill-size": config.chunked_prefill_size,
+                "--page-size": config.page_size,
+                "--dtype": config.dtype,
+            }
+        )
         command += ["--schedule-policy", config.schedule_policy]
         if config.scheduling_policy == "priority":
             command += ["--enable-priority-scheduling", "--schedule-low-priority-values-first"]

@@ -19,8 +19,15 @@ from typing import Literal
 
 from pydantic import Field, FieldSerializationInfo, field_serializer
 
-from runners.engines.adapters.base import (Availability, Capabilities, EngineAdapter, FormField, MetricNames,
-                                           prompt_tokenize_api, redacted_command)
+from runners.engines.adapters.base import (
+    Availability,
+    Capabilities,
+    EngineAdapter,
+    FormField,
+    MetricNames,
+    prompt_tokenize_api,
+    redacted_command,
+)
 from runners.engines.real_config import ClientOptions, LaunchOptions, optional_flags
 
 ROOT = Path(__file__).resolve().parents[3]
@@ -45,10 +52,11 @@ class VLLMConfig(ClientOptions, LaunchOptions):
     dtype: str | None = None
     block_size: int | None = Field(default=None, gt=0, le=4096)
     scheduler_cls: str | None = Field(
-        default=None, pattern=r"^[A-Za-z_]\w*(\.[A-Za-z_]\w*)+$",
+        default=None,
+        pattern=r"^[A-Za-z_]\w*(\.[A-Za-z_]\w*)+$",
         description="vLLM --scheduler-cls: the engine's scheduler class as a qualified name (mod.Class); "
-                    "schedlab's own in-engine schedulers (runners.engines.vllm_scheduler...) are put on the "
-                    "server's PYTHONPATH, nothing is installed into the vLLM environment",
+        "schedlab's own in-engine schedulers (runners.engines.vllm_scheduler...) are put on the "
+        "server's PYTHONPATH, nothing is installed into the vLLM environment",
     )
 
     @field_serializer("command")
@@ -81,15 +89,22 @@ class VLLMAdapter(EngineAdapter):
     )
     tokenize_api = prompt_tokenize_api("/tokenize", reply_limit_is_context=True)
     form_fields = (
-        FormField("engine.python", "Python of the vLLM environment", "text",
-                  "vLLM pins its own torch: point at its venv"),
+        FormField(
+            "engine.python", "Python of the vLLM environment", "text", "vLLM pins its own torch: point at its venv"
+        ),
         FormField("engine.max_num_seqs", "--max-num-seqs", "int", step=1),
         FormField("engine.max_model_len", "--max-model-len", "int", step=256),
         FormField("engine.gpu_memory_utilization", "--gpu-memory-utilization", "float", step=0.05),
-        FormField("engine.scheduling_policy", "--scheduling-policy priority", "flag",
-                  "the engine orders its queue by the scheduler's priority", flag_value="priority"),
-        FormField("engine.use_gpus", "Set CUDA_VISIBLE_DEVICES per instance (off for the CPU build)", "flag",
-                  flag_value=True),
+        FormField(
+            "engine.scheduling_policy",
+            "--scheduling-policy priority",
+            "flag",
+            "the engine orders its queue by the scheduler's priority",
+            flag_value="priority",
+        ),
+        FormField(
+            "engine.use_gpus", "Set CUDA_VISIBLE_DEVICES per instance (off for the CPU build)", "flag", flag_value=True
+        ),
     )
 
     @classmethod
@@ -99,17 +114,27 @@ class VLLMAdapter(EngineAdapter):
     @classmethod
     def server_command(cls, config: VLLMConfig, port: int) -> list[str]:
         command = list(config.command) if config.command else [config.python, "-m", cls.module]
-        command += ["--model", config.model, "--served-model-name", config.served_model_name,
-                    "--host", config.host, "--port", str(port)]
-        command += optional_flags({
-            "--max-num-seqs": config.max_num_seqs,
-            "--max-num-batched-tokens": config.max_num_batched_tokens,
-            "--gpu-memory-utilization": config.gpu_memory_utilization,
-            "--num-gpu-blocks-override": config.num_gpu_blocks_override,
-            "--max-model-len": config.max_model_len,
-            "--dtype": config.dtype,
-            "--block-size": config.block_size,
-        })
+        command += [
+            "--model",
+            config.model,
+            "--served-model-name",
+            config.served_model_name,
+            "--host",
+            config.host,
+            "--port",
+            str(port),
+        ]
+        command += optional_flags(
+            {
+                "--max-num-seqs": config.max_num_seqs,
+                "--max-num-batched-tokens": config.max_num_batched_tokens,
+                "--gpu-memory-utilization": config.gpu_memory_utilization,
+                "--num-gpu-blocks-override": config.num_gpu_blocks_override,
+                "--max-model-len": config.max_model_len,
+                "--dtype": config.dtype,
+                "--block-size": config.block_size,
+            }
+        )
         command += ["--scheduling-policy", config.scheduling_policy]
         if config.scheduler_cls:
             command += ["--scheduler-cls", config.scheduler_cls]
@@ -145,5 +170,8 @@ class VLLMAdapter(EngineAdapter):
         for candidate in (os.environ.get("SCHEDLAB_VLLM_PYTHON"), str(ROOT / ".venv-vllm" / "bin" / "python")):
             if candidate and Path(candidate).exists():
                 return Availability(cls.name, True, f"vLLM environment at {candidate}: launchable")
-        return Availability(cls.name, False, "not installed here: install it in its own environment (README) or "
-                                             "attach to a running server")
+        return Availability(
+            cls.name,
+            False,
+            "not installed here: install it in its own environment (README) or attach to a running server",
+        )

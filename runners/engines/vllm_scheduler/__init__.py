@@ -46,8 +46,12 @@ IN_ENGINE_SCHEDULERS: dict[str, str] = {
 }
 
 #: The client-side policy each in-engine scheduler shares its decision logic with.
-CLIENT_TWINS: dict[str, str] = {"engine-dynamic-mem": "dynamic-mem", "engine-dynamic-sla": "dynamic-sla",
-                                "engine-mcsf": "mcsf", "engine-slo-sa": "slo-sa"}
+CLIENT_TWINS: dict[str, str] = {
+    "engine-dynamic-mem": "dynamic-mem",
+    "engine-dynamic-sla": "dynamic-sla",
+    "engine-mcsf": "mcsf",
+    "engine-slo-sa": "slo-sa",
+}
 
 #: vLLM releases the classes are tested against, as "major.minor" (any patch release of each).
 #: The scheduler interface is not public ("compatibility may not be maintained"), so each new
@@ -86,10 +90,12 @@ def version_error(version: str | None) -> str | None:
         return None
     shown = "unknown" if version is None else repr(version)
     supported = ", ".join(f"{v}.x" for v in SUPPORTED_VLLM_VERSIONS)
-    return (f"schedlab's in-engine schedulers support vLLM {supported}; this server runs vLLM {shown}. "
-            "vLLM's scheduler interface is not public and changes between releases, so the plugin refuses "
-            f"to run rather than schedule wrongly. Install vLLM {supported} in the server's environment, or "
-            "run the policy's client-side twin instead (e.g. dynamic-mem for engine-dynamic-mem)")
+    return (
+        f"schedlab's in-engine schedulers support vLLM {supported}; this server runs vLLM {shown}. "
+        "vLLM's scheduler interface is not public and changes between releases, so the plugin refuses "
+        f"to run rather than schedule wrongly. Install vLLM {supported} in the server's environment, or "
+        "run the policy's client-side twin instead (e.g. dynamic-mem for engine-dynamic-mem)"
+    )
 
 
 def scheduler_class(name: str) -> str:
@@ -97,8 +103,9 @@ def scheduler_class(name: str) -> str:
     try:
         return IN_ENGINE_SCHEDULERS[name]
     except KeyError:
-        raise KeyError(f"unknown in-engine scheduler {name!r}; known: {', '.join(sorted(IN_ENGINE_SCHEDULERS))}") \
-            from None
+        raise KeyError(
+            f"unknown in-engine scheduler {name!r}; known: {', '.join(sorted(IN_ENGINE_SCHEDULERS))}"
+        ) from None
 
 
 EngineOutputPrior = Literal["max_tokens", "given", "cold"]
@@ -109,27 +116,58 @@ class EngineDynamicMemoryParams(InputModel):
     ``SCHEDLAB_ENGINE_PARAMS``. Tokens are tokens; eps_m a probability."""
 
     b_max: int | None = Field(
-        title="largest running limit (B_max)", default=None, gt=0, le=65_536,
+        title="largest running limit (B_max)",
+        default=None,
+        gt=0,
+        le=65_536,
         description="B_max: largest running limit, requests. Default: the engine's max_num_seqs; above it is "
-                    "refused (the engine has no more running slots)")
-    eps_m: float = Field(title="allowed KV overflow probability (eps_M)", default=0.05, ge=1e-9, le=1 - 1e-9,
-                         description="eps_M: allowed probability of KV overflow, in (0, 1)")
+        "refused (the engine has no more running slots)",
+    )
+    eps_m: float = Field(
+        title="allowed KV overflow probability (eps_M)",
+        default=0.05,
+        ge=1e-9,
+        le=1 - 1e-9,
+        description="eps_M: allowed probability of KV overflow, in (0, 1)",
+    )
     output_prior: EngineOutputPrior = Field(
-        title="output-length prior", default="max_tokens",
+        title="output-length prior",
+        default="max_tokens",
         description="E[l_out] and Var l_out (tokens) - max_tokens: those of the arrived requests' max_tokens "
-                    "(schedlab sends each request's target length as max_tokens; the engine does not see tasks); "
-                    "given: output_mean/output_std/output_count (e.g. the workload's target lengths, passed by "
-                    "the launcher), pooled with finished requests; cold: prior_output_tokens until a request "
-                    "finishes, then the finished requests")
-    output_mean: float | None = Field(title="given output mean (tokens)", default=None, ge=0, le=10_000_000,
-                                      description="output_prior given: mean output length, tokens")
-    output_std: float = Field(title="given output std (tokens)", default=0.0, ge=0, le=10_000_000,
-                              description="output_prior given: standard deviation of the output length, tokens")
-    output_count: int = Field(title="given moments' weight (requests)", default=100, ge=2, le=100_000_000,
-                              description="output_prior given: how many requests the given moments stand for "
-                                          "(their weight against finished requests), at least 2")
-    prior_output_tokens: int = Field(title="cold output-length guess (tokens)", default=256, gt=0, le=10_000_000,
-                                     description="E[l_out] before any finished request (cold), tokens")
+        "(schedlab sends each request's target length as max_tokens; the engine does not see tasks); "
+        "given: output_mean/output_std/output_count (e.g. the workload's target lengths, passed by "
+        "the launcher), pooled with finished requests; cold: prior_output_tokens until a request "
+        "finishes, then the finished requests",
+    )
+    output_mean: float | None = Field(
+        title="given output mean (tokens)",
+        default=None,
+        ge=0,
+        le=10_000_000,
+        description="output_prior given: mean output length, tokens",
+    )
+    output_std: float = Field(
+        title="given output std (tokens)",
+        default=0.0,
+        ge=0,
+        le=10_000_000,
+        description="output_prior given: standard deviation of the output length, tokens",
+    )
+    output_count: int = Field(
+        title="given moments' weight (requests)",
+        default=100,
+        ge=2,
+        le=100_000_000,
+        description="output_prior given: how many requests the given moments stand for "
+        "(their weight against finished requests), at least 2",
+    )
+    prior_output_tokens: int = Field(
+        title="cold output-length guess (tokens)",
+        default=256,
+        gt=0,
+        le=10_000_000,
+        description="E[l_out] before any finished request (cold), tokens",
+    )
 
     @model_validator(mode="after")
     def _given_has_a_mean(self) -> "EngineDynamicMemoryParams":
@@ -144,8 +182,12 @@ def check_window(model: str, b_min: int, b_max: int, alpha: int | None) -> None:
     if b_min > b_max:
         raise field_error(model, "b_min", f"must be at most B_max ({b_max})", b_min)
     if alpha is not None and alpha >= b_max - b_min:
-        raise field_error(model, "alpha", f"must be smaller than the window B_max - B_min = {b_max} - {b_min} = "
-                          f"{b_max - b_min}", alpha)
+        raise field_error(
+            model,
+            "alpha",
+            f"must be smaller than the window B_max - B_min = {b_max} - {b_min} = {b_max - b_min}",
+            alpha,
+        )
 
 
 class SLAWindowParams(InputModel):
@@ -153,28 +195,59 @@ class SLAWindowParams(InputModel):
     in-engine engine-dynamic-sla (EngineDynamicSLAParams): one definition, two models. Mixed into
     a model that has ``b_max`` (requests, None: the engine's max_num_seqs)."""
 
-    d_sla_s: float = Field(title="decode latency target (D_SLA, s)", default=0.050, gt=0, le=3600.0,
-                           description="D_SLA: decode latency target (TPOT), seconds")
-    eps_s: float = Field(title="latency tolerance (eps_D, s)", default=0.005, ge=0, le=3600.0,
-                         description="eps_D: tolerance around D_SLA, seconds, smaller than d_sla_s")
+    d_sla_s: float = Field(
+        title="decode latency target (D_SLA, s)",
+        default=0.050,
+        gt=0,
+        le=3600.0,
+        description="D_SLA: decode latency target (TPOT), seconds",
+    )
+    eps_s: float = Field(
+        title="latency tolerance (eps_D, s)",
+        default=0.005,
+        ge=0,
+        le=3600.0,
+        description="eps_D: tolerance around D_SLA, seconds, smaller than d_sla_s",
+    )
     alpha: int | None = Field(
-        title="window gap (alpha)", default=None, gt=0, le=65_536,
+        title="window gap (alpha)",
+        default=None,
+        gt=0,
+        le=65_536,
         description="gap kept between b_low and b_high, smaller than the window B_max - B_min. Default: scaled to "
-                    "the window, B_max // 32 (8 at B_max 256), at least 2")
-    delta: int = Field(title="corrective step (delta)", default=2, gt=0, le=65_536,
-                       description="delta: corrective step against noise, requests")
-    b_min: int = Field(title="smallest batch (B_min)", default=1, gt=0, le=65_536,
-                       description="B_min: the smallest batch-size limit the window may reach, requests; at most "
-                                   "B_max")
-    memory_cap: bool = Field(title="apply the memory cap", default=True,
-                             description="also apply Alg. 1's memory cap (paper: b = min of both)")
+        "the window, B_max // 32 (8 at B_max 256), at least 2",
+    )
+    delta: int = Field(
+        title="corrective step (delta)",
+        default=2,
+        gt=0,
+        le=65_536,
+        description="delta: corrective step against noise, requests",
+    )
+    b_min: int = Field(
+        title="smallest batch (B_min)",
+        default=1,
+        gt=0,
+        le=65_536,
+        description="B_min: the smallest batch-size limit the window may reach, requests; at most B_max",
+    )
+    memory_cap: bool = Field(
+        title="apply the memory cap",
+        default=True,
+        description="also apply Alg. 1's memory cap (paper: b = min of both)",
+    )
 
     @model_validator(mode="after")
     def _bounds_in_order(self) -> "SLAWindowParams":
         name = type(self).__name__
         if self.eps_s >= self.d_sla_s:
-            raise field_error(name, "eps_s", f"must be smaller than d_sla_s ({self.d_sla_s:g} s): a tolerance as "
-                              "large as the target leaves no 'too fast' side", self.eps_s)
+            raise field_error(
+                name,
+                "eps_s",
+                f"must be smaller than d_sla_s ({self.d_sla_s:g} s): a tolerance as "
+                "large as the target leaves no 'too fast' side",
+                self.eps_s,
+            )
         b_max = getattr(self, "b_max", None)
         if b_max is not None:
             check_window(name, self.b_min, b_max, self.alpha)
@@ -186,9 +259,14 @@ class EngineDynamicSLAParams(SLAWindowParams, EngineDynamicMemoryParams):
     memory_cap): engine-dynamic-mem's and the window's (:class:`SLAWindowParams`), plus how many
     engine steps tau averages. Latencies in seconds, sizes in requests."""
 
-    samples: int = Field(title="engine steps averaged", default=16, gt=0, le=100_000,
-                         description="tau: the engine's own step times averaged, over the last `samples` steps that "
-                                     "ran decoding requests (each timed from its scheduling to its model output)")
+    samples: int = Field(
+        title="engine steps averaged",
+        default=16,
+        gt=0,
+        le=100_000,
+        description="tau: the engine's own step times averaged, over the last `samples` steps that "
+        "ran decoding requests (each timed from its scheduling to its model output)",
+    )
 
 
 class EngineMCSFParams(InputModel):
@@ -197,9 +275,13 @@ class EngineMCSFParams(InputModel):
     (``PREDICTED_OUTPUT_ARG``, else its max_tokens), not from here."""
 
     memory_fraction: float = Field(
-        title="KV cache share planned for", default=1.0, gt=0, le=1,
+        title="KV cache share planned for",
+        default=1.0,
+        gt=0,
+        le=1,
         description="share of the KV cache MC-SF plans for (M = usable blocks x block size x this), in (0, 1]; "
-                    "as the client-side mcsf's memory_fraction")
+        "as the client-side mcsf's memory_fraction",
+    )
 
 
 class EngineSLOAwareParams(SLOPlanParams):
@@ -216,27 +298,37 @@ class EngineSLOAwareParams(SLOPlanParams):
     needs_fcfs_queue: ClassVar[bool] = True
 
     prefill: PhaseCoefficients | None = Field(
-        title="prefill coefficients", default=None,
+        title="prefill coefficients",
+        default=None,
         description="eq. 14 prefill coefficients of the run's latency model (seconds); filled by the "
-                                  "launcher from engine.profile")
+        "launcher from engine.profile",
+    )
     decode: PhaseCoefficients | None = Field(
-        title="decode coefficients", default=None,
+        title="decode coefficients",
+        default=None,
         description="eq. 15 decode coefficients of the run's latency model (seconds); filled by the "
-                                  "launcher from engine.profile")
+        "launcher from engine.profile",
+    )
 
     @model_validator(mode="after")
     def _both_phases(self) -> "EngineSLOAwareParams":
         if (self.prefill is None) != (self.decode is None):
             missing = "prefill" if self.prefill is None else "decode"
-            raise field_error(type(self).__name__, missing, "is required with the other phase's coefficients "
-                              "(the launcher writes both from engine.profile)", None)
+            raise field_error(
+                type(self).__name__,
+                missing,
+                "is required with the other phase's coefficients (the launcher writes both from engine.profile)",
+                None,
+            )
         return self
 
 
 #: schedlab scheduler name -> the parameters model of its class (importable without vLLM).
 IN_ENGINE_PARAMS: dict[str, type[InputModel]] = {
-    "engine-dynamic-mem": EngineDynamicMemoryParams, "engine-dynamic-sla": EngineDynamicSLAParams,
-    "engine-mcsf": EngineMCSFParams, "engine-slo-sa": EngineSLOAwareParams,
+    "engine-dynamic-mem": EngineDynamicMemoryParams,
+    "engine-dynamic-sla": EngineDynamicSLAParams,
+    "engine-mcsf": EngineMCSFParams,
+    "engine-slo-sa": EngineSLOAwareParams,
 }
 
 
@@ -258,8 +350,9 @@ def load_params(model: type[InputModel], environ: "os._Environ[str] | dict[str, 
         raise ValueError(f"schedlab in-engine scheduler: bad parameters in {PARAMS_ENV}={path}: {exc}") from None
 
 
-def launch_settings(name: str, params: InputModel, folder: Path, latency: LatencyModel | None = None,
-                    scheduling_policy: str = "fcfs") -> tuple[str, dict[str, str]]:
+def launch_settings(
+    name: str, params: InputModel, folder: Path, latency: LatencyModel | None = None, scheduling_policy: str = "fcfs"
+) -> tuple[str, dict[str, str]]:
     """What a vLLM launch needs to run in-engine scheduler ``name``: its ``--scheduler-cls`` and
     the server environment (the parameters written as JSON into ``folder``, the decisions file
     per instance there: ``engine-decisions-{instance}.jsonl``, ``{instance}`` being replaced by the
@@ -271,26 +364,36 @@ def launch_settings(name: str, params: InputModel, folder: Path, latency: Latenc
     engine.scheduling_policy when a model that ``needs_fcfs_queue`` would start under priority."""
     model = IN_ENGINE_PARAMS.get(name)
     if model is not None and getattr(model, "needs_fcfs_queue", False) and scheduling_policy != "fcfs":
-        raise ConfigError("engine.scheduling_policy", f"{name} applies its plan by reordering vLLM's FCFS waiting "
-                          f"queue; expected 'fcfs', got {scheduling_policy!r} (under 'priority' vLLM orders the "
-                          "queue by the priorities requests were sent with, and the plan could not be applied)")
+        raise ConfigError(
+            "engine.scheduling_policy",
+            f"{name} applies its plan by reordering vLLM's FCFS waiting "
+            f"queue; expected 'fcfs', got {scheduling_policy!r} (under 'priority' vLLM orders the "
+            "queue by the priorities requests were sent with, and the plan could not be applied)",
+        )
     data = params.model_dump(mode="json", include=set(model.model_fields) if model is not None else None)
     if model is not None and getattr(model, "needs_latency_model", False):
         if latency is None:
-            raise ConfigError("engine.profile", f"{name} plans with a latency model and this run has none: set "
-                              "engine.profile to a profile of this engine from 'python -m runners profile'")
+            raise ConfigError(
+                "engine.profile",
+                f"{name} plans with a latency model and this run has none: set "
+                "engine.profile to a profile of this engine from 'python -m runners profile'",
+            )
         data.update(prefill=latency.prefill.model_dump(mode="json"), decode=latency.decode.model_dump(mode="json"))
     written = model.model_validate(data) if model is not None else params
     folder.mkdir(parents=True, exist_ok=True)
     params_file = folder / "engine-scheduler-params.json"
     params_file.write_text(written.model_dump_json(indent=2) + "\n", encoding="utf-8")
-    return scheduler_class(name), {PARAMS_ENV: str(params_file),
-                                   DECISIONS_ENV: str(folder / "engine-decisions-{instance}.jsonl")}
+    return scheduler_class(name), {
+        PARAMS_ENV: str(params_file),
+        DECISIONS_ENV: str(folder / "engine-decisions-{instance}.jsonl"),
+    }
 
 
 def attach_instructions(name: str) -> str:
     """How to start a server elsewhere with in-engine scheduler ``name`` (for an attach config)."""
-    return (f"{name} runs inside vLLM, so schedlab must launch the server (engine kind vllm). To use it with a "
-            f"server started elsewhere, start that server with PYTHONPATH=<schedlab repository> and --scheduler-cls "
-            f"{scheduler_class(name)} (vLLM {', '.join(v + '.x' for v in SUPPORTED_VLLM_VERSIONS)}), then attach "
-            f"with scheduler fcfs")
+    return (
+        f"{name} runs inside vLLM, so schedlab must launch the server (engine kind vllm). To use it with a "
+        f"server started elsewhere, start that server with PYTHONPATH=<schedlab repository> and --scheduler-cls "
+        f"{scheduler_class(name)} (vLLM {', '.join(v + '.x' for v in SUPPORTED_VLLM_VERSIONS)}), then attach "
+        f"with scheduler fcfs"
+    )

@@ -46,8 +46,14 @@ from vllm.v1.core.sched.async_scheduler import AsyncScheduler
 from vllm.v1.core.sched.output import SchedulerOutput
 from vllm.v1.core.sched.scheduler import Scheduler
 
-from runners.engines.vllm_scheduler import (DECISION_INTERVAL_ENV, DECISION_LOG_PREFIX, DECISIONS_ENV,
-                                            FAIL_AT_STEP_ENV, VERSION_OVERRIDE_ENV, version_error)
+from runners.engines.vllm_scheduler import (
+    DECISION_INTERVAL_ENV,
+    DECISION_LOG_PREFIX,
+    DECISIONS_ENV,
+    FAIL_AT_STEP_ENV,
+    VERSION_OVERRIDE_ENV,
+    version_error,
+)
 
 logger = init_logger("vllm.schedlab")
 
@@ -97,10 +103,17 @@ class SchedlabScheduler(Scheduler):
         self.admitted_total = 0
         if self._decisions_path:
             os.makedirs(os.path.dirname(os.path.abspath(self._decisions_path)), exist_ok=True)
-        logger.info("schedlab in-engine scheduler %s (vLLM %s, %s), block size %d tokens, %d KV blocks, "
-                    "max_num_seqs %d, decisions to %s", type(self).__name__, vllm.__version__,
-                    "async" if isinstance(self, AsyncScheduler) else "sync", self.block_size,
-                    self.total_blocks(), self.max_num_running_reqs, self._decisions_path or "the log only")
+        logger.info(
+            "schedlab in-engine scheduler %s (vLLM %s, %s), block size %d tokens, %d KV blocks, "
+            "max_num_seqs %d, decisions to %s",
+            type(self).__name__,
+            vllm.__version__,
+            "async" if isinstance(self, AsyncScheduler) else "sync",
+            self.block_size,
+            self.total_blocks(),
+            self.max_num_running_reqs,
+            self._decisions_path or "the log only",
+        )
 
     # --- what a policy overrides -------------------------------------------------------------
     def running_limit(self) -> int | None:
@@ -124,8 +137,15 @@ class SchedlabScheduler(Scheduler):
         """Each running request's KV block ids (all KV cache groups together; the null block,
         which stands for skipped blocks and holds nothing, left out)."""
         null = self.kv_cache_manager.block_pool.null_block.block_id
-        return [[block for group in self.kv_cache_manager.get_block_ids(request.request_id) for block in group
-                 if block != null] for request in self.running]
+        return [
+            [
+                block
+                for group in self.kv_cache_manager.get_block_ids(request.request_id)
+                for block in group
+                if block != null
+            ]
+            for request in self.running
+        ]
 
     def num_waiting(self) -> int:
         return len(self.waiting) + len(self.kv_holding_waiting)
@@ -134,8 +154,10 @@ class SchedlabScheduler(Scheduler):
     def schedule(self, *args: Any, **kwargs: Any) -> SchedulerOutput:
         self.step_index += 1
         if self.step_index == self._fail_at_step:
-            raise RuntimeError(f"schedlab in-engine scheduler {type(self).__name__} failed at step {self.step_index} "
-                               f"({FAIL_AT_STEP_ENV} test hook)")
+            raise RuntimeError(
+                f"schedlab in-engine scheduler {type(self).__name__} failed at step {self.step_index} "
+                f"({FAIL_AT_STEP_ENV} test hook)"
+            )
         free_before = self.free_blocks()
         limit = self.running_limit()
         if limit is not None:
@@ -148,12 +170,24 @@ class SchedlabScheduler(Scheduler):
             admitted = sum(1 for request in self.running if request.request_id not in running_before)
             self.admitted_total += admitted
             held = min(waiting, self.b_max - running) if running >= applied and applied < self.b_max else 0
-            self._record({"step": self.step_index, "t": time.time(), "limit": applied, "b_max": self.b_max,
-                          "running": running, "waiting": waiting, "admitted": admitted, "admitted_total": self.admitted_total,
-                          "held_back": max(0, held),
-                          "preempted": len(output.preempted_req_ids or ()), "free_blocks": free_before,
-                          "total_blocks": self.total_blocks(), "block_size": self.block_size,
-                          **self.decision_fields()})
+            self._record(
+                {
+                    "step": self.step_index,
+                    "t": time.time(),
+                    "limit": applied,
+                    "b_max": self.b_max,
+                    "running": running,
+                    "waiting": waiting,
+                    "admitted": admitted,
+                    "admitted_total": self.admitted_total,
+                    "held_back": max(0, held),
+                    "preempted": len(output.preempted_req_ids or ()),
+                    "free_blocks": free_before,
+                    "total_blocks": self.total_blocks(),
+                    "block_size": self.block_size,
+                    **self.decision_fields(),
+                }
+            )
         return output
 
     def _record(self, decision: dict[str, Any]) -> None:

@@ -71,12 +71,21 @@ from vllm.v1.core.sched.async_scheduler import AsyncScheduler
 from vllm.v1.core.sched.output import SchedulerOutput
 from vllm.v1.request import Request, RequestStatus
 
-from runners.engines.vllm_scheduler import (IN_ENGINE_PARAMS, EngineDynamicMemoryParams, EngineDynamicSLAParams,
-                                            check_window, load_params)
+from runners.engines.vllm_scheduler import (
+    IN_ENGINE_PARAMS,
+    EngineDynamicMemoryParams,
+    EngineDynamicSLAParams,
+    check_window,
+    load_params,
+)
 from runners.engines.vllm_scheduler.base import SchedlabScheduler
 from runners.predictors import RunningMoments
-from runners.schedulers.dynamic_batching_core import (StepSLAController, batch_capacity_tokens, default_alpha,
-                                                      memory_limit)
+from runners.schedulers.dynamic_batching_core import (
+    StepSLAController,
+    batch_capacity_tokens,
+    default_alpha,
+    memory_limit,
+)
 
 _FINISHED_NORMALLY = (RequestStatus.FINISHED_STOPPED, RequestStatus.FINISHED_LENGTH_CAPPED)
 
@@ -94,15 +103,20 @@ class DynamicMemoryScheduler(SchedlabScheduler):
         assert isinstance(params, EngineDynamicMemoryParams)
         self.params = params
         if params.b_max is not None and params.b_max > self.max_num_running_reqs:
-            raise ValueError(f"schedlab {self.engine_name}: b_max {params.b_max} is more than this engine runs at "
-                             f"once (max_num_seqs {self.max_num_running_reqs}): raise --max-num-seqs to at least "
-                             f"{params.b_max}, or leave b_max unset to follow the engine")
+            raise ValueError(
+                f"schedlab {self.engine_name}: b_max {params.b_max} is more than this engine runs at "
+                f"once (max_num_seqs {self.max_num_running_reqs}): raise --max-num-seqs to at least "
+                f"{params.b_max}, or leave b_max unset to follow the engine"
+            )
         self.b_max = params.b_max or self.max_num_running_reqs
         self.prompts = RunningMoments()
         self.outputs = RunningMoments()
         if params.output_prior == "given":
-            self.outputs = RunningMoments(count=params.output_count, mean=float(params.output_mean or 0.0),
-                                          m2=params.output_std**2 * max(params.output_count - 1, 0))
+            self.outputs = RunningMoments(
+                count=params.output_count,
+                mean=float(params.output_mean or 0.0),
+                m2=params.output_std**2 * max(params.output_count - 1, 0),
+            )
         self.limit = self.b_max
         self.sized = False
         self._fields: dict[str, Any] = {}
@@ -138,9 +152,17 @@ class DynamicMemoryScheduler(SchedlabScheduler):
         self._fields = {"eta_tokens": eta, "decoding": decoding, "sized": update}
         if update:
             output_mean, output_variance = self.output_moments()
-            self.limit, mean, std = memory_limit(eta, self.prompts.mean, self.prompts.variance, output_mean,
-                                                 output_variance, self.block_size, self.params.eps_m, decoding,
-                                                 self.b_max)
+            self.limit, mean, std = memory_limit(
+                eta,
+                self.prompts.mean,
+                self.prompts.variance,
+                output_mean,
+                output_variance,
+                self.block_size,
+                self.params.eps_m,
+                decoding,
+                self.b_max,
+            )
             self.sized = True
             self._fields.update(footprint_mean=round(mean, 3), footprint_std=round(std, 3))
         return self.limit
@@ -172,19 +194,23 @@ class DynamicSLAScheduler(DynamicMemoryScheduler):
             check_window(type(params).__name__, params.b_min, self.b_max, params.alpha)
         except ValidationError as exc:
             error = exc.errors()[0]
-            raise ValueError(f"schedlab {self.engine_name}: {error['loc'][0]} "
-                             f"{error['msg'].removeprefix('Value error, ')} (B_max {self.b_max}: the engine's "
-                             "max_num_seqs)") from None
+            raise ValueError(
+                f"schedlab {self.engine_name}: {error['loc'][0]} "
+                f"{error['msg'].removeprefix('Value error, ')} (B_max {self.b_max}: the engine's "
+                "max_num_seqs)"
+            ) from None
         alpha = params.alpha if params.alpha is not None else default_alpha(params.b_min, self.b_max)
-        self.sla = StepSLAController(params.d_sla_s, params.eps_s, alpha, params.delta, params.b_min, self.b_max,
-                                     params.samples)
+        self.sla = StepSLAController(
+            params.d_sla_s, params.eps_s, alpha, params.delta, params.b_min, self.b_max, params.samples
+        )
 
     def schedule(self, *args: Any, **kwargs: Any) -> SchedulerOutput:
         started = time.monotonic()
         output = super().schedule(*args, **kwargs)
         scheduled = output.num_scheduled_tokens
-        decoding = sum(1 for request in self.running
-                       if request.num_output_tokens > 0 and request.request_id in scheduled)
+        decoding = sum(
+            1 for request in self.running if request.num_output_tokens > 0 and request.request_id in scheduled
+        )
         self.sla.step_scheduled(id(output), started, len(self.running), decoding)
         return output
 
@@ -198,9 +224,15 @@ class DynamicSLAScheduler(DynamicMemoryScheduler):
         memory = super().running_limit()  # Alg. 1 (and its fields), as engine-dynamic-mem
         sla = self.sla.limit(self._fields["decoding"])
         limit = min(sla, memory) if params.memory_cap and memory is not None else sla
-        self._fields.update(tau_s=self.sla.tau_s, batch_mean=self.sla.batch_mean, timed_steps=self.sla.meter.steps,
-                            window_low=self.sla.window.low, window_high=self.sla.window.high, sla_limit=sla,
-                            memory_limit=memory if params.memory_cap else None)
+        self._fields.update(
+            tau_s=self.sla.tau_s,
+            batch_mean=self.sla.batch_mean,
+            timed_steps=self.sla.meter.steps,
+            window_low=self.sla.window.low,
+            window_high=self.sla.window.high,
+            sla_limit=sla,
+            memory_limit=memory if params.memory_cap else None,
+        )
         return limit
 
 

@@ -64,9 +64,17 @@ from vllm.v1.request import Request
 
 from runners.engines.vllm_scheduler import IN_ENGINE_PARAMS, PREDICTED_OUTPUT_ARG, EngineMCSFParams, load_params
 from runners.engines.vllm_scheduler.base import SchedlabScheduler, logger
-from runners.engines.vllm_scheduler.mcsf_core import (FROM_EXTRA_ARGS, FROM_MAX_TOKENS, capacity_tokens,
-                                                      demand_peak, mcsf_admissions, predicted_output_tokens,
-                                                      remaining_steps, shortest_first_key, warm_up)
+from runners.engines.vllm_scheduler.mcsf_core import (
+    FROM_EXTRA_ARGS,
+    FROM_MAX_TOKENS,
+    capacity_tokens,
+    demand_peak,
+    mcsf_admissions,
+    predicted_output_tokens,
+    remaining_steps,
+    shortest_first_key,
+    warm_up,
+)
 
 #: How many planned requests' predicted lengths a decision lists.
 PLANNED_SHOWN = 8
@@ -79,9 +87,11 @@ class MCSFScheduler(SchedlabScheduler):
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
         if self.policy == SchedulingPolicy.PRIORITY:
-            message = ("schedlab engine-mcsf orders vLLM's waiting queue itself (shortest predicted output first) "
-                       "and needs --scheduling-policy fcfs; this server runs the priority policy. Set the engine's "
-                       "scheduling_policy to fcfs")
+            message = (
+                "schedlab engine-mcsf orders vLLM's waiting queue itself (shortest predicted output first) "
+                "and needs --scheduling-policy fcfs; this server runs the priority policy. Set the engine's "
+                "scheduling_policy to fcfs"
+            )
             logger.error("%s", message)
             raise ValueError(message)
         params = load_params(IN_ENGINE_PARAMS["engine-mcsf"])
@@ -93,8 +103,13 @@ class MCSFScheduler(SchedlabScheduler):
         self._warned_bad_prediction = False
         self._fields: dict[str, Any] = {}
         warm_up()
-        logger.info("schedlab engine-mcsf: M = %.0f tokens (%d blocks x %d x memory_fraction %g)", self.capacity,
-                    self.total_blocks(), self.block_size, params.memory_fraction)
+        logger.info(
+            "schedlab engine-mcsf: M = %.0f tokens (%d blocks x %d x memory_fraction %g)",
+            self.capacity,
+            self.total_blocks(),
+            self.block_size,
+            params.memory_fraction,
+        )
 
     # --- predictions ---------------------------------------------------------------------------
     def add_request(self, request: Request) -> None:
@@ -109,8 +124,12 @@ class MCSFScheduler(SchedlabScheduler):
         self.predicted_from[source] += 1
         if source == FROM_MAX_TOKENS and extra and PREDICTED_OUTPUT_ARG in extra and not self._warned_bad_prediction:
             self._warned_bad_prediction = True
-            logger.warning("schedlab engine-mcsf: request %s sent %s=%r, not a number; using its max_tokens",
-                           request.request_id, PREDICTED_OUTPUT_ARG, extra[PREDICTED_OUTPUT_ARG])
+            logger.warning(
+                "schedlab engine-mcsf: request %s sent %s=%r, not a number; using its max_tokens",
+                request.request_id,
+                PREDICTED_OUTPUT_ARG,
+                extra[PREDICTED_OUTPUT_ARG],
+            )
         return value
 
     def _free_request(self, request: Request, *args: Any, **kwargs: Any) -> Any:
@@ -140,14 +159,21 @@ class MCSFScheduler(SchedlabScheduler):
         # the limit cannot exceed the engine's slots, so neither can the planned requests
         candidates = list(islice(self.waiting, max(0, self.max_num_running_reqs - holding)))
         waiting_remaining = [self.remaining(r) for r in candidates]
-        planned = mcsf_admissions(held, held_remaining, [r.num_tokens for r in candidates], waiting_remaining,
-                                  self.block_size, self.capacity)
-        peak = demand_peak(held + [r.num_tokens for r in candidates[:planned]],
-                           held_remaining + waiting_remaining[:planned], self.block_size)
+        planned = mcsf_admissions(
+            held, held_remaining, [r.num_tokens for r in candidates], waiting_remaining, self.block_size, self.capacity
+        )
+        peak = demand_peak(
+            held + [r.num_tokens for r in candidates[:planned]],
+            held_remaining + waiting_remaining[:planned],
+            self.block_size,
+        )
         left_out = candidates[planned] if planned < len(candidates) else next(islice(self.waiting, planned, None), None)
         self._fields = {
-            "holding": holding, "planned": planned, "capacity_tokens": self.capacity,
-            "demand_peak_tokens": peak, "planned_first": waiting_remaining[:min(planned, PLANNED_SHOWN)],
+            "holding": holding,
+            "planned": planned,
+            "capacity_tokens": self.capacity,
+            "demand_peak_tokens": peak,
+            "planned_first": waiting_remaining[: min(planned, PLANNED_SHOWN)],
             "planned_last": waiting_remaining[planned - 1] if planned else None,
             "held_first": self.remaining(left_out) if left_out is not None else None,
             "predicted_from_extra_args": self.predicted_from[FROM_EXTRA_ARGS],

@@ -52,9 +52,14 @@ def capacity_tokens(usable_blocks: int, block_size: int, memory_fraction: float)
     return usable_blocks * block_size * memory_fraction
 
 
-def mcsf_admissions(running_tokens: Sequence[float], running_remaining: Sequence[float],
-                    waiting_tokens: Sequence[float], waiting_remaining: Sequence[float], block_size: int,
-                    capacity: float) -> int:
+def mcsf_admissions(
+    running_tokens: Sequence[float],
+    running_remaining: Sequence[float],
+    waiting_tokens: Sequence[float],
+    waiting_remaining: Sequence[float],
+    block_size: int,
+    capacity: float,
+) -> int:
     """How many of the waiting requests (already in MC-SF order, shortest remaining first) MC-SF
     admits: the longest prefix whose KV demand stays <= ``capacity`` at every future completion
     time of the running and admitted requests (:func:`admit_shortest_first`).
@@ -69,8 +74,15 @@ def mcsf_admissions(running_tokens: Sequence[float], running_remaining: Sequence
     slack = float(block_size - 1)
     held = np.asarray(running_tokens, dtype=float) + slack
     bases = np.asarray(waiting_tokens, dtype=float) + slack
-    admitted = int(admit_shortest_first(held, np.asarray(running_remaining, dtype=float), bases,
-                                        np.asarray(waiting_remaining, dtype=float), float(capacity)))
+    admitted = int(
+        admit_shortest_first(
+            held,
+            np.asarray(running_remaining, dtype=float),
+            bases,
+            np.asarray(waiting_remaining, dtype=float),
+            float(capacity),
+        )
+    )
     if admitted == 0 and not len(running_tokens):
         return 1
     return admitted

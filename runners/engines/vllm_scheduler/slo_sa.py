@@ -56,8 +56,13 @@ from vllm.v1.request import Request
 from runners.engines.latency_model import LatencyModel
 from runners.engines.vllm_scheduler import IN_ENGINE_PARAMS, EngineSLOAwareParams, load_params
 from runners.engines.vllm_scheduler.base import SchedlabScheduler, logger
-from runners.engines.vllm_scheduler.slo_sa_plan import (EnginePlan, RunningRequest, WaitingRequest, plan_waiting,
-                                                        request_args)
+from runners.engines.vllm_scheduler.slo_sa_plan import (
+    EnginePlan,
+    RunningRequest,
+    WaitingRequest,
+    plan_waiting,
+    request_args,
+)
 
 #: Most request ids a decision lists (plan_head, admitted_ids).
 PLAN_HEAD_IDS = 32
@@ -73,16 +78,22 @@ class SLOAwareScheduler(SchedlabScheduler):
         assert isinstance(params, EngineSLOAwareParams)
         self.params = params
         if self.policy != SchedulingPolicy.FCFS:
-            raise ValueError("schedlab engine-slo-sa applies its plan by reordering vLLM's FCFS waiting queue; this "
-                             f"engine runs --scheduling-policy {self.policy.value}. Start vLLM with "
-                             "--scheduling-policy fcfs (engine.scheduling_policy fcfs)")
+            raise ValueError(
+                "schedlab engine-slo-sa applies its plan by reordering vLLM's FCFS waiting queue; this "
+                f"engine runs --scheduling-policy {self.policy.value}. Start vLLM with "
+                "--scheduling-policy fcfs (engine.scheduling_policy fcfs)"
+            )
         if params.prefill is None or params.decode is None:
-            raise ValueError("schedlab engine-slo-sa needs the run's latency model (prefill and decode in "
-                             "SCHEDLAB_ENGINE_PARAMS); schedlab's launcher writes it from engine.profile")
+            raise ValueError(
+                "schedlab engine-slo-sa needs the run's latency model (prefill and decode in "
+                "SCHEDLAB_ENGINE_PARAMS); schedlab's launcher writes it from engine.profile"
+            )
         if params.max_batch is not None and params.max_batch > self.max_num_running_reqs:
-            raise ValueError(f"schedlab engine-slo-sa: max_batch {params.max_batch} is more than this engine runs at "
-                             f"once (max_num_seqs {self.max_num_running_reqs}): raise --max-num-seqs to at least "
-                             f"{params.max_batch}, or leave max_batch unset to follow the engine")
+            raise ValueError(
+                f"schedlab engine-slo-sa: max_batch {params.max_batch} is more than this engine runs at "
+                f"once (max_num_seqs {self.max_num_running_reqs}): raise --max-num-seqs to at least "
+                f"{params.max_batch}, or leave max_batch unset to follow the engine"
+            )
         self.model = LatencyModel(prefill=params.prefill, decode=params.decode)
         self.max_batch = params.max_batch or self.max_num_running_reqs
         self.plan: EnginePlan | None = None
@@ -93,20 +104,31 @@ class SLOAwareScheduler(SchedlabScheduler):
         self._waiting_before: set[str] = set()
         began = time.perf_counter()
         warm_up(self.model, params)
-        logger.info("schedlab engine-slo-sa: max_batch %d, annealer compiled in %.2f s", self.max_batch,
-                    time.perf_counter() - began)
+        logger.info(
+            "schedlab engine-slo-sa: max_batch %d, annealer compiled in %.2f s",
+            self.max_batch,
+            time.perf_counter() - began,
+        )
 
     # --- the plan ------------------------------------------------------------------------------
     def _waiting_request(self, request: Request, now: float) -> WaitingRequest:
         predicted, ttft, tpot, e2e = request_args(request.sampling_params.extra_args, request.max_tokens)
         produced = request.num_output_tokens
-        return WaitingRequest(request.request_id, request.num_prompt_tokens + produced, max(1, predicted - produced),
-                              max(0.0, now - request.arrival_time), ttft, tpot, e2e)
+        return WaitingRequest(
+            request.request_id,
+            request.num_prompt_tokens + produced,
+            max(1, predicted - produced),
+            max(0.0, now - request.arrival_time),
+            ttft,
+            tpot,
+            e2e,
+        )
 
     def _running_request(self, request: Request) -> RunningRequest:
         predicted = request_args(request.sampling_params.extra_args, request.max_tokens)[0]
-        return RunningRequest(request.num_prompt_tokens, request.num_computed_tokens, request.num_output_tokens,
-                              predicted)
+        return RunningRequest(
+            request.num_prompt_tokens, request.num_computed_tokens, request.num_output_tokens, predicted
+        )
 
     def running_limit(self) -> int | None:
         self._planned_now = False
@@ -115,9 +137,13 @@ class SLOAwareScheduler(SchedlabScheduler):
         if self.waiting and key != self._planned_on:
             now = time.time()
             queued = list(self.waiting)
-            plan = plan_waiting([self._waiting_request(request, now) for request in queued],
-                                [self._running_request(request) for request in self.running], self.model,
-                                self.params, self.max_batch)
+            plan = plan_waiting(
+                [self._waiting_request(request, now) for request in queued],
+                [self._running_request(request) for request in self.running],
+                self.model,
+                self.params,
+                self.max_batch,
+            )
             by_id = {request.request_id: request for request in queued}
             self.waiting.clear()
             self.waiting.extend(by_id[request_id] for request_id in plan.order)
@@ -128,13 +154,21 @@ class SLOAwareScheduler(SchedlabScheduler):
 
     def decision_fields(self) -> dict[str, Any]:
         admitted = [request.request_id for request in self.running if request.request_id in self._waiting_before]
-        fields: dict[str, Any] = {"planned": self._planned_now, "plans": self.plans,
-                                  "plan_ms_total": round(self.plan_s_total * 1000.0, 3),
-                                  "admitted_ids": admitted[:PLAN_HEAD_IDS]}
+        fields: dict[str, Any] = {
+            "planned": self._planned_now,
+            "plans": self.plans,
+            "plan_ms_total": round(self.plan_s_total * 1000.0, 3),
+            "admitted_ids": admitted[:PLAN_HEAD_IDS],
+        }
         if self.plan is not None:
-            fields.update(plan_size=len(self.plan.order), plan_ms=round(self.plan.plan_s * 1000.0, 3),
-                          predicted_g=self.plan.predicted_g, batches=self.plan.batches,
-                          plan_start_s=round(self.plan.start_s, 6), plan_head=self.plan.order[:PLAN_HEAD_IDS])
+            fields.update(
+                plan_size=len(self.plan.order),
+                plan_ms=round(self.plan.plan_s * 1000.0, 3),
+                predicted_g=self.plan.predicted_g,
+                batches=self.plan.batches,
+                plan_start_s=round(self.plan.start_s, 6),
+                plan_head=self.plan.order[:PLAN_HEAD_IDS],
+            )
         return fields
 
 

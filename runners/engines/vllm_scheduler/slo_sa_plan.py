@@ -24,8 +24,9 @@ from __future__ import annotations
 
 import math
 import time
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any, Mapping, Sequence
+from typing import Any
 
 import numpy as np
 
@@ -111,8 +112,13 @@ class EnginePlan:
         return len(self.sizes)
 
 
-def plan_waiting(waiting: Sequence[WaitingRequest], running: Sequence[RunningRequest], model: LatencyModel,
-                 params: SLOPlanParams, max_batch: int) -> EnginePlan:
+def plan_waiting(
+    waiting: Sequence[WaitingRequest],
+    running: Sequence[RunningRequest],
+    model: LatencyModel,
+    params: SLOPlanParams,
+    max_batch: int,
+) -> EnginePlan:
     """slo-sa's plan (start points, then simulated annealing) over ``waiting``, starting at the
     earliest slot the ``running`` requests free (``max_batch`` slots)."""
     began = time.perf_counter()
@@ -127,7 +133,15 @@ def plan_waiting(waiting: Sequence[WaitingRequest], running: Sequence[RunningReq
         np.fromiter((w.ttft_limit for w in waiting), dtype=float, count=n),
         np.fromiter((w.tpot_limit for w in waiting), dtype=float, count=n),
         np.fromiter((w.e2e_limit for w in waiting), dtype=float, count=n),
-        model, max_batch, start_s)
+        model,
+        max_batch,
+        start_s,
+    )
     order, sizes, batches, g = plan_annealing(inputs, params)
-    return EnginePlan([waiting[int(i)].request_id for i in order], [int(size) for size in sizes[:batches]],
-                      float(g), float(start_s), time.perf_counter() - began)
+    return EnginePlan(
+        [waiting[int(i)].request_id for i in order],
+        [int(size) for size in sizes[:batches]],
+        float(g),
+        float(start_s),
+        time.perf_counter() - began,
+    )
