@@ -16,8 +16,8 @@ import heapq
 import math
 import time
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
 
+from runners.drivers.base import DriverResult
 from runners.engines.simulator import SimulatedInstance
 from runners.errors import RunCancelled, RunStopped
 from runners.recording import RunRecorder
@@ -26,13 +26,6 @@ from runners.workload.requests import Request
 
 STEP_END, WAKE, ADMIT = 0, 1, 2
 MIN_STEP_S = 1e-6
-
-
-@dataclass
-class DriverResult:
-    end_s: float
-    preemptions: int
-    stalled: int
 
 
 class VirtualTimeDriver:

@@ -31,7 +31,7 @@ from dataclasses import dataclass, field
 
 import aiohttp
 
-from runners.drivers.virtual_time import DriverResult
+from runners.drivers.base import DriverResult
 from runners.engines.engine_decisions import SAMPLE_COLUMNS, EngineDecisionTracker, decisions_path
 from runners.engines.gpu import GPUMonitor
 from runners.engines.latency_model import LatencyModel
