@@ -382,7 +382,7 @@ def markdown(report: dict) -> str:
         ]
         for tool, stats in tools.items():
 
-            def cell(key, scale=1000.0, digits=0):
+            def cell(key, scale=1000.0, digits=0, stats=stats):
                 if key not in stats:
                     return "-"
                 s = stats[key]

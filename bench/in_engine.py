@@ -81,13 +81,10 @@ def rows_e1() -> list[RowSpec]:
         ("small", "small KV (24 blocks, 2,944 tokens)", SMALL_KV),
         ("default", "default KV (1 GiB)", {}),
     ):
-        arm = lambda name, scheduler, params, seqs: Arm(
-            f"e1-{tag}-{name}",
-            scheduler,
-            params,  # noqa: E731
-            {**kv, "max_num_seqs": seqs},
-            workload,
-        )
+
+        def arm(name, scheduler, params, seqs, tag=tag, kv=kv):
+            return Arm(f"e1-{tag}-{name}", scheduler, params, {**kv, "max_num_seqs": seqs}, workload)
+
         static = arm("static16", "fcfs", {}, 16)
         fcfs = arm("fcfs64", "fcfs", {}, SLOTS)
         client = arm("dynamic-mem", "dynamic-mem", {"b_max": SLOTS}, SLOTS)

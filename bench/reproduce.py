@@ -361,7 +361,7 @@ def rows_d(scale: dict[str, Any], kv_tokens: int) -> list[RowSpec]:
     rows = []
     for label, rate in scale["d_rates"]:
 
-        def arms(name: str, params: dict[str, Any]) -> tuple[Arm, ...]:
+        def arms(name: str, params: dict[str, Any], label=label, rate=rate) -> tuple[Arm, ...]:
             tag = "-".join(f"{key}{value:g}" for key, value in params.items())
             return tuple(
                 Arm(

@@ -372,15 +372,10 @@ def run_study(
     by_id = {run["run_id"]: run for run in runs}
     summaries: dict[str, dict[str, Any]] = {}
     created_at = _now()
-    record = lambda status, finished_at=None: _record(
-        plan,
-        runs,
-        summaries,
-        status,
-        created_at,  # noqa: E731
-        finished_at,
-        execution.record(),
-    )
+
+    def record(status: str, finished_at: str | None = None) -> dict[str, Any]:
+        return _record(plan, runs, summaries, status, created_at, finished_at, execution.record())
+
     folder = base / plan.study_id
     created: list[Path] = []
     written = time.monotonic()

@@ -343,6 +343,7 @@ def test_paced_simulation_measures_the_same_and_takes_wall_time(results_dir):
     )
     wall = time.perf_counter() - started
     simulated = fast.summary["duration_s"]
+    assert paced.summary["duration_s"] == simulated  # the same simulated clock, only paced
     assert wall >= simulated / 4.0 * 0.9
     a, b = load_run(results_dir, "fast").requests, load_run(results_dir, "paced").requests
     pd.testing.assert_frame_equal(

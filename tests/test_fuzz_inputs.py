@@ -281,14 +281,12 @@ def test_numeric_fields_refuse_non_finite_and_boolean_values(sandbox, tiny, tmp_
 
         cases.cli(argv, case_input=tail, out_dir=out, expect=expect)
     # a JSON config can say Infinity directly
-    for index, (dotted, value) in enumerate(
-        [
-            ("workload.arrival.rate", math.inf),
-            ("max_duration_s", math.inf),
-            ("workload.requests", True),
-            ("slo.code.e2e_s", math.inf),
-        ]
-    ):
+    for dotted, value in [
+        ("workload.arrival.rate", math.inf),
+        ("max_duration_s", math.inf),
+        ("workload.requests", True),
+        ("slo.code.e2e_s", math.inf),
+    ]:
         folder = cases.folder()
         data = config_data(3)
         target = data

@@ -353,7 +353,7 @@ def test_results_page_shows_a_study_with_intervals_verdicts_and_k_of_n(results):
     tables = statistics_tables(app)
     assert len(tables) == 1
     element, shown = tables[0]
-    for index, row in shown.iterrows():
+    for _, row in shown.iterrows():
         entry = metric(next(m.key for m in COMPARISON_METRICS if m.label == row["metric"]))
         stats = record["statistics"][entry.key]["schedulers"][row["scheduler"]]
         assert row["n"] == stats["n"] == 3
