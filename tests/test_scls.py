@@ -143,7 +143,7 @@ def test_interval_after_offloading_is_eq_12():
     scls = policy(instances=1, max_batch=2)
     arrive(scls, 8)
     scls.decide(0.0)
-    two = float(scls.serve_time(np.array([2.0]), 300)[0])
+    two = float(scls.model.serve_time(2.0, 300, 128))
     assert len(scls.workers[0].queue) == 3 and scls.workers[0].load == pytest.approx(4 * two)
     assert scls.next_schedule == pytest.approx(0.5 * 4 * two) and 0.5 * 4 * two > ONE_SLICE_300
 
@@ -161,7 +161,7 @@ def test_workers_are_batch_synchronous_as_in_the_paper():
     scls.on_completion(Completion(straggler, 0, 128, 128, False), 2.2)
     second = {d.request_id for d in scls.decide(2.2).dispatches}
     assert len(second) == 2 and not second & first
-    assert scls.workers[0].load == pytest.approx(float(scls.serve_time(np.array([2.0]), 300)[0]))
+    assert scls.workers[0].load == pytest.approx(float(scls.model.serve_time(2.0, 300, 128)))
 
 
 @pytest.mark.parametrize(

@@ -63,7 +63,7 @@ differs from vLLM:
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Literal
+from typing import Any, Literal
 
 from pydantic import ConfigDict, Field
 
@@ -72,6 +72,28 @@ from runners.input_model import InputModel
 #: Largest coefficient, seconds (per token, request or step): a step of one token taking an hour
 #: is no engine; finite and bounded so a step time never overflows to inf.
 MAX_COEFFICIENT_S = 3600.0
+
+
+def phase_seconds(alpha: Any, beta: Any, gamma: Any, delta: Any, batch: Any, length: Any) -> Any:
+    """Eq. 14/15, the one place it is written: alpha*b*l + beta*b + gamma*l + delta, seconds, for
+    ``batch`` requests at ``length`` tokens. Scalars or numpy arrays (broadcast); plain arithmetic,
+    so numba kernels call it too (:mod:`runners.schedulers.slo_aware` registers it with
+    ``register_jitable``; this module does not import numba)."""
+    return alpha * batch * length + beta * batch + gamma * length + delta
+
+
+def mean_decode_context(input_tokens: Any, steps: Any) -> Any:
+    """Mean context length (tokens) over ``steps`` decode steps after a prompt of ``input_tokens``:
+    step k (k = 1..steps) attends over input + k tokens, so the mean is input + (steps + 1) / 2."""
+    return input_tokens + (steps + 1) / 2.0
+
+
+def decode_seconds(alpha: Any, beta: Any, gamma: Any, delta: Any, batch: Any, input_tokens: Any, steps: Any) -> Any:
+    """Seconds for ``steps`` decode steps of ``batch`` requests after ``input_tokens``:
+    sum_{k=1..steps} tau_d(b, input + k) = steps * tau_d(b, input + (steps + 1) / 2) in closed form
+    (tau_d linear in the context; 0 for 0 steps). Scalars or numpy arrays; numba-callable as
+    :func:`phase_seconds`."""
+    return steps * phase_seconds(alpha, beta, gamma, delta, batch, mean_decode_context(input_tokens, steps))
 
 
 class PhaseCoefficients(InputModel):
@@ -85,9 +107,20 @@ class PhaseCoefficients(InputModel):
     gamma: float = Field(ge=0, le=MAX_COEFFICIENT_S)
     delta: float = Field(ge=0, le=MAX_COEFFICIENT_S)
 
-    def at(self, batch: float, length: float) -> float:
-        """alpha*b*l + beta*b + gamma*l + delta, in seconds."""
-        return self.alpha * batch * length + self.beta * batch + self.gamma * length + self.delta
+    def at(self, batch: Any, length: Any) -> Any:
+        """alpha*b*l + beta*b + gamma*l + delta, in seconds (:func:`phase_seconds`); scalars or
+        numpy arrays."""
+        return phase_seconds(self.alpha, self.beta, self.gamma, self.delta, batch, length)
+
+    def line(self, length: Any) -> tuple[Any, Any]:
+        """The same time as a line in the batch size b at ``length`` tokens: (alpha*l + beta,
+        gamma*l + delta), seconds per request and seconds; slope * b + intercept equals
+        :meth:`at` up to rounding. Scalars or numpy arrays."""
+        return self.alpha * length + self.beta, self.gamma * length + self.delta
+
+    def as_tuple(self) -> tuple[float, float, float, float]:
+        """(alpha, beta, gamma, delta) as plain floats, for numba kernels."""
+        return float(self.alpha), float(self.beta), float(self.gamma), float(self.delta)
 
     @classmethod
     def from_milliseconds(cls, alpha: float, beta: float, gamma: float, delta: float) -> "PhaseCoefficients":
@@ -269,8 +302,28 @@ class LatencyModel:
         steps = max(0, int(output_tokens) - 1)
         if steps == 0:
             return 0.0
-        mean_context = input_tokens + (steps + 1) / 2.0
-        return steps * self.decode.at(batch, mean_context)
+        d = self.decode
+        return float(decode_seconds(d.alpha, d.beta, d.gamma, d.delta, batch, input_tokens, steps))
+
+    def serve_time(self, batch: Any, input_tokens: Any, output_tokens: Any) -> Any:
+        """Seconds to serve requests of ``input_tokens`` for ``output_tokens`` (>= 1) in batches of
+        ``batch``: the prefill (eq. 14), whose step gives the first token, plus the closed form of
+        the ``output_tokens - 1`` decode steps (eq. 15-16; SCLS eq. 1-4 with output = S). Scalars
+        or numpy arrays (broadcast)."""
+        d = self.decode
+        steps = output_tokens - 1
+        return self.prefill.at(batch, input_tokens) + decode_seconds(
+            d.alpha, d.beta, d.gamma, d.delta, batch, input_tokens, steps
+        )
+
+    def serve_line(self, input_tokens: Any, output_tokens: int) -> tuple[Any, Any]:
+        """:meth:`serve_time` as a line in the batch size N: (slope, intercept) with
+        serve_time(N) = slope * N + intercept up to rounding, seconds per request and seconds, for
+        each prompt length in ``input_tokens`` (scalar or numpy array)."""
+        steps = output_tokens - 1
+        prefill_slope, prefill_intercept = self.prefill.line(input_tokens)
+        decode_slope, decode_intercept = self.decode.line(mean_decode_context(input_tokens, steps))
+        return prefill_slope + steps * decode_slope, prefill_intercept + steps * decode_intercept
 
     def alone_latency(self, input_tokens: float, output_tokens: int) -> tuple[float, float]:
         """(TTFT, E2E) in seconds of one request served alone on an idle engine, as its client

@@ -211,34 +211,14 @@ class SCLSPolicy(SchedulerPolicy):
         self.gamma_s = self.params.min_interval_s or 0.0  # Gamma of the last schedule, seconds
 
     # -- estimators ------------------------------------------------------------------------------
-    def serve_time(self, sizes: np.ndarray, longest: int) -> np.ndarray:
-        """T_serve(N, L, S) in seconds for an array of batch sizes N (closed form of eq. 1-4)."""
-        slice_tokens = self.params.slice_tokens
-        prefill = self.model.prefill
-        decode = self.model.decode
-        prefill_s = prefill.alpha * sizes * longest + prefill.beta * sizes + prefill.gamma * longest + prefill.delta
-        steps = slice_tokens - 1
-        context = longest + (steps + 1) / 2.0
-        decode_s = steps * (
-            decode.alpha * sizes * context + decode.beta * sizes + decode.gamma * context + decode.delta
-        )
-        return prefill_s + decode_s
-
-    def serve_line(self, longest: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-        """T_serve(N, L) = slope(L) * N + intercept(L), seconds, for each longest prompt L."""
-        steps = self.params.slice_tokens - 1
-        context = longest + (steps + 1) / 2.0
-        prefill, decode = self.model.prefill, self.model.decode
-        slope = prefill.alpha * longest + prefill.beta + steps * (decode.alpha * context + decode.beta)
-        intercept = prefill.gamma * longest + prefill.delta + steps * (decode.gamma * context + decode.delta)
-        return slope, intercept
-
     def min_interval(self, mean_length: float) -> float:
         """Gamma in seconds: ``min_interval_s`` when set, else ``min_interval_slices`` x
         T_serve(1, mean_length, S), the estimated time of one slice of one request."""
         if self.params.min_interval_s is not None:
             return self.params.min_interval_s
-        return self.params.min_interval_slices * float(self.serve_time(np.array([1.0]), mean_length)[0])
+        return self.params.min_interval_slices * float(
+            self.model.serve_time(1.0, mean_length, self.params.slice_tokens)
+        )
 
     def _length(self, request_id: str) -> int:
         return self.requests[request_id].input_tokens + self.tokens_done[request_id]
@@ -261,7 +241,7 @@ class SCLSPolicy(SchedulerPolicy):
         if pool:
             pool.sort(key=self._length)
             lengths = np.asarray([self._length(rid) for rid in pool], dtype=float)
-            slope, intercept = self.serve_line(lengths)
+            slope, intercept = self.model.serve_line(lengths, self.params.slice_tokens)
             fits = (self.params.zeta * self.capacity // (lengths + self.params.slice_tokens)).astype(np.int64)
             limits = np.clip(fits, 1, self.batch_limit)
             previous, _ = dp_batches_linear(lengths, slope, intercept, limits)

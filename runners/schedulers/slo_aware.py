@@ -36,9 +36,10 @@ from typing import Literal
 
 import numpy as np
 from numba import njit
+from numba.extending import register_jitable
 from pydantic import Field, model_validator
 
-from runners.engines.latency_model import LatencyModel
+from runners.engines.latency_model import LatencyModel, decode_seconds, mean_decode_context, phase_seconds
 from runners.input_model import MAX_SEED, InputModel, field_error
 from runners.predictors import (
     InstanceMemory,
@@ -187,11 +188,21 @@ class PlanInputs:
         return len(self.waited_s) / total if total > 0 else 0.0
 
 
+# The latency model's eq. 14/15 (one implementation, in runners.engines.latency_model), made
+# callable from the compiled kernels below; plain Python everywhere else.
+register_jitable(phase_seconds)
+register_jitable(mean_decode_context)
+register_jitable(decode_seconds)
+
+
 @njit(cache=True)
 def latency_tables(inputs, produced, width, prefill_coef, decode_coef):
     """(execution, prefill, TPOT) tables [request, batch size - 1], seconds, from the latency
     model's prefill and decode coefficients (alpha, beta, gamma, delta) - eq. 14/15, with the
-    decode context averaged over the steps (closed form of eq. 16)."""
+    decode context averaged over the steps (closed form of eq. 16): the latency model's
+    :func:`~runners.engines.latency_model.phase_seconds` and ``decode_seconds``, compiled. numba
+    caches this kernel by this file only: after editing those functions, clear ``__pycache__``
+    (tests/test_latency_formula.py compares the kernel with them)."""
     n = inputs.shape[0]
     exec_s = np.empty((n, width))
     prefill_s = np.empty((n, width))
@@ -201,11 +212,10 @@ def latency_tables(inputs, produced, width, prefill_coef, decode_coef):
     for i in range(n):
         tokens = inputs[i]
         steps = max(produced[i] - 1.0, 0.0)
-        context = tokens + (steps + 1.0) / 2.0
         for column in range(width):
             batch = column + 1.0
-            prefill = pa * batch * tokens + pb * batch + pg * tokens + pd
-            decode = steps * (da * batch * context + db * batch + dg * context + dd)
+            prefill = phase_seconds(pa, pb, pg, pd, batch, tokens)
+            decode = decode_seconds(da, db, dg, dd, batch, tokens, steps)
             prefill_s[i, column] = prefill
             exec_s[i, column] = prefill + decode
             tpot_s[i, column] = decode / max(steps, 1.0) if steps > 0 else 0.0
@@ -254,8 +264,8 @@ def plan_inputs_of(
         np.asarray(input_tokens, dtype=float),
         np.asarray(outputs, dtype=float),
         width,
-        (float(model.prefill.alpha), float(model.prefill.beta), float(model.prefill.gamma), float(model.prefill.delta)),
-        (float(model.decode.alpha), float(model.decode.beta), float(model.decode.gamma), float(model.decode.delta)),
+        model.prefill.as_tuple(),
+        model.decode.as_tuple(),
     )
     return PlanInputs(
         exec_s,
