@@ -13,11 +13,12 @@ import numpy as np
 import pandas as pd
 import pyarrow as pa
 
+from runners.drivers.base import TimeseriesRow
 from runners.metrics.contention import contention
 from runners.metrics.outcomes import outcome_of
 from runners.metrics.request_metrics import inter_token_latencies
 from runners.metrics.run_metrics import distribution, summarize_requests, weighted_distribution
-from runners.result_store import REQUEST_COLUMNS, TIMESERIES_COLUMNS, RunWriter, table_from_rows
+from runners.result_store import REQUEST_COLUMNS, RunWriter, table_from_rows
 from runners.schedulers.base import Dispatch, PolicyError
 from runners.workload.requests import Request
 
@@ -87,7 +88,6 @@ class RequestRecord:
 
 
 REQUEST_NAMES = tuple(REQUEST_COLUMNS)
-TIMESERIES_NAMES = tuple(TIMESERIES_COLUMNS)
 _REQUEST_SCHEMA = pa.schema([pa.field(name, dtype) for name, dtype in REQUEST_COLUMNS.items()])
 
 
@@ -344,15 +344,18 @@ class RunRecorder:
         if self.progress is not None:
             self.progress(self.finished_count - self.not_run_count, len(self.records))
 
-    def sample(self, row: dict[str, Any]) -> None:
+    def sample(self, row: TimeseriesRow) -> None:
+        """One instance's telemetry sample: written to the time series, kept for the contention
+        summary, and its preemption count (since the run's start) noted for the instance."""
         if self.writer is not None:
-            self.writer.add_sample_values(tuple([row.get(name) for name in TIMESERIES_NAMES]))
-        if row.get("preemptions") is not None:
-            self.preemptions_by_instance[int(row["instance"])] = int(row["preemptions"])
+            self.writer.add_sample_values(row.values())
+        if row.preemptions is not None:
+            self.preemptions_by_instance[row.instance] = row.preemptions
         samples = self._samples
-        for name in ("t_s", "instance", "waiting", "gateway_pending"):
-            value = row.get(name)
-            samples[name].append(np.nan if value is None else value)
+        samples["t_s"].append(row.t_s)
+        samples["instance"].append(row.instance)
+        samples["waiting"].append(np.nan if row.waiting is None else row.waiting)
+        samples["gateway_pending"].append(row.gateway_pending)
 
     # -- summaries ---------------------------------------------------------------------------
     @property

@@ -164,12 +164,16 @@ def test_the_sample_row_carries_each_instances_latest_decision(tmp_path):
     driver = _driver(tmp_path, [{DECISIONS_ENV: str(path)} for path in files], "engine-dynamic-mem")
     append(files[0], line(decision(1, 16, admitted=16)) + line(decision(2, 12, admitted=0, held_back=4)))
     rows = [driver._sample_row(index, None, 0.25) for index in (0, 1)]
-    assert {k: rows[0][k] for k in SAMPLE_COLUMNS} == {"engine_limit": 12, "engine_held_back": 4, "engine_admitted": 16}
-    assert {k: rows[1][k] for k in SAMPLE_COLUMNS} == dict.fromkeys(SAMPLE_COLUMNS)
+    assert {k: getattr(rows[0], k) for k in SAMPLE_COLUMNS} == {
+        "engine_limit": 12,
+        "engine_held_back": 4,
+        "engine_admitted": 16,
+    }
+    assert {k: getattr(rows[1], k) for k in SAMPLE_COLUMNS} == dict.fromkeys(SAMPLE_COLUMNS)
     append(files[0], "garbage\n" + line(decision(3, 14, admitted=2, held_back=1)))
     append(files[1], line(decision(1, 20, admitted=7)))
     rows = [driver._sample_row(index, None, 0.5) for index in (0, 1)]
-    assert [(r["engine_limit"], r["engine_held_back"], r["engine_admitted"]) for r in rows] == [(14, 1, 2), (20, 0, 7)]
+    assert [(r.engine_limit, r.engine_held_back, r.engine_admitted) for r in rows] == [(14, 1, 2), (20, 0, 7)]
     assert driver.decisions_malformed == 1
     assert set(SAMPLE_COLUMNS) <= set(TIMESERIES_COLUMNS)
 
@@ -177,7 +181,7 @@ def test_the_sample_row_carries_each_instances_latest_decision(tmp_path):
 def test_a_server_without_a_decisions_file_gives_null_columns(tmp_path):
     driver = _driver(tmp_path, [{}], "fcfs")
     row = driver._sample_row(0, None, 0.25)
-    assert all(row[column] is None for column in SAMPLE_COLUMNS)
+    assert all(getattr(row, column) is None for column in SAMPLE_COLUMNS)
     assert driver.decisions_malformed == 0
 
 

@@ -17,7 +17,7 @@ import math
 import time
 from collections.abc import Callable, Sequence
 
-from runners.drivers.base import DriverResult
+from runners.drivers.base import DriverResult, TimeseriesRow
 from runners.engines.simulator import SimulatedInstance
 from runners.errors import RunCancelled, RunStopped
 from runners.recording import RunRecorder
@@ -77,22 +77,20 @@ class VirtualTimeDriver:
             decode_step_s = self._decode_time_since_sample[index] / steps if steps else None
             self._decode_steps_since_sample[index] = 0
             self._decode_time_since_sample[index] = 0.0
-            row = {
-                "t_s": now,
-                "instance": index,
-                "kv_usage": instance.used_blocks / instance.total_blocks,
-                "running": len(instance.running),
-                "waiting": instance.waiting_count,
-                "preemptions": instance.preemptions_total,
-                "tokens_per_s": tokens / interval if interval > 0 else 0.0,
-                "gateway_pending": pending,
-                "in_flight": len(self.policy.in_flight.get(index, ())),
-            }
+            row = TimeseriesRow(
+                t_s=now,
+                instance=index,
+                kv_usage=instance.used_blocks / instance.total_blocks,
+                running=len(instance.running),
+                waiting=instance.waiting_count,
+                preemptions=instance.preemptions_total,
+                tokens_per_s=tokens / interval if interval > 0 else 0.0,
+                gateway_pending=pending,
+                in_flight=len(self.policy.in_flight.get(index, ())),
+            )
             self.recorder.sample(row)
             self.policy.on_telemetry(
-                TelemetrySample(
-                    index, now, row["kv_usage"], row["running"], row["waiting"], row["preemptions"], decode_step_s
-                ),
+                TelemetrySample(index, now, row.kv_usage, row.running, row.waiting, row.preemptions, decode_step_s),
                 now,
             )
         self._last_sample_s = now

@@ -31,7 +31,7 @@ from dataclasses import dataclass, field
 
 import aiohttp
 
-from runners.drivers.base import DriverResult
+from runners.drivers.base import DriverResult, TimeseriesRow
 from runners.engines.engine_decisions import SAMPLE_COLUMNS, EngineDecisionTracker, decisions_path
 from runners.engines.gpu import GPUMonitor
 from runners.engines.latency_model import LatencyModel
@@ -315,7 +315,7 @@ class WallClockDriver:
         except (TimeoutError, aiohttp.ClientError, ValueError):
             return None
 
-    def _sample_row(self, index: int, snapshot: MetricsSnapshot | None, now: float) -> dict:
+    def _sample_row(self, index: int, snapshot: MetricsSnapshot | None, now: float) -> TimeseriesRow:
         state = self._states[index]
         interval = now - state.last_sample_s
         baseline = state.baseline
@@ -323,19 +323,22 @@ class WallClockDriver:
         if snapshot is not None and snapshot.preemptions is not None:
             base = baseline.preemptions if baseline is not None and baseline.preemptions is not None else 0.0
             preemptions = int(snapshot.preemptions - base)
-        row = {
-            "t_s": now,
-            "instance": index,
-            "kv_usage": snapshot.kv_usage if snapshot else None,
-            "running": snapshot.running if snapshot else None,
-            "waiting": snapshot.waiting if snapshot else None,
-            "preemptions": preemptions,
-            "tokens_per_s": state.chunks_since_sample / interval if interval > 0 else 0.0,
-            "gateway_pending": len(self.policy.pending),
-            "in_flight": len(self.policy.in_flight.get(index, ())),
-        }
         tracker = self.decision_trackers[index]
-        row.update(tracker.sample() if tracker is not None else dict.fromkeys(SAMPLE_COLUMNS))
+        decisions = tracker.sample() if tracker is not None else dict.fromkeys(SAMPLE_COLUMNS)
+        row = TimeseriesRow(
+            t_s=now,
+            instance=index,
+            kv_usage=snapshot.kv_usage if snapshot else None,
+            running=snapshot.running if snapshot else None,
+            waiting=snapshot.waiting if snapshot else None,
+            preemptions=preemptions,
+            tokens_per_s=state.chunks_since_sample / interval if interval > 0 else 0.0,
+            gateway_pending=len(self.policy.pending),
+            in_flight=len(self.policy.in_flight.get(index, ())),
+            engine_limit=decisions["engine_limit"],
+            engine_held_back=decisions["engine_held_back"],
+            engine_admitted=decisions["engine_admitted"],
+        )
         state.chunks_since_sample = 0
         state.last_sample_s = now
         return row
@@ -349,13 +352,11 @@ class WallClockDriver:
             for index, snapshot in enumerate(snapshots):
                 row = self._sample_row(index, snapshot, now)
                 if gpu:
-                    row["gpu_memory_used_bytes"] = sum(reading.used_bytes for reading in gpu)
+                    row.gpu_memory_used_bytes = sum(reading.used_bytes for reading in gpu)
                 self.recorder.sample(row)
                 decode_step_s = self._states[index].decode_step_s(snapshot)
                 self.policy.on_telemetry(
-                    TelemetrySample(
-                        index, now, row["kv_usage"], row["running"], row["waiting"], row["preemptions"], decode_step_s
-                    ),
+                    TelemetrySample(index, now, row.kv_usage, row.running, row.waiting, row.preemptions, decode_step_s),
                     now,
                 )
             if (
