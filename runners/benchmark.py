@@ -16,6 +16,7 @@ import numpy as np
 
 import runners
 from runners.config import RunConfig, config_record
+from runners.drivers.base import Driver
 from runners.drivers.virtual_time import VirtualTimeDriver
 from runners.drivers.wall_clock import WallClockDriver
 from runners.engines.latency_model import LatencyModel
@@ -242,7 +243,7 @@ def _execute_run(
     recorder = RunRecorder(prepared.workload.requests, writer, progress)
     status, error = "done", None
     real_engine: RealEngine | None = None
-    driver: VirtualTimeDriver | WallClockDriver | None = None
+    driver: Driver | None = None
     extra: dict[str, Any] = {}
     wall_start = time.perf_counter()
     try:
@@ -292,7 +293,7 @@ def _execute_run(
     finally:
         if real_engine is not None:
             real_engine.stop()
-        now = _driver_now(driver)
+        now = driver.elapsed_s if driver is not None else 0.0
         # before unfinished requests get a row
         gate = failure_gate(recorder.finished_count, recorder.failed_count, config.max_error_rate)
         if status == "done" and recorder.all_done and gate["tripped"]:
@@ -338,12 +339,6 @@ def failure_gate(ran: int, errors: int, max_error_rate: float) -> dict[str, Any]
         "tripped": tripped,
         "reason": reason,
     }
-
-
-def _driver_now(driver: VirtualTimeDriver | WallClockDriver | None) -> float:
-    if isinstance(driver, WallClockDriver):
-        return driver.now() if driver._start else 0.0
-    return driver.now if driver is not None else 0.0
 
 
 def _wall_clock_extras(driver: WallClockDriver) -> dict[str, Any]:

@@ -1,4 +1,4 @@
-"""What every driver shares: the result a run returns and the time-series row it samples.
+"""What every driver shares: its interface, the result a run returns and the time-series row it samples.
 
 :class:`TimeseriesRow` is the one definition of a ``timeseries.parquet`` row: its fields are the
 file's columns, in order, and their annotations give the Arrow types (:data:`TIMESERIES_COLUMNS`,
@@ -12,6 +12,7 @@ import types
 import typing
 from dataclasses import dataclass, fields
 from operator import attrgetter
+from typing import Protocol
 
 import pyarrow as pa
 
@@ -25,6 +26,21 @@ class DriverResult:
     end_s: float
     preemptions: int
     stalled: int
+
+
+class Driver(Protocol):
+    """What the benchmark needs of a driver (:mod:`runners.drivers.virtual_time`,
+    :mod:`runners.drivers.wall_clock`)."""
+
+    @property
+    def elapsed_s(self) -> float:
+        """Seconds since the run's start on the driver's clock, as far as the run has got (0.0
+        before it has started)."""
+        ...
+
+    def run(self) -> DriverResult:
+        """Drive the run to its end; raises RunCancelled or RunStopped when it ends early."""
+        ...
 
 
 @dataclass(slots=True)

@@ -61,7 +61,7 @@ class VirtualTimeDriver:
         # (request id, instance, prompt tokens, max tokens, priority); and payload by request id
         self._admitting: dict[int, tuple[str, int, int, int, int]] = {}
         self._admitting_ids: dict[str, int] = {}
-        self.now = 0.0
+        self.elapsed_s = 0.0  # simulated seconds since the run's start, as far as the run has got
 
     def _push(self, time_s: float, kind: int, payload: int) -> None:
         self._counter += 1
@@ -225,7 +225,7 @@ class VirtualTimeDriver:
                             self.instances[index].add(request_id, prompt, max_tokens, priority)
                     else:
                         noticed = True
-            self.now = now
+            self.elapsed_s = now
             if self.pace is not None:
                 self._wait_for_wall_clock(now, wall_start)
             if noticed:

@@ -142,6 +142,11 @@ class WallClockDriver:
         """Seconds since the run started (monotonic)."""
         return time.perf_counter() - self._start
 
+    @property
+    def elapsed_s(self) -> float:
+        """Seconds since the measured run started (monotonic); 0.0 before it has (warm-up included)."""
+        return self.now() if self._start else 0.0
+
     # -- policy calls ------------------------------------------------------------------------
     def _decide(self) -> None:
         now = self.now()
