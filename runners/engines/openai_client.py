@@ -3,15 +3,15 @@
 Each request asks for exactly the target output: ``max_tokens`` = target, ``ignore_eos`` and,
 where the engine accepts it, ``min_tokens`` = target, so every scheduler serves the same work.
 ``stream_options.include_usage`` is sent explicitly and the token count is taken from the final
-usage chunk. Every SSE line is timestamped with ``time.perf_counter()`` (monotonic) the moment
-it is read. HTTP errors, engine error chunks, dropped streams, timeouts and refused
-connections come back as a result with ``error`` set, never as an exception. So do chunks that
-are valid JSON of an unexpected shape (``null``, ``[1, 2]``, ``{"choices": "abc"}``, a usage
-count that is not a count): the error quotes what arrived, and the chunks before it are kept. A
-usage count the client cannot trust (0 after tokens arrived, or more than ``max_tokens``) fails
-the request too, rather than being taken as progress. Every error text has the request's API
-key, and anything that looks like a bearer token or ``sk-`` key, written as ``***`` (servers
-echo them).
+usage chunk. Every event (parsed by :mod:`runners.engines.sse`) is timestamped with
+``time.perf_counter()`` (monotonic) the moment its ``data:`` line is read. HTTP errors, engine
+error chunks, dropped streams, timeouts and refused connections come back as a result with
+``error`` set, never as an exception. So do chunks that are valid JSON of an unexpected shape
+(``null``, ``[1, 2]``, ``{"choices": "abc"}``, a usage count that is not a count): the error
+quotes what arrived, and the chunks before it are kept. A usage count the client cannot trust
+(0 after tokens arrived, or more than ``max_tokens``) fails the request too, rather than being
+taken as progress. Every error text has the request's API key, and anything that looks like a
+bearer token or ``sk-`` key, written as ``***`` (servers echo them).
 
 Keep-alive: servers close a pooled connection after it has been idle for their keep-alive time
 (uvicorn's default and vLLM's VLLM_HTTP_TIMEOUT_KEEP_ALIVE: 5 s), aiohttp keeps one for 15 s.
@@ -28,13 +28,14 @@ from __future__ import annotations
 import json
 import re
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import AsyncIterable, Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
 import aiohttp
 
 from runners.engines.real_config import REDACTED
+from runners.engines.sse import SSEEvent, SSEParser
 
 #: Seconds a pooled connection may stay idle before the client closes it: below the 5 s
 #: keep-alive of uvicorn-based servers (vLLM, LMDeploy), so it never races their close.
@@ -199,7 +200,7 @@ def parse_chunk(chunk: Any, api: str) -> tuple[str | None, dict[str, int | None]
         if piece is not None and not isinstance(piece, str):
             raise MalformedChunk("the generated text is not a string")
         pieces.append(piece or "")
-    text = "".join(pieces)
+    text: str | None = "".join(pieces)
     if api == "chat":
         text = text or None
     elif not choices:
@@ -268,7 +269,6 @@ async def _stream_once(
 ) -> StreamResult:
     payload = build_payload(endpoint, prompt, max_tokens, priority, send_min_tokens, engine_args)
     result = StreamResult(sent_at=clock())
-    done = False
     try:
         async with session.post(
             endpoint.url, json=payload, headers=endpoint.headers, timeout=aiohttp.ClientTimeout(total=timeout_s)
@@ -277,42 +277,9 @@ async def _stream_once(
             if response.status != 200:
                 result.error = f"HTTP {response.status}: {_error_message(await response.text())}"
                 return result
-            async for raw in response.content:
-                now = clock()
-                line = raw.decode("utf-8", errors="replace").strip()
-                if not line.startswith("data:"):
-                    continue
-                data = line[5:].strip()
-                if data == "[DONE]":
-                    done = True
-                    break
-                try:
-                    chunk = json.loads(data)
-                except ValueError:  # not JSON (or numbers too long for Python to read)
-                    result.error = (
-                        f"malformed stream chunk (not JSON) after {len(result.chunk_times)} chunks: {quote(data)}"
-                    )
-                    return result
-                if isinstance(chunk, dict) and ("error" in chunk or chunk.get("object") == "error"):
-                    result.error = f"engine error: {_error_message(data)}"
-                    return result
-                try:
-                    text, usage = parse_chunk(chunk, endpoint.api)
-                except MalformedChunk as exc:
-                    result.error = (
-                        f"malformed stream chunk ({exc}) after {len(result.chunk_times)} chunks: {quote(data)}"
-                    )
-                    return result
-                if text is not None:
-                    if on_chunk is not None:
-                        on_chunk(now, not result.chunk_times)
-                    result.chunk_times.append(now)
-                    result.text += text
-                if usage:
-                    if usage["completion_tokens"] is not None:
-                        result.completion_tokens = usage["completion_tokens"]
-                    if usage["prompt_tokens"] is not None:
-                        result.prompt_tokens = usage["prompt_tokens"]
+            done = await _read_events(response.content, result, endpoint.api, on_chunk, clock)
+            if result.error is not None:
+                return result
     except TimeoutError:
         result.error = f"timeout after {timeout_s:g} s ({len(result.chunk_times)} chunks received)"
         return result
@@ -332,16 +299,80 @@ async def _stream_once(
     except Exception as exc:  # anything else the reply provokes fails this request, never the run
         result.error = f"client error after {len(result.chunk_times)} chunks: {type(exc).__name__}: {exc}"
         return result
+    result.error = _ending_error(result, done, max_tokens)
+    return result
+
+
+async def _read_events(
+    content: AsyncIterable[bytes],
+    result: StreamResult,
+    api: str,
+    on_chunk: Callable[[float, bool], None] | None,
+    clock: Callable[[], float],
+) -> bool:
+    """Read the body's events into ``result``, each line timestamped by ``clock`` as it is read.
+    True once ``[DONE]`` arrives; False when the body ends without it, or at a chunk that fails
+    the request (``result.error`` is then set)."""
+    parser = SSEParser()
+    async for raw in content:
+        for event in parser.feed(raw, clock()):
+            if event.done:
+                return True
+            if not _take_event(result, event, api, on_chunk):
+                return False
+    for event in parser.close(clock()):
+        if event.done:
+            return True
+        if not _take_event(result, event, api, on_chunk):
+            return False
+    return False
+
+
+def _take_event(
+    result: StreamResult, event: SSEEvent, api: str, on_chunk: Callable[[float, bool], None] | None
+) -> bool:
+    """Add one stream event's token and usage to ``result``; False (with ``result.error`` set) when
+    it is not JSON, is an engine's error, or is not shaped like a stream chunk."""
+    data = event.data.strip()
+    try:
+        chunk = json.loads(data)
+    except ValueError:  # not JSON (or numbers too long for Python to read)
+        result.error = f"malformed stream chunk (not JSON) after {len(result.chunk_times)} chunks: {quote(data)}"
+        return False
+    if isinstance(chunk, dict) and ("error" in chunk or chunk.get("object") == "error"):
+        result.error = f"engine error: {_error_message(data)}"
+        return False
+    try:
+        text, usage = parse_chunk(chunk, api)
+    except MalformedChunk as exc:
+        result.error = f"malformed stream chunk ({exc}) after {len(result.chunk_times)} chunks: {quote(data)}"
+        return False
+    if text is not None:
+        if on_chunk is not None:
+            on_chunk(event.received_at, not result.chunk_times)
+        result.chunk_times.append(event.received_at)
+        result.text += text
+    if usage:
+        if usage["completion_tokens"] is not None:
+            result.completion_tokens = usage["completion_tokens"]
+        if usage["prompt_tokens"] is not None:
+            result.prompt_tokens = usage["prompt_tokens"]
+    return True
+
+
+def _ending_error(result: StreamResult, done: bool, max_tokens: int) -> str | None:
+    """The error of a stream that ended without a failing chunk: no ``[DONE]``, no token, or a
+    usage count the client cannot trust; None when it is whole."""
     chunks = len(result.chunk_times)
     if not done:
-        result.error = f"stream dropped after {chunks} chunks (no [DONE])"
-    elif not chunks:
-        result.error = "stream ended without any token"
-    elif result.completion_tokens == 0:
-        result.error = f"untrusted usage: completion_tokens 0 after {chunks} chunks"
-    elif result.completion_tokens is not None and result.completion_tokens > max_tokens:
-        result.error = (
+        return f"stream dropped after {chunks} chunks (no [DONE])"
+    if not chunks:
+        return "stream ended without any token"
+    if result.completion_tokens == 0:
+        return f"untrusted usage: completion_tokens 0 after {chunks} chunks"
+    if result.completion_tokens is not None and result.completion_tokens > max_tokens:
+        return (
             f"untrusted usage: completion_tokens {result.completion_tokens}, more than the "
             f"{max_tokens} asked ({chunks} chunks arrived)"
         )
-    return result
+    return None
