@@ -153,7 +153,7 @@ class SimulationError(RuntimeError):
 
 
 @dataclass(slots=True, eq=False)
-class Sequence:
+class SimSequence:
     """One dispatch of a request inside the engine. Token counts; times in seconds.
 
     While a request decodes steadily (one token each step) the engine does not touch it step
@@ -216,11 +216,25 @@ class StepOutcome:
     prefill only), so a step with ``decode_requests`` > 0 took ``duration_s`` per output token of
     each of them - the engine's own per-step decode latency."""
 
-    first_tokens: list[Sequence]
-    finished: list[Sequence]
+    first_tokens: list[SimSequence]
+    finished: list[SimSequence]
     tokens: int
     duration_s: float = 0.0
     decode_requests: int = 0
+
+
+@dataclass(slots=True)
+class _StepPlan:
+    """One step's work before it starts: the requests scheduled and their chunks (tokens, in the
+    same order), and what the step model is given: the prefill requests and their tokens, the
+    decode requests (one token each) and the sum of their contexts (tokens)."""
+
+    scheduled: list[SimSequence]
+    chunks: list[int]
+    prefill_requests: int
+    prefill_tokens: int
+    decode_requests: int
+    decode_context: int
 
 
 class SimulatedInstance:
@@ -255,13 +269,13 @@ class SimulatedInstance:
         self.priority_mode = scheduling_policy == "priority"
         self.run_to_completion = run_to_completion
         #: running requests in admission order (a dict used as an ordered set)
-        self.running: dict[Sequence, None] = {}
+        self.running: dict[SimSequence, None] = {}
         #: the running requests that are not steady decoders, in admission order
-        self._explicit: dict[Sequence, None] = {}
-        self.holding: list[Sequence] = []
-        self._waiting_fifo: deque[Sequence] = deque()
-        self._waiting_heap: list[tuple[int, int, Sequence]] = []
-        self._scheduled: list[Sequence] = []
+        self._explicit: dict[SimSequence, None] = {}
+        self.holding: list[SimSequence] = []
+        self._waiting_fifo: deque[SimSequence] = deque()
+        self._waiting_heap: list[tuple[int, int, SimSequence]] = []
+        self._scheduled: list[SimSequence] = []
         self._chunks: list[int] = []
         self._fast = False
         self._step_duration_s = 0.0
@@ -273,10 +287,10 @@ class SimulatedInstance:
         self._lazy_count = 0
         self._lazy_key_sum = 0
         self._lazy_phase = [0] * block_size
-        self._finish_at: dict[int, list[Sequence]] = {}
+        self._finish_at: dict[int, list[SimSequence]] = {}
         #: end time (seconds) of every finished step, by step index
         self.step_times: array[float] = array("d")
-        self.sequences: dict[str, Sequence] = {}
+        self.sequences: dict[str, SimSequence] = {}
         self.busy = False
         #: no request in the engine since its last step ended (or ever): the next step is an idle start
         self.idle = True
@@ -290,14 +304,14 @@ class SimulatedInstance:
         return self.total_blocks * self.block_size
 
     # -- requests in -------------------------------------------------------------------------
-    def add(self, request_id: str, prompt_tokens: int, max_tokens: int, priority: int = 0) -> Sequence:
+    def add(self, request_id: str, prompt_tokens: int, max_tokens: int, priority: int = 0) -> SimSequence:
         """Queue a request: ``prompt_tokens`` to prefill, then up to ``max_tokens`` to generate."""
         if prompt_tokens + max_tokens > self.kv_capacity_tokens:
             raise SimulationError(
                 f"request {request_id} needs {prompt_tokens + max_tokens} KV tokens but instance "
                 f"{self.instance_id} holds only {self.kv_capacity_tokens}"
             )
-        seq = Sequence(request_id, int(prompt_tokens), int(max_tokens), int(priority), self._order, self)
+        seq = SimSequence(request_id, int(prompt_tokens), int(max_tokens), int(priority), self._order, self)
         self._order += 1
         self.sequences[request_id] = seq
         self._push_waiting(seq, front=False)
@@ -326,7 +340,7 @@ class SimulatedInstance:
             self._waiting_fifo.remove(seq)
         return True
 
-    def _push_waiting(self, seq: Sequence, front: bool) -> None:
+    def _push_waiting(self, seq: SimSequence, front: bool) -> None:
         if self.priority_mode:
             heapq.heappush(self._waiting_heap, (seq.priority, seq.order, seq))
         elif front:
@@ -334,12 +348,12 @@ class SimulatedInstance:
         else:
             self._waiting_fifo.append(seq)
 
-    def _peek_waiting(self) -> Sequence | None:
+    def _peek_waiting(self) -> SimSequence | None:
         if self.priority_mode:
             return self._waiting_heap[0][2] if self._waiting_heap else None
         return self._waiting_fifo[0] if self._waiting_fifo else None
 
-    def _pop_waiting(self) -> Sequence:
+    def _pop_waiting(self) -> SimSequence:
         if self.priority_mode:
             return heapq.heappop(self._waiting_heap)[2]
         return self._waiting_fifo.popleft()
@@ -356,7 +370,7 @@ class SimulatedInstance:
         return self.total_blocks - self.free_blocks
 
     # -- steady decoders ---------------------------------------------------------------------
-    def _lazify(self, seq: Sequence) -> None:
+    def _lazify(self, seq: SimSequence) -> None:
         """Keep ``seq`` (its next step is one decode token) in aggregate from now on."""
         step = self.steps_total
         key = seq.c - step
@@ -375,7 +389,7 @@ class SimulatedInstance:
             runs.append(step)
             runs.append(step)
 
-    def _unlazify(self, seq: Sequence) -> None:
+    def _unlazify(self, seq: SimSequence) -> None:
         """Give ``seq`` its explicit state as of now (not busy); the caller drops it from ``_finish_at``."""
         step = self.steps_total
         since = step - seq.lazy_from
@@ -399,12 +413,27 @@ class SimulatedInstance:
     # -- one step ----------------------------------------------------------------------------
     def start_step(self) -> float | None:
         """Choose this step's work; return its duration in seconds, or None if there is none."""
+        plan = self._plan_whole_batch()
+        if plan is None:
+            self._unlazify_all()
+            self._fast = False
+            plan = self._plan_each()
+        elif plan.scheduled or plan.decode_requests:
+            self._fast = True
+        if not plan.scheduled and not plan.decode_requests:
+            return None
+        return self._begin_step(plan)
+
+    def _plan_whole_batch(self) -> _StepPlan | None:
+        """The step's plan when every running request gets its whole chunk (token budget and free
+        blocks suffice, so no one is preempted), steady decoders in aggregate, then the waiting
+        requests admitted; None (and nothing changed) when they do not fit."""
         block_size = self.block_size
         step = self.steps_total
         lazy = self._lazy_count
         demand = lazy
         need_blocks = self._lazy_phase[-step % block_size] if lazy else 0
-        plan: list[tuple[Sequence, int, int]] = []
+        plan: list[tuple[SimSequence, int, int]] = []
         for seq in self._explicit:
             chunk = seq.prompt_tokens + seq.g - seq.c
             need = -(-(seq.c + chunk) // block_size) - seq.b
@@ -412,50 +441,47 @@ class SimulatedInstance:
             demand += chunk
             if need > 0:
                 need_blocks += need
-        if demand <= self.max_num_batched_tokens and need_blocks <= self.free_blocks:
-            # every running request gets its whole chunk and no one is preempted
-            scheduled: list[Sequence] = []
-            chunks: list[int] = []
-            for seq, chunk, need in plan:
-                if need > 0:
-                    seq.b += need
-                scheduled.append(seq)
-                chunks.append(chunk)
-            self.free_blocks -= need_blocks
-            self._admit_waiting(scheduled, chunks, self.max_num_batched_tokens - demand)
-            if not scheduled and not lazy:
-                return None
-            self._fast = True
-            decode_requests = lazy
-            decode_context = self._lazy_key_sum + lazy * (step + 1)
-            prefill_requests = len(scheduled)
-            prefill_tokens = sum(chunks)
-        else:
-            self._unlazify_all()
-            self._fast = False
-            scheduled, chunks, decode_requests, decode_context = self._plan_each()
-            if not scheduled:
-                return None
-            prefill_requests = len(scheduled) - decode_requests
-            prefill_tokens = sum(chunks) - decode_requests
-        self._scheduled = scheduled
-        self._chunks = chunks
+        if demand > self.max_num_batched_tokens or need_blocks > self.free_blocks:
+            return None
+        scheduled: list[SimSequence] = []
+        chunks: list[int] = []
+        for seq, chunk, need in plan:
+            if need > 0:
+                seq.b += need
+            scheduled.append(seq)
+            chunks.append(chunk)
+        self.free_blocks -= need_blocks
+        self._admit_waiting(scheduled, chunks, self.max_num_batched_tokens - demand)
+        return _StepPlan(
+            scheduled=scheduled,
+            chunks=chunks,
+            prefill_requests=len(scheduled),
+            prefill_tokens=sum(chunks),
+            decode_requests=lazy,
+            decode_context=self._lazy_key_sum + lazy * (step + 1),
+        )
+
+    def _begin_step(self, plan: _StepPlan) -> float:
+        """Start the planned step: the engine is busy until :meth:`finish_step`; its duration, seconds
+        (the step model's time, plus the idle start for the first step after an idle spell)."""
+        self._scheduled = plan.scheduled
+        self._chunks = plan.chunks
         self.busy = True
-        self._step_decodes = decode_requests
+        self._step_decodes = plan.decode_requests
         self._step_duration_s = self.latency.step_time(
-            prefill_requests, prefill_tokens, decode_requests, decode_context
+            plan.prefill_requests, plan.prefill_tokens, plan.decode_requests, plan.decode_context
         )
         if self.idle:
             self.idle = False
             self._step_duration_s += self._idle_start_s
         return self._step_duration_s
 
-    def _plan_each(self) -> tuple[list[Sequence], list[int], int, int]:
+    def _plan_each(self) -> _StepPlan:
         """Plan a step request by request (every request explicit): the running ones first,
         preempting on a block shortage, then waiting ones if no one was preempted."""
         budget = self.max_num_batched_tokens
         block_size = self.block_size
-        scheduled: list[Sequence] = []
+        scheduled: list[SimSequence] = []
         chunks: list[int] = []
         preempted = False
         decode_requests = decode_context = 0
@@ -511,9 +537,16 @@ class SimulatedInstance:
                 if chunk == 1 and seq.g and seq.c == seq.prompt_tokens + seq.g - 1:
                     decode_requests += 1
                     decode_context += seq.c + 1
-        return scheduled, chunks, decode_requests, decode_context
+        return _StepPlan(
+            scheduled=scheduled,
+            chunks=chunks,
+            prefill_requests=len(scheduled) - decode_requests,
+            prefill_tokens=sum(chunks) - decode_requests,
+            decode_requests=decode_requests,
+            decode_context=decode_context,
+        )
 
-    def _admit_waiting(self, scheduled: list[Sequence], chunks: list[int], budget: int) -> None:
+    def _admit_waiting(self, scheduled: list[SimSequence], chunks: list[int], budget: int) -> None:
         if self.run_to_completion and (self._lazy_count or any(seq.g > 0 for seq in self._explicit)):
             return  # the current batch is past its prefill: no one joins until it ends
         if self.run_to_completion and self.holding:
@@ -544,7 +577,7 @@ class SimulatedInstance:
             chunks.append(chunk)
             budget -= chunk
 
-    def _preempt(self, seq: Sequence) -> None:
+    def _preempt(self, seq: SimSequence) -> None:
         """Recompute-style preemption: drop the KV blocks; prompt and output so far are re-prefilled."""
         self.free_blocks += seq.b
         seq.b = 0
@@ -555,8 +588,8 @@ class SimulatedInstance:
 
     def finish_step(self, now: float) -> StepOutcome:
         """Apply the step started last, ending at ``now`` (seconds): tokens, completions, frees."""
-        first_tokens: list[Sequence] = []
-        finished: list[Sequence] = []
+        first_tokens: list[SimSequence] = []
+        finished: list[SimSequence] = []
         tokens = 0
         step = self.steps_total
         after = step + 1
@@ -634,5 +667,5 @@ class SimulatedInstance:
         return StepOutcome(first_tokens, finished, tokens, self._step_duration_s, self._step_decodes)
 
 
-def _rank_of(seq: Sequence) -> int:
+def _rank_of(seq: SimSequence) -> int:
     return seq.rank
