@@ -19,6 +19,7 @@ from runners.config import RunConfig, config_record
 from runners.drivers.base import Driver
 from runners.drivers.virtual_time import VirtualTimeDriver
 from runners.drivers.wall_clock import WallClockDriver
+from runners.drivers.watchdog import stalled_message
 from runners.engines.latency_model import LatencyModel
 from runners.engines.profile import load_profile
 from runners.engines.real_config import redact_args
@@ -260,10 +261,7 @@ def _execute_run(
             )
             result = driver.run()
             if result.stalled:
-                status, error = (
-                    "failed",
-                    f"{result.stalled} requests never completed: {policy.name} stopped dispatching",
-                )
+                status, error = "failed", stalled_message(result.stalled, policy.name)
         else:
             real_engine = RealEngine(
                 _engine_with_scheduler(config, policy, writer.folder, prepared.latency), writer.folder

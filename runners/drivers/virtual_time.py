@@ -18,6 +18,7 @@ import time
 from collections.abc import Callable, Sequence
 
 from runners.drivers.base import DriverResult, TimeseriesRow
+from runners.drivers.watchdog import CANCELLED, time_limit_message
 from runners.engines.simulator import SimulatedInstance
 from runners.errors import RunCancelled, RunStopped
 from runners.recording import RunRecorder
@@ -168,7 +169,7 @@ class VirtualTimeDriver:
             return
         self.recorder.maybe_flush()
         if self.should_stop is not None and self.should_stop():
-            raise RunCancelled("cancelled by the user")
+            raise RunCancelled(CANCELLED)
         time.sleep(delay)
 
     def run(self) -> DriverResult:
@@ -192,13 +193,13 @@ class VirtualTimeDriver:
         while recorder.finished_count != records:
             iterations += 1
             if self.should_stop is not None and iterations % 256 == 0 and self.should_stop():
-                raise RunCancelled("cancelled by the user")
+                raise RunCancelled(CANCELLED)
             arrival_time = requests[next_arrival].arrival_s if next_arrival < total else math.inf
             event_time = events[0][0] if events else math.inf
             if arrival_time == math.inf and event_time == math.inf:
                 break  # nothing left that could make progress: the policy holds requests forever
             if min(arrival_time, event_time) > self.max_duration_s:
-                raise RunStopped(f"time limit: not finished after max_duration_s = {self.max_duration_s:g} s")
+                raise RunStopped(time_limit_message(self.max_duration_s))
             if next_sample <= arrival_time and next_sample <= event_time:
                 now = next_sample
                 self._sample(now)

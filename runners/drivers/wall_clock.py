@@ -19,7 +19,8 @@ mismatch: it is never re-sent), or a failure (the error says why; what arrived i
 request costs at most one server request per dispatch, plus the one re-send of a request a
 server dropped unanswered. Nothing a request task raises is lost: it fails that request. A stop
 request (``should_stop``) is polled every ``STOP_POLL_S`` and ends whatever the run is waiting
-on, warm-up included.
+on, warm-up included. The rules that stop a run early (a stalled policy, an exited server, the
+time limit) are :class:`runners.drivers.watchdog.Watchdog`'s, checked at every telemetry sample.
 """
 
 from __future__ import annotations
@@ -32,6 +33,7 @@ from dataclasses import dataclass, field
 import aiohttp
 
 from runners.drivers.base import DriverResult, TimeseriesRow
+from runners.drivers.watchdog import CANCELLED, DeadInstance, RunState, Watchdog
 from runners.engines.engine_decisions import SAMPLE_COLUMNS, EngineDecisionTracker, decisions_path
 from runners.engines.gpu import GPUMonitor
 from runners.engines.latency_model import LatencyModel
@@ -108,7 +110,6 @@ class WallClockDriver:
         latency_model: LatencyModel | None = None,
         max_duration_s: float = float("inf"),
     ) -> None:
-        self.max_duration_s = max_duration_s
         self.engine = engine
         self.latency_model = latency_model
         self.instances: list[RealInstance] = engine.instances
@@ -117,7 +118,7 @@ class WallClockDriver:
         self.recorder = recorder
         self.options = options
         self.sample_interval_s = sample_interval_s
-        self.should_stop = should_stop
+        self.watchdog = Watchdog(policy_name=policy.name, max_duration_s=max_duration_s, should_stop=should_stop)
         self.counters = EngineCounters()
         self.failures = 0
         self.stop_reason: str | None = None
@@ -364,37 +365,39 @@ class WallClockDriver:
                     TelemetrySample(index, now, row.kv_usage, row.running, row.waiting, row.preemptions, decode_step_s),
                     now,
                 )
-            if (
-                self._arrivals_done
-                and not self._tasks
-                and self.policy.pending
-                and self._wake_at is None
-                and not self.recorder.all_done
-            ):
-                self._stop(
-                    f"{len(self.policy.pending)} requests never completed: {self.policy.name} stopped dispatching"
-                )
-            dead = self.engine.dead_instances()
-            if dead:
-                instance, code = dead[0]
-                self._stop(f"engine instance {instance.index} ({instance.endpoint.base_url}) exited with code {code}")
-            if now > self.max_duration_s:
-                self._stop(f"time limit: not finished after max_duration_s = {self.max_duration_s:g} s")
+            reason = self.watchdog.stop_reason(self._run_state(now))
+            if reason is not None:
+                self._stop(reason)
             if self.recorder.flush_due() and (self._flushing is None or self._flushing.done()):
                 # parquet writes and fsync-free JSON still touch the disk: keep them off the loop
                 self._flushing = asyncio.ensure_future(asyncio.to_thread(self.recorder.flush))
             self._wake.set()
             await asyncio.sleep(max(0.0, self.sample_interval_s - (self.now() - started)))
 
+    def _run_state(self, now: float) -> RunState:
+        """What the watchdog's stop rules look at, ``now`` seconds into the run."""
+        return RunState(
+            now_s=now,
+            arrivals_done=self._arrivals_done,
+            requests_in_flight=len(self._tasks),
+            pending=len(self.policy.pending),
+            wake_at=self._wake_at,
+            all_done=self.recorder.all_done,
+            dead=[
+                DeadInstance(instance.index, instance.endpoint.base_url, code)
+                for instance, code in self.engine.dead_instances()
+            ],
+        )
+
     async def _watch_stop(self) -> None:
-        """Polls ``should_stop`` from the start of warm-up to the end of the run; a stop request
-        ends the run (and so whatever it is awaiting) within ``STOP_POLL_S``."""
-        if self.should_stop is None:
+        """Polls the watchdog's cancel rule from the start of warm-up to the end of the run; a stop
+        request ends the run (and so whatever it is awaiting) within ``STOP_POLL_S``."""
+        if not self.watchdog.cancellable:
             return
         while not self._finished.is_set():
-            if self.should_stop():
+            if self.watchdog.cancel_requested():
                 self.cancelled = True
-                self._stop("cancelled by the user")
+                self._stop(CANCELLED)
                 return
             await asyncio.sleep(STOP_POLL_S)
 
@@ -452,7 +455,7 @@ class WallClockDriver:
                 state.baseline = await self._unless_finished(self._scrape(instance))
                 state.decode_step_s(state.baseline)  # the first interval's deltas start after warm-up
             if self.cancelled:
-                raise RunCancelled("cancelled by the user (during warm-up)")
+                raise RunCancelled(f"{CANCELLED} (during warm-up)")
             infos = [
                 InstanceInfo(i.index, i.kv_capacity_tokens, i.block_size, i.max_num_seqs, self.latency_model)
                 for i in self.instances
@@ -502,7 +505,7 @@ class WallClockDriver:
         if failure is not None:
             raise failure
         if self.cancelled:
-            raise RunCancelled("cancelled by the user")
+            raise RunCancelled(CANCELLED)
         if self.stop_reason is not None:
             raise RunStopped(self.stop_reason)
         preemptions = sum(self.recorder.preemptions_by_instance.values())
