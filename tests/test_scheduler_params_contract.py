@@ -13,7 +13,10 @@ from pydantic import BaseModel, ValidationError
 
 from runners.engines.profile import PRESETS
 from runners.registry import SCHEDULERS, make_policy
-from runners.schedulers.base import InstanceInfo
+from runners.schedulers.base import InstanceInfo, SchedulerPolicy
+from runners.schedulers.fcfs import FCFSParams
+from runners.schedulers.memory_constrained import AlphaBetaParams, AlphaParams, AlphaProtectPolicy, MemoryParams
+from runners.schedulers.slice_level import SCLSParams
 
 
 def choices(annotation: object) -> tuple | None:
@@ -65,3 +68,26 @@ def test_a_fresh_policy_decides_nothing_on_an_empty_state(name):
     policy.start([InstanceInfo(0, 16_000, 16, 64, latency)], 0.0)
     decision = policy.decide(0.0)
     assert list(decision.dispatches) == []
+
+
+@pytest.mark.parametrize("name", sorted(SCHEDULERS))
+def test_a_policy_reads_the_params_model_the_form_draws(name):
+    cls = SCHEDULERS[name]
+    assert type(cls().params) is cls.Params  # the registry's Params is what a fresh policy holds
+
+
+def test_a_policy_whose_params_is_not_its_type_argument_is_refused():
+    with pytest.raises(TypeError, match="Wrong.Params is SCLSParams, expected FCFSParams"):
+
+        class Wrong(SchedulerPolicy[FCFSParams]):
+            Params = SCLSParams
+
+    with pytest.raises(TypeError, match="WrongAlpha.Params is MemoryParams, expected AlphaBetaParams"):
+
+        class WrongAlpha(AlphaProtectPolicy[AlphaBetaParams]):
+            Params = MemoryParams
+
+    class Narrower(SchedulerPolicy[MemoryParams]):  # a subclass of the type argument is fine
+        Params = AlphaParams
+
+    assert type(Narrower().params) is AlphaParams

@@ -15,7 +15,9 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import ClassVar
+from typing import ClassVar, Generic, cast, get_args, get_origin
+
+from typing_extensions import TypeVar
 
 from runners.engines.latency_model import LatencyModel
 from runners.input_model import InputModel
@@ -109,8 +111,16 @@ class TelemetrySample:
     decode_step_s: float | None = None
 
 
-class SchedulerPolicy:
-    """Base class. Subclasses set ``name``, ``summary``, ``paper`` and ``Params``.
+#: A policy's parameters type: ``self.params`` is typed by it, so a policy reads exactly the fields
+#: (and their ``Literal`` choices) its own Params model declares.
+P = TypeVar("P", bound=PolicyParams, default=PolicyParams)
+
+
+class SchedulerPolicy(Generic[P]):
+    """Base class, generic over the parameters type: ``class FCFSPolicy(SchedulerPolicy[FCFSParams])``.
+    Subclasses set ``name``, ``summary``, ``paper`` and ``Params`` (the class the registry, CLI
+    and Launch form read), which must be the type argument or a subclass of it (checked when the
+    class is defined).
 
     The default bookkeeping tracks which requests are held (``pending``, arrival order) and
     which are in flight on each instance; subclasses override :meth:`decide`.
@@ -124,8 +134,24 @@ class SchedulerPolicy:
     #: policy itself runs inside a vLLM that schedlab launches
     in_engine: ClassVar[bool] = False
 
-    def __init__(self, params: PolicyParams | None = None) -> None:
-        self.params = params if params is not None else self.Params()
+    def __init_subclass__(cls, **kwargs: object) -> None:
+        """Refuse a class whose ``Params`` is not its type argument (or a subclass of it): the
+        form would then draw one model while the policy reads another."""
+        super().__init_subclass__(**kwargs)
+        for base in cls.__dict__.get("__orig_bases__", ()):
+            origin = get_origin(base)
+            if not (isinstance(origin, type) and issubclass(origin, SchedulerPolicy)):
+                continue
+            for argument in get_args(base):
+                if isinstance(argument, type) and not issubclass(cls.Params, argument):
+                    raise TypeError(
+                        f"{cls.__name__}.Params is {cls.Params.__name__}, expected {argument.__name__} "
+                        f"(the parameters type of {base}) or a subclass of it"
+                    )
+
+    def __init__(self, params: P | None = None) -> None:
+        # Params is P or a subclass of it (__init_subclass__), so its instance is a P
+        self.params: P = params if params is not None else cast(P, self.Params())
         self.instances: list[InstanceInfo] = []
         self.pending: dict[str, Request] = {}
         self.in_flight: dict[int, set[str]] = {}

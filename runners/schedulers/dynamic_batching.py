@@ -56,6 +56,7 @@ from collections.abc import Sequence
 from typing import Literal
 
 from pydantic import Field, ValidationError, model_validator
+from typing_extensions import TypeVar
 
 from runners.engines.vllm_scheduler import SLAWindowParams, check_window
 from runners.errors import ConfigError
@@ -197,7 +198,11 @@ class DynamicSLAParams(SLAWindowParams, DynamicMemoryParams):
     )
 
 
-class DynamicMemoryPolicy(SchedulerPolicy):
+#: The parameters type of dynamic-mem (DynamicMemoryParams) and of its subclass dynamic-sla.
+DP = TypeVar("DP", bound=DynamicMemoryParams, default=DynamicMemoryParams)
+
+
+class DynamicMemoryPolicy(SchedulerPolicy[DP]):
     name = "dynamic-mem"
     summary = "Caps requests in flight per instance at the largest batch the KV cache holds with probability 1 - eps_M."
     paper = cite("000", "Alg. 1 (memory-aware)")
@@ -209,7 +214,7 @@ class DynamicMemoryPolicy(SchedulerPolicy):
         """output_prior 'workload': each task's target output lengths, known before the run."""
         self._workload_prior = moments_by_task((r.task, r.target_output_tokens) for r in requests)
 
-    def start(self, instances: list[InstanceInfo], now: float) -> None:
+    def start(self, instances: Sequence[InstanceInfo], now: float) -> None:
         super().start(instances, now)
         self.capacity = {info.instance_id: info.kv_capacity_tokens for info in instances}
         self.block_size = {info.instance_id: info.block_size for info in instances}
@@ -295,15 +300,15 @@ class DynamicMemoryPolicy(SchedulerPolicy):
         return Decision(dispatches)
 
 
-class DynamicSLAPolicy(DynamicMemoryPolicy):
+class DynamicSLAPolicy(DynamicMemoryPolicy[DynamicSLAParams]):
     name = "dynamic-sla"
     summary = "Moves a batch-size window so the measured decode latency tracks D_SLA; capped by memory too."
     paper = cite("000", "Alg. 2 (SLA-constrained)")
     Params = DynamicSLAParams
 
-    def start(self, instances: list[InstanceInfo], now: float) -> None:
+    def start(self, instances: Sequence[InstanceInfo], now: float) -> None:
         super().start(instances, now)
-        params: DynamicSLAParams = self.params  # type: ignore[assignment]
+        params = self.params
         self.alpha: dict[int, int] = {}
         for i in self.in_flight:
             try:
@@ -324,7 +329,7 @@ class DynamicSLAPolicy(DynamicMemoryPolicy):
         self.sla_cap = {i: self.b_max[i] for i in self.in_flight}
 
     def _move_window(self, instance: int, tau_s: float, mean_batch: float) -> None:
-        params: DynamicSLAParams = self.params  # type: ignore[assignment]
+        params = self.params
         window = sla_window_update(
             self.windows[instance],
             tau_s,
@@ -342,7 +347,7 @@ class DynamicSLAPolicy(DynamicMemoryPolicy):
 
     def on_telemetry(self, sample: TelemetrySample, now: float) -> None:
         """Engine signal: tau from the engine's per-step decode latency (mean of the last samples)."""
-        params: DynamicSLAParams = self.params  # type: ignore[assignment]
+        params = self.params
         instance = sample.instance
         if params.latency_signal != "engine" or sample.decode_step_s is None or instance not in self.recent_step:
             return
@@ -365,7 +370,7 @@ class DynamicSLAPolicy(DynamicMemoryPolicy):
             self._move_window(instance, tau, batch)
 
     def update_cap(self, instance: int, now: float) -> None:
-        params: DynamicSLAParams = self.params  # type: ignore[assignment]
+        params = self.params
         cap = self.sla_cap[instance]
         if params.memory_cap:
             memory = self.memory_cap(instance)

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from pydantic import Field
 
-from runners.schedulers.base import Decision, Dispatch, PolicyParams, SchedulerPolicy
+from runners.schedulers.base import Decision, Dispatch, P, PolicyParams, SchedulerPolicy
 
 
 class FCFSParams(PolicyParams):
@@ -18,16 +18,18 @@ class FCFSParams(PolicyParams):
     )
 
 
-class FCFSPolicy(SchedulerPolicy):
-    name = "fcfs"
-    summary = "Dispatch on arrival to the least-loaded instance; the engine batches (vLLM's default)."
-    paper = "the baseline in all five papers"
-    Params = FCFSParams
+class DispatchOnArrival(SchedulerPolicy[P]):
+    """Send every pending request to the least-loaded instance, at most :meth:`in_flight_cap` in flight per
+    instance: FCFS, and the client side of the in-engine schedulers (no cap)."""
+
+    def in_flight_cap(self) -> int | None:
+        """Most requests in flight per instance (None: no cap)."""
+        return None
 
     def decide(self, now: float) -> Decision:
         if not self.pending:
             return Decision()
-        cap = self.params.max_in_flight
+        cap = self.in_flight_cap()
         if cap is None and len(self.in_flight) == 1:  # the common case, without per-request bookkeeping calls
             instance, flying = next(iter(self.in_flight.items()))
             dispatches = [Dispatch(request_id, instance) for request_id in self.pending]
@@ -41,3 +43,13 @@ class FCFSPolicy(SchedulerPolicy):
                 break
             dispatches.append(self._take(request_id, instance))
         return Decision(dispatches)
+
+
+class FCFSPolicy(DispatchOnArrival[FCFSParams]):
+    name = "fcfs"
+    summary = "Dispatch on arrival to the least-loaded instance; the engine batches (vLLM's default)."
+    paper = "the baseline in all five papers"
+    Params = FCFSParams
+
+    def in_flight_cap(self) -> int | None:
+        return self.params.max_in_flight

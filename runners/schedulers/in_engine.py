@@ -5,10 +5,12 @@ class's; the run writes them into its folder for the server (see ``launch_settin
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import replace
 from typing import ClassVar
 
 from pydantic import Field
+from typing_extensions import TypeVar
 
 from runners.engines.vllm_scheduler import (
     E2E_SLO_ARG,
@@ -20,14 +22,14 @@ from runners.engines.vllm_scheduler import (
     EngineMCSFParams,
 )
 from runners.predictors import OutputLengthPredictor, OutputMode, OutputPriorParams, RunningMoments, moments_by_task
-from runners.schedulers.base import Completion, Decision, PolicyParams
-from runners.schedulers.fcfs import FCFSPolicy
+from runners.schedulers.base import Completion, Decision, InstanceInfo, P, PolicyParams
+from runners.schedulers.fcfs import DispatchOnArrival
 from runners.schedulers.papers import cite
 from runners.schedulers.slo_aware import SLOPlanParams
 from runners.workload.requests import Request
 
 
-class InEnginePolicy(FCFSPolicy):
+class InEnginePolicy(DispatchOnArrival[P]):
     """Dispatch on arrival (FCFS, no cap); the engine's scheduler class decides. ``twin``: the
     client-side policy with the same decision logic."""
 
@@ -42,7 +44,7 @@ class EngineDynamicMemoryPolicyParams(EngineDynamicMemoryParams, PolicyParams):
     max_in_flight: ClassVar[None] = None
 
 
-class EngineDynamicMemoryPolicy(InEnginePolicy):
+class EngineDynamicMemoryPolicy(InEnginePolicy[EngineDynamicMemoryPolicyParams]):
     name = "engine-dynamic-mem"
     summary = (
         "000 Alg. 1 inside vLLM: each step the engine's running limit comes from its free KV blocks "
@@ -60,7 +62,7 @@ class EngineDynamicSLAPolicyParams(EngineDynamicSLAParams, PolicyParams):
     max_in_flight: ClassVar[None] = None
 
 
-class EngineDynamicSLAPolicy(InEnginePolicy):
+class EngineDynamicSLAPolicy(InEnginePolicy[EngineDynamicSLAPolicyParams]):
     name = "engine-dynamic-sla"
     summary = (
         "000 Alg. 2 inside vLLM: each step the engine's running limit follows a window moved by its own "
@@ -72,7 +74,15 @@ class EngineDynamicSLAPolicy(InEnginePolicy):
     Params = EngineDynamicSLAPolicyParams
 
 
-class EngineMCSFPolicyParams(EngineMCSFParams, OutputPriorParams, PolicyParams):
+class PredictorPolicyParams(OutputPriorParams, PolicyParams):
+    """A policy's parameters that include the output-length predictor's (the client predicts)."""
+
+
+#: The parameters type of a policy that predicts output lengths on the client.
+PP = TypeVar("PP", bound=PredictorPolicyParams, default=PredictorPolicyParams)
+
+
+class EngineMCSFPolicyParams(EngineMCSFParams, PredictorPolicyParams):
     """engine-mcsf's parameters: the in-engine class's (memory_fraction) and the output-length
     predictor the client runs to send each request's prediction (as the client-side mcsf's)."""
 
@@ -88,7 +98,7 @@ class EngineMCSFPolicyParams(EngineMCSFParams, OutputPriorParams, PolicyParams):
     max_in_flight: ClassVar[None] = None
 
 
-class PredictingInEnginePolicy(InEnginePolicy):
+class PredictingInEnginePolicy(InEnginePolicy[PP]):
     """Sends on arrival, each request with its engine arguments (:meth:`request_args`): at least
     its predicted output length (``PREDICTED_OUTPUT_ARG``, tokens) from the twin's own
     OutputLengthPredictor (the same parameters, drawn once at arrival, finished requests pooled in
@@ -102,7 +112,7 @@ class PredictingInEnginePolicy(InEnginePolicy):
         """output_prior 'workload': each task's target output lengths start the Gaussian (as the twin)."""
         self._workload_prior = moments_by_task((r.task, r.target_output_tokens) for r in requests)
 
-    def start(self, instances, now: float) -> None:
+    def start(self, instances: Sequence[InstanceInfo], now: float) -> None:
         super().start(instances, now)
         self.outputs = OutputLengthPredictor.from_params(self.params, self._workload_prior)
         self.engine_args: dict[str, dict[str, int | float]] = {}
@@ -132,7 +142,7 @@ class PredictingInEnginePolicy(InEnginePolicy):
         )
 
 
-class EngineMCSFPolicy(PredictingInEnginePolicy):
+class EngineMCSFPolicy(PredictingInEnginePolicy[EngineMCSFPolicyParams]):
     """Sends on arrival, each request with its predicted output length (tokens) as the engine
     argument ``PREDICTED_OUTPUT_ARG``: the prediction the client-side mcsf would use. The engine's
     MCSFScheduler orders and admits."""
@@ -148,7 +158,7 @@ class EngineMCSFPolicy(PredictingInEnginePolicy):
     Params = EngineMCSFPolicyParams
 
 
-class EngineSLOAwarePolicyParams(SLOPlanParams, OutputPriorParams, PolicyParams):
+class EngineSLOAwarePolicyParams(SLOPlanParams, PredictorPolicyParams):
     """engine-slo-sa's parameters: the plan's settings (slo-sa's own fields, read by the engine's
     class) and the output-length predictor the client runs to send each request's prediction
     (slo-sa's). The latency model the plan needs is the run's engine.profile: the launcher adds
@@ -158,7 +168,7 @@ class EngineSLOAwarePolicyParams(SLOPlanParams, OutputPriorParams, PolicyParams)
     max_in_flight: ClassVar[None] = None
 
 
-class EngineSLOAwarePolicy(PredictingInEnginePolicy):
+class EngineSLOAwarePolicy(PredictingInEnginePolicy[EngineSLOAwarePolicyParams]):
     """Sends on arrival, each request with engine arguments for the engine's SLOAwareScheduler:
     its predicted output length (``PREDICTED_OUTPUT_ARG``, tokens; slo-sa's predictor) and its
     task's SLOs (``TTFT_SLO_ARG``, ``TPOT_SLO_ARG``, ``E2E_SLO_ARG``, seconds; those the task

@@ -29,11 +29,13 @@ from __future__ import annotations
 
 import math
 from collections import deque
+from collections.abc import Sequence
 from typing import Literal
 
 import numpy as np
 from numba import njit
 from pydantic import Field
+from typing_extensions import TypeVar
 
 from runners.input_model import MAX_SEED
 from runners.predictors import OutputLengthPredictor, OutputMode, OutputPriorParams, RunningMoments, moments_by_task
@@ -262,12 +264,18 @@ LIVELOCK_CLEARS = 2
 NOT_YET = float("nan")  # first-token time of a running request that has none yet
 
 
-class MemoryConstrainedPolicy(SchedulerPolicy):
+#: The parameters type of a memory-constrained policy (mcsf: MemoryParams; the alpha baselines: theirs).
+MP = TypeVar("MP", bound=MemoryParams, default=MemoryParams)
+#: The parameters type of alpha-protect (AlphaParams) and of its subclass alpha-beta-clear.
+AP = TypeVar("AP", bound=AlphaParams, default=AlphaParams)
+
+
+class MemoryConstrainedPolicy(SchedulerPolicy[MP]):
     """Shared bookkeeping: per-instance running requests, KV capacity, progress estimates."""
 
     Params = MemoryParams
 
-    def start(self, instances: list[InstanceInfo], now: float) -> None:
+    def start(self, instances: Sequence[InstanceInfo], now: float) -> None:
         super().start(instances, now)
         missing = [i.instance_id for i in instances if not i.kv_capacity_tokens]
         if missing:
@@ -390,7 +398,7 @@ class MemoryConstrainedPolicy(SchedulerPolicy):
         return [Dispatch(rid, instance) for rid in request_ids]
 
 
-class MCSFPolicy(MemoryConstrainedPolicy):
+class MCSFPolicy(MemoryConstrainedPolicy[MemoryParams]):
     name = "mcsf"
     summary = "Shortest predicted output first, admitted only while KV demand fits at every future completion."
     paper = cite("003", "MC-SF")
@@ -421,7 +429,7 @@ class MCSFPolicy(MemoryConstrainedPolicy):
         return Decision(dispatches)
 
 
-class AlphaProtectPolicy(MemoryConstrainedPolicy):
+class AlphaProtectPolicy(MemoryConstrainedPolicy[AP]):
     """alpha-protection greedy (003): arrival order, admitted while the KV in use plus the prompt
     stays within (1 - alpha) M; on an overflow (``overflow: clear``) every active request of the
     instance is cleared: cancelled, taken back as pending and re-prefilled from scratch later.
@@ -456,7 +464,7 @@ class AlphaProtectPolicy(MemoryConstrainedPolicy):
     paper = cite("003", "alpha-protection greedy baseline")
     Params = AlphaParams
 
-    def start(self, instances: list[InstanceInfo], now: float) -> None:
+    def start(self, instances: Sequence[InstanceInfo], now: float) -> None:
         super().start(instances, now)
         self.clearing = self.params.overflow == "clear"
         self.limit_tokens = {i.instance_id: float(i.kv_capacity_tokens) for i in instances}  # M, whole cache
@@ -563,7 +571,7 @@ class AlphaProtectPolicy(MemoryConstrainedPolicy):
         return Decision(dispatches, None, cancels)
 
 
-class AlphaBetaClearPolicy(AlphaProtectPolicy):
+class AlphaBetaClearPolicy(AlphaProtectPolicy[AlphaBetaParams]):
     """alpha-protection beta-clearing (003): alpha-protect, but an overflow clears each active
     request independently with probability beta (seeded by ``clear_seed``). Overflows are noticed
     as in :class:`AlphaProtectPolicy`; a livelock is declared only for beta = 1."""
@@ -573,7 +581,7 @@ class AlphaBetaClearPolicy(AlphaProtectPolicy):
     paper = cite("003", "alpha-protection beta-clearing baseline")
     Params = AlphaBetaParams
 
-    def start(self, instances: list[InstanceInfo], now: float) -> None:
+    def start(self, instances: Sequence[InstanceInfo], now: float) -> None:
         super().start(instances, now)
         self.rng = np.random.default_rng(self.params.clear_seed)
 

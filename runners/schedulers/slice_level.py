@@ -189,13 +189,13 @@ class _Worker:
     load: float = 0.0
 
 
-class SCLSPolicy(SchedulerPolicy):
+class SCLSPolicy(SchedulerPolicy[SCLSParams]):
     name = "scls"
     summary = "Slices of S tokens; DP batching by estimated serving time; max-min offloading; adaptive interval."
     paper = cite("001", "SCLS, Alg. 1")
     Params = SCLSParams
 
-    def start(self, instances: list[InstanceInfo], now: float) -> None:
+    def start(self, instances: Sequence[InstanceInfo], now: float) -> None:
         super().start(instances, now)
         info = instances[0]
         if info.latency_model is None:

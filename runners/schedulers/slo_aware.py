@@ -31,6 +31,7 @@ from __future__ import annotations
 
 import itertools
 import math
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Literal
 
@@ -365,7 +366,7 @@ class _Sent:
     started: float | None = None
 
 
-class SLOAwarePolicy(SchedulerPolicy):
+class SLOAwarePolicy(SchedulerPolicy[SLOAwareParams]):
     name = "slo-sa"
     summary = "Orders and batches waiting requests to maximise G by simulated annealing over predicted latencies."
     paper = cite("004", "Alg. 1-2")
@@ -377,7 +378,7 @@ class SLOAwarePolicy(SchedulerPolicy):
         """output_prior 'workload': each task's target output lengths, known before the run."""
         self._workload_prior = moments_by_task((r.task, r.target_output_tokens) for r in requests)
 
-    def start(self, instances: list[InstanceInfo], now: float) -> None:
+    def start(self, instances: Sequence[InstanceInfo], now: float) -> None:
         super().start(instances, now)
         models = {info.latency_model for info in instances}
         if None in models:

@@ -21,14 +21,14 @@ class StaticBatchingParams(PolicyParams):
     )
 
 
-class StaticBatchingPolicy(SchedulerPolicy):
+class StaticBatchingPolicy(SchedulerPolicy[StaticBatchingParams]):
     name = "static"
     summary = "Fixed batch size B; the next batch starts only when the whole previous batch has finished."
     paper = cite_titles(("000", "001", "002"), "the static-batching baseline of")
     Params = StaticBatchingParams
 
     def decide(self, now: float) -> Decision:
-        params: StaticBatchingParams = self.params  # type: ignore[assignment]
+        params = self.params
         dispatches = []
         wake_at = None
         for instance in sorted(self.in_flight):
