@@ -8,7 +8,6 @@ study.json (runners.live, runners.charts).
 
 from __future__ import annotations
 
-import calendar
 import json
 import time
 
@@ -37,7 +36,8 @@ from runners.live import job_eta_s, job_run_rows, read_live, read_study_progress
 from runners.metrics.catalog import metric
 from runners.registry import ENGINES, SCHEDULERS, check_engine_for, parameter_specs
 from runners.study import MAX_RUNS_UNCONFIRMED, identical_decisions_note
-from runners.workload.slo import PAPER_SLOS
+from runners.timestamps import parse_utc_stamp
+from runners.workload.slo import PAPER_SLOS, TASKS
 
 st.set_page_config(page_title="schedlab · Launch", layout="wide")
 ROOT = result_store.DEFAULT_RESULTS_DIR
@@ -143,7 +143,7 @@ def launch() -> None:
     """Button callback: validate every field, then start the job (runs before the page reruns)."""
     values = form_values()
     try:
-        for task in ("chat", "code"):
+        for task in TASKS:
             upload = st.session_state.get(f"upload:{task}")
             if values.get(f"workload.{task}.kind") == "file" and upload is not None:
                 values[f"workload.{task}.path"] = str(save_upload(upload.name, upload.getvalue(), ROOT))
@@ -236,7 +236,7 @@ def live_view(job, root) -> None:
         )
     job_eta = (
         job_eta_s(time.time() - created, finished, len(job.spec.runs), current)
-        if job.active and (created := utc_seconds(job.spec.created_at)) is not None
+        if job.active and (created := parse_utc_stamp(job.spec.created_at)) is not None
         else None
     )
     if progress is not None or len(job.spec.runs) > 1:
@@ -290,14 +290,6 @@ def live_view(job, root) -> None:
             icon="📊",
             query_params=results_link(job.spec),
         )
-
-
-def utc_seconds(stamp: str) -> float | None:
-    """Seconds since the epoch of a ``YYYY-mm-ddTHH:MM:SSZ`` stamp; None when it is not one."""
-    try:
-        return calendar.timegm(time.strptime(stamp, "%Y-%m-%dT%H:%M:%SZ"))
-    except (TypeError, ValueError):
-        return None
 
 
 jobs_panel()

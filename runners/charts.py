@@ -27,6 +27,7 @@ from plotly.subplots import make_subplots
 from runners.compare import cdf_points, run_display_names, summary_value
 from runners.metrics.catalog import Metric, metric, timeseries_metric
 from runners.result_store import RunData
+from runners.workload.slo import TASKS
 
 TASK_COLOURS = {"chat": "#1f77b4", "code": "#ff7f0e"}
 MET_SYMBOLS = {True: "circle", False: "x"}
@@ -374,7 +375,7 @@ def latency_cdfs(
     task's SLO limit on that quantity drawn as a labelled vertical line in its panel; ``log_x``:
     a logarithmic latency axis (latencies spanning decades; zero values are not drawn)."""
     entry = metric(column)
-    tasks = ("chat", "code")
+    tasks = TASKS
     shown = display_names(runs, names)
     fig = make_subplots(rows=1, cols=2, subplot_titles=list(tasks), shared_yaxes=True)
     palette = pio.templates["plotly_white"].layout.colorway
@@ -728,7 +729,7 @@ def live_latency_scatter(requests: pd.DataFrame, simulated: bool = False) -> go.
     frame = requests.dropna(subset=["finish_s"]) if len(requests) else requests
     if len(frame) > MAX_SCATTER_POINTS:
         frame = frame.iloc[-MAX_SCATTER_POINTS:]
-    for task in ("chat", "code"):
+    for task in TASKS:
         for met in (True, False):
             part = frame[(frame["task"] == task) & (frame["slo_met"].fillna(False) == met)] if len(frame) else frame
             name = f"{task}, SLO {'met' if met else 'missed'}"

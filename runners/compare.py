@@ -18,6 +18,7 @@ import pandas as pd
 from runners.engines.fidelity import fidelity_sentence
 from runners.metrics.catalog import RUN_METRICS, TABLE_METRICS, Metric, metric_by_label, summary_value
 from runners.workload.arrivals import RATE_PROCESSES
+from runners.workload.slo import TASKS
 from runners.workload.tokens import tokenization_label
 
 __all__ = [
@@ -285,9 +286,7 @@ def _workload_facts(run: Any) -> dict[str, str | None]:
         else process
     )
     ratio = workload.get("ratio") if isinstance(workload.get("ratio"), dict) else None
-    datasets = [
-        f"{task} {_source_text(workload.get(task))}" for task in ("chat", "code") if _source_text(workload.get(task))
-    ]
+    datasets = [f"{task} {_source_text(workload.get(task))}" for task in TASKS if _source_text(workload.get(task))]
     engine_text = summary.get("engine") or engine.get("kind")
     details = [str(engine[field]) for field in ("preset", "model", "profile") if engine.get(field)]
     if engine_text and details:

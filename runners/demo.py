@@ -24,7 +24,6 @@ and claim a difference only where the paired interval excludes zero (the study's
 from __future__ import annotations
 
 import os
-import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -46,6 +45,7 @@ from runners.result_store import (
     owned_run_folder,
 )
 from runners.study import STUDY_FILE, StudyMember, StudyPlan, StudyResult, plan_study, read_study, run_study
+from runners.timestamps import id_stamp
 
 DEMO_STUDY_ID = "demo"
 #: The study's seeds, fixed in advance: 0..9.
@@ -106,7 +106,7 @@ def live_rerun_configs(seed: int, pace: float | None, stamp: str | None = None) 
     """One seed of the study, for watching live: the demo schedulers at ``seed``, run ids
     ``demo-live-<UTC stamp>-<scheduler>-s<seed>`` (plain runs, no study record; the verdict
     stays the bundled study's)."""
-    stamp = stamp or time.strftime("%Y%m%d-%H%M%S", time.gmtime())
+    stamp = stamp or id_stamp()
     plan = plan_study(demo_config([seed], f"{LIVE_PREFIX}{stamp}", pace))
     return [member.config for member in plan.members]
 

@@ -19,7 +19,6 @@ then the run's servers are stopped and its partial rows kept (see ``runners.benc
 
 from __future__ import annotations
 
-import json
 import os
 import subprocess
 import sys
@@ -33,7 +32,8 @@ from pydantic import BaseModel, Field
 from runners.config import RunConfig
 from runners.engines.real_config import REDACT_SECRETS
 from runners.errors import SchedlabError
-from runners.result_store import DEFAULT_RESULTS_DIR, new_run_id, process_alive, write_json_atomic
+from runners.result_store import DEFAULT_RESULTS_DIR, new_run_id, process_alive, read_json_object, write_json_atomic
+from runners.timestamps import id_stamp, utc_stamp
 
 JOBS_FOLDER = ".jobs"
 FINAL_STATES = ("done", "failed", "cancelled", "lost")
@@ -110,7 +110,7 @@ def new_job_spec(
 ) -> JobSpec:
     """A job for ``configs``, giving each run without a ``run_id`` a fresh one now, so pages can
     follow them before they start. ``study``: the configs are that study's members."""
-    stamp = time.strftime("%Y%m%d-%H%M%S", time.gmtime())
+    stamp = id_stamp()
     job_id = f"job-{stamp}-{os.urandom(2).hex()}"
     runs = []
     for index, config in enumerate(configs):
@@ -119,7 +119,7 @@ def new_job_spec(
     return JobSpec(
         job_id=job_id,
         label=label,
-        created_at=time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+        created_at=utc_stamp(),
         runs=runs,
         sweep=sweep,
         study=study,
@@ -163,7 +163,7 @@ def start_job(spec: JobSpec, results_root: str | Path = DEFAULT_RESULTS_DIR) -> 
         process.stdin.close()  # type: ignore[union-attr]
     except BrokenPipeError:  # the worker died at once: its log says why, the job shows as lost
         pass
-    status = _read_json(folder / "status.json") or {}
+    status = read_json_or_none(folder / "status.json") or {}
     if status.get("state") == "starting":
         status["pid"] = process.pid
         write_status(folder, status)
@@ -174,27 +174,27 @@ def write_status(folder: Path, fields: dict[str, Any]) -> None:
     write_json_atomic(folder / "status.json", {**fields, "updated_at": time.time()}, durable=False)
 
 
-def _read_json(path: Path) -> dict[str, Any] | None:
-    """The JSON object in ``path``; None when it is missing, unreadable or not an object."""
+def read_json_or_none(path: Path) -> dict[str, Any] | None:
+    """The JSON object in ``path``; None when it is missing, unreadable or not an object (a job's
+    files are read while its worker may be writing them; the reader is result_store's)."""
     try:
-        data = json.loads(path.read_bytes().decode("utf-8"))
-    except (OSError, ValueError, RecursionError):  # ValueError: bad UTF-8 or JSON
+        return read_json_object(path)
+    except (SchedlabError, OSError):
         return None
-    return data if isinstance(data, dict) else None
 
 
 def read_job(folder: str | Path) -> JobStatus | None:
     """The job in ``folder``; None when it is not a readable job folder. A job whose worker died
     without a final report is reported as ``lost`` (its runs keep the rows they flushed)."""
     path = Path(folder)
-    spec_data = _read_json(path / "job.json")
+    spec_data = read_json_or_none(path / "job.json")
     if spec_data is None:
         return None
     try:
         spec = JobSpec.model_validate(spec_data)
     except (ValueError, SchedlabError):  # not a job this version can read: not listed
         return None
-    status = _read_json(path / "status.json") or {}
+    status = read_json_or_none(path / "status.json") or {}
     state = str(status.get("state", "starting"))
     pid = status.get("pid") if isinstance(status.get("pid"), int) else None
     updated = status.get("updated_at")

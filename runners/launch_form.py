@@ -38,6 +38,7 @@ from runners.metrics.catalog import metric
 from runners.registry import check_engine_for, parameter_specs, scheduler_class
 from runners.result_store import DEFAULT_RESULTS_DIR
 from runners.study import MAX_RUNS_UNCONFIRMED, check_size, new_study_id, parse_seeds, plan_study
+from runners.workload.slo import TASKS
 
 UPLOADS_FOLDER = ".uploads"
 LIST_FIELDS = {"engine.gpus", "engine.urls"}
@@ -153,7 +154,7 @@ def preview_load(values: dict[str, Any]) -> list[OfferedLoad]:
     if kind != "sim":
         return [real_engine_load(str(kind))]
     workload = data.get("workload", {})
-    if any(isinstance(workload.get(task), dict) and workload[task].get("kind") == "hub" for task in ("chat", "code")):
+    if any(isinstance(workload.get(task), dict) and workload[task].get("kind") == "hub" for task in TASKS):
         return [
             OfferedLoad(
                 None,
@@ -277,7 +278,7 @@ def _scheduler_params(name: str, values: dict[str, Any], errors: dict[str, str])
 
 def _dataset_error_key(exc: DatasetError, data: dict[str, Any]) -> str:
     workload = data.get("workload", {})
-    for task in ("chat", "code"):
+    for task in TASKS:
         source = workload.get(task, {})
         if exc.source in (source.get("path"), source.get("hub_id")) or exc.source.endswith(f"{task}"):
             return f"workload.{task}.{'hub_id' if source.get('kind') == 'hub' else 'path'}"

@@ -15,7 +15,6 @@ read once and kept in a small cache keyed by (path, size, mtime); a refresh read
 
 from __future__ import annotations
 
-import calendar
 import json
 import time
 from collections import OrderedDict
@@ -39,6 +38,7 @@ from runners.result_store import (
     inspect_run,
     read_table,
 )
+from runners.timestamps import parse_utc_stamp
 
 _PART_CACHE: "OrderedDict[tuple[str, int, int], pa.Table]" = OrderedDict()
 _PART_CACHE_LIMIT = 8192
@@ -179,17 +179,6 @@ def job_eta_s(elapsed_s: float | None, finished: int, total: int, current: float
     return max(0.0, elapsed_s * (total - done) / done)
 
 
-def _parse_utc(stamp: str | None) -> float | None:
-    """Unix seconds of a ``YYYY-mm-ddTHH:MM:SSZ`` UTC stamp (None when absent or malformed); the
-    machine's time zone and daylight saving time play no part."""
-    if not stamp:
-        return None
-    try:
-        return calendar.timegm(time.strptime(stamp, "%Y-%m-%dT%H:%M:%SZ"))
-    except ValueError:
-        return None
-
-
 def read_live(folder: str | Path, now: float | None = None) -> LiveSnapshot | None:
     """A snapshot of the run in ``folder``; None while the folder has no summary yet. A damaged
     run gives a snapshot with status ``damaged`` and the reason as its error; a run whose writer
@@ -218,8 +207,8 @@ def read_live(folder: str | Path, now: float | None = None) -> LiveSnapshot | No
     total = int(summary.get("requests_total") or config_total or len(requests))
     done = int(len(requests))
     status = str(summary.get("status", "running"))
-    started = summary.get("started_at_unix_s") or _parse_utc(summary.get("started_at"))
-    finished = _parse_utc(summary.get("finished_at"))
+    started = summary.get("started_at_unix_s") or parse_utc_stamp(summary.get("started_at"))
+    finished = parse_utc_stamp(summary.get("finished_at"))
     current = now if now is not None else time.time()
     elapsed = None
     if started is not None:

@@ -39,6 +39,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from runners.errors import ConfigError, SchedlabError
+from runners.timestamps import id_stamp
 
 #: Version 2 added, without removing or renaming anything of version 1: ``resolved.tokenization`` in
 #: config.json of real-engine runs, and imported runs (``summary.imported``; their config.json holds
@@ -292,7 +293,7 @@ def writer_gone(summary: dict[str, Any]) -> str | None:
 
 def new_run_id(scheduler: str, engine: str) -> str:
     """``YYYYmmdd-HHMMSS-<scheduler>-<engine>-<4 hex>`` (UTC)."""
-    stamp = time.strftime("%Y%m%d-%H%M%S", time.gmtime())
+    stamp = id_stamp()
     return f"{stamp}-{scheduler}-{engine}-{os.urandom(2).hex()}"
 
 
@@ -510,7 +511,9 @@ def _read_json_file(path: Path) -> Any:
         raise SchedlabError(f"{path}: unreadable ({exc.strerror or exc})") from None
 
 
-def _read_json(path: Path) -> dict[str, Any]:
+def read_json_object(path: Path) -> dict[str, Any]:
+    """The JSON object in ``path``; SchedlabError naming the file when it is missing, unreadable,
+    not UTF-8 JSON, too large or not an object (the one reader of schedlab's own JSON files)."""
     try:
         data = _read_json_file(path)
     except FileNotFoundError:
@@ -752,7 +755,7 @@ def load_run(root: str | Path, run: str, allow_path: bool = False) -> RunData:
     return RunData(
         run_id=folder.name,
         folder=folder,
-        config=_read_json(folder / "config.json"),
+        config=read_json_object(folder / "config.json"),
         summary=summary,
         requests=read_table(folder, "requests", REQUEST_COLUMNS),
         timeseries=read_table(folder, "timeseries", TIMESERIES_COLUMNS),
@@ -824,8 +827,8 @@ def rename_run(root: str | Path, run_id: str, new_id: str) -> Path:
     target = folder.parent / new_id
     if os.path.lexists(target):
         raise ConfigError("run_id", f"a run named {new_id!r} already exists in {folder.parent}")
-    summary = _read_json(folder / "summary.json")  # as written: a computed status is not saved
-    config = _read_json(folder / "config.json") if (folder / "config.json").is_file() else None
+    summary = read_json_object(folder / "summary.json")  # as written: a computed status is not saved
+    config = read_json_object(folder / "config.json") if (folder / "config.json").is_file() else None
     try:
         folder.rename(target)
     except OSError as exc:

@@ -48,6 +48,7 @@ from runners.metrics.catalog import STUDY_HEADLINE_KEYS
 from runners.metrics.seed_statistics import SINGLE_SEED_NOTE, paired_comparison, relative_change, summarize
 from runners.registry import make_policy, scheduler_class
 from runners.result_store import RUN_ID_PATTERN, _read_json_file, _results_root, validate_run_id, write_json_atomic
+from runners.timestamps import id_stamp, utc_stamp
 
 STUDY_SCHEMA_VERSION = 1
 STUDY_FILE = "study.json"
@@ -140,7 +141,7 @@ class StudyPlan:
 
 def new_study_id() -> str:
     """``YYYYmmdd-HHMMSS-study-<4 hex>`` (UTC)."""
-    return f"{time.strftime('%Y%m%d-%H%M%S', time.gmtime())}-study-{os.urandom(2).hex()}"
+    return f"{id_stamp()}-study-{os.urandom(2).hex()}"
 
 
 def plan_study(config: RunConfig, study_id: str | None = None) -> StudyPlan:
@@ -257,7 +258,7 @@ class StudyResult:
 
 
 def _now() -> str:
-    return time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
+    return utc_stamp()
 
 
 def execute_member(

@@ -35,9 +35,9 @@ from runners.metrics.catalog import metric
 from runners.metrics.seed_statistics import SINGLE_SEED_NOTE
 from runners.result_store import RunData
 from runners.study_view import CAPACITY, _n, _ordered, statistics_by_rate, sweep_statistics
+from runners.workload.slo import TASKS
 
 NO_INTERVAL_HOVER = "1 seed: no interval"
-TASKS = ("chat", "code")
 
 
 def _palette() -> list[str]:

@@ -24,7 +24,7 @@ from pydantic import ValidationError
 
 from runners.benchmark import execute_run
 from runners.errors import SchedlabError, format_validation_error
-from runners.jobs import JOBS_FOLDER, JobSpec, _read_json, cancel_requested, write_status
+from runners.jobs import JOBS_FOLDER, JobSpec, cancel_requested, read_json_or_none, write_status
 
 LIVE_FLUSH_S = 0.5  # rows reach disk at least this often, for the live view (seconds)
 
@@ -161,7 +161,7 @@ def _run_study_job(
         now = time.monotonic()
         if started or now - current["reported"] >= 0.5:
             current["reported"] = now
-            sync(_read_json(record_path))
+            sync(read_json_or_none(record_path))
             report("running", current["index"])
 
     report("running", 0)

@@ -466,7 +466,7 @@ def test_utc_stamps_parse_the_same_under_daylight_saving_time(monkeypatch):
     import datetime
     import time as time_module
 
-    from runners.live import _parse_utc
+    from runners.timestamps import parse_utc_stamp as _parse_utc
 
     monkeypatch.setenv("TZ", "Europe/Berlin")
     time_module.tzset()

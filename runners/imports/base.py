@@ -28,7 +28,6 @@ import hashlib
 import platform
 import re
 import shutil
-import time
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -42,6 +41,7 @@ from runners.errors import SchedlabError
 from runners.metrics.request_metrics import request_latencies
 from runners.metrics.run_metrics import LATENCY_COLUMNS, summarize_requests
 from runners.result_store import REQUEST_COLUMNS, RunWriter, validate_run_id
+from runners.timestamps import utc_stamp
 
 #: An imported request has no task of ours; it is counted as a chat request (the CDF panels
 #: are per task), and the SLO metrics are left unmeasured since the tools hold no SLO.
@@ -271,7 +271,7 @@ def write_run(root: str | Path, run: ImportedRun, source: Path, run_id: str | No
         "scheduler": run.tool,
         "workload": run.workload,
         "synthetic": None,
-        "started_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(started)) if started else None,
+        "started_at": utc_stamp(started) if started else None,
         "started_at_unix_s": started,
         "slos": {},
         "arrival_process": run.arrival_process,
@@ -304,7 +304,7 @@ def _finished_at(started: float | None, duration_s: float | None) -> str | None:
     """UTC time of the run's last finish: its start plus our duration (None when unknown)."""
     if started is None:
         return None
-    return time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(started + (duration_s or 0.0)))
+    return utc_stamp(started + (duration_s or 0.0))
 
 
 def read_bytes(path: str | Path, limit: int = 512 * 2**20) -> bytes:
