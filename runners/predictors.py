@@ -281,9 +281,6 @@ class InstanceMemory:
 
     capacity_tokens: int | None
     usage: float | None = None
-    running: int | None = None
-    waiting: int | None = None
-    sampled_at: float | None = None
 
     @property
     def free_tokens(self) -> float | None:

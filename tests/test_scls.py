@@ -3,6 +3,8 @@ eq. 12 with Gamma relative to a slice's serving time, batch-synchronous workers,
 
 from __future__ import annotations
 
+from collections.abc import Callable, Sequence
+
 import numpy as np
 import pytest
 from pydantic import ValidationError
@@ -16,12 +18,41 @@ from runners.schedulers.slice_level import (
     SCLSParams,
     SCLSPolicy,
     assign_max_min,
-    dp_batches,
     dp_batches_linear,
     ranges_from,
 )
 from runners.workload.requests import Request
 from runners.workload.slo import TaskSLO
+
+
+def dp_batches(
+    lengths: Sequence[int], serve_time: Callable[[np.ndarray, int], np.ndarray], max_batch: Callable[[int], int]
+) -> tuple[list[tuple[int, int]], float]:
+    """SCLS Alg. 1 over ``lengths`` sorted ascending: ([(start, end) index ranges], total seconds).
+
+    ``serve_time(N, L)`` gives the serving time (seconds) of batches of sizes N (array) whose
+    longest prompt is L; ``max_batch(L)`` the largest batch that fits in memory at length L.
+    The reference of the compiled kernel ``slice_level.dp_batches_linear`` (kernel/reference
+    pair), which needs the serving time linear in N.
+    """
+    n = len(lengths)
+    total = np.zeros(n + 1)
+    previous = np.zeros(n + 1, dtype=np.int64)
+    for i in range(1, n + 1):
+        longest = int(lengths[i - 1])
+        limit = max(1, min(i, max_batch(longest)))
+        sizes = np.arange(1, limit + 1)
+        candidates = total[i - sizes] + serve_time(sizes, longest)
+        best = int(np.argmin(candidates))  # first minimum: the smallest batch on ties, as Alg. 1
+        total[i] = candidates[best]
+        previous[i] = i - sizes[best]
+    ranges = []
+    i = n
+    while i > 0:
+        ranges.append((int(previous[i]), i))
+        i = int(previous[i])
+    return ranges[::-1], float(total[n])
+
 
 # Fig. 11: 15 requests of 10 prompt tokens and one of 1,024, S = 128. Batched together they take
 # 13.5 s, split into two batches 7.6 s in total. The text gives no coefficients, so a toy estimator

@@ -474,7 +474,6 @@ class AlphaProtectPolicy(MemoryConstrainedPolicy[AP]):
         self.last_cleared: dict[int, frozenset[str] | None] = {i.instance_id: None for i in instances}
         self.repeats = {i.instance_id: 0 for i in instances}
         self.cleared = 0  # requests cleared (a request cleared twice counts twice)
-        self.clears = 0  # overflows handled by clearing
 
     def on_telemetry(self, sample: TelemetrySample, now: float) -> None:
         super().on_telemetry(sample, now)
@@ -545,7 +544,6 @@ class AlphaProtectPolicy(MemoryConstrainedPolicy[AP]):
         self.usage[instance] = None  # the last sample predates the clear
         self.cleared_since_sample.add(instance)
         self.cleared += len(cleared)
-        self.clears += 1
         return cleared
 
     def decide(self, now: float) -> Decision:

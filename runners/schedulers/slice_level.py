@@ -41,7 +41,7 @@ than start the next batch early, which the paper does not do.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -53,38 +53,13 @@ from runners.schedulers.base import Completion, Decision, InstanceInfo, PolicyEr
 from runners.schedulers.papers import cite
 
 
-def dp_batches(
-    lengths: Sequence[int], serve_time: Callable[[np.ndarray, int], np.ndarray], max_batch: Callable[[int], int]
-) -> tuple[list[tuple[int, int]], float]:
-    """SCLS Alg. 1 over ``lengths`` sorted ascending: ([(start, end) index ranges], total seconds).
-
-    ``serve_time(N, L)`` gives the serving time (seconds) of batches of sizes N (array) whose
-    longest prompt is L; ``max_batch(L)`` the largest batch that fits in memory at length L.
-    """
-    n = len(lengths)
-    total = np.zeros(n + 1)
-    previous = np.zeros(n + 1, dtype=np.int64)
-    for i in range(1, n + 1):
-        longest = int(lengths[i - 1])
-        limit = max(1, min(i, max_batch(longest)))
-        sizes = np.arange(1, limit + 1)
-        candidates = total[i - sizes] + serve_time(sizes, longest)
-        best = int(np.argmin(candidates))  # first minimum: the smallest batch on ties, as Alg. 1
-        total[i] = candidates[best]
-        previous[i] = i - sizes[best]
-    ranges = []
-    i = n
-    while i > 0:
-        ranges.append((int(previous[i]), i))
-        i = int(previous[i])
-    return ranges[::-1], float(total[n])
-
-
 @njit(cache=True)
 def dp_batches_linear(lengths, slope, intercept, limits):
     """SCLS Alg. 1 when serving time is linear in the batch size for a given longest prompt:
     T_serve(N, L_i) = slope[i] * N + intercept[i] (true of the latency model of eq. 1-4).
-    Returns (previous-index array, total seconds); the same recurrence as :func:`dp_batches`."""
+    Returns (previous-index array, total seconds). Kernel/reference pair: its reference, the
+    recurrence written plainly over any serving-time function, is ``dp_batches`` in
+    tests/test_scls.py."""
     n = lengths.shape[0]
     total = np.zeros(n + 1)
     previous = np.zeros(n + 1, dtype=np.int64)

@@ -417,13 +417,7 @@ class SLOAwarePolicy(SchedulerPolicy[SLOAwareParams]):
         self.assigned[request.request_id] = instance
 
     def on_telemetry(self, sample: TelemetrySample, now: float) -> None:
-        memory = self.state[sample.instance].memory
-        memory.usage, memory.running, memory.waiting, memory.sampled_at = (
-            sample.kv_usage,
-            sample.running,
-            sample.waiting,
-            now,
-        )
+        self.state[sample.instance].memory.usage = sample.kv_usage
 
     def on_first_token(self, request_id: str, instance: int, now: float) -> None:
         sent = self.sent.get(request_id)
