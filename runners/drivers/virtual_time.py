@@ -161,10 +161,11 @@ class VirtualTimeDriver:
                 recorder.finish(seq.request_id, now)
         return bool(outcome.first_tokens or outcome.finished)
 
-    def _wait_for_wall_clock(self, now: float, wall_start: float) -> None:
-        """Sleep until ``now`` simulated seconds map onto the wall clock; flush and honour a cancel
-        while waiting, so a paced run streams to its folder and stops promptly."""
-        delay = wall_start + now / self.pace - time.perf_counter()
+    def _wait_for_wall_clock(self, now: float, wall_start: float, pace: float) -> None:
+        """Sleep until ``now`` simulated seconds map onto the wall clock at ``pace`` simulated
+        seconds per wall second; flush and honour a cancel while waiting, so a paced run streams
+        to its folder and stops promptly."""
+        delay = wall_start + now / pace - time.perf_counter()
         if delay <= 0.002:
             return
         self.recorder.maybe_flush()
@@ -173,13 +174,26 @@ class VirtualTimeDriver:
         time.sleep(delay)
 
     def run(self) -> DriverResult:
-        policy = self.policy
+        """Serve every request (or stop: RunCancelled on a cancel, RunStopped at the time limit);
+        requests the policy never dispatched fail as stalled."""
+        self._begin()
+        now = self._simulate()
+        return self._finish(now)
+
+    def _begin(self) -> None:
+        """Show the policy the workload and the instances, at time 0."""
         infos = [
             InstanceInfo(i, inst.kv_capacity_tokens, inst.block_size, inst.max_num_seqs, inst.latency)
             for i, inst in enumerate(self.instances)
         ]
-        policy.on_workload(self.requests)
-        policy.start(infos, 0.0)
+        self.policy.on_workload(self.requests)
+        self.policy.start(infos, 0.0)
+
+    def _simulate(self) -> float:
+        """Take the instants in time order until every request has its row or nothing is left that
+        could make progress; returns the last instant (seconds). At each: a telemetry sample, the
+        arrivals due, or the events due (in that order of precedence at equal times); then the
+        policy decides if it saw something, and idle instances start their next step."""
         requests = self.requests
         total = len(requests)
         next_arrival = 0
@@ -207,35 +221,59 @@ class VirtualTimeDriver:
                 noticed = True
             elif arrival_time <= event_time:
                 now = arrival_time
-                while next_arrival < total and requests[next_arrival].arrival_s <= now:
-                    policy.on_arrival(requests[next_arrival], now)
-                    next_arrival += 1
+                next_arrival = self._arrivals(next_arrival, now)
                 noticed = True
             else:
                 now = event_time
-                noticed = False
-                while events and events[0][0] <= now:
-                    _, _, kind, payload = heapq.heappop(events)
-                    if kind == STEP_END:
-                        noticed = self._step_end(payload, now) or noticed
-                    elif kind == ADMIT:
-                        entry = self._admitting.pop(payload, None)
-                        if entry is not None:  # else cancelled while in the front end
-                            request_id, index, prompt, max_tokens, priority = entry
-                            del self._admitting_ids[request_id]
-                            self.instances[index].add(request_id, prompt, max_tokens, priority)
-                    else:
-                        noticed = True
+                noticed = self._events_due(now)
             self.elapsed_s = now
             if self.pace is not None:
-                self._wait_for_wall_clock(now, wall_start)
+                self._wait_for_wall_clock(now, wall_start, self.pace)
             if noticed:
                 self._apply(now)
             self._start_idle(now)
             if iterations % 512 == 0:
                 recorder.maybe_flush()
+        return now
+
+    def _arrivals(self, next_arrival: int, now: float) -> int:
+        """Hand the policy every request arriving by ``now`` from index ``next_arrival`` on;
+        returns the index of the first request yet to arrive."""
+        requests = self.requests
+        total = len(requests)
+        policy = self.policy
+        while next_arrival < total and requests[next_arrival].arrival_s <= now:
+            policy.on_arrival(requests[next_arrival], now)
+            next_arrival += 1
+        return next_arrival
+
+    def _events_due(self, now: float) -> bool:
+        """Apply every event due by ``now`` (step ends, admissions from the front end, wake-ups);
+        True if the policy saw one (a wake-up, a first token or a completion)."""
+        events = self._events
+        noticed = False
+        while events and events[0][0] <= now:
+            _, _, kind, payload = heapq.heappop(events)
+            if kind == STEP_END:
+                noticed = self._step_end(payload, now) or noticed
+            elif kind == ADMIT:
+                self._admit(payload)
+            else:
+                noticed = True
+        return noticed
+
+    def _admit(self, payload: int) -> None:
+        """A dispatch leaves the serving front end and joins its instance's queue."""
+        entry = self._admitting.pop(payload, None)
+        if entry is not None:  # else cancelled while in the front end
+            request_id, index, prompt, max_tokens, priority = entry
+            del self._admitting_ids[request_id]
+            self.instances[index].add(request_id, prompt, max_tokens, priority)
+
+    def _finish(self, now: float) -> DriverResult:
+        """Fail the requests the policy never dispatched (stalled), take the last sample at ``now``."""
         stalled = 0
-        if not recorder.all_done:
-            stalled = recorder.fail_unfinished(f"never completed: {policy.name} stopped dispatching", now)
+        if not self.recorder.all_done:
+            stalled = self.recorder.fail_unfinished(f"never completed: {self.policy.name} stopped dispatching", now)
         self._sample(now)
         return DriverResult(end_s=now, preemptions=sum(i.preemptions_total for i in self.instances), stalled=stalled)
