@@ -442,7 +442,7 @@ def main() -> None:
         from runners.engines.real_engine import RealEngine
 
         engine_config = parse_config({"engine": vllm_engine(model, extra_args=["--no-enable-prefix-caching"])}).engine
-        server = RealEngine(engine_config, folder / "logs")
+        server = RealEngine(config=engine_config, log_folder=folder / "logs")
         server.start()
         url = server.instances[0].endpoint.base_url
         burners: list[subprocess.Popen] = []

@@ -43,7 +43,7 @@ def main() -> None:
             config = parse_config(
                 {"engine": vllm_engine(model, instances=instances, num_gpu_blocks_override=64, max_num_seqs=16)}
             ).engine
-            servers = RealEngine(config, Path(scratch) / f"logs-{instances}")
+            servers = RealEngine(config=config, log_folder=Path(scratch) / f"logs-{instances}")
             servers.start()
             urls = ",".join(instance.endpoint.base_url for instance in servers.instances)
             try:

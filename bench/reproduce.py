@@ -738,7 +738,7 @@ def launched(model: Path, log_folder: Path, **settings):
 
     from runners.engines.real_engine import RealEngine
 
-    engine = RealEngine(parse_config({"engine": vllm_engine(model, **settings)}).engine, log_folder)
+    engine = RealEngine(config=parse_config({"engine": vllm_engine(model, **settings)}).engine, log_folder=log_folder)
     try:
         started = time.perf_counter()
         engine.start()

@@ -172,7 +172,7 @@ def main() -> None:
     with tempfile.TemporaryDirectory() as scratch:
         model = tiny_model(Path(scratch) / "tiny")
         engine_config = parse_config({"engine": vllm_engine(model)}).engine
-        server = RealEngine(engine_config, Path(scratch) / "logs")
+        server = RealEngine(config=engine_config, log_folder=Path(scratch) / "logs")
         instance = server.start()[0]
         out = Path(scratch) / "results"
         try:

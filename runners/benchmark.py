@@ -151,14 +151,14 @@ def _simulated_instances(config: RunConfig, simulator: ResolvedSimulator) -> lis
     engine = config.engine
     return [
         SimulatedInstance(
-            index,
-            simulator.latency,
-            simulator.kv_capacity_tokens,
-            simulator.block_size,
-            simulator.max_num_seqs,
-            simulator.max_num_batched_tokens,
-            engine.scheduling_policy,
-            engine.run_to_completion,
+            instance_id=index,
+            latency=simulator.latency,
+            kv_capacity_tokens=simulator.kv_capacity_tokens,
+            block_size=simulator.block_size,
+            max_num_seqs=simulator.max_num_seqs,
+            max_num_batched_tokens=simulator.max_num_batched_tokens,
+            scheduling_policy=engine.scheduling_policy,
+            run_to_completion=engine.run_to_completion,
         )
         for index in range(engine.instances)
     ]
@@ -250,34 +250,34 @@ def _execute_run(
     try:
         if prepared.simulator is not None:
             driver = VirtualTimeDriver(
-                _simulated_instances(config, prepared.simulator),
-                policy,
-                prepared.workload.requests,
-                recorder,
-                config.sample_interval_s,
-                should_stop,
-                config.max_duration_s,
-                config.engine.pace,
+                instances=_simulated_instances(config, prepared.simulator),
+                policy=policy,
+                requests=prepared.workload.requests,
+                recorder=recorder,
+                sample_interval_s=config.sample_interval_s,
+                should_stop=should_stop,
+                max_duration_s=config.max_duration_s,
+                pace=config.engine.pace,
             )
             result = driver.run()
             if result.stalled:
                 status, error = "failed", stalled_message(result.stalled, policy.name)
         else:
             real_engine = RealEngine(
-                _engine_with_scheduler(config, policy, writer.folder, prepared.latency), writer.folder
+                config=_engine_with_scheduler(config, policy, writer.folder, prepared.latency), log_folder=writer.folder
             )
             real_engine.start(should_stop)
             write_json_atomic(writer.folder / "engine.json", _engine_record(real_engine))
             driver = WallClockDriver(
-                real_engine,
-                policy,
-                prepared.workload.requests,
-                recorder,
-                config.engine,
-                config.sample_interval_s,
-                should_stop,
-                prepared.latency,
-                config.max_duration_s,
+                engine=real_engine,
+                policy=policy,
+                requests=prepared.workload.requests,
+                recorder=recorder,
+                options=config.engine,
+                sample_interval_s=config.sample_interval_s,
+                should_stop=should_stop,
+                latency_model=prepared.latency,
+                max_duration_s=config.max_duration_s,
             )
             driver.run()
     except (RunCancelled, KeyboardInterrupt) as exc:

@@ -416,7 +416,7 @@ def command_profile(args: argparse.Namespace) -> int:
             **({"decode_batches": _int_list(args.batch_sizes, "--batch-sizes")} if args.batch_sizes else {}),
             **({"prefill_prompt_tokens": _int_list(args.input_tokens, "--input-tokens")} if args.input_tokens else {}),
         )
-    engine = RealEngine(engine_config, out.parent / f"{out.stem}-logs")
+    engine = RealEngine(config=engine_config, log_folder=out.parent / f"{out.stem}-logs")
     bar = tqdm(unit="point", disable=None, file=sys.stderr)
 
     def progress(done: int, total: int) -> None:

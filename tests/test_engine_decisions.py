@@ -152,10 +152,10 @@ def test_the_path_comes_from_the_servers_environment(tmp_path):
 # -- the wall-clock driver's sample rows ------------------------------------------------------
 def _driver(tmp_path: Path, envs: list[dict[str, str]], scheduler: str) -> WallClockDriver:
     """A driver over launched-server records (never started: only the sample rows are built)."""
-    engine = RealEngine(None, tmp_path)
+    engine = RealEngine(config=None, log_folder=tmp_path)
     for index, env in enumerate(envs):
         server = ServerProcess([], 8000 + index, "127.0.0.1", tmp_path / f"server-{index}.log", env)
-        engine.instances.append(RealInstance(index, Endpoint(server.base_url, "m"), server))
+        engine.instances.append(RealInstance(index=index, endpoint=Endpoint(server.base_url, "m"), server=server))
     return WallClockDriver(engine, make_policy(scheduler), [], RunRecorder([]), ClientOptions())
 
 

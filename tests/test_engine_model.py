@@ -83,7 +83,7 @@ def run_until_idle(instance: SimulatedInstance, now: float = 0.0, max_steps: int
 
 
 def test_one_request_prefill_then_decode():
-    instance = SimulatedInstance(0, UNIT, kv_capacity_tokens=1024, block_size=16)
+    instance = SimulatedInstance(instance_id=0, latency=UNIT, kv_capacity_tokens=1024, block_size=16)
     seq = instance.add("r", prompt_tokens=40, max_tokens=5)
     end, finished, _ = run_until_idle(instance)
     assert finished == [seq]
@@ -92,14 +92,14 @@ def test_one_request_prefill_then_decode():
 
 
 def test_chunked_prefill_respects_token_budget():
-    instance = SimulatedInstance(0, UNIT, kv_capacity_tokens=4096, max_num_batched_tokens=512)
+    instance = SimulatedInstance(instance_id=0, latency=UNIT, kv_capacity_tokens=4096, max_num_batched_tokens=512)
     seq = instance.add("r", prompt_tokens=1200, max_tokens=2)
     run_until_idle(instance)
     assert seq.token_times == pytest.approx([3.0, 3.1])  # 512 + 512 + 176 prompt tokens: 3 prefill steps
 
 
 def test_max_num_seqs_caps_the_batch():
-    instance = SimulatedInstance(0, UNIT, kv_capacity_tokens=100_000, max_num_seqs=2)
+    instance = SimulatedInstance(instance_id=0, latency=UNIT, kv_capacity_tokens=100_000, max_num_seqs=2)
     for i in range(3):
         instance.add(f"r{i}", 10, 3)
     instance.start_step()
@@ -108,7 +108,7 @@ def test_max_num_seqs_caps_the_batch():
 
 def test_preemption_when_kv_runs_out_and_everything_still_finishes():
     # 8 blocks of 16 tokens = 128 tokens; three requests of 32 prompt + 40 output cannot all fit
-    instance = SimulatedInstance(0, UNIT, kv_capacity_tokens=128, block_size=16)
+    instance = SimulatedInstance(instance_id=0, latency=UNIT, kv_capacity_tokens=128, block_size=16)
     seqs = [instance.add(f"r{i}", 32, 40) for i in range(3)]
     _, finished, kv = run_until_idle(instance)
     assert sorted(s.request_id for s in finished) == ["r0", "r1", "r2"]
@@ -119,7 +119,9 @@ def test_preemption_when_kv_runs_out_and_everything_still_finishes():
 
 
 def test_priority_mode_admits_lowest_priority_value_first():
-    instance = SimulatedInstance(0, UNIT, kv_capacity_tokens=10_000, max_num_seqs=1, scheduling_policy="priority")
+    instance = SimulatedInstance(
+        instance_id=0, latency=UNIT, kv_capacity_tokens=10_000, max_num_seqs=1, scheduling_policy="priority"
+    )
     instance.add("late", 10, 1, priority=5)
     instance.add("urgent", 10, 1, priority=0)
     _, finished, _ = run_until_idle(instance)
@@ -127,7 +129,9 @@ def test_priority_mode_admits_lowest_priority_value_first():
 
 
 def test_run_to_completion_holds_kv_until_the_batch_ends():
-    instance = SimulatedInstance(0, UNIT, kv_capacity_tokens=10_000, block_size=16, run_to_completion=True)
+    instance = SimulatedInstance(
+        instance_id=0, latency=UNIT, kv_capacity_tokens=10_000, block_size=16, run_to_completion=True
+    )
     short = instance.add("short", 16, 2)
     instance.add("long", 16, 20)
     duration = instance.start_step()
@@ -147,6 +151,6 @@ def test_run_to_completion_holds_kv_until_the_batch_ends():
 
 
 def test_request_larger_than_cache_is_refused():
-    instance = SimulatedInstance(0, UNIT, kv_capacity_tokens=64)
+    instance = SimulatedInstance(instance_id=0, latency=UNIT, kv_capacity_tokens=64)
     with pytest.raises(SimulationError, match="needs 100 KV tokens"):
         instance.add("huge", 90, 10)

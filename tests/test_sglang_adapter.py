@@ -256,7 +256,7 @@ def test_a_dead_sglang_launch_says_so(tmp_path):
             }
         }
     )
-    engine = RealEngine(config.engine, tmp_path)
+    engine = RealEngine(config=config.engine, log_folder=tmp_path)
     with pytest.raises(Exception, match="CUDA not found"):
         engine.start()
     engine.stop()

@@ -169,7 +169,13 @@ def test_completion_replans_and_redraws_waiting_predictions():
 def test_workload_prior_reaches_the_policy_through_the_driver():
     requests = [code("a", 100), code("b", 300, arrival=0.5)]
     policy = make_policy("slo-sa")  # default: output_prior workload
-    instance = SimulatedInstance(0, ENGINE.latency, ENGINE.kv_capacity_tokens, ENGINE.block_size, 4)
+    instance = SimulatedInstance(
+        instance_id=0,
+        latency=ENGINE.latency,
+        kv_capacity_tokens=ENGINE.kv_capacity_tokens,
+        block_size=ENGINE.block_size,
+        max_num_seqs=4,
+    )
     VirtualTimeDriver([instance], policy, requests, RunRecorder(requests)).run()
     moments = policy.outputs._moments["code"]
     assert moments.count == 4  # the two workload targets, then the two finished requests
@@ -231,7 +237,12 @@ def served_order(scheduling_policy: str) -> list[str]:
     requests = [code("A", 40), code("B", 100), code("C", 150), code("D", 10, arrival=0.5)]
     policy = make_policy("slo-sa", {"output_predictor": "oracle", "dispatch": "all"})
     instance = SimulatedInstance(
-        0, ENGINE.latency, ENGINE.kv_capacity_tokens, ENGINE.block_size, 1, scheduling_policy=scheduling_policy
+        instance_id=0,
+        latency=ENGINE.latency,
+        kv_capacity_tokens=ENGINE.kv_capacity_tokens,
+        block_size=ENGINE.block_size,
+        max_num_seqs=1,
+        scheduling_policy=scheduling_policy,
     )
     recorder = RunRecorder(requests)
     VirtualTimeDriver([instance], policy, requests, recorder).run()

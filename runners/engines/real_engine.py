@@ -38,7 +38,7 @@ RealEngineConfig = Any
 T = TypeVar("T")
 
 
-@dataclass
+@dataclass(kw_only=True)
 class RealInstance:
     """One server the driver sends requests to."""
 
@@ -353,7 +353,7 @@ INSTANCE_TOKEN = "{instance}"
 class RealEngine:
     """Owns the instances of one run: launches or attaches in :meth:`start`, stops in :meth:`stop`."""
 
-    def __init__(self, config: RealEngineConfig, log_folder: Path) -> None:
+    def __init__(self, *, config: RealEngineConfig, log_folder: Path) -> None:
         self.config = config
         self.log_folder = log_folder
         self.instances: list[RealInstance] = []
@@ -378,7 +378,7 @@ class RealEngine:
                 adapter = adapter_for(kind)
                 endpoint = adapter.endpoint(url, model, config.api, headers, config.scheduling_policy)
                 version = probe(lambda: _version(url, headers, adapter.version_path), f"asking {url} for its version")
-                self.instances.append(RealInstance(index, endpoint, version=version))
+                self.instances.append(RealInstance(index=index, endpoint=endpoint, version=version))
         else:
             self._launch(config, should_stop)
         for instance in self.instances:
@@ -425,7 +425,13 @@ class RealEngine:
                 f"asking {server.base_url} for its version",
             )
             self.instances.append(
-                RealInstance(index, endpoint, server, max_num_seqs=adapter.max_num_seqs(config), version=version)
+                RealInstance(
+                    index=index,
+                    endpoint=endpoint,
+                    server=server,
+                    max_num_seqs=adapter.max_num_seqs(config),
+                    version=version,
+                )
             )
 
     def dead_instances(self) -> list[tuple[RealInstance, int]]:

@@ -250,6 +250,7 @@ class SimulatedInstance:
 
     def __init__(
         self,
+        *,
         instance_id: int,
         latency: LatencyModel,
         kv_capacity_tokens: int,
