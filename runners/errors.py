@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 
 class SchedlabError(Exception):
     """Base class for errors caused by the user's input, printed as one line by the CLI."""
@@ -51,14 +53,20 @@ def error_location(loc: "tuple[object, ...]") -> str:
     return ".".join(parts)
 
 
+def validation_message(item: dict[str, Any]) -> str:
+    """One pydantic error item as ``message (got value)``: pydantic's "Value error, " prefix
+    dropped, the offending value shown unless it is a whole object or list."""
+    message = str(item.get("msg", "invalid value")).removeprefix("Value error, ")
+    value = item.get("input")
+    shown = "" if isinstance(value, (dict, list)) or value is None else f" (got {value!r})"
+    return f"{message}{shown}"
+
+
 def format_validation_error(error: "object", prefix: str = "") -> str:
     """Turn a pydantic ValidationError into one line per problem: ``field: message (got value)``."""
     lines = []
     for item in error.errors():  # type: ignore[attr-defined]
         location = error_location(item.get("loc", ()))
         field = f"{prefix}.{location}" if prefix and location else (prefix or location or "config")
-        message = item.get("msg", "invalid value")
-        value = item.get("input")
-        shown = "" if isinstance(value, (dict, list)) or value is None else f" (got {value!r})"
-        lines.append(f"{field}: {message}{shown}")
+        lines.append(f"{field}: {validation_message(item)}")
     return "; ".join(lines)

@@ -32,7 +32,7 @@ from runners import paths
 from runners.benchmark import prepare_run
 from runners.capacity_estimate import OfferedLoad, offered_load, real_engine_load
 from runners.config import RunConfig, set_dotted
-from runners.errors import ConfigError, DatasetError, SchedlabError, error_location
+from runners.errors import ConfigError, DatasetError, SchedlabError, error_location, validation_message
 from runners.jobs import JobSpec, StudySpec, SweepSpec, new_job_spec
 from runners.metrics.catalog import metric
 from runners.registry import check_engine_for, parameter_specs, scheduler_class
@@ -252,14 +252,6 @@ def _error_key(loc: tuple[Any, ...]) -> str:
     return error_location(loc) or "config"
 
 
-def _message(item: dict[str, Any]) -> str:
-    message = str(item.get("msg", "invalid value")).removeprefix("Value error, ")
-    value = item.get("input")
-    if value is not None and not isinstance(value, (dict, list)):
-        message += f" (got {value!r})"
-    return message
-
-
 def _scheduler_params(name: str, values: dict[str, Any], errors: dict[str, str]) -> dict[str, Any]:
     prefix = f"scheduler.{name}."
     params = {
@@ -271,7 +263,7 @@ def _scheduler_params(name: str, values: dict[str, Any], errors: dict[str, str])
         model = scheduler_class(name).Params.model_validate(params)
     except ValidationError as exc:
         for item in exc.errors():
-            errors[prefix + _error_key(item.get("loc", ()))] = _message(item)
+            errors[prefix + _error_key(item.get("loc", ()))] = validation_message(item)
         return params
     return {key: getattr(model, key) for key in params}  # "0.95" typed -> 0.95
 
@@ -327,7 +319,7 @@ def _study(
         base = RunConfig.model_validate(config)
     except ValidationError as exc:
         for item in exc.errors():
-            errors.setdefault(_error_key(item.get("loc", ())), _message(item))
+            errors.setdefault(_error_key(item.get("loc", ())), validation_message(item))
         return [], None
     try:
         plan = plan_study(base, new_study_id())
@@ -385,7 +377,7 @@ def build_job(values: dict[str, Any], schedulers: list[str], check_workload: boo
             if rates:
                 sweep = SweepSpec(rates_rps=rates, target_attainment=float(values.get("sweep.target") or 0.9))
         except ValidationError as exc:
-            errors["sweep.target"] = "; ".join(_message(item) for item in exc.errors())
+            errors["sweep.target"] = "; ".join(validation_message(item) for item in exc.errors())
     if not rates:
         rates = [None]
     sweep_id = None
@@ -408,7 +400,7 @@ def build_job(values: dict[str, Any], schedulers: list[str], check_workload: boo
                 configs.append(RunConfig.model_validate(config))
             except ValidationError as exc:
                 for item in exc.errors():
-                    errors.setdefault(_error_key(item.get("loc", ())), _message(item))
+                    errors.setdefault(_error_key(item.get("loc", ())), validation_message(item))
                 return FormResult(errors=_form_keys(errors, values))
     if errors or not configs:
         return FormResult(errors=_form_keys(errors or {"schedulers": "choose at least one scheduler"}, values))
