@@ -14,7 +14,6 @@ from runners.drivers.virtual_time import VirtualTimeDriver
 from runners.engines.latency_model import LatencyModel, PhaseCoefficients
 from runners.engines.simulator import SimulatedInstance
 from runners.errors import ConfigError
-from runners.schedulers.predictors import RunningMoments
 from runners.recording import RunRecorder
 from runners.schedulers.base import Completion, InstanceInfo, TelemetrySample
 from runners.schedulers.dynamic_batching import (
@@ -32,6 +31,7 @@ from runners.schedulers.dynamic_batching import (
     sla_window_update,
 )
 from runners.schedulers.fcfs import FCFSPolicy
+from runners.schedulers.predictors import RunningMoments
 from runners.workload.requests import Request
 from runners.workload.slo import TaskSLO
 
@@ -220,10 +220,10 @@ def test_virtual_time_samples_carry_the_mean_decode_step():
     requests = [Request("r", "chat", "x", 40, 5, 0.0, TaskSLO(tpot_s=1.0))]
     policy = TelemetryLog()
     VirtualTimeDriver(
-        [SimulatedInstance(instance_id=0, latency=model, kv_capacity_tokens=1024, block_size=16)],
-        policy,
-        requests,
-        RunRecorder(requests),
+        instances=[SimulatedInstance(instance_id=0, latency=model, kv_capacity_tokens=1024, block_size=16)],
+        policy=policy,
+        requests=requests,
+        recorder=RunRecorder(requests),
     ).run()
     samples = dict(policy.samples)
     assert all(samples[t] is None for t in (0.0, 0.25, 0.5, 0.75, 1.0))  # the prefill step decodes nothing

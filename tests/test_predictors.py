@@ -10,9 +10,9 @@ import numpy as np
 import pytest
 
 from runners.errors import ConfigError
-from runners.predictors import OutputLengthPredictor, RunningMoments, history_moments, moments_by_task
 from runners.registry import make_policy, scheduler_parameters
 from runners.result_store import RunWriter
+from runners.schedulers.predictors import OutputLengthPredictor, RunningMoments, history_moments, moments_by_task
 from runners.workload.requests import Request
 from runners.workload.slo import TaskSLO
 

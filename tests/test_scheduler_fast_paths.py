@@ -18,7 +18,6 @@ import pytest
 from numba import njit
 
 from runners.config import parse_config
-from runners.predictors import OutputLengthPredictor
 from runners.registry import make_policy
 from runners.schedulers.base import Completion, Decision, InstanceInfo, SchedulerPolicy, TelemetrySample
 from runners.schedulers.memory_constrained import (
@@ -28,6 +27,7 @@ from runners.schedulers.memory_constrained import (
     admit_shortest_first,
     admit_shortest_first_reference,
 )
+from runners.schedulers.predictors import OutputLengthPredictor
 from runners.schedulers.slo_annealing_kernel import evaluate_plan
 from runners.schedulers.slo_aware import PlanInputs, SLOAwareParams, latency_tables, plan_annealing
 from runners.workload.requests import Request

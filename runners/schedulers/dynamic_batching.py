@@ -14,7 +14,7 @@ Where the numbers come from:
 
 * E[l_in], Var l_in: the prompt lengths of the requests arrived so far (known on arrival).
 * E[l_out], Var l_out: the **warm per-task prior** (``output_prior``, the same choice slo-sa
-  offers, :mod:`runners.predictors`): by default each task's target output lengths in this run's
+  offers, :mod:`runners.schedulers.predictors`): by default each task's target output lengths in this run's
   workload, known before the run; or a previous run's finished requests; or cold (
   ``prior_output_tokens`` until a request of the task finishes). Finished requests are pooled in
   as they come. The per-request moments are those of the mixture of tasks in the arrival mix so
@@ -61,7 +61,6 @@ from typing_extensions import TypeVar
 from runners.engines.vllm_scheduler import SLAWindowParams, check_window
 from runners.errors import ConfigError
 from runners.input_model import field_error
-from runners.predictors import OutputPriorParams, PriorSource, RunningMoments, history_moments, moments_by_task
 from runners.schedulers.base import Completion, Decision, InstanceInfo, PolicyParams, SchedulerPolicy, TelemetrySample
 from runners.schedulers.dynamic_batching_core import (  # noqa: F401
     RecentMeans,
@@ -74,6 +73,13 @@ from runners.schedulers.dynamic_batching_core import (  # noqa: F401
     sla_window_update,
 )
 from runners.schedulers.papers import cite
+from runners.schedulers.predictors import (
+    OutputPriorParams,
+    PriorSource,
+    RunningMoments,
+    history_moments,
+    moments_by_task,
+)
 from runners.workload.requests import Request
 
 #: B_max where neither ``b_max`` nor the engine gives one: vLLM's default max_num_seqs.

@@ -21,10 +21,16 @@ from runners.engines.vllm_scheduler import (
     EngineDynamicSLAParams,
     EngineMCSFParams,
 )
-from runners.predictors import OutputLengthPredictor, OutputMode, OutputPriorParams, RunningMoments, moments_by_task
 from runners.schedulers.base import Completion, Decision, InstanceInfo, P, PolicyParams
 from runners.schedulers.fcfs import DispatchOnArrival
 from runners.schedulers.papers import cite
+from runners.schedulers.predictors import (
+    OutputLengthPredictor,
+    OutputMode,
+    OutputPriorParams,
+    RunningMoments,
+    moments_by_task,
+)
 from runners.schedulers.slo_aware import SLOPlanParams
 from runners.workload.requests import Request
 

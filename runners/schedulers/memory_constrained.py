@@ -38,7 +38,6 @@ from pydantic import Field
 from typing_extensions import TypeVar
 
 from runners.input_model import MAX_SEED
-from runners.predictors import OutputLengthPredictor, OutputMode, OutputPriorParams, RunningMoments, moments_by_task
 from runners.schedulers.base import (
     Completion,
     Decision,
@@ -51,6 +50,13 @@ from runners.schedulers.base import (
     TelemetrySample,
 )
 from runners.schedulers.papers import cite
+from runners.schedulers.predictors import (
+    OutputLengthPredictor,
+    OutputMode,
+    OutputPriorParams,
+    RunningMoments,
+    moments_by_task,
+)
 from runners.workload.requests import Request
 
 

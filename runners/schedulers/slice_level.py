@@ -178,7 +178,8 @@ class SCLSPolicy(SchedulerPolicy[SCLSParams]):
         if info.kv_capacity_tokens is None:
             raise PolicyError("scls needs the KV capacity of each instance (from the engine's /metrics or profile)")
         self.model = info.latency_model
-        self.capacity = min(i.kv_capacity_tokens or 0 for i in instances)
+        #: KV capacity of the smallest instance, tokens: eq. 9's memory bound on every batch
+        self.capacity_tokens: int = min(i.kv_capacity_tokens or 0 for i in instances)
         self.batch_limit = min([self.params.max_batch] + [i.max_num_seqs for i in instances if i.max_num_seqs])
         self.workers = {i.instance_id: _Worker() for i in instances}
         self.queued: set[str] = set()
@@ -217,7 +218,7 @@ class SCLSPolicy(SchedulerPolicy[SCLSParams]):
             pool.sort(key=self._length)
             lengths = np.asarray([self._length(rid) for rid in pool], dtype=float)
             slope, intercept = self.model.serve_line(lengths, self.params.slice_tokens)
-            fits = (self.params.zeta * self.capacity // (lengths + self.params.slice_tokens)).astype(np.int64)
+            fits = (self.params.zeta * self.capacity_tokens // (lengths + self.params.slice_tokens)).astype(np.int64)
             limits = np.clip(fits, 1, self.batch_limit)
             previous, _ = dp_batches_linear(lengths, slope, intercept, limits)
             ranges = ranges_from(previous)

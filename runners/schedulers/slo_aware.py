@@ -10,7 +10,7 @@ the better start point and anneals once, we anneal from both and keep the better
 random 6-request problems one chain came within 1% of the exhaustive optimum 36 times (worst gap
 12.6%), two chains 38 times (worst 1.5%, mean 0.07%).
 
-Output lengths come from a per-task Gaussian (:mod:`runners.predictors`; 004 sections 4.2 and
+Output lengths come from a per-task Gaussian (:mod:`runners.schedulers.predictors`; 004 sections 4.2 and
 5.1): by default warmed from the run's own workload (``output_prior``: or a previous run, or
 cold), pooled with every finished request, each waiting request's prediction following the
 refreshed fit. A plan is made on every arrival, slice return and completion (a completion frees
@@ -42,14 +42,6 @@ from pydantic import Field, model_validator
 
 from runners.engines.latency_model import LatencyModel, decode_seconds, mean_decode_context, phase_seconds
 from runners.input_model import MAX_SEED, InputModel, field_error
-from runners.predictors import (
-    InstanceMemory,
-    LatencyPredictor,
-    OutputLengthPredictor,
-    OutputPriorParams,
-    RunningMoments,
-    moments_by_task,
-)
 from runners.schedulers.base import (
     Completion,
     Decision,
@@ -60,6 +52,14 @@ from runners.schedulers.base import (
     TelemetrySample,
 )
 from runners.schedulers.papers import cite
+from runners.schedulers.predictors import (
+    InstanceMemory,
+    LatencyPredictor,
+    OutputLengthPredictor,
+    OutputPriorParams,
+    RunningMoments,
+    moments_by_task,
+)
 from runners.schedulers.slo_annealing_kernel import evaluate_plan, full_batches, search
 from runners.workload.requests import Request
 
@@ -346,7 +346,11 @@ def plan_exhaustive(inputs: PlanInputs, max_batch: int, limit: int = 7) -> tuple
 
 
 @dataclass
-class _InstanceState:
+class _InstancePlan:
+    """slo-sa's view of one instance: its KV memory, the KV tokens of the requests assigned to it
+    (eq. 20), the requests waiting for a plan, the current plan (batches of request ids, in order),
+    whether it must be planned again, and each planned request's priority."""
+
     memory: InstanceMemory
     assigned_tokens: float = 0.0
     waiting: list[str] = field(default_factory=list)
@@ -387,7 +391,7 @@ class SLOAwarePolicy(SchedulerPolicy[SLOAwareParams]):
                 "profile from 'python -m runners profile'"
             )
         self.latency = {info.instance_id: LatencyPredictor(info.latency_model) for info in instances}
-        self.state = {info.instance_id: _InstanceState(InstanceMemory(info.kv_capacity_tokens)) for info in instances}
+        self.state = {info.instance_id: _InstancePlan(InstanceMemory(info.kv_capacity_tokens)) for info in instances}
         self.outputs = OutputLengthPredictor.from_params(self.params, self._workload_prior)
         engine_batch = min((info.max_num_seqs for info in instances if info.max_num_seqs), default=4)
         self.max_batch = self.params.max_batch or engine_batch

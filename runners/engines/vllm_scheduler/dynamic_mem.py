@@ -79,13 +79,13 @@ from runners.engines.vllm_scheduler import (
     load_params,
 )
 from runners.engines.vllm_scheduler.base import SchedlabScheduler
-from runners.predictors import RunningMoments
 from runners.schedulers.dynamic_batching_core import (
     StepSLAController,
     batch_capacity_tokens,
     default_alpha,
     memory_limit,
 )
+from runners.schedulers.predictors import RunningMoments
 
 _FINISHED_NORMALLY = (RequestStatus.FINISHED_STOPPED, RequestStatus.FINISHED_LENGTH_CAPPED)
 
