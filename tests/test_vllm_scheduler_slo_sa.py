@@ -136,7 +136,7 @@ def test_the_engine_plans_with_slo_sas_own_path():
         Request("B", "chat", "", 10, 11, 0.0, TaskSLO(e2e_s=100.0)),
         Request("C", "chat", "", 10, 51, 0.0, TaskSLO(e2e_s=100.0)),
     ]
-    from runners.predictors import LatencyPredictor
+    from runners.schedulers.predictors import LatencyPredictor
 
     inputs = plan_inputs(requests, [101, 11, 51], LatencyPredictor(FLAT), 1, 0.0, 0.0)
     best = plan_exhaustive(inputs, 1)
