@@ -3,22 +3,24 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Any
 
 
 @dataclass(frozen=True)
 class GPUMemory:
+    """One GPU's memory in use: its NVML device ``index`` and ``used_bytes`` (bytes)."""
+
     index: int
     used_bytes: int
-    total_bytes: int
 
 
 class GPUMonitor:
-    """Reads used/total memory of each visible GPU; ``available`` is False where NVML is absent."""
+    """Reads the memory in use on each visible GPU; ``available`` is False where NVML is absent
+    (not installed, no driver, no GPU), and :meth:`read` then returns nothing."""
 
     def __init__(self) -> None:
         self.available = False
-        self.reason = ""
-        self._handles: list = []
+        self._handles: list[Any] = []
         try:
             import pynvml
 
@@ -26,20 +28,21 @@ class GPUMonitor:
             self._nvml = pynvml
             self._handles = [pynvml.nvmlDeviceGetHandleByIndex(i) for i in range(pynvml.nvmlDeviceGetCount())]
             self.available = bool(self._handles)
-            self.reason = "" if self.available else "no GPU visible to NVML"
-        except Exception as exc:  # ImportError, NVMLError_LibraryNotFound, NVMLError_DriverNotLoaded, ...
-            self.reason = f"GPU memory not sampled: {type(exc).__name__}: {exc}"
+        except Exception:  # ImportError, NVMLError_LibraryNotFound, NVMLError_DriverNotLoaded, ...
+            pass
 
     def read(self) -> list[GPUMemory]:
+        """Each visible GPU's memory in use now; empty where NVML is absent."""
         if not self.available:
             return []
         readings = []
         for index, handle in enumerate(self._handles):
             info = self._nvml.nvmlDeviceGetMemoryInfo(handle)
-            readings.append(GPUMemory(index, int(info.used), int(info.total)))
+            readings.append(GPUMemory(index, int(info.used)))
         return readings
 
     def close(self) -> None:
+        """Shut NVML down (once); later reads return nothing."""
         if self.available:
             try:
                 self._nvml.nvmlShutdown()
