@@ -156,7 +156,9 @@ def _driver(tmp_path: Path, envs: list[dict[str, str]], scheduler: str) -> WallC
     for index, env in enumerate(envs):
         server = ServerProcess([], 8000 + index, "127.0.0.1", tmp_path / f"server-{index}.log", env)
         engine.instances.append(RealInstance(index=index, endpoint=Endpoint(server.base_url, "m"), server=server))
-    return WallClockDriver(engine, make_policy(scheduler), [], RunRecorder([]), ClientOptions())
+    return WallClockDriver(
+        engine=engine, policy=make_policy(scheduler), requests=[], recorder=RunRecorder([]), options=ClientOptions()
+    )
 
 
 def test_the_sample_row_carries_each_instances_latest_decision(tmp_path):

@@ -176,7 +176,7 @@ def test_workload_prior_reaches_the_policy_through_the_driver():
         block_size=ENGINE.block_size,
         max_num_seqs=4,
     )
-    VirtualTimeDriver([instance], policy, requests, RunRecorder(requests)).run()
+    VirtualTimeDriver(instances=[instance], policy=policy, requests=requests, recorder=RunRecorder(requests)).run()
     moments = policy.outputs._moments["code"]
     assert moments.count == 4  # the two workload targets, then the two finished requests
     assert moments.mean == pytest.approx(200.0)
@@ -245,7 +245,7 @@ def served_order(scheduling_policy: str) -> list[str]:
         scheduling_policy=scheduling_policy,
     )
     recorder = RunRecorder(requests)
-    VirtualTimeDriver([instance], policy, requests, recorder).run()
+    VirtualTimeDriver(instances=[instance], policy=policy, requests=requests, recorder=recorder).run()
     return sorted(recorder.records, key=lambda rid: recorder.records[rid].first_token_s)
 
 

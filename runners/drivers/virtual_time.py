@@ -34,6 +34,7 @@ class VirtualTimeDriver:
 
     def __init__(
         self,
+        *,
         instances: Sequence[SimulatedInstance],
         policy: SchedulerPolicy,
         requests: Sequence[Request],

@@ -100,6 +100,7 @@ class WallClockDriver:
 
     def __init__(
         self,
+        *,
         engine: RealEngine,
         policy: SchedulerPolicy,
         requests: Sequence[Request],
