@@ -31,7 +31,7 @@ from runners.schedulers.predictors import OutputLengthPredictor
 from runners.schedulers.slo_annealing_kernel import evaluate_plan
 from runners.schedulers.slo_aware import PlanInputs, SLOAwareParams, latency_tables, plan_annealing
 from runners.workload.requests import Request
-from runners.workload.slo import TaskSLO
+from runners.workload.slo import TASKS, TaskSLO
 
 
 # -- SLO-aware annealing -------------------------------------------------------------------------
@@ -463,7 +463,7 @@ def drive(name: str, params: dict, seed: int) -> int:
                 arrival = now - (float(rng.uniform(0, 0.5)) if rng.random() < 0.1 else 0.0)  # some out of order
                 request = Request(
                     f"r{made}",
-                    str(rng.choice(["chat", "code"])),
+                    str(rng.choice(list(TASKS))),
                     "",
                     int(rng.integers(1, 3000)),
                     int(rng.integers(1, 400)),
