@@ -11,12 +11,12 @@ import yaml
 from pydantic import Field, ValidationError, field_validator, model_validator
 
 from runners import paths
+from runners.engines.kinds import ENGINES, engine_entry
 from runners.engines.real_config import REDACT_SECRETS
 from runners.engines.simulator import SimulatorConfig
 from runners.errors import ConfigError, format_validation_error
 from runners.input_model import MAX_SEED, InputModel, field_error
-from runners.registry import ENGINES, engine_entry, make_policy
-from runners.result_store import validate_run_id
+from runners.run_ids import validate_run_id
 from runners.workload.builder import WorkloadConfig
 from runners.workload.slo import SLOConfig
 
@@ -154,6 +154,9 @@ def parse_config(data: dict[str, Any]) -> RunConfig:
         raise ConfigError("config", format_validation_error(exc)) from exc
     except RecursionError:
         raise ConfigError("config", "nested too deeply to be a run config") from None
+    # the policies load here, when a config is checked, not when this module is imported
+    from runners.registry import make_policy
+
     if config.trials.schedulers:  # a study: each scheduler takes the parameters it has (runners.study)
         from runners.study import scheduler_params
 

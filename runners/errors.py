@@ -45,7 +45,7 @@ class RunCancelled(Exception):
 def error_location(loc: "tuple[object, ...]") -> str:
     """A pydantic error location as the dotted field the user wrote (``engine.model``): the
     engine union's kind tag (``engine.vllm.model``) is not a field, so it is dropped."""
-    from runners.registry import ENGINES  # the registry imports this module
+    from runners.engines.kinds import ENGINES  # the engine kinds import this module
 
     parts = [str(part) for part in loc]
     if len(parts) > 1 and parts[0] == "engine" and parts[1] in ENGINES:

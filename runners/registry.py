@@ -8,11 +8,10 @@ import typing
 from dataclasses import dataclass
 from typing import Any, Literal
 
-from pydantic import BaseModel, ValidationError
+from pydantic import ValidationError
 
-from runners.engines.adapters import ADAPTERS
-from runners.engines.real_config import AttachConfig
-from runners.engines.simulator import SimulatorConfig
+# the engine kinds live beside the engines; imported here so the UI and CLI find both lists in one place
+from runners.engines.kinds import ENGINES, EngineEntry, engine_entry  # noqa: F401
 from runners.engines.vllm_scheduler import attach_instructions
 from runners.errors import ConfigError, UnknownNameError, format_validation_error
 from runners.schedulers.base import SchedulerPolicy
@@ -48,28 +47,6 @@ SCHEDULER_CLASSES: tuple[type[SchedulerPolicy], ...] = (
 SCHEDULERS: dict[str, type[SchedulerPolicy]] = {cls.name: cls for cls in SCHEDULER_CLASSES}
 
 
-@dataclass(frozen=True)
-class EngineEntry:
-    """An engine kind: its config model and a one-line description."""
-
-    name: str
-    config: type[BaseModel]
-    summary: str
-
-
-#: Engine kinds: the simulator, every engine adapter with a launch config
-#: (``runners/engines/adapters/``), and attaching to running servers by URL.
-ENGINES: dict[str, EngineEntry] = {
-    "sim": EngineEntry("sim", SimulatorConfig, "built-in discrete-event simulator of a vLLM-like engine"),
-    **{
-        name: EngineEntry(name, adapter.config, adapter.summary)
-        for name, adapter in ADAPTERS.items()
-        if adapter.config is not None
-    },
-    "openai": EngineEntry("openai", AttachConfig, "attach to running OpenAI-compatible servers by URL"),
-}
-
-
 def scheduler_class(name: str) -> type[SchedulerPolicy]:
     if name not in SCHEDULERS:
         raise UnknownNameError("scheduler.name", name, list(SCHEDULERS))
@@ -82,12 +59,6 @@ def check_engine_for(scheduler: str, engine_kind: str) -> None:
     how to start such a server elsewhere)."""
     if scheduler_class(scheduler).in_engine and engine_kind != "vllm":
         raise ConfigError("scheduler.name", attach_instructions(scheduler))
-
-
-def engine_entry(name: str) -> EngineEntry:
-    if name not in ENGINES:
-        raise UnknownNameError("engine.kind", name, list(ENGINES))
-    return ENGINES[name]
 
 
 def make_policy(name: str, params: dict[str, Any] | None = None) -> SchedulerPolicy:

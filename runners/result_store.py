@@ -24,7 +24,6 @@ from __future__ import annotations
 import json
 import math
 import os
-import re
 import shutil
 import socket
 import tempfile
@@ -39,7 +38,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from runners.errors import ConfigError, SchedlabError
-from runners.timestamps import id_stamp
+from runners.run_ids import RUN_ID_PATTERN, new_run_id, validate_run_id  # noqa: F401 (re-exported)
 
 #: Version 2 added, without removing or renaming anything of version 1: ``resolved.tokenization`` in
 #: config.json of real-engine runs, and imported runs (``summary.imported``; their config.json holds
@@ -54,7 +53,6 @@ from runners.timestamps import id_stamp
 #: cancelled and never-sent requests as failed.
 SCHEMA_VERSION = 3
 DEFAULT_RESULTS_DIR = Path(os.environ.get("SCHEDLAB_RESULTS_DIR") or Path(__file__).resolve().parents[1] / "results")
-RUN_ID_PATTERN = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$")
 
 REQUEST_COLUMNS: dict[str, pa.DataType] = {
     "request_id": pa.string(),
@@ -200,22 +198,6 @@ class _PartedTable:
         self.cached, self.cached_bytes = {}, 0
 
 
-def validate_run_id(run_id: str) -> str:
-    """``run_id`` when it is a valid run id (a folder name, never a path or pattern)."""
-    if not isinstance(run_id, str) or not RUN_ID_PATTERN.match(run_id):
-        shown = (
-            repr(run_id)
-            if isinstance(run_id, str) and len(run_id) <= 140
-            else (f"a {len(run_id)}-character name" if isinstance(run_id, str) else f"a {type(run_id).__name__}")
-        )
-        raise ConfigError(
-            "run_id",
-            f"{shown} is not allowed; expected 1 to 128 letters, digits, '.', '_' or '-', "
-            "starting with a letter or digit",
-        )
-    return run_id
-
-
 # -- the writer's process, to tell a run that is going from one whose writer died --------------
 def _proc_stat(pid: int) -> list[str] | None:
     """The fields of ``/proc/<pid>/stat`` after the command name (state first; Linux); None when
@@ -289,12 +271,6 @@ def writer_gone(summary: dict[str, Any]) -> str | None:
     if ticks is not None and _process_start_ticks(pid) not in (None, ticks):
         return f"the process that wrote it (pid {pid}) has ended; the pid now belongs to another process"
     return None
-
-
-def new_run_id(scheduler: str, engine: str) -> str:
-    """``YYYYmmdd-HHMMSS-<scheduler>-<engine>-<4 hex>`` (UTC)."""
-    stamp = id_stamp()
-    return f"{stamp}-{scheduler}-{engine}-{os.urandom(2).hex()}"
 
 
 class RunWriter:

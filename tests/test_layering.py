@@ -1,0 +1,37 @@
+"""Dependencies point one way (issue 16): a run config loads without the scheduling policies,
+numba or the result store; runners never imports streamlit."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def modules_after(statement: str) -> set[str]:
+    """The modules loaded by a fresh interpreter after running ``statement``."""
+    code = f"import sys\n{statement}\nprint('\\n'.join(sorted(sys.modules)))"
+    out = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, check=True)
+    return set(out.stdout.split())
+
+
+def test_a_config_loads_without_policies_numba_or_the_result_store():
+    loaded = modules_after(
+        "from runners.config import RunConfig, read_config_file\n"
+        "RunConfig.model_validate({'workload': {'requests': 3}})"
+    )
+    assert "runners.config" in loaded
+    for module in ("numba", "runners.schedulers", "runners.registry", "runners.result_store", "pandas"):
+        assert module not in loaded, f"importing the config loaded {module}"
+
+
+def test_checking_a_config_loads_the_policies_then():
+    loaded = modules_after("from runners.config import parse_config\nparse_config({'workload': {'requests': 3}})")
+    assert "runners.schedulers.fcfs" in loaded  # make_policy validates the scheduler's parameters
+
+
+def test_runners_never_imports_streamlit():
+    loaded = modules_after("import runners.cli, runners.registry, runners.benchmark, runners.charts, runners.study")
+    assert "streamlit" not in loaded
