@@ -10,7 +10,7 @@ from runners.engines.kv_cache import GPUBudget, ModelShape, kv_capacity_tokens
 from runners.engines.latency_model import LatencyModel, PhaseCoefficients
 from runners.engines.profile import QWEN25_7B_2XV100, load_profile
 from runners.engines.simulator import SimulatedInstance, SimulationError, SimulatorConfig
-from runners.errors import ConfigError, DatasetError
+from runners.errors import ConfigError
 
 TABLE2 = QWEN25_7B_2XV100.latency_model()
 
@@ -56,7 +56,7 @@ def test_profile_file_roundtrip_and_errors(tmp_path):
     assert load_profile(path).latency_model() == TABLE2
     bad = tmp_path / "bad.json"
     bad.write_text(json.dumps({"name": "x", "prefill": {"alpha": 1}, "decode": {}, "kv_capacity_tokens": 10}))
-    with pytest.raises(DatasetError, match="bad.json: prefill.beta: Field required"):
+    with pytest.raises(ConfigError, match="engine.profile: .*bad.json: prefill.beta: Field required"):
         load_profile(bad)
     with pytest.raises(ConfigError, match="engine.preset: unknown preset 'nope'"):
         SimulatorConfig(preset="nope").resolve()

@@ -20,7 +20,7 @@ from runners.engines.fidelity import (
 )
 from runners.engines.latency_model import LatencyModel, LinearStepModel, ServingOverhead
 from runners.engines.profile import load_profile
-from runners.errors import ConfigError, DatasetError, SchedlabError
+from runners.errors import ConfigError, SchedlabError
 from runners.profiler import StepSample, fit_serving_overhead, fit_step_profile, fit_table
 
 STEP = {
@@ -159,9 +159,9 @@ def test_memory_constrained_policy_cancelling_through_the_front_end(tmp_path, mo
 
 
 def test_profile_with_negative_or_missing_overhead_term(tmp_path):
-    with pytest.raises(DatasetError, match=r"serving_overhead\.request_s"):
+    with pytest.raises(ConfigError, match=r"serving_overhead\.request_s"):
         load_profile(_profile(tmp_path, {"request_s": -0.001, "per_prompt_token_s": 0.0}))
-    with pytest.raises(DatasetError, match=r"serving_overhead\.per_prompt_token_s"):
+    with pytest.raises(ConfigError, match=r"serving_overhead\.per_prompt_token_s"):
         load_profile(_profile(tmp_path, {"request_s": 0.001}))
 
 

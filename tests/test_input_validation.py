@@ -17,7 +17,7 @@ from runners.cli import main
 from runners.config import RunConfig, parse_config
 from runners.engines.latency_model import PhaseCoefficients
 from runners.engines.profile import QWEN25_7B_2XV100, EngineProfile
-from runners.errors import ConfigError, DatasetError
+from runners.errors import ConfigError
 from runners.registry import SCHEDULERS
 from runners.result_store import load_run
 from runners.workload.arrivals import ArrivalConfig, arrival_times, read_timestamps
@@ -409,10 +409,10 @@ def test_unreadable_profile_files_name_the_file(tmp_path, results_dir, capsys):
         assert f"{path}: {expected}" in err, err
 
 
-def test_profile_loader_errors_are_dataset_errors_and_good_profiles_load(tmp_path):
+def test_profile_loader_errors_are_config_errors_naming_engine_profile_and_good_profiles_load(tmp_path):
     from runners.engines.profile import load_profile
 
-    with pytest.raises(DatasetError, match="prefill.alpha: Input should be a finite number"):
+    with pytest.raises(ConfigError, match="engine.profile: .*p.json: prefill.alpha: Input should be a finite number"):
         load_profile(_profile(tmp_path, "p.json", prefill__alpha=float("inf")))
     config = parse_config({"engine": {"profile": _profile(tmp_path, "good.json")}})
     assert config.engine.resolve().latency.prefill == PhaseCoefficients.from_milliseconds(0.1, 5.7, 0.01, 43.67)

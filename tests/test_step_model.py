@@ -11,7 +11,7 @@ import yaml
 from runners.engines.latency_model import LatencyModel, LinearStepModel, PhaseCoefficients
 from runners.engines.profile import QWEN25_7B_2XV100, EngineProfile, load_profile
 from runners.engines.simulator import SimulatorConfig
-from runners.errors import DatasetError, SchedlabError
+from runners.errors import ConfigError, SchedlabError
 from runners.profiler import (
     StepSample,
     cross_validate,
@@ -116,16 +116,16 @@ def _write(tmp_path, step_model=None, **extra) -> str:
 def test_bad_step_model_names_the_field(tmp_path, change, message):
     terms = {**STEP.model_dump(), **change}
     terms = {k: v for k, v in terms.items() if v is not None}
-    with pytest.raises(DatasetError, match=message.replace(".", r"\.")):
+    with pytest.raises(ConfigError, match=message.replace(".", r"\.")):
         load_profile(_write(tmp_path, terms))
 
 
 def test_missing_or_doubled_latency_model_is_refused(tmp_path):
-    with pytest.raises(DatasetError, match="step_model: Field required"):
+    with pytest.raises(ConfigError, match="step_model: Field required"):
         load_profile(_write(tmp_path))
-    with pytest.raises(DatasetError, match="decode: Field required"):
+    with pytest.raises(ConfigError, match="decode: Field required"):
         load_profile(_write(tmp_path, prefill={"alpha": 0, "beta": 0, "gamma": 0, "delta": 1}))
-    with pytest.raises(DatasetError, match="not both"):
+    with pytest.raises(ConfigError, match="not both"):
         load_profile(_write(tmp_path, STEP.model_dump(), prefill={"alpha": 0, "beta": 0, "gamma": 0, "delta": 1}))
 
 
@@ -251,7 +251,7 @@ def test_decode_and_mixed_steps_from_token_times():
 
 def test_profile_fitted_on_too_few_steps_is_refused(tmp_path):
     with pytest.raises(
-        DatasetError,
+        ConfigError,
         match=r"bad\.yaml: fit\.points: the step model was fitted on 14 measured steps; its 6 "
         r"terms need at least 18",
     ):

@@ -257,5 +257,5 @@ def test_a_path_the_file_system_cannot_look_up_is_not_found_not_a_crash():
     too_long = "∞" * 300
     with pytest.raises(DatasetError, match="file not found"):
         iter_entries_from_file(too_long)
-    with pytest.raises(DatasetError, match="profile file not found"):
+    with pytest.raises(ConfigError, match="profile file not found"):
         load_profile(too_long)

@@ -45,7 +45,7 @@ from runners.engines.latency_model import (
     PhaseCoefficients,
     ServingOverhead,
 )
-from runners.errors import ConfigError, DatasetError, format_validation_error
+from runners.errors import ConfigError, format_validation_error
 from runners.input_model import InputModel
 
 PROFILE_SCHEMA = "schedlab.profile/1"
@@ -164,39 +164,42 @@ QWEN25_7B_2XV100 = EngineProfile(
 PRESETS: dict[str, EngineProfile] = {QWEN25_7B_2XV100.name: QWEN25_7B_2XV100}
 
 
-def load_profile(path: str | Path) -> EngineProfile:
-    """Read a profile file; DatasetError naming the file and field on any problem."""
+def load_profile(path: str | Path, field: str = "engine.profile") -> EngineProfile:
+    """Read a profile file; on any problem a :class:`ConfigError` for the config ``field`` that
+    names the file (``engine.profile: p.json: prefill.beta: Field required``)."""
     file = Path(path)
+
+    def bad(message: str) -> ConfigError:
+        return ConfigError(field, f"{file}: {message}")
+
     if not paths.is_file(file):
-        raise DatasetError(str(file), "profile file not found (expected JSON or YAML, schema schedlab.profile/1)")
+        raise bad("profile file not found (expected JSON or YAML, schema schedlab.profile/1)")
     kind = "JSON" if file.suffix == ".json" else "YAML"
     try:
         text = file.read_text(encoding="utf-8-sig")
     except UnicodeDecodeError as exc:
-        raise DatasetError(str(file), f"not UTF-8 text (byte {exc.start}); expected a {kind} profile") from None
+        raise bad(f"not UTF-8 text (byte {exc.start}); expected a {kind} profile") from None
     except OSError as exc:
-        raise DatasetError(str(file), f"could not be read ({exc.strerror or exc})") from None
+        raise bad(f"could not be read ({exc.strerror or exc})") from None
     try:
         data = json.loads(text) if file.suffix == ".json" else yaml.safe_load(text)
     except (json.JSONDecodeError, yaml.YAMLError) as exc:
-        raise DatasetError(str(file), f"not valid {kind}: {' '.join(str(exc).split())}") from None
+        raise bad(f"not valid {kind}: {' '.join(str(exc).split())}") from None
     except RecursionError:
-        raise DatasetError(str(file), f"nested too deeply to be a profile ({kind})") from None
+        raise bad(f"nested too deeply to be a profile ({kind})") from None
     if not isinstance(data, dict):
-        raise DatasetError(
-            str(file), "expected a mapping with step_model (or prefill and decode) and kv_capacity_tokens"
-        )
+        raise bad("expected a mapping with step_model (or prefill and decode) and kv_capacity_tokens")
     if data.get("schema", PROFILE_SCHEMA) != PROFILE_SCHEMA:
-        raise DatasetError(str(file), f"schema is {data.get('schema')!r}; expected {PROFILE_SCHEMA!r}")
+        raise bad(f"schema is {data.get('schema')!r}; expected {PROFILE_SCHEMA!r}")
     problem = latency_model_problem(data)
     if problem:
-        raise DatasetError(str(file), problem)
+        raise bad(problem)
     try:
         return EngineProfile.model_validate(data)
     except ValidationError as exc:
-        raise DatasetError(str(file), format_validation_error(exc)) from exc
+        raise bad(format_validation_error(exc)) from exc
     except RecursionError:
-        raise DatasetError(str(file), "nested too deeply to be a profile") from None
+        raise bad("nested too deeply to be a profile") from None
 
 
 def resolve_profile(preset: str | None, profile_path: str | None) -> EngineProfile:
