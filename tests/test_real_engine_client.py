@@ -12,7 +12,7 @@ from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, gene
 
 from runners.benchmark import execute_run
 from runners.config import parse_config
-from runners.drivers.wall_clock import _InstanceState
+from runners.drivers.wall_clock import _InstanceTelemetry
 from runners.engines.adapters.vllm import VLLMAdapter
 from runners.engines.openai_client import Endpoint, build_payload, stream_request
 from runners.engines.real_engine import detect_kind
@@ -155,7 +155,7 @@ def test_inter_token_latency_between_scrapes():
     assert (missing.itl_sum_s, missing.itl_count) == (None, None)
     # the wall-clock driver's per-instance state: baseline, then one interval; a failed scrape or a
     # page without the histogram gives None and keeps the last values for the next interval
-    state = _InstanceState()
+    state = _InstanceTelemetry()
     assert state.decode_step_s(first) is None  # the baseline: nothing to compare with yet
     assert state.decode_step_s(None) is None and state.decode_step_s(missing) is None
     assert state.decode_step_s(second) == pytest.approx(0.08)

@@ -51,7 +51,11 @@ STOP_POLL_S = 0.1
 
 
 @dataclass
-class _InstanceState:
+class _InstanceTelemetry:
+    """One instance's telemetry between samples: the scrape taken after warm-up (``baseline``, for
+    counters since the run's start), streamed chunks since the last sample, that sample's time
+    (seconds since the run's start) and the ITL histogram's running totals."""
+
     baseline: MetricsSnapshot | None = None
     chunks_since_sample: int = 0
     last_sample_s: float = 0.0
@@ -124,7 +128,7 @@ class WallClockDriver:
         self.failures = 0
         self.stop_reason: str | None = None
         self.cancelled = False
-        self._states = [_InstanceState() for _ in self.instances]
+        self._telemetry_of = [_InstanceTelemetry() for _ in self.instances]
         self.decision_trackers = [decision_tracker(instance) for instance in self.instances]
         self._texts: dict[str, str] = {}
         self._tasks: set[asyncio.Task] = set()
@@ -176,7 +180,7 @@ class WallClockDriver:
         instance = self.instances[index]
         record = self.recorder.records[request_id]
         prompt = record.request.prompt + self._texts.get(request_id, "")
-        state = self._states[index]
+        state = self._telemetry_of[index]
         arrived: list[float] = []  # chunk times, kept here too in case the client fails unexpectedly
 
         def on_chunk(at: float, first: bool) -> None:
@@ -323,7 +327,7 @@ class WallClockDriver:
             return None
 
     def _sample_row(self, index: int, snapshot: MetricsSnapshot | None, now: float) -> TimeseriesRow:
-        state = self._states[index]
+        state = self._telemetry_of[index]
         interval = now - state.last_sample_s
         baseline = state.baseline
         preemptions = None
@@ -361,7 +365,7 @@ class WallClockDriver:
                 if gpu:
                     row.gpu_memory_used_bytes = sum(reading.used_bytes for reading in gpu)
                 self.recorder.sample(row)
-                decode_step_s = self._states[index].decode_step_s(snapshot)
+                decode_step_s = self._telemetry_of[index].decode_step_s(snapshot)
                 self.policy.on_telemetry(
                     TelemetrySample(index, now, row.kv_usage, row.running, row.waiting, row.preemptions, decode_step_s),
                     now,
@@ -452,7 +456,7 @@ class WallClockDriver:
             self._session = session
             await self._unless_finished(self._warmup())
             for index, instance in enumerate(self.instances):
-                state = self._states[index]
+                state = self._telemetry_of[index]
                 state.baseline = await self._unless_finished(self._scrape(instance))
                 state.decode_step_s(state.baseline)  # the first interval's deltas start after warm-up
             if self.cancelled:
@@ -495,7 +499,7 @@ class WallClockDriver:
             )
             for index, final in enumerate(finals):
                 self.recorder.sample(self._sample_row(index, final, end))
-                baseline = self._states[index].baseline
+                baseline = self._telemetry_of[index].baseline
                 if final is not None and final.ttft_count is not None:
                     self.counters.server_ttft_sum_s += (final.ttft_sum_s or 0) - (
                         (baseline.ttft_sum_s or 0) if baseline else 0
