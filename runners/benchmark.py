@@ -24,7 +24,8 @@ from runners.engines.latency_model import LatencyModel
 from runners.engines.profile import load_profile
 from runners.engines.real_config import redact_args
 from runners.engines.real_engine import RealEngine, check_api_key, resolve_tokenization
-from runners.engines.simulator import ResolvedSimulator, SimulatedInstance, SimulatorConfig
+from runners.engines.sim_config import ResolvedSimulator, SimulatorConfig
+from runners.engines.simulator import SimulatedInstance
 from runners.engines.vllm_scheduler import launch_settings
 from runners.errors import ConfigError, RunCancelled, RunStopped
 from runners.metrics.run_metrics import distribution

@@ -64,7 +64,7 @@ from runners.workload.tokens import make_token_counter
 
 if TYPE_CHECKING:
     from runners.config import RunConfig
-    from runners.engines.simulator import ResolvedSimulator
+    from runners.engines.sim_config import ResolvedSimulator
 
 #: Below this share of its slots in use (at the end of the arrivals, see :func:`is_low`) an engine
 #: rarely has a queue, so schedulers tend to make identical decisions (every request is
@@ -268,7 +268,7 @@ def offered_load(config) -> OfferedLoad:
     """The offered load of a run config (:class:`runners.config.RunConfig`) against its engine.
     The simulator gets the estimate; a real engine gets a sentence saying why there is none.
     ConfigError / DatasetError when the engine or workload cannot be resolved."""
-    from runners.engines.simulator import SimulatorConfig
+    from runners.engines.sim_config import SimulatorConfig
 
     engine = config.engine
     if not isinstance(engine, SimulatorConfig):

@@ -379,7 +379,7 @@ def command_profile(args: argparse.Namespace) -> int:
 
     from runners.engines.adapters import adapter_for
     from runners.engines.real_engine import RealEngine
-    from runners.engines.simulator import SimulatorConfig
+    from runners.engines.sim_config import SimulatorConfig
     from runners.profiler import (
         ProfileGrid,
         StepGrid,

@@ -13,7 +13,7 @@ from pydantic import Field, ValidationError, field_validator, model_validator
 from runners import paths
 from runners.engines.kinds import ENGINES, engine_entry
 from runners.engines.real_config import REDACT_SECRETS
-from runners.engines.simulator import SimulatorConfig
+from runners.engines.sim_config import SimulatorConfig
 from runners.errors import ConfigError, format_validation_error
 from runners.input_model import MAX_SEED, InputModel, field_error
 from runners.run_ids import validate_run_id

@@ -9,7 +9,8 @@ import pytest
 from runners.engines.kv_cache import GPUBudget, ModelShape, kv_capacity_tokens
 from runners.engines.latency_model import LatencyModel, PhaseCoefficients
 from runners.engines.profile import QWEN25_7B_2XV100, load_profile
-from runners.engines.simulator import SimulatedInstance, SimulationError, SimulatorConfig
+from runners.engines.sim_config import SimulatorConfig
+from runners.engines.simulator import SimulatedInstance, SimulationError
 from runners.errors import ConfigError
 
 TABLE2 = QWEN25_7B_2XV100.latency_model()

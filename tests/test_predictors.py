@@ -106,7 +106,7 @@ def test_history_prior_from_a_previous_runs_finished_requests(results_dir):
     )
     assert (moments["code"].count, moments["code"].mean) == (1, 5.0)
     policy = make_policy("slo-sa", {"output_prior": "history", "output_history": folder})
-    from runners.engines.simulator import SimulatorConfig
+    from runners.engines.sim_config import SimulatorConfig
     from runners.schedulers.base import InstanceInfo
 
     policy.start([InstanceInfo(0, 10_000, 16, 4, SimulatorConfig().resolve().latency)], 0.0)

@@ -99,7 +99,7 @@ def test_fitted_profile_file_loads_into_the_simulator(tmp_path):
     profile = load_profile(path)
     assert profile.prefill.alpha == pytest.approx(0.0005, rel=1e-6)
     assert profile.decode.beta == pytest.approx(0.0001, rel=1e-6)
-    from runners.engines.simulator import SimulatorConfig
+    from runners.engines.sim_config import SimulatorConfig
 
     resolved = SimulatorConfig(profile=str(path)).resolve()
     assert (

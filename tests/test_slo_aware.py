@@ -130,7 +130,8 @@ def test_slo_sa_needs_a_latency_model_on_real_engines():
 # -- priorities that carry the plan -------------------------------------------------------------
 
 from runners.drivers.virtual_time import VirtualTimeDriver  # noqa: E402
-from runners.engines.simulator import SimulatedInstance, SimulatorConfig  # noqa: E402
+from runners.engines.sim_config import SimulatorConfig  # noqa: E402
+from runners.engines.simulator import SimulatedInstance  # noqa: E402
 from runners.recording import RunRecorder  # noqa: E402
 from runners.registry import make_policy  # noqa: E402
 from runners.schedulers.base import Completion, InstanceInfo  # noqa: E402

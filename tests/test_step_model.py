@@ -10,7 +10,7 @@ import yaml
 
 from runners.engines.latency_model import LatencyModel, LinearStepModel, PhaseCoefficients
 from runners.engines.profile import QWEN25_7B_2XV100, EngineProfile, load_profile
-from runners.engines.simulator import SimulatorConfig
+from runners.engines.sim_config import SimulatorConfig
 from runners.errors import ConfigError, SchedlabError
 from runners.profiler import (
     StepSample,

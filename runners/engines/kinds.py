@@ -10,7 +10,7 @@ from pydantic import BaseModel
 
 from runners.engines.adapters import ADAPTERS
 from runners.engines.real_config import AttachConfig
-from runners.engines.simulator import SimulatorConfig
+from runners.engines.sim_config import SimulatorConfig
 from runners.errors import UnknownNameError
 
 

@@ -143,7 +143,7 @@ def _walk(model: Any, prefix: str) -> list[Field]:
             if isinstance(a, type) and issubclass(a, BaseModel)
         ]
         if prefix == "" and name == "engine":
-            from runners.engines.simulator import SimulatorConfig
+            from runners.engines.sim_config import SimulatorConfig
 
             models = [SimulatorConfig]
         if models:
