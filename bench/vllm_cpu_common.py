@@ -25,7 +25,10 @@ def vllm_python() -> str:
 def tiny_model(folder: Path) -> Path:
     if not (folder / "model.safetensors").exists():
         subprocess.run(
-            [vllm_python(), "-m", "runners.engines.tiny_model", str(folder)], cwd=ROOT, check=True, capture_output=True
+            [vllm_python(), str(ROOT / "tools" / "tiny_model.py"), str(folder)],
+            cwd=ROOT,
+            check=True,
+            capture_output=True,
         )
     return folder
 

