@@ -328,8 +328,8 @@ class DynamicSLAPolicy(DynamicMemoryPolicy[DynamicSLAParams]):
                 ) from None
             self.alpha[i] = params.alpha if params.alpha is not None else default_alpha(params.b_min, self.b_max[i])
         self.windows = {i: SLAWindow(params.b_min, self.b_max[i]) for i in self.in_flight}
-        self.recent_tpot = {i: deque(maxlen=params.window) for i in self.in_flight}
-        self.recent_batch = {i: deque(maxlen=params.window) for i in self.in_flight}
+        self.recent_tpot: dict[int, deque[float]] = {i: deque(maxlen=params.window) for i in self.in_flight}
+        self.recent_batch: dict[int, deque[int]] = {i: deque(maxlen=params.window) for i in self.in_flight}
         self.recent_step = {i: RecentMeans(params.samples) for i in self.in_flight}
         self.latency_source = {i: "tpot" for i in self.in_flight}  # 'engine' once its telemetry reports one
         self.sla_cap = {i: self.b_max[i] for i in self.in_flight}

@@ -283,10 +283,12 @@ class MemoryConstrainedPolicy(SchedulerPolicy[MP]):
 
     def start(self, instances: Sequence[InstanceInfo], now: float) -> None:
         super().start(instances, now)
-        missing = [i.instance_id for i in instances if not i.kv_capacity_tokens]
+        #: each instance's whole KV cache, tokens
+        self.kv_tokens = {i.instance_id: i.kv_capacity_tokens for i in instances if i.kv_capacity_tokens}
+        missing = [i.instance_id for i in instances if i.instance_id not in self.kv_tokens]
         if missing:
             raise PolicyError(f"{self.name} needs the KV capacity of every instance (unknown for {missing})")
-        self.capacity = {i.instance_id: i.kv_capacity_tokens * self.params.memory_fraction for i in instances}
+        self.capacity = {instance: tokens * self.params.memory_fraction for instance, tokens in self.kv_tokens.items()}
         # KV is allocated in blocks: a request can hold up to block_size - 1 tokens more than it uses
         self.block_slack = {i.instance_id: float((i.block_size or 1) - 1) for i in instances}
         self.latency = {i.instance_id: i.latency_model for i in instances}
@@ -473,7 +475,7 @@ class AlphaProtectPolicy(MemoryConstrainedPolicy[AP]):
     def start(self, instances: Sequence[InstanceInfo], now: float) -> None:
         super().start(instances, now)
         self.clearing = self.params.overflow == "clear"
-        self.limit_tokens = {i.instance_id: float(i.kv_capacity_tokens) for i in instances}  # M, whole cache
+        self.limit_tokens = {instance: float(tokens) for instance, tokens in self.kv_tokens.items()}  # M, whole cache
         self.preemptions: dict[int, int | None] = {i.instance_id: None for i in instances}
         self.overflowed: set[int] = set()
         self.cleared_since_sample: set[int] = set()

@@ -163,12 +163,15 @@ def moments_by_task(pairs: Iterable[tuple[str, float]]) -> dict[str, RunningMome
     return moments
 
 
-def history_moments(folder: str | Path) -> dict[str, RunningMoments]:
+def history_moments(folder: str | Path | None) -> dict[str, RunningMoments]:
     """Each task's output-length moments (tokens) from the finished requests of the run in
     ``folder`` (rows of its requests.parquet with no error and output_tokens >= 1).
-    SchedlabError, one line, when ``folder`` is not a readable run folder or holds none."""
+    SchedlabError, one line, when ``folder`` is None (no output_history given), not a readable
+    run folder or holds none."""
     from runners.result_store import REQUEST_COLUMNS, read_summary, read_table  # the store imports pandas
 
+    if folder is None:
+        raise SchedlabError("output_prior 'history' needs a previous run's folder (output_history); none was given")
     path = Path(folder)
     if not paths.exists(path):
         raise SchedlabError(
@@ -221,11 +224,10 @@ class OutputLengthPredictor:
         from a previous run's requests (history), or from ``workload_prior`` (workload: the run's
         own per-task moments, given by the policy's ``on_workload``)."""
         predictor = cls(params.output_predictor, params.noise, params.prior_tokens, params.predictor_seed)
-        prior = getattr(params, "output_prior", None)
-        if params.output_predictor == "gaussian":
-            if prior == "history":
+        if params.output_predictor == "gaussian" and isinstance(params, OutputPriorParams):
+            if params.output_prior == "history":
                 predictor.warm(history_moments(params.output_history))
-            elif prior == "workload" and workload_prior is not None:
+            elif params.output_prior == "workload" and workload_prior is not None:
                 predictor.warm(workload_prior)
         return predictor
 

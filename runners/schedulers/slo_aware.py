@@ -289,7 +289,7 @@ def slot_wait_s(finishes_s: list[float], max_batch: int) -> float:
     return 0.0 if must_free <= 0 else finishes_s[must_free - 1]
 
 
-def plan_annealing(inputs: PlanInputs, params: SLOAwareParams) -> tuple[np.ndarray, np.ndarray, int, float]:
+def plan_annealing(inputs: PlanInputs, params: SLOPlanParams) -> tuple[np.ndarray, np.ndarray, int, float]:
     """Algorithm 1: start points, then simulated annealing. Returns (order, sizes, batches, G).
     The largest batch is the width of the latency tables. One compiled call does it all
     (:func:`runners.schedulers.slo_annealing_kernel.search`; chain k is seeded ``seed + 7919 k``)."""
@@ -384,13 +384,14 @@ class SLOAwarePolicy(SchedulerPolicy[SLOAwareParams]):
 
     def start(self, instances: Sequence[InstanceInfo], now: float) -> None:
         super().start(instances, now)
-        models = {info.latency_model for info in instances}
-        if None in models:
-            raise PolicyError(
-                f"{self.name} needs a latency model: use the simulator, or set engine.profile to a "
-                "profile from 'python -m runners profile'"
-            )
-        self.latency = {info.instance_id: LatencyPredictor(info.latency_model) for info in instances}
+        self.latency: dict[int, LatencyPredictor] = {}
+        for info in instances:
+            if info.latency_model is None:
+                raise PolicyError(
+                    f"{self.name} needs a latency model: use the simulator, or set engine.profile to a "
+                    "profile from 'python -m runners profile'"
+                )
+            self.latency[info.instance_id] = LatencyPredictor(info.latency_model)
         self.state = {info.instance_id: _InstancePlan(InstanceMemory(info.kv_capacity_tokens)) for info in instances}
         self.outputs = OutputLengthPredictor.from_params(self.params, self._workload_prior)
         engine_batch = min((info.max_num_seqs for info in instances if info.max_num_seqs), default=4)
