@@ -22,7 +22,7 @@ from runners.drivers.wall_clock import WallClockDriver
 from runners.drivers.watchdog import stalled_message
 from runners.engines.latency_model import LatencyModel
 from runners.engines.profile import load_profile
-from runners.engines.real_config import redact_args
+from runners.engines.real_config import LaunchOptions, redact_args
 from runners.engines.real_engine import RealEngine, check_api_key, resolve_tokenization
 from runners.engines.sim_config import ResolvedSimulator, SimulatorConfig
 from runners.engines.simulator import SimulatedInstance
@@ -140,16 +140,21 @@ def _engine_with_scheduler(
     run's ``latency`` model (from engine.profile) goes into the parameters of a class that plans
     with one (engine-slo-sa); ConfigError before the server starts when it has none, or when the
     engine's scheduling policy cannot carry the class's plan (see ``launch_settings``)."""
-    if not policy.in_engine:
-        return config.engine
-    scheduler_cls, env = launch_settings(
-        policy.name, policy.params, folder, latency, getattr(config.engine, "scheduling_policy", "fcfs")
-    )
-    return config.engine.model_copy(update={"scheduler_cls": scheduler_cls, "env": {**config.engine.env, **env}})
-
-
-def _simulated_instances(config: RunConfig, simulator: ResolvedSimulator) -> list[SimulatedInstance]:
     engine = config.engine
+    if not policy.in_engine:
+        return engine
+    if not isinstance(engine, LaunchOptions):  # check_engine_for admits in-engine schedulers on launched engines only
+        raise ConfigError(
+            "scheduler.name", f"{policy.name} runs inside the engine: it needs an engine schedlab launches"
+        )
+    scheduler_cls, env = launch_settings(
+        policy.name, policy.params, folder, latency, getattr(engine, "scheduling_policy", "fcfs")
+    )
+    return engine.model_copy(update={"scheduler_cls": scheduler_cls, "env": {**engine.env, **env}})
+
+
+def _simulated_instances(engine: SimulatorConfig, simulator: ResolvedSimulator) -> list[SimulatedInstance]:
+    """The engine's instances, each a simulated vLLM-like engine of the resolved size and speed."""
     return [
         SimulatedInstance(
             instance_id=index,
@@ -248,17 +253,20 @@ def _execute_run(
     driver: Driver | None = None
     extra: dict[str, Any] = {}
     wall_start = time.perf_counter()
+    engine = config.engine
     try:
-        if prepared.simulator is not None:
+        if isinstance(engine, SimulatorConfig):
+            if prepared.simulator is None:  # prepare_run resolves every simulator config
+                raise ConfigError("engine", "the simulator config was not resolved")
             driver = VirtualTimeDriver(
-                instances=_simulated_instances(config, prepared.simulator),
+                instances=_simulated_instances(engine, prepared.simulator),
                 policy=policy,
                 requests=prepared.workload.requests,
                 recorder=recorder,
                 sample_interval_s=config.sample_interval_s,
                 should_stop=should_stop,
                 max_duration_s=config.max_duration_s,
-                pace=config.engine.pace,
+                pace=engine.pace,
             )
             result = driver.run()
             if result.stalled:
@@ -274,7 +282,7 @@ def _execute_run(
                 policy=policy,
                 requests=prepared.workload.requests,
                 recorder=recorder,
-                options=config.engine,
+                options=engine,
                 sample_interval_s=config.sample_interval_s,
                 should_stop=should_stop,
                 latency_model=prepared.latency,
