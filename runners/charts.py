@@ -24,7 +24,7 @@ import plotly.graph_objects as go
 import plotly.io as pio
 from plotly.subplots import make_subplots
 
-from runners.compare import cdf_points, run_display_names, summary_value
+from runners.compare import run_display_names, summary_value
 from runners.metrics.catalog import Metric, metric, timeseries_metric
 from runners.result_store import RunData
 from runners.workload.slo import TASKS
@@ -53,6 +53,20 @@ TOP_PX = 60
 AXIS_BLOCK_PX = 58
 LEGEND_ROW_PX = 22
 LEGEND_WIDTH_PX = 440
+
+
+def cdf_points(values: Any, max_points: int = 400) -> tuple[np.ndarray, np.ndarray]:
+    """(sorted values, cumulative fraction) of the finite ``values``, thinned to at most
+    ``max_points`` points (evenly in rank) so large runs draw fast; the extremes are kept."""
+    array = np.sort(np.asarray(values, dtype=float))
+    array = array[np.isfinite(array)]
+    if array.size == 0:
+        return array, array
+    fractions = np.arange(1, array.size + 1) / array.size
+    if array.size > max_points:
+        index = np.unique(np.linspace(0, array.size - 1, max_points).round().astype(int))
+        return array[index], fractions[index]
+    return array, fractions
 
 
 def _share(runs: int, ceiling: int, floor: int = 100) -> int:
@@ -666,17 +680,6 @@ def comparison_chart(
     a log latency axis for the CDFs (LOG_X_CHARTS), ignored by the others."""
     shown = display_names(runs if runs else summaries, names)
     return COMPARISON_CHARTS[name](summaries, runs, shown, log_x)
-
-
-def comparison_charts(
-    summaries: Sequence[dict[str, Any]],
-    runs: Sequence[RunData],
-    names: Sequence[str] | None = None,
-    log_x: bool = False,
-) -> dict[str, go.Figure]:
-    """The comparison charts (all, or ``names``: chart keys), by key (also the export file name)."""
-    shown = display_names(runs if runs else summaries)
-    return {name: comparison_chart(name, summaries, runs, log_x, shown) for name in (names or COMPARISON_CHARTS)}
 
 
 # -- sweeps ----------------------------------------------------------------------------------------

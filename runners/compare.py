@@ -12,7 +12,6 @@ import json
 from collections.abc import Sequence
 from typing import Any
 
-import numpy as np
 import pandas as pd
 
 from runners.engines.fidelity import fidelity_sentence
@@ -41,7 +40,6 @@ __all__ = [
     "sweep_frame",
     "capacity_at",
     "capacities",
-    "cdf_points",
     "imported_label",
     "definition_notes",
     "definition_details",
@@ -551,17 +549,3 @@ def capacities(frame: pd.DataFrame, target: float) -> pd.DataFrame:
             }
         )
     return pd.DataFrame(rows, columns=["scheduler", "capacity_rps", "at_least", "rates_swept"])
-
-
-def cdf_points(values: Any, max_points: int = 400) -> tuple[np.ndarray, np.ndarray]:
-    """(sorted values, cumulative fraction) of the finite ``values``, thinned to at most
-    ``max_points`` points (evenly in rank) so large runs draw fast; the extremes are kept."""
-    array = np.sort(np.asarray(values, dtype=float))
-    array = array[np.isfinite(array)]
-    if array.size == 0:
-        return array, array
-    fractions = np.arange(1, array.size + 1) / array.size
-    if array.size > max_points:
-        index = np.unique(np.linspace(0, array.size - 1, max_points).round().astype(int))
-        return array[index], fractions[index]
-    return array, fractions

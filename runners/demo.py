@@ -34,8 +34,8 @@ import numpy as np
 from runners.config import RunConfig, parse_config
 from runners.errors import SchedlabError
 from runners.metrics.catalog import Metric, metric, timeseries_metric
+from runners.metrics.sawtooth import sawtooth_cycles
 from runners.metrics.seed_statistics import SINGLE_SEED_NOTE
-from runners.metrics.timeseries import sawtooth_cycles
 from runners.result_store import (
     DEFAULT_RESULTS_DIR,
     RUN_ID_PATTERN,
@@ -391,7 +391,7 @@ def headline(record: dict[str, Any]) -> str:
 # -- the memory chart's caption: what the shown runs' KV usage did, measured -----------------------
 #: A cache at least this full (a fraction) counts as full.
 KV_FULL = 0.95
-#: Rise-and-fall cycles (runners.metrics.timeseries.sawtooth_cycles) from which a run is said to
+#: Rise-and-fall cycles (runners.metrics.sawtooth.sawtooth_cycles) from which a run is said to
 #: fill and drain the cache in a sawtooth.
 SAWTOOTH_CYCLES = 3
 
@@ -400,7 +400,7 @@ SAWTOOTH_CYCLES = 3
 class KVUsage:
     """One run's KV-cache usage over its time series (mean over instances per sample time):
     ``peak`` and ``full_share`` (share of samples at least :data:`KV_FULL` full) as fractions,
-    ``cycles`` of rise and fall (:func:`runners.metrics.timeseries.sawtooth_cycles`)."""
+    ``cycles`` of rise and fall (:func:`runners.metrics.sawtooth.sawtooth_cycles`)."""
 
     scheduler: str
     peak: float | None

@@ -24,13 +24,13 @@ from runners.charts import (
     _share,
     _wrap,
     cdf_hover,
+    cdf_points,
     draw_slo_lines,
     hover_value,
     percent_axis,
     quantity,
     slo_thresholds,
 )
-from runners.compare import cdf_points
 from runners.metrics.catalog import metric
 from runners.metrics.seed_statistics import SINGLE_SEED_NOTE
 from runners.result_store import RunData

@@ -22,7 +22,6 @@ from runners.charts import (
     attainment_bars,
     chart_title,
     comparison_chart,
-    comparison_charts,
     kv_overlay,
     latency_cdfs,
     legend_rows,
@@ -128,7 +127,7 @@ def test_every_comparison_trace_has_a_tooltip_with_the_catalog_unit(runs):
         "throughput": [metric("output_throughput_tps").unit],
     }
     assert metric("tpot_s").unit == "ms" and units["throughput"] == ["tok/s"]
-    figures = comparison_charts([run.summary for run in runs], runs)
+    figures = {name: comparison_chart(name, [run.summary for run in runs], runs) for name in COMPARISON_CHARTS}
     for name, fig in figures.items():
         drawn = [trace for trace in fig.data if trace.hoverinfo != "skip"]
         assert drawn, name

@@ -16,7 +16,8 @@ import pandas as pd
 import pytest
 
 from runners.benchmark import execute_run
-from runners.compare import capacities, capacity_at, cdf_points, comparison_table, percent_change, sweep_frame
+from runners.charts import cdf_points
+from runners.compare import capacities, capacity_at, comparison_table, percent_change, sweep_frame
 from runners.config import parse_config
 from runners.errors import ConfigError
 from runners.jobs import cancel_job, list_jobs, new_job_spec, read_job, start_job
@@ -366,11 +367,11 @@ def test_rename_moves_the_folder_and_rewrites_the_ids(results_dir):
 
 
 def test_html_export_is_standalone_and_png_export_renders(results_dir):
-    from runners.charts import ExportUnavailable, chart_png, charts_html, comparison_charts
+    from runners.charts import COMPARISON_CHARTS, ExportUnavailable, chart_png, charts_html, comparison_chart
 
     execute_run(parse_config({"run_id": "one", "workload": {"requests": 20}}), results_dir)
     run = load_run(results_dir, "one")
-    figures = comparison_charts([run.summary], [run])
+    figures = {name: comparison_chart(name, [run.summary], [run]) for name in COMPARISON_CHARTS}
     html = charts_html(figures, "export test")
     assert html.count("<script") >= len(figures) and "plotly" in html.lower()
     assert all(f'id="chart-{name}"' in html for name in figures)

@@ -8,7 +8,7 @@ import pytest
 from runners import registry
 from runners.benchmark import execute_run
 from runners.config import parse_config
-from runners.metrics.timeseries import sawtooth_cycles
+from runners.metrics.sawtooth import sawtooth_cycles
 from runners.result_store import REQUEST_COLUMNS, TIMESERIES_COLUMNS, load_run
 from runners.schedulers.fcfs import FCFSPolicy
 

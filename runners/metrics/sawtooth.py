@@ -1,4 +1,4 @@
-"""Time-series helpers: the KV-usage sawtooth of run-to-completion batching (Baton Fig. 8)."""
+"""The KV-usage sawtooth of run-to-completion batching (Baton Fig. 8), counted in a time series."""
 
 from __future__ import annotations
 
