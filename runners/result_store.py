@@ -37,6 +37,8 @@ import pandas as pd
 import pyarrow as pa
 import pyarrow.parquet as pq
 
+# the time-series row is the drivers' (one typed row, its columns derived from it)
+from runners.drivers.base import TIMESERIES_COLUMNS  # noqa: F401 (re-exported)
 from runners.errors import ConfigError, SchedlabError
 from runners.run_ids import RUN_ID_PATTERN, new_run_id, validate_run_id  # noqa: F401 (re-exported)
 
@@ -74,21 +76,6 @@ REQUEST_COLUMNS: dict[str, pa.DataType] = {
     "error": pa.string(),
     "preemptions": pa.int64(),
     "itl_max_s": pa.float64(),
-}
-TIMESERIES_COLUMNS: dict[str, pa.DataType] = {
-    "t_s": pa.float64(),
-    "instance": pa.int64(),
-    "kv_usage": pa.float64(),
-    "running": pa.int64(),
-    "waiting": pa.int64(),
-    "preemptions": pa.int64(),
-    "tokens_per_s": pa.float64(),
-    "gateway_pending": pa.int64(),
-    "in_flight": pa.int64(),
-    "gpu_memory_used_bytes": pa.int64(),
-    "engine_limit": pa.int64(),
-    "engine_held_back": pa.int64(),
-    "engine_admitted": pa.int64(),
 }
 STATUSES = ("running", "done", "failed", "cancelled")
 INTERRUPTED = "interrupted"  # computed when read: status running, but the writer process is gone

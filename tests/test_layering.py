@@ -35,3 +35,21 @@ def test_checking_a_config_loads_the_policies_then():
 def test_runners_never_imports_streamlit():
     loaded = modules_after("import runners.cli, runners.registry, runners.benchmark, runners.charts, runners.study")
     assert "streamlit" not in loaded
+
+
+def test_the_type_checkers_engine_union_lists_the_engine_kinds():
+    """config.EngineConfig is written out for mypy; at run time it is built from the kinds."""
+    import typing
+
+    from runners.config import RunConfig
+    from runners.engines.adapters.lmdeploy import LMDeployConfig
+    from runners.engines.adapters.sglang import SGLangConfig
+    from runners.engines.adapters.vllm import VLLMConfig
+    from runners.engines.kinds import ENGINES
+    from runners.engines.real_config import AttachConfig
+    from runners.engines.sim_config import SimulatorConfig
+
+    written = {SimulatorConfig, VLLMConfig, LMDeployConfig, SGLangConfig, AttachConfig}  # as in config.py
+    assert {entry.config for entry in ENGINES.values()} == written
+    annotation = RunConfig.model_fields["engine"].annotation
+    assert set(typing.get_args(annotation)) == written
