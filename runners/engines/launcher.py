@@ -19,7 +19,7 @@ from collections import deque
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import IO, Any, TypeVar
 from urllib.error import URLError
 from urllib.request import urlopen
 
@@ -144,7 +144,7 @@ class ServerProcess:
     env: dict[str, str] = field(default_factory=dict)
     health_path: str = "/health"
     process: subprocess.Popen | None = None
-    _log_handle: object = None
+    _log_handle: IO[bytes] | None = None
 
     @property
     def base_url(self) -> str:

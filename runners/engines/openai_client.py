@@ -30,11 +30,11 @@ import re
 import time
 from collections.abc import AsyncIterable, Callable, Mapping
 from dataclasses import dataclass, field
-from typing import Any, Literal
+from typing import Any
 
 import aiohttp
 
-from runners.engines.real_config import REDACTED
+from runners.engines.real_config import REDACTED, ApiKind
 from runners.engines.sse import SSEEvent, SSEParser
 
 #: Seconds a pooled connection may stay idle before the client closes it: below the 5 s
@@ -93,7 +93,7 @@ class Endpoint:
 
     base_url: str
     model: str
-    api: Literal["completions", "chat"] = "completions"
+    api: ApiKind = "completions"
     kind: str = "openai"
     headers: dict[str, str] = field(default_factory=dict)
     accepts_min_tokens: bool = True

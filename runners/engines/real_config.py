@@ -75,10 +75,14 @@ def optional_flags(options: dict[str, object]) -> list[str]:
     return [part for flag, value in options.items() if value is not None for part in (flag, str(value))]
 
 
+#: The OpenAI API a run's requests use: ``/v1/completions`` or ``/v1/chat/completions``.
+ApiKind = Literal["completions", "chat"]
+
+
 class ClientOptions(InputModel):
     """How the streaming client talks to an engine, and when a run gives up."""
 
-    api: Literal["completions", "chat"] = Field(
+    api: ApiKind = Field(
         default="completions", description="/v1/completions, or /v1/chat/completions for chat-templated models"
     )
     request_timeout_s: float = Field(default=600.0, gt=0, le=86_400.0, description="per-request limit, seconds")

@@ -10,6 +10,7 @@ import os
 import re
 from collections.abc import Callable
 from dataclasses import dataclass
+from functools import partial
 from pathlib import Path
 from typing import Any, TypeVar
 from urllib.error import URLError
@@ -27,6 +28,7 @@ from runners.errors import ConfigError, SchedlabError
 from runners.workload.builder import ContextLimit
 from runners.workload.tokens import (
     ApproximateTokenCounter,
+    ServerTokenCounter,
     TokenCounter,
     TokenizerUnavailable,
     make_token_counter,
@@ -97,6 +99,7 @@ def _models(base_url: str, headers: dict[str, str]) -> list[dict[str, Any]]:
 def detect_kind(base_url: str, headers: dict[str, str]) -> tuple[str, str | None]:
     """(engine kind, first served model) from the ``/metrics`` prefix or ``/v1/models`` owned_by
     (:func:`runners.engines.adapters.detect_adapter`; ``openai`` when neither is known)."""
+    metrics_text: str | None
     try:
         status, metrics_text = _get(base_url + "/metrics", headers)
         if status != 200:
@@ -189,7 +192,8 @@ def context_from_model_folder(folder: str) -> tuple[int, str] | None:
         return None
     if not isinstance(data, dict):
         return None
-    config = data.get("text_config") if isinstance(data.get("text_config"), dict) else data
+    text_config = data.get("text_config")
+    config: dict[str, Any] = text_config if isinstance(text_config, dict) else data
     if positive_int(config.get("model_max_length")):
         return config["model_max_length"], f"{path} model_max_length"
     found = [(config[key], key) for key in CONTEXT_KEYS if positive_int(config.get(key))]
@@ -255,6 +259,8 @@ def _server_counter(
         [detected] if detected.tokenize_api else [adapter for adapter in ADAPTERS.values() if adapter.tokenize_api]
     )
     for adapter in candidates:
+        if adapter.tokenize_api is None:
+            continue
         try:
             counter = server_token_counter(url, model, adapter.tokenize_api, headers)
         except TokenizerUnavailable as exc:
@@ -311,9 +317,8 @@ def resolve_tokenization(engine: RealEngineConfig, tokenizer: str | None) -> Tok
             root = card.get("root")
             if counter is None and isinstance(root, str) and root:
                 counter, source = _folder_counter(root, "/v1/models root", tried)
-        server_limit = getattr(counter, "max_model_len", None)
-        if limit is None and positive_int(server_limit):
-            limit, limit_source = server_limit, f"POST {counter.url} max_model_len"
+        if limit is None and isinstance(counter, ServerTokenCounter) and positive_int(counter.max_model_len):
+            limit, limit_source = counter.max_model_len, f"POST {counter.url} max_model_len"
     else:
         adapter = adapter_for(engine.kind)
         model = engine.model
@@ -371,19 +376,19 @@ class RealEngine:
             key = _api_key(config)
             headers = {"Authorization": f"Bearer {key}"} if key else {}
             for index, url in enumerate(config.urls):
-                kind, first_model = probe(lambda: detect_kind(url, headers), f"asking {url} for its models")
+                kind, first_model = probe(partial(detect_kind, url, headers), f"asking {url} for its models")
                 model = config.model or first_model
                 if not model:
                     raise ConfigError("engine.model", f"{url} lists no model; set engine.model")
                 adapter = adapter_for(kind)
                 endpoint = adapter.endpoint(url, model, config.api, headers, config.scheduling_policy)
-                version = probe(lambda: _version(url, headers, adapter.version_path), f"asking {url} for its version")
+                version = probe(partial(_version, url, headers, adapter.version_path), f"asking {url} for its version")
                 self.instances.append(RealInstance(index=index, endpoint=endpoint, version=version))
         else:
             self._launch(config, should_stop)
         for instance in self.instances:
             snapshot = probe(
-                lambda: scrape(instance.metrics_url, instance.endpoint.headers), f"reading {instance.metrics_url}"
+                partial(scrape, instance.metrics_url, instance.endpoint.headers), f"reading {instance.metrics_url}"
             )
             if snapshot is not None:
                 instance.kv_capacity_tokens = snapshot.kv_capacity_tokens
@@ -420,7 +425,7 @@ class RealEngine:
         for index, server in enumerate(self.servers):
             endpoint = adapter.endpoint(server.base_url, adapter.served_model(config), config.api, {}, policy)
             version = unless_stopped(
-                lambda: _version(server.base_url, {}, adapter.version_path),
+                partial(_version, server.base_url, {}, adapter.version_path),
                 should_stop,
                 f"asking {server.base_url} for its version",
             )

@@ -113,7 +113,7 @@ def mean_between(
     """Mean of the observations a cumulative histogram took between two scrapes: the ratio of the
     deltas of its ``_sum`` and ``_count``. None when either scrape lacks it, when nothing was
     observed in between, or when the counters went backwards (the server restarted)."""
-    if None in (earlier_sum, earlier_count, later_sum, later_count):
+    if earlier_sum is None or earlier_count is None or later_sum is None or later_count is None:
         return None
     count = later_count - earlier_count
     total = later_sum - earlier_sum

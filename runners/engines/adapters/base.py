@@ -21,7 +21,7 @@ from typing import Any, ClassVar, Literal
 from pydantic import BaseModel, FieldSerializationInfo
 
 from runners.engines.openai_client import Endpoint
-from runners.engines.real_config import redact_args, redacting
+from runners.engines.real_config import ApiKind, redact_args, redacting
 from runners.workload.tokens import TokenizeAPI
 
 
@@ -132,7 +132,12 @@ class EngineAdapter:
 
     @classmethod
     def endpoint(
-        cls, base_url: str, model: str, api: str, headers: dict[str, str] | None = None, scheduling_policy: str = "fcfs"
+        cls,
+        base_url: str,
+        model: str,
+        api: ApiKind,
+        headers: dict[str, str] | None = None,
+        scheduling_policy: str = "fcfs",
     ) -> Endpoint:
         """The client's view of one server of this engine."""
         able = cls.capabilities(scheduling_policy)

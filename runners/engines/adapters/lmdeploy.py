@@ -36,7 +36,7 @@ class LMDeployConfig(ClientOptions, LaunchOptions):
     tp: int | None = Field(default=None, gt=0, le=64)
 
     @field_serializer("command")
-    def _command_out(self, command: list[str], info: FieldSerializationInfo) -> list[str]:
+    def _command_out(self, command: list[str], info: FieldSerializationInfo) -> list[str] | None:
         return redacted_command(command, info)
 
     def server_command(self, port: int) -> list[str]:
