@@ -84,7 +84,8 @@ def _decode(path: Path, raw: bytes) -> tuple[Any, str | None, Any, str | None]:
         )
     except RecursionError:
         json_problem = "nested too deeply to be a result file"
-    lines, lines_problem = None, None
+    lines: list[Any] | None = None
+    lines_problem: str | None = None
     if json_problem is not None:
         lines = []
         stripped = [line for line in text.splitlines() if line.strip()]

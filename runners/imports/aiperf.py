@@ -29,7 +29,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from runners.imports.base import Definition, ImportedRun, ImportFormatError, RequestTimes, number
+from runners.imports.base import Definition, ImportedRun, ImportFormatError, RequestTimes, as_dict, as_list, number
 
 NAME = "aiperf"
 RECORDS_NAME = "aiperf-records"
@@ -39,8 +39,11 @@ RECORDS_DESCRIPTION = "AIPerf profile_export.jsonl (one record per request)"
 AGGREGATE_FILE = "profile_export_aiperf.json"
 #: AIPerf aggregate metric -> our summary distribution key, and the unit AIPerf writes it in
 LATENCIES = {"time_to_first_token": "ttft_s", "inter_token_latency": "tpot_s", "request_latency": "e2e_s"}
+#: AIPerf's phase type -> our arrival process (looked up with the file's raw JSON value)
+ARRIVAL_PROCESSES: dict[Any, str] = {"poisson": "poisson", "constant": "constant"}
 STATISTICS = {"avg": "mean", "p50": "median", "p90": "p90", "p99": "p99"}
-UNITS_TO_SECONDS = {"ms": 1e-3, "sec": 1.0, "s": 1.0, "us": 1e-6, "ns": 1e-9}
+#: looked up with whatever JSON value a file holds as the unit, hence the Any key
+UNITS_TO_SECONDS: dict[Any, float] = {"ms": 1e-3, "sec": 1.0, "s": 1.0, "us": 1e-6, "ns": 1e-9}
 
 
 # -- the aggregate file ---------------------------------------------------------------------
@@ -61,7 +64,7 @@ def parse(path: Path, data: dict[str, Any], tool_version: str | None = None) -> 
     for theirs, ours in LATENCIES.items():
         entry = data.get(theirs)
         scale = _scale(path, theirs, entry)
-        if scale is None:
+        if scale is None or not isinstance(entry, dict):  # _scale refused any other non-None entry
             continue
         for statistic, our_statistic in STATISTICS.items():
             value = number(entry.get(statistic))
@@ -70,7 +73,7 @@ def parse(path: Path, data: dict[str, Any], tool_version: str | None = None) -> 
                 figures += 1
     counts = {"request_count": "requests", "completed_request_count": "completed"}
     for theirs, ours in counts.items():
-        value = number((data.get(theirs) or {}).get("avg")) if isinstance(data.get(theirs), dict) else None
+        value = number(as_dict(data.get(theirs)).get("avg"))
         if value is not None:
             run.mapped[ours] = int(value)
     if figures == 0 and not run.mapped:
@@ -82,15 +85,15 @@ def parse(path: Path, data: dict[str, Any], tool_version: str | None = None) -> 
 
 
 def _aggregate_run(data: dict[str, Any], tool_version: str | None, requests: list[RequestTimes]) -> ImportedRun:
-    config = data.get("input_config") if isinstance(data.get("input_config"), dict) else {}
-    phases = config.get("phases") if isinstance(config.get("phases"), list) else []
+    config = as_dict(data.get("input_config"))
+    phases = as_list(config.get("phases"))
     rate, process = None, None
     for phase in phases:  # the profiling phase's load: {"kind": "profiling", "type": "poisson", "rate": 3.0}
         if isinstance(phase, dict) and phase.get("kind") == "profiling":
             rate = number(phase.get("rate"))
-            process = {"poisson": "poisson", "constant": "constant"}.get(phase.get("type"))
-    models = ((config.get("models") or {}).get("items") or [{}]) if isinstance(config.get("models"), dict) else [{}]
-    endpoint = config.get("endpoint") if isinstance(config.get("endpoint"), dict) else {}
+            process = ARRIVAL_PROCESSES.get(phase.get("type"))
+    models = as_dict(config.get("models")).get("items") or [{}]
+    endpoint = as_dict(config.get("endpoint"))
     run = ImportedRun(
         tool=NAME,
         tool_name=TITLE,
@@ -279,7 +282,7 @@ def _mean_seconds(entry: Any) -> float | None:
 
 
 def _workload(config: dict[str, Any]) -> str:
-    datasets = config.get("datasets") if isinstance(config.get("datasets"), list) else []
+    datasets = as_list(config.get("datasets"))
     prompts = (datasets[0].get("prompts") or {}) if datasets and isinstance(datasets[0], dict) else {}
     isl, osl = (prompts.get("isl") or {}).get("mean"), (prompts.get("osl") or {}).get("mean")
     return "AIPerf profile" + (f": prompts {isl:g} / replies {osl:g} tokens" if number(isl) and number(osl) else "")

@@ -266,7 +266,7 @@ def write_run(root: str | Path, run: ImportedRun, source: Path, run_id: str | No
         },
     }
     started = run.started_at_unix_s
-    header = {
+    header: dict[str, Any] = {
         "engine": "imported",
         "scheduler": run.tool,
         "workload": run.workload,
@@ -330,6 +330,16 @@ def read_bytes(path: str | Path, limit: int = 512 * 2**20) -> bytes:
         return path.read_bytes()
     except OSError as exc:
         raise SchedlabError(f"{path}: unreadable ({exc.strerror or exc})") from None
+
+
+def as_dict(value: Any) -> dict[str, Any]:
+    """``value`` when it is a JSON object (a dict: itself, not a copy), else an empty dict."""
+    return value if isinstance(value, dict) else {}
+
+
+def as_list(value: Any) -> list[Any]:
+    """``value`` when it is a JSON array (a list: itself, not a copy), else an empty list."""
+    return value if isinstance(value, list) else []
 
 
 def number(value: Any) -> float | None:

@@ -25,6 +25,7 @@ from typing import Any
 
 import numpy as np
 
+from runners.imports.base import as_dict
 from runners.metrics.run_metrics import distribution
 from runners.result_store import DEFAULT_RESULTS_DIR, RunData, load_run, write_json_atomic
 
@@ -36,11 +37,16 @@ def _ms_figures(name: str, values: Any, out: dict[str, Any]) -> None:
     there are none."""
     array = np.asarray(values, dtype=float)
     array = array[np.isfinite(array)]
-    shown = distribution(array) if array.size else {"mean": 0.0, "median": 0.0, "p99": 0.0}
-    out[f"mean_{name}_ms"] = shown["mean"] * 1000.0
-    out[f"median_{name}_ms"] = shown["median"] * 1000.0
+    shown = distribution(array)  # None each when there are none
+    out[f"mean_{name}_ms"] = _ms(shown["mean"])
+    out[f"median_{name}_ms"] = _ms(shown["median"])
     out[f"std_{name}_ms"] = float(np.std(array)) * 1000.0 if array.size else 0.0
-    out[f"p99_{name}_ms"] = shown["p99"] * 1000.0
+    out[f"p99_{name}_ms"] = _ms(shown["p99"])
+
+
+def _ms(seconds: float | None) -> float:
+    """``seconds`` in milliseconds; 0 for None (vLLM's figure when there are no values)."""
+    return 0.0 if seconds is None else seconds * 1000.0
 
 
 def _max_concurrency(starts: list[float], latencies: list[float], ok: list[bool]) -> int:
@@ -70,9 +76,9 @@ def vllm_bench_json(run: RunData) -> dict[str, Any]:
     completed = int(done.sum())
     duration = summary.get("duration_s") or 0.0
     started = summary.get("started_at_unix_s")
-    config = run.config.get("config") if isinstance(run.config.get("config"), dict) else {}
-    engine = config.get("engine") if isinstance(config.get("engine"), dict) else {}
-    imported = summary.get("imported") if isinstance(summary.get("imported"), dict) else None
+    config = as_dict(run.config.get("config"))
+    engine = as_dict(config.get("engine"))
+    imported = as_dict(summary.get("imported"))  # {} (falsy) when the run was not imported
     rate = summary.get("arrival_rate_rps")
     result: dict[str, Any] = {
         "date": time.strftime("%Y%m%d-%H%M%S", time.localtime(started)) if isinstance(started, (int, float)) else None,
@@ -81,7 +87,7 @@ def vllm_bench_json(run: RunData) -> dict[str, Any]:
         "label": imported["label"] if imported else None,
         "model_id": engine.get("served_model_name")
         or engine.get("model")
-        or ((run.config.get("imported") or {}).get("model") if imported else None),
+        or (as_dict(run.config.get("imported")).get("model") if imported else None),
         "tokenizer_id": None,
         "num_prompts": int(summary.get("requests_total") or len(rows)),
         "request_rate": rate if rate is not None else "inf",
@@ -112,7 +118,7 @@ def vllm_bench_json(run: RunData) -> dict[str, Any]:
     ok_ttfts = [t for t, ok in zip(ttfts, done) if ok]
     _ms_figures("ttft", ok_ttfts, result)
     _ms_figures("tpot", rows.loc[done, "tpot_s"].dropna(), result)
-    itl = summary.get("itl_s") if isinstance(summary.get("itl_s"), dict) else {}
+    itl = as_dict(summary.get("itl_s"))
     for statistic in ("mean", "median", "p99"):
         value = itl.get(statistic)
         result[f"{statistic}_itl_ms"] = value * 1000.0 if isinstance(value, (int, float)) else 0.0

@@ -31,13 +31,20 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from runners.imports.base import Definition, ImportedRun, ImportFormatError, RequestTimes, number
+from runners.imports.base import Definition, ImportedRun, ImportFormatError, RequestTimes, as_dict, number
 from runners.metrics.outcomes import CANCELLED
 
 NAME = "guidellm"
 TITLE = "GuideLLM"
 DESCRIPTION = "GuideLLM benchmarks.json (guidellm run --output kind=json), one run per benchmark"
 STATUSES = ("successful", "errored", "incomplete")
+#: GuideLLM's strategy type -> our arrival process (looked up with the file's raw JSON value)
+ARRIVAL_PROCESSES: dict[Any, str | None] = {
+    "constant": "constant",
+    "poisson": "poisson",
+    "synchronous": None,
+    "throughput": "all-at-once",
+}
 
 
 def sniff(data: Any) -> str | None:
@@ -68,9 +75,9 @@ def _benchmark(path: Path, index: int, benchmark: Any, version: str | None, coun
             f"{where} has no 'requests' object; expected GuideLLM's per-request statistics "
             "(successful, errored, incomplete)"
         )
-    config = benchmark.get("config") if isinstance(benchmark.get("config"), dict) else {}
-    strategy = config.get("strategy") if isinstance(config.get("strategy"), dict) else {}
-    backend = config.get("backend") if isinstance(config.get("backend"), dict) else {}
+    config = as_dict(benchmark.get("config"))
+    strategy = as_dict(config.get("strategy"))
+    backend = as_dict(config.get("backend"))
     kind = strategy.get("type_")
     rate = number(strategy.get("rate"))
     stats: list[tuple[str, dict[str, Any]]] = []
@@ -105,12 +112,7 @@ def _benchmark(path: Path, index: int, benchmark: Any, version: str | None, coun
         requests=requests,
         workload=f"GuideLLM benchmark {index + 1} of {count} ({label})",
         benchmark=index,
-        arrival_process={
-            "constant": "constant",
-            "poisson": "poisson",
-            "synchronous": None,
-            "throughput": "all-at-once",
-        }.get(kind),
+        arrival_process=ARRIVAL_PROCESSES.get(kind),
         arrival_rate_rps=rate,
         started_at_unix_s=number(benchmark.get("start_time")),
         model=backend.get("model"),
@@ -121,7 +123,7 @@ def _benchmark(path: Path, index: int, benchmark: Any, version: str | None, coun
             "request_totals": (benchmark.get("metrics") or {}).get("request_totals"),
         },
     )
-    metrics = benchmark.get("metrics") if isinstance(benchmark.get("metrics"), dict) else {}
+    metrics = as_dict(benchmark.get("metrics"))
     run.definitions += [
         Definition(
             "tpot_s",
@@ -152,7 +154,7 @@ def _benchmark(path: Path, index: int, benchmark: Any, version: str | None, coun
             "arrival to the last token",
         ),
     ]
-    totals = (metrics.get("request_totals") or {}) if isinstance(metrics.get("request_totals"), dict) else {}
+    totals = as_dict(metrics.get("request_totals"))
     total = totals.get("total")
     if isinstance(total, int) and total != len(requests):
         run.notes.append(
@@ -164,8 +166,8 @@ def _benchmark(path: Path, index: int, benchmark: Any, version: str | None, coun
 
 def _times(where: str, index: int, status: str, entry: Any) -> dict[str, Any]:
     """Times (Unix seconds) and counts of one GuideLLM request statistic."""
-    info = entry.get("info") if isinstance(entry, dict) else None
-    timings = info.get("timings") if isinstance(info, dict) else None
+    info = as_dict(entry.get("info")) if isinstance(entry, dict) else {}
+    timings = info.get("timings")
     if not isinstance(timings, dict):
         raise ImportFormatError(
             f"{where}.requests.{status}: entry {index} has no info.timings; expected GuideLLM's "
@@ -204,9 +206,7 @@ def _times(where: str, index: int, status: str, entry: Any) -> dict[str, Any]:
 
 
 def _mean(metrics: dict[str, Any], name: str) -> float | None:
-    entry = metrics.get(name)
-    successful = entry.get("successful") if isinstance(entry, dict) else None
-    return number(successful.get("mean")) if isinstance(successful, dict) else None
+    return number(as_dict(as_dict(metrics.get(name)).get("successful")).get("mean"))
 
 
 def _mean_ms(metrics: dict[str, Any], name: str) -> float | None:
