@@ -495,7 +495,7 @@ def _slo_regions(fig: go.Figure, runs: Sequence[RunData], ttft: Metric, tpot: Me
         text = f"{task} SLO: " + ", ".join(part for part in parts if part)
         inside = index == 0 and len(ordered) > 1
         span = _span(fig, "x")
-        side = label_side(corner_x, (0.0, span[1]) if span else None) if x else "right"
+        side = label_side(corner_x, (0.0, span[1]) if span else None) if corner_x is not None else "right"
         fig.add_annotation(
             x=corner_x if x else 1,
             y=corner_y if y else 1,

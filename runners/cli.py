@@ -290,7 +290,7 @@ def _tokenization_lines(config: Any) -> list[str]:
     resolved = config.get("resolved") if isinstance(config, dict) else None
     record = resolved.get("tokenization") if isinstance(resolved, dict) else None
     label = tokenization_label(record)
-    if label is None:
+    if label is None or not isinstance(record, dict):
         return []
     context = record.get("context")
     if isinstance(context, dict):
@@ -340,7 +340,9 @@ def command_compare(args: argparse.Namespace) -> int:
                 "a study is compared on its own (its schedulers against its baseline); "
                 "expected one study id, or run ids only",
             )
-        record = read_study(studies[0])
+        study_folder = studies[0]
+        assert study_folder is not None  # any(studies) and a single argument
+        record = read_study(study_folder)
         print(f"study {record['study_id']} ({record.get('status')})")
         _print_study(record, args.out)
         return 0
@@ -382,7 +384,9 @@ def command_profile(args: argparse.Namespace) -> int:
     from runners.engines.sim_config import SimulatorConfig
     from runners.profiler import (
         ProfileGrid,
+        ProfileSample,
         StepGrid,
+        StepSample,
         fit_profile,
         fit_step_profile,
         fit_table,
@@ -424,12 +428,16 @@ def command_profile(args: argparse.Namespace) -> int:
         bar.n = done
         bar.refresh()
 
+    phase_samples: list[ProfileSample] = []
+    step_samples: list[StepSample] = []
     try:
         instance = engine.start()[0]
         if args.latency_model == "phase":
-            samples = asyncio.run(measure(instance.endpoint, grid, engine_config.request_timeout_s, progress=progress))
+            phase_samples = asyncio.run(
+                measure(instance.endpoint, grid, engine_config.request_timeout_s, progress=progress)
+            )
         else:
-            samples = asyncio.run(
+            step_samples = asyncio.run(
                 measure_steps(
                     instance.endpoint,
                     step_grid,
@@ -441,7 +449,7 @@ def command_profile(args: argparse.Namespace) -> int:
     finally:
         bar.close()
         engine.stop()
-    limits = dict(
+    limits: dict[str, Any] = dict(
         name=args.name or out.stem,
         source=f"python -m runners profile against {instance.endpoint.kind} {instance.version or ''} "
         f"model {instance.endpoint.model}".strip(),
@@ -452,14 +460,14 @@ def command_profile(args: argparse.Namespace) -> int:
     )
     samples_path = out.with_name(out.stem + "-samples.csv")
     if args.latency_model == "phase":
-        profile = fit_profile(samples, **limits)
-        write_samples(samples, samples_path)
+        profile = fit_profile(phase_samples, **limits)
+        write_samples(phase_samples, samples_path)
     else:
-        profile = fit_step_profile(samples, **limits)
-        write_step_samples(samples, samples_path)
+        profile = fit_step_profile(step_samples, **limits)
+        write_step_samples(step_samples, samples_path)
     profile.to_file(out)
     print(
-        f"profile written to {out} ({len(samples)} measurements, {profile.latency_kind} model; samples in "
+        f"profile written to {out} ({len(phase_samples) + len(step_samples)} measurements, {profile.latency_kind} model; samples in "
         f"{samples_path})"
     )
     print(_table(fit_table(profile)))

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import html
 import json
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 import pandas as pd
@@ -52,6 +52,12 @@ COMPARISON_METRICS: tuple[Metric, ...] = RUN_METRICS
 
 
 # -- display names --------------------------------------------------------------------------------
+def _mapping(value: Any) -> dict[str, Any]:
+    """``value`` when it is a mapping, else an empty one (a config or summary section that is
+    missing or malformed reads as empty)."""
+    return value if isinstance(value, dict) else {}
+
+
 def _parts(run: Any) -> tuple[dict[str, Any], dict[str, Any]]:
     """(summary, config.json) of a loaded run (anything with ``summary`` and ``config``, e.g.
     :class:`runners.result_store.RunData`) or of a bare summary mapping (config then empty)."""
@@ -100,7 +106,7 @@ def run_display_names(runs: Sequence[Any]) -> dict[str, str]:
             }
         )
     varies = {field: len({fact[field] for fact in facts}) > 1 for field in ("engine", "label", "seed", "rate")}
-    texts = {
+    texts: dict[str, Callable[[Any], str]] = {
         "engine": str,
         "label": str,
         "seed": lambda value: f"seed {value}",
@@ -109,14 +115,14 @@ def run_display_names(runs: Sequence[Any]) -> dict[str, str]:
     names: dict[str, str] = {}
     seen: dict[str, int] = {}
     for fact in facts:
-        pieces = [fact["scheduler"]] + [
+        pieces = [str(fact["scheduler"])] + [
             texts[field](fact[field])
             for field in ("engine", "label", "seed", "rate")
             if varies[field] and fact[field] is not None
         ]
         name = " · ".join(pieces)
         seen[name] = seen.get(name, 0) + 1
-        names[fact["run_id"]] = name if seen[name] == 1 else f"{name} #{seen[name]}"
+        names[str(fact["run_id"])] = name if seen[name] == 1 else f"{name} #{seen[name]}"
     return names
 
 
@@ -271,10 +277,10 @@ def _source_text(source: Any) -> str | None:
 def _workload_facts(run: Any) -> dict[str, str | None]:
     """What a run's result depends on besides its scheduler, as text (None when not recorded)."""
     summary, config = _parts(run)
-    run_config = config.get("config") if isinstance(config.get("config"), dict) else {}
-    workload = run_config.get("workload") if isinstance(run_config.get("workload"), dict) else {}
-    engine = run_config.get("engine") if isinstance(run_config.get("engine"), dict) else {}
-    arrival = workload.get("arrival") if isinstance(workload.get("arrival"), dict) else {}
+    run_config = _mapping(config.get("config"))
+    workload = _mapping(run_config.get("workload"))
+    engine = _mapping(run_config.get("engine"))
+    arrival = _mapping(workload.get("arrival"))
     requests = workload.get("requests", summary.get("requests_total"))
     process = arrival.get("process") or summary.get("arrival_process")
     rate = arrival.get("rate", summary.get("arrival_rate_rps"))
@@ -283,7 +289,7 @@ def _workload_facts(run: Any) -> dict[str, str | None]:
         if isinstance(rate, (int, float)) and not isinstance(rate, bool)
         else process
     )
-    ratio = workload.get("ratio") if isinstance(workload.get("ratio"), dict) else None
+    ratio = _mapping(workload.get("ratio")) or None
     datasets = [f"{task} {_source_text(workload.get(task))}" for task in TASKS if _source_text(workload.get(task))]
     engine_text = summary.get("engine") or engine.get("kind")
     details = [str(engine[field]) for field in ("preset", "model", "profile") if engine.get(field)]
@@ -317,8 +323,9 @@ def workload_differences(runs: Sequence[Any], names: dict[str, str] | None = Non
     for field in ("requests", "arrival", "ratio", "dataset", "engine", "SLOs"):
         groups: dict[str, list[str]] = {}
         for run_id, fact in facts:
-            if fact[field] is not None:
-                groups.setdefault(fact[field], []).append(names.get(run_id, run_id))
+            value = fact[field]
+            if value is not None:
+                groups.setdefault(value, []).append(names.get(run_id, run_id))
         if len(groups) > 1:
             lines.append(
                 f"{field} differ: " + "; ".join(f"{value} ({', '.join(who)})" for value, who in groups.items())
@@ -403,7 +410,7 @@ def definition_notes(summaries: Sequence[dict[str, Any]], key: str, detailed: bo
         if not isinstance(record, dict):
             continue
         run_id = summary.get("run_id")
-        provenance = record.get("metrics") if isinstance(record.get("metrics"), dict) else {}
+        provenance = _mapping(record.get("metrics"))
         state = provenance.get(key, provenance.get(head))
         if state == "not measured":
             notes.append(f"{run_id}: not measured by {record.get('tool_name') or record.get('tool')}")

@@ -27,7 +27,7 @@ import os
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeGuard
 
 import numpy as np
 
@@ -227,7 +227,8 @@ def read_demo_study(results_root: str | Path = DEFAULT_RESULTS_DIR) -> dict[str,
     return record
 
 
-def _number(value: Any) -> bool:
+def _number(value: Any) -> TypeGuard[float]:
+    """Whether ``value`` is a number (a bool is not)."""
     return isinstance(value, (int, float)) and not isinstance(value, bool)
 
 

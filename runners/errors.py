@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import Any
 
 
@@ -53,7 +54,7 @@ def error_location(loc: "tuple[object, ...]") -> str:
     return ".".join(parts)
 
 
-def validation_message(item: dict[str, Any]) -> str:
+def validation_message(item: Mapping[str, Any]) -> str:
     """One pydantic error item as ``message (got value)``: pydantic's "Value error, " prefix
     dropped, the offending value shown unless it is a whole object or list."""
     message = str(item.get("msg", "invalid value")).removeprefix("Value error, ")

@@ -28,7 +28,7 @@ from runners.schedulers.slice_level import SCLSPolicy
 from runners.schedulers.slo_aware import SLOAwarePolicy, SLOExhaustivePolicy
 from runners.schedulers.static_batching import StaticBatchingPolicy
 
-SCHEDULER_CLASSES: tuple[type[SchedulerPolicy], ...] = (
+SCHEDULER_CLASSES: tuple[type[SchedulerPolicy[Any]], ...] = (
     FCFSPolicy,
     StaticBatchingPolicy,
     SLOAwarePolicy,
@@ -44,10 +44,10 @@ SCHEDULER_CLASSES: tuple[type[SchedulerPolicy], ...] = (
     EngineSLOAwarePolicy,
     EngineMCSFPolicy,
 )
-SCHEDULERS: dict[str, type[SchedulerPolicy]] = {cls.name: cls for cls in SCHEDULER_CLASSES}
+SCHEDULERS: dict[str, type[SchedulerPolicy[Any]]] = {cls.name: cls for cls in SCHEDULER_CLASSES}
 
 
-def scheduler_class(name: str) -> type[SchedulerPolicy]:
+def scheduler_class(name: str) -> type[SchedulerPolicy[Any]]:
     if name not in SCHEDULERS:
         raise UnknownNameError("scheduler.name", name, list(SCHEDULERS))
     return SCHEDULERS[name]
@@ -61,7 +61,7 @@ def check_engine_for(scheduler: str, engine_kind: str) -> None:
         raise ConfigError("scheduler.name", attach_instructions(scheduler))
 
 
-def make_policy(name: str, params: dict[str, Any] | None = None) -> SchedulerPolicy:
+def make_policy(name: str, params: dict[str, Any] | None = None) -> SchedulerPolicy[Any]:
     """A fresh policy object with validated parameters (ConfigError naming the parameter)."""
     cls = scheduler_class(name)
     try:

@@ -322,7 +322,7 @@ class RunWriter:
     def due(self) -> bool:
         """True when buffered rows should be flushed."""
         pending = len(self.requests.buffer) + len(self.timeseries.buffer)
-        return pending >= self.flush_rows or (pending and time.monotonic() - self._last_flush >= self.flush_seconds)
+        return pending >= self.flush_rows or (pending > 0 and time.monotonic() - self._last_flush >= self.flush_seconds)
 
     def summary_due(self) -> bool:
         """True when the interim summary is ``flush_seconds`` old (a flush for ``flush_rows``

@@ -289,7 +289,7 @@ def _record(
     finished_at: str | None,
     execution: dict[str, Any] | None = None,
 ) -> dict[str, Any]:
-    rates = plan.rates or [plan.members[0].rate if plan.members else None]
+    rates: list[float | None] = list(plan.rates) or [plan.members[0].rate if plan.members else None]
     by_rate = [
         {
             "rate": rate,
@@ -438,10 +438,17 @@ def read_study(folder: Path) -> dict[str, Any]:
     data = _read_json_file(path)
     if not isinstance(data, dict):
         raise SchedlabError(f"{path}: expected a JSON object (a study record)")
-    for key, kind in (("study_id", str), ("baseline", str), ("runs", list), ("statistics", dict)):
+    field_kinds: tuple[tuple[str, type], ...] = (
+        ("study_id", str),
+        ("baseline", str),
+        ("runs", list),
+        ("statistics", dict),
+    )
+    for key, kind in field_kinds:
         if not isinstance(data.get(key), kind):
             raise SchedlabError(f"{path}: '{key}' is missing or not a {kind.__name__}; expected a study record")
-    for key, kind in (("schedulers", str), ("seeds", int), ("runs", dict)):
+    item_kinds: tuple[tuple[str, type], ...] = (("schedulers", str), ("seeds", int), ("runs", dict))
+    for key, kind in item_kinds:
         items = data.get(key, [])
         if not isinstance(items, list) or not all(
             isinstance(item, kind) and not isinstance(item, bool) for item in items

@@ -81,7 +81,7 @@ def supported_version(version: str) -> bool:
     """True when ``version`` (e.g. "0.32.0", "0.32.1+cpu", "0.32.0rc1") is a release of a
     major.minor in SUPPORTED_VLLM_VERSIONS."""
     match = re.match(r"(\d+)\.(\d+)(?!\d)", version.strip())
-    return bool(match) and f"{int(match[1])}.{int(match[2])}" in SUPPORTED_VLLM_VERSIONS
+    return match is not None and f"{int(match[1])}.{int(match[2])}" in SUPPORTED_VLLM_VERSIONS
 
 
 def version_error(version: str | None) -> str | None:
