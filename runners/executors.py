@@ -122,8 +122,8 @@ def choose_execution(
                 "executor), or run with --executor process",
             )
         where = f"the Ray cluster at {address}" if address else "a local Ray"
-        count = f"up to {workers} at once" if workers else "as many at once as it has CPUs"
-        return Execution("ray", workers, f"runs as Ray tasks on {where}, {count}")
+        at_once = f"up to {workers} at once" if workers else "as many at once as it has CPUs"
+        return Execution("ray", workers, f"runs as Ray tasks on {where}, {at_once}")
     count = min(workers or os.cpu_count() or 1, max(len(plan.members), 1))
     if kind == "serial" or count == 1:
         return Execution("serial", 1, "runs one at a time in this process")
@@ -252,7 +252,11 @@ class _SpawnContext(multiprocessing.context.SpawnContext):
         super().__init__()
         self.started: list[multiprocessing.context.SpawnProcess] = []
 
-    def Process(self, *args: Any, **kwargs: Any) -> multiprocessing.context.SpawnProcess:  # noqa: N802 - the API's name
+    # typeshed declares Process as the SpawnProcess class itself; the pool only calls it, so a
+    # factory method of the same call signature stands in for it
+    def Process(  # type: ignore[override]  # noqa: N802 - the API's name
+        self, *args: Any, **kwargs: Any
+    ) -> multiprocessing.context.SpawnProcess:
         process = multiprocessing.context.SpawnProcess(*args, **kwargs)
         self.started.append(process)
         return process
@@ -468,14 +472,15 @@ def _ray_task(member: "StudyMember", results_root: Path, task: MemberTask, chann
 
     if ray.get(channel.is_stopped.remote()):
         return "skipped", None, None
-    state = {"checked": 0.0, "stopped": False}
+    checked, stopped = 0.0, False
 
     def should_stop() -> bool:
+        nonlocal checked, stopped
         now = time.monotonic()
-        if not state["stopped"] and now - state["checked"] >= REPORT_INTERVAL_S:
-            state["checked"] = now
-            state["stopped"] = bool(ray.get(channel.is_stopped.remote()))
-        return state["stopped"]
+        if not stopped and now - checked >= REPORT_INTERVAL_S:
+            checked = now
+            stopped = bool(ray.get(channel.is_stopped.remote()))
+        return stopped
 
     return task(
         member, results_root, _Reporter(member.run_id, lambda report: channel.report.remote(report)), should_stop
@@ -508,7 +513,7 @@ class _RayBackend(_Backend):
                     address=address,
                     include_dashboard=False,
                     log_to_driver=False,
-                    **({} if address else {"num_cpus": os.cpu_count() or 1}),
+                    num_cpus=None if address else os.cpu_count() or 1,  # None: the cluster's own
                 )
             except Exception as exc:  # noqa: BLE001 - one line, before anything is written
                 lines = str(exc).strip().splitlines()
@@ -519,7 +524,8 @@ class _RayBackend(_Backend):
                 ) from exc
         self.workers = workers or max(int(ray.cluster_resources().get("CPU", 1)), 1)
         self.results_root, self.task = results_root, task
-        self.channel = ray.remote(num_cpus=0)(_RayChannel).remote()
+        # Any: Ray types an actor handle's methods as the plain functions, without their .remote
+        self.channel: Any = ray.remote(num_cpus=0)(_RayChannel).remote()
         self.remote_task = ray.remote(num_cpus=1, max_retries=0)(_ray_task)
         self.refs: dict[Any, "StudyMember"] = {}
 
