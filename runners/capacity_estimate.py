@@ -52,7 +52,7 @@ from __future__ import annotations
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any, overload
 
 import numpy as np
 
@@ -64,7 +64,7 @@ from runners.workload.tokens import make_token_counter
 
 if TYPE_CHECKING:
     from runners.config import RunConfig
-    from runners.engines.sim_config import ResolvedSimulator
+    from runners.engines.sim_config import ResolvedSimulator, SimulatorConfig
 
 #: Below this share of its slots in use (at the end of the arrivals, see :func:`is_low`) an engine
 #: rarely has a queue, so schedulers tend to make identical decisions (every request is
@@ -129,12 +129,24 @@ class CapacityEstimate:
         return rate_rps / self.capacity_rps
 
 
-def _per_request_s(latency: LatencyModel, lengths: LengthProfile, batch: int | np.ndarray):
-    """(tau, D, P) of the module docstring at ``batch`` requests decoding (seconds)."""
-    context = lengths.decode_context
+@overload
+def _per_request_s(latency: LatencyModel, lengths: LengthProfile, batch: float) -> tuple[float, float, float]: ...
+
+
+@overload
+def _per_request_s(
+    latency: LatencyModel, lengths: LengthProfile, batch: np.ndarray
+) -> tuple[np.ndarray, np.ndarray, float]: ...
+
+
+def _per_request_s(latency: LatencyModel, lengths: LengthProfile, batch: Any) -> tuple[Any, Any, float]:
+    """(tau, D, P) of the module docstring at ``batch`` requests decoding (seconds; ``batch`` a
+    number or a numpy array of them). tau is eq. 15 at the decode context L
+    (:meth:`PhaseCoefficients.at`); P is a prompt's added cost inside a decode step, so it is
+    written here: its own terms at b = 1, the step's fixed cost raised to max(delta_p, delta_d)."""
     d = latency.decode
     p = latency.prefill
-    step = d.alpha * batch * context + d.beta * batch + d.gamma * context + d.delta
+    step = d.at(batch, lengths.decode_context)
     decode = lengths.mean_decode_steps * step / batch
     prefill = (p.alpha + p.gamma) * lengths.mean_input + p.beta + max(0.0, p.delta - d.delta)
     return step, decode, prefill
@@ -264,7 +276,7 @@ def real_engine_load(kind: str) -> OfferedLoad:
     )
 
 
-def offered_load(config) -> OfferedLoad:
+def offered_load(config: RunConfig) -> OfferedLoad:
     """The offered load of a run config (:class:`runners.config.RunConfig`) against its engine.
     The simulator gets the estimate; a real engine gets a sentence saying why there is none.
     ConfigError / DatasetError when the engine or workload cannot be resolved."""
@@ -276,12 +288,12 @@ def offered_load(config) -> OfferedLoad:
     from runners.engines.fidelity import fidelity_sentence
 
     resolved = engine.resolve()
-    load = _simulated_load(config, resolved)
+    load = _simulated_load(config, engine, resolved)
     return replace(load, fidelity=fidelity_sentence(resolved.profile.name, resolved.profile.fidelity, load.rate_rps))
 
 
-def _simulated_load(config: RunConfig, resolved: ResolvedSimulator) -> OfferedLoad:
-    engine = config.engine
+def _simulated_load(config: RunConfig, engine: SimulatorConfig, resolved: ResolvedSimulator) -> OfferedLoad:
+    """The offered load of ``config`` on its simulator ``engine`` (``config.engine``), resolved."""
     estimate = estimate_capacity(
         resolved.latency,
         workload_lengths(config.workload),
