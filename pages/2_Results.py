@@ -18,6 +18,7 @@ from pathlib import Path
 import pandas as pd
 import streamlit as st
 
+from pages._cached_runs import load_member, load_run_cached, summary_stamp
 from runners import result_store
 from runners.charts import (
     CHART_VIEWS,
@@ -72,23 +73,10 @@ st.set_page_config(page_title="schedlab · Results", layout="wide")
 ROOT = result_store.DEFAULT_RESULTS_DIR
 
 
-@st.cache_resource(show_spinner=False, max_entries=256)
-def load_run_cached(folder: str, stamp: float) -> result_store.RunData:  # noqa: ARG001 - stamp keys the cache
-    return result_store.load_run(Path(folder).parent, Path(folder).name)
-
-
 @st.cache_resource(show_spinner=False, max_entries=128)
 def chart_cached(name: str, keys: tuple[tuple[str, float], ...], log_x: bool = False):
     runs = [load_run_cached(folder, stamp) for folder, stamp in keys]
     return comparison_chart(name, [run.summary for run in runs], runs, log_x=log_x)
-
-
-def stamp_of(folder: Path) -> float:
-    """Changes whenever the run's summary is rewritten (a rename or a run still going)."""
-    try:
-        return (folder / "summary.json").stat().st_mtime_ns / 1e9
-    except FileNotFoundError:
-        return 0.0
 
 
 def study_stamp(study_id: str) -> float:
@@ -139,7 +127,7 @@ def pooled_cdf_cached(
         _study(root, study_id),
         rate=rate,
         problems=problems,
-        load=lambda base, run_id: load_run_cached(str(base / run_id), stamp_of(base / run_id)),
+        load=load_member,
     )
     return pooled_cdfs(members, column, log_x), problems
 
@@ -587,7 +575,7 @@ else:
 keys: tuple[tuple[str, float], ...] = ()
 loaded: list[result_store.RunData] = []
 for run_id in chosen:  # a run whose files cannot be read is named, and the others compared
-    key = (str(ROOT / run_id), stamp_of(ROOT / run_id))
+    key = (str(ROOT / run_id), summary_stamp(ROOT / run_id))
     try:
         loaded.append(load_run_cached(*key))
         keys += (key,)

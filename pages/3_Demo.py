@@ -4,10 +4,9 @@ presented for a non-specialist; one click reruns one seed live, for watching."""
 
 from __future__ import annotations
 
-from pathlib import Path
-
 import streamlit as st
 
+from pages._cached_runs import load_member
 from runners import result_store
 from runners.charts import kv_overlay
 from runners.demo import (
@@ -37,20 +36,6 @@ from runners.workload.slo import PAPER_SLOS
 
 st.set_page_config(page_title="schedlab · Demo", layout="wide")
 ROOT = result_store.DEFAULT_RESULTS_DIR
-
-
-@st.cache_resource(show_spinner=False, max_entries=64)
-def load(folder: str, stamp: float) -> result_store.RunData:  # noqa: ARG001 - stamp keys the cache
-    return result_store.load_run(Path(folder).parent, Path(folder).name)
-
-
-def load_member(base: Path, run_id: str) -> result_store.RunData:
-    """A member run by its exact id, cached until its summary changes."""
-    try:
-        stamp = (base / run_id / "summary.json").stat().st_mtime
-    except OSError as exc:
-        raise SchedlabError(f"member run {run_id!r}: {exc.strerror or exc}") from None
-    return load(str(base / run_id), stamp)
 
 
 def cards(record: dict, key: str, delta_color: str) -> None:
