@@ -671,7 +671,7 @@ OVERHEAD_TERMS: tuple[str, ...] = ("request_s", "per_prompt_token_s", "busy_engi
 
 def fit_serving_overhead(
     samples: Sequence[StepSample], folds: int = 5, seed: int = 0
-) -> tuple[ServingOverhead, dict[str, float]] | None:
+) -> tuple[ServingOverhead, dict[str, float | None]] | None:
     """NNLS of the :data:`OVERHEAD_KIND` samples' seconds on [1, prompt tokens, engine busy (the
     sample's ``decode_requests`` > 0), requests running (``decode_requests``)], weighted by 1 / the
     measured seconds (relative error, as the step model), with the in-sample and out-of-fold

@@ -432,12 +432,13 @@ def capacity_per_seed(record: dict[str, Any], summaries: dict[str, dict[str, Any
         )
     rows = []
     for (name, seed), by_rate in cells.items():
-        missing = [rate for rate in rates if by_rate.get(rate) is None]
+        measured = {rate: value for rate, value in by_rate.items() if value is not None}
+        missing = [rate for rate in rates if rate not in measured]
         capacity, at_least, reason = None, False, ""
         if missing:
             reason = f"no result at {CAPACITY.format(missing[0])} req/s"
         else:
-            attainments = [by_rate[rate] for rate in rates]
+            attainments = [measured[rate] for rate in rates]
             capacity = capacity_at(rates, attainments, target)
             at_least = all(value >= target for value in attainments)
             if capacity is None:

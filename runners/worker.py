@@ -71,14 +71,15 @@ def run_job(folder: str | Path, results_root: str | Path, given_spec: str | None
 
     signal.signal(signal.SIGTERM, on_term)
     signal.signal(signal.SIGINT, on_term)
-    last_check = {"t": 0.0, "stop": False}
+    checked, stop = 0.0, False
 
     def should_stop() -> bool:
+        nonlocal checked, stop
         now = time.monotonic()
-        if now - last_check["t"] >= 0.2:  # a stat() at most five times a second
-            last_check["t"] = now
-            last_check["stop"] = terminated["flag"] or cancel_requested(folder)
-        return last_check["stop"]
+        if now - checked >= 0.2:  # a stat() at most five times a second
+            checked = now
+            stop = terminated["flag"] or cancel_requested(folder)
+        return stop
 
     def report(state: str, current: int | None, error: str | None = None) -> None:
         write_status(folder, {"state": state, "pid": os.getpid(), "current": current, "runs": runs, "error": error})

@@ -26,7 +26,7 @@ import asyncio
 import json
 import os
 import threading
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import Callable, Coroutine, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Protocol, TypeVar
@@ -136,7 +136,7 @@ def make_token_counter(tokenizer_path: str | None) -> TokenCounter:
     return ApproximateTokenCounter()
 
 
-def run_coroutine(make: Callable[[], Awaitable[T]]) -> T:
+def run_coroutine(make: Callable[[], Coroutine[Any, Any, T]]) -> T:
     """Run the coroutine ``make()`` to its end from synchronous code, in a thread of its own when
     this thread already runs an event loop (the dashboard)."""
     try:
