@@ -348,23 +348,11 @@ def _study(
     )
 
 
-def build_job(values: dict[str, Any], schedulers: list[str], check_workload: bool = True) -> FormResult:
-    """Validate the form and build the job; nothing is started here.
-
-    ``values``: dotted field -> value (see module doc); ``sweep.enabled`` (bool),
-    ``sweep.rates`` (text "1, 2, 4") and ``sweep.target`` (0-1) make a rate sweep;
-    ``trials.seeds`` (text: a count N = seeds 0..N-1, or a list "3, 7, 11") makes the launch one
-    study of every scheduler (x rate) at every seed, compared with ``trials.baseline`` (blank:
-    the first scheduler); more than :data:`runners.study.MAX_RUNS_UNCONFIRMED` runs need
-    ``trials.confirm``. ``slo.<task>.tpot_ms`` is the TPOT limit in milliseconds.
-    ``job.label`` names the job. ``check_workload`` also builds the workload once, so a
-    malformed dataset file or an impossible SLO preset is reported before launch."""
-    errors: dict[str, str] = {}
-    if not schedulers:
-        errors["schedulers"] = "choose at least one scheduler"
-    data = _nested(values, errors)
-    params = {name: _scheduler_params(name, values, errors) for name in schedulers}
-    seeds = _seeds(values, errors)
+def _sweep(
+    values: dict[str, Any], data: dict[str, Any], errors: dict[str, str]
+) -> tuple[SweepSpec | None, list[float | None], str | None]:
+    """(the sweep, its arrival rates in req/s, its sweep id) when the form asks for a rate sweep;
+    (None, [None], None) otherwise: one run per scheduler at the workload's own rate."""
     sweep = None
     rates: list[float | None] = [None]
     if values.get("sweep.enabled"):
@@ -384,13 +372,21 @@ def build_job(values: dict[str, Any], schedulers: list[str], check_workload: boo
     if sweep is not None:
         digest = hashlib.sha1(repr(sorted(values.items(), key=str)).encode()).hexdigest()[:6]
         sweep_id = f"sweep-{digest}"
+    return sweep, rates, sweep_id
+
+
+def _single_runs(
+    data: dict[str, Any],
+    schedulers: list[str],
+    params: dict[str, dict[str, Any]],
+    rates: list[float | None],
+    sweep_id: str | None,
+    errors: dict[str, str],
+) -> list[RunConfig]:
+    """One run per scheduler (x sweep rate) when the launch is not a study; stops at the first
+    config that does not validate, with its errors keyed by field."""
     configs: list[RunConfig] = []
-    study = None
-    if seeds and schedulers and not errors:
-        configs, study = _study(data, values, schedulers, params, seeds, rates, sweep_id, errors)
-        if errors:
-            return FormResult(errors=_form_keys(errors, values))
-    for rate in rates if study is None else []:
+    for rate in rates:
         for name in schedulers or ["fcfs"]:
             config = {**copy.deepcopy(data), "scheduler": {"name": name, "params": params.get(name, {})}}
             if rate is not None:
@@ -401,14 +397,21 @@ def build_job(values: dict[str, Any], schedulers: list[str], check_workload: boo
             except ValidationError as exc:
                 for item in exc.errors():
                     errors.setdefault(_error_key(item.get("loc", ())), validation_message(item))
-                return FormResult(errors=_form_keys(errors, values))
-    if errors or not configs:
-        return FormResult(errors=_form_keys(errors or {"schedulers": "choose at least one scheduler"}, values))
+                return configs
+    return configs
+
+
+def _launch_errors(
+    configs: list[RunConfig], schedulers: list[str], data: dict[str, Any], check_workload: bool
+) -> dict[str, str]:
+    """What stops the job from starting although each config validated: a scheduler the engine
+    cannot run, or (``check_workload``) a workload that cannot be built."""
     try:  # every scheduler of the job, not only the first run's, which prepare_run checks below
         for name in schedulers:
             check_engine_for(name, configs[0].engine.kind)
     except ConfigError as exc:
-        return FormResult(errors=_form_keys({"schedulers": exc.message}, values))
+        return {"schedulers": exc.message}
+    errors: dict[str, str] = {}
     if check_workload:
         try:
             prepare_run(configs[0])
@@ -418,11 +421,49 @@ def build_job(values: dict[str, Any], schedulers: list[str], check_workload: boo
             errors[_dataset_error_key(exc, data)] = str(exc)
         except SchedlabError as exc:
             errors["workload"] = str(exc)
-        if errors:
-            return FormResult(errors=_form_keys(errors, values))
+    return errors
+
+
+def _job_label(values: dict[str, Any], schedulers: list[str], study: StudySpec | None) -> str:
+    """The form's job label, or the schedulers' names (and the seed count of a study)."""
     label = str(values.get("job.label") or "").strip() or " vs ".join(schedulers)
     if study is not None and not str(values.get("job.label") or "").strip():
         label += f" · {len(study.seeds)} seed{'s' if len(study.seeds) > 1 else ''}"
+    return label
+
+
+def build_job(values: dict[str, Any], schedulers: list[str], check_workload: bool = True) -> FormResult:
+    """Validate the form and build the job; nothing is started here.
+
+    ``values``: dotted field -> value (see module doc); ``sweep.enabled`` (bool),
+    ``sweep.rates`` (text "1, 2, 4") and ``sweep.target`` (0-1) make a rate sweep;
+    ``trials.seeds`` (text: a count N = seeds 0..N-1, or a list "3, 7, 11") makes the launch one
+    study of every scheduler (x rate) at every seed, compared with ``trials.baseline`` (blank:
+    the first scheduler); more than :data:`runners.study.MAX_RUNS_UNCONFIRMED` runs need
+    ``trials.confirm``. ``slo.<task>.tpot_ms`` is the TPOT limit in milliseconds.
+    ``job.label`` names the job. ``check_workload`` also builds the workload once, so a
+    malformed dataset file or an impossible SLO preset is reported before launch."""
+    errors: dict[str, str] = {}
+    if not schedulers:
+        errors["schedulers"] = "choose at least one scheduler"
+    data = _nested(values, errors)
+    params = {name: _scheduler_params(name, values, errors) for name in schedulers}
+    seeds = _seeds(values, errors)
+    sweep, rates, sweep_id = _sweep(values, data, errors)
+    configs: list[RunConfig] = []
+    study = None
+    if seeds and schedulers and not errors:
+        configs, study = _study(data, values, schedulers, params, seeds, rates, sweep_id, errors)
+        if errors:
+            return FormResult(errors=_form_keys(errors, values))
+    if study is None:
+        configs = _single_runs(data, schedulers, params, rates, sweep_id, errors)
+    if errors or not configs:
+        return FormResult(errors=_form_keys(errors or {"schedulers": "choose at least one scheduler"}, values))
+    errors = _launch_errors(configs, schedulers, data, check_workload)
+    if errors:
+        return FormResult(errors=_form_keys(errors, values))
+    label = _job_label(values, schedulers, study)
     # every run records the job's label: RunConfig.notes, saved as config.json's config.notes and
     # summary.json's notes (existing fields of the result contract); notes given in the form win
     configs = [config if config.notes else config.model_copy(update={"notes": label}) for config in configs]
