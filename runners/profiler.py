@@ -21,7 +21,7 @@ import csv
 from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass
 from pathlib import Path
-from typing import Literal
+from typing import Any, Literal
 
 import aiohttp
 import numpy as np
@@ -174,24 +174,12 @@ def fit_profile(
     decode = fit_phase(
         [s.batch for s in decoding], [s.decode_context for s in decoding], [s.decode_per_token_s for s in decoding]
     )
-    if kv_capacity_tokens is None:
-        raise SchedlabError(
-            "profile: the engine did not report its KV capacity (vllm:cache_config_info); "
-            "set engine.kv_capacity_tokens in the profile by hand"
-        )
-    extra = {}
-    if block_size:
-        extra["block_size"] = block_size
-    if max_num_seqs:
-        extra["max_num_seqs"] = max_num_seqs
-    if max_num_batched_tokens:
-        extra["max_num_batched_tokens"] = max_num_batched_tokens
+    limits = _engine_limits(kv_capacity_tokens, block_size, max_num_seqs, max_num_batched_tokens)
     return EngineProfile(
         name=name,
         source=source,
         prefill=prefill.coefficients,
         decode=decode.coefficients,
-        kv_capacity_tokens=kv_capacity_tokens,
         fit={
             "rmse_prefill_s": prefill.rmse_s,
             "rmse_decode_s": decode.rmse_s,
@@ -200,8 +188,27 @@ def fit_profile(
             "prefill_points": prefill.points,
             "decode_points": decode.points,
         },
-        **extra,
+        **limits,
     )
+
+
+def _engine_limits(
+    kv_capacity_tokens: int | None, block_size: int | None, max_num_seqs: int | None, max_num_batched_tokens: int | None
+) -> dict[str, Any]:
+    """A profile's engine limits as :class:`EngineProfile` fields: the KV capacity (tokens) and
+    those of block size (tokens), max_num_seqs (requests) and max_num_batched_tokens (tokens)
+    that the engine reported. SchedlabError when it did not report its KV capacity."""
+    if kv_capacity_tokens is None:
+        raise SchedlabError(
+            "profile: the engine did not report its KV capacity (vllm:cache_config_info); "
+            "set engine.kv_capacity_tokens in the profile by hand"
+        )
+    reported = {
+        "block_size": block_size,
+        "max_num_seqs": max_num_seqs,
+        "max_num_batched_tokens": max_num_batched_tokens,
+    }
+    return {"kv_capacity_tokens": kv_capacity_tokens, **{key: value for key, value in reported.items() if value}}
 
 
 def write_samples(samples: Sequence[ProfileSample] | Sequence[StepSample], path: Path) -> Path:
@@ -724,20 +731,7 @@ def fit_step_profile(
     samples hold :data:`OVERHEAD_KIND` requests, the serving overhead fitted on them."""
     overhead = fit_serving_overhead(samples, folds)
     samples = [s for s in samples if s.kind in STEP_KINDS]
-    if kv_capacity_tokens is None:
-        raise SchedlabError(
-            "profile: the engine did not report its KV capacity (vllm:cache_config_info); "
-            "set engine.kv_capacity_tokens in the profile by hand"
-        )
-    extra: dict = {
-        k: v
-        for k, v in [
-            ("block_size", block_size),
-            ("max_num_seqs", max_num_seqs),
-            ("max_num_batched_tokens", max_num_batched_tokens),
-        ]
-        if v
-    }
+    extra = _engine_limits(kv_capacity_tokens, block_size, max_num_seqs, max_num_batched_tokens)
     counts = {kind: sum(s.kind == kind for s in samples) for kind in STEP_KINDS}
     if model == "linear-step":
         fitted = fit_step_model(samples)
@@ -760,9 +754,7 @@ def fit_step_profile(
     if overhead is not None:
         extra["serving_overhead"] = overhead[0]
         fit["serving_overhead"] = overhead[1]
-    return EngineProfile(
-        name=name, source=source, kv_capacity_tokens=kv_capacity_tokens, fit=fit, **coefficients, **extra
-    )
+    return EngineProfile(name=name, source=source, fit=fit, **coefficients, **extra)
 
 
 def read_step_samples(path: Path) -> list[StepSample]:

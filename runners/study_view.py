@@ -471,6 +471,14 @@ def capacity_table(record: dict[str, Any], per_seed: pd.DataFrame) -> pd.DataFra
     return table[columns].reset_index()
 
 
+#: The numbers behind :func:`capacity_statistics`' text columns (req/s; ``wins`` and ``n_pairs``
+#: seeds), kept for export and not shown.
+CAPACITY_NUMBER_COLUMNS = ("mean", "ci_low", "ci_high", "diff_mean", "diff_low", "diff_high", "wins", "n_pairs")
+#: The tables' columns that a page does not show: ``key`` (the metric's summary key), ``judged``
+#: (whether the verdict may be coloured) and the capacity table's numbers.
+HIDDEN_COLUMNS = ("key", "judged", *CAPACITY_NUMBER_COLUMNS)
+
+
 def capacity_statistics(record: dict[str, Any], per_seed: pd.DataFrame) -> pd.DataFrame:
     """Capacity over seeds per scheduler (:func:`summarize`) and against the baseline, paired by
     seed (:func:`paired_comparison`; a seed with no capacity on either side is dropped and
@@ -538,14 +546,7 @@ def capacity_statistics(record: dict[str, Any], per_seed: pd.DataFrame) -> pd.Da
             "verdict",
             "note",
             "judged",
-            "mean",
-            "ci_low",
-            "ci_high",
-            "diff_mean",
-            "diff_low",
-            "diff_high",
-            "wins",
-            "n_pairs",
+            *CAPACITY_NUMBER_COLUMNS,
         ],
     )
 

@@ -49,8 +49,8 @@ IMPORTED_TASK = "chat"
 #: Summary keys an import never fills: the tools know no SLO of ours.
 SLO_KEYS = ("slo_attainment", "slo_met", "G", "goodput_rps")
 RECOMPUTED, MAPPED, NOT_MEASURED = "recomputed", "mapped", "not measured"
-#: The summary metrics recomputed from per-request rows (the distributions' keys included).
-PER_REQUEST_KEYS = (
+#: The summary's run-level counts and rates (request counts, seconds, per-second rates).
+RUN_LEVEL_KEYS = (
     "requests",
     "completed",
     "failed",
@@ -58,11 +58,9 @@ PER_REQUEST_KEYS = (
     "request_throughput_rps",
     "output_throughput_tps",
     "total_throughput_tps",
-    "ttft_s",
-    "tpot_s",
-    "e2e_s",
-    "queue_s",
 )
+#: The summary metrics recomputed from per-request rows (the distributions' keys included).
+PER_REQUEST_KEYS = (*RUN_LEVEL_KEYS, *LATENCY_COLUMNS)
 
 
 class ImportFormatError(SchedlabError):
@@ -189,15 +187,7 @@ def imported_summary(run: ImportedRun) -> tuple[dict[str, Any], dict[str, str]]:
             provenance["itl_s"] = RECOMPUTED
     else:  # run-level figures only: ours are the tool's where the definitions match, else unmeasured
         summary = summarize_requests(rows)
-        for key in (
-            "requests",
-            "completed",
-            "failed",
-            "duration_s",
-            "request_throughput_rps",
-            "output_throughput_tps",
-            "total_throughput_tps",
-        ):
+        for key in RUN_LEVEL_KEYS:
             summary[key] = None
         for key in (*LATENCY_COLUMNS, "itl_s"):
             summary[key] = {"mean": None, "median": None, "p90": None, "p99": None}
