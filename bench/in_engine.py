@@ -25,7 +25,7 @@ bundled tiny-CPU profile (bench/results/tiny-cpu-vllm.profile.yaml). Rows ("E" i
 Writes bench/results/in_engine.{json,md} and the E rows of results/reproduction/
 reproduction_cpu-vllm.{csv,md} (the other rows untouched).
 
-Usage: python bench/in_engine.py [--seeds 3] [--rows E1,E2,E3,E4] [--keep DIR]
+Usage: python -m bench.in_engine [--seeds 3] [--rows E1,E2,E3,E4] [--keep DIR]
 (--rows a subset: those rows are measured again and replace theirs in the reports; the others stay.)
 Run it under the CPU lock (about 40 minutes for every row at 3 seeds).
 """
@@ -41,10 +41,9 @@ import time
 from pathlib import Path
 from typing import Any
 
-from reproduce import OUT, PROFILE, in_table_order, real_notes, write
-from reproduction_study import VERDICT_RULE, Arm, Claim, Measure, RowSpec, parameters_text, run_rows
-from vllm_cpu_common import RESULTS, tiny_model, vllm_engine
-
+from bench.reproduce import OUT, PROFILE, in_table_order, real_notes, write
+from bench.reproduction_study import VERDICT_RULE, Arm, Claim, Measure, RowSpec, parameters_text, run_rows
+from bench.vllm_cpu_common import RESULTS, tiny_model, vllm_engine
 from runners.engines.profile import load_profile
 from runners.study import StudyMember
 
@@ -261,7 +260,7 @@ def merge_into_reproduction(rows: list[dict[str, Any]]) -> None:
     ]
     fields = list(kept[0]) if kept else list(rows[0])
     merged = in_table_order(kept + [{field: row.get(field, "") for field in fields} for row in rows])
-    meta["in_engine"] = {"command": "python bench/in_engine.py", "date": time.strftime("%Y-%m-%d")}
+    meta["in_engine"] = {"command": "python -m bench.in_engine", "date": time.strftime("%Y-%m-%d")}
     (OUT / f"reproduction_{name}.json").write_text(json.dumps(meta, indent=2) + "\n")
     made = re.search(r"^Made by `.*` on (\S+) ", (OUT / f"reproduction_{name}.md").read_text(), re.MULTILINE)
     write(

@@ -10,14 +10,13 @@ page under AppTest. It reports:
   - the busiest 10 s of finishes the view observed (req/s), to show the run did finish ~50/s.
 Writes bench/results/live_view.json and prints it.
 
-Usage: python bench/live_view.py
+Usage: python -m bench.live_view
 """
 
 from __future__ import annotations
 
 import json
 import statistics
-import sys
 import tempfile
 import time
 from pathlib import Path
@@ -25,7 +24,6 @@ from pathlib import Path
 import numpy as np
 
 ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT))
 OUT = ROOT / "bench" / "results" / "live_view.json"
 
 

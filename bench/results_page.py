@@ -10,7 +10,7 @@ Makes 20 simulator runs of 1,000 requests (5 schedulers x 4 seeds), then measure
     available.
 Writes bench/results/results_page.json and prints it.
 
-Usage: python bench/results_page.py
+Usage: python -m bench.results_page
 """
 
 from __future__ import annotations
@@ -27,7 +27,6 @@ import urllib.request
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT))
 OUT = ROOT / "bench" / "results" / "results_page.json"
 
 

@@ -10,25 +10,23 @@ it N arrivals from the synthetic stand-in (all at t = 0), and times one ``decide
 that plans, batches or admits them. Median of 15 repetitions after 3 warm-ups (numba kernels are
 compiled by then).
 
-Usage: python bench/scheduler_overhead.py     Writes bench/results/scheduler_overhead.{json,md}.
+Usage: python -m bench.scheduler_overhead     Writes bench/results/scheduler_overhead.{json,md}.
 """
 
 from __future__ import annotations
 
 import json
 import statistics
-import sys
 import time
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT))
+from runners.config import parse_config
+from runners.registry import SCHEDULERS, make_policy
+from runners.schedulers.base import InstanceInfo
+from runners.workload.builder import build_workload
+from runners.workload.slo import PAPER_SLOS
 
-from runners.config import parse_config  # noqa: E402
-from runners.registry import SCHEDULERS, make_policy  # noqa: E402
-from runners.schedulers.base import InstanceInfo  # noqa: E402
-from runners.workload.builder import build_workload  # noqa: E402
-from runners.workload.slo import PAPER_SLOS  # noqa: E402
+ROOT = Path(__file__).resolve().parents[1]
 
 RESULTS = ROOT / "bench" / "results"
 PRESET_KV = None  # the Qwen2.5-7B preset's 813,104 tokens

@@ -20,7 +20,7 @@ profile, from light load to overload, over several seeds.
 
 No parameter is tuned to the validation seeds: the profile comes from step 1 only.
 
-Usage: python bench/sim_fidelity.py [--levels 0.2,0.5,0.8,1.2] [--seeds 3] [--requests 200]
+Usage: python -m bench.sim_fidelity [--levels 0.2,0.5,0.8,1.2] [--seeds 3] [--requests 200]
        [--capacity-requests 200] [--profile PATH]
 Run it under the CPU lock on a quiet machine (it takes about 10 minutes).
 """
@@ -35,8 +35,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from vllm_cpu_common import RESULTS, TINY_ENGINE, tiny_model, vllm_engine
-
+from bench.vllm_cpu_common import RESULTS, TINY_ENGINE, tiny_model, vllm_engine
 from runners.benchmark import execute_run
 from runners.config import parse_config
 from runners.engines.fidelity import (

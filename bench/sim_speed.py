@@ -8,7 +8,7 @@
   process (target <= 120 s and <= 2 GiB peak resident memory);
 - load and mix 10,000 requests from the synthetic stand-in (workload building alone).
 
-Usage: python bench/sim_speed.py [--requests 10000] [--big-requests 1000000] [--runs 5] [--rate 4]
+Usage: python -m bench.sim_speed [--requests 10000] [--big-requests 1000000] [--runs 5] [--rate 4]
        [--skip-big]
 Each measurement runs in a fresh subprocess so peak memory is the run's own. Take timings on a
 quiet machine (one measurement at a time).
@@ -33,7 +33,6 @@ TARGET_BIG_MIB = 2048.0
 
 CHILD = r"""
 import json, resource, sys, time
-sys.path.insert(0, {root!r})
 from runners.config import parse_config
 from runners.benchmark import execute_run, prepare_run
 mode, requests, rate, out = sys.argv[1], int(sys.argv[2]), float(sys.argv[3]), sys.argv[4]
@@ -59,7 +58,8 @@ def measure(mode: str, requests: int, rate: float) -> dict:
     """One fresh process: ``execute_run`` (mode simulate) or ``prepare_run`` (mode load)."""
     with tempfile.TemporaryDirectory() as out:
         completed = subprocess.run(
-            [sys.executable, "-c", CHILD.format(root=str(ROOT)), mode, str(requests), str(rate), out],
+            [sys.executable, "-c", CHILD.format(), mode, str(requests), str(rate), out],
+            cwd=ROOT,  # python -c puts the working folder first on sys.path: runners imports from there
             capture_output=True,
             text=True,
             check=True,

@@ -13,9 +13,9 @@ Each executor writes the study into its own temporary results folder; the runs' 
 agree across executors (the script checks SLO attainment and G of every run and says so).
 Results are printed and saved to bench/results/study_speed.json (``--out`` elsewhere).
 
-Usage: python bench/study_speed.py [--seeds 10] [--requests 1000] [--rates 2,4,6,8]
+Usage: python -m bench.study_speed [--seeds 10] [--requests 1000] [--rates 2,4,6,8]
        [--schedulers fcfs,static,slo-sa,dynamic-mem,dynamic-sla] [--executors serial,process,ray]
-Smoke run: python bench/study_speed.py --seeds 1 --requests 20 --rates 4 --schedulers fcfs,slo-sa
+Smoke run: python -m bench.study_speed --seeds 1 --requests 20 --rates 4 --schedulers fcfs,slo-sa
            --executors serial,process --out /tmp/study_speed.json
 """
 
@@ -24,13 +24,11 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import sys
 import tempfile
 import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT))
 OUT = ROOT / "bench" / "results" / "study_speed.json"
 TARGET_SPEEDUP = 1.8
 

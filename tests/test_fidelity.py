@@ -308,16 +308,9 @@ def test_sentence_picks_the_nearest_level():
 
 
 def _bench():
-    import importlib.util
-    import sys
-    from pathlib import Path
+    from bench import sim_fidelity
 
-    bench = Path(__file__).resolve().parents[1] / "bench"
-    sys.path.insert(0, str(bench))
-    spec = importlib.util.spec_from_file_location("sim_fidelity_bench", bench / "sim_fidelity.py")
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+    return sim_fidelity
 
 
 def test_a_level_the_engine_cannot_serve_is_named_and_the_measured_levels_kept():

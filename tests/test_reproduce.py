@@ -5,17 +5,13 @@ tables, and a tiny paired run on the simulator."""
 from __future__ import annotations
 
 import math
-import sys
 from pathlib import Path
 
 import pandas as pd
 import pytest
 
-ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT / "bench"))
-
-import reproduce  # noqa: E402
-from reproduction_study import (  # noqa: E402
+from bench import reproduce
+from bench.reproduction_study import (
     LIVELOCK_TEXT,
     Arm,
     Claim,
@@ -33,8 +29,9 @@ from reproduction_study import (  # noqa: E402
     unique_arms,
     verdict,
 )
-
 from runners.metrics.seed_statistics import RelativeChange  # noqa: E402
+
+ROOT = Path(__file__).resolve().parents[1]
 
 T_975_2 = 4.302652729911275  # Student t, 97.5th percentile, 2 degrees of freedom
 BASE = {0: 1.0, 1: 2.0, 2: 3.0}

@@ -25,13 +25,11 @@ import numpy as np
 import pandas as pd
 import pytest
 
-ROOT = Path(__file__).resolve().parents[1]
-if str(ROOT) not in sys.path:
-    sys.path.insert(0, str(ROOT))
+from runners.benchmark import execute_run
+from runners.config import parse_config
+from runners.result_store import REQUEST_COLUMNS, TIMESERIES_COLUMNS, load_run
 
-from runners.benchmark import execute_run  # noqa: E402
-from runners.config import parse_config  # noqa: E402
-from runners.result_store import REQUEST_COLUMNS, TIMESERIES_COLUMNS, load_run  # noqa: E402
+ROOT = Path(__file__).resolve().parents[1]
 
 GOLDEN = ROOT / "tests" / "data" / "sim_golden"
 

@@ -293,9 +293,8 @@ def test_ray_address_without_ray_is_one_line(results_dir, capsys, monkeypatch):
 
 
 def test_study_speed_bench_at_tiny_scale(tmp_path, capsys):
-    spec = importlib.util.spec_from_file_location("study_speed", ROOT / "bench" / "study_speed.py")
-    bench = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(bench)
+    from bench import study_speed as bench
+
     out = tmp_path / "study_speed.json"
     assert (
         bench.main(
