@@ -15,6 +15,7 @@ from typing import Any
 import pandas as pd
 
 from runners.engines.fidelity import fidelity_sentence
+from runners.json_values import as_dict
 from runners.metrics.catalog import RUN_METRICS, TABLE_METRICS, Metric, metric_by_label, summary_value
 from runners.workload.arrivals import RATE_PROCESSES
 from runners.workload.slo import TASKS
@@ -52,12 +53,6 @@ COMPARISON_METRICS: tuple[Metric, ...] = RUN_METRICS
 
 
 # -- display names --------------------------------------------------------------------------------
-def _mapping(value: Any) -> dict[str, Any]:
-    """``value`` when it is a mapping, else an empty one (a config or summary section that is
-    missing or malformed reads as empty)."""
-    return value if isinstance(value, dict) else {}
-
-
 def _parts(run: Any) -> tuple[dict[str, Any], dict[str, Any]]:
     """(summary, config.json) of a loaded run (anything with ``summary`` and ``config``, e.g.
     :class:`runners.result_store.RunData`) or of a bare summary mapping (config then empty)."""
@@ -277,10 +272,10 @@ def _source_text(source: Any) -> str | None:
 def _workload_facts(run: Any) -> dict[str, str | None]:
     """What a run's result depends on besides its scheduler, as text (None when not recorded)."""
     summary, config = _parts(run)
-    run_config = _mapping(config.get("config"))
-    workload = _mapping(run_config.get("workload"))
-    engine = _mapping(run_config.get("engine"))
-    arrival = _mapping(workload.get("arrival"))
+    run_config = as_dict(config.get("config"))
+    workload = as_dict(run_config.get("workload"))
+    engine = as_dict(run_config.get("engine"))
+    arrival = as_dict(workload.get("arrival"))
     requests = workload.get("requests", summary.get("requests_total"))
     process = arrival.get("process") or summary.get("arrival_process")
     rate = arrival.get("rate", summary.get("arrival_rate_rps"))
@@ -289,7 +284,7 @@ def _workload_facts(run: Any) -> dict[str, str | None]:
         if isinstance(rate, (int, float)) and not isinstance(rate, bool)
         else process
     )
-    ratio = _mapping(workload.get("ratio")) or None
+    ratio = as_dict(workload.get("ratio")) or None
     datasets = [f"{task} {_source_text(workload.get(task))}" for task in TASKS if _source_text(workload.get(task))]
     engine_text = summary.get("engine") or engine.get("kind")
     details = [str(engine[field]) for field in ("preset", "model", "profile") if engine.get(field)]
@@ -410,7 +405,7 @@ def definition_notes(summaries: Sequence[dict[str, Any]], key: str, detailed: bo
         if not isinstance(record, dict):
             continue
         run_id = summary.get("run_id")
-        provenance = _mapping(record.get("metrics"))
+        provenance = as_dict(record.get("metrics"))
         state = provenance.get(key, provenance.get(head))
         if state == "not measured":
             notes.append(f"{run_id}: not measured by {record.get('tool_name') or record.get('tool')}")

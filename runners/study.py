@@ -44,6 +44,7 @@ from runners.config import MAX_STUDY_SEEDS, RunConfig, TrialsConfig
 from runners.errors import ConfigError, SchedlabError
 from runners.executors import Execution, MemberTask, choose_execution, run_members
 from runners.input_model import MAX_SEED
+from runners.json_values import as_dict
 from runners.metrics.catalog import STUDY_HEADLINE_KEYS
 from runners.metrics.seed_statistics import SINGLE_SEED_NOTE, paired_comparison, relative_change, summarize
 from runners.registry import make_policy, scheduler_class
@@ -461,10 +462,6 @@ def read_study(folder: Path) -> dict[str, Any]:
     return data
 
 
-def _mapping(value: Any) -> dict[str, Any]:
-    return value if isinstance(value, dict) else {}
-
-
 def study_table(record: dict[str, Any], keys: Iterable[str] = STUDY_HEADLINE_KEYS) -> list[list[str]]:
     """Rows (header first) of the study's headline: per metric and scheduler, the mean with its
     95% interval over seeds; for each non-baseline scheduler the paired difference with the
@@ -482,25 +479,25 @@ def study_table(record: dict[str, Any], keys: Iterable[str] = STUDY_HEADLINE_KEY
             "verdict",
         ]
     ]
-    statistics = _mapping(record.get("statistics"))
+    statistics = as_dict(record.get("statistics"))
     for key in keys:
         metric = catalog.get(key)
         entry = statistics.get(key)
         if metric is None or not isinstance(entry, dict):
             continue
-        per = _mapping(entry.get("schedulers"))
-        versus = _mapping(entry.get("vs_baseline"))
+        per = as_dict(entry.get("schedulers"))
+        versus = as_dict(entry.get("vs_baseline"))
         for name in [str(name) for name in record.get("schedulers") or list(per)]:
-            stats = _mapping(per.get(name))
+            stats = as_dict(per.get(name))
             interval = metric.format_interval(stats.get("ci_low"), stats.get("ci_high"))
             cells = [metric.label, name, str(stats.get("n", 0)), f"{metric.format(stats.get('mean'))} {interval}"]
-            pair = _mapping(versus.get(name))
+            pair = as_dict(versus.get(name))
             if pair:
                 dropped = f" ({pair.get('dropped')} dropped)" if pair.get("dropped") else ""
                 cells += [
                     f"{metric.format_change(pair.get('diff_mean'))} "
                     f"{metric.format_interval(pair.get('ci_low'), pair.get('ci_high'))}",
-                    _relative_text(_mapping(pair.get("relative"))),
+                    _relative_text(as_dict(pair.get("relative"))),
                     f"{pair.get('wins', 0)}/{pair.get('n_pairs', 0)}{dropped}",
                     str(pair.get("verdict")),
                 ]

@@ -22,6 +22,7 @@ import pandas as pd
 
 from runners.compare import COMPARISON_METRICS, capacity_at
 from runners.errors import SchedlabError
+from runners.json_values import as_dict
 from runners.metrics.catalog import Metric
 from runners.metrics.seed_statistics import SINGLE_SEED_NOTE, paired_comparison, summarize
 from runners.result_store import RUN_ID_PATTERN, RunData, _entries, _results_root, load_run, read_summary
@@ -264,7 +265,7 @@ def same_as_baseline(record: dict[str, Any]) -> dict[str, list[Any]]:
         for key, entry in statistics.items():
             if str(key).startswith(WHERE_REQUESTS_WAIT):
                 continue
-            for name, pair in _mapping(_mapping(entry).get("vs_baseline")).items():
+            for name, pair in as_dict(as_dict(entry).get("vs_baseline")).items():
                 if isinstance(pair, dict) and _n(pair, "n_pairs"):
                     pairs.setdefault(str(name), []).append(pair)
         for name, entries in pairs.items():
@@ -293,10 +294,6 @@ def same_as_baseline_lines(record: dict[str, Any]) -> list[str]:
 
 
 # -- the statistics table --------------------------------------------------------------------------
-def _mapping(value: Any) -> dict[str, Any]:
-    return value if isinstance(value, dict) else {}
-
-
 def wins_text(pair: dict[str, Any]) -> str:
     """``3 of 5 seeds`` (seeds where the scheduler is better), with the dropped seeds."""
     dropped = f" ({_n(pair, 'dropped')} dropped)" if _n(pair, "dropped") else ""
@@ -329,14 +326,14 @@ def statistics_frame(
     change_column = f"change vs {baseline} [95% CI]"
     rows = []
     for metric in metrics:
-        entry = _mapping(statistics.get(metric.key))
-        per = _mapping(entry.get("schedulers"))
-        if not per or (metric.real_engines_only and not any(_n(_mapping(s)) for s in per.values())):
+        entry = as_dict(statistics.get(metric.key))
+        per = as_dict(entry.get("schedulers"))
+        if not per or (metric.real_engines_only and not any(_n(as_dict(s)) for s in per.values())):
             continue
-        versus = _mapping(entry.get("vs_baseline"))
+        versus = as_dict(entry.get("vs_baseline"))
         for name in _ordered(record, per):
-            stats = _mapping(per.get(name))
-            pair = _mapping(versus.get(name))
+            stats = as_dict(per.get(name))
+            pair = as_dict(versus.get(name))
             row = {
                 "metric": metric.label,
                 "scheduler": name,
@@ -358,7 +355,7 @@ def statistics_frame(
                 row.update(
                     {
                         change_column: change_text(metric, pair),
-                        "relative change [95% CI]": _relative_text(_mapping(pair.get("relative"))),
+                        "relative change [95% CI]": _relative_text(as_dict(pair.get("relative"))),
                         "seeds better": wins_text(pair),
                         "verdict": pair["verdict"] if pair.get("verdict") in VERDICT_COLOURS else "-",
                         "note": pair.get("note") or row["note"],
@@ -400,9 +397,9 @@ def sweep_statistics(record: dict[str, Any], key: str) -> pd.DataFrame:
     units), from study.json: the rows of a sweep chart with interval bands."""
     rows = []
     for rate, statistics in statistics_by_rate(record):
-        per = _mapping(_mapping(statistics.get(key)).get("schedulers"))
+        per = as_dict(as_dict(statistics.get(key)).get("schedulers"))
         for name in _ordered(record, per):
-            stats = _mapping(per.get(name))
+            stats = as_dict(per.get(name))
             rows.append(
                 {
                     "scheduler": name,

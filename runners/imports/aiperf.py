@@ -29,7 +29,8 @@ import time
 from pathlib import Path
 from typing import Any
 
-from runners.imports.base import Definition, ImportedRun, ImportFormatError, RequestTimes, as_dict, as_list, number
+from runners.imports.base import Definition, ImportedRun, ImportFormatError, RequestTimes, number
+from runners.json_values import as_dict, as_list
 
 NAME = "aiperf"
 RECORDS_NAME = "aiperf-records"

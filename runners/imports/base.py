@@ -322,16 +322,6 @@ def read_bytes(path: str | Path, limit: int = 512 * 2**20) -> bytes:
         raise SchedlabError(f"{path}: unreadable ({exc.strerror or exc})") from None
 
 
-def as_dict(value: Any) -> dict[str, Any]:
-    """``value`` when it is a JSON object (a dict: itself, not a copy), else an empty dict."""
-    return value if isinstance(value, dict) else {}
-
-
-def as_list(value: Any) -> list[Any]:
-    """``value`` when it is a JSON array (a list: itself, not a copy), else an empty list."""
-    return value if isinstance(value, list) else []
-
-
 def number(value: Any) -> float | None:
     """``value`` as a finite float, or None (for bools, text, NaN, missing)."""
     if isinstance(value, bool) or not isinstance(value, (int, float)):

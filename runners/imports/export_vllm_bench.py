@@ -25,7 +25,7 @@ from typing import Any
 
 import numpy as np
 
-from runners.imports.base import as_dict
+from runners.json_values import as_dict
 from runners.metrics.run_metrics import distribution
 from runners.result_store import DEFAULT_RESULTS_DIR, RunData, load_run, write_json_atomic
 

@@ -31,7 +31,8 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from runners.imports.base import Definition, ImportedRun, ImportFormatError, RequestTimes, as_dict, number
+from runners.imports.base import Definition, ImportedRun, ImportFormatError, RequestTimes, number
+from runners.json_values import as_dict
 from runners.metrics.outcomes import CANCELLED
 
 NAME = "guidellm"
