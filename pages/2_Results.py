@@ -55,6 +55,7 @@ from runners.metrics.seed_statistics import SINGLE_SEED_NOTE
 from runners.study import STUDY_FILE, delete_study, identical_decisions_note, read_study, study_lines
 from runners.study_charts import capacity_chart, metric_bars, pooled_cdfs, sweep_bands
 from runners.study_view import (
+    HIDDEN_COLUMNS,
     capacity_per_seed,
     capacity_statistics,
     capacity_table,
@@ -136,24 +137,7 @@ def styled_verdicts(table: pd.DataFrame):
     """The table without its helper columns, verdicts coloured (better green, worse red, no
     difference grey; never for the baseline or a metric that describes the setting)."""
     judged = list(table["judged"]) if "judged" in table else [False] * len(table)
-    shown = table.drop(
-        columns=[
-            column
-            for column in (
-                "key",
-                "judged",
-                "mean",
-                "ci_low",
-                "ci_high",
-                "diff_mean",
-                "diff_low",
-                "diff_high",
-                "wins",
-                "n_pairs",
-            )
-            if column in table
-        ]
-    )
+    shown = table.drop(columns=[column for column in HIDDEN_COLUMNS if column in table])
     return shown.style.apply(
         lambda column: [verdict_colour(value, flag) for value, flag in zip(column, judged)], subset=["verdict"]
     )
