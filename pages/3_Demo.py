@@ -31,7 +31,7 @@ from runners.jobs import new_job_spec, start_job
 from runners.metrics.catalog import RUN_METRICS
 from runners.schedulers.papers import title
 from runners.study_charts import metric_bars, pooled_cdfs
-from runners.study_view import statistics_frame, study_member_runs
+from runners.study_view import HIDDEN_COLUMNS, statistics_frame, study_member_runs
 from runners.workload.slo import PAPER_SLOS
 
 st.set_page_config(page_title="schedlab · Demo", layout="wide")
@@ -141,7 +141,11 @@ if record is not None:
         )
     with st.expander("Every number, for specialists (G, latencies, how contended the runs were)"):
         table = statistics_frame(record, record["statistics"], RUN_METRICS)
-        st.dataframe(table.drop(columns=["key", "judged"]), hide_index=True, key="demo-statistics")
+        st.dataframe(
+            table.drop(columns=[column for column in HIDDEN_COLUMNS if column in table]),
+            hide_index=True,
+            key="demo-statistics",
+        )
         st.caption(
             "Means over seeds with 95% Student t intervals; change = scheduler - baseline per seed (paired), "
             "its 95% interval, and the seeds where the scheduler was better; relative change by bootstrap."
