@@ -35,7 +35,7 @@ a fluid model of the same formula at b <= B requests at once (:func:`fluid_occup
 load below 50% always falls there (the throughput is concave in b), but so can a higher one:
 256 slots at 78% of the capacity hold about 60 requests and never queue.
 
-Measured (tests/test_capacity_estimate.py): the estimate is within 1.5% of the throughput of
+Measured (tests/unit/test_capacity_estimate.py): the estimate is within 1.5% of the throughput of
 saturated simulator runs where max_num_seqs is the limit (16, 32, 64 slots; 4% at 256 slots)
 and 7-10% above it where the KV cache is. Not modelled: preemption when the KV
 cache is the limit (recomputation lowers throughput further), the scheduler's own limits (a

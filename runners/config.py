@@ -76,7 +76,7 @@ class TrialsConfig(InputModel):
 
 #: Any engine's config, told apart by its ``kind``: at run time a Union built from the engine
 #: kinds (runners.engines.kinds, in its order); for the type checker the same classes written
-#: out, which tests/test_layering.py checks against the kinds.
+#: out, which tests/unit/test_layering.py checks against the kinds.
 if TYPE_CHECKING:
     from runners.engines.adapters.lmdeploy import LMDeployConfig
     from runners.engines.adapters.sglang import SGLangConfig

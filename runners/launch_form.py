@@ -59,7 +59,7 @@ STUDY_FLAGS = {
 #: estimated capacity with 16 slots (1.94 req/s, runners.capacity_estimate), so requests queue
 #: (the project default, 256 slots at 4 req/s, never queued: identical decisions); five seeds of
 #: 200 requests each make a study of a few seconds' simulation work, about 15 s at 100x pace
-#: (tests/test_launch_study.py checks that the decisions differ at every seed).
+#: (tests/integration/test_launch_study.py checks that the decisions differ at every seed).
 FORM_DEFAULTS: dict[str, Any] = {
     "engine.kind": "sim",
     "engine.max_num_seqs": 16,

@@ -50,3 +50,22 @@ def tiny_model(tmp_path_factory) -> Path:
         timeout=600,
     )
     return folder
+
+
+#: Fixtures that start a real engine or a real browser: a test using one is end-to-end wherever
+#: its file lives (a module may mix unit tests of an in-engine policy with its real-vLLM run).
+E2E_FIXTURES = {"tiny_model", "browser", "dashboard"}
+
+
+def pytest_collection_modifyitems(config, items):
+    """Markers from the layout: tests/e2e/ (and any test using an E2E fixture) ``e2e``,
+    tests/integration/ ``integration``, tests/unit/ ``unit``; ``pytest -m "not e2e"`` is the
+    quick loop."""
+    for item in items:
+        parts = Path(str(item.fspath)).parts
+        if "e2e" in parts or E2E_FIXTURES & set(getattr(item, "fixturenames", ())):
+            item.add_marker(pytest.mark.e2e)
+        elif "integration" in parts:
+            item.add_marker(pytest.mark.integration)
+        elif "unit" in parts:
+            item.add_marker(pytest.mark.unit)

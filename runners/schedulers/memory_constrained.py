@@ -66,7 +66,7 @@ def admit_shortest_first_reference(running_base, running_end, candidate_base, ca
     whose KV demand stays <= capacity at every completion time. Bases in tokens, ends in steps.
 
     The rule as written, O(n^2): every admission re-checks every completion time.
-    :func:`admit_shortest_first` gives the same answer (tests/test_scheduler_fast_paths.py)."""
+    :func:`admit_shortest_first` gives the same answer (tests/unit/test_scheduler_fast_paths.py)."""
     total = running_base.shape[0] + candidate_base.shape[0]
     ends = np.empty(total)
     bases = np.empty(total)

@@ -59,7 +59,7 @@ def dp_batches_linear(lengths, slope, intercept, limits):
     T_serve(N, L_i) = slope[i] * N + intercept[i] (true of the latency model of eq. 1-4).
     Returns (previous-index array, total seconds). Kernel/reference pair: its reference, the
     recurrence written plainly over any serving-time function, is ``dp_batches`` in
-    tests/test_scls.py."""
+    tests/unit/test_scls.py."""
     n = lengths.shape[0]
     total = np.zeros(n + 1)
     previous = np.zeros(n + 1, dtype=np.int64)

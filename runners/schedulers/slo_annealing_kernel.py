@@ -28,7 +28,7 @@ are scored without a branch per request (which requests meet their SLO is hard t
 there); long ones with it (most miss, and the branch skips loads). Both chains and the start
 points run in one compiled call (:func:`search`). What is left at 10 requests with max batch 1
 is mostly numba's np.random draws (the Mersenne Twister, rejection-sampled), which fix the moves
-tried and so are kept. ``tests/test_scheduler_fast_paths.py`` checks all of it against the
+tried and so are kept. ``tests/unit/test_scheduler_fast_paths.py`` checks all of it against the
 annealer as first written.
 """
 

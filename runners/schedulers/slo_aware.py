@@ -203,7 +203,7 @@ def latency_tables(inputs, produced, width, prefill_coef, decode_coef):
     decode context averaged over the steps (closed form of eq. 16): the latency model's
     :func:`~runners.engines.latency_model.phase_seconds` and ``decode_seconds``, compiled. numba
     caches this kernel by this file only: after editing those functions, clear ``__pycache__``
-    (tests/test_latency_formula.py compares the kernel with them)."""
+    (tests/unit/test_latency_formula.py compares the kernel with them)."""
     n = inputs.shape[0]
     exec_s = np.empty((n, width))
     prefill_s = np.empty((n, width))

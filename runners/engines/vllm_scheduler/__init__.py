@@ -55,7 +55,7 @@ CLIENT_TWINS: dict[str, str] = {
 
 #: vLLM releases the classes are tested against, as "major.minor" (any patch release of each).
 #: The scheduler interface is not public ("compatibility may not be maintained"), so each new
-#: minor release must be checked (tests/test_vllm_scheduler.py) before it is added here.
+#: minor release must be checked (tests/unit/test_vllm_scheduler.py) before it is added here.
 SUPPORTED_VLLM_VERSIONS: tuple[str, ...] = ("0.32",)
 
 #: Environment variable names (the contract with the launcher; see the module docstring).

@@ -387,7 +387,7 @@ def test_a_tokenizer_that_cannot_load_is_one_line_in_a_fresh_process(results_dir
         capture_output=True,
         text=True,
         timeout=120,
-        cwd=str(Path(__file__).resolve().parents[1]),
+        cwd=str(Path(__file__).resolve().parents[2]),
     )
     assert done.returncode == 2, done.stderr
     lines = done.stderr.strip().splitlines()

@@ -22,7 +22,7 @@ from runners.executors import Execution, choose_execution
 from runners.result_store import inspect_run
 from runners.study import execute_member, plan_study, run_study
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 #: Summary fields that record wall-clock time or the writing process, not what was measured.
 WALL_CLOCK = {"writer", "started_at", "finished_at", "started_at_unix_s", "wall_time_s"}
 

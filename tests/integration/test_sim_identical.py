@@ -1,7 +1,7 @@
 """The simulator's results do not change when its code is made faster (issue 13 section 4).
 
 Golden request tables, time series and summaries were written by the code as it was before the
-speed work (``python tests/test_sim_identical.py --regenerate`` writes them again, only when the
+speed work (``python tests/integration/test_sim_identical.py --regenerate`` writes them again, only when the
 engine's semantics change on purpose) into ``tests/data/sim_golden/``. Each config below is run
 again and compared column by column: every request-table and time-series value bit for bit,
 every summary metric bit for bit except the few float sums whose summation order may differ
@@ -29,7 +29,7 @@ from runners.benchmark import execute_run
 from runners.config import parse_config
 from runners.result_store import REQUEST_COLUMNS, TIMESERIES_COLUMNS, load_run
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 
 GOLDEN = ROOT / "tests" / "data" / "sim_golden"
 
@@ -204,7 +204,9 @@ if __name__ == "__main__":
     import tempfile
 
     if sys.argv[1:] != ["--regenerate"]:
-        sys.exit("usage: python tests/test_sim_identical.py --regenerate  (rewrites tests/data/sim_golden/)")
+        sys.exit(
+            "usage: python tests/integration/test_sim_identical.py --regenerate  (rewrites tests/data/sim_golden/)"
+        )
     with tempfile.TemporaryDirectory() as folder:
         for config_name in CONFIGS:
             frames = run_config(config_name, Path(folder))

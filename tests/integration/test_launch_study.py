@@ -219,7 +219,7 @@ def test_the_launch_page_shows_the_offered_load_and_puts_seed_errors_under_the_s
     from streamlit.testing.v1 import AppTest
 
     monkeypatch.setattr("runners.result_store.DEFAULT_RESULTS_DIR", results_dir)
-    root = Path(__file__).resolve().parents[1]
+    root = Path(__file__).resolve().parents[2]
     app = AppTest.from_file(str(root / "app.py"), default_timeout=60).run()
     app.switch_page("pages/1_Launch.py").run()
     assert not app.exception, app.exception

@@ -22,7 +22,7 @@ from runners import result_store
 from runners.cli import main
 from runners.live import read_live
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 
 # A writer that flushes 3 of 10 planned rows, then dies by SIGKILL (no close, no final summary).
 KILLED_WRITER = """

@@ -28,7 +28,7 @@ from runners.result_store import load_run
 from runners.workload.builder import OVER_CONTEXT
 from tests.fakes.sglang_server import FakeSGLang, word_tokens
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 FAKE_SGLANG = [sys.executable, str(ROOT / "tests" / "fakes" / "sglang_server.py")]
 
 

@@ -12,8 +12,8 @@ from pathlib import Path
 
 import pytest
 
+from tests.integration.test_app import errors_text, open_page, wait_for_job
 from tests.real_vllm import VLLM_PYTHON, needs_vllm
-from tests.test_app import errors_text, open_page, wait_for_job
 
 pytestmark = needs_vllm
 
@@ -30,7 +30,7 @@ def results(monkeypatch, results_dir: Path) -> Path:
 def test_the_launch_page_runs_an_in_engine_scheduler_beside_its_twin_on_vllm(results, tiny_model):
     from runners.compare import run_display_names
     from runners.result_store import load_run
-    from tests.test_results_page_app import comparison
+    from tests.integration.test_results_page_app import comparison
 
     app = open_page("pages/1_Launch.py")
     app.radio(key="f:engine.kind").set_value("vllm").run()

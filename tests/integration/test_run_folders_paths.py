@@ -21,7 +21,7 @@ from runners import result_store
 from runners.cli import main
 from runners.errors import SchedlabError
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 
 
 @pytest.fixture(scope="module")

@@ -15,7 +15,7 @@ from runners.cli import main
 from runners.result_store import load_run
 from tests.fakes.lmdeploy_server import FakeLMDeploy
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 FAKE_LMDEPLOY = ROOT / "tests" / "fakes" / "lmdeploy_server.py"
 
 

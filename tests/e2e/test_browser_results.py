@@ -1,12 +1,12 @@
 """The Results page's comparison table in headless Chromium at 1,024 px (issue 15): five runs of
 the bundled demo study compared, every metric shown without an inner scroll and without a
-horizontal one, run names (not ids) in the headers. Reuses tests/test_browser.py's server and
+horizontal one, run names (not ids) in the headers. Reuses tests/e2e/test_browser.py's server and
 browser fixtures; skipped as it is when Chromium or playwright is missing."""
 
 from __future__ import annotations
 
 from runners.metrics.catalog import TABLE_METRICS  # noqa: E402
-from tests.test_browser import browser, dashboard, shots_folder  # noqa: F401 - pytest fixtures
+from tests.e2e.test_browser import browser, dashboard, shots_folder  # noqa: F401 - pytest fixtures
 
 ROWS = len([metric for metric in TABLE_METRICS if not metric.real_engines_only])
 FIVE = ("demo-fcfs-s0", "demo-static-s0", "demo-mcsf-s0", "demo-slo-sa-s0", "demo-dynamic-mem-s0")

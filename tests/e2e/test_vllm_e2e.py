@@ -17,7 +17,7 @@ from runners.benchmark import execute_run
 from runners.config import parse_config
 from runners.result_store import load_run
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 VLLM_PYTHON = os.environ.get("SCHEDLAB_VLLM_PYTHON")
 
 if not VLLM_PYTHON:

@@ -45,7 +45,7 @@ def run(results, run_id, scheduler, requests=150, rate=None):
 def test_mcsf_never_overflows_and_beats_alpha_protect(results_dir):
     mcsf = run(results_dir, "mcsf", {"name": "mcsf"})
     # engine-preempt: the paper's clear-on-overflow livelocks alpha-protect in this burst
-    # (tests/test_memory_overflow.py); here the engine's preemption handles the overflows
+    # (tests/integration/test_memory_overflow.py); here the engine's preemption handles the overflows
     greedy = run(
         results_dir, "greedy", {"name": "alpha-protect", "params": {"alpha": 0.1, "overflow": "engine-preempt"}}
     )

@@ -22,7 +22,7 @@ from runners.imports.cli import add_subcommands
 from runners.imports.export_vllm_bench import export_run, vllm_bench_json
 from runners.result_store import list_runs, load_run
 
-DATA = Path(__file__).resolve().parent / "data" / "peer_results"
+DATA = Path(__file__).resolve().parents[1] / "data" / "peer_results"
 VLLM = DATA / "vllm-bench-serve.json"
 GUIDELLM = DATA / "guidellm-benchmarks.json"
 AIPERF_RECORDS = DATA / "profile_export.jsonl"
@@ -258,7 +258,7 @@ def page_results(monkeypatch, tmp_path) -> Path:
 
 
 def test_results_page_compares_imported_runs_with_a_schedlab_run(page_results):
-    from tests.test_app import open_page
+    from tests.integration.test_app import open_page
 
     app = open_page("pages/2_Results.py")
     listing = app.dataframe[0].value
@@ -268,7 +268,7 @@ def test_results_page_compares_imported_runs_with_a_schedlab_run(page_results):
     assert sources["aiperf"] == "imported from AIPerf 0.13.0" and pd.isna(sources["schedlab"])
     app.multiselect(key="compare_runs").set_value(["schedlab", "vllm", "guidellm-b0", "aiperf"]).run()
     assert not app.exception, app.exception
-    from tests.test_results_page_app import comparison
+    from tests.integration.test_results_page_app import comparison
 
     table, _, titles = comparison(app)  # headers are display names; each one's tooltip holds its run id
     table = table.set_index(table.columns[0])
@@ -285,7 +285,7 @@ def test_results_page_compares_imported_runs_with_a_schedlab_run(page_results):
 
 
 def test_results_page_upload_imports_and_refuses_a_bad_file(page_results):
-    from tests.test_app import open_page
+    from tests.integration.test_app import open_page
 
     app = open_page("pages/2_Results.py")
     app.get("file_uploader")[0].upload("profile_export_aiperf.json", AIPERF_AGGREGATE.read_bytes()).run()
@@ -303,7 +303,7 @@ def test_results_page_upload_imports_and_refuses_a_bad_file(page_results):
 
 
 def test_results_page_labels_approximate_token_counts(page_results):
-    from tests.test_app import open_page
+    from tests.integration.test_app import open_page
 
     config_path = page_results / "schedlab" / "config.json"
     config = json.loads(config_path.read_text())

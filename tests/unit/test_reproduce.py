@@ -31,7 +31,7 @@ from bench.reproduction_study import (
 )
 from runners.metrics.seed_statistics import RelativeChange  # noqa: E402
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 
 T_975_2 = 4.302652729911275  # Student t, 97.5th percentile, 2 degrees of freedom
 BASE = {0: 1.0, 1: 2.0, 2: 3.0}

@@ -11,7 +11,7 @@ import pytest
 
 from runners.cli import main
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 
 
 def cli(args, capsys):

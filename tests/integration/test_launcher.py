@@ -20,7 +20,7 @@ from runners.engines.real_engine import kv_capacity_from_log
 from runners.errors import RunCancelled
 from runners.result_store import load_run
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 FAKE_LMDEPLOY = [sys.executable, str(ROOT / "tests" / "fakes" / "lmdeploy_server.py")]
 
 

@@ -16,7 +16,7 @@ from runners.benchmark import execute_run
 from runners.config import parse_config
 from runners.metrics.catalog import TABLE_METRICS
 from runners.result_store import load_run
-from tests.test_app import bundle, open_page
+from tests.integration.test_app import bundle, open_page
 
 
 @pytest.fixture

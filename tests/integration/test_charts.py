@@ -264,7 +264,7 @@ def test_every_comparison_chart_has_a_distinct_title_the_png_picker_shows(runs):
 
 
 # -- the Results page ---------------------------------------------------------------------------
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 
 
 def _ancestors(node, target, path=()):

@@ -24,7 +24,7 @@ from runners.recording import RunRecorder
 from runners.registry import make_policy
 from runners.result_store import SCHEMA_VERSION, TIMESERIES_COLUMNS, load_run, read_table
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 
 
 def decision(step: int, limit: int, admitted: int = 0, held_back: int = 0, **extra) -> dict:

@@ -14,7 +14,7 @@ from streamlit.testing.v1 import AppTest
 from runners.demo import DEMO_SCHEDULERS
 from runners.jobs import list_jobs
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 BUNDLED = ROOT / "results"
 
 
@@ -293,7 +293,7 @@ def test_results_page_compares_two_bundled_runs_with_every_chart(results):
     assert set(app.multiselect(key="compare_runs").value) == {"demo-fcfs-s0", "demo-static-s0"}
     app.selectbox(key="baseline").set_value("demo-fcfs-s0").run()
     from runners.result_store import load_run
-    from tests.test_results_page_app import comparison
+    from tests.integration.test_results_page_app import comparison
 
     table, _, titles = comparison(app)  # headers: display names, run ids in their tooltips
     column = {title.removeprefix("run "): name for name, title in titles.items() if title.startswith("run ")}

@@ -13,9 +13,9 @@ import pytest
 
 from runners.cli import main
 from runners.demo import DEMO_SCHEDULERS
-from tests.test_app import open_page
+from tests.integration.test_app import open_page
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 BUNDLED = ROOT / "results"
 
 
@@ -80,7 +80,7 @@ def test_results_page_lists_damaged_runs_and_compares_the_good_ones(results):
     assert "damaged" in app.warning[0].value
     assert set(app.multiselect(key="compare_runs").value) == {"good-a", "good-b"}
     assert set(app.multiselect(key="compare_runs").options) == {"good-a", "good-b"}
-    from tests.test_results_page_app import comparison
+    from tests.integration.test_results_page_app import comparison
 
     _, _, titles = comparison(app)  # headers are display names, each run's id in its tooltip
     assert {"good-a", "good-b"} <= {title.removeprefix("run ") for title in titles.values() if title}

@@ -36,7 +36,7 @@ from runners.study_view import (
     study_counts,
     study_member_runs,
 )
-from tests.test_app import open_page
+from tests.integration.test_app import open_page
 
 SIM = ["--engine", "sim", "--quiet"]
 SEEDS = (0, 1, 2)

@@ -28,7 +28,7 @@ from tests.fuzzing.sandbox import get_sandbox
 from tests.fuzzing.seeds import tiny_workload_args, write_dataset
 
 pytestmark = pytest.mark.skipif(not hasattr(os, "fork"), reason="the fuzz sandbox forks")
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 TIMEOUT_S = 8.0
 
 

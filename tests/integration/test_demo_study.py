@@ -36,9 +36,9 @@ from runners.demo import (
 from runners.errors import SchedlabError
 from runners.metrics.catalog import metric
 from runners.result_store import read_summary
-from tests.test_app import open_page
+from tests.integration.test_app import open_page
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 BUNDLED = ROOT / "results"
 ATTAINMENT = metric("slo_attainment")
 

@@ -40,7 +40,7 @@ from runners.workload.requests import Request
 from runners.workload.slo import TaskSLO
 from tests.real_vllm import needs_vllm, run_to_completion, vllm_run_config
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 ENGINE_CLASS = "runners.engines.vllm_scheduler.mcsf.MCSFScheduler"
 
 

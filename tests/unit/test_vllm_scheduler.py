@@ -31,7 +31,7 @@ from runners.schedulers.dynamic_batching_core import (
 )
 from tests.real_vllm import needs_vllm, run_to_completion, vllm_run_config
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 ENGINE_CLASS = "runners.engines.vllm_scheduler.dynamic_mem.DynamicMemoryScheduler"
 
 
