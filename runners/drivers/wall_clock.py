@@ -359,11 +359,11 @@ class WallClockDriver:
             started = self.now()
             snapshots = await asyncio.gather(*(self._scrape(instance) for instance in self.instances))
             now = self.now()
-            gpu = self._gpu.read()
+            gpu_used_bytes = self._gpu.used_bytes()
             for index, snapshot in enumerate(snapshots):
                 row = self._sample_row(index, snapshot, now)
-                if gpu:
-                    row.gpu_memory_used_bytes = sum(reading.used_bytes for reading in gpu)
+                if gpu_used_bytes is not None:
+                    row.gpu_memory_used_bytes = gpu_used_bytes
                 self.recorder.sample(row)
                 decode_step_s = self._telemetry_of[index].decode_step_s(snapshot)
                 self.policy.on_telemetry(

@@ -1,22 +1,13 @@
-"""GPU memory per device through nvidia-ml-py (NVML). Without a GPU or driver: a clean skip."""
+"""GPU memory in use through nvidia-ml-py (NVML). Without a GPU or driver: a clean skip."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from typing import Any
 
 
-@dataclass(frozen=True)
-class GPUMemory:
-    """One GPU's memory in use: its NVML device ``index`` and ``used_bytes`` (bytes)."""
-
-    index: int
-    used_bytes: int
-
-
 class GPUMonitor:
-    """Reads the memory in use on each visible GPU; ``available`` is False where NVML is absent
-    (not installed, no driver, no GPU), and :meth:`read` then returns nothing."""
+    """Reads the memory in use on the visible GPUs; ``available`` is False where NVML is absent
+    (not installed, no driver, no GPU), and :meth:`used_bytes` then returns None."""
 
     def __init__(self) -> None:
         self.available = False
@@ -31,18 +22,14 @@ class GPUMonitor:
         except Exception:  # ImportError, NVMLError_LibraryNotFound, NVMLError_DriverNotLoaded, ...
             pass
 
-    def read(self) -> list[GPUMemory]:
-        """Each visible GPU's memory in use now; empty where NVML is absent."""
+    def used_bytes(self) -> int | None:
+        """The memory in use now summed over every visible GPU (bytes); None where NVML is absent."""
         if not self.available:
-            return []
-        readings = []
-        for index, handle in enumerate(self._handles):
-            info = self._nvml.nvmlDeviceGetMemoryInfo(handle)
-            readings.append(GPUMemory(index, int(info.used)))
-        return readings
+            return None
+        return sum(int(self._nvml.nvmlDeviceGetMemoryInfo(handle).used) for handle in self._handles)
 
     def close(self) -> None:
-        """Shut NVML down (once); later reads return nothing."""
+        """Shut NVML down (once); later reads return None."""
         if self.available:
             try:
                 self._nvml.nvmlShutdown()
