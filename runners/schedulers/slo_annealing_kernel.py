@@ -39,32 +39,40 @@ from numba import njit
 
 BRANCHLESS_UP_TO = 64  # plans of at most this many requests are scored without a branch per SLO test
 
+# Every kernel below takes the problem as one tuple ``tables`` (numba passes it as a struct and
+# unpacking it is free), built by :attr:`runners.schedulers.slo_aware.PlanInputs.tables`:
+#     (exec_s, prefill_s, tpot_s, waited_s, ttft_limit, tpot_limit, e2e_limit)
+# the first three [request, batch size - 1] tables, the rest per request (seconds, limits inf when
+# unset). A plan's running sums at the start of each batch k (and after the last) are one tuple
+# ``state`` = (clock_at, total_at, met_at, start_at): clock (s), E2E sum (s), requests meeting their
+# SLO, first position of batch k.
+
+
+@njit(cache=True)
+def _new_state(length):
+    """A zeroed ``state`` tuple of ``length`` entries per array."""
+    return (
+        np.zeros(length),
+        np.zeros(length),
+        np.zeros(length, dtype=np.int64),
+        np.zeros(length, dtype=np.int64),
+    )
+
 
 # -- scoring ------------------------------------------------------------------------------------
+# Three versions of one sum, kept apart for speed (the SLO test is the innermost loop's body):
+# _score_from tests the SLO with a branch (short-circuit: a request that misses its E2E limit loads
+# nothing more), _score_from_branchless adds the test's 0/1 (no mispredicted branch on short plans),
+# _score_from_singles drops the batch loop for max_batch 1. One function with a flag would put a
+# branch in that loop. All three add in the same order, so they give the same G to the bit.
 @njit(cache=True)
-def _score_from(
-    k0,
-    order,
-    sizes,
-    batches,
-    exec_s,
-    prefill_s,
-    tpot_s,
-    waited_s,
-    ttft_limit,
-    tpot_limit,
-    e2e_limit,
-    clock_at,
-    total_at,
-    met_at,
-    start_at,
-    new_clock,
-    new_total,
-    new_met,
-    new_start,
-):
+def _score_from(k0, order, sizes, batches, tables, state, new_state):
     """G of a plan that equals the current one before batch ``k0``: continue the plan's sums
-    from the saved state at the start of batch k0, writing the state at later batches to new_*."""
+    from ``state`` at the start of batch k0, writing the state at later batches to ``new_state``.
+    Same sum as :func:`_score_from_branchless` and :func:`_score_from_singles` (see above)."""
+    exec_s, prefill_s, tpot_s, waited_s, ttft_limit, tpot_limit, e2e_limit = tables
+    clock_at, total_at, met_at, start_at = state
+    new_clock, new_total, new_met, new_start = new_state
     clock = clock_at[k0]
     total = total_at[k0]
     met = met_at[k0]
@@ -99,37 +107,12 @@ def _score_from(
 
 
 @njit(cache=True)
-def evaluate_plan(
-    order, sizes, batches, exec_s, prefill_s, tpot_s, waited_s, base_s, ttft_limit, tpot_limit, e2e_limit
-):
+def evaluate_plan(order, sizes, batches, tables, base_s):
     """(G in 1/s, number meeting their SLO) of a plan: _score_from the first batch."""
-    clock_at = np.zeros(batches + 1)
-    total_at = np.zeros(batches + 1)
-    met_at = np.zeros(batches + 1, dtype=np.int64)
-    start_at = np.zeros(batches + 1, dtype=np.int64)
-    clock_at[0] = base_s
-    g = _score_from(
-        0,
-        order,
-        sizes,
-        batches,
-        exec_s,
-        prefill_s,
-        tpot_s,
-        waited_s,
-        ttft_limit,
-        tpot_limit,
-        e2e_limit,
-        clock_at,
-        total_at,
-        met_at,
-        start_at,
-        clock_at,
-        total_at,
-        met_at,
-        start_at,
-    )
-    return g, met_at[batches]
+    state = _new_state(batches + 1)
+    state[0][0] = base_s
+    g = _score_from(0, order, sizes, batches, tables, state, state)
+    return g, state[2][batches]
 
 
 @njit(cache=True)
@@ -147,29 +130,12 @@ def full_batches(n, max_batch):
 
 
 @njit(cache=True)
-def _score_from_branchless(
-    k0,
-    order,
-    sizes,
-    batches,
-    exec_s,
-    prefill_s,
-    tpot_s,
-    waited_s,
-    ttft_limit,
-    tpot_limit,
-    e2e_limit,
-    clock_at,
-    total_at,
-    met_at,
-    start_at,
-    new_clock,
-    new_total,
-    new_met,
-    new_start,
-):
-    """_score_from without a branch per request: faster for short plans, where which requests meet
-    their SLO is hard to predict; slower for long ones (most miss, and the branch skips loads)."""
+def _score_from_branchless(k0, order, sizes, batches, tables, state, new_state):
+    """:func:`_score_from` without a branch per request: faster for short plans, where which requests
+    meet their SLO is hard to predict; slower for long ones (most miss, and the branch skips loads)."""
+    exec_s, prefill_s, tpot_s, waited_s, ttft_limit, tpot_limit, e2e_limit = tables
+    clock_at, total_at, met_at, start_at = state
+    new_clock, new_total, new_met, new_start = new_state
     clock = clock_at[k0]
     total = total_at[k0]
     met = met_at[k0]
@@ -202,24 +168,12 @@ def _score_from_branchless(
 
 
 @njit(cache=True)
-def _score_from_singles(
-    k0,
-    order,
-    exec_s,
-    prefill_s,
-    tpot_s,
-    waited_s,
-    ttft_limit,
-    tpot_limit,
-    e2e_limit,
-    clock_at,
-    total_at,
-    met_at,
-    new_clock,
-    new_total,
-    new_met,
-):
-    """_score_from_branchless when every batch holds one request (max_batch 1: batch = position)."""
+def _score_from_singles(k0, order, tables, state, new_state):
+    """:func:`_score_from_branchless` when every batch holds one request (max_batch 1: batch =
+    position; start_at is not read or written)."""
+    exec_s, prefill_s, tpot_s, waited_s, ttft_limit, tpot_limit, e2e_limit = tables
+    clock_at, total_at, met_at, _ = state
+    new_clock, new_total, new_met, _ = new_state
     clock = clock_at[k0]
     total = total_at[k0]
     met = met_at[k0]
@@ -248,31 +202,16 @@ def _remove_empty(sizes, batches, k):
 
 
 @njit(cache=True)
-def anneal(
-    order0,
-    sizes0,
-    batches0,
-    exec_s,
-    prefill_s,
-    tpot_s,
-    waited_s,
-    base_s,
-    ttft_limit,
-    tpot_limit,
-    e2e_limit,
-    max_batch,
-    t0,
-    t_threshold,
-    iterations,
-    decay,
-    seed,
-    g_upper,
-):
+def anneal(order0, sizes0, batches0, tables, base_s, max_batch, t0, t_threshold, iterations, decay, seed, g_upper):
     """Simulated annealing from a start plan; returns (order, sizes, batches, G) of the best plan seen.
 
     Random draws (numba's np.random, seeded here), in order, per iteration: the move
     (randint(3)), a position (randint(n)), for a swap the second position (randint(n)), and for
     a worse plan the acceptance test (random()).
+
+    Its plain reference is ``reference_anneal`` in ``tests/unit/test_scheduler_fast_paths.py``
+    (the annealer as first written, re-scoring the whole plan per move); the moves are written
+    alike in both on purpose, and kept apart so that test can check this one plans the same.
     """
     np.random.seed(seed)
     n = order0.shape[0]
@@ -281,38 +220,14 @@ def anneal(
     sizes[:batches0] = sizes0[:batches0]
     batches = batches0
     # state at the start of each batch (index k) and after the last one (index batches)
-    clock_at = np.zeros(n + 2)
-    total_at = np.zeros(n + 2)
-    met_at = np.zeros(n + 2, dtype=np.int64)
-    start_at = np.zeros(n + 2, dtype=np.int64)
-    new_clock = np.zeros(n + 2)
-    new_total = np.zeros(n + 2)
-    new_met = np.zeros(n + 2, dtype=np.int64)
-    new_start = np.zeros(n + 2, dtype=np.int64)
+    state = _new_state(n + 2)
+    new_state = _new_state(n + 2)
+    clock_at, total_at, met_at, start_at = state
+    new_clock, new_total, new_met, new_start = new_state
     batch_at = np.zeros(n, dtype=np.int64)  # batch of each position
     clock_at[0] = base_s
     branchless = n <= BRANCHLESS_UP_TO
-    g = _score_from(
-        0,
-        order,
-        sizes,
-        batches,
-        exec_s,
-        prefill_s,
-        tpot_s,
-        waited_s,
-        ttft_limit,
-        tpot_limit,
-        e2e_limit,
-        clock_at,
-        total_at,
-        met_at,
-        start_at,
-        clock_at,
-        total_at,
-        met_at,
-        start_at,
-    )
+    g = _score_from(0, order, sizes, batches, tables, state, state)
     for k in range(batches):
         batch_at[start_at[k] : start_at[k + 1]] = k
     best_order = order.copy()
@@ -370,67 +285,11 @@ def anneal(
                     first = k
             order[q], order[swapped_with] = order[swapped_with], order[q]
             if max_batch == 1:
-                new_g = _score_from_singles(
-                    first,
-                    order,
-                    exec_s,
-                    prefill_s,
-                    tpot_s,
-                    waited_s,
-                    ttft_limit,
-                    tpot_limit,
-                    e2e_limit,
-                    clock_at,
-                    total_at,
-                    met_at,
-                    new_clock,
-                    new_total,
-                    new_met,
-                )
+                new_g = _score_from_singles(first, order, tables, state, new_state)
             elif branchless:
-                new_g = _score_from_branchless(
-                    first,
-                    order,
-                    sizes,
-                    batches,
-                    exec_s,
-                    prefill_s,
-                    tpot_s,
-                    waited_s,
-                    ttft_limit,
-                    tpot_limit,
-                    e2e_limit,
-                    clock_at,
-                    total_at,
-                    met_at,
-                    start_at,
-                    new_clock,
-                    new_total,
-                    new_met,
-                    new_start,
-                )
+                new_g = _score_from_branchless(first, order, sizes, batches, tables, state, new_state)
             else:
-                new_g = _score_from(
-                    first,
-                    order,
-                    sizes,
-                    batches,
-                    exec_s,
-                    prefill_s,
-                    tpot_s,
-                    waited_s,
-                    ttft_limit,
-                    tpot_limit,
-                    e2e_limit,
-                    clock_at,
-                    total_at,
-                    met_at,
-                    start_at,
-                    new_clock,
-                    new_total,
-                    new_met,
-                    new_start,
-                )
+                new_g = _score_from(first, order, sizes, batches, tables, state, new_state)
             delta = (new_g - g) * scale
             if delta >= 0.0 or np.random.random() < np.exp(delta / temperature):
                 g = new_g
@@ -459,102 +318,32 @@ def anneal(
 
 
 @njit(cache=True)
-def search(
-    exec_s,
-    prefill_s,
-    tpot_s,
-    waited_s,
-    base_s,
-    ttft_limit,
-    tpot_limit,
-    e2e_limit,
-    t0,
-    t_threshold,
-    iterations,
-    decay,
-    seed,
-    chains,
-    g_upper,
-):
+def search(tables, base_s, t0, t_threshold, iterations, decay, seed, chains, g_upper):
     """Algorithm 1 in one call: the two start points (order by predicted latency, arrival order;
     full batches of the tables' width), the latency order returned at once if it meets every SLO,
     then annealing from the better start point (chains = 1, the paper) or from both (chains = 2,
     keeping the better result; ties go to the first). ``g_upper`` is the bound G is normalised by
     (numpy's pairwise sum, so it comes from the caller). Returns (order, sizes, batches, G)."""
-    n = waited_s.shape[0]
+    exec_s = tables[0]
+    n = tables[3].shape[0]  # waited_s
     max_batch = exec_s.shape[1]
     sizes, batches = full_batches(n, max_batch)
     by_latency = np.argsort(exec_s[:, max_batch - 1], kind="mergesort").astype(np.int64)
     arrival = np.arange(n, dtype=np.int64)
-    g_latency, met_latency = evaluate_plan(
-        by_latency, sizes, batches, exec_s, prefill_s, tpot_s, waited_s, base_s, ttft_limit, tpot_limit, e2e_limit
-    )
+    g_latency, met_latency = evaluate_plan(by_latency, sizes, batches, tables, base_s)
     if met_latency == n or n <= 1:
         return by_latency, sizes, batches, g_latency
-    g_arrival, _ = evaluate_plan(
-        arrival, sizes, batches, exec_s, prefill_s, tpot_s, waited_s, base_s, ttft_limit, tpot_limit, e2e_limit
-    )
+    g_arrival, _ = evaluate_plan(arrival, sizes, batches, tables, base_s)
     if chains == 1:  # the paper: only the better start point (the latency order on a tie)
         start = by_latency if g_latency >= g_arrival else arrival
         return anneal(
-            start,
-            sizes,
-            batches,
-            exec_s,
-            prefill_s,
-            tpot_s,
-            waited_s,
-            base_s,
-            ttft_limit,
-            tpot_limit,
-            e2e_limit,
-            max_batch,
-            t0,
-            t_threshold,
-            iterations,
-            decay,
-            seed,
-            g_upper,
+            start, sizes, batches, tables, base_s, max_batch, t0, t_threshold, iterations, decay, seed, g_upper
         )
     best = anneal(
-        by_latency,
-        sizes,
-        batches,
-        exec_s,
-        prefill_s,
-        tpot_s,
-        waited_s,
-        base_s,
-        ttft_limit,
-        tpot_limit,
-        e2e_limit,
-        max_batch,
-        t0,
-        t_threshold,
-        iterations,
-        decay,
-        seed,
-        g_upper,
+        by_latency, sizes, batches, tables, base_s, max_batch, t0, t_threshold, iterations, decay, seed, g_upper
     )
     other = anneal(
-        arrival,
-        sizes,
-        batches,
-        exec_s,
-        prefill_s,
-        tpot_s,
-        waited_s,
-        base_s,
-        ttft_limit,
-        tpot_limit,
-        e2e_limit,
-        max_batch,
-        t0,
-        t_threshold,
-        iterations,
-        decay,
-        seed + 7919,
-        g_upper,
+        arrival, sizes, batches, tables, base_s, max_batch, t0, t_threshold, iterations, decay, seed + 7919, g_upper
     )
     if other[3] > best[3]:
         return other

@@ -167,20 +167,22 @@ class PlanInputs:
     e2e_limit: np.ndarray
     base_s: float
 
-    def score(self, order: np.ndarray, sizes: np.ndarray, batches: int) -> tuple[float, int]:
-        return evaluate_plan(
-            order,
-            sizes,
-            batches,
+    @property
+    def tables(self) -> tuple[np.ndarray, ...]:
+        """The arrays in the order the compiled kernels take them (``tables`` in
+        :mod:`runners.schedulers.slo_annealing_kernel`)."""
+        return (
             self.exec_s,
             self.prefill_s,
             self.tpot_s,
             self.waited_s,
-            self.base_s,
             self.ttft_limit,
             self.tpot_limit,
             self.e2e_limit,
         )
+
+    def score(self, order: np.ndarray, sizes: np.ndarray, batches: int) -> tuple[float, int]:
+        return evaluate_plan(order, sizes, batches, self.tables, self.base_s)
 
     @property
     def g_upper(self) -> float:
@@ -294,14 +296,8 @@ def plan_annealing(inputs: PlanInputs, params: SLOPlanParams) -> tuple[np.ndarra
     The largest batch is the width of the latency tables. One compiled call does it all
     (:func:`runners.schedulers.slo_annealing_kernel.search`; chain k is seeded ``seed + 7919 k``)."""
     return search(
-        inputs.exec_s,
-        inputs.prefill_s,
-        inputs.tpot_s,
-        inputs.waited_s,
+        inputs.tables,
         inputs.base_s,
-        inputs.ttft_limit,
-        inputs.tpot_limit,
-        inputs.e2e_limit,
         params.t0,
         params.t_threshold,
         params.iterations,

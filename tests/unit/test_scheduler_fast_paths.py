@@ -53,26 +53,12 @@ def _reference_remove_empty(sizes, batches, k):
     return batches - 1
 
 
+# reference_anneal is the plain twin of runners.schedulers.slo_annealing_kernel.anneal (same moves,
+# same random draws, written alike on purpose) kept apart so the test below can check the kernel's
+# incremental re-scoring against re-scoring the whole plan on every move.
 @njit
 def reference_anneal(
-    order0,
-    sizes0,
-    batches0,
-    exec_s,
-    prefill_s,
-    tpot_s,
-    waited_s,
-    base_s,
-    ttft_limit,
-    tpot_limit,
-    e2e_limit,
-    max_batch,
-    t0,
-    t_threshold,
-    iterations,
-    decay,
-    seed,
-    g_upper,
+    order0, sizes0, batches0, tables, base_s, max_batch, t0, t_threshold, iterations, decay, seed, g_upper
 ):
     """The annealer as first written: every move re-scores the whole plan."""
     np.random.seed(seed)
@@ -81,9 +67,7 @@ def reference_anneal(
     sizes = np.zeros(n + 1, dtype=np.int64)
     sizes[:batches0] = sizes0[:batches0]
     batches = batches0
-    g, _ = evaluate_plan(
-        order, sizes, batches, exec_s, prefill_s, tpot_s, waited_s, base_s, ttft_limit, tpot_limit, e2e_limit
-    )
+    g, _ = evaluate_plan(order, sizes, batches, tables, base_s)
     best_order, best_sizes, best_batches, best_g = order.copy(), sizes.copy(), batches, g
     scale = 10000.0 / g_upper if g_upper > 0 else 1.0
     saved_sizes = sizes.copy()
@@ -128,9 +112,7 @@ def reference_anneal(
                 if swapped_with == q:
                     continue
             order[q], order[swapped_with] = order[swapped_with], order[q]
-            new_g, _ = evaluate_plan(
-                order, sizes, batches, exec_s, prefill_s, tpot_s, waited_s, base_s, ttft_limit, tpot_limit, e2e_limit
-            )
+            new_g, _ = evaluate_plan(order, sizes, batches, tables, base_s)
             delta = (new_g - g) * scale
             if delta >= 0.0 or np.random.random() < np.exp(delta / temperature):
                 g = new_g
@@ -172,14 +154,8 @@ def reference_plan(inputs: PlanInputs, params: SLOAwareParams):
             order,
             sizes,
             batches,
-            inputs.exec_s,
-            inputs.prefill_s,
-            inputs.tpot_s,
-            inputs.waited_s,
+            inputs.tables,
             inputs.base_s,
-            inputs.ttft_limit,
-            inputs.tpot_limit,
-            inputs.e2e_limit,
             max_batch,
             params.t0,
             params.t_threshold,
