@@ -63,7 +63,7 @@ differs from vLLM:
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
 from pydantic import ConfigDict, Field
 
@@ -72,6 +72,8 @@ from runners.input_model import InputModel
 #: Largest coefficient, seconds (per token, request or step): a step of one token taking an hour
 #: is no engine; finite and bounded so a step time never overflows to inf.
 MAX_COEFFICIENT_S = 3600.0
+#: A latency coefficient (seconds per its unit): 0 to MAX_COEFFICIENT_S; finite like every InputModel float.
+Coefficient = Annotated[float, Field(ge=0, le=MAX_COEFFICIENT_S)]
 
 
 def phase_seconds(alpha: Any, beta: Any, gamma: Any, delta: Any, batch: Any, length: Any) -> Any:
@@ -102,10 +104,10 @@ class PhaseCoefficients(InputModel):
 
     model_config = ConfigDict(frozen=True)
 
-    alpha: float = Field(ge=0, le=MAX_COEFFICIENT_S)
-    beta: float = Field(ge=0, le=MAX_COEFFICIENT_S)
-    gamma: float = Field(ge=0, le=MAX_COEFFICIENT_S)
-    delta: float = Field(ge=0, le=MAX_COEFFICIENT_S)
+    alpha: Coefficient
+    beta: Coefficient
+    gamma: Coefficient
+    delta: Coefficient
 
     def at(self, batch: Any, length: Any) -> Any:
         """alpha*b*l + beta*b + gamma*l + delta, in seconds (:func:`phase_seconds`); scalars or
@@ -150,18 +152,12 @@ class LinearStepModel(InputModel):
     model_config = ConfigDict(frozen=True)
 
     kind: Literal["linear-step"] = "linear-step"
-    fixed_s: float = Field(ge=0, le=MAX_COEFFICIENT_S, description="seconds per step")
-    per_prefill_token_s: float = Field(ge=0, le=MAX_COEFFICIENT_S, description="seconds per prompt token computed")
-    per_decode_request_s: float = Field(ge=0, le=MAX_COEFFICIENT_S, description="seconds per decoding request")
-    per_context_token_s: float = Field(
-        ge=0, le=MAX_COEFFICIENT_S, description="seconds per KV token a decoding request attends over"
-    )
-    per_request_cpu_s: float = Field(
-        ge=0, le=MAX_COEFFICIENT_S, description="seconds per request in the step (prefill or decode)"
-    )
-    idle_start_s: float = Field(
-        default=0.0, ge=0, le=MAX_COEFFICIENT_S, description="seconds added to a step that starts on an idle engine"
-    )
+    fixed_s: Coefficient = Field(description="seconds per step")
+    per_prefill_token_s: Coefficient = Field(description="seconds per prompt token computed")
+    per_decode_request_s: Coefficient = Field(description="seconds per decoding request")
+    per_context_token_s: Coefficient = Field(description="seconds per KV token a decoding request attends over")
+    per_request_cpu_s: Coefficient = Field(description="seconds per request in the step (prefill or decode)")
+    idle_start_s: Coefficient = Field(default=0.0, description="seconds added to a step that starts on an idle engine")
 
     @staticmethod
     def features(
@@ -220,18 +216,10 @@ class ServingOverhead(InputModel):
 
     model_config = ConfigDict(frozen=True)
 
-    request_s: float = Field(
-        ge=0, le=MAX_COEFFICIENT_S, description="seconds per request (HTTP, IPC, streaming the first token)"
-    )
-    per_prompt_token_s: float = Field(
-        ge=0, le=MAX_COEFFICIENT_S, description="seconds per prompt token (tokenisation, chat template)"
-    )
-    busy_engine_s: float = Field(
-        default=0.0, ge=0, le=MAX_COEFFICIENT_S, description="seconds added while the engine is running requests"
-    )
-    per_running_request_s: float = Field(
-        default=0.0, ge=0, le=MAX_COEFFICIENT_S, description="seconds per request the engine is running"
-    )
+    request_s: Coefficient = Field(description="seconds per request (HTTP, IPC, streaming the first token)")
+    per_prompt_token_s: Coefficient = Field(description="seconds per prompt token (tokenisation, chat template)")
+    busy_engine_s: Coefficient = Field(default=0.0, description="seconds added while the engine is running requests")
+    per_running_request_s: Coefficient = Field(default=0.0, description="seconds per request the engine is running")
 
     def seconds(self, prompt_tokens: int, running: int = 0) -> float:
         """The delay for one request of ``prompt_tokens`` that arrives while the engine runs

@@ -43,11 +43,15 @@ class InEnginePolicy(DispatchOnArrival[P]):
     in_engine: ClassVar[bool] = True
 
 
-class EngineDynamicMemoryPolicyParams(EngineDynamicMemoryParams, PolicyParams):
-    """engine-dynamic-mem's parameters, as a policy's (the in-engine class reads the same model)."""
+class InEnginePolicyParams(PolicyParams):
+    """What every in-engine policy's parameters share as a policy's."""
 
     #: FCFS dispatch without a cap (the engine holds requests back, not the client)
     max_in_flight: ClassVar[None] = None
+
+
+class EngineDynamicMemoryPolicyParams(EngineDynamicMemoryParams, InEnginePolicyParams):
+    """engine-dynamic-mem's parameters, as a policy's (the in-engine class reads the same model)."""
 
 
 class EngineDynamicMemoryPolicy(InEnginePolicy[EngineDynamicMemoryPolicyParams]):
@@ -61,11 +65,8 @@ class EngineDynamicMemoryPolicy(InEnginePolicy[EngineDynamicMemoryPolicyParams])
     Params = EngineDynamicMemoryPolicyParams
 
 
-class EngineDynamicSLAPolicyParams(EngineDynamicSLAParams, PolicyParams):
+class EngineDynamicSLAPolicyParams(EngineDynamicSLAParams, InEnginePolicyParams):
     """engine-dynamic-sla's parameters, as a policy's (the in-engine class reads the same model)."""
-
-    #: FCFS dispatch without a cap (the engine holds requests back, not the client)
-    max_in_flight: ClassVar[None] = None
 
 
 class EngineDynamicSLAPolicy(InEnginePolicy[EngineDynamicSLAPolicyParams]):
@@ -80,8 +81,8 @@ class EngineDynamicSLAPolicy(InEnginePolicy[EngineDynamicSLAPolicyParams]):
     Params = EngineDynamicSLAPolicyParams
 
 
-class PredictorPolicyParams(OutputPriorParams, PolicyParams):
-    """A policy's parameters that include the output-length predictor's (the client predicts)."""
+class PredictorPolicyParams(OutputPriorParams, InEnginePolicyParams):
+    """An in-engine policy's parameters that include the output-length predictor's (the client predicts)."""
 
 
 #: The parameters type of a policy that predicts output lengths on the client.
@@ -99,9 +100,6 @@ class EngineMCSFPolicyParams(EngineMCSFParams, PredictorPolicyParams):
         "each request's target; gaussian or noisy-oracle to relax it (the prediction goes to the engine with "
         "the request)",
     )
-
-    #: FCFS dispatch without a cap (the engine holds requests back, not the client)
-    max_in_flight: ClassVar[None] = None
 
 
 class PredictingInEnginePolicy(InEnginePolicy[PP]):
@@ -169,9 +167,6 @@ class EngineSLOAwarePolicyParams(SLOPlanParams, PredictorPolicyParams):
     class) and the output-length predictor the client runs to send each request's prediction
     (slo-sa's). The latency model the plan needs is the run's engine.profile: the launcher adds
     it to what the engine reads."""
-
-    #: FCFS dispatch without a cap (the engine holds requests back, not the client)
-    max_in_flight: ClassVar[None] = None
 
 
 class EngineSLOAwarePolicy(PredictingInEnginePolicy[EngineSLOAwarePolicyParams]):
