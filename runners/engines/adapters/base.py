@@ -1,6 +1,6 @@
 """What an engine adapter owns: everything schedlab knows about one serving engine.
 
-An adapter is one module in this package holding the engine's launch config (a pydantic model
+An adapter is one module in this package holding the engine's launch config (a :class:`LaunchConfig`
 whose ``kind`` tag names the engine), and an :class:`EngineAdapter` subclass that says how to
 start it (argument list, health path, context-limit flag), what its OpenAI-compatible requests
 accept (``min_tokens``, ``priority``), how to recognise it when attached (its ``/metrics``
@@ -15,13 +15,14 @@ from __future__ import annotations
 import importlib.util
 import re
 import shutil
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, ClassVar, Literal
 
-from pydantic import BaseModel, FieldSerializationInfo
+from pydantic import BaseModel, FieldSerializationInfo, field_serializer
 
 from runners.engines.openai_client import Endpoint
-from runners.engines.real_config import ApiKind, redact_args, redacting
+from runners.engines.real_config import ApiKind, ClientOptions, LaunchOptions, redact_args, redacting
 from runners.workload.tokens import TokenizeAPI
 
 
@@ -162,6 +163,35 @@ class EngineAdapter:
         return Availability(cls.name, False, cls.install_hint)
 
 
+class PythonModuleAdapter(EngineAdapter):
+    """An engine launched as a Python module with ``--served-model-name``, ``--host`` and
+    ``--port`` (vLLM, SGLang); subclasses set ``model_flag`` and add their own flags after
+    :meth:`module_command`. Its config has ``python``, ``command``, ``model`` and
+    ``served_model_name``."""
+
+    model_flag: ClassVar[str]  # the flag naming the model folder (vLLM ``--model``, SGLang ``--model-path``)
+
+    @classmethod
+    def module_command(cls, config: Any, port: int) -> list[str]:
+        """The config's ``command`` (default ``[python, -m, module]``), then the model, the served
+        model name, host and port: the start of the argument list."""
+        command = list(config.command) if config.command else [config.python, "-m", cls.module]
+        return command + [
+            cls.model_flag,
+            config.model,
+            "--served-model-name",
+            config.served_model_name,
+            "--host",
+            config.host,
+            "--port",
+            str(port),
+        ]
+
+    @classmethod
+    def served_model(cls, config: Any) -> str:
+        return str(config.served_model_name)
+
+
 def positive_int(value: object) -> int | None:
     """``value`` when it is a positive integer (not a bool), else None."""
     return value if isinstance(value, int) and not isinstance(value, bool) and value > 0 else None
@@ -177,13 +207,20 @@ def _overhead_body(model: str, api: str) -> dict[str, Any]:
     return {"model": model, "prompt": "", "add_special_tokens": True}
 
 
-def _count_of(reply: Any) -> int | None:
-    if not isinstance(reply, dict):
-        return None
-    count = reply.get("count")
-    if count is None and isinstance(reply.get("tokens"), list):
-        count = len(reply["tokens"])
-    return count
+def reply_count(count_key: str, list_key: str) -> Callable[[Any], int | None]:
+    """A tokenize reply's token count: its ``count_key`` field, else the length of its
+    ``list_key`` list (vLLM and SGLang: ``count``/``tokens``; LMDeploy: ``length``/``input_ids``);
+    None when the reply is not an object or has neither."""
+
+    def read(reply: Any) -> int | None:
+        if not isinstance(reply, dict):
+            return None
+        count = reply.get(count_key)
+        if count is None and isinstance(reply.get(list_key), list):
+            count = len(reply[list_key])
+        return count
+
+    return read
 
 
 def _max_model_len_of(reply: Any) -> int | None:
@@ -199,12 +236,24 @@ def prompt_tokenize_api(path: str, reply_limit_is_context: bool) -> TokenizeAPI:
         path,
         _prompt_body,
         _overhead_body,
-        _count_of,
+        reply_count("count", "tokens"),
         _max_model_len_of if reply_limit_is_context else (lambda reply: None),
         '{"count": <tokens>, "max_model_len": ..., "tokens": [...]}',
     )
 
 
-def redacted_command(command: list[str] | None, info: FieldSerializationInfo) -> list[str] | None:
-    """A launch config's ``command`` as config.json writes it: secret-looking values as ***."""
-    return redact_args(command) if command is not None and redacting(info) else command
+class LaunchConfig(ClientOptions, LaunchOptions):
+    """Base of an adapter's launch config (it adds ``kind``, ``model``, ``command`` and the
+    engine's flags): ``command`` is written to config.json with secret-looking values as ***, and
+    :meth:`server_command` asks the config's adapter for the argument list."""
+
+    @field_serializer("command", check_fields=False)
+    def _command_out(self, command: list[str] | None, info: FieldSerializationInfo) -> list[str] | None:
+        return redact_args(command) if command is not None and redacting(info) else command
+
+    def server_command(self, port: int) -> list[str]:
+        """The argument list that starts one server on ``port``."""
+        from runners.engines.adapters import ADAPTERS  # the registry imports this module
+
+        adapter = next(adapter for adapter in ADAPTERS.values() if adapter.config is type(self))
+        return adapter.server_command(self, port)

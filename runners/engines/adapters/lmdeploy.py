@@ -15,14 +15,14 @@ from __future__ import annotations
 
 from typing import Any, Literal
 
-from pydantic import Field, FieldSerializationInfo, field_serializer
+from pydantic import Field
 
-from runners.engines.adapters.base import EngineAdapter, FormField, MetricNames, redacted_command
-from runners.engines.real_config import ClientOptions, LaunchOptions, optional_flags
+from runners.engines.adapters.base import EngineAdapter, FormField, LaunchConfig, MetricNames, reply_count
+from runners.engines.real_config import optional_flags
 from runners.workload.tokens import TokenizeAPI
 
 
-class LMDeployConfig(ClientOptions, LaunchOptions):
+class LMDeployConfig(LaunchConfig):
     """Launch ``instances`` LMDeploy ``api_server`` processes (GPU only: LMDeploy has no CPU backend)."""
 
     kind: Literal["lmdeploy"] = "lmdeploy"
@@ -35,14 +35,6 @@ class LMDeployConfig(ClientOptions, LaunchOptions):
     session_len: int | None = Field(default=None, gt=0, le=10_000_000)
     tp: int | None = Field(default=None, gt=0, le=64)
 
-    @field_serializer("command")
-    def _command_out(self, command: list[str], info: FieldSerializationInfo) -> list[str] | None:
-        return redacted_command(command, info)
-
-    def server_command(self, port: int) -> list[str]:
-        """The argument list that starts one server on ``port``."""
-        return LMDeployAdapter.server_command(self, port)
-
 
 def _encode_text(model: str, text: str) -> dict[str, Any]:
     return {"input": text, "do_preprocess": False, "add_bos": False}
@@ -50,15 +42,6 @@ def _encode_text(model: str, text: str) -> dict[str, Any]:
 
 def _encode_overhead(model: str, api: str) -> dict[str, Any]:
     return {"input": "", "do_preprocess": api == "chat", "add_bos": True}
-
-
-def _read_length(reply: Any) -> int | None:
-    if not isinstance(reply, dict):
-        return None
-    length = reply.get("length")
-    if length is None and isinstance(reply.get("input_ids"), list):
-        length = len(reply["input_ids"])
-    return length
 
 
 class LMDeployAdapter(EngineAdapter):
@@ -83,7 +66,7 @@ class LMDeployAdapter(EngineAdapter):
         "/v1/encode",
         _encode_text,
         _encode_overhead,
-        _read_length,
+        reply_count("length", "input_ids"),
         lambda reply: None,
         '{"input_ids": [...], "length": <tokens>}',
     )

@@ -28,20 +28,20 @@ import re
 import sys
 from typing import Literal
 
-from pydantic import Field, FieldSerializationInfo, field_serializer, field_validator
+from pydantic import Field, field_validator
 
 from runners.engines.adapters.base import (
     Capabilities,
-    EngineAdapter,
     FormField,
+    LaunchConfig,
     MetricNames,
+    PythonModuleAdapter,
     prompt_tokenize_api,
-    redacted_command,
 )
-from runners.engines.real_config import ClientOptions, LaunchOptions, optional_flags
+from runners.engines.real_config import optional_flags
 
 
-class SGLangConfig(ClientOptions, LaunchOptions):
+class SGLangConfig(LaunchConfig):
     """Launch ``instances`` SGLang servers (``python -m sglang.launch_server``)."""
 
     kind: Literal["sglang"] = "sglang"
@@ -70,22 +70,15 @@ class SGLangConfig(ClientOptions, LaunchOptions):
             raise ValueError("must not contain ':' (SGLang reads model:adapter as a LoRA adapter)")
         return value
 
-    @field_serializer("command")
-    def _command_out(self, command: list[str] | None, info: FieldSerializationInfo) -> list[str] | None:
-        return redacted_command(command, info)
 
-    def server_command(self, port: int) -> list[str]:
-        """The argument list that starts one server on ``port``."""
-        return SGLangAdapter.server_command(self, port)
-
-
-class SGLangAdapter(EngineAdapter):
+class SGLangAdapter(PythonModuleAdapter):
     name = "sglang"
     order = 30
     summary = "launch SGLang servers (python -m sglang.launch_server)"
     config = SGLangConfig
     owned_by = ("sglang",)
     module = "sglang.launch_server"
+    model_flag = "--model-path"
     context_flag = "--context-length"
     version_path = "/server_info"
     kv_log_pattern = re.compile(r"max_total_num_tokens=(\d+)")
@@ -130,18 +123,7 @@ class SGLangAdapter(EngineAdapter):
 
     @classmethod
     def server_command(cls, config: SGLangConfig, port: int) -> list[str]:
-        command = list(config.command) if config.command else [config.python, "-m", cls.module]
-        command += [
-            "--model-path",
-            config.model,
-            "--served-model-name",
-            config.served_model_name,
-            "--host",
-            config.host,
-            "--port",
-            str(port),
-            "--enable-metrics",
-        ]
+        command = cls.module_command(config, port) + ["--enable-metrics"]
         command += optional_flags(
             {
                 "--max-running-requests": config.max_running_requests,
@@ -157,10 +139,6 @@ class SGLangAdapter(EngineAdapter):
         if config.scheduling_policy == "priority":
             command += ["--enable-priority-scheduling", "--schedule-low-priority-values-first"]
         return command + list(config.extra_args)
-
-    @classmethod
-    def served_model(cls, config: SGLangConfig) -> str:
-        return config.served_model_name
 
     @classmethod
     def max_num_seqs(cls, config: SGLangConfig) -> int | None:

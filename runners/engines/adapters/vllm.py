@@ -17,23 +17,23 @@ import sys
 from pathlib import Path
 from typing import Literal
 
-from pydantic import Field, FieldSerializationInfo, field_serializer
+from pydantic import Field
 
 from runners.engines.adapters.base import (
     Availability,
     Capabilities,
-    EngineAdapter,
     FormField,
+    LaunchConfig,
     MetricNames,
+    PythonModuleAdapter,
     prompt_tokenize_api,
-    redacted_command,
 )
-from runners.engines.real_config import ClientOptions, LaunchOptions, optional_flags
+from runners.engines.real_config import optional_flags
 
 ROOT = Path(__file__).resolve().parents[3]
 
 
-class VLLMConfig(ClientOptions, LaunchOptions):
+class VLLMConfig(LaunchConfig):
     """Launch ``instances`` vLLM OpenAI-compatible servers."""
 
     kind: Literal["vllm"] = "vllm"
@@ -59,22 +59,15 @@ class VLLMConfig(ClientOptions, LaunchOptions):
         "server's PYTHONPATH, nothing is installed into the vLLM environment",
     )
 
-    @field_serializer("command")
-    def _command_out(self, command: list[str] | None, info: FieldSerializationInfo) -> list[str] | None:
-        return redacted_command(command, info)
 
-    def server_command(self, port: int) -> list[str]:
-        """The argument list that starts one server on ``port``."""
-        return VLLMAdapter.server_command(self, port)
-
-
-class VLLMAdapter(EngineAdapter):
+class VLLMAdapter(PythonModuleAdapter):
     name = "vllm"
     order = 10
     summary = "launch vLLM OpenAI-compatible servers (one per GPU)"
     config = VLLMConfig
     owned_by = ("vllm",)
     module = "vllm.entrypoints.openai.api_server"
+    model_flag = "--model"
     context_flag = "--max-model-len"
     kv_log_pattern = re.compile(r"(?:GPU|CPU) KV cache size:\s*([\d,]+)\s*tokens")
     metrics = MetricNames(
@@ -113,17 +106,7 @@ class VLLMAdapter(EngineAdapter):
 
     @classmethod
     def server_command(cls, config: VLLMConfig, port: int) -> list[str]:
-        command = list(config.command) if config.command else [config.python, "-m", cls.module]
-        command += [
-            "--model",
-            config.model,
-            "--served-model-name",
-            config.served_model_name,
-            "--host",
-            config.host,
-            "--port",
-            str(port),
-        ]
+        command = cls.module_command(config, port)
         command += optional_flags(
             {
                 "--max-num-seqs": config.max_num_seqs,
@@ -148,10 +131,6 @@ class VLLMAdapter(EngineAdapter):
             return {}
         inherited = config.env.get("PYTHONPATH", os.environ.get("PYTHONPATH", ""))
         return {"PYTHONPATH": os.pathsep.join(part for part in (str(ROOT), inherited) if part)}
-
-    @classmethod
-    def served_model(cls, config: VLLMConfig) -> str:
-        return config.served_model_name
 
     @classmethod
     def max_num_seqs(cls, config: VLLMConfig) -> int | None:
