@@ -38,9 +38,12 @@ ENGINE_CLASS = "runners.engines.vllm_scheduler.dynamic_mem.DynamicMemorySchedule
 # --- without vLLM ------------------------------------------------------------------------------
 
 
-def test_the_registry_imports_without_vllm():
+def test_the_registry_and_the_client_side_import_without_vllm():
+    """The registry, the in-engine classes' vLLM-free decision functions and the client policies
+    load in a Python without vLLM (every engine-* scheduler's test relies on this one)."""
     code = (
-        "import sys, runners.engines.vllm_scheduler as m; "
+        "import sys, runners.engines.vllm_scheduler as m, runners.engines.vllm_scheduler.mcsf_core, "
+        "runners.schedulers.in_engine; "
         "assert not any(n == 'vllm' or n.startswith('vllm.') for n in sys.modules); "
         "print(m.IN_ENGINE_SCHEDULERS['engine-dynamic-mem'])"
     )
