@@ -727,22 +727,19 @@ if loaded:
         "application/octet-stream",
         key="export_requests_parquet",
     )
-    columns[3].download_button(
-        "Summary (JSON)",
-        json.dumps(picked.summary, indent=1, default=str).encode(),
-        f"{picked_run}-summary.json",
-        "application/json",
-        key="export_summary",
-        help="the run's summary.json",
+    json_files = (
+        ("summary", picked.summary, "the run's summary.json"),
+        ("config", picked.config, "the run's config.json: config, resolved settings, versions"),
     )
-    columns[4].download_button(
-        "Config (JSON)",
-        json.dumps(picked.config, indent=1, default=str).encode(),
-        f"{picked_run}-config.json",
-        "application/json",
-        key="export_config",
-        help="the run's config.json: config, resolved settings, versions",
-    )
+    for column, (name, record, tooltip) in zip(columns[3:5], json_files):
+        column.download_button(
+            f"{name.capitalize()} (JSON)",
+            json.dumps(record, indent=1, default=str).encode(),
+            f"{picked_run}-{name}.json",
+            "application/json",
+            key=f"export_{name}",
+            help=tooltip,
+        )
 
 # -- sweeps ------------------------------------------------------------------------------------
 sweep_ids = sorted(frame["sweep"].dropna().unique())

@@ -47,6 +47,13 @@ class CaseRunner:
         path.mkdir(parents=True)
         return path
 
+    def case_file(self, name: str, data: bytes) -> tuple[Path, Path]:
+        """A new case folder holding ``data`` as ``name``: (that file, the case's results folder)."""
+        folder = self.folder()
+        path = folder / name
+        path.write_bytes(data)
+        return path, folder / "results"
+
     def cli(
         self,
         argv: list[Any],

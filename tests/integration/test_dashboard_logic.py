@@ -23,6 +23,7 @@ from runners.errors import ConfigError
 from runners.jobs import cancel_job, list_jobs, new_job_spec, read_job, start_job
 from runners.live import job_eta_s, job_run_rows, qualified, read_live
 from runners.result_store import RunWriter, list_runs, load_run, rename_run
+from tests.job_waiting import wait_for_job_folder as wait
 
 
 def summary(run_id: str, **fields) -> dict:
@@ -100,16 +101,6 @@ def test_cdf_points_thin_large_runs_and_keep_extremes():
     assert len(x) <= 100 and x[0] == 0 and x[-1] == 9_999 and y[-1] == 1.0
     x, y = cdf_points([3.0, 1.0, np.nan, 2.0])
     assert list(x) == [1.0, 2.0, 3.0] and list(y) == pytest.approx([1 / 3, 2 / 3, 1.0])
-
-
-def wait(folder: Path, timeout_s: float = 90.0):
-    deadline = time.monotonic() + timeout_s
-    while time.monotonic() < deadline:
-        job = read_job(folder)
-        if job is not None and not job.active:
-            return job
-        time.sleep(0.3)
-    raise AssertionError(f"job in {folder} still {read_job(folder)}")
 
 
 def test_job_runs_schedulers_in_order_on_the_same_workload(results_dir):

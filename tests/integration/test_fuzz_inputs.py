@@ -98,17 +98,7 @@ FLAG_VALUES: dict[str, tuple[list[str], list[str]]] = {
     "--ratio": (
         ["1:1", "2:1", "1:0", "0:1"],
         [
-            "0:0",
-            "1:inf",
-            "inf:1",
-            "nan:1",
-            "1:nan",
-            "-1:2",
-            "1:",
-            "1:1:1",
-            ":",
-            "1e308:1e308",
-            "a:b",
+            *"0:0 1:inf inf:1 nan:1 1:nan -1:2 1: 1:1:1 : 1e308:1e308 a:b".split(),
             "\uff11:\uff11",
             "1e-320:1",
         ],
@@ -117,18 +107,12 @@ FLAG_VALUES: dict[str, tuple[list[str], list[str]]] = {
     "--run-id": (
         ["fz-ok", "x" * 128],
         [
-            "../escape",
-            "/abs/x",
-            ".",
-            "..",
+            *"../escape /abs/x . ..".split(),
             "",
             "a" * 300,
             "\u00fc",
             "a b",
-            "-x",
-            "x/../../y",
-            "*",
-            ".hidden",
+            *"-x x/../../y * .hidden".split(),
             "x" * 129,
         ],
     ),
@@ -361,10 +345,7 @@ def test_config_files(sandbox, tiny, tmp_path):
         else:
             text = rng.choice(SPECIAL_CONFIGS)
             label = f"whole file {text[:40]!r}"
-        folder = cases.folder()
-        config_path = folder / f"run{suffix}"
-        config_path.write_bytes(text)
-        out = folder / "results"
+        config_path, out = cases.case_file(f"run{suffix}", text)
 
         def expect(outcome: Outcome, must_refuse=must_refuse, config_path=config_path) -> list[tuple[str, str]]:
             problems = []
@@ -413,22 +394,11 @@ def test_dataset_files(sandbox, tmp_path):
                 else to_json_bytes(mutated)
             )
             data = gzip.compress(plain, mtime=0) if gz else plain
-        folder = cases.folder()
-        path = folder / f"chat.{fmt}"
-        path.write_bytes(data)
-        out = folder / "results"
+        path, out = cases.case_file(f"chat.{fmt}", data)
         argv = [
-            "run",
-            "--requests",
-            "3",
-            "--ratio",
-            "1:0",
-            "--out",
+            *"run --requests 3 --ratio 1:0 --out".split(),
             out,
-            "--quiet",
-            "--set",
-            "workload.chat.kind=file",
-            "--set",
+            *"--quiet --set workload.chat.kind=file --set".split(),
             f"workload.chat.path={path}",
         ]
 
@@ -484,17 +454,9 @@ def test_replay_files(sandbox, tiny, tmp_path):
                 fmt = "txt"
         else:
             data, label, bom = BOM + plain, "UTF-8 BOM prepended to a valid file", True
-        folder = cases.folder()
-        path = folder / f"stamps.{fmt}"
-        path.write_bytes(data)
-        out = folder / "results"
+        path, out = cases.case_file(f"stamps.{fmt}", data)
         argv = [
-            "run",
-            "--requests",
-            "3",
-            "--arrival",
-            "replay",
-            "--set",
+            *"run --requests 3 --arrival replay --set".split(),
             f"workload.arrival.replay_file={path}",
             "--out",
             out,
@@ -539,15 +501,9 @@ def test_profile_files(sandbox, tiny, tmp_path):
             data = to_json_bytes(mutated) if fmt == "json" else yaml.safe_dump(mutated).encode()
         else:
             data, label = byte_mutation(profile_bytes(fmt), rng)
-        folder = cases.folder()
-        path = folder / f"engine.{fmt}"
-        path.write_bytes(data)
-        out = folder / "results"
+        path, out = cases.case_file(f"engine.{fmt}", data)
         argv = [
-            "run",
-            "--requests",
-            "3",
-            "--set",
+            *"run --requests 3 --set".split(),
             f"engine.profile={path}",
             "--out",
             out,

@@ -22,16 +22,7 @@ from runners.launch_form import DEFAULT_SCHEDULERS, build_job, default_form_valu
 from runners.live import live_cards, read_live, read_study_progress
 from runners.metrics.contention import identical_decisions
 from runners.study import MAX_RUNS_UNCONFIRMED, STUDY_FILE, read_study
-
-
-def wait(folder: Path, timeout_s: float = 120.0):
-    deadline = time.monotonic() + timeout_s
-    while time.monotonic() < deadline:
-        job = read_job(folder)
-        if job is not None and not job.active:
-            return job
-        time.sleep(0.3)
-    raise AssertionError(f"job in {folder} still {read_job(folder)}")
+from tests.job_waiting import wait_for_job_folder as wait
 
 
 def requests_of(results: Path, run_id: str) -> pd.DataFrame:

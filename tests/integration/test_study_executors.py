@@ -79,25 +79,7 @@ def test_two_workers_give_identical_results(serial_study, results_dir, capsys, m
     assert (
         main(
             [
-                "run",
-                "--engine",
-                "sim",
-                "--scheduler",
-                "fcfs,slo-sa",
-                "--seeds",
-                "2",
-                "--requests",
-                "40",
-                "--rate",
-                "6",
-                "--set",
-                "engine.max_num_seqs=1",
-                "--quiet",
-                "--run-id",
-                "st",
-                "--workers",
-                "2",
-                "--out",
+                *"run --engine sim --scheduler fcfs,slo-sa --seeds 2 --requests 40 --rate 6 --set engine.max_num_seqs=1 --quiet --run-id st --workers 2 --out".split(),
                 str(results_dir),
             ]
         )
@@ -246,20 +228,7 @@ def test_execution_choice():
 
 
 SMALL = [
-    "run",
-    "--engine",
-    "sim",
-    "--scheduler",
-    "fcfs,slo-sa",
-    "--seeds",
-    "2",
-    "--requests",
-    "10",
-    "--rate",
-    "6",
-    "--quiet",
-    "--run-id",
-    "cl",
+    *"run --engine sim --scheduler fcfs,slo-sa --seeds 2 --requests 10 --rate 6 --quiet --run-id cl".split(),
 ]
 
 
@@ -299,17 +268,7 @@ def test_study_speed_bench_at_tiny_scale(tmp_path, capsys):
     assert (
         bench.main(
             [
-                "--seeds",
-                "1",
-                "--requests",
-                "10",
-                "--rates",
-                "4,6",
-                "--schedulers",
-                "fcfs",
-                "--executors",
-                "serial,process",
-                "--out",
+                *"--seeds 1 --requests 10 --rates 4,6 --schedulers fcfs --executors serial,process --out".split(),
                 str(out),
             ]
         )

@@ -223,15 +223,7 @@ def test_replay_file_with_byte_order_mark_replays_every_timestamp(tmp_path, resu
     assert read_timestamps(replay).tolist() == [0.0, 10.0, 11.0, 12.0, 13.0]
     code = main(
         [
-            "run",
-            "--requests",
-            "5",
-            "--quiet",
-            "--arrival",
-            "replay",
-            "--run-id",
-            "bom",
-            "--set",
+            *"run --requests 5 --quiet --arrival replay --run-id bom --set".split(),
             f"workload.arrival.replay_file={replay}",
             "--out",
             str(results_dir),
@@ -373,15 +365,7 @@ def test_a_tokenizer_that_cannot_load_is_one_line_in_a_fresh_process(results_dir
     done = subprocess.run(
         [
             sys.executable,
-            "-m",
-            "runners",
-            "run",
-            "--tokenizer",
-            "/dev/null",
-            "--requests",
-            "3",
-            "--quiet",
-            "--out",
+            *"-m runners run --tokenizer /dev/null --requests 3 --quiet --out".split(),
             str(results_dir),
         ],
         capture_output=True,

@@ -82,72 +82,22 @@ def _rows(rows):
     return frame[list(REQUEST_COLUMNS)]
 
 
+#: The hand-computed requests of test_summary_hand_computed, one tuple per request.
+HAND_COLUMNS = (
+    "request_id", "task", "arrival_s", "dispatch_s", "first_token_s", "finish_s",
+    "input_tokens", "output_tokens", "ttft_s", "tpot_s", "e2e_s", "queue_s", "slo_met", "error",
+)  # fmt: skip
+HAND_ROWS = [
+    # chat met, code met, chat missed (slow TTFT), code failed
+    ("a", "chat", 0.0, 0.0, 1.0, 3.0, 10, 5, 1.0, 0.5, 3.0, 0.0, True, None),
+    ("b", "code", 1.0, 1.0, 2.0, 5.0, 20, 10, 1.0, 3 / 9, 4.0, 0.0, True, None),
+    ("c", "chat", 2.0, 4.0, 6.0, 7.0, 30, 3, 4.0, 0.5, 5.0, 2.0, False, None),
+    ("d", "code", 3.0, 3.0, None, 6.0, 40, 0, None, None, None, None, False, "http 500"),
+]
+
+
 def test_summary_hand_computed():
-    rows = _rows(
-        [
-            # chat met, code met, chat missed (slow TTFT), code failed
-            dict(
-                request_id="a",
-                task="chat",
-                arrival_s=0.0,
-                dispatch_s=0.0,
-                first_token_s=1.0,
-                finish_s=3.0,
-                input_tokens=10,
-                output_tokens=5,
-                ttft_s=1.0,
-                tpot_s=0.5,
-                e2e_s=3.0,
-                queue_s=0.0,
-                slo_met=True,
-                error=None,
-            ),
-            dict(
-                request_id="b",
-                task="code",
-                arrival_s=1.0,
-                dispatch_s=1.0,
-                first_token_s=2.0,
-                finish_s=5.0,
-                input_tokens=20,
-                output_tokens=10,
-                ttft_s=1.0,
-                tpot_s=3 / 9,
-                e2e_s=4.0,
-                queue_s=0.0,
-                slo_met=True,
-                error=None,
-            ),
-            dict(
-                request_id="c",
-                task="chat",
-                arrival_s=2.0,
-                dispatch_s=4.0,
-                first_token_s=6.0,
-                finish_s=7.0,
-                input_tokens=30,
-                output_tokens=3,
-                ttft_s=4.0,
-                tpot_s=0.5,
-                e2e_s=5.0,
-                queue_s=2.0,
-                slo_met=False,
-                error=None,
-            ),
-            dict(
-                request_id="d",
-                task="code",
-                arrival_s=3.0,
-                dispatch_s=3.0,
-                first_token_s=None,
-                finish_s=6.0,
-                input_tokens=40,
-                output_tokens=0,
-                slo_met=False,
-                error="http 500",
-            ),
-        ]
-    )
+    rows = _rows([dict(zip(HAND_COLUMNS, row)) for row in HAND_ROWS])
     summary = summarize_requests(rows, preemptions=3)
     assert summary["requests"] == 4 and summary["completed"] == 3 and summary["failed"] == 1
     assert summary["duration_s"] == pytest.approx(7.0)  # first arrival 0 to last finish 7
