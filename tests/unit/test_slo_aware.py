@@ -139,6 +139,19 @@ from runners.workload.requests import Request  # noqa: E402
 from runners.workload.slo import TaskSLO  # noqa: E402
 
 ENGINE = SimulatorConfig().resolve()
+
+
+def simulated(**settings) -> SimulatedInstance:
+    """Instance 0 of the default simulated engine, with ``settings`` (max_num_seqs, ...) on top."""
+    return SimulatedInstance(
+        instance_id=0,
+        latency=ENGINE.latency,
+        kv_capacity_tokens=ENGINE.kv_capacity_tokens,
+        block_size=ENGINE.block_size,
+        **settings,
+    )
+
+
 LOOSE = TaskSLO(e2e_s=100.0)
 
 
@@ -170,13 +183,7 @@ def test_completion_replans_and_redraws_waiting_predictions():
 def test_workload_prior_reaches_the_policy_through_the_driver():
     requests = [code("a", 100), code("b", 300, arrival=0.5)]
     policy = make_policy("slo-sa")  # default: output_prior workload
-    instance = SimulatedInstance(
-        instance_id=0,
-        latency=ENGINE.latency,
-        kv_capacity_tokens=ENGINE.kv_capacity_tokens,
-        block_size=ENGINE.block_size,
-        max_num_seqs=4,
-    )
+    instance = simulated(max_num_seqs=4)
     VirtualTimeDriver(instances=[instance], policy=policy, requests=requests, recorder=RunRecorder(requests)).run()
     moments = policy.outputs._moments["code"]
     assert moments.count == 4  # the two workload targets, then the two finished requests
@@ -237,14 +244,7 @@ def served_order(scheduling_policy: str) -> list[str]:
     """A, B, C (short to long) at t = 0, one slot, sent at once; D (shortest) arrives at 0.5 s."""
     requests = [code("A", 40), code("B", 100), code("C", 150), code("D", 10, arrival=0.5)]
     policy = make_policy("slo-sa", {"output_predictor": "oracle", "dispatch": "all"})
-    instance = SimulatedInstance(
-        instance_id=0,
-        latency=ENGINE.latency,
-        kv_capacity_tokens=ENGINE.kv_capacity_tokens,
-        block_size=ENGINE.block_size,
-        max_num_seqs=1,
-        scheduling_policy=scheduling_policy,
-    )
+    instance = simulated(max_num_seqs=1, scheduling_policy=scheduling_policy)
     recorder = RunRecorder(requests)
     VirtualTimeDriver(instances=[instance], policy=policy, requests=requests, recorder=recorder).run()
     return sorted(recorder.records, key=lambda rid: recorder.records[rid].first_token_s)
