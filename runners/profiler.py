@@ -105,6 +105,26 @@ async def _batch(
     )
 
 
+def _raise_on_failure(results: Sequence[StreamResult], what: str) -> None:
+    """SchedlabError naming ``what`` and the first request's error, when any request failed."""
+    failed = [r.error for r in results if r.error]
+    if failed:
+        raise SchedlabError(f"profile: {what}: {failed[0]}")
+
+
+async def _warm_up(
+    session: aiohttp.ClientSession,
+    endpoint: Endpoint,
+    requests: int,
+    rng: np.random.Generator,
+    vocabulary: list[str],
+    timeout_s: float,
+) -> None:
+    """``requests`` short requests (64-token prompts, 8 tokens out) at once, not measured."""
+    if requests:
+        await _batch(session, endpoint, [_prompt(64, rng, vocabulary) for _ in range(requests)], 8, timeout_s)
+
+
 async def measure(
     endpoint: Endpoint,
     grid: ProfileGrid,
@@ -119,18 +139,13 @@ async def measure(
     total = len(points) * grid.repeats
     samples: list[ProfileSample] = []
     async with aiohttp.ClientSession(connector=aiohttp.TCPConnector(limit=0)) as session:
-        if grid.warmup_requests:
-            await _batch(
-                session, endpoint, [_prompt(64, rng, vocabulary) for _ in range(grid.warmup_requests)], 8, timeout_s
-            )
+        await _warm_up(session, endpoint, grid.warmup_requests, rng, vocabulary, timeout_s)
         done = 0
         for _ in range(grid.repeats):
             for batch, input_tokens, output_tokens in points:
                 prompts = [_prompt(input_tokens, rng, vocabulary) for _ in range(batch)]
                 results = await _batch(session, endpoint, prompts, output_tokens, timeout_s)
-                failed = [r.error for r in results if r.error]
-                if failed:
-                    raise SchedlabError(f"profile: request failed at batch {batch}, input {input_tokens}: {failed[0]}")
+                _raise_on_failure(results, f"request failed at batch {batch}, input {input_tokens}")
                 ttfts = [r.chunk_times[0] - r.sent_at for r in results]
                 # decode steps only: after the batch's last first token, no prefill of this batch is
                 # mixed into the steps (chunked prefill would otherwise inflate the per-token time)
@@ -391,10 +406,13 @@ async def measure_steps(
     say = progress or (lambda message: None)
     samples: list[StepSample] = []
     async with aiohttp.ClientSession(connector=aiohttp.TCPConnector(limit=0)) as session:
-        if grid.warmup_requests:
-            await _batch(
-                session, endpoint, [_prompt(64, rng, vocabulary) for _ in range(grid.warmup_requests)], 8, timeout_s
-            )
+
+        def decoding(requests: int, prompt_tokens: int, output_tokens: int) -> _Streams:
+            """``requests`` requests of ``prompt_tokens``-token prompts streaming ``output_tokens`` tokens."""
+            prompts = [_prompt(prompt_tokens, rng, vocabulary) for _ in range(requests)]
+            return _Streams(session, endpoint, prompts, output_tokens, timeout_s)
+
+        await _warm_up(session, endpoint, grid.warmup_requests, rng, vocabulary, timeout_s)
         # -- pure prefill: one request alone, the engine's own prefill time ----------------------
         for tokens in grid.prefill_prompt_tokens:
             if tokens > max_num_batched_tokens:
@@ -404,8 +422,7 @@ async def measure_steps(
                 result = await stream_request(
                     session, endpoint, _prompt(tokens, rng, vocabulary), 1, timeout_s=timeout_s
                 )
-                if result.error:
-                    raise SchedlabError(f"profile: prefill of {tokens} tokens failed: {result.error}")
+                _raise_on_failure([result], f"prefill of {tokens} tokens failed")
                 await asyncio.sleep(0.05)  # the metrics are recorded just after the response
                 after = await _scrape(session, endpoint)
                 if _increment(before, after, "vllm:request_prefill_time_seconds_count") != 1:
@@ -438,18 +455,10 @@ async def measure_steps(
             for batch in grid.decode_batches:
                 if prompt_tokens > min(grid.decode_prompt_tokens) and batch > grid.decode_long_prompt_max_batch:
                     continue
-                streams = _Streams(
-                    session,
-                    endpoint,
-                    [_prompt(prompt_tokens, rng, vocabulary) for _ in range(batch)],
-                    grid.decode_output_tokens,
-                    timeout_s,
-                )
+                streams = decoding(batch, prompt_tokens, grid.decode_output_tokens)
                 start = await streams.all_started()
                 results = await asyncio.gather(*streams.tasks)
-                failed = [r.error for r in results if r.error]
-                if failed:
-                    raise SchedlabError(f"profile: decode load of {batch} failed: {failed[0]}")
+                _raise_on_failure(results, f"decode load of {batch} failed")
                 prompt_mean = float(np.mean([r.prompt_tokens or prompt_tokens for r in results]))
                 samples.extend(decode_samples(streams.times, prompt_mean, start, grid.decode_windows))
                 say(f"decode batch {batch}, prompts {prompt_tokens}")
@@ -464,13 +473,7 @@ async def measure_steps(
             ] * grid.mixed_repeats
             if not combos:
                 continue
-            streams = _Streams(
-                session,
-                endpoint,
-                [_prompt(short, rng, vocabulary) for _ in range(decodes)],
-                grid.mixed_decode_output_tokens,
-                timeout_s,
-            )
+            streams = decoding(decodes, short, grid.mixed_decode_output_tokens)
             try:
                 await streams.all_started()
                 await asyncio.sleep(0.1)
@@ -479,9 +482,7 @@ async def measure_steps(
                     results = await _batch(
                         session, endpoint, [_prompt(tokens, rng, vocabulary) for _ in range(prefills)], 1, timeout_s
                     )
-                    failed = [r.error for r in results if r.error]
-                    if failed:
-                        raise SchedlabError(f"profile: mixed prefill failed: {failed[0]}")
+                    _raise_on_failure(results, "mixed prefill failed")
                     await asyncio.sleep(0.05)  # a few decode steps between injections
                     overhead = _busy_overhead_sample(before, await _scrape(session, endpoint), results, tokens, decodes)
                     if overhead is not None:
