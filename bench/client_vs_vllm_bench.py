@@ -42,8 +42,10 @@ import tempfile
 import time
 import urllib.request
 from pathlib import Path
+from typing import Any
 
-from bench.vllm_cpu_common import RESULTS, ROOT, tiny_model, vllm_engine, vllm_python
+from bench.common import ROOT, write_report
+from bench.vllm_cpu_common import launched_vllm, tiny_model, vllm_python
 from runners.engines.telemetry import mean_between, parse_metrics
 
 #: schedlab settings changed by ``--variant`` (one variable each). ``config``: run-config fields
@@ -270,7 +272,7 @@ def run_vllm_bench(
 def run_schedlab(
     url: str, model: Path, dataset: Path, mode: str, rate: float, requests: int, variant: str, folder: Path
 ) -> dict:
-    config = {
+    config: dict[str, Any] = {
         "engine": {"kind": "openai", "urls": url},
         "workload": _workload(dataset, model, requests, mode, rate),
         "scheduler": {"name": "fcfs"},
@@ -278,7 +280,7 @@ def run_schedlab(
     }
     spec = VARIANTS[variant]
     for key, value in spec.get("config", {}).items():
-        node = config
+        node: dict[str, Any] = config
         *parents, leaf = key.split(".")
         for part in parents:
             node = node.setdefault(part, {})
@@ -437,53 +439,49 @@ def main() -> None:
         order = schedlab_order(schedlab_data, model, args.requests)
         vllm_data = folder / "prompts-vllm-ordered.jsonl"
         vllm_data.write_text("".join(json.dumps({"prompt": p, "output_tokens": args.output_len}) + "\n" for p in order))
-        from runners.config import parse_config
-        from runners.engines.real_engine import RealEngine
-
-        engine_config = parse_config({"engine": vllm_engine(model, extra_args=["--no-enable-prefix-caching"])}).engine
-        server = RealEngine(config=engine_config, log_folder=folder / "logs")
-        server.start()
-        url = server.instances[0].endpoint.base_url
         burners: list[subprocess.Popen] = []
-        try:
-            # compile the batch shapes once before anything is measured (discarded)
-            run_vllm_bench(
-                url, model, vllm_data, "all-at-once", args.rate, min(64, args.requests), args.output_len, folder
-            )
-            probe = {"idle": metrics_probe(url)}
-            burners = start_burners(args.burn)
-            if burners:
-                time.sleep(1.0)
-                probe[f"beside {args.burn} busy processes"] = metrics_probe(url)
-            print(json.dumps({"metrics_probe": probe}), flush=True)
-            for round_number in range(args.rounds):
-                for mode in modes:
-                    for tool in tools:
-                        if tool == "vllm-bench":
-                            row = run_vllm_bench(
-                                url, model, vllm_data, mode, args.rate, args.requests, args.output_len, folder
+        with launched_vllm(model, folder / "logs", extra_args=["--no-enable-prefix-caching"]) as server:
+            url = server.instances[0].endpoint.base_url
+            try:
+                # compile the batch shapes once before anything is measured (discarded)
+                run_vllm_bench(
+                    url, model, vllm_data, "all-at-once", args.rate, min(64, args.requests), args.output_len, folder
+                )
+                probe = {"idle": metrics_probe(url)}
+                burners = start_burners(args.burn)
+                if burners:
+                    time.sleep(1.0)
+                    probe[f"beside {args.burn} busy processes"] = metrics_probe(url)
+                print(json.dumps({"metrics_probe": probe}), flush=True)
+                for round_number in range(args.rounds):
+                    for mode in modes:
+                        for tool in tools:
+                            if tool == "vllm-bench":
+                                row = run_vllm_bench(
+                                    url, model, vllm_data, mode, args.rate, args.requests, args.output_len, folder
+                                )
+                            else:
+                                variant = tool.split(":", 1)[1] if ":" in tool else "default"
+                                row = run_schedlab(
+                                    url, model, schedlab_data, mode, args.rate, args.requests, variant, folder
+                                )
+                            row.update(
+                                tool=tool,
+                                mode=mode,
+                                round=round_number,
+                                gap_s=(row["ttft_s"] - row["engine_ttft_s"])
+                                if row["engine_ttft_s"] is not None
+                                else None,
                             )
-                        else:
-                            variant = tool.split(":", 1)[1] if ":" in tool else "default"
-                            row = run_schedlab(
-                                url, model, schedlab_data, mode, args.rate, args.requests, variant, folder
+                            rows.append(row)
+                            print(
+                                json.dumps({k: (round(v, 4) if isinstance(v, float) else v) for k, v in row.items()}),
+                                flush=True,
                             )
-                        row.update(
-                            tool=tool,
-                            mode=mode,
-                            round=round_number,
-                            gap_s=(row["ttft_s"] - row["engine_ttft_s"]) if row["engine_ttft_s"] is not None else None,
-                        )
-                        rows.append(row)
-                        print(
-                            json.dumps({k: (round(v, 4) if isinstance(v, float) else v) for k, v in row.items()}),
-                            flush=True,
-                        )
-        finally:
-            for burner in burners:
-                burner.kill()
-                burner.wait()
-            server.stop()
+            finally:
+                for burner in burners:
+                    burner.kill()
+                    burner.wait()
     medians = {
         mode: {tool: summarize([r for r in rows if r["mode"] == mode and r["tool"] == tool]) for tool in tools}
         for mode in modes
@@ -503,11 +501,7 @@ def main() -> None:
         "medians": medians,
         "rows": rows,
     }
-    RESULTS.mkdir(parents=True, exist_ok=True)
-    (RESULTS / f"{args.name}.json").write_text(json.dumps(report, indent=2) + "\n")
-    text = markdown(report)
-    (RESULTS / f"{args.name}.md").write_text(text + "\n")
-    print(text)
+    write_report(args.name, report, [markdown(report)])
     for mode in modes:
         gaps = {tool: medians[mode][tool].get("gap_s", {}).get("median") for tool in tools}
         print(

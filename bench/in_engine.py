@@ -41,9 +41,10 @@ import time
 from pathlib import Path
 from typing import Any
 
+from bench.common import RESULTS, write_report
 from bench.reproduce import OUT, PROFILE, in_table_order, real_notes, write
 from bench.reproduction_study import VERDICT_RULE, Arm, Claim, Measure, RowSpec, parameters_text, run_rows
-from bench.vllm_cpu_common import RESULTS, tiny_model, vllm_engine
+from bench.vllm_cpu_common import tiny_model, vllm_engine
 from runners.engines.profile import load_profile
 from runners.study import StudyMember
 
@@ -71,6 +72,27 @@ def sla_target_s() -> float:
     """D_SLA for E2: the bundled profile's decode step at a batch of 32 and a 320-token context
     (half of the 640-token filter), seconds."""
     return round(load_profile(PROFILE).latency_model().decode_step_time(32, 320.0), 4)
+
+
+def twin_rows(
+    row: str,
+    setting: str,
+    baseline: Measure,
+    client: Measure,
+    engine: Measure,
+    claim: Claim,
+    also: tuple[str, ...] = (),
+    against: str | None = None,
+) -> list[RowSpec]:
+    """The three rows of a client-side scheduler and its in-engine twin: each against ``baseline``
+    (judged by ``claim``), then the twin against the client side (TWIN). Titles ``<row> <ours> vs
+    <against>`` (``against``: the baseline's name in them, default its label)."""
+    name = against or baseline.label
+    return [
+        RowSpec(f"{row} {client.label} vs {name}", setting, baseline, client, claim, also),
+        RowSpec(f"{row} {engine.label} vs {name}", setting, baseline, engine, claim, also),
+        RowSpec(f"{row} {engine.label} vs {client.label}", setting, client, engine, TWIN, also),
+    ]
 
 
 def rows_e1() -> list[RowSpec]:
@@ -145,32 +167,16 @@ def rows_e2(d_sla_s: float) -> list[RowSpec]:
     )
     specs = []
     for key, also in (("tpot_s.mean", ("output_throughput_tps",)), ("output_throughput_tps", ("tpot_s.mean",))):
-        specs += [
-            RowSpec(
-                "E2 dynamic-sla vs fcfs",
-                setting,
-                Measure("fcfs 64", (fcfs,), key=key),
-                Measure("dynamic-sla", (client,), key=key),
-                Claim("no paper number at one load: 000 Table II reports capacity under the SLA"),
-                also,
-            ),
-            RowSpec(
-                "E2 engine-dynamic-sla vs fcfs",
-                setting,
-                Measure("fcfs 64", (fcfs,), key=key),
-                Measure("engine-dynamic-sla", (engine,), key=key),
-                Claim("no paper number at one load: 000 Table II reports capacity under the SLA"),
-                also,
-            ),
-            RowSpec(
-                "E2 engine-dynamic-sla vs dynamic-sla",
-                setting,
-                Measure("dynamic-sla", (client,), key=key),
-                Measure("engine-dynamic-sla", (engine,), key=key),
-                TWIN,
-                also,
-            ),
-        ]
+        specs += twin_rows(
+            "E2",
+            setting,
+            Measure("fcfs 64", (fcfs,), key=key),
+            Measure("dynamic-sla", (client,), key=key),
+            Measure("engine-dynamic-sla", (engine,), key=key),
+            Claim("no paper number at one load: 000 Table II reports capacity under the SLA"),
+            also,
+            against="fcfs",
+        )
     return specs
 
 
@@ -203,11 +209,7 @@ def rows_e3() -> list[RowSpec]:
         "lower latency growth with load than the baselines (003 Fig. 5: the best baseline's slope about "
         "3x MC-SF's at high demand); the paper's baselines are the alpha policies, vLLM's FCFS is ours"
     )
-    return [
-        RowSpec("E3 mcsf vs vLLM fcfs", setting, fcfs, client, claim),
-        RowSpec("E3 engine-mcsf vs vLLM fcfs", setting, fcfs, engine, claim),
-        RowSpec("E3 engine-mcsf vs mcsf", setting, client, engine, TWIN),
-    ]
+    return twin_rows("E3", setting, fcfs, client, engine, claim)
 
 
 def rows_e4() -> list[RowSpec]:
@@ -221,25 +223,15 @@ def rows_e4() -> list[RowSpec]:
     )
     claim = Claim("G +0.3% to +46.5% over vLLM (004 Fig. 7)", 0.003, 0.465)
     also = ("slo_attainment", "e2e_s.mean")
-    return [
-        RowSpec("E4 slo-sa vs fcfs", setting, Measure("fcfs", (fcfs,)), Measure("slo-sa", (client,)), claim, also),
-        RowSpec(
-            "E4 engine-slo-sa vs fcfs",
-            setting,
-            Measure("fcfs", (fcfs,)),
-            Measure("engine-slo-sa", (engine,)),
-            claim,
-            also,
-        ),
-        RowSpec(
-            "E4 engine-slo-sa vs slo-sa",
-            setting,
-            Measure("slo-sa", (client,)),
-            Measure("engine-slo-sa", (engine,)),
-            TWIN,
-            also,
-        ),
-    ]
+    return twin_rows(
+        "E4",
+        setting,
+        Measure("fcfs", (fcfs,)),
+        Measure("slo-sa", (client,)),
+        Measure("engine-slo-sa", (engine,)),
+        claim,
+        also,
+    )
 
 
 ROWS = {"E1": rows_e1, "E2": lambda: rows_e2(sla_target_s()), "E3": rows_e3, "E4": rows_e4}
@@ -346,8 +338,6 @@ def main() -> None:
                 problems=previous.get("problems", []) + problems,
             )
             problems = report["problems"]
-    RESULTS.mkdir(parents=True, exist_ok=True)
-    (RESULTS / "in_engine.json").write_text(json.dumps(report, indent=2, default=str) + "\n")
     lines = [
         "# In-engine schedulers vs their client-side twins and static baselines (bench/in_engine.py)",
         "",
@@ -390,8 +380,7 @@ def main() -> None:
     ]
     if problems:
         lines += ["## Problems", ""] + [f"- {problem}" for problem in problems]
-    (RESULTS / "in_engine.md").write_text("\n".join(lines) + "\n")
-    print("\n".join(lines))
+    write_report("in_engine", report, lines)
     merge_into_reproduction(table)
 
 

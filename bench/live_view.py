@@ -23,8 +23,9 @@ from pathlib import Path
 
 import numpy as np
 
-ROOT = Path(__file__).resolve().parents[1]
-OUT = ROOT / "bench" / "results" / "live_view.json"
+from bench.common import RESULTS, ROOT
+
+OUT = RESULTS / "live_view.json"
 
 
 def main() -> None:

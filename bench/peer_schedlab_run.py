@@ -15,13 +15,13 @@ from __future__ import annotations
 import shutil
 import tempfile
 from pathlib import Path
+from typing import Any
 
 from bench.client_vs_vllm_bench import make_workload
-from bench.vllm_cpu_common import ROOT, tiny_model, vllm_python
+from bench.common import ROOT
+from bench.vllm_cpu_common import launched_vllm, tiny_model
 from runners.benchmark import execute_run
 from runners.config import parse_config
-from runners.engines.adapters.vllm import VLLMAdapter, VLLMConfig
-from runners.engines.launcher import ServerProcess, free_port, launch_servers
 
 TARGET = ROOT / "tests" / "data" / "peer_results" / "schedlab-fcfs-openai-tiny"
 REQUESTS, INPUT_LEN, OUTPUT_LEN, RATE = 50, 96, 48, 3.0
@@ -31,27 +31,7 @@ def main() -> None:
     work = Path(tempfile.mkdtemp(prefix="schedlab-peer-"))
     model = tiny_model(ROOT / "bench" / ".tiny-model")
     dataset, _ = make_workload(model, work, REQUESTS, INPUT_LEN, OUTPUT_LEN)
-    config = VLLMConfig(
-        model=str(model),
-        python=vllm_python(),
-        served_model_name="tiny",
-        dtype="bfloat16",
-        use_gpus=False,
-        max_model_len=4096,
-        max_num_seqs=64,
-        max_num_batched_tokens=2048,
-        env={"VLLM_CPU_KVCACHE_SPACE": "1", "HF_HUB_OFFLINE": "1"},
-    )
-    port = free_port(config.host)
-    server = ServerProcess(
-        VLLMAdapter.server_command(config, port),
-        port,
-        config.host,
-        work / "server.log",
-        dict(config.env),
-        VLLMAdapter.health_path,
-    )
-    run = {
+    run: dict[str, Any] = {
         "run_id": "schedlab-fcfs-openai-tiny",
         "engine": {"kind": "openai", "urls": None},
         "workload": {
@@ -64,12 +44,9 @@ def main() -> None:
         },
         "scheduler": {"name": "fcfs"},
     }
-    try:
-        launch_servers([server], 600.0)
-        run["engine"]["urls"] = server.base_url
+    with launched_vllm(model, work) as server:
+        run["engine"]["urls"] = server.instances[0].endpoint.base_url
         outcome = execute_run(parse_config(run), work / "runs")
-    finally:
-        server.stop()
     if outcome.status != "done":
         raise SystemExit(f"the run ended {outcome.status}: {outcome.error}")
     shutil.rmtree(TARGET, ignore_errors=True)

@@ -21,18 +21,17 @@ fidelity report.)
 from __future__ import annotations
 
 import argparse
-import asyncio
 import json
 import tempfile
 import time
 from pathlib import Path
 
-from bench.vllm_cpu_common import RESULTS, TINY_ENGINE, tiny_model, vllm_engine
+from bench.common import RESULTS, write_report
+from bench.vllm_cpu_common import TINY_ENGINE, launched_vllm, measure_engine_steps, tiny_model
 from runners.benchmark import execute_run
 from runners.config import parse_config
 from runners.engines.profile import load_profile
-from runners.engines.real_engine import RealEngine
-from runners.profiler import StepGrid, fit_step_profile, measure_steps, read_step_samples, write_step_samples
+from runners.profiler import fit_step_profile, read_step_samples, write_step_samples
 
 # the bundled profile (tiny-cpu-vllm.profile.yaml) and its samples are bench/sim_fidelity.py's, with its report
 PROFILE = RESULTS / "tiny-cpu-vllm.profile-cv.yaml"
@@ -88,19 +87,10 @@ def main() -> None:
     rows = []
     with tempfile.TemporaryDirectory() as scratch:
         model = tiny_model(Path(scratch) / "tiny")
-        engine_config = parse_config({"engine": vllm_engine(model)}).engine
-        server = RealEngine(config=engine_config, log_folder=Path(scratch) / "logs")
-        instance = server.start()[0]
-        try:
+        with launched_vllm(model, Path(scratch) / "logs") as server:
+            engine_config, instance = server.config, server.instances[0]
             started = time.perf_counter()
-            samples = asyncio.run(
-                measure_steps(
-                    instance.endpoint,
-                    StepGrid(),
-                    engine_config.max_num_batched_tokens,
-                    progress=lambda m: print(m, flush=True),
-                )
-            )
+            samples = measure_engine_steps(instance, engine_config.max_num_batched_tokens)
             profile_seconds = time.perf_counter() - started
             write_step_samples(samples, SAMPLES)
             limits = {
@@ -155,8 +145,6 @@ def main() -> None:
                     row["error_output_tps"] = relative(sim["output_throughput_tps"], real["output_throughput_tps"])
                     rows.append(row)
                     print(json.dumps(row), flush=True)
-        finally:
-            server.stop()
     report = {
         "date": time.strftime("%Y-%m-%d %H:%M:%S"),
         "profile": str(PROFILE.relative_to(RESULTS.parent.parent)),
@@ -164,7 +152,6 @@ def main() -> None:
         **fits,
         "rows": rows,
     }
-    (RESULTS / "profile_validation.json").write_text(json.dumps(report, indent=2) + "\n")
     counts = fits["linear-step"]["points"]
     lines = [
         f"Steps measured in {profile_seconds:.0f} s: {counts['prefill']} pure prefill, {counts['decode']} pure decode, "
@@ -184,8 +171,7 @@ def main() -> None:
             f"({row['error_mean_tpot_s']:+.1%}) | {row['real_output_tps']:.0f} / {row['sim_output_tps']:.0f} "
             f"({row['error_output_tps']:+.1%}) |"
         )
-    (RESULTS / "profile_validation.md").write_text("\n".join(lines) + "\n")
-    print("\n".join(lines))
+    write_report("profile_validation", report, lines)
 
 
 if __name__ == "__main__":

@@ -13,18 +13,15 @@ and bench/results/tiny-cpu-vllm.profile.yaml.
 from __future__ import annotations
 
 import argparse
-import json
 import tempfile
 import time
 from pathlib import Path
 
-from bench.vllm_cpu_common import RESULTS, tiny_model, vllm_engine
+from bench.common import write_report
+from bench.vllm_cpu_common import TINY_PROFILE, launched_vllm, tiny_model
 from runners.benchmark import execute_run
 from runners.config import parse_config
-from runners.engines.real_engine import RealEngine
 from runners.registry import SCHEDULERS
-
-PROFILE = RESULTS / "tiny-cpu-vllm.profile.yaml"
 
 
 def main() -> None:
@@ -33,19 +30,17 @@ def main() -> None:
     parser.add_argument("--rate", type=float, default=4.0)
     parser.add_argument("--instances", default="1,2")
     args = parser.parse_args()
-    if not PROFILE.exists():
-        raise SystemExit(f"{PROFILE} is missing: run python -m bench.profile_validation first")
+    if not TINY_PROFILE.exists():
+        raise SystemExit(f"{TINY_PROFILE} is missing: run python -m bench.profile_validation first")
     rows = []
     with tempfile.TemporaryDirectory() as scratch:
         model = tiny_model(Path(scratch) / "tiny")
         for instances in [int(n) for n in args.instances.split(",")]:
-            config = parse_config(
-                {"engine": vllm_engine(model, instances=instances, num_gpu_blocks_override=64, max_num_seqs=16)}
-            ).engine
-            servers = RealEngine(config=config, log_folder=Path(scratch) / f"logs-{instances}")
-            servers.start()
-            urls = ",".join(instance.endpoint.base_url for instance in servers.instances)
-            try:
+            logs = Path(scratch) / f"logs-{instances}"
+            with launched_vllm(
+                model, logs, instances=instances, num_gpu_blocks_override=64, max_num_seqs=16
+            ) as servers:
+                urls = ",".join(instance.endpoint.base_url for instance in servers.instances)
                 for name in SCHEDULERS:
                     exhaustive = name == "slo-exhaustive"
                     workload = {
@@ -60,7 +55,7 @@ def main() -> None:
                     outcome = execute_run(
                         parse_config(
                             {
-                                "engine": {"kind": "openai", "urls": urls, "profile": str(PROFILE)},
+                                "engine": {"kind": "openai", "urls": urls, "profile": str(TINY_PROFILE)},
                                 "workload": workload,
                                 "scheduler": {"name": name},
                             }
@@ -83,15 +78,11 @@ def main() -> None:
                         }
                     )
                     print(rows[-1], flush=True)
-            finally:
-                servers.stop()
     report = {
         "date": time.strftime("%Y-%m-%d %H:%M:%S"),
         "rows": rows,
         "pass": all(row["status"] == "done" and row["completed"] == row["requests"] for row in rows),
     }
-    RESULTS.mkdir(parents=True, exist_ok=True)
-    (RESULTS / "real_schedulers.json").write_text(json.dumps(report, indent=2) + "\n")
     lines = [
         "| scheduler | instances | status | completed | SLO att. | G (1/s) | preemptions | mean E2E (s) |",
         "|---|---|---|---|---|---|---|---|",
@@ -101,8 +92,7 @@ def main() -> None:
         f"{r['slo_attainment']:.0%} | {r['G']} | {r['preemptions']} | {r['mean_e2e_s']} |"
         for r in rows
     ]
-    (RESULTS / "real_schedulers.md").write_text("\n".join(lines) + "\n")
-    print("\n".join(lines))
+    write_report("real_schedulers", report, lines)
 
 
 if __name__ == "__main__":

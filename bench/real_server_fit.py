@@ -23,9 +23,8 @@ import sys
 import tempfile
 from pathlib import Path
 
-from bench.vllm_cpu_common import RESULTS, ROOT, tiny_model, vllm_python
-from runners.engines.adapters.vllm import VLLMAdapter, VLLMConfig
-from runners.engines.launcher import ServerProcess, free_port, launch_servers
+from bench.common import ROOT, write_report
+from bench.vllm_cpu_common import launched_vllm, tiny_model
 from runners.result_store import load_run
 
 
@@ -39,27 +38,10 @@ def main() -> None:
     args = parser.parse_args()
     work = Path(tempfile.mkdtemp(prefix="schedlab-fit-"))
     model = tiny_model(ROOT / "bench" / ".tiny-model")
-    config = VLLMConfig(
-        model=str(model),
-        python=vllm_python(),
-        served_model_name="tiny",
-        dtype="bfloat16",
-        use_gpus=False,
-        max_model_len=args.max_model_len,
-        num_gpu_blocks_override=args.blocks,
-        env={"VLLM_CPU_KVCACHE_SPACE": "1", "HF_HUB_OFFLINE": "1"},
-    )
-    port = free_port(config.host)
-    server = ServerProcess(
-        VLLMAdapter.server_command(config, port),
-        port,
-        config.host,
-        work / "server.log",
-        dict(config.env),
-        VLLMAdapter.health_path,
-    )
-    try:
-        launch_servers([server], 600.0)
+    # vLLM's own max_num_seqs and max_num_batched_tokens (None: no flag), as a new user's server
+    overrides = {"max_model_len": args.max_model_len, "num_gpu_blocks_override": args.blocks}
+    with launched_vllm(model, work, max_num_seqs=None, max_num_batched_tokens=None, **overrides) as server:
+        url = server.instances[0].endpoint.base_url
         command = [
             sys.executable,
             "-m",
@@ -68,7 +50,7 @@ def main() -> None:
             "--engine",
             "openai",
             "--url",
-            server.base_url,
+            url,
             "--scheduler",
             "fcfs",
             "--requests",
@@ -83,8 +65,6 @@ def main() -> None:
             "run_id=fit",
         ]
         done = subprocess.run(command, cwd=ROOT, capture_output=True, text=True, timeout=1800)
-    finally:
-        server.stop()
     if done.returncode not in (0, 1):
         sys.exit(f"the run failed to start (exit {done.returncode}):\n{done.stderr[-2000:]}")
     run = load_run(work / "results", "fit")
@@ -95,7 +75,7 @@ def main() -> None:
     at_target = int((requests["error"].isna() & (requests["output_tokens"] == requests["target_output_tokens"])).sum())
     loader = resolved.get("workload_reports") or {}
     result = {
-        "command": " ".join(command[1:]).replace(server.base_url, "URL"),
+        "command": " ".join(command[1:]).replace(url, "URL"),
         "server": {"max_model_len": args.max_model_len, "num_gpu_blocks_override": args.blocks, "model": "tiny BPE"},
         "requests_sent": int(len(requests)),
         "completed": completed,
@@ -105,8 +85,6 @@ def main() -> None:
         "workload_report": loader,
         "status": run.summary.get("status"),
     }
-    RESULTS.mkdir(parents=True, exist_ok=True)
-    (RESULTS / "real_server_fit.json").write_text(json.dumps(result, indent=2, default=str) + "\n")
     lines = [
         "# Every request sized for the server (issue 12 done-when run)",
         "",
@@ -119,8 +97,7 @@ def main() -> None:
         f"- context: {json.dumps(tokenization['context'])}",
         f"- errors: {result['errors'] or 'none'}",
     ]
-    (RESULTS / "real_server_fit.md").write_text("\n".join(lines) + "\n")
-    print("\n".join(lines))
+    write_report("real_server_fit", result, lines)
 
 
 if __name__ == "__main__":

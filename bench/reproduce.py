@@ -64,6 +64,7 @@ from typing import Any
 
 import numpy as np
 
+from bench.common import ROOT
 from bench.reproduction_study import (
     VERDICT_RULE,
     Arm,
@@ -74,12 +75,10 @@ from bench.reproduction_study import (
     run_rows,
     without_warmup,
 )
-from runners.config import parse_config
-
-ROOT = Path(__file__).resolve().parents[1]
+from bench.vllm_cpu_common import TINY_PROFILE, launched_vllm, tiny_model
 
 OUT = ROOT / "results" / "reproduction"
-PROFILE = ROOT / "bench" / "results" / "tiny-cpu-vllm.profile.yaml"
+PROFILE = TINY_PROFILE
 
 #: 004's Fig. 7 range of G gains over vLLM (4-10 requests, max batch 1/2/4).
 A_CLAIM = Claim(
@@ -515,16 +514,18 @@ Scheduler parameters in effect: the registry defaults below, plus what a row's s
 """
 
 
-#: The real table's scale: what fits on 2 CPU cores (the simulator's in brackets in the notes).
+#: The real table's scale: what fits on 2 CPU cores (the simulator's in brackets in the notes); the
+#: settings both tables share (the papers' own: batches, counts, noise, rates, B) are read from
+#: SIM_SCALE, and QUICK_REAL_SCALE's from QUICK_SCALE.
 REAL_SCALE: dict[str, Any] = {
     "filters": {"max_total_tokens": 256},  # [2048, vLLM's ShareGPT default]: shorter pairs only
     "seeds": 3,
     "server_max_seqs": 64,  # [the preset's 256]
     "small_kv_blocks": 24,  # x 128-token blocks = 3,072 tokens, for B (memory) and D
-    "a_counts": (10, 20, 40),
-    "a_batches": (1, 2, 4),
-    "a_oracle": (40, 4),
-    "a_noise": (0.025, 0.05, 0.10),
+    "a_counts": SIM_SCALE["a_counts"],
+    "a_batches": SIM_SCALE["a_batches"],
+    "a_oracle": SIM_SCALE["a_oracle"],
+    "a_noise": SIM_SCALE["a_noise"],
     "b_requests": 64,
     "b_slots": 64,
     "b_static": (16,),  # [1,000; 1,024 slots; static 256 and 1,024]
@@ -532,29 +533,29 @@ REAL_SCALE: dict[str, Any] = {
     # (TPOT p90 10-11 ms), so the sweep starts at 4 and reaches 12 req/s, in steps of 0.5
     "b_rates": tuple(x / 2 for x in range(8, 25)),
     "b_sla_requests": 40,
-    "b_ttft_s": 10.0,
+    "b_ttft_s": SIM_SCALE["b_ttft_s"],
     "c_requests": 64,
-    "c_rate": 8.0,
-    "c_instances": 2,
-    "c_cap": 16,
+    "c_rate": SIM_SCALE["c_rate"],
+    "c_instances": SIM_SCALE["c_instances"],
+    "c_cap": SIM_SCALE["c_cap"],
     "d_counts": (15, 30, 60),
-    "d_rates": (("high", 8.0), ("low", 3.0)),
-    "baton_requests": 30,
-    "baton_batches": (2, 4, 6, 8, 10),
+    "d_rates": SIM_SCALE["d_rates"],
+    "baton_requests": SIM_SCALE["baton_requests"],
+    "baton_batches": SIM_SCALE["baton_batches"],
 }
 QUICK_REAL_SCALE: dict[str, Any] = {
     **REAL_SCALE,
     "seeds": 2,
-    "a_counts": (10,),
-    "a_batches": (2,),
-    "a_oracle": (10, 2),
-    "a_noise": (0.05,),
+    "a_counts": QUICK_SCALE["a_counts"],
+    "a_batches": QUICK_SCALE["a_batches"],
+    "a_oracle": QUICK_SCALE["a_oracle"],
+    "a_noise": QUICK_SCALE["a_noise"],
     "b_requests": 16,
     "b_rates": (4.0,),
     "b_sla_requests": 8,
     "c_requests": 8,
     "d_counts": (4, 8),
-    "d_rates": (("high", 8.0),),
+    "d_rates": QUICK_SCALE["d_rates"],
     "baton_requests": 8,
     "baton_batches": (2,),
 }
@@ -738,28 +739,19 @@ class RealTarget:
 
 @contextmanager
 def launched(model: Path, log_folder: Path, **settings):
-    """vLLM servers on the tiny model, up for the body of the ``with``; yields the RealEngine."""
-    from vllm_cpu_common import vllm_engine
-
-    from runners.engines.real_engine import RealEngine
-
-    engine = RealEngine(config=parse_config({"engine": vllm_engine(model, **settings)}).engine, log_folder=log_folder)
-    try:
-        started = time.perf_counter()
-        engine.start()
+    """vLLM servers on the tiny model, up for the body of the ``with``; yields the RealEngine and
+    prints how long the launch took."""
+    started = time.perf_counter()
+    with launched_vllm(model, log_folder, **settings) as engine:
         print(
             f"launched {settings} in {time.perf_counter() - started:.0f} s: "
             f"{[i.endpoint.base_url for i in engine.instances]}, KV {engine.instances[0].kv_capacity_tokens} tokens",
             flush=True,
         )
         yield engine
-    finally:
-        engine.stop()
 
 
 def real(args: argparse.Namespace) -> None:
-    from vllm_cpu_common import tiny_model
-
     if not PROFILE.exists():
         raise SystemExit(f"{PROFILE} is missing: run python -m bench.profile_validation first")
     scale = QUICK_REAL_SCALE if args.quick else {**REAL_SCALE, "seeds": args.seeds or REAL_SCALE["seeds"]}

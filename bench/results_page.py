@@ -26,8 +26,9 @@ import time
 import urllib.request
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[1]
-OUT = ROOT / "bench" / "results" / "results_page.json"
+from bench.common import RESULTS, ROOT
+
+OUT = RESULTS / "results_page.json"
 
 
 def make_runs(results: Path) -> list[str]:

@@ -15,20 +15,16 @@ Usage: python -m bench.scheduler_overhead     Writes bench/results/scheduler_ove
 
 from __future__ import annotations
 
-import json
 import statistics
 import time
-from pathlib import Path
 
+from bench.common import write_report
 from runners.config import parse_config
 from runners.registry import SCHEDULERS, make_policy
 from runners.schedulers.base import InstanceInfo
 from runners.workload.builder import build_workload
 from runners.workload.slo import PAPER_SLOS
 
-ROOT = Path(__file__).resolve().parents[1]
-
-RESULTS = ROOT / "bench" / "results"
 PRESET_KV = None  # the Qwen2.5-7B preset's 813,104 tokens
 PAPER_KV = 16_492  # MC-SF paper: Llama2-70B on 2 x A100
 CASES = (
@@ -82,9 +78,7 @@ def main() -> None:
             }
         )
         print(rows[-1], flush=True)
-    RESULTS.mkdir(parents=True, exist_ok=True)
     report = {"date": time.strftime("%Y-%m-%d %H:%M:%S"), "rows": rows, "pass": all(r["pass"] for r in rows)}
-    (RESULTS / "scheduler_overhead.json").write_text(json.dumps(report, indent=2) + "\n")
     lines = [
         "| scheduler | waiting | KV tokens | median ms per decide | max ms | target ms | pass |",
         "|---|---|---|---|---|---|---|",
@@ -94,8 +88,7 @@ def main() -> None:
         f"{'yes' if r['pass'] else 'NO'} |"
         for r in rows
     ]
-    (RESULTS / "scheduler_overhead.md").write_text("\n".join(lines) + "\n")
-    print("\n".join(lines))
+    write_report("scheduler_overhead", report, lines)
 
 
 if __name__ == "__main__":

