@@ -130,18 +130,24 @@ def test_engine_preempt_leaves_the_overflow_to_the_engine():
         assert policy.in_flight[0] == {"A", "B", "C"}
 
 
+def burst(results, run_id, scheduler, **settings):
+    """80 requests at once (seed 4) on a 16,384-token KV cache, simulated; ``settings``: more
+    top-level config keys (max_duration_s, ...)."""
+    config = {
+        "run_id": run_id,
+        "workload": {"requests": 80, "seed": 4, "arrival": {"process": "all-at-once"}},
+        "engine": {"kv_capacity_tokens": 16_384},
+        "scheduler": scheduler,
+        **settings,
+    }
+    return execute_run(parse_config(config), results)
+
+
 def test_a_livelocked_run_ends_at_once_as_stalled_with_every_row_kept(results_dir):
     # alpha = 0 admits all 80 requests of the burst at once (their prompts fit the 16,384 tokens);
     # as they decode the cache overflows before any finishes, again after the clear: stalled at
     # the second clear, a few seconds in, not at the one-hour time limit
-    config = {
-        "run_id": "loop",
-        "workload": {"requests": 80, "seed": 4, "arrival": {"process": "all-at-once"}},
-        "engine": {"kv_capacity_tokens": 16_384},
-        "max_duration_s": 3600,
-        "scheduler": {"name": "alpha-protect", "params": {"alpha": 0.0}},
-    }
-    outcome = execute_run(parse_config(config), results_dir)
+    outcome = burst(results_dir, "loop", {"name": "alpha-protect", "params": {"alpha": 0.0}}, max_duration_s=3600)
     assert outcome.status == "failed"
     assert outcome.error.startswith("stalled: alpha-protect: instance 0: the same 80 requests")
     run = load_run(results_dir, "loop")
@@ -152,13 +158,8 @@ def test_a_livelocked_run_ends_at_once_as_stalled_with_every_row_kept(results_di
 
 def test_a_finished_run_with_clears_counts_latency_from_arrival(results_dir):
     # alpha = 0.1, beta = 0.2: requests are cleared and resent, and all finish
-    config = {
-        "run_id": "abc",
-        "workload": {"requests": 80, "seed": 4, "arrival": {"process": "all-at-once"}},
-        "engine": {"kv_capacity_tokens": 16_384},
-        "scheduler": {"name": "alpha-beta-clear", "params": {"alpha": 0.1, "beta": 0.2}},
-    }
-    assert execute_run(parse_config(config), results_dir).status == "done"
+    outcome = burst(results_dir, "abc", {"name": "alpha-beta-clear", "params": {"alpha": 0.1, "beta": 0.2}})
+    assert outcome.status == "done" and outcome.summary["preemptions"] > 0
     run = load_run(results_dir, "abc")
     requests = run.requests
     resent = requests[requests["slices"] > 1]

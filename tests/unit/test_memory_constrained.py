@@ -31,13 +31,16 @@ def test_checks_every_future_completion_not_only_now():
     assert admit_shortest_first(np.array([2.0]), np.array([4.0]), np.array([3.0]), np.array([5.0]), 14.0) == 1
 
 
-def run(results, run_id, scheduler, requests=150, rate=None):
+def run(results, run_id, scheduler, requests=150, rate=None, **settings):
+    """A simulated run on a 16,384-token KV cache (all at once unless ``rate``, req/s); ``settings``:
+    more top-level config keys (max_duration_s, ...)."""
     arrival = {"process": "all-at-once"} if rate is None else {"process": "poisson", "rate": rate}
     config = {
         "run_id": run_id,
         "workload": {"requests": requests, "seed": 4, "arrival": arrival},
         "engine": {"kv_capacity_tokens": 16_384},
         "scheduler": scheduler,
+        **settings,
     }
     return execute_run(parse_config(config), results)
 
@@ -55,24 +58,10 @@ def test_mcsf_never_overflows_and_beats_alpha_protect(results_dir):
     assert load_run(results_dir, "mcsf").timeseries["kv_usage"].max() <= 1.0
 
 
-def test_alpha_beta_clear_restarts_requests_on_overflow(results_dir):
-    outcome = run(results_dir, "abc", {"name": "alpha-beta-clear", "params": {"alpha": 0.1, "beta": 0.2}}, requests=80)
-    requests = load_run(results_dir, "abc").requests
-    assert outcome.status == "done" and (requests["output_tokens"] == requests["target_output_tokens"]).all()
-    assert outcome.summary["preemptions"] > 0
-    assert (requests["slices"] > 1).any()  # cleared requests were dispatched again from scratch
-
-
 def test_a_simulation_stops_at_its_time_limit(results_dir):
     # 80 requests at once take about 60 s of simulated time here; the limit is 5 s
-    config = {
-        "run_id": "slow",
-        "workload": {"requests": 80, "seed": 4, "arrival": {"process": "all-at-once"}},
-        "engine": {"kv_capacity_tokens": 16_384},
-        "max_duration_s": 5,
-        "scheduler": {"name": "alpha-beta-clear", "params": {"alpha": 0.1, "beta": 0.2}},
-    }
-    outcome = execute_run(parse_config(config), results_dir)
+    scheduler = {"name": "alpha-beta-clear", "params": {"alpha": 0.1, "beta": 0.2}}
+    outcome = run(results_dir, "slow", scheduler, requests=80, max_duration_s=5)
     assert outcome.status == "failed" and "time limit" in outcome.error
     assert len(load_run(results_dir, "slow").requests) == 80
 
