@@ -77,7 +77,9 @@ def replay_bytes(fmt: str) -> bytes:
 
 
 def profile_data() -> dict[str, Any]:
-    """A valid engine profile (the bundled preset's coefficients, a small KV cache)."""
+    """A valid engine profile (the bundled preset's coefficients, a small KV cache). Alike in shape
+    to tiny_profile in tests/unit/test_vllm_scheduler_slo_sa.py, a different profile (the CPU
+    tiny model's hand-set one): kept apart."""
     return {
         "schema": "schedlab.profile/1",
         "name": "fuzz-profile",

@@ -224,7 +224,8 @@ def test_the_client_sends_each_request_with_its_prediction_and_slos():
 
 def tiny_profile(folder: Path) -> Path:
     """A phase-model profile for the tiny CPU model (hand-set coefficients, seconds: the plan
-    needs a latency model; these numbers are not a measurement)."""
+    needs a latency model; these numbers are not a measurement). Alike in shape to the fuzz
+    seed's profile_data (tests/fuzzing/seeds.py), a different profile: kept apart."""
     path = folder / "tiny-profile.yaml"
     path.write_text(
         yaml.safe_dump(
