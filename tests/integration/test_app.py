@@ -102,6 +102,17 @@ def test_launch_form_shows_each_error_under_its_field(results, tmp_path):
     assert "slo" in errors_text(app) and "needs limits" in errors_text(app)
 
 
+def launch_five_requests_without_gpus(app, results: Path):
+    """Launch 5 requests with fcfs on the page's engine, on no GPU, and wait for the job's end
+    (a real-engine launch on a machine without that engine: the job fails with its log)."""
+    app.checkbox(key="f:engine.use_gpus").uncheck().run()
+    app.text_input(key="f:workload.requests").input("5").run()
+    app.multiselect(key="schedulers").set_value(["fcfs"]).run()
+    app.button[0].click().run()
+    assert not app.error, errors_text(app)
+    return wait_for_job(results, timeout_s=180)
+
+
 def wait_for_job(results: Path, timeout_s: float = 120.0):
     deadline = time.monotonic() + timeout_s
     while time.monotonic() < deadline:
@@ -381,12 +392,7 @@ def test_an_engine_that_fails_to_start_shows_its_log(results, tmp_path):
     app.radio(key="f:engine.kind").set_value("vllm").run()
     app.text_input(key="f:engine.model").set_value(str(model)).run()
     # the default Python of the vLLM environment is this one, which has no vLLM: the server dies
-    app.checkbox(key="f:engine.use_gpus").uncheck().run()
-    app.text_input(key="f:workload.requests").input("5").run()
-    app.multiselect(key="schedulers").set_value(["fcfs"]).run()
-    app.button[0].click().run()
-    assert not app.error, errors_text(app)
-    job = wait_for_job(results, timeout_s=180)
+    job = launch_five_requests_without_gpus(app, results)
     assert job.runs[0]["status"] == "failed"
     app.run()
     assert not app.exception
@@ -405,12 +411,7 @@ def test_launch_page_draws_an_engine_from_its_adapter_alone(results, tmp_path):
     app.text_input(key="f:engine.max_running_requests").input("12").run()
     app.text_input(key="f:engine.context_length").input("2048").run()
     app.checkbox(key="ui:flag:engine.scheduling_policy").check().run()
-    app.checkbox(key="f:engine.use_gpus").uncheck().run()
-    app.text_input(key="f:workload.requests").input("5").run()
-    app.multiselect(key="schedulers").set_value(["fcfs"]).run()
-    app.button[0].click().run()
-    assert not app.error, errors_text(app)
-    job = wait_for_job(results, timeout_s=180)
+    job = launch_five_requests_without_gpus(app, results)
     engine = job.spec.runs[0].engine
     assert (engine.kind, engine.max_running_requests, engine.context_length) == ("sglang", 12, 2048)
     assert engine.scheduling_policy == "priority" and engine.use_gpus is False

@@ -24,6 +24,7 @@ from runners.jobs import cancel_job, list_jobs, new_job_spec, read_job, start_jo
 from runners.live import job_eta_s, job_run_rows, qualified, read_live
 from runners.result_store import RunWriter, list_runs, load_run, rename_run
 from tests.job_waiting import wait_for_job_folder as wait
+from tests.job_waiting import wait_for_streamed_rows
 
 
 def summary(run_id: str, **fields) -> dict:
@@ -132,14 +133,7 @@ def test_cancel_stops_the_run_keeps_its_rows_and_skips_the_rest(results_dir):
     ]
     folder = start_job(new_job_spec(configs), results_dir)
     run_id = configs and read_job(folder).spec.runs[0].run_id
-    deadline = time.monotonic() + 60
-    while time.monotonic() < deadline:
-        snapshot = read_live(results_dir / run_id)
-        if snapshot is not None and snapshot.done >= 3:
-            break
-        time.sleep(0.3)
-    else:
-        raise AssertionError("no rows streamed within 60 s")
+    snapshot = wait_for_streamed_rows(results_dir / run_id)
     assert snapshot.status == "running" and snapshot.eta_s is not None and snapshot.eta_s > 0
     started = time.monotonic()
     cancel_job(folder)

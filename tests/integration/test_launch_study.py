@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import json
 import os
-import time
 from pathlib import Path
 
 import pandas as pd
@@ -19,10 +18,11 @@ from runners.benchmark import execute_run
 from runners.config import parse_config
 from runners.jobs import JobSpec, cancel_job, read_job, start_job
 from runners.launch_form import DEFAULT_SCHEDULERS, build_job, default_form_values, preview_load
-from runners.live import live_cards, read_live, read_study_progress
+from runners.live import live_cards, read_study_progress
 from runners.metrics.contention import identical_decisions
 from runners.study import MAX_RUNS_UNCONFIRMED, STUDY_FILE, read_study
 from tests.job_waiting import wait_for_job_folder as wait
+from tests.job_waiting import wait_for_streamed_rows
 
 
 def requests_of(results: Path, run_id: str) -> pd.DataFrame:
@@ -154,14 +154,7 @@ def test_cancel_stops_the_running_members_keeps_their_rows_and_skips_the_rest(re
     spec = build_job(values, ["fcfs", "static"], check_workload=False).spec
     folder = start_job(spec, results_dir)
     first = spec.runs[0].run_id
-    deadline = time.monotonic() + 60
-    while time.monotonic() < deadline:
-        snapshot = read_live(results_dir / first)
-        if snapshot is not None and snapshot.done >= 3:
-            break
-        time.sleep(0.3)
-    else:
-        raise AssertionError("no rows streamed within 60 s")
+    wait_for_streamed_rows(results_dir / first)
     cancel_job(folder)
     job = wait(folder, 30)
     assert job.state == "cancelled"
