@@ -21,6 +21,8 @@ if TYPE_CHECKING:
 #: The bundled tiny-CPU profile (fitted and written by bench/sim_fidelity.py, with its fidelity
 #: report): what the model-based policies plan with on the CPU vLLM.
 TINY_PROFILE = RESULTS / "tiny-cpu-vllm.profile.yaml"
+#: The CPU vLLM server's environment: 1 GiB of KV cache, no hub.
+SERVER_ENV = {"VLLM_CPU_KVCACHE_SPACE": "1", "HF_HUB_OFFLINE": "1"}
 #: What the benchmarks that profile the CPU vLLM ran on (a profile's ``source`` starts with the script's name, then this).
 TINY_ENGINE = "vllm-cpu 0.32.0, tiny random Llama (2 layers, hidden 256), this machine's 2 cores"
 
@@ -34,13 +36,15 @@ def vllm_python() -> str:
 
 
 def tiny_model(folder: Path) -> Path:
-    """The tiny random Llama in ``folder``, built there by tools/tiny_model.py unless it is there."""
+    """The tiny random Llama in ``folder``, built there by tools/tiny_model.py (with the vLLM
+    environment's Python, at most 10 minutes) unless it is there."""
     if not (folder / "model.safetensors").exists():
         subprocess.run(
             [vllm_python(), str(ROOT / "tools" / "tiny_model.py"), str(folder)],
             cwd=ROOT,
             check=True,
             capture_output=True,
+            timeout=600,
         )
     return folder
 
@@ -58,7 +62,7 @@ def vllm_engine(model: Path, **overrides: Any) -> dict[str, Any]:
         "startup_timeout_s": 600,
         "max_num_seqs": 64,
         "max_num_batched_tokens": 2048,
-        "env": {"VLLM_CPU_KVCACHE_SPACE": "1", "HF_HUB_OFFLINE": "1"},
+        "env": dict(SERVER_ENV),
         **overrides,
     }
 

@@ -35,20 +35,13 @@ def _restore_main_module():
 def tiny_model(tmp_path_factory) -> Path:
     """The tiny random Llama the real-CPU-vLLM tests serve, built once per session (skips the test
     without ``SCHEDLAB_VLLM_PYTHON``)."""
-    import subprocess
-
+    from bench.vllm_cpu_common import tiny_model as build
     from tests.real_vllm import VLLM_PYTHON
 
     if not VLLM_PYTHON:
         pytest.skip("set SCHEDLAB_VLLM_PYTHON to a Python with vllm-cpu")
-    folder = tmp_path_factory.mktemp("tiny-llama")
-    subprocess.run(
-        [VLLM_PYTHON, str(ROOT / "tools" / "tiny_model.py"), str(folder)],
-        cwd=ROOT,
-        check=True,
-        capture_output=True,
-        timeout=600,
-    )
+    folder = build(tmp_path_factory.mktemp("tiny-llama"))
+    assert (folder / "model.safetensors").exists() and (folder / "tokenizer.json").exists()
     return folder
 
 

@@ -1,6 +1,7 @@
 """What the tests against the real CPU vLLM share: its Python (``SCHEDLAB_VLLM_PYTHON``; .ci/run
 sets it, the tests are skipped without it) and a run config that launches it on the tiny model
-(``tests/conftest.py`` builds the model once per session: the ``tiny_model`` fixture)."""
+(``tests/conftest.py`` builds the model once per session: the ``tiny_model`` fixture). The engine
+config and the model build are the benchmarks' (bench/vllm_cpu_common.py), one source for both."""
 
 from __future__ import annotations
 
@@ -9,6 +10,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+
+from bench.vllm_cpu_common import SERVER_ENV, vllm_engine
 
 VLLM_PYTHON = os.environ.get("SCHEDLAB_VLLM_PYTHON")
 needs_vllm = pytest.mark.skipif(not VLLM_PYTHON, reason="set SCHEDLAB_VLLM_PYTHON to a Python with vllm-cpu")
@@ -21,33 +24,24 @@ def vllm_run_config(
     params: dict[str, Any] | None = None,
     env: dict[str, str] | None = None,
     requests: int = 20,
+    arrival: dict[str, Any] | None = None,
     **engine: Any,
 ) -> dict[str, Any]:
-    """A run as a user starts it: schedlab launches the CPU vLLM on the tiny model (2,048-token
-    context, bfloat16, 64 slots, 24 KV blocks of 128 tokens unless ``engine`` says otherwise) and
-    sends ``requests`` requests at once (prompt + reply <= 640 tokens, seed 1) with ``scheduler``.
-    ``env``: extra server environment (e.g. the in-engine schedulers' test hooks)."""
+    """A run as a user starts it: schedlab launches the CPU vLLM on the tiny model
+    (:func:`bench.vllm_cpu_common.vllm_engine`, here with a 2,048-token context, 64 slots, vLLM's
+    own batched-token budget and 24 KV blocks of 128 tokens unless ``engine`` says otherwise) and
+    sends ``requests`` requests (prompt + reply <= 640 tokens, seed 1; ``arrival``, default all at
+    once) with ``scheduler``. ``env``: extra server environment (e.g. the in-engine schedulers'
+    test hooks)."""
+    settings = {"max_model_len": 2048, "max_num_batched_tokens": None, "num_gpu_blocks_override": 24, **engine}
     return {
         "run_id": run_id,
-        "engine": {
-            "kind": "vllm",
-            "model": str(model),
-            "python": VLLM_PYTHON,
-            "served_model_name": "tiny",
-            "max_model_len": 2048,
-            "dtype": "bfloat16",
-            "use_gpus": False,
-            "startup_timeout_s": 600,
-            "max_num_seqs": 64,
-            "num_gpu_blocks_override": 24,
-            **engine,
-            "env": {"VLLM_CPU_KVCACHE_SPACE": "1", "HF_HUB_OFFLINE": "1", **(env or {})},
-        },
+        "engine": vllm_engine(model, **settings, env={**SERVER_ENV, **(env or {})}),
         "workload": {
             "requests": requests,
             "seed": 1,
             "tokenizer": str(model),
-            "arrival": {"process": "all-at-once"},
+            "arrival": arrival or {"process": "all-at-once"},
             "filters": {"max_total_tokens": 640},
         },
         "scheduler": {"name": scheduler, "params": dict(params or {})},

