@@ -274,28 +274,24 @@ class FakeSGLang(ThreadedServer):
         response = web.StreamResponse(headers={"Content-Type": "text/event-stream"})
         kind = "chat.completion.chunk" if chat else "text_completion"
 
-        async def send(chunk: dict) -> None:
+        async def send(choices: list[dict], **extra: object) -> None:
+            """One ``data:`` line: a chunk of this request carrying ``choices`` (and ``extra`` fields)."""
+            chunk = {"id": rid, "object": kind, "created": created, "model": model, "choices": choices, **extra}
             await response.write(f"data: {compact(chunk)}\n\n".encode())
 
         try:
             await response.prepare(request)
             if chat:
                 await send(
-                    {
-                        "id": rid,
-                        "object": kind,
-                        "created": created,
-                        "model": model,
-                        "choices": [
-                            {
-                                "index": 0,
-                                "delta": {"reasoning_content": None, "role": "assistant", "content": ""},
-                                "logprobs": None,
-                                "finish_reason": None,
-                                "matched_stop": None,
-                            }
-                        ],
-                    }
+                    [
+                        {
+                            "index": 0,
+                            "delta": {"reasoning_content": None, "role": "assistant", "content": ""},
+                            "logprobs": None,
+                            "finish_reason": None,
+                            "matched_stop": None,
+                        }
+                    ]
                 )
             last_token = arrived
             for index in range(max_tokens):
@@ -320,7 +316,7 @@ class FakeSGLang(ThreadedServer):
                         "finish_reason": None,
                         "matched_stop": None,
                     }
-                    await send({"id": rid, "object": kind, "created": created, "model": model, "choices": [choice]})
+                    await send([choice])
                 else:
                     choice = {
                         "index": 0,
@@ -329,33 +325,18 @@ class FakeSGLang(ThreadedServer):
                         "finish_reason": "length" if last else None,
                         "matched_stop": None,
                     }
-                    await send(
-                        {
-                            "id": rid,
-                            "object": kind,
-                            "created": created,
-                            "model": model,
-                            "choices": [choice],
-                            "usage": None,
-                        }
-                    )
+                    await send([choice], usage=None)
             if chat:
                 await send(
-                    {
-                        "id": rid,
-                        "object": kind,
-                        "created": created,
-                        "model": model,
-                        "choices": [
-                            {
-                                "index": 0,
-                                "delta": {"reasoning_content": None},
-                                "logprobs": None,
-                                "finish_reason": "length",
-                                "matched_stop": None,
-                            }
-                        ],
-                    }
+                    [
+                        {
+                            "index": 0,
+                            "delta": {"reasoning_content": None},
+                            "logprobs": None,
+                            "finish_reason": "length",
+                            "matched_stop": None,
+                        }
+                    ]
                 )
             if include_usage:
                 usage = {
@@ -366,9 +347,7 @@ class FakeSGLang(ThreadedServer):
                 }
                 if chat:
                     usage.update(prompt_tokens_details=None, completion_tokens_details=None)
-                await send(
-                    {"id": rid, "object": kind, "created": created, "model": model, "choices": [], "usage": usage}
-                )
+                await send([], usage=usage)
             await response.write(b"data: [DONE]\n\n")
         except ConnectionResetError:  # the client went away
             pass

@@ -24,7 +24,22 @@ ROOT = Path(__file__).resolve().parents[2]
 FAKE_LMDEPLOY = [sys.executable, str(ROOT / "tests" / "fakes" / "lmdeploy_server.py")]
 
 
+def started_python(tmp_path: Path, code: str, *args: str, port: int | None = None, **options) -> ServerProcess:
+    """A started ServerProcess running ``python -c code args`` on 127.0.0.1 (``port``, default a
+    free one), its log in ``tmp_path/server.log``."""
+    server = ServerProcess(
+        [sys.executable, "-c", code, *args],
+        free_port() if port is None else port,
+        "127.0.0.1",
+        tmp_path / "server.log",
+        **options,
+    )
+    server.start()
+    return server
+
+
 def test_vllm_argument_list():
+    # SGLang's list: test_sglang_adapter.py::test_sglang_argument_list; apart, as each engine's flags are its own
     config = VLLMConfig(
         model="/models/qwen",
         python="/envs/vllm/bin/python",
@@ -89,13 +104,7 @@ def test_per_instance_lists_must_match_instances():
 
 
 def test_server_that_dies_at_start_reports_its_log(tmp_path):
-    server = ServerProcess(
-        [sys.executable, "-c", "print('CUDA out of memory (pretend)'); raise SystemExit(3)"],
-        free_port(),
-        "127.0.0.1",
-        tmp_path / "server.log",
-    )
-    server.start()
+    server = started_python(tmp_path, "print('CUDA out of memory (pretend)'); raise SystemExit(3)")
     with pytest.raises(EngineStartError) as info:
         server.wait_healthy(30)
     assert "exited with code 3" in str(info.value) and "CUDA out of memory (pretend)" in str(info.value)
@@ -103,13 +112,7 @@ def test_server_that_dies_at_start_reports_its_log(tmp_path):
 
 
 def test_server_that_never_gets_healthy_times_out(tmp_path):
-    server = ServerProcess(
-        [sys.executable, "-c", "import time; print('loading...', flush=True); time.sleep(60)"],
-        free_port(),
-        "127.0.0.1",
-        tmp_path / "server.log",
-    )
-    server.start()
+    server = started_python(tmp_path, "import time; print('loading...', flush=True); time.sleep(60)")
     with pytest.raises(EngineStartError, match=r"not healthy after 1 s(.|\n)*loading\.\.\."):
         server.wait_healthy(1)
     server.stop()
@@ -124,8 +127,7 @@ def test_stop_takes_the_whole_process_group(tmp_path):
         f"open({str(marker)!r}, 'w').write(str(child.pid))\n"
         "time.sleep(120)\n"
     )
-    server = ServerProcess([sys.executable, "-c", script], free_port(), "127.0.0.1", tmp_path / "s.log")
-    server.start()
+    server = started_python(tmp_path, script)
     for _ in range(100):
         if marker.exists() and marker.read_text():
             break
@@ -223,11 +225,10 @@ def test_cancel_reaches_a_health_probe_that_never_answers(tmp_path):
         f"import socket, time; s = socket.socket(); s.bind(('127.0.0.1', {port})); "
         "s.listen(); print('listen' + 'ing', flush=True); time.sleep(60)"
     )  # not the command's text
-    server = ServerProcess([sys.executable, "-c", listens_never_answers], port, "127.0.0.1", tmp_path / "s.log")
-    server.start()
+    server = started_python(tmp_path, listens_never_answers, port=port)
     try:
         for _ in range(100):
-            if "listening" in (tmp_path / "s.log").read_text():
+            if "listening" in (tmp_path / "server.log").read_text():
                 break
             time.sleep(0.05)
         stop_at = time.monotonic() + 0.3
@@ -241,13 +242,7 @@ def test_cancel_reaches_a_health_probe_that_never_answers(tmp_path):
 def test_secret_arguments_are_redacted_in_the_log_and_its_tail(tmp_path):
     secret = "sk-launch-secret-4242"
     prints_its_arguments = "import sys; print('args:', sys.argv[1:], flush=True); raise SystemExit(3)"
-    server = ServerProcess(
-        [sys.executable, "-c", prints_its_arguments, "--api-key", secret, "--hf-token=hf_abcdef"],
-        free_port(),
-        "127.0.0.1",
-        tmp_path / "server.log",
-    )
-    server.start()
+    server = started_python(tmp_path, prints_its_arguments, "--api-key", secret, "--hf-token=hf_abcdef")
     with pytest.raises(EngineStartError) as info:
         server.wait_healthy(30)
     server.stop()
@@ -264,14 +259,14 @@ def test_a_server_that_prints_its_secrets_leaves_none_in_the_saved_log(tmp_path)
         "import os, sys; print('args:', sys.argv[1:]); print('token', os.environ['HF_TOKEN']); "
         "print('devices', os.environ['CUDA_VISIBLE_DEVICES'], flush=True); raise SystemExit(3)"
     )
-    server = ServerProcess(
-        [sys.executable, "-c", prints, "--api-key", "plainvalue123", "--hf-token=hf_abcdef"],
-        free_port(),
-        "127.0.0.1",
-        tmp_path / "server.log",
+    server = started_python(
+        tmp_path,
+        prints,
+        "--api-key",
+        "plainvalue123",
+        "--hf-token=hf_abcdef",
         env={"HF_TOKEN": "hf-env-secret-99", "CUDA_VISIBLE_DEVICES": "0"},
     )
-    server.start()
     with pytest.raises(EngineStartError) as info:
         server.wait_healthy(30)
     server.stop()

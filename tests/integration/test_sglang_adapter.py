@@ -58,6 +58,7 @@ def test_sglang_is_an_engine_everywhere_from_its_one_module():
 
 
 def test_sglang_argument_list():
+    # vLLM's list: test_launcher.py::test_vllm_argument_list; apart, as each engine's flags are its own
     config = SGLangConfig(
         model="/models/qwen",
         python="/envs/sglang/bin/python",
