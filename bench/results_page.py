@@ -16,14 +16,9 @@ Usage: python -m bench.results_page
 from __future__ import annotations
 
 import json
-import os
-import socket
 import statistics
-import subprocess
-import sys
 import tempfile
 import time
-import urllib.request
 from pathlib import Path
 
 from bench.common import RESULTS, ROOT
@@ -87,54 +82,22 @@ def apptest_times(results: Path, ids: list[str]) -> dict:
 
 
 def browser_times(results: Path, ids: list[str]) -> dict | None:
-    if not Path("/usr/bin/chromium").exists():
+    from tests.browser.screenshot import CHROMIUM, launch_chromium
+    from tests.dashboard_server import start_dashboard, stop_dashboard
+
+    if not Path(CHROMIUM).exists():
         return None
     from playwright.sync_api import sync_playwright
 
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        port = probe.getsockname()[1]
-    server = subprocess.Popen(
-        [
-            sys.executable,
-            "-m",
-            "streamlit",
-            "run",
-            str(ROOT / "app.py"),
-            "--server.port",
-            str(port),
-            "--server.headless",
-            "true",
-        ],
-        cwd=ROOT,
-        env={**os.environ, "SCHEDLAB_RESULTS_DIR": str(results)},
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.DEVNULL,
-    )
+    server, url = start_dashboard(results)
     try:
-        url = f"http://localhost:{port}"
-        for _ in range(120):
-            try:
-                urllib.request.urlopen(f"{url}/_stcore/health", timeout=2)
-                break
-            except OSError:
-                time.sleep(0.5)
-        flags = [
-            "--no-sandbox",
-            "--disable-gpu",
-            "--disable-quic",
-            "--no-first-run",
-            "--disable-background-networking",
-            "--disable-component-update",
-            "--disable-sync",
-        ]
         from urllib.parse import quote
 
         from runners.charts import CHART_VIEWS
 
         report = {}
         with sync_playwright() as playwright:
-            browser = playwright.chromium.launch(executable_path="/usr/bin/chromium", args=flags)
+            browser = launch_chromium(playwright)
             page = browser.new_page(viewport={"width": 1400, "height": 1000})
             for view, names in CHART_VIEWS.items():
                 address = f"{url}/Results?runs={','.join(ids)}&view={quote(view)}"
@@ -176,8 +139,7 @@ def browser_times(results: Path, ids: list[str]) -> dict | None:
             browser.close()
         return report
     finally:
-        server.terminate()
-        server.wait(timeout=30)
+        stop_dashboard(server)
 
 
 def main() -> None:

@@ -2,15 +2,20 @@
 
 Usage: python tests/browser/screenshot.py URL OUT.png [--wait-text TEXT] [--height PX] [--settle-ms MS]
 Needs Debian's chromium (/usr/bin/chromium) and the playwright package (no browser download).
+How schedlab starts headless Chromium (:func:`launch_chromium`) is defined here, once: the browser
+tests and bench/results_page.py start theirs with it. This file imports nothing of the repository,
+so it runs as a plain script.
 """
 
 from __future__ import annotations
 
 import argparse
 import sys
+from typing import Any
 
-from playwright.sync_api import sync_playwright
-
+#: Debian's chromium, driven by playwright.
+CHROMIUM = "/usr/bin/chromium"
+#: Headless Chromium in a container: no sandbox, no GPU, nothing fetched in the background.
 CHROMIUM_FLAGS = [
     "--no-sandbox",
     "--disable-gpu",
@@ -22,11 +27,18 @@ CHROMIUM_FLAGS = [
 ]
 
 
+def launch_chromium(playwright: Any) -> Any:
+    """Headless :data:`CHROMIUM` with :data:`CHROMIUM_FLAGS`, from a started playwright."""
+    return playwright.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_FLAGS)
+
+
 def screenshot(
     url: str, out: str, wait_text: str | None = None, timeout_s: float = 60, height: int = 900, settle_ms: int = 1500
 ) -> None:
+    from playwright.sync_api import sync_playwright
+
     with sync_playwright() as playwright:
-        browser = playwright.chromium.launch(executable_path="/usr/bin/chromium", args=CHROMIUM_FLAGS)
+        browser = launch_chromium(playwright)
         page = browser.new_page(viewport={"width": 1400, "height": height})
         page.goto(url, timeout=timeout_s * 1000)
         if wait_text:

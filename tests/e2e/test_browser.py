@@ -10,26 +10,15 @@ from __future__ import annotations
 
 import os
 import shutil
-import socket
-import subprocess
-import sys
 import time
-import urllib.request
 from pathlib import Path
 
 import pytest
 
+from tests.browser.screenshot import CHROMIUM, launch_chromium
+from tests.dashboard_server import start_dashboard, stop_dashboard
+
 ROOT = Path(__file__).resolve().parents[2]
-CHROMIUM = "/usr/bin/chromium"
-FLAGS = [
-    "--no-sandbox",
-    "--disable-gpu",
-    "--disable-quic",
-    "--no-first-run",
-    "--disable-background-networking",
-    "--disable-component-update",
-    "--disable-sync",
-]
 # Results: two runs of the bundled demo study compared as saved runs (runs= picks that mode), every chart
 PAGES = [
     ("", "Latest runs"),
@@ -59,44 +48,13 @@ def dashboard(tmp_path_factory):
     results = tmp_path_factory.mktemp("results")
     for folder in (ROOT / "results").glob("demo*"):  # the Demo's study: demo/ and demo-<scheduler>-s<seed>/
         shutil.copytree(folder, results / folder.name)
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        port = probe.getsockname()[1]
-    log = (results.parent / "streamlit.log").open("wb")
-    server = subprocess.Popen(
-        [
-            sys.executable,
-            "-m",
-            "streamlit",
-            "run",
-            str(ROOT / "app.py"),
-            "--server.port",
-            str(port),
-            "--server.address",
-            "127.0.0.1",
-            "--server.headless",
-            "true",
-        ],
-        cwd=ROOT,
-        env={**os.environ, "SCHEDLAB_RESULTS_DIR": str(results)},
-        stdout=log,
-        stderr=subprocess.STDOUT,
-    )
-    url = f"http://127.0.0.1:{port}"
-    deadline = time.monotonic() + 60
-    while time.monotonic() < deadline:
+    with (results.parent / "streamlit.log").open("wb") as log:
         try:
-            if urllib.request.urlopen(f"{url}/_stcore/health", timeout=2).read() == b"ok":
-                break
-        except OSError:
-            time.sleep(0.5)
-    else:
-        server.kill()
-        pytest.fail("streamlit did not answer /_stcore/health within 60 s")
-    yield url, results
-    server.terminate()
-    server.wait(timeout=20)
-    log.close()
+            server, url = start_dashboard(results, log, timeout_s=60)
+        except TimeoutError as error:
+            pytest.fail(str(error))
+        yield url, results
+        stop_dashboard(server, timeout_s=20)
 
 
 @pytest.fixture(scope="module")
@@ -105,7 +63,7 @@ def browser():
     from playwright.sync_api import sync_playwright
 
     with sync_playwright() as playwright:
-        chromium = playwright.chromium.launch(executable_path=CHROMIUM, args=FLAGS)
+        chromium = launch_chromium(playwright)
         yield chromium
         chromium.close()
 
