@@ -3,13 +3,23 @@
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
 ROOT = Path(__file__).resolve().parents[1]
 #: Where the benchmarks write their reports (bench/results/<name>.json and .md).
 RESULTS = ROOT / "bench" / "results"
+
+
+def markdown_table(header: Sequence[str], rows: Iterable[Sequence[object]]) -> list[str]:
+    """A Markdown table's lines: ``| a | b |``, the ``|---|---|`` rule, then a line a row (cells as
+    ``str``)."""
+    return [
+        "| " + " | ".join(header) + " |",
+        "|" + "---|" * len(header),
+        *("| " + " | ".join(str(cell) for cell in row) + " |" for row in rows),
+    ]
 
 
 def write_report(name: str, report: Mapping[str, Any], lines: Sequence[str]) -> None:

@@ -17,7 +17,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from bench.common import write_report
+from bench.common import markdown_table, write_report
 from bench.vllm_cpu_common import TINY_PROFILE, launched_vllm, tiny_model
 from runners.benchmark import execute_run
 from runners.config import parse_config
@@ -83,15 +83,23 @@ def main() -> None:
         "rows": rows,
         "pass": all(row["status"] == "done" and row["completed"] == row["requests"] for row in rows),
     }
-    lines = [
-        "| scheduler | instances | status | completed | SLO att. | G (1/s) | preemptions | mean E2E (s) |",
-        "|---|---|---|---|---|---|---|---|",
-    ]
-    lines += [
-        f"| {r['scheduler']} | {r['instances']} | {r['status']} | {r['completed']}/{r['requests']} | "
-        f"{r['slo_attainment']:.0%} | {r['G']} | {r['preemptions']} | {r['mean_e2e_s']} |"
-        for r in rows
-    ]
+    header = ["scheduler", "instances", "status", "completed", "SLO att.", "G (1/s)", "preemptions", "mean E2E (s)"]
+    lines = markdown_table(
+        header,
+        (
+            [
+                r["scheduler"],
+                r["instances"],
+                r["status"],
+                f"{r['completed']}/{r['requests']}",
+                f"{r['slo_attainment']:.0%}",
+                r["G"],
+                r["preemptions"],
+                r["mean_e2e_s"],
+            ]
+            for r in rows
+        ),
+    )
     write_report("real_schedulers", report, lines)
 
 

@@ -328,25 +328,20 @@ def rows_c(scale: dict[str, Any]) -> list[RowSpec]:
     )
     rows = []
     for arm, label, throughput, latency in baselines:
-        rows.append(
-            RowSpec(
-                f"C scls vs {label}",
-                setting,
-                Measure(label, (arm,), key="request_throughput_rps"),
-                Measure("scls", (scls,), key="request_throughput_rps"),
-                throughput,
+        for key, claim, also in (
+            ("request_throughput_rps", throughput, ()),
+            ("e2e_s.mean", latency, ("e2e_s.p90",)),
+        ):
+            rows.append(
+                RowSpec(
+                    f"C scls vs {label}",
+                    setting,
+                    Measure(label, (arm,), key=key),
+                    Measure("scls", (scls,), key=key),
+                    claim,
+                    also,
+                )
             )
-        )
-        rows.append(
-            RowSpec(
-                f"C scls vs {label}",
-                setting,
-                Measure(label, (arm,), key="e2e_s.mean"),
-                Measure("scls", (scls,), key="e2e_s.mean"),
-                latency,
-                also=("e2e_s.p90",),
-            )
-        )
     return rows
 
 

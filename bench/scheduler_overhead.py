@@ -18,7 +18,7 @@ from __future__ import annotations
 import statistics
 import time
 
-from bench.common import write_report
+from bench.common import markdown_table, write_report
 from runners.config import parse_config
 from runners.registry import SCHEDULERS, make_policy
 from runners.schedulers.base import InstanceInfo
@@ -79,15 +79,22 @@ def main() -> None:
         )
         print(rows[-1], flush=True)
     report = {"date": time.strftime("%Y-%m-%d %H:%M:%S"), "rows": rows, "pass": all(r["pass"] for r in rows)}
-    lines = [
-        "| scheduler | waiting | KV tokens | median ms per decide | max ms | target ms | pass |",
-        "|---|---|---|---|---|---|---|",
-    ]
-    lines += [
-        f"| {r['scheduler']} | {r['waiting']} | {r['kv_tokens']:,} | {r['median_ms']} | {r['max_ms']} | {r['target_ms']} | "
-        f"{'yes' if r['pass'] else 'NO'} |"
-        for r in rows
-    ]
+    header = ["scheduler", "waiting", "KV tokens", "median ms per decide", "max ms", "target ms", "pass"]
+    lines = markdown_table(
+        header,
+        (
+            [
+                r["scheduler"],
+                r["waiting"],
+                f"{r['kv_tokens']:,}",
+                r["median_ms"],
+                r["max_ms"],
+                r["target_ms"],
+                "yes" if r["pass"] else "NO",
+            ]
+            for r in rows
+        ),
+    )
     write_report("scheduler_overhead", report, lines)
 
 
