@@ -163,6 +163,17 @@ class EngineAdapter:
         return Availability(cls.name, False, cls.install_hint)
 
 
+def python_form_field(engine: str) -> FormField:
+    """The Launch page's input for a :class:`PythonModuleAdapter` config's ``python``: the
+    interpreter of the environment ``engine`` (its display name) is installed in."""
+    return FormField(
+        "engine.python",
+        f"Python of the {engine} environment",
+        "text",
+        f"{engine} pins its own torch: point at its venv",
+    )
+
+
 class PythonModuleAdapter(EngineAdapter):
     """An engine launched as a Python module with ``--served-model-name``, ``--host`` and
     ``--port`` (vLLM, SGLang); subclasses set ``model_flag`` and add their own flags after

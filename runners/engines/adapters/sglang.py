@@ -37,6 +37,7 @@ from runners.engines.adapters.base import (
     MetricNames,
     PythonModuleAdapter,
     prompt_tokenize_api,
+    python_form_field,
 )
 from runners.engines.real_config import optional_flags
 
@@ -83,6 +84,8 @@ class SGLangAdapter(PythonModuleAdapter):
     version_path = "/server_info"
     kv_log_pattern = re.compile(r"max_total_num_tokens=(\d+)")
     install_hint = "not installed here: install SGLang in its own environment, or attach to a running server"
+    # this engine's own metric names, tokenize path and Launch-page flags: alike in shape to vllm.py's,
+    # kept apart as each is that engine's wire format
     metrics = MetricNames(
         prefix="sglang:",
         kv_usage=("sglang:token_usage",),
@@ -95,9 +98,7 @@ class SGLangAdapter(PythonModuleAdapter):
     )
     tokenize_api = prompt_tokenize_api("/v1/tokenize", reply_limit_is_context=False)
     form_fields = (
-        FormField(
-            "engine.python", "Python of the SGLang environment", "text", "SGLang pins its own torch: point at its venv"
-        ),
+        python_form_field("SGLang"),
         FormField("engine.max_running_requests", "--max-running-requests", "int", step=1),
         FormField("engine.context_length", "--context-length", "int", step=256),
         FormField("engine.mem_fraction_static", "--mem-fraction-static", "float", step=0.05),

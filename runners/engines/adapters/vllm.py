@@ -27,6 +27,7 @@ from runners.engines.adapters.base import (
     MetricNames,
     PythonModuleAdapter,
     prompt_tokenize_api,
+    python_form_field,
 )
 from runners.engines.real_config import optional_flags
 
@@ -70,6 +71,8 @@ class VLLMAdapter(PythonModuleAdapter):
     model_flag = "--model"
     context_flag = "--max-model-len"
     kv_log_pattern = re.compile(r"(?:GPU|CPU) KV cache size:\s*([\d,]+)\s*tokens")
+    # this engine's own metric names, tokenize path and Launch-page flags: alike in shape to sglang.py's,
+    # kept apart as each is that engine's wire format
     metrics = MetricNames(
         prefix="vllm:",
         kv_usage=("vllm:kv_cache_usage_perc", "vllm:gpu_cache_usage_perc"),
@@ -82,9 +85,7 @@ class VLLMAdapter(PythonModuleAdapter):
     )
     tokenize_api = prompt_tokenize_api("/tokenize", reply_limit_is_context=True)
     form_fields = (
-        FormField(
-            "engine.python", "Python of the vLLM environment", "text", "vLLM pins its own torch: point at its venv"
-        ),
+        python_form_field("vLLM"),
         FormField("engine.max_num_seqs", "--max-num-seqs", "int", step=1),
         FormField("engine.max_model_len", "--max-model-len", "int", step=256),
         FormField("engine.gpu_memory_utilization", "--gpu-memory-utilization", "float", step=0.05),
