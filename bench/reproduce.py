@@ -809,6 +809,7 @@ def real(args: argparse.Namespace) -> None:
     meta = {
         "command": "python -m bench.reproduce --real" + (" --quick" if args.quick else f" --seeds {scale['seeds']}"),
         "seconds": round(seconds, 1),
+        "made_on": time.strftime("%Y-%m-%d"),  # a later --render keeps the date the runs were made
         "runs": runs,
         "launch_s": [round(x, 1) for x in launches],
         "kv_tokens": kv_tokens,
@@ -861,7 +862,7 @@ def render(name: str) -> None:
     """Rewrite reproduction_<name>.md from its CSV and JSON with the current notes (numbers untouched)."""
     meta = json.loads((OUT / f"reproduction_{name}.json").read_text())
     rows = list(csv.DictReader((OUT / f"reproduction_{name}.csv").open()))
-    write(rows, name, meta["command"], meta["seconds"], real_notes(meta), meta["problems"])
+    write(rows, name, meta["command"], meta["seconds"], real_notes(meta), meta["problems"], made_on=meta.get("made_on"))
 
 
 def main() -> None:
