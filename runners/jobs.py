@@ -176,9 +176,10 @@ def write_status(folder: Path, fields: dict[str, Any]) -> None:
 
 def read_json_or_none(path: Path) -> dict[str, Any] | None:
     """The JSON object in ``path``; None when it is missing, unreadable or not an object (a job's
-    files are read while its worker may be writing them; the reader is result_store's)."""
+    files are read while its worker may be writing them; the reader is result_store's, without
+    its size limit for run files: a job of many runs may be larger)."""
     try:
-        return read_json_object(path)
+        return read_json_object(path, max_bytes=None)
     except (SchedlabError, OSError):
         return None
 

@@ -451,14 +451,15 @@ def summary_problem(summary: Any) -> str | None:
     return None
 
 
-def _read_json_file(path: Path) -> Any:
+def _read_json_file(path: Path, max_bytes: int | None = SUMMARY_MAX_BYTES) -> Any:
     """The JSON value in ``path``; SchedlabError naming the file and what is wrong with it
-    (FileNotFoundError passes through)."""
+    (FileNotFoundError passes through). ``max_bytes``: larger files are refused unread (None: no
+    limit)."""
     try:
         size = path.stat().st_size
         if path.is_dir():
             raise SchedlabError(f"{path}: is a folder, expected a JSON file")
-        if size > SUMMARY_MAX_BYTES:
+        if max_bytes is not None and size > max_bytes:
             raise SchedlabError(f"{path}: {size} bytes, too large for a run's JSON file")
         text = path.read_bytes().decode("utf-8")
         return json.loads(text)
@@ -468,17 +469,20 @@ def _read_json_file(path: Path) -> Any:
         raise SchedlabError(f"{path}: not valid UTF-8 (byte {exc.start})") from None
     except json.JSONDecodeError as exc:
         raise SchedlabError(f"{path}: not valid JSON ({exc.msg}, line {exc.lineno})") from None
+    except ValueError as exc:  # e.g. an integer with more digits than Python converts
+        raise SchedlabError(f"{path}: not valid JSON ({exc})") from None
     except RecursionError:
         raise SchedlabError(f"{path}: nested too deeply to be a run's JSON file") from None
     except OSError as exc:
         raise SchedlabError(f"{path}: unreadable ({exc.strerror or exc})") from None
 
 
-def read_json_object(path: Path) -> dict[str, Any]:
+def read_json_object(path: Path, max_bytes: int | None = SUMMARY_MAX_BYTES) -> dict[str, Any]:
     """The JSON object in ``path``; SchedlabError naming the file when it is missing, unreadable,
-    not UTF-8 JSON, too large or not an object (the one reader of schedlab's own JSON files)."""
+    not UTF-8 JSON, larger than ``max_bytes`` (None: no limit) or not an object (the one reader
+    of schedlab's own JSON files)."""
     try:
-        data = _read_json_file(path)
+        data = _read_json_file(path, max_bytes)
     except FileNotFoundError:
         raise SchedlabError(f"{path}: missing (is this a schedlab run folder?)") from None
     if not isinstance(data, dict):

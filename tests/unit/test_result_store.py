@@ -65,3 +65,27 @@ def test_summary_is_never_half_written(results_dir):
     leftovers = [p.name for p in (results_dir / "atomic").iterdir() if p.name.endswith(".tmp")]
     assert leftovers == []
     assert json.loads((results_dir / "atomic" / "summary.json").read_text())["completed"] == 1
+
+
+def test_a_json_number_python_cannot_convert_is_a_named_error_and_a_job_file_reads_as_none(tmp_path):
+    """A 5,000-digit integer is valid JSON that Python refuses to convert (ValueError, not a
+    JSONDecodeError): one SchedlabError naming the file, and None for a job's files."""
+    from runners.jobs import read_json_or_none
+    from runners.result_store import read_json_object
+
+    path = tmp_path / "status.json"
+    path.write_text('{"state": ' + "1" * 5000 + "}")
+    with pytest.raises(SchedlabError, match="status.json: not valid JSON"):
+        read_json_object(path)
+    assert read_json_or_none(path) is None
+
+
+def test_job_files_have_no_size_limit_and_run_files_do(tmp_path):
+    from runners import result_store
+    from runners.jobs import read_json_or_none
+
+    path = tmp_path / "job.json"
+    path.write_text('{"runs": [' + ", ".join(["1"] * 200) + "]}")
+    with pytest.raises(SchedlabError, match="too large"):
+        result_store.read_json_object(path, max_bytes=100)
+    assert read_json_or_none(path) == {"runs": [1] * 200}

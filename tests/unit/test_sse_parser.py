@@ -71,9 +71,11 @@ def test_server_streams_give_their_chunks_then_done_however_they_are_cut(stream,
 
 
 def test_event_time_is_when_its_data_line_arrived_not_its_blank_line():
-    # piece 0 carries the data line, piece 1 the blank line that ends the event
-    events = parse([b'data: {"a":1}\n', b"\n", b"data: [DONE]\n\n"])
-    assert [(event.data, event.received_at) for event in events] == [('{"a":1}', 0.0), ("[DONE]", 2.0)]
+    # piece 0 carries the data line, piece 1 the blank line after it
+    parser = SSEParser()
+    assert parser.feed(b'data: {"a":1}\n', 0.0) == [SSEEvent('{"a":1}', 0.0)]  # at once, not at the blank line
+    assert parser.feed(b"\n", 1.0) == []
+    assert parser.feed(b"data: [DONE]\n\n", 2.0) == [SSEEvent("[DONE]", 2.0)]
 
 
 def test_data_line_split_mid_line_is_joined_before_parsing():
@@ -92,7 +94,7 @@ def test_crlf_and_lone_cr_line_ends_also_when_the_crlf_is_split():
     assert [e.data for e in parse([b"data: a\r\n\r\ndata: b\r\rdata: c\n\n"])] == ["a", "b", "c"]
     # a CR ending one piece and the LF starting the next are one line end, not a blank line
     events = parse([b"data: a\r", b"\ndata: b\r\n", b"\r\n"])
-    assert [event.data for event in events] == ["a\nb"]
+    assert [event.data for event in events] == ["a", "b"]
 
 
 def test_comments_and_other_fields_are_not_events():
@@ -100,13 +102,24 @@ def test_comments_and_other_fields_are_not_events():
     assert [event.data for event in parse([stream])] == ["x"]
 
 
-def test_several_data_lines_make_one_event_joined_by_newline():
-    assert [event.data for event in parse([b'data: {"a":\ndata: 1}\n\n'])] == ['{"a":\n1}']
+def test_each_data_line_is_its_own_event_as_every_openai_server_sends_them():
+    # not the WHATWG joining of data lines: one JSON chunk per line, blank lines or not
+    assert [event.data for event in parse([b'data: {"a":\ndata: 1}\n\n'])] == ['{"a":', "1}"]
+    assert [event.data for event in parse([b'data: {"a":1}\ndata: {"a":2}\ndata: [DONE]\n'])] == [
+        '{"a":1}',
+        '{"a":2}',
+        "[DONE]",
+    ]
 
 
-def test_one_space_after_the_colon_is_framing():
-    events = parse([b"data:x\n\ndata:  y\n\ndata\n\ndata:\n\n"])
-    assert [event.data for event in events] == ["x", " y", "", ""]
+def test_white_space_around_the_line_and_the_value_is_framing():
+    events = parse([b"data:x\n\ndata:  y \n\n data: z\n\ndata\n\ndata:\n\n"])
+    assert [event.data for event in events] == ["x", "y", "z", ""]
+
+
+def test_a_stream_cut_after_a_data_line_keeps_that_chunk():
+    parser = SSEParser()
+    assert parser.feed(b'data: {"t":"x"}\n', 3.0) == [SSEEvent('{"t":"x"}', 3.0)]  # the blank line never comes
 
 
 def test_byte_order_mark_only_at_the_start_is_dropped():
