@@ -31,7 +31,8 @@ from runners.errors import ConfigError, RunCancelled, RunStopped
 from runners.metrics.run_metrics import distribution
 from runners.recording import RunRecorder
 from runners.registry import check_engine_for, make_policy
-from runners.result_store import DEFAULT_RESULTS_DIR, RunWriter, new_run_id, write_json_atomic
+from runners.result_store import DEFAULT_RESULTS_DIR, RunWriter, write_json_atomic
+from runners.run_ids import new_run_id
 from runners.schedulers.base import PolicyStalled, SchedulerPolicy
 from runners.workload.builder import Workload, build_workload
 from runners.workload.slo import TaskSLO

@@ -486,7 +486,8 @@ def _int_list(text: str, flag: str) -> list[int]:
 
 
 def command_delete(args: argparse.Namespace) -> int:
-    from runners.result_store import RUN_ID_PATTERN, delete_run
+    from runners.result_store import delete_run
+    from runners.run_ids import RUN_ID_PATTERN
     from runners.study import STUDY_FILE, delete_study
 
     if RUN_ID_PATTERN.match(args.run) and (Path(args.out) / args.run / STUDY_FILE).is_file():

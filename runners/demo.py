@@ -38,12 +38,12 @@ from runners.metrics.sawtooth import sawtooth_cycles
 from runners.metrics.seed_statistics import SINGLE_SEED_NOTE
 from runners.result_store import (
     DEFAULT_RESULTS_DIR,
-    RUN_ID_PATTERN,
     RunData,
     _results_root,
     delete_run,
     owned_run_folder,
 )
+from runners.run_ids import RUN_ID_PATTERN
 from runners.study import STUDY_FILE, StudyMember, StudyPlan, StudyResult, plan_study, read_study, run_study
 from runners.timestamps import id_stamp
 

@@ -32,7 +32,8 @@ from pydantic import BaseModel, Field
 from runners.config import RunConfig
 from runners.engines.real_config import REDACT_SECRETS
 from runners.errors import SchedlabError
-from runners.result_store import DEFAULT_RESULTS_DIR, new_run_id, process_alive, read_json_object, write_json_atomic
+from runners.result_store import DEFAULT_RESULTS_DIR, process_alive, read_json_object, write_json_atomic
+from runners.run_ids import new_run_id
 from runners.timestamps import id_stamp, utc_stamp
 
 JOBS_FOLDER = ".jobs"

@@ -40,7 +40,7 @@ import pyarrow.parquet as pq
 # the time-series row is the drivers' (one typed row, its columns derived from it)
 from runners.drivers.base import TIMESERIES_COLUMNS  # noqa: F401 (re-exported)
 from runners.errors import ConfigError, SchedlabError
-from runners.run_ids import RUN_ID_PATTERN, new_run_id, validate_run_id  # noqa: F401 (re-exported)
+from runners.run_ids import RUN_ID_PATTERN, validate_run_id
 
 #: Version 2 added, without removing or renaming anything of version 1: ``resolved.tokenization`` in
 #: config.json of real-engine runs, and imported runs (``summary.imported``; their config.json holds

@@ -48,7 +48,8 @@ from runners.json_values import as_dict
 from runners.metrics.catalog import STUDY_HEADLINE_KEYS
 from runners.metrics.seed_statistics import SINGLE_SEED_NOTE, paired_comparison, relative_change, summarize
 from runners.registry import make_policy, scheduler_class
-from runners.result_store import RUN_ID_PATTERN, _read_json_file, _results_root, validate_run_id, write_json_atomic
+from runners.result_store import _read_json_file, _results_root, write_json_atomic
+from runners.run_ids import RUN_ID_PATTERN, validate_run_id
 from runners.timestamps import id_stamp, utc_stamp
 
 STUDY_SCHEMA_VERSION = 1

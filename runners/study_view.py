@@ -25,7 +25,8 @@ from runners.errors import SchedlabError
 from runners.json_values import as_dict
 from runners.metrics.catalog import Metric
 from runners.metrics.seed_statistics import SINGLE_SEED_NOTE, paired_comparison, summarize
-from runners.result_store import RUN_ID_PATTERN, RunData, _entries, _results_root, load_run, read_summary
+from runners.result_store import RunData, _entries, _results_root, load_run, read_summary
+from runners.run_ids import RUN_ID_PATTERN
 from runners.study import STUDY_FILE, _relative_text, read_study
 
 #: Capacity: the highest arrival rate (req/s) at which SLO attainment stays at or above a target.

@@ -22,7 +22,8 @@ from typing import Any
 from runners.errors import ConfigError, SchedlabError
 from runners.imports import aiperf, guidellm, vllm_bench
 from runners.imports.base import ImportedRun, ImportFormatError, default_run_id, read_bytes, write_run
-from runners.result_store import DEFAULT_RESULTS_DIR, validate_run_id
+from runners.result_store import DEFAULT_RESULTS_DIR
+from runners.run_ids import validate_run_id
 
 __all__ = ["IMPORTERS", "Importer", "ImportFormatError", "import_file", "import_bytes", "parse_file", "importer_names"]
 
