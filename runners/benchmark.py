@@ -21,9 +21,10 @@ from runners.drivers.virtual_time import VirtualTimeDriver
 from runners.drivers.wall_clock import WallClockDriver
 from runners.drivers.watchdog import stalled_message
 from runners.engines.latency_model import LatencyModel
+from runners.engines.openai_client import header_secrets, scrub
 from runners.engines.profile import load_profile
 from runners.engines.real_config import LaunchOptions, redact_args
-from runners.engines.real_engine import RealEngine, check_api_key, resolve_tokenization
+from runners.engines.real_engine import RealEngine, check_api_key, config_secrets, resolve_tokenization
 from runners.engines.sim_config import ResolvedSimulator, SimulatorConfig
 from runners.engines.simulator import SimulatedInstance
 from runners.engines.vllm_scheduler import launch_settings
@@ -111,8 +112,8 @@ def _config_record(prepared: PreparedRun) -> dict[str, Any]:
         "workload_reports": prepared.workload.reports,
         "workload_synthetic": prepared.workload.synthetic,
     }
-    if prepared.tokenization is not None:
-        resolved["tokenization"] = prepared.tokenization
+    if prepared.tokenization is not None:  # read from the servers: scrubbed of the key they were sent
+        resolved["tokenization"] = scrub(prepared.tokenization, config_secrets(config.engine))
     simulator = prepared.simulator
     if simulator is not None:
         resolved.update(
@@ -173,24 +174,29 @@ def _simulated_instances(engine: SimulatorConfig, simulator: ResolvedSimulator) 
 
 def _engine_record(engine: RealEngine) -> dict[str, Any]:
     """What was launched or attached (no headers: they may hold an API key; the values of
-    secret-looking flags in a launch command written as ***)."""
-    return {
-        "instances": [
-            {
-                "index": instance.index,
-                "base_url": instance.endpoint.base_url,
-                "kind": instance.endpoint.kind,
-                "model": instance.endpoint.model,
-                "api": instance.endpoint.api,
-                "version": instance.version,
-                "kv_capacity_tokens": instance.kv_capacity_tokens,
-                "block_size": instance.block_size,
-                "command": redact_args(instance.server.command) if instance.server else None,
-                "log": instance.server.log_path.name if instance.server else None,
-            }
-            for instance in engine.instances
-        ]
-    }
+    secret-looking flags in a launch command written as ***). Every string the servers supplied
+    (model id, version, kind) is scrubbed of the key they were sent, which a server may echo."""
+    secrets = [secret for instance in engine.instances for secret in header_secrets(instance.endpoint.headers)]
+    return scrub(
+        {
+            "instances": [
+                {
+                    "index": instance.index,
+                    "base_url": instance.endpoint.base_url,
+                    "kind": instance.endpoint.kind,
+                    "model": instance.endpoint.model,
+                    "api": instance.endpoint.api,
+                    "version": instance.version,
+                    "kv_capacity_tokens": instance.kv_capacity_tokens,
+                    "block_size": instance.block_size,
+                    "command": redact_args(instance.server.command) if instance.server else None,
+                    "log": instance.server.log_path.name if instance.server else None,
+                }
+                for instance in engine.instances
+            ]
+        },
+        secrets,
+    )
 
 
 def execute_run(
@@ -370,4 +376,5 @@ def _wall_clock_extras(driver: WallClockDriver) -> dict[str, Any]:
         "client_cpu_s": counters.client_cpu_s,
         "client_cpu_ms_per_1k_chunks": 1e6 * counters.client_cpu_s / counters.chunks if counters.chunks else None,
         "engine_decisions_malformed": driver.decisions_malformed,  # lines of the decisions files skipped
+        "telemetry": driver.telemetry.as_record(),  # /metrics scrapes: tried, failed, too large, samples dropped
     }

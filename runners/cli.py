@@ -145,9 +145,53 @@ def _stoppable_progress(total: int, quiet: bool) -> Iterator[tuple[Any, Callable
             signal.signal(sig, handler)
 
 
+#: Flags ``run --resume`` takes besides the study id: how and where it runs, never what it runs.
+RESUME_FLAGS = ("resume", "out", "workers", "executor", "quiet", "yes", "handler", "command")
+
+
+def _resume_study(args: argparse.Namespace) -> int:
+    """``run --resume STUDY``: finish an interrupted or cancelled study's missing members with
+    the plan and seeds its study.json records, keeping the members that ran to their end."""
+    from runners.executors import choose_execution
+    from runners.study import prepare_resume, run_study
+
+    given = sorted(
+        name for name, value in vars(args).items() if name not in RESUME_FLAGS and value not in (None, [], False)
+    )
+    if given:
+        raise ConfigError(
+            f"--{given[0].replace('_', '-')}",
+            "cannot be combined with --resume; a study resumes with the settings it was started with",
+        )
+    plan, resume = prepare_resume(args.out, args.resume)
+    execution = choose_execution(plan, args.workers, args.executor)
+    missing = len(plan.members) - len(resume.kept)
+    print(
+        f"study {plan.study_id}: resuming {missing} of {len(plan.members)} runs ({len(resume.kept)} kept"
+        + (f"; partial runs removed to run again: {', '.join(resume.replaced)}" if resume.replaced else "")
+        + f"); {execution.note}",
+        flush=True,
+    )
+    requests = plan.config.workload.requests if plan.config is not None else 0
+    result = _with_study_progress(
+        plan,
+        requests,
+        args.quiet,
+        lambda progress, should_stop: run_study(
+            plan, args.out, progress=progress, should_stop=should_stop, execution=execution, resume=resume
+        ),
+    )
+    record = result.record
+    print(f"study {result.study_id}: {record['status']}  ->  {result.folder / 'study.json'}")
+    _print_study(record, args.out)
+    return {"done": 0, "cancelled": 130}.get(record["status"], 1)
+
+
 def command_run(args: argparse.Namespace) -> int:
     from runners.benchmark import execute_run
 
+    if getattr(args, "resume", None) is not None:
+        return _resume_study(args)
     config = build_run_config(args)
     from runners.study import is_study
 
@@ -571,6 +615,13 @@ def make_parser() -> argparse.ArgumentParser:
     run.add_argument("--rates", help="a study over arrival rates, req/s, e.g. 2,4,6 (statistics per rate)")
     run.add_argument("--baseline", help="the study's baseline scheduler (default: the first of --scheduler)")
     run.add_argument("--yes", action="store_true", help="run a study of more than 1,000 runs without asking")
+    run.add_argument(
+        "--resume",
+        metavar="STUDY",
+        help="finish an interrupted or cancelled study: run its missing members with the plan and seeds "
+        "its study.json records, keeping those that ran to their end (only --out, --workers, --executor, "
+        "--quiet go with it)",
+    )
     run.add_argument(
         "--workers",
         type=int,

@@ -38,6 +38,7 @@ from runners.engines.latency_model import (
 )
 from runners.engines.openai_client import Endpoint, StreamResult, stream_request
 from runners.engines.profile import EngineProfile
+from runners.engines.telemetry import read_metrics_page
 from runners.errors import SchedlabError
 from runners.workload.synthetic import made_up_vocabulary
 
@@ -319,8 +320,9 @@ def _increment(before: str, after: str, name: str) -> float:
 
 
 async def _scrape(session: aiohttp.ClientSession, endpoint: Endpoint) -> str:
-    async with session.get(endpoint.base_url.rstrip("/").removesuffix("/v1") + "/metrics") as response:
-        return await response.text()
+    """The server's ``/metrics`` page (capped as a run's scrapes are); "" when it answers no page."""
+    url = endpoint.base_url.rstrip("/").removesuffix("/v1") + "/metrics"
+    return await read_metrics_page(session, url, endpoint.headers) or ""
 
 
 class _Streams:

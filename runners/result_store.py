@@ -144,6 +144,7 @@ class _PartedTable:
         self.parts = 0
         self.cached: dict[str, pa.Table] | None = {}  # part file name -> its table; None: outgrown
         self.cached_bytes = 0
+        self.rejected = 0  # rows no column type could hold (a value out of range): left out, counted
 
     def add(self, row: dict[str, Any]) -> None:
         self.buffer.append(tuple([row.get(name) for name in self.names]))
@@ -160,7 +161,7 @@ class _PartedTable:
             return
         number = self.parts
         self.parts += 1
-        table = table_from_rows(rows, self.schema)
+        table = self._table(rows)
         path = self.folder / f"{self.stem}.part-{number:05d}.parquet"
         _write_parquet_atomic(path, table)
         if self.cached is not None:
@@ -169,6 +170,23 @@ class _PartedTable:
                 self.cached[path.name] = table
             else:
                 self.cached = None
+
+    def _table(self, rows: list[tuple]) -> pa.Table:
+        """``rows`` as a table; when one holds a value its column cannot (an integer past int64,
+        text in a number column), that row alone is left out and counted in ``rejected``, so one
+        bad value never costs the others."""
+        try:
+            return table_from_rows(rows, self.schema)
+        except (OverflowError, TypeError, ValueError, pa.ArrowException):
+            kept = []
+            for row in rows:
+                try:
+                    table_from_rows([row], self.schema)
+                except (OverflowError, TypeError, ValueError, pa.ArrowException):
+                    self.rejected += 1
+                    continue
+                kept.append(row)
+            return table_from_rows(kept, self.schema)
 
     def merge(self) -> None:
         """Write ``<stem>.parquet`` from all parts and the buffer, then remove the parts."""
@@ -341,9 +359,22 @@ class RunWriter:
         """Merge the parts and write the final summary with ``status`` (and ``error``)."""
         if status not in STATUSES:
             raise ValueError(f"status must be one of {STATUSES}")
-        self.requests.merge()
-        self.timeseries.merge()
+        problems = []
+        for table in (self.requests, self.timeseries):
+            try:  # a table that cannot be merged keeps its part files (readers read those)
+                table.merge()
+            except (OSError, pa.ArrowException, ValueError) as exc:
+                problems.append(f"{table.stem}: could not merge the part files ({type(exc).__name__}: {exc})")
         fields = {"status": status, **summary_fields}
+        rejected = {table.stem: table.rejected for table in (self.requests, self.timeseries) if table.rejected}
+        if rejected:
+            fields["rows_rejected"] = rejected
+            problems.append(
+                "rows left out as holding a value out of range: "
+                + ", ".join(f"{count} {stem}" for stem, count in rejected.items())
+            )
+        if problems:
+            error = "; ".join(([error] if error else []) + problems)
         if error is not None:
             fields["error"] = error
         self.write_summary(fields)
@@ -768,10 +799,28 @@ def owned_run_folder(root: str | Path, run_id: str, action: str = "delete") -> P
     return folder
 
 
-def delete_run(root: str | Path, run_id: str) -> Path:
-    """Delete run ``run_id`` (the exact id; see :func:`owned_run_folder`); returns its folder.
-    Damaged, incomplete and interrupted runs can be deleted too."""
+def deletable_run_folder(root: str | Path, run_id: str) -> Path:
+    """The folder of run ``run_id`` if it may be deleted now (see :func:`owned_run_folder`):
+    SchedlabError, one line, while the process writing it is alive (deleting it would cost that
+    run every row). Damaged, incomplete and interrupted runs may be deleted; so may a ``running``
+    run that records no writer (summaries older than the writer record), which cannot be checked."""
     folder = owned_run_folder(root, run_id, "delete")
+    if _is_run_folder(folder):
+        record = inspect_run(folder)
+        writer = record.get("writer")
+        if record.get("status") == "running" and isinstance(writer, dict) and writer.get("pid") is not None:
+            where = "" if writer.get("hostname") == socket.gethostname() else f" on {_shown(writer.get('hostname'))}"
+            raise SchedlabError(
+                f"delete: run {run_id!r} is still being written (process {_shown(writer.get('pid'))}{where}); "
+                "cancel it or let it finish, then delete it (nothing deleted)"
+            )
+    return folder
+
+
+def delete_run(root: str | Path, run_id: str) -> Path:
+    """Delete run ``run_id`` (the exact id; see :func:`deletable_run_folder`: never while its
+    writer is alive); returns its folder. Damaged, incomplete and interrupted runs can be deleted too."""
+    folder = deletable_run_folder(root, run_id)
     try:
         shutil.rmtree(folder)  # never follows links inside; refuses a folder swapped for a link
     except OSError as exc:

@@ -5,9 +5,13 @@ At one seed every scheduler gets the identical workload and arrival times: both 
 all. Each (scheduler, seed) is an ordinary run ``results/<study_id>-<scheduler>-s<seed>/``; the
 study adds ``results/<study_id>/study.json`` (a contract, see README "Result files"):
 
-- ``schema_version`` (1), ``study_id``, ``baseline``, ``schedulers``, ``seeds``, ``rates`` (req/s;
+- ``schema_version`` (2), ``study_id``, ``baseline``, ``schedulers``, ``seeds``, ``rates`` (req/s;
   empty when the study has its config's one rate), ``created_at``,
-  ``finished_at`` (None while running), ``status`` (running | done | failed | cancelled);
+  ``finished_at`` (None while running), ``status`` (running | done | failed | cancelled; read as
+  ``interrupted`` when the process that writes it is gone); version 2 added ``config`` (the
+  study's config as config.json holds a run's: secrets as ``***``), from which ``run --resume``
+  rebuilds the same plan, ``writer`` (the writing process, as a run summary's) and ``resumed_at``
+  (the times the study was resumed); version 1 files still read;
 - ``runs``: ``{run_id, scheduler, seed, rate, status, error}`` for every planned run (status
   ``pending`` before it ran, ``skipped`` when the study was cancelled first);
 - ``statistics``: for each metric key of :data:`runners.compare.COMPARISON_METRICS`,
@@ -29,6 +33,7 @@ processes (default: all cores) or on Ray, real-engine runs one at a time (:mod:`
 
 from __future__ import annotations
 
+import json
 import os
 import time
 from collections.abc import Callable, Iterable, Sequence
@@ -40,7 +45,7 @@ import pandas as pd
 import pyarrow as pa
 
 from runners.compare import COMPARISON_METRICS, Metric, summary_value
-from runners.config import MAX_STUDY_SEEDS, RunConfig, TrialsConfig
+from runners.config import MAX_STUDY_SEEDS, RunConfig, TrialsConfig, config_record
 from runners.errors import ConfigError, SchedlabError
 from runners.executors import Execution, MemberTask, choose_execution, run_members
 from runners.input_model import MAX_SEED
@@ -48,11 +53,21 @@ from runners.json_values import as_dict
 from runners.metrics.catalog import STUDY_HEADLINE_KEYS
 from runners.metrics.seed_statistics import SINGLE_SEED_NOTE, paired_comparison, relative_change, summarize
 from runners.registry import make_policy, scheduler_class
-from runners.result_store import _read_json_file, _results_root, write_json_atomic
+from runners.result_store import (
+    INTERRUPTED,
+    _read_json_file,
+    _results_root,
+    inspect_run,
+    write_json_atomic,
+    writer_gone,
+    writer_identity,
+)
 from runners.run_ids import RUN_ID_PATTERN, validate_run_id
 from runners.timestamps import id_stamp, utc_stamp
 
-STUDY_SCHEMA_VERSION = 1
+STUDY_SCHEMA_VERSION = 2
+#: study.json versions this schedlab reads (1 lacks ``config``, ``writer``, ``resumed_at``).
+STUDY_SCHEMA_VERSIONS_READ = (1, 2)
 STUDY_FILE = "study.json"
 #: A study of more runs than this needs confirmation (CLI ``--yes``).
 MAX_RUNS_UNCONFIRMED = 1_000
@@ -139,6 +154,7 @@ class StudyPlan:
     rates: list[float] = field(default_factory=list)
     workers: int | None = None  # runs at once (config trials.workers); None: all cores
     executor: str | None = None  # serial | process | ray (config trials.executor); None: see runners.executors
+    config: RunConfig | None = None  # the study's own config (recorded in study.json for --resume)
 
 
 def new_study_id() -> str:
@@ -189,7 +205,9 @@ def plan_study(config: RunConfig, study_id: str | None = None) -> StudyPlan:
             "--rates", "two rates give the same run id; expected rates that differ in their first 10 significant digits"
         )
     ordered = [baseline] + [name for name in schedulers if name != baseline]
-    return StudyPlan(study_id, baseline, ordered, seeds, members, list(trials.rates), trials.workers, trials.executor)
+    return StudyPlan(
+        study_id, baseline, ordered, seeds, members, list(trials.rates), trials.workers, trials.executor, config
+    )
 
 
 def check_size(plan: StudyPlan, confirmed: bool) -> None:
@@ -290,6 +308,7 @@ def _record(
     created_at: str,
     finished_at: str | None,
     execution: dict[str, Any] | None = None,
+    resumed_at: Sequence[str] = (),
 ) -> dict[str, Any]:
     rates: list[float | None] = list(plan.rates) or [plan.members[0].rate if plan.members else None]
     by_rate = [
@@ -319,6 +338,11 @@ def _record(
         "statistics": by_rate[0]["statistics"] if len(by_rate) == 1 else {},
         "statistics_by_rate": by_rate,
         "execution": execution,
+        "config": config_record(plan.config.model_copy(update={"run_id": plan.study_id}))
+        if plan.config is not None
+        else None,
+        "writer": writer_identity(),
+        "resumed_at": list(resumed_at),
     }
 
 
@@ -326,7 +350,8 @@ def _create_folder(base: Path, study_id: str, record: dict[str, Any]) -> Path:
     """The study folder with its first study.json, appearing complete (written hidden, renamed)."""
     folder = base / study_id
     if os.path.lexists(folder):
-        raise ConfigError("--run-id", f"{folder} already exists; expected a new study id")
+        hint = f" (to finish an interrupted study: run --resume {study_id})" if (folder / STUDY_FILE).is_file() else ""
+        raise ConfigError("--run-id", f"{folder} already exists; expected a new study id{hint}")
     base.mkdir(parents=True, exist_ok=True)
     hidden = base / f".{study_id}.creating"
     hidden.mkdir()
@@ -348,6 +373,7 @@ def run_study(
     should_stop: Callable[[], bool] | None = None,
     execution: Execution | None = None,
     task: MemberTask = execute_member,
+    resume: "Resume | None" = None,
 ) -> StudyResult:
     """Run every member as ``execution`` says (default :func:`runners.executors.choose_execution`
     of the plan: simulator runs in parallel on all cores) and keep study.json current as they end
@@ -355,10 +381,13 @@ def run_study(
     the end). A failed member keeps the rest going; a stop request cancels the running runs (they
     keep what they measured) and skips the rest. ``progress(done, total, member)`` reports each
     member's completed requests (several members may be running). ``task``: the function that
-    runs one member (module-level, so that a worker process can import it)."""
+    runs one member (module-level, so that a worker process can import it). ``resume``: the state
+    of an interrupted study (:func:`prepare_resume`): its finished members are kept, only the
+    others run, and its study.json is rewritten in place."""
     base = _results_root(results_root)
+    kept = resume.kept if resume is not None else {}
     for member in plan.members:
-        if os.path.lexists(base / member.run_id):
+        if member.run_id not in kept and os.path.lexists(base / member.run_id):
             raise ConfigError("--run-id", f"run {member.run_id!r} already exists in {base}; expected a new study id")
     execution = execution or choose_execution(plan)
     runs = [
@@ -374,17 +403,26 @@ def run_study(
     ]
     by_id = {run["run_id"]: run for run in runs}
     summaries: dict[str, dict[str, Any]] = {}
-    created_at = _now()
+    for run_id, (status, error, summary) in kept.items():
+        by_id[run_id].update(status=status, error=error)
+        if status == "done" and summary is not None:
+            summaries[run_id] = summary
+    created_at = resume.created_at if resume is not None else _now()
+    resumed_at = [*resume.resumed_at, _now()] if resume is not None else []
 
     def record(status: str, finished_at: str | None = None) -> dict[str, Any]:
-        return _record(plan, runs, summaries, status, created_at, finished_at, execution.record())
+        return _record(plan, runs, summaries, status, created_at, finished_at, execution.record(), resumed_at)
 
     folder = base / plan.study_id
     created: list[Path] = []
     written = time.monotonic()
 
     def on_start() -> None:  # once the executor is ready (Ray reached): nothing written before
-        created.append(_create_folder(base, plan.study_id, record("running")))
+        if resume is not None:
+            write_json_atomic(folder / STUDY_FILE, record("running"))
+            created.append(folder)
+        else:
+            created.append(_create_folder(base, plan.study_id, record("running")))
 
     def on_finish(member: StudyMember, outcome: tuple[str, dict[str, Any] | None, str | None]) -> None:
         nonlocal written
@@ -401,7 +439,8 @@ def run_study(
             progress(done, total, member)
 
     try:
-        run_members(execution, plan.members, base, task, on_progress, on_finish, should_stop, on_start)
+        to_run = [member for member in plan.members if member.run_id not in kept]
+        run_members(execution, to_run, base, task, on_progress, on_finish, should_stop, on_start)
     finally:  # also when leaving on an exception: study.json says what ended how
         for run in runs:
             if run["status"] in ("pending", "running"):
@@ -456,11 +495,36 @@ def read_study(folder: Path) -> dict[str, Any]:
             isinstance(item, kind) and not isinstance(item, bool) for item in items
         ):
             raise SchedlabError(f"{path}: '{key}' is not a list of {kind.__name__}; expected a study record")
-    if data.get("schema_version") != STUDY_SCHEMA_VERSION:
+    if data.get("schema_version") not in STUDY_SCHEMA_VERSIONS_READ:
         raise SchedlabError(
-            f"{path}: schema_version {data.get('schema_version')!r}; this schedlab reads {STUDY_SCHEMA_VERSION}"
+            f"{path}: schema_version {data.get('schema_version')!r}; this schedlab reads "
+            + " and ".join(map(str, STUDY_SCHEMA_VERSIONS_READ))
         )
-    return data
+    return _with_live_status(data, folder.parent)
+
+
+def _with_live_status(record: dict[str, Any], base: Path) -> dict[str, Any]:
+    """``record`` with the status its members and writer give it now (nothing is written): a
+    ``running`` study whose writing process is gone is ``interrupted`` (with ``error`` saying
+    so), and each member still listed ``pending`` or ``running`` whose folder exists takes its
+    folder's status (``done``, ``running``, ``interrupted`` ...), since study.json is rewritten
+    at most once a second and not at all after a crash. Members without a folder stay pending."""
+    if record.get("status") != "running":
+        return record
+    gone = writer_gone({"status": "running", "writer": record.get("writer")})
+    if gone is not None:
+        record["status"] = INTERRUPTED
+        record["error"] = f"{gone}; resume it with 'python -m runners run --resume {record['study_id']}'"
+    for run in record["runs"]:
+        run_id = run.get("run_id")
+        if run.get("status") not in ("pending", "running") or not isinstance(run_id, str):
+            continue
+        if not RUN_ID_PATTERN.match(run_id) or not os.path.lexists(base / run_id):
+            continue
+        member = inspect_run(base / run_id)
+        run["status"] = member["status"]
+        run["error"] = member.get("error") or member.get("problem")
+    return record
 
 
 def study_table(record: dict[str, Any], keys: Iterable[str] = STUDY_HEADLINE_KEYS) -> list[list[str]]:
@@ -541,7 +605,8 @@ def study_lines(record: dict[str, Any]) -> list[str]:
     counts: dict[str, int] = {}
     for run in runs:
         counts[str(run.get("status"))] = counts.get(str(run.get("status")), 0) + 1
-    lines = [
+    lines = [f"study {record.get('status')}: {record['error']}"] if isinstance(record.get("error"), str) else []
+    lines += [
         f"{len(runs)} runs: " + ", ".join(f"{n} {status}" for status, n in sorted(counts.items())),
         "intervals: Student t 95% over seeds; diff = scheduler - baseline per seed (paired); "
         "wins = seeds where the scheduler is better; a difference of percentages is in percentage points; "
@@ -549,7 +614,8 @@ def study_lines(record: dict[str, Any]) -> list[str]:
     ]
     for run in runs:
         if run.get("status") not in ("done", "pending") and run.get("error"):
-            lines.append(f"  {run.get('run_id')}: {run.get('status')}: {run.get('error')}")
+            error = str(run.get("error")).removeprefix(f"{run.get('status')}: ")
+            lines.append(f"  {run.get('run_id')}: {run.get('status')}: {error}")
     seeds = record.get("seeds") or []
     if len(seeds) == 1:
         lines.append(SINGLE_SEED_NOTE)
@@ -614,7 +680,7 @@ def delete_study(root: str | Path, study_id: str) -> list[Path]:
     ``<study_id>-``, each checked as ``delete`` checks a run id; members already gone are
     skipped), then the study folder. Returns the deleted folders. SchedlabError, before anything
     is deleted, when a member is still running or the folder is not a study's."""
-    from runners.result_store import delete_run, inspect_run
+    from runners.result_store import deletable_run_folder, delete_run, inspect_run
 
     if not isinstance(study_id, str) or not RUN_ID_PATTERN.match(study_id):
         raise SchedlabError(
@@ -642,7 +708,11 @@ def delete_study(root: str | Path, study_id: str) -> list[Path]:
             )
         if os.path.lexists(base / run_id):
             members.append(run_id)
-    for run_id in members:
+    for run_id in members:  # every member checked before any is deleted: all or nothing
+        try:
+            deletable_run_folder(base, run_id)
+        except SchedlabError as exc:
+            raise SchedlabError(f"{exc}; study {study_id!r}: nothing deleted") from None
         if inspect_run(base / run_id).get("status") == "running":
             raise SchedlabError(
                 f"delete: member run {run_id!r} is still running; stop the study first (nothing deleted)"
@@ -651,3 +721,86 @@ def delete_study(root: str | Path, study_id: str) -> list[Path]:
     (folder / STUDY_FILE).unlink()
     folder.rmdir()
     return deleted + [folder]
+
+
+# -- resuming --------------------------------------------------------------------------------------
+#: Member statuses a resumed study keeps: the member ran to an end of its own.
+KEPT_ON_RESUME = ("done", "failed")
+
+
+@dataclass(frozen=True)
+class Resume:
+    """What an interrupted (or cancelled) study keeps when it is resumed: ``kept`` maps the id of
+    each member that ran to its end (done or failed) to (status, error, summary or None);
+    ``replaced`` lists the members whose partial folders (interrupted, cancelled, damaged,
+    incomplete) were removed to run them again."""
+
+    kept: dict[str, tuple[str, str | None, dict[str, Any] | None]]
+    created_at: str
+    resumed_at: list[str]
+    replaced: list[str]
+
+
+def prepare_resume(root: str | Path, study_id: str) -> tuple[StudyPlan, Resume]:
+    """The plan of study ``study_id`` rebuilt from its study.json (``config``: the same members,
+    seeds and rates) and what it keeps. ConfigError naming ``--resume``, before anything is
+    removed, when the study is still running, done, recorded without its config (schema 1), saved
+    without secrets it needs, or its rebuilt plan differs from the runs it lists; then the partial
+    folders of the members to run again are removed (all checked first)."""
+    from runners.config import parse_config
+    from runners.result_store import deletable_run_folder, delete_run
+
+    if not isinstance(study_id, str) or not RUN_ID_PATTERN.match(study_id):
+        raise ConfigError("--resume", f"{study_id!r} is not a study id; expected the id 'python -m runners list' shows")
+    base = _results_root(root)
+    folder = base / study_id
+    if folder.is_symlink() or not (folder / STUDY_FILE).is_file():
+        raise ConfigError("--resume", f"no study {study_id!r} in {base} (a folder holding {STUDY_FILE})")
+    record = read_study(folder)
+    path = folder / STUDY_FILE
+    if record["status"] == "running":
+        raise ConfigError("--resume", f"study {study_id!r} is still running; resume it once its process has ended")
+    if record["status"] == "done":
+        raise ConfigError("--resume", f"study {study_id!r} is done; nothing to resume")
+    stored = record.get("config")
+    if not isinstance(stored, dict):
+        raise ConfigError(
+            "--resume",
+            f"{path} records no config (schema_version {record.get('schema_version')}, written before studies "
+            "could be resumed); its plan cannot be rebuilt",
+        )
+    if "***" in json.dumps(stored.get("engine"), default=str):
+        raise ConfigError(
+            "--resume",
+            f"{path}: the study's engine settings held secrets, which are never saved (***); run a new study instead",
+        )
+    try:
+        plan = plan_study(parse_config(stored), study_id)
+    except ConfigError as exc:
+        raise ConfigError("--resume", f"{path}: its config no longer plans a study here ({exc})") from None
+    planned = [member.run_id for member in plan.members]
+    listed = [run.get("run_id") for run in record["runs"]]
+    if planned != listed:
+        raise ConfigError(
+            "--resume", f"{path}: the rebuilt plan ({len(planned)} runs) differs from the runs it lists ({len(listed)})"
+        )
+    kept: dict[str, tuple[str, str | None, dict[str, Any] | None]] = {}
+    replaced = []
+    for run_id in planned:
+        if not os.path.lexists(base / run_id):
+            continue
+        member = inspect_run(base / run_id)
+        if member["status"] in KEPT_ON_RESUME:
+            kept[run_id] = (member["status"], member.get("error"), member if member["status"] == "done" else None)
+        elif member["status"] == "running":
+            raise ConfigError("--resume", f"member run {run_id!r} is still running; resume once it has ended")
+        else:
+            replaced.append(run_id)
+    if len(kept) == len(planned):
+        raise ConfigError("--resume", f"every run of study {study_id!r} has ended; nothing to resume")
+    for run_id in replaced:  # every folder checked before any is removed
+        deletable_run_folder(base, run_id)
+    for run_id in replaced:
+        delete_run(base, run_id)
+    resumed = [str(stamp) for stamp in record.get("resumed_at") or [] if isinstance(stamp, str)]
+    return plan, Resume(kept, str(record.get("created_at") or _now()), resumed, replaced)

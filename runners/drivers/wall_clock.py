@@ -40,7 +40,14 @@ from runners.engines.latency_model import LatencyModel
 from runners.engines.openai_client import StreamResult, client_connector, header_secrets, redact, stream_request
 from runners.engines.real_config import ClientOptions
 from runners.engines.real_engine import RealEngine, RealInstance
-from runners.engines.telemetry import MetricsSnapshot, mean_between, parse_metrics
+from runners.engines.telemetry import (
+    SCRAPE_TIMEOUT_S,
+    MetricsSnapshot,
+    TelemetryCounts,
+    mean_between,
+    parse_metrics,
+    read_metrics_page,
+)
 from runners.errors import RunCancelled, RunStopped
 from runners.recording import RunRecorder
 from runners.schedulers.base import Completion, Dispatch, InstanceInfo, PolicyError, SchedulerPolicy, TelemetrySample
@@ -125,6 +132,7 @@ class WallClockDriver:
         self.sample_interval_s = sample_interval_s
         self.watchdog = Watchdog(policy_name=policy.name, max_duration_s=max_duration_s, should_stop=should_stop)
         self.counters = EngineCounters()
+        self.telemetry = TelemetryCounts()
         self.failures = 0
         self.stop_reason: str | None = None
         self.cancelled = False
@@ -315,16 +323,20 @@ class WallClockDriver:
             self._wake.clear()
             self._decide()
 
-    async def _scrape(self, instance: RealInstance, timeout_s: float = 5.0) -> MetricsSnapshot | None:
+    async def _scrape(self, instance: RealInstance, timeout_s: float = SCRAPE_TIMEOUT_S) -> MetricsSnapshot | None:
+        """One scrape of ``instance``'s ``/metrics`` (at most ``timeout_s`` seconds and
+        :data:`METRICS_MAX_BYTES`), counted in ``self.telemetry``; None when it failed. A big page
+        is parsed in a thread, so the event loop keeps serving the run's streams."""
+        snapshot: MetricsSnapshot | None = None
+        error: BaseException | None = None
         try:
-            async with self._session.get(
-                instance.metrics_url, headers=instance.endpoint.headers, timeout=aiohttp.ClientTimeout(total=timeout_s)
-            ) as response:
-                if response.status != 200:
-                    return None
-                return parse_metrics(await response.text())
-        except (TimeoutError, aiohttp.ClientError, ValueError):
-            return None
+            text = await read_metrics_page(self._session, instance.metrics_url, instance.endpoint.headers, timeout_s)
+            if text is not None:
+                snapshot = parse_metrics(text) if len(text) < 2**18 else await asyncio.to_thread(parse_metrics, text)
+        except (TimeoutError, aiohttp.ClientError, ValueError, UnicodeError) as exc:
+            error = exc
+        self.telemetry.record(snapshot, error)
+        return snapshot
 
     def _sample_row(self, index: int, snapshot: MetricsSnapshot | None, now: float) -> TimeseriesRow:
         state = self._telemetry_of[index]
@@ -495,7 +507,7 @@ class WallClockDriver:
             self.counters.client_cpu_s = time.process_time() - cpu_start
             # after a cancel the servers may not answer: a short last look, all instances at once
             finals = await asyncio.gather(
-                *(self._scrape(instance, 1.0 if self.cancelled else 5.0) for instance in self.instances)
+                *(self._scrape(instance, 1.0 if self.cancelled else SCRAPE_TIMEOUT_S) for instance in self.instances)
             )
             for index, final in enumerate(finals):
                 self.recorder.sample(self._sample_row(index, final, end))

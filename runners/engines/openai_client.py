@@ -78,6 +78,19 @@ def redact(text: str, secrets: list[str] | tuple[str, ...] = ()) -> str:
     return _TOKEN_LIKE.sub(hide, text)
 
 
+def scrub(value: Any, secrets: list[str] | tuple[str, ...] = ()) -> Any:
+    """``value`` (JSON-like: dicts, lists, strings, numbers) with every string, keys included,
+    passed through :func:`redact`: for records whose strings a server supplied (a model id, a
+    version) before they are written, since a server may echo the request's API key in them."""
+    if isinstance(value, str):
+        return redact(value, secrets)
+    if isinstance(value, dict):
+        return {scrub(key, secrets): scrub(item, secrets) for key, item in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [scrub(item, secrets) for item in value]
+    return value
+
+
 def quote(text: str, limit: int = QUOTE_CHARS) -> str:
     """``text`` as a Python literal, cut to ``limit`` characters (an ellipsis marks the cut)."""
     return repr(text[:limit]) + ("..." if len(text) > limit else "")

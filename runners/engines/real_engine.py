@@ -8,6 +8,7 @@ from __future__ import annotations
 import json
 import os
 import re
+import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from functools import partial
@@ -23,7 +24,13 @@ from runners.engines.adapters.base import positive_int
 from runners.engines.launcher import ServerProcess, free_port, launch_servers, unless_stopped
 from runners.engines.openai_client import Endpoint, header_secrets, quote, redact
 from runners.engines.real_config import AttachConfig
-from runners.engines.telemetry import MetricsSnapshot, parse_metrics
+from runners.engines.telemetry import (
+    METRICS_MAX_BYTES,
+    SCRAPE_TIMEOUT_S,
+    MetricsSnapshot,
+    MetricsTooLarge,
+    parse_metrics,
+)
 from runners.errors import ConfigError, SchedlabError
 from runners.workload.builder import ContextLimit
 from runners.workload.tokens import (
@@ -57,10 +64,24 @@ class RealInstance:
         return self.endpoint.base_url + "/metrics"
 
 
-def _get(url: str, headers: dict[str, str], timeout: float = 5.0) -> tuple[int, str]:
+def _get(url: str, headers: dict[str, str], timeout: float = SCRAPE_TIMEOUT_S) -> tuple[int, str]:
+    """(status, body) of ``GET url``: the body read for at most ``timeout`` seconds in all and
+    :data:`METRICS_MAX_BYTES` (a longer one raises :class:`MetricsTooLarge`, a slower one
+    TimeoutError), so a server that streams without end cannot stall the run's start."""
+    deadline = time.monotonic() + timeout
     request = HTTPRequest(url, headers=headers)
     with urlopen(request, timeout=timeout) as response:
-        return response.status, response.read().decode("utf-8", errors="replace")
+        length = response.headers.get("Content-Length")
+        if length is not None and length.isdigit() and int(length) > METRICS_MAX_BYTES:
+            raise MetricsTooLarge(int(length))
+        body = bytearray()
+        while chunk := response.read1(64 * 1024):
+            body += chunk
+            if len(body) > METRICS_MAX_BYTES:
+                raise MetricsTooLarge()
+            if time.monotonic() > deadline:
+                raise TimeoutError(f"GET {url}: no complete answer within {timeout:g} s")
+        return response.status, body.decode("utf-8", errors="replace")
 
 
 def scrape(url: str, headers: dict[str, str]) -> MetricsSnapshot | None:
@@ -123,6 +144,15 @@ def check_api_key(engine: object) -> None:
     variable that is unset or empty; nothing for other engines. Called before a run folder exists."""
     if isinstance(engine, AttachConfig):
         _api_key(engine)
+
+
+def config_secrets(engine: object) -> list[str]:
+    """The secrets a run of ``engine`` sends to its servers (an attach config's API key), to be
+    scrubbed from every server-supplied string written; [] for other engines or without a key."""
+    if isinstance(engine, AttachConfig):
+        key = _api_key(engine)
+        return header_secrets({"Authorization": f"Bearer {key}"}) if key else []
+    return []
 
 
 def _api_key(config: AttachConfig) -> str | None:

@@ -13,7 +13,11 @@ output token of each running request (every decode step); recent versions emit b
 the same values (the older one deprecated), and the V1 name is read first.
 
 Gauges with several label sets (data-parallel engines) are summed, except usage, which is averaged.
-A value that is not a finite number (``NaN``, ``+Inf``) is taken as absent.
+A sample that is not a finite number (``NaN``, ``+Inf``) or lies outside what the quantity can be
+(negative, above :data:`MAX_SAMPLE_VALUE`, a usage above 1, a count of requests above
+:data:`MAX_REQUESTS`) is dropped, taken as absent, and counted (``MetricsSnapshot.dropped``), so
+a hostile page can neither crash the run's writer nor skew what a policy reads. A page is read
+only up to :data:`METRICS_MAX_BYTES` (a bigger one is a failed scrape, :class:`MetricsTooLarge`).
 """
 
 from __future__ import annotations
@@ -21,14 +25,65 @@ from __future__ import annotations
 import math
 from collections.abc import Iterable
 from dataclasses import dataclass
+from typing import Any
 
 from prometheus_client.parser import text_string_to_metric_families
 
 from runners.engines.adapters import ADAPTERS, detect_adapter
 
 
+@dataclass
+class TelemetryCounts:
+    """What a run's ``/metrics`` scrapes brought, for the summary's ``telemetry``: scrapes tried,
+    those that failed (no answer in :data:`SCRAPE_TIMEOUT_S`, an HTTP error, not exposition
+    format), those refused as longer than :data:`METRICS_MAX_BYTES`, and samples dropped as not
+    finite or out of range."""
+
+    scrapes: int = 0
+    failed: int = 0
+    too_large: int = 0
+    samples_dropped: int = 0
+
+    def record(self, snapshot: "MetricsSnapshot | None", error: BaseException | None = None) -> None:
+        """Count one scrape: its snapshot, or None with the ``error`` that ended it."""
+        self.scrapes += 1
+        if snapshot is not None:
+            self.samples_dropped += snapshot.dropped
+        elif isinstance(error, MetricsTooLarge):
+            self.too_large += 1
+        else:
+            self.failed += 1
+
+    def as_record(self) -> dict[str, int]:
+        return {
+            "scrapes": self.scrapes,
+            "failed": self.failed,
+            "too_large": self.too_large,
+            "samples_dropped": self.samples_dropped,
+        }
+
+
 def _names(field: str) -> tuple[str, ...]:
     return tuple(name for adapter in ADAPTERS.values() for name in getattr(adapter.metrics, field))
+
+
+#: Largest ``/metrics`` page read, bytes (vLLM's is ~50 kB; one with many label sets a few hundred kB).
+METRICS_MAX_BYTES = 4 * 2**20
+#: Longest a scrape may take, seconds (connect, answer and body): a slower one counts as failed.
+SCRAPE_TIMEOUT_S = 5.0
+#: Largest value any sample we read may have: counters and histogram sums are exact in a double
+#: up to 2**53 and are written to int64 / float64 columns.
+MAX_SAMPLE_VALUE = float(2**53)
+#: Largest running or waiting request count believed.
+MAX_REQUESTS = 2**31 - 1
+
+
+class MetricsTooLarge(ValueError):
+    """A ``/metrics`` page longer than :data:`METRICS_MAX_BYTES`."""
+
+    def __init__(self, size: int | None = None) -> None:
+        shown = f"{size:,} bytes" if size is not None else f"more than {METRICS_MAX_BYTES:,} bytes"
+        super().__init__(f"/metrics page of {shown}; at most {METRICS_MAX_BYTES:,} are read")
 
 
 METRIC_FIELDS = ("kv_usage", "running", "waiting", "preemptions", "ttft", "itl", "cache_info", "kv_capacity_tokens")
@@ -49,6 +104,7 @@ class MetricsSnapshot:
     itl_count: float | None = None
     kv_capacity_tokens: int | None = None
     block_size: int | None = None
+    dropped: int = 0  # samples of the page that were not finite or out of range, and were ignored
 
 
 WANTED = frozenset(name for field in METRIC_FIELDS for name in _names(field))
@@ -77,18 +133,32 @@ def relevant_lines(text: str) -> str:
     return "\n".join(kept) + "\n"
 
 
-def _samples(text: str) -> dict[str, list[tuple[dict[str, str], float]]]:
+def _in_range(value: object) -> bool:
+    return (
+        isinstance(value, (int, float))
+        and not isinstance(value, bool)
+        and math.isfinite(value)
+        and 0 <= value <= MAX_SAMPLE_VALUE
+    )
+
+
+def _samples(text: str) -> tuple[dict[str, list[tuple[dict[str, str], float]]], int]:
+    """The samples of the metrics we read, by name, and how many were dropped as not finite or
+    out of range."""
     found: dict[str, list[tuple[dict[str, str], float]]] = {}
+    dropped = 0
     try:
         for family in text_string_to_metric_families(relevant_lines(text)):
             for sample in family.samples:
-                if isinstance(sample.value, (int, float)) and math.isfinite(sample.value):
+                if _in_range(sample.value):
                     found.setdefault(sample.name, []).append((sample.labels, sample.value))
+                else:
+                    dropped += 1
     except ValueError:
         raise
     except Exception as exc:  # the parser's other complaints about a malformed page
         raise ValueError(f"not Prometheus exposition format: {type(exc).__name__}: {exc}") from exc
-    return found
+    return found, dropped
 
 
 def _first(samples: dict, names: Iterable[str], combine: str = "sum") -> float | None:
@@ -105,6 +175,27 @@ def _histogram(samples: dict, names: Iterable[str]) -> tuple[float | None, float
         if f"{base}_count" in samples:
             return _first(samples, [f"{base}_sum"]), _first(samples, [f"{base}_count"])
     return None, None
+
+
+async def read_metrics_page(
+    session: Any, url: str, headers: dict[str, str] | None = None, timeout_s: float = SCRAPE_TIMEOUT_S
+) -> str | None:
+    """The text of ``GET url`` on an aiohttp ``session`` within ``timeout_s`` seconds (connect,
+    answer and body), or None when the answer is not HTTP 200; :class:`MetricsTooLarge` past
+    :data:`METRICS_MAX_BYTES` (read no further), TimeoutError or aiohttp.ClientError otherwise."""
+    import aiohttp
+
+    async with session.get(url, headers=headers, timeout=aiohttp.ClientTimeout(total=timeout_s)) as response:
+        if response.status != 200:
+            return None
+        if response.content_length is not None and response.content_length > METRICS_MAX_BYTES:
+            raise MetricsTooLarge(response.content_length)
+        body = bytearray()
+        async for chunk in response.content.iter_chunked(64 * 1024):
+            body += chunk
+            if len(body) > METRICS_MAX_BYTES:
+                raise MetricsTooLarge()
+        return body.decode(response.get_encoding() if response.charset else "utf-8", errors="replace")
 
 
 def mean_between(
@@ -124,10 +215,12 @@ def mean_between(
 
 def parse_metrics(text: str) -> MetricsSnapshot:
     """Parse Prometheus exposition text; ValueError if it is not valid exposition format."""
-    samples = _samples(text)
+    if len(text) > METRICS_MAX_BYTES:
+        raise MetricsTooLarge(len(text))
+    samples, dropped = _samples(text)
     adapter = detect_adapter(text, None)  # the engine whose metric prefix the page carries
     if not adapter.metrics.prefix:
-        return MetricsSnapshot(kind=None)
+        return MetricsSnapshot(kind=None, dropped=dropped)
     names = adapter.metrics
     ttft_sum, ttft_count = _histogram(samples, names.ttft)
     itl_sum, itl_count = _histogram(samples, names.itl)
@@ -140,22 +233,36 @@ def parse_metrics(text: str) -> MetricsSnapshot:
             except (KeyError, ValueError):
                 block_size = capacity = None
                 continue
+            if not (0 < block_size <= MAX_SAMPLE_VALUE and 0 < capacity <= MAX_SAMPLE_VALUE):
+                dropped += 1
+                block_size = capacity = None
+                continue
             break
     if capacity is None:
         pool = _first(samples, names.kv_capacity_tokens)
         capacity = None if pool is None or pool <= 0 else int(pool)
-    running = _first(samples, names.running)
-    waiting = _first(samples, names.waiting)
+
+    def bounded(value: float | None, largest: float) -> float | None:
+        nonlocal dropped
+        if value is not None and value > largest:  # a sum of label sets past what can be
+            dropped += 1
+            return None
+        return value
+
+    running = bounded(_first(samples, names.running), MAX_REQUESTS)
+    waiting = bounded(_first(samples, names.waiting), MAX_REQUESTS)
+    preemptions = bounded(_first(samples, names.preemptions), MAX_SAMPLE_VALUE)
     return MetricsSnapshot(
         kind=adapter.name,
-        kv_usage=_first(samples, names.kv_usage, combine="mean"),
+        kv_usage=bounded(_first(samples, names.kv_usage, combine="mean"), 1.0),
         running=None if running is None else int(running),
         waiting=None if waiting is None else int(waiting),
-        preemptions=_first(samples, names.preemptions),
-        ttft_sum_s=ttft_sum,
-        ttft_count=ttft_count,
-        itl_sum_s=itl_sum,
-        itl_count=itl_count,
+        preemptions=preemptions,
+        ttft_sum_s=bounded(ttft_sum, MAX_SAMPLE_VALUE),
+        ttft_count=bounded(ttft_count, MAX_SAMPLE_VALUE),
+        itl_sum_s=bounded(itl_sum, MAX_SAMPLE_VALUE),
+        itl_count=bounded(itl_count, MAX_SAMPLE_VALUE),
         kv_capacity_tokens=capacity,
         block_size=block_size,
+        dropped=dropped,
     )

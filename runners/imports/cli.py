@@ -32,7 +32,8 @@ def command_import(args: argparse.Namespace) -> int:
 def command_export(args: argparse.Namespace) -> int:
     """Export run ``args.run`` as ``args.format``; prints the file written."""
     path = export_run(args.run, args.out, args.output, args.format)
-    print(f"wrote {path}")
+    if path is not None:  # None: written to standard output, which carries only the JSON
+        print(f"wrote {path}")
     return 0
 
 
@@ -59,7 +60,12 @@ def add_subcommands(subparsers: Any) -> None:
     exporter = subparsers.add_parser("export", help="write a saved run as a vLLM bench serve-compatible JSON")
     exporter.add_argument("run", help="run id, unique prefix, or folder")
     exporter.add_argument("--format", choices=FORMATS, default="vllm-bench", help="output format (default vllm-bench)")
-    exporter.add_argument("-o", "--output", help="file to write (default: <run id>.vllm-bench.json)")
+    exporter.add_argument(
+        "-o",
+        "--output",
+        help="file to write: a new or regular file in an existing folder, never inside a run folder; "
+        "- for standard output (default: <run id>.vllm-bench.json)",
+    )
     exporter.add_argument(
         "--out", "--results", dest="out", default=str(DEFAULT_RESULTS_DIR), help="results folder (default: results/)"
     )

@@ -18,7 +18,10 @@ gap), so the ``*_itl_ms`` figures come from the run's ITL summary, without ``std
 
 from __future__ import annotations
 
+import json
 import math
+import os
+import sys
 import time
 from pathlib import Path
 from typing import Any
@@ -27,6 +30,7 @@ import numpy as np
 
 from runners.json_values import as_dict
 from runners.metrics.run_metrics import distribution
+from runners.output_paths import STDOUT, checked_output_file
 from runners.result_store import DEFAULT_RESULTS_DIR, RunData, load_run, write_json_atomic
 
 FORMATS = ("vllm-bench",)
@@ -143,16 +147,22 @@ def vllm_bench_json(run: RunData) -> dict[str, Any]:
 
 def export_run(
     run_id: str, results: str | Path = DEFAULT_RESULTS_DIR, output: str | Path | None = None, format: str = "vllm-bench"
-) -> Path:
+) -> Path | None:
     """Write run ``run_id`` (an id, unique prefix or folder) as a vLLM bench serve JSON to
-    ``output`` (default ``<run_id>.vllm-bench.json`` in the working folder); returns the path."""
+    ``output`` (default ``<run_id>.vllm-bench.json`` in the working folder; ``-``: standard
+    output); returns the path written (None for standard output). Only a regular file in an
+    existing folder outside every run folder is written (:func:`checked_output_file`)."""
     from runners.errors import ConfigError
 
     if format not in FORMATS:
         raise ConfigError("format", f"unknown export format {format!r}; expected one of: {', '.join(FORMATS)}")
     run = load_run(results, run_id, allow_path=True)
-    path = Path(output) if output is not None else Path(f"{run.run_id}.vllm-bench.json")
-    data = vllm_bench_json(run)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    write_json_atomic(path, data)
+    if output is not None and os.fspath(output) == STDOUT:
+        json.dump(vllm_bench_json(run), sys.stdout, indent=2, default=str)
+        sys.stdout.write("\n")
+        return None
+    path = checked_output_file(
+        output if output is not None else f"{run.run_id}.vllm-bench.json", "-o", results, forbidden=[run.folder]
+    )
+    write_json_atomic(path, vllm_bench_json(run))
     return path

@@ -14,8 +14,10 @@ A real HTTP server (aiohttp) on a loopback port, run in a background thread like
 - ``"echo-auth"``: HTTP 401 whose body echoes the request's ``Authorization`` header.
 
 ``models`` replaces the body of ``GET /v1/models`` (e.g. a dict with no list) when set.
-``hang_metrics`` makes ``GET /metrics`` never answer. ``posts`` counts the completion requests
-received.
+``hang_metrics`` makes ``GET /metrics`` never answer; ``metrics_body`` (text or bytes) replaces
+its page (a hostile one: NaN gauges, 50 MB). ``models_echo_auth`` lists one model whose id is the
+request's ``Authorization`` header (a server planting the API key in the model card); ``posts``
+counts the completion requests received.
 """
 
 from __future__ import annotations
@@ -41,6 +43,8 @@ class FaultServer(ThreadedServer):
     short_tokens: int = 3  # for "short": chunks sent, whatever was asked
     hang_after: int = 0  # for "hang": chunks sent before it stops answering
     hang_metrics: bool = False
+    metrics_body: str | bytes | None = None  # replaces the /metrics page when not None
+    models_echo_auth: bool = False
     models: Any = None  # replaces the /v1/models body when not None
     model_name: str = "fault-model"
     token_delay_s: float = 0.001
@@ -62,9 +66,15 @@ class FaultServer(ThreadedServer):
     async def metrics(self, request: web.Request) -> web.Response:
         if self.hang_metrics:
             await self._release.wait()
+        if self.metrics_body is not None:
+            body = self.metrics_body.encode() if isinstance(self.metrics_body, str) else self.metrics_body
+            return web.Response(body=body, content_type="text/plain")
         return web.Response(text="# TYPE fault_up gauge\nfault_up 1\n", content_type="text/plain")
 
     async def list_models(self, request: web.Request) -> web.Response:
+        if self.models_echo_auth:
+            card = {"id": request.headers.get("Authorization", ""), "owned_by": "fault"}
+            return web.json_response({"object": "list", "data": [card]})
         if self.models is not None:
             return web.json_response(self.models)
         return web.json_response({"object": "list", "data": [{"id": self.model_name, "owned_by": "fault"}]})
