@@ -376,5 +376,6 @@ def _wall_clock_extras(driver: WallClockDriver) -> dict[str, Any]:
         "client_cpu_s": counters.client_cpu_s,
         "client_cpu_ms_per_1k_chunks": 1e6 * counters.client_cpu_s / counters.chunks if counters.chunks else None,
         "engine_decisions_malformed": driver.decisions_malformed,  # lines of the decisions files skipped
+        "warmup": driver.warmup.as_record(),  # what warm-up sent before the clock started
         "telemetry": driver.telemetry.as_record(),  # /metrics scrapes: tried, failed, too large, samples dropped
     }

@@ -120,8 +120,21 @@ def build_run_config(args: argparse.Namespace):
         if "=" not in item:
             raise ConfigError("--set", f"{item!r} is not KEY=VALUE (for example engine.max_num_seqs=64)")
         key, _, value = item.partition("=")
-        set_dotted(data, key.strip(), _parse_value(value))
+        parsed = _parse_value(value)
+        if key.strip() in STUDY_LISTS and parsed == []:
+            raise ConfigError(
+                key.strip(),
+                "an empty list asks for no study at all; give at least one value, or leave it out for one run",
+            )
+        set_dotted(data, key.strip(), parsed)
+    for flag, value in (("--baseline", get("baseline")), ("--executor", get("executor"))):
+        if isinstance(value, str) and not value.strip():
+            raise ConfigError(flag, "is empty; expected a name (or leave the flag out)")
     return parse_config(data)
+
+
+#: The config lists that make a run a study; ``--set`` may not give them empty.
+STUDY_LISTS = ("trials.seeds", "trials.schedulers", "trials.rates")
 
 
 @contextmanager
@@ -215,6 +228,9 @@ def command_run(args: argparse.Namespace) -> int:
     print(f"run {outcome.run_id}: {outcome.status}  ->  {outcome.folder}")
     if outcome.error:
         print(f"reason: {outcome.error}")
+    warmup = summary.get("warmup")
+    if isinstance(warmup, dict) and warmup.get("stopped"):
+        print(warmup["stopped"])
     try:
         saved = json.loads((Path(outcome.folder) / "config.json").read_text(encoding="utf-8"))
     except (OSError, ValueError):
@@ -447,6 +463,8 @@ def command_profile(args: argparse.Namespace) -> int:
 
         real = ", ".join(name for name in ENGINES if name != "sim")
         raise ConfigError("--engine", f"profile needs a real engine: {real} (openai with --url)")
+    if not 1 <= args.repeats <= MAX_PROFILE_REPEATS:
+        raise ConfigError("--repeats", f"{args.repeats}: expected a whole number from 1 to {MAX_PROFILE_REPEATS}")
     out = Path(args.out)
     out.parent.mkdir(parents=True, exist_ok=True)
     budget = getattr(engine_config, "max_num_batched_tokens", None)
@@ -519,6 +537,10 @@ def command_profile(args: argparse.Namespace) -> int:
     return 0
 
 
+#: Most repeats of each profile point (``profile --repeats``).
+MAX_PROFILE_REPEATS = 1_000
+
+
 def _int_list(text: str, flag: str) -> list[int]:
     try:
         values = [int(part) for part in text.split(",") if part.strip()]
@@ -567,7 +589,12 @@ def command_worker(args: argparse.Namespace) -> int:
 def command_demo(args: argparse.Namespace) -> int:
     """Rerun the Demo's study (five schedulers x seeds 0..9) and print its headline table."""
     from runners.demo import DEMO_REQUESTS, demo_plan, make_demo_results
+    from runners.result_store import _results_root
 
+    _results_root(args.out)  # a file or device as --out: one line, before minutes of runs
+    parent = Path(args.out).parent
+    if not Path(args.out).is_dir() and not parent.is_dir():
+        raise ConfigError("--out", f"{args.out}: its folder {str(parent)!r} does not exist; expected a results folder")
     plan = demo_plan()
     result = _with_study_progress(
         plan,
@@ -719,16 +746,43 @@ def make_parser() -> argparse.ArgumentParser:
     return parser
 
 
-def main(argv: Sequence[str] | None = None) -> int:
-    parser = make_parser()
-    args = parser.parse_args(argv)
+def _terminated(signum, frame):  # noqa: ARG001 - signal handler signature
+    """SIGTERM before a command installs its own handling (imports, checks, start-up): end as a
+    stop request does, exit code 130, never killed by the signal (-15)."""
+    raise KeyboardInterrupt
+
+
+@contextmanager
+def _sigterm_ends_cleanly() -> Iterator[None]:
+    """SIGTERM raises KeyboardInterrupt for the duration (main thread only), then the previous
+    handler is back (tests call :func:`main` in their own process)."""
     try:
-        return int(args.handler(args))
-    except SchedlabError as exc:
-        print(f"error: {exc}", file=sys.stderr)
-        return 2
-    except BrokenPipeError:
-        return 0
+        previous = signal.signal(signal.SIGTERM, _terminated)
+    except ValueError:  # not the main thread: signals are not ours to handle
+        yield
+        return
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGTERM, previous)
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    from runners.errors import ERROR_LINE_CHARS, shortened
+
+    with _sigterm_ends_cleanly():
+        try:
+            parser = make_parser()
+            args = parser.parse_args(argv)
+            return int(args.handler(args))
+        except SchedlabError as exc:
+            print(f"error: {shortened(str(exc), ERROR_LINE_CHARS)}", file=sys.stderr)
+            return 2
+        except BrokenPipeError:
+            return 0
+        except KeyboardInterrupt:
+            print("stopped: interrupted by a signal", file=sys.stderr)
+            return 130
 
 
 if __name__ == "__main__":

@@ -8,7 +8,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any, Literal, Union
 
 import yaml
-from pydantic import Field, ValidationError, field_validator, model_validator
+from pydantic import Field, ValidationError, ValidationInfo, field_validator, model_validator
 
 from runners import paths
 from runners.engines.kinds import ENGINES, engine_entry
@@ -51,7 +51,9 @@ class TrialsConfig(InputModel):
         default_factory=list, max_length=64, description="schedulers of the study (default: scheduler.name alone)"
     )
     baseline: str | None = Field(
-        default=None, description="the scheduler the others are compared with (default: the first of schedulers)"
+        default=None,
+        min_length=1,
+        description="the scheduler the others are compared with (default: the first of schedulers)",
     )
     workers: int | None = Field(
         default=None,
@@ -64,6 +66,25 @@ class TrialsConfig(InputModel):
         description="where the runs execute (CLI --executor): serial, process (a pool of worker "
         "processes, the default) or ray (also chosen by RAY_ADDRESS); see runners.executors",
     )
+
+    @field_validator("seeds", "rates", "schedulers", mode="before")
+    @classmethod
+    def _items_of_their_kind(cls, values: Any, info: ValidationInfo) -> Any:
+        """Seeds are integers and rates numbers, never booleans or text (``true`` would run seed
+        1, ``'2'`` pass as 2); schedulers are names (text)."""
+        if not isinstance(values, list):
+            return values
+        for index, value in enumerate(values):
+            if info.field_name == "schedulers":
+                bad = not isinstance(value, str)
+                expected = "a scheduler name (text)"
+            else:
+                allowed: tuple[type, ...] = (int,) if info.field_name == "seeds" else (int, float)
+                bad = isinstance(value, bool) or not isinstance(value, allowed)
+                expected = "an integer" if info.field_name == "seeds" else "a number (requests per second)"
+            if bad:
+                raise ValueError(f"item {index} is {value!r}; expected {expected}")
+        return values
 
     @field_validator("seeds", "rates", "schedulers")
     @classmethod

@@ -54,12 +54,24 @@ def error_location(loc: "tuple[object, ...]") -> str:
     return ".".join(parts)
 
 
+#: Longest piece of the user's input an error message quotes, characters.
+QUOTED_INPUT_CHARS = 120
+#: Longest error line the CLI prints, characters (the rest is cut, with its length said).
+ERROR_LINE_CHARS = 2_000
+
+
+def shortened(text: str, limit: int = QUOTED_INPUT_CHARS) -> str:
+    """``text`` cut to ``limit`` characters, saying how long it was when cut."""
+    return text if len(text) <= limit else f"{text[:limit]}... ({len(text):,} characters)"
+
+
 def validation_message(item: Mapping[str, Any]) -> str:
     """One pydantic error item as ``message (got value)``: pydantic's "Value error, " prefix
-    dropped, the offending value shown unless it is a whole object or list."""
-    message = str(item.get("msg", "invalid value")).removeprefix("Value error, ")
+    dropped, the offending value shown (cut to :data:`QUOTED_INPUT_CHARS`) unless it is a whole
+    object or list."""
+    message = shortened(str(item.get("msg", "invalid value")).removeprefix("Value error, "), ERROR_LINE_CHARS // 4)
     value = item.get("input")
-    shown = "" if isinstance(value, (dict, list)) or value is None else f" (got {value!r})"
+    shown = "" if isinstance(value, (dict, list)) or value is None else f" (got {shortened(repr(value))})"
     return f"{message}{shown}"
 
 

@@ -96,7 +96,7 @@ def choose_execution(
     for a worker count below 1, an unknown executor, or Ray asked for but not installed."""
     environ = os.environ if environ is None else environ
     workers = workers if workers is not None else plan.workers
-    executor = executor or plan.executor
+    executor = executor if executor is not None else plan.executor  # '' is refused below, never read as unset
     if workers is not None and (
         isinstance(workers, bool) or not isinstance(workers, int) or not 1 <= workers <= MAX_WORKERS
     ):

@@ -27,13 +27,13 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from pydantic import BaseModel, Field
+from pydantic import BaseModel, Field, field_validator
 
 from runners.config import RunConfig
 from runners.engines.real_config import REDACT_SECRETS
 from runners.errors import SchedlabError
 from runners.result_store import DEFAULT_RESULTS_DIR, process_alive, read_json_object, write_json_atomic
-from runners.run_ids import new_run_id
+from runners.run_ids import RUN_ID_PATTERN, new_run_id
 from runners.timestamps import id_stamp, utc_stamp
 
 JOBS_FOLDER = ".jobs"
@@ -56,6 +56,19 @@ class StudySpec(BaseModel):
     study_id: str
     baseline: str
     schedulers: list[str] = Field(min_length=1)
+
+    @field_validator("study_id")
+    @classmethod
+    def _study_id_is_an_id(cls, value: str) -> str:
+        """A study id names a folder directly inside the results folder: never a path (``../x``,
+        ``/abs``, ``..``) or a hidden name (``.jobs``)."""
+        if not RUN_ID_PATTERN.match(value):
+            raise ValueError(
+                "expected 1 to 128 letters, digits, '.', '_' or '-', starting with a letter or digit (a folder name, "
+                "never a path)"
+            )
+        return value
+
     seeds: list[int] = Field(min_length=1)
     rates: list[float] = Field(default_factory=list)
 

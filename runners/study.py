@@ -46,13 +46,13 @@ import pyarrow as pa
 
 from runners.compare import COMPARISON_METRICS, Metric, summary_value
 from runners.config import MAX_STUDY_SEEDS, RunConfig, TrialsConfig, config_record
-from runners.errors import ConfigError, SchedlabError
+from runners.errors import ConfigError, SchedlabError, shortened
 from runners.executors import Execution, MemberTask, choose_execution, run_members
 from runners.input_model import MAX_SEED
 from runners.json_values import as_dict
 from runners.metrics.catalog import STUDY_HEADLINE_KEYS
 from runners.metrics.seed_statistics import SINGLE_SEED_NOTE, paired_comparison, relative_change, summarize
-from runners.registry import make_policy, scheduler_class
+from runners.registry import check_engine_for, make_policy, scheduler_class
 from runners.result_store import (
     INTERRUPTED,
     _read_json_file,
@@ -71,6 +71,8 @@ STUDY_SCHEMA_VERSIONS_READ = (1, 2)
 STUDY_FILE = "study.json"
 #: A study of more runs than this needs confirmation (CLI ``--yes``).
 MAX_RUNS_UNCONFIRMED = 1_000
+#: Runs that did not end done listed by name under a study's table (the rest are counted).
+LISTED_PROBLEMS = 20
 #: Seconds between two writes of study.json while a study runs (runs may end many times a second).
 WRITE_INTERVAL_S = 1.0
 
@@ -177,6 +179,10 @@ def plan_study(config: RunConfig, study_id: str | None = None) -> StudyPlan:
     params = {name: scheduler_params(name, config.scheduler.params, schedulers) for name in schedulers}
     for name in schedulers:
         make_policy(name, params[name])
+        try:  # a scheduler this engine cannot run is refused before the study starts, as a single run's is
+            check_engine_for(name, config.engine.kind)
+        except ConfigError as exc:
+            raise ConfigError("trials.schedulers", f"{name}: {exc.message}") from None
     study_id = validate_run_id(study_id or config.run_id or new_study_id())
     members = []
     rates: list[float | None] = list(trials.rates) or [config.workload.arrival.rate]
@@ -612,10 +618,14 @@ def study_lines(record: dict[str, Any]) -> list[str]:
         "wins = seeds where the scheduler is better; a difference of percentages is in percentage points; "
         "rel. change = mean / baseline mean - 1, interval by bootstrap (BCa) over paired seeds",
     ]
-    for run in runs:
-        if run.get("status") not in ("done", "pending") and run.get("error"):
-            error = str(run.get("error")).removeprefix(f"{run.get('status')}: ")
-            lines.append(f"  {run.get('run_id')}: {run.get('status')}: {error}")
+    troubled = [run for run in runs if run.get("status") not in ("done", "pending") and run.get("error")]
+    for run in troubled[:LISTED_PROBLEMS]:
+        error = shortened(str(run.get("error")).removeprefix(f"{run.get('status')}: "), 300)
+        lines.append(f"  {run.get('run_id')}: {run.get('status')}: {error}")
+    if len(troubled) > LISTED_PROBLEMS:
+        lines.append(
+            f"  ... and {len(troubled) - LISTED_PROBLEMS:,} more runs that did not finish done (see study.json)"
+        )
     seeds = record.get("seeds") or []
     if len(seeds) == 1:
         lines.append(SINGLE_SEED_NOTE)

@@ -55,6 +55,34 @@ from runners.workload.requests import Request
 
 #: Seconds between two looks at ``should_stop``: a cancel takes effect within about this long.
 STOP_POLL_S = 0.1
+#: Output tokens each warm-up request asks for.
+WARMUP_TOKENS = 16
+
+
+@dataclass
+class WarmupRecord:
+    """What warm-up sent before the measured run (the summary's ``warmup``): waves done (of
+    ``planned``), HTTP requests (re-sends included), those that failed, output tokens the servers
+    reported, seconds it took, and why it stopped early (None when every wave ran)."""
+
+    planned: int = 0
+    waves: int = 0
+    requests: int = 0
+    failed: int = 0
+    output_tokens: int = 0
+    duration_s: float = 0.0
+    stopped: str | None = None
+
+    def as_record(self) -> dict[str, object]:
+        return {
+            "waves_planned": self.planned,
+            "waves": self.waves,
+            "requests": self.requests,
+            "failed": self.failed,
+            "output_tokens": self.output_tokens,
+            "duration_s": self.duration_s,
+            "stopped": self.stopped,
+        }
 
 
 @dataclass
@@ -133,6 +161,7 @@ class WallClockDriver:
         self.watchdog = Watchdog(policy_name=policy.name, max_duration_s=max_duration_s, should_stop=should_stop)
         self.counters = EngineCounters()
         self.telemetry = TelemetryCounts()
+        self.warmup = WarmupRecord(planned=len(options.warmup_concurrency))
         self.failures = 0
         self.stop_reason: str | None = None
         self.cancelled = False
@@ -432,24 +461,46 @@ class WallClockDriver:
         return None if task.cancelled() else task.result()
 
     async def _warmup(self) -> None:
-        """Waves of concurrent short requests per instance, before the clock starts; not recorded.
-        Without it the first batch shapes compile while the run is measured (seen on the CPU vLLM:
-        seconds of stall that starve the client too)."""
+        """Waves of concurrent short requests per instance, before the clock starts; their rows
+        are not recorded, their counts are (``self.warmup``, the summary's ``warmup``), so the
+        servers' counters reconcile with the run. Without it the first batch shapes compile while
+        the run is measured (seen on the CPU vLLM: seconds of stall that starve the client too).
+        Each request has ``warmup_timeout_s`` (at most ``request_timeout_s``); the first wave
+        with a request that failed ends the warm-up, and ``warmup.stopped`` says why."""
         prompts = [request.prompt for request in self.requests[:8]] or ["warm up"]
-        for wave in self.options.warmup_concurrency:
-            await asyncio.gather(
-                *(
-                    stream_request(
-                        self._session,
-                        instance.endpoint,
-                        prompts[k % len(prompts)],
-                        16,
-                        timeout_s=self.options.request_timeout_s,
+        waves = self.options.warmup_concurrency
+        limit_s = min(self.options.warmup_timeout_s, self.options.request_timeout_s)
+        record = self.warmup
+        started = time.perf_counter()
+        try:
+            for number, wave in enumerate(waves, start=1):
+                results = await asyncio.gather(
+                    *(
+                        stream_request(
+                            self._session,
+                            instance.endpoint,
+                            prompts[k % len(prompts)],
+                            WARMUP_TOKENS,
+                            timeout_s=limit_s,
+                        )
+                        for instance in self.instances
+                        for k in range(wave)
                     )
-                    for instance in self.instances
-                    for k in range(wave)
                 )
-            )
+                record.waves = number
+                record.requests += len(results) + sum(result.retried_after is not None for result in results)
+                record.output_tokens += sum(result.output_tokens for result in results)
+                failed = [result for result in results if result.error is not None]
+                record.failed += len(failed)
+                if failed:
+                    error = redact(failed[0].error or "", self._secrets)
+                    record.stopped = (
+                        f"warm-up stopped at wave {number} of {len(waves)} ({wave} concurrent requests per instance, "
+                        f"each allowed {limit_s:g} s): {len(failed)} of {len(results)} failed; first: {error}"
+                    )
+                    return
+        finally:
+            record.duration_s = time.perf_counter() - started
 
     # -- run ---------------------------------------------------------------------------------
     async def _run(self) -> DriverResult:

@@ -97,7 +97,10 @@ def quote(text: str, limit: int = QUOTE_CHARS) -> str:
 
 
 class MalformedChunk(ValueError):
-    """A stream chunk that is valid JSON but not shaped like an OpenAI stream chunk."""
+    """A stream chunk that is valid JSON but not shaped like an OpenAI stream chunk. ``text``:
+    the chunk's generated text when only its ``usage`` was malformed (the token itself arrived)."""
+
+    text: str | None = None
 
 
 @dataclass(frozen=True)
@@ -221,9 +224,13 @@ def parse_chunk(chunk: Any, api: str) -> tuple[str | None, dict[str, int | None]
     usage = chunk.get("usage")
     if usage is None:
         return text, None
-    if not isinstance(usage, dict):
-        raise MalformedChunk("'usage' is not an object")
-    counts = {name: _count(usage.get(name), name) for name in ("completion_tokens", "prompt_tokens")}
+    try:
+        if not isinstance(usage, dict):
+            raise MalformedChunk("'usage' is not an object")
+        counts = {name: _count(usage.get(name), name) for name in ("completion_tokens", "prompt_tokens")}
+    except MalformedChunk as exc:
+        exc.text = text  # the chunk's token is good; only its usage is not
+        raise
     return text, counts
 
 
@@ -358,19 +365,27 @@ def _take_event(
     try:
         text, usage = parse_chunk(chunk, api)
     except MalformedChunk as exc:
+        if exc.text is not None:  # a token with a malformed usage: the token arrived, keep it
+            _take_token(result, exc.text, event.received_at, on_chunk)
         result.error = f"malformed stream chunk ({exc}) after {len(result.chunk_times)} chunks: {quote(data)}"
         return False
     if text is not None:
-        if on_chunk is not None:
-            on_chunk(event.received_at, not result.chunk_times)
-        result.chunk_times.append(event.received_at)
-        result.text += text
+        _take_token(result, text, event.received_at, on_chunk)
     if usage:
         if usage["completion_tokens"] is not None:
             result.completion_tokens = usage["completion_tokens"]
         if usage["prompt_tokens"] is not None:
             result.prompt_tokens = usage["prompt_tokens"]
     return True
+
+
+def _take_token(
+    result: StreamResult, text: str, received_at: float, on_chunk: Callable[[float, bool], None] | None
+) -> None:
+    if on_chunk is not None:
+        on_chunk(received_at, not result.chunk_times)
+    result.chunk_times.append(received_at)
+    result.text += text
 
 
 def _ending_error(result: StreamResult, done: bool, max_tokens: int) -> str | None:

@@ -101,6 +101,13 @@ class ClientOptions(InputModel):
         description="before measuring, send waves of this many concurrent short requests to each instance "
         "(not recorded): engines compile kernels for new batch shapes on first use; [] to skip",
     )
+    warmup_timeout_s: float = Field(
+        default=60.0,
+        gt=0,
+        le=3_600.0,
+        description="per warm-up request limit, seconds (at most request_timeout_s): the first wave with a "
+        "request that fails or exceeds it ends the warm-up, and the run says so",
+    )
 
 
 class LaunchOptions(InputModel):

@@ -42,6 +42,8 @@ from runners.workload.tokens import (
     server_token_counter,
 )
 
+#: Largest context length (tokens) a server's model card is believed to have.
+MAX_CONTEXT_TOKENS = 2**31 - 1
 #: A launch config of any adapter, or an attach config.
 RealEngineConfig = Any
 T = TypeVar("T")
@@ -330,7 +332,16 @@ def resolve_tokenization(engine: RealEngineConfig, tokenizer: str | None) -> Tok
                 continue
             if card is not None:
                 cards.append((url, card))
-                value = positive_int(card.get("max_model_len"))
+                claimed = card.get("max_model_len")
+                if isinstance(claimed, int) and not isinstance(claimed, bool) and claimed > MAX_CONTEXT_TOKENS:
+                    if engine.context_tokens is not None:  # the user's limit stands; the card's is ignored
+                        tried.append(f"GET {url}/v1/models max_model_len {quote(str(claimed), 40)}: not believed")
+                        continue
+                    raise SchedlabError(
+                        f"engine.urls: GET {url}/v1/models says max_model_len {quote(str(claimed), 40)}; expected a "
+                        f"context length of at most {MAX_CONTEXT_TOKENS:,} tokens (set engine.context_tokens to override)"
+                    )
+                value = positive_int(claimed)
                 if value is not None and (limit is None or value < limit):
                     limit, limit_source = value, f"GET {url}/v1/models max_model_len"
         if engine.context_tokens is not None and (limit is None or engine.context_tokens < limit):

@@ -21,7 +21,7 @@ from typing import Any
 
 from runners.errors import ConfigError, SchedlabError
 from runners.imports import aiperf, guidellm, vllm_bench
-from runners.imports.base import ImportedRun, ImportFormatError, default_run_id, read_bytes, write_run
+from runners.imports.base import ImportedRun, ImportFormatError, default_run_id, read_bytes, source_copy, write_run
 from runners.result_store import DEFAULT_RESULTS_DIR
 from runners.run_ids import validate_run_id
 
@@ -134,7 +134,16 @@ def parse_file(path: str | Path, tool: str | None = None, tool_version: str | No
             reason = importer.sniff(lines)
             value = lines
         if reason is None:
-            return importer.parse(path, value, tool_version=tool_version)
+            try:
+                return importer.parse(path, value, tool_version=tool_version)
+            except SchedlabError:
+                raise
+            except (AttributeError, TypeError, KeyError, IndexError, ValueError, OverflowError) as exc:
+                # a field of an unexpected type the reader did not check: one line, never a traceback
+                raise ImportFormatError(
+                    f"{path}: looks like {importer.name} but a field has an unexpected shape "
+                    f"({type(exc).__name__}: {str(exc)[:120]}); expected {importer.description}"
+                ) from None
         tried.append(f"{importer.name}: {reason}")
     expected = IMPORTERS[tool].description if tool else f"a result file of {_titles()}"
     raise ImportFormatError(f"{path}: not {expected}. Tried " + "; ".join(tried))
@@ -170,7 +179,11 @@ def import_file(
                 f"a run named {run_id!r} already exists in {results}; pass another --name "
                 "(or delete that run) to import this file again",
             )
-    return [write_run(results, run, path, run_id) for run, run_id in zip(runs, ids)]
+    folders: list[Path] = []
+    for run, run_id in zip(runs, ids):  # the source is copied once, then linked (see write_run)
+        first = source_copy(folders[0], path) if folders else None
+        folders.append(write_run(results, run, path, run_id, copy_of_source=first))
+    return folders
 
 
 def import_bytes(

@@ -93,7 +93,7 @@ def _aggregate_run(data: dict[str, Any], tool_version: str | None, requests: lis
         if isinstance(phase, dict) and phase.get("kind") == "profiling":
             rate = number(phase.get("rate"))
             process = ARRIVAL_PROCESSES.get(phase.get("type"))
-    models = as_dict(config.get("models")).get("items") or [{}]
+    models = as_list(as_dict(config.get("models")).get("items")) or [{}]
     endpoint = as_dict(config.get("endpoint"))
     run = ImportedRun(
         tool=NAME,
@@ -104,8 +104,8 @@ def _aggregate_run(data: dict[str, Any], tool_version: str | None, requests: lis
         arrival_rate_rps=rate,
         arrival_process=process,
         started_at_unix_s=_iso(data.get("start_time")),
-        model=_text((models[0] or {}).get("name")),
-        target=", ".join(endpoint.get("urls") or []) or None,
+        model=_text(as_dict(models[0]).get("name")),
+        target=", ".join(url for url in as_list(endpoint.get("urls")) if isinstance(url, str)) or None,
         tool_summary={key: value for key, value in data.items() if isinstance(value, dict) and "unit" in value}
         if data
         else {},
@@ -284,9 +284,9 @@ def _mean_seconds(entry: Any) -> float | None:
 
 def _workload(config: dict[str, Any]) -> str:
     datasets = as_list(config.get("datasets"))
-    prompts = (datasets[0].get("prompts") or {}) if datasets and isinstance(datasets[0], dict) else {}
-    isl, osl = (prompts.get("isl") or {}).get("mean"), (prompts.get("osl") or {}).get("mean")
-    return "AIPerf profile" + (f": prompts {isl:g} / replies {osl:g} tokens" if number(isl) and number(osl) else "")
+    prompts = as_dict(as_dict(datasets[0]).get("prompts")) if datasets else {}
+    isl, osl = number(as_dict(prompts.get("isl")).get("mean")), number(as_dict(prompts.get("osl")).get("mean"))
+    return "AIPerf profile" + (f": prompts {isl:g} / replies {osl:g} tokens" if isl and osl else "")
 
 
 def _text(value: Any) -> str | None:

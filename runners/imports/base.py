@@ -25,6 +25,7 @@ Times in rows are seconds since the run's first arrival; token counts are tokens
 from __future__ import annotations
 
 import hashlib
+import os
 import platform
 import re
 import shutil
@@ -227,14 +228,19 @@ def default_run_id(run: ImportedRun, source: Path) -> str:
     return f"imported-{run.tool}-{stem}{bench}-{digest}"
 
 
-def write_run(root: str | Path, run: ImportedRun, source: Path, run_id: str | None = None) -> Path:
+def write_run(
+    root: str | Path, run: ImportedRun, source: Path, run_id: str | None = None, copy_of_source: Path | None = None
+) -> Path:
     """Save ``run`` (parsed from ``source``) as a run folder in ``root``; returns the folder.
 
-    The source file is copied unchanged into the folder as ``source-<its name>``. Raises
-    ConfigError when a run named ``run_id`` exists (nothing is overwritten)."""
+    The source file is copied unchanged into the folder as ``source-<its name>``; with
+    ``copy_of_source`` (that copy, already in another run folder of the same import) it is a hard
+    link to it when the file system allows (else a copy), so a file of n benchmarks costs one
+    copy, not n: each folder still holds the whole file, and deleting one run leaves the others'.
+    Raises ConfigError when a run named ``run_id`` exists (nothing is overwritten)."""
     run_id = validate_run_id(run_id or default_run_id(run, source))
     summary, provenance = imported_summary(run)
-    copy_name = "source-" + re.sub(r"[^A-Za-z0-9._-]+", "_", source.name)
+    copy_name = source_copy(Path(root), source).name
     record = {
         "tool": run.tool,
         "tool_name": run.tool_name,
@@ -273,7 +279,7 @@ def write_run(root: str | Path, run: ImportedRun, source: Path, run_id: str | No
     }
     writer = RunWriter(root, run_id, config, header)
     try:
-        shutil.copyfile(source, writer.folder / copy_name)
+        _place_source(source, copy_of_source, writer.folder / copy_name)
         for times in run.requests:
             writer.add_request(request_row(times))
         writer.close(
@@ -289,6 +295,22 @@ def write_run(root: str | Path, run: ImportedRun, source: Path, run_id: str | No
         shutil.rmtree(writer.folder, ignore_errors=True)
         raise SchedlabError(f"{writer.folder}: cannot write the imported run ({exc.strerror or exc})") from None
     return writer.folder
+
+
+def _place_source(source: Path, copy_of_source: Path | None, target: Path) -> None:
+    """``target``: a hard link to ``copy_of_source`` when there is one and linking works, else a copy of ``source``."""
+    if copy_of_source is not None:
+        try:
+            os.link(copy_of_source, target)
+            return
+        except OSError:  # another file system, or links not allowed: copy
+            pass
+    shutil.copyfile(source, target)
+
+
+def source_copy(folder: Path, source: Path) -> Path:
+    """The path of ``source``'s copy in run folder ``folder`` (as :func:`write_run` names it)."""
+    return folder / ("source-" + re.sub(r"[^A-Za-z0-9._-]+", "_", source.name))
 
 
 def _finished_at(started: float | None, duration_s: float | None) -> str | None:

@@ -116,12 +116,12 @@ def _benchmark(path: Path, index: int, benchmark: Any, version: str | None, coun
         arrival_process=ARRIVAL_PROCESSES.get(kind),
         arrival_rate_rps=rate,
         started_at_unix_s=number(benchmark.get("start_time")),
-        model=backend.get("model"),
-        target=backend.get("target"),
+        model=backend.get("model") if isinstance(backend.get("model"), str) else None,
+        target=backend.get("target") if isinstance(backend.get("target"), str) else None,
         tool_summary={
             "strategy": strategy,
             "duration": benchmark.get("duration"),
-            "request_totals": (benchmark.get("metrics") or {}).get("request_totals"),
+            "request_totals": as_dict(benchmark.get("metrics")).get("request_totals"),
         },
     )
     metrics = as_dict(benchmark.get("metrics"))

@@ -204,8 +204,9 @@ class PythonModuleAdapter(EngineAdapter):
 
 
 def positive_int(value: object) -> int | None:
-    """``value`` when it is a positive integer (not a bool), else None."""
-    return value if isinstance(value, int) and not isinstance(value, bool) and value > 0 else None
+    """``value`` when it is a positive integer (not a bool) that fits a 64-bit column with room
+    (at most 2**53), else None."""
+    return value if isinstance(value, int) and not isinstance(value, bool) and 0 < value <= 2**53 else None
 
 
 def _prompt_body(model: str, text: str) -> dict[str, Any]:
