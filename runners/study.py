@@ -352,12 +352,18 @@ def _record(
     }
 
 
+def _resume_hint(base: Path, study_id: str) -> str:
+    """How to finish study ``study_id`` when its study.json is there; "" otherwise."""
+    if (base / study_id / STUDY_FILE).is_file():
+        return f" (to finish an interrupted study: python -m runners run --resume {study_id})"
+    return ""
+
+
 def _create_folder(base: Path, study_id: str, record: dict[str, Any]) -> Path:
     """The study folder with its first study.json, appearing complete (written hidden, renamed)."""
     folder = base / study_id
     if os.path.lexists(folder):
-        hint = f" (to finish an interrupted study: run --resume {study_id})" if (folder / STUDY_FILE).is_file() else ""
-        raise ConfigError("--run-id", f"{folder} already exists; expected a new study id{hint}")
+        raise ConfigError("--run-id", f"{folder} already exists; expected a new study id{_resume_hint(base, study_id)}")
     base.mkdir(parents=True, exist_ok=True)
     hidden = base / f".{study_id}.creating"
     hidden.mkdir()
@@ -394,7 +400,10 @@ def run_study(
     kept = resume.kept if resume is not None else {}
     for member in plan.members:
         if member.run_id not in kept and os.path.lexists(base / member.run_id):
-            raise ConfigError("--run-id", f"run {member.run_id!r} already exists in {base}; expected a new study id")
+            raise ConfigError(
+                "--run-id",
+                f"run {member.run_id!r} already exists in {base}; expected a new study id{_resume_hint(base, plan.study_id)}",
+            )
     execution = execution or choose_execution(plan)
     runs = [
         {
