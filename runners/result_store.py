@@ -52,8 +52,13 @@ from runners.run_ids import RUN_ID_PATTERN, validate_run_id
 #: holds them, and left out of ``slo_attainment``'s denominator (runners.metrics.outcomes; the
 #: request rows are written as before). Files of older versions lack them: :func:`read_table`
 #: adds every missing column as nulls; an older summary without ``not_run`` counted its
-#: cancelled and never-sent requests as failed.
-SCHEMA_VERSION = 3
+#: cancelled and never-sent requests as failed. Version 4 added to real-engine summaries
+#: ``warmup`` (what warm-up sent before the clock started: waves, requests, failed, output tokens,
+#: seconds, why it stopped early) and ``telemetry`` (``/metrics`` scrapes tried, failed, refused as
+#: too large, samples dropped as not finite or out of range), and to any summary ``rows_rejected``
+#: (rows left out as holding a value no column can, per table; only when there were some); no
+#: column changed, nothing was renamed or removed.
+SCHEMA_VERSION = 4
 DEFAULT_RESULTS_DIR = Path(os.environ.get("SCHEDLAB_RESULTS_DIR") or Path(__file__).resolve().parents[1] / "results")
 
 REQUEST_COLUMNS: dict[str, pa.DataType] = {

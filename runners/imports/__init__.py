@@ -21,7 +21,15 @@ from typing import Any
 
 from runners.errors import ConfigError, SchedlabError
 from runners.imports import aiperf, guidellm, vllm_bench
-from runners.imports.base import ImportedRun, ImportFormatError, default_run_id, read_bytes, source_copy, write_run
+from runners.imports.base import (
+    ImportedRun,
+    ImportFormatError,
+    default_run_id,
+    file_digest,
+    read_bytes,
+    source_copy,
+    write_run,
+)
 from runners.result_store import DEFAULT_RESULTS_DIR
 from runners.run_ids import validate_run_id
 
@@ -165,10 +173,11 @@ def import_file(
     runs = parse_file(path, tool, tool_version)
     if name is not None:
         validate_run_id(name)
+    digest = file_digest(path) if name is None else None  # once: per run it made the import quadratic
     ids = [
         (name if len(runs) == 1 else f"{name}-b{run.benchmark if run.benchmark is not None else index}")
         if name
-        else default_run_id(run, path)
+        else default_run_id(run, path, digest)
         for index, run in enumerate(runs)
     ]
     for run_id in ids:

@@ -220,10 +220,16 @@ def _set_dotted(target: dict[str, Any], key: str, value: Any) -> None:
         target[head] = value
 
 
-def default_run_id(run: ImportedRun, source: Path) -> str:
-    """``imported-<tool>-<file stem>[-b<benchmark>]-<4 hex of the file's bytes>``, a valid run id."""
+def file_digest(source: Path) -> str:
+    """The first 4 hex digits of the SHA-256 of ``source``'s bytes (read once per import)."""
+    return hashlib.sha256(source.read_bytes()).hexdigest()[:4]
+
+
+def default_run_id(run: ImportedRun, source: Path, digest: str | None = None) -> str:
+    """``imported-<tool>-<file stem>[-b<benchmark>]-<4 hex of the file's bytes>``, a valid run id
+    (``digest``: :func:`file_digest` of ``source``, when the caller already has it)."""
     stem = re.sub(r"[^A-Za-z0-9._-]+", "-", source.stem)[:60].strip("-._") or "file"
-    digest = hashlib.sha256(source.read_bytes()).hexdigest()[:4]
+    digest = digest or file_digest(source)
     bench = f"-b{run.benchmark}" if run.benchmark is not None else ""
     return f"imported-{run.tool}-{stem}{bench}-{digest}"
 
