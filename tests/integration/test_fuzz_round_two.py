@@ -372,9 +372,11 @@ def test_a_study_is_deleted_all_or_nothing(sandbox, tmp_path):
                         problems.append(("not refused", shorten(outcome.out or outcome.err, 200)))
                 else:
                     outcome = sandbox.call("runners.study:delete_study", str(results), "st", timeout_s=TIMEOUT_S)
-                    problems = [] if outcome.raised and outcome.raised["type"] == "SchedlabError" else [
-                        ("delete_study did not raise SchedlabError", str(outcome.raised or outcome.value)[:200])
-                    ]
+                    problems = (
+                        []
+                        if outcome.raised and outcome.raised["type"] == "SchedlabError"
+                        else [("delete_study did not raise SchedlabError", str(outcome.raised or outcome.value)[:200])]
+                    )
                 changes = digest_changes(before, tree_digest(results))
                 if changes:
                     problems.append(("something was deleted before the refusal", "; ".join(changes[:3])))
@@ -427,7 +429,9 @@ def test_no_written_file_holds_the_api_key_whatever_the_server_echoes(tmp_path, 
             monkeypatch.setenv("SCHEDLAB_FUZZ_KEY", key)
             for label, server in servers.items():
                 run_id = f"k{number}-{len(label)}"
-                execute_run(parse_config(config_for(server, run_id, requests=2, api_key_env="SCHEDLAB_FUZZ_KEY")), tmp_path)
+                execute_run(
+                    parse_config(config_for(server, run_id, requests=2, api_key_env="SCHEDLAB_FUZZ_KEY")), tmp_path
+                )
                 leaked = [
                     path.name
                     for path in (tmp_path / run_id).rglob("*")

@@ -110,7 +110,19 @@ def test_an_aiperf_aggregate_with_a_field_of_another_shape_is_read_or_refused_in
 
 def test_profile_repeats_out_of_range_is_one_line(capsys):
     for repeats in ("-1", "0", "100000"):
-        code = main(["profile", "--engine", "openai", "--url", "http://127.0.0.1:9", "--out", "/tmp/x.yaml", "--repeats", repeats])
+        code = main(
+            [
+                "profile",
+                "--engine",
+                "openai",
+                "--url",
+                "http://127.0.0.1:9",
+                "--out",
+                "/tmp/x.yaml",
+                "--repeats",
+                repeats,
+            ]
+        )
         err = capsys.readouterr().err
         assert code == 2 and err.startswith("error: --repeats:") and err.count("\n") == 1, err
 
@@ -189,7 +201,11 @@ def test_demo_refuses_an_out_that_is_not_a_results_folder_at_once(tmp_path):
     for out in ("/dev/null", str(tmp_path / "no" / "such" / "x"), str(a_file)):
         started = time.monotonic()
         done = subprocess.run(
-            [sys.executable, "-m", "runners", "demo", "--out", out], cwd=ROOT, capture_output=True, text=True, timeout=60
+            [sys.executable, "-m", "runners", "demo", "--out", out],
+            cwd=ROOT,
+            capture_output=True,
+            text=True,
+            timeout=60,
         )
         assert done.returncode == 2 and done.stderr.startswith("error: ") and done.stderr.count("\n") == 1, done.stderr
         assert time.monotonic() - started < 20
@@ -214,7 +230,9 @@ def test_a_file_of_many_benchmarks_is_copied_once_and_linked_into_each_run(tmp_p
 
 
 def test_a_token_whose_chunk_has_a_malformed_usage_is_kept(server_factory, tmp_path):
-    bad = json.dumps({"object": "text_completion", "choices": [{"index": 0, "text": "x "}], "usage": {"completion_tokens": "abc"}})
+    bad = json.dumps(
+        {"object": "text_completion", "choices": [{"index": 0, "text": "x "}], "usage": {"completion_tokens": "abc"}}
+    )
     server = server_factory(behaviour="malformed", chunk=bad, good_tokens=5)
     outcome = execute_run(parse_config(config_for(server, "u", requests=2)), tmp_path)
     rows = load_run(tmp_path, "u").requests
@@ -239,7 +257,19 @@ def test_errors_quote_long_input_cut_to_a_sensible_length(capsys):
 @pytest.mark.parametrize("after_s", [0.2, 1.0])
 def test_sigterm_while_starting_exits_130(after_s, tmp_path):
     process = subprocess.Popen(
-        [sys.executable, "-m", "runners", "run", "--engine", "sim", "--requests", "3000", "--out", str(tmp_path), "--quiet"],
+        [
+            sys.executable,
+            "-m",
+            "runners",
+            "run",
+            "--engine",
+            "sim",
+            "--requests",
+            "3000",
+            "--out",
+            str(tmp_path),
+            "--quiet",
+        ],
         cwd=ROOT,
         stdout=subprocess.DEVNULL,
         stderr=subprocess.PIPE,
