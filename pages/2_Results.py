@@ -410,6 +410,8 @@ def show_study(record: dict) -> None:
             ]
         )
     )
+    if record.get("status") == "interrupted":  # its process is gone: how to finish it
+        st.warning(f"This study was interrupted: {record.get('error')}")
     cells = st.columns(4)
     cells[0].metric("runs done", f"{counts['done']} of {counts['runs']}")
     cells[1].metric("runs failed", counts["failed"])

@@ -51,6 +51,7 @@ STUDY_FLAGS = {
     "--seeds": "trials.seeds",
     "--rates": "sweep.rates",
     "--run-id": "trials.seeds",
+    "trials.schedulers": "schedulers",
 }
 
 

@@ -182,7 +182,7 @@ def plan_study(config: RunConfig, study_id: str | None = None) -> StudyPlan:
         try:  # a scheduler this engine cannot run is refused before the study starts, as a single run's is
             check_engine_for(name, config.engine.kind)
         except ConfigError as exc:
-            raise ConfigError("trials.schedulers", f"{name}: {exc.message}") from None
+            raise ConfigError("trials.schedulers", exc.message) from None  # the message names the scheduler
     study_id = validate_run_id(study_id or config.run_id or new_study_id())
     members = []
     rates: list[float | None] = list(trials.rates) or [config.workload.arrival.rate]
