@@ -62,3 +62,20 @@ def pytest_collection_modifyitems(config, items):
             item.add_marker(pytest.mark.integration)
         elif "unit" in parts:
             item.add_marker(pytest.mark.unit)
+
+
+@pytest.fixture
+def server_factory():
+    """``make(**options)`` starts a :class:`tests.fakes.fault_server.FaultServer`; all are stopped after the test."""
+    from tests.fakes.fault_server import FaultServer
+
+    servers: list[FaultServer] = []
+
+    def make(**options) -> FaultServer:
+        server = FaultServer(**options).start()
+        servers.append(server)
+        return server
+
+    yield make
+    for server in servers:
+        server.stop()

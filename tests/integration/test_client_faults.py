@@ -27,20 +27,6 @@ TERMINAL = {"done", "failed", "cancelled"}
 SECRET = "sk-fault-test-7f3a9c1e"
 
 
-@pytest.fixture
-def server_factory():
-    servers: list[FaultServer] = []
-
-    def make(**options) -> FaultServer:
-        server = FaultServer(**options).start()
-        servers.append(server)
-        return server
-
-    yield make
-    for server in servers:
-        server.stop()
-
-
 def config_for(server: FaultServer, run_id: str, requests: int = 4, scheduler: str = "fcfs", **engine) -> dict:
     return {
         "run_id": run_id,

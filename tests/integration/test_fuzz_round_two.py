@@ -57,6 +57,23 @@ def cli_process(*argv: object) -> subprocess.Popen:
     )
 
 
+def runners_cli(*argv: object, timeout_s: float = 300) -> subprocess.CompletedProcess:
+    """``python -m runners ARGV`` to its end, output captured as text."""
+    return subprocess.run(
+        [sys.executable, "-m", "runners", *map(str, argv)], cwd=ROOT, capture_output=True, text=True, timeout=timeout_s
+    )
+
+
+def paced_writer(results: Path, run_id: str, dataset: Path) -> subprocess.Popen:
+    """A run of 8 requests at half real time, in its own process, once its summary says running."""
+    writer = cli_process(
+        "run", "--engine", "sim", "--requests", "8", "--set", "engine.pace=0.5", "--run-id", run_id,
+        "--out", results, "--quiet", *tiny_workload_args(dataset),
+    )  # fmt: skip
+    assert wait_for(lambda: summary_of(results / run_id).get("status") == "running"), "the run never started"
+    return writer
+
+
 def wait_for(predicate, timeout_s: float = 60.0, every_s: float = 0.1) -> bool:
     deadline = time.monotonic() + timeout_s
     while time.monotonic() < deadline:
@@ -170,19 +187,9 @@ def test_a_run_being_written_is_never_deleted(tmp_path):
 
     results = tmp_path / "results"
     dataset = write_dataset(tmp_path)
-    writer = cli_process(
-        "run", "--engine", "sim", "--requests", "8", "--set", "engine.pace=0.5", "--run-id", "r",
-        "--out", results, "--quiet", *tiny_workload_args(dataset),
-    )  # fmt: skip
+    writer = paced_writer(results, "r", dataset)
     try:
-        assert wait_for(lambda: summary_of(results / "r").get("status") == "running"), writer.stderr
-        deleted = subprocess.run(
-            [sys.executable, "-m", "runners", "delete", "r", "--out", str(results)],
-            cwd=ROOT,
-            capture_output=True,
-            text=True,
-            timeout=60,
-        )
+        deleted = runners_cli("delete", "r", "--out", results, timeout_s=60)
         assert deleted.returncode == 2 and "still being written" in deleted.stderr, deleted.stderr
         assert deleted.stderr.count("\n") == 1 and (results / "r" / "summary.json").is_file()
         with pytest.raises(SchedlabError, match="still being written"):
@@ -202,12 +209,8 @@ def test_the_results_page_refuses_to_delete_a_run_being_written(tmp_path, monkey
     results = tmp_path / "results"
     monkeypatch.setattr("runners.result_store.DEFAULT_RESULTS_DIR", results)
     dataset = write_dataset(tmp_path)
-    writer = cli_process(
-        "run", "--engine", "sim", "--requests", "8", "--set", "engine.pace=0.5", "--run-id", "live",
-        "--out", results, "--quiet", *tiny_workload_args(dataset),
-    )  # fmt: skip
+    writer = paced_writer(results, "live", dataset)
     try:
-        assert wait_for(lambda: summary_of(results / "live").get("status") == "running")
         app = AppTest.from_file(str(ROOT / "pages" / "2_Results.py"), default_timeout=60).run()
         app.selectbox(key="manage_run").set_value("live").run()
         app.checkbox(key="confirm_delete").check().run()
@@ -467,44 +470,20 @@ def test_a_killed_study_reads_interrupted_and_resumes_to_the_same_statistics(tmp
     assert record["status"] == "interrupted" and "--resume k" in record["error"]
     assert statuses["k-fcfs-s0"] == "done" and statuses["k-fcfs-s1"] == "interrupted"
     assert statuses["k-slo-sa-s2"] == "pending"
-    shown = subprocess.run(
-        [sys.executable, "-m", "runners", "show", "k", "--out", str(results)], cwd=ROOT, capture_output=True, text=True
-    )
+    shown = runners_cli("show", "k", "--out", results)
     assert "(interrupted)" in shown.stdout.splitlines()[0] and "interrupted" in shown.stdout
-    again = subprocess.run(
-        [sys.executable, "-m", "runners", "run", *study_args, "--run-id", "k", "--out", str(results)],
-        cwd=ROOT,
-        capture_output=True,
-        text=True,
-    )
+    again = runners_cli("run", *study_args, "--run-id", "k", "--out", results)
     assert again.returncode == 2 and "--resume k" in again.stderr
 
-    resumed = subprocess.run(
-        [sys.executable, "-m", "runners", "run", "--resume", "k", "--out", str(results), "--quiet"],
-        cwd=ROOT,
-        capture_output=True,
-        text=True,
-        timeout=300,
-    )
+    resumed = runners_cli("run", "--resume", "k", "--out", results, "--quiet")
     assert resumed.returncode == 0, resumed.stderr
     assert "1 kept" in resumed.stdout.splitlines()[0] or "kept" in resumed.stdout.splitlines()[0]
     record = read_study(results / "k")
     assert record["status"] == "done" and len(record["resumed_at"]) == 1
     assert [run["status"] for run in record["runs"]] == ["done"] * 6
     assert summary_of(first)["started_at_unix_s"] == kept_started  # the finished member was kept, not rerun
-    fresh = subprocess.run(
-        [sys.executable, "-m", "runners", "run", *study_args, "--run-id", "f", "--out", str(results)],
-        cwd=ROOT,
-        capture_output=True,
-        text=True,
-        timeout=300,
-    )
+    fresh = runners_cli("run", *study_args, "--run-id", "f", "--out", results)
     assert fresh.returncode == 0, fresh.stderr
     assert read_study(results / "f")["statistics"] == record["statistics"]  # same plan, same seeds, same numbers
-    refused = subprocess.run(
-        [sys.executable, "-m", "runners", "run", "--resume", "k", "--out", str(results)],
-        cwd=ROOT,
-        capture_output=True,
-        text=True,
-    )
+    refused = runners_cli("run", "--resume", "k", "--out", results)
     assert refused.returncode == 2 and "nothing to resume" in refused.stderr
