@@ -166,7 +166,7 @@ def _resume_study(args: argparse.Namespace) -> int:
     """``run --resume STUDY``: finish an interrupted or cancelled study's missing members with
     the plan and seeds its study.json records, keeping the members that ran to their end."""
     from runners.executors import choose_execution
-    from runners.study import prepare_resume, run_study
+    from runners.study import prepare_resume
 
     given = sorted(
         name for name, value in vars(args).items() if name not in RESUME_FLAGS and value not in (None, [], False)
@@ -186,18 +186,7 @@ def _resume_study(args: argparse.Namespace) -> int:
         flush=True,
     )
     requests = plan.config.workload.requests if plan.config is not None else 0
-    result = _with_study_progress(
-        plan,
-        requests,
-        args.quiet,
-        lambda progress, should_stop: run_study(
-            plan, args.out, progress=progress, should_stop=should_stop, execution=execution, resume=resume
-        ),
-    )
-    record = result.record
-    print(f"study {result.study_id}: {record['status']}  ->  {result.folder / 'study.json'}")
-    _print_study(record, args.out)
-    return {"done": 0, "cancelled": 130}.get(record["status"], 1)
+    return _study_to_its_end(args, plan, execution, requests, resume)
 
 
 def command_run(args: argparse.Namespace) -> int:
@@ -244,23 +233,35 @@ def command_run(args: argparse.Namespace) -> int:
 def _run_study(args: argparse.Namespace, config: Any) -> int:
     """Run a study (schedulers x seeds), then print its headline table with intervals."""
     from runners.executors import choose_execution
-    from runners.study import check_size, plan_study, run_study
+    from runners.study import check_size, plan_study
 
     plan = plan_study(config)
     check_size(plan, bool(getattr(args, "yes", False)))
     execution = choose_execution(plan, getattr(args, "workers", None), getattr(args, "executor", None))
     print(f"study {plan.study_id}: {len(plan.members)} runs; {execution.note}", flush=True)
+    return _study_to_its_end(args, plan, execution, config.workload.requests)
+
+
+def _study_to_its_end(args: argparse.Namespace, plan: Any, execution: Any, requests: int, resume: Any = None) -> int:
+    """Run ``plan`` (the members ``resume`` does not keep) under one progress bar, then report it."""
+    from runners.study import run_study
+
     result = _with_study_progress(
         plan,
-        config.workload.requests,
+        requests,
         args.quiet,
         lambda progress, should_stop: run_study(
-            plan, args.out, progress=progress, should_stop=should_stop, execution=execution
+            plan, args.out, progress=progress, should_stop=should_stop, execution=execution, resume=resume
         ),
     )
+    return _report_study(result, args.out)
+
+
+def _report_study(result: Any, root: str | Path) -> int:
+    """Print where a finished (or stopped) study's record is and its table; its exit code."""
     record = result.record
     print(f"study {result.study_id}: {record['status']}  ->  {result.folder / 'study.json'}")
-    _print_study(record, args.out)
+    _print_study(record, root)
     return {"done": 0, "cancelled": 130}.get(record["status"], 1)
 
 
@@ -602,9 +603,7 @@ def command_demo(args: argparse.Namespace) -> int:
         False,
         lambda progress, should_stop: make_demo_results(args.out, progress=progress, should_stop=should_stop),
     )
-    print(f"study {result.study_id}: {result.record['status']}  ->  {result.folder / 'study.json'}")
-    _print_study(result.record, args.out)
-    return {"done": 0, "cancelled": 130}.get(result.record["status"], 1)
+    return _report_study(result, args.out)
 
 
 def make_parser() -> argparse.ArgumentParser:
@@ -746,43 +745,23 @@ def make_parser() -> argparse.ArgumentParser:
     return parser
 
 
-def _terminated(signum, frame):  # noqa: ARG001 - signal handler signature
-    """SIGTERM before a command installs its own handling (imports, checks, start-up): end as a
-    stop request does, exit code 130, never killed by the signal (-15)."""
-    raise KeyboardInterrupt
-
-
-@contextmanager
-def _sigterm_ends_cleanly() -> Iterator[None]:
-    """SIGTERM raises KeyboardInterrupt for the duration (main thread only), then the previous
-    handler is back (tests call :func:`main` in their own process)."""
-    try:
-        previous = signal.signal(signal.SIGTERM, _terminated)
-    except ValueError:  # not the main thread: signals are not ours to handle
-        yield
-        return
-    try:
-        yield
-    finally:
-        signal.signal(signal.SIGTERM, previous)
-
-
 def main(argv: Sequence[str] | None = None) -> int:
-    from runners.errors import ERROR_LINE_CHARS, shortened
+    """Run one command; exit code 2 with one ``error:`` line for bad input, 130 when interrupted
+    before a run's own stop handling began (a run or study stops cleanly and keeps its rows)."""
+    from runners.errors import ERROR_LINE_CHARS, STOPPED_LINE, shortened
 
-    with _sigterm_ends_cleanly():
-        try:
-            parser = make_parser()
-            args = parser.parse_args(argv)
-            return int(args.handler(args))
-        except SchedlabError as exc:
-            print(f"error: {shortened(str(exc), ERROR_LINE_CHARS)}", file=sys.stderr)
-            return 2
-        except BrokenPipeError:
-            return 0
-        except KeyboardInterrupt:
-            print("stopped: interrupted by a signal", file=sys.stderr)
-            return 130
+    try:
+        parser = make_parser()
+        args = parser.parse_args(argv)
+        return int(args.handler(args))
+    except SchedlabError as exc:
+        print(f"error: {shortened(str(exc), ERROR_LINE_CHARS)}", file=sys.stderr)
+        return 2
+    except BrokenPipeError:
+        return 0
+    except KeyboardInterrupt:
+        print(STOPPED_LINE, file=sys.stderr)
+        return 130
 
 
 if __name__ == "__main__":

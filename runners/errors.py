@@ -54,6 +54,9 @@ def error_location(loc: "tuple[object, ...]") -> str:
     return ".".join(parts)
 
 
+#: What a command interrupted before its own stop handling began says (Ctrl-C: runners.cli.main;
+#: SIGTERM: runners/__main__.py); it exits 130.
+STOPPED_LINE = "stopped: interrupted by a signal"
 #: Longest piece of the user's input an error message quotes, characters.
 QUOTED_INPUT_CHARS = 120
 #: Longest error line the CLI prints, characters (the rest is cut, with its length said).

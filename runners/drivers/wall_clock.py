@@ -55,6 +55,8 @@ from runners.workload.requests import Request
 
 #: Seconds between two looks at ``should_stop``: a cancel takes effect within about this long.
 STOP_POLL_S = 0.1
+#: A /metrics page at least this long (characters) is parsed in a thread, off the event loop.
+PARSE_IN_THREAD_CHARS = 2**18
 #: Output tokens each warm-up request asks for.
 WARMUP_TOKENS = 16
 
@@ -361,7 +363,11 @@ class WallClockDriver:
         try:
             text = await read_metrics_page(self._session, instance.metrics_url, instance.endpoint.headers, timeout_s)
             if text is not None:
-                snapshot = parse_metrics(text) if len(text) < 2**18 else await asyncio.to_thread(parse_metrics, text)
+                snapshot = (
+                    parse_metrics(text)
+                    if len(text) < PARSE_IN_THREAD_CHARS
+                    else await asyncio.to_thread(parse_metrics, text)
+                )
         except (TimeoutError, aiohttp.ClientError, ValueError, UnicodeError) as exc:
             error = exc
         self.telemetry.record(snapshot, error)

@@ -19,7 +19,7 @@ from pathlib import Path
 from types import ModuleType
 from typing import Any
 
-from runners.errors import ConfigError, SchedlabError
+from runners.errors import ConfigError, SchedlabError, shortened
 from runners.imports import aiperf, guidellm, vllm_bench
 from runners.imports.base import (
     ImportedRun,
@@ -27,7 +27,7 @@ from runners.imports.base import (
     default_run_id,
     file_digest,
     read_bytes,
-    source_copy,
+    source_copy_name,
     write_run,
 )
 from runners.result_store import DEFAULT_RESULTS_DIR
@@ -150,7 +150,7 @@ def parse_file(path: str | Path, tool: str | None = None, tool_version: str | No
                 # a field of an unexpected type the reader did not check: one line, never a traceback
                 raise ImportFormatError(
                     f"{path}: looks like {importer.name} but a field has an unexpected shape "
-                    f"({type(exc).__name__}: {str(exc)[:120]}); expected {importer.description}"
+                    f"({type(exc).__name__}: {shortened(str(exc))}); expected {importer.description}"
                 ) from None
         tried.append(f"{importer.name}: {reason}")
     expected = IMPORTERS[tool].description if tool else f"a result file of {_titles()}"
@@ -190,7 +190,7 @@ def import_file(
             )
     folders: list[Path] = []
     for run, run_id in zip(runs, ids):  # the source is copied once, then linked (see write_run)
-        first = source_copy(folders[0], path) if folders else None
+        first = folders[0] / source_copy_name(path) if folders else None
         folders.append(write_run(results, run, path, run_id, copy_of_source=first))
     return folders
 

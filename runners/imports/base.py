@@ -246,7 +246,7 @@ def write_run(
     Raises ConfigError when a run named ``run_id`` exists (nothing is overwritten)."""
     run_id = validate_run_id(run_id or default_run_id(run, source))
     summary, provenance = imported_summary(run)
-    copy_name = source_copy(Path(root), source).name
+    copy_name = source_copy_name(source)
     record = {
         "tool": run.tool,
         "tool_name": run.tool_name,
@@ -314,9 +314,9 @@ def _place_source(source: Path, copy_of_source: Path | None, target: Path) -> No
     shutil.copyfile(source, target)
 
 
-def source_copy(folder: Path, source: Path) -> Path:
-    """The path of ``source``'s copy in run folder ``folder`` (as :func:`write_run` names it)."""
-    return folder / ("source-" + re.sub(r"[^A-Za-z0-9._-]+", "_", source.name))
+def source_copy_name(source: Path) -> str:
+    """The name of ``source``'s unchanged copy in each run folder it was imported into."""
+    return "source-" + re.sub(r"[^A-Za-z0-9._-]+", "_", source.name)
 
 
 def _finished_at(started: float | None, duration_s: float | None) -> str | None:
