@@ -1,14 +1,26 @@
 """Statistics across seeds (runners/metrics/seed_statistics.py), checked against a 5-seed example
-worked by hand, and the degenerate cases: one seed, zero spread, a failed seed."""
+worked by hand, and the degenerate cases: one seed, zero spread, a failed seed; the paired test
+(exact sign-flip below 10 pairs, paired t from 10), Holm's correction, and the relative change's
+interval (Fieller below 10 pairs, BCa from 10)."""
 
 from __future__ import annotations
 
+import itertools
 import math
 
 import numpy as np
 import pytest
+from scipy import stats
 
-from runners.metrics.seed_statistics import mean_interval, paired_comparison, summarize
+from runners.metrics.seed_statistics import (
+    fieller_interval,
+    holm_adjust,
+    mean_interval,
+    paired_comparison,
+    paired_test,
+    relative_change,
+    summarize,
+)
 
 BASE = {0: 0.80, 1: 0.70, 2: 0.90, 3: 0.60, 4: 0.75}  # e.g. SLO attainment of the baseline per seed
 OTHER = {0: 0.85, 1: 0.72, 2: 0.95, 3: 0.70, 4: 0.74}
@@ -76,8 +88,12 @@ def test_relative_change_point_estimate_is_the_ratio_of_means_minus_one():
     other = {0: 1.1, 1: 2.3, 2: 3.1, 3: 4.5, 4: 5.2}  # sum 16.2 vs 15: +8%
     result = relative_change(base, other)
     assert result.n_pairs == 5 and result.change == pytest.approx(0.08)
-    assert result.ci_low < 0.08 < result.ci_high and "bootstrap" in result.method
-    assert relative_change(base, other) == result  # fixed random state: the same values, the same interval
+    assert result.ci_low < 0.08 < result.ci_high and "Fieller" in result.method  # 5 pairs: below BCA_MIN_PAIRS
+    ten_base = {seed: float(seed + 1) for seed in range(10)}
+    ten_other = {seed: value * (1.1 if seed % 2 else 1.05) for seed, value in ten_base.items()}
+    bca = relative_change(ten_base, ten_other)
+    assert bca.n_pairs == 10 and "bootstrap BCa" in bca.method and bca.ci_low < bca.change < bca.ci_high
+    assert relative_change(ten_base, ten_other) == bca  # fixed random state: the same values, the same interval
 
 
 def test_relative_change_degenerate_cases_say_why():
@@ -89,7 +105,11 @@ def test_relative_change_degenerate_cases_say_why():
     assert zero.change is None and "mean is 0" in zero.note
     two = relative_change({0: 1.0, 1: 2.0, 2: None}, {0: 2.0, 1: 2.0, 2: 5.0})  # seed 2 failed on one side
     assert two.n_pairs == 2 and two.change == pytest.approx(4.0 / 3.0 - 1.0) and two.ci_low is None
-    assert "too few" in two.note
+    # Fieller at 2 pairs: baseline 1, 2: mean 1.5, variance of the mean 0.5 / 2 = 0.25, t(0.975, 1)
+    # = 12.706: a = 1.5^2 - 12.706^2 x 0.25 = -38.1 <= 0, the interval is unbounded
+    assert "unbounded" in two.note and "Fieller" in two.method
+    one = relative_change({0: 1.0, 1: None}, {0: 2.0, 1: 3.0})
+    assert one.n_pairs == 1 and one.change == pytest.approx(1.0) and one.ci_low is None and "1 paired" in one.note
 
 
 def test_relative_change_interval_covers_the_true_ratio_most_of_the_time():
@@ -106,3 +126,94 @@ def test_relative_change_interval_covers_the_true_ratio_most_of_the_time():
         result = relative_change(dict(enumerate(base)), dict(enumerate(other)), resamples=1999)
         covered += result.ci_low <= 0.2 <= result.ci_high
     assert covered >= 170
+
+
+# -- the paired test ---------------------------------------------------------------------------------
+def test_exact_sign_flip_test_below_ten_pairs_by_hand():
+    # d = .05 .02 .05 .10 -.01, sum .21: of the 2^5 = 32 sign assignments, |sum| >= .21 only for
+    # the observed one, the one with -.01 flipped (sum .23) and their two mirror images: p = 4 / 32
+    result = paired_comparison(BASE, OTHER, higher_is_better=True)
+    assert result.test == "exact sign-flip" and result.p_value == pytest.approx(4 / 32)
+    # three positive differences: only all-plus and all-minus reach |mean| 31/90: p = 2 / 8, the
+    # smallest p three pairs can give
+    assert paired_test([1.0, 1.1, 1.0]) == (pytest.approx(0.25), "exact sign-flip")
+    assert paired_test([0.0, 0.0, 0.0]) == (1.0, "exact sign-flip")
+    assert paired_test([0.7]) == (None, None)
+    # nine pairs: every one of the 2^9 assignments counted, checked against a brute-force count
+    diffs = [0.3, -0.1, 0.25, 0.4, 0.05, 0.2, -0.15, 0.35, 0.1]
+    observed = abs(sum(diffs))
+    hits = sum(
+        1
+        for signs in itertools.product((1, -1), repeat=len(diffs))
+        if abs(sum(s * d for s, d in zip(signs, diffs))) >= observed - 1e-12
+    )
+    p, test = paired_test(diffs)
+    assert test == "exact sign-flip" and p == pytest.approx(hits / 2**9)
+
+
+def test_paired_t_test_from_ten_pairs_by_hand():
+    diffs = [0.1, 0.3, -0.2, 0.4, 0.2, 0.0, 0.5, 0.1, 0.3, 0.3]  # mean 0.2, sum of squares about it 0.38
+    s = math.sqrt(0.38 / 9)
+    t = 0.2 / (s / math.sqrt(10))  # 3.0779
+    p, test = paired_test(diffs)
+    assert test == "paired t" and p == pytest.approx(2 * stats.t.sf(t, 9))
+    assert p == pytest.approx(0.01318, abs=1e-4)
+    assert paired_test([0.5] * 10) == (0.0, "paired t") and paired_test([0.0] * 12) == (1.0, "paired t")
+    ten = paired_comparison(dict(enumerate([1.0] * 10)), {i: 1.0 + d for i, d in enumerate(diffs)}, True)
+    assert (ten.test, ten.n_pairs) == ("paired t", 10) and ten.p_value == pytest.approx(p)
+
+
+def test_holm_adjustment_by_hand():
+    # sorted 0.005, 0.01, 0.03, 0.04 times 4, 3, 2, 1: 0.02, 0.03, 0.06, 0.04 -> running max
+    # 0.02, 0.03, 0.06, 0.06, back in the given order
+    adjusted = holm_adjust([0.01, 0.04, 0.03, 0.005])
+    assert adjusted == pytest.approx([0.03, 0.06, 0.06, 0.02])
+    # None is not a member of the family: m = 2 here
+    assert holm_adjust([None, 0.02, 0.6, None]) == [None, pytest.approx(0.04), pytest.approx(0.6), None]
+    assert holm_adjust([0.5, 0.9]) == [1.0, 1.0]  # capped at 1
+    assert holm_adjust([]) == [] and holm_adjust([0.01]) == [0.01]
+
+
+# -- Fieller's interval below ten pairs ---------------------------------------------------------------
+def test_fieller_interval_by_hand():
+    base = [1.0, 2.0, 3.0, 4.0, 5.0]
+    other = [1.1, 2.3, 3.1, 4.5, 5.2]
+    # means 3 and 3.24; sample variances (n - 1) 2.5 and 2.728, covariance 10.4 / 4 = 2.6; of the
+    # means (/ 5): v_bb 0.5, v_oo 0.5456, v_bo 0.52; t = t(0.975, 4)
+    t2 = T_0975_4**2
+    a = 3.0**2 - t2 * 0.5
+    b = 3.24 * 3.0 - t2 * 0.52
+    c = 3.24**2 - t2 * 0.5456
+    low, high = (b - math.sqrt(b * b - a * c)) / a, (b + math.sqrt(b * b - a * c)) / a
+    assert (low, high) == pytest.approx((1.01359, 1.20633), abs=1e-4)  # ratio 1.014 to 1.206
+    assert fieller_interval(base, other) == pytest.approx((low, high))
+    result = relative_change(dict(enumerate(base)), dict(enumerate(other)))
+    assert (result.ci_low, result.ci_high) == pytest.approx((low - 1.0, high - 1.0))  # +1.4% to +20.6%
+    assert result.method.startswith("Fieller") and result.note is None
+    # the same set another way: at each end the paired t statistic of other - R x base is t(0.975, 4)
+    for ratio in (low, high):
+        d = np.asarray(other) - ratio * np.asarray(base)
+        assert abs(d.mean()) / (d.std(ddof=1) / math.sqrt(5)) == pytest.approx(T_0975_4)
+
+
+def test_fieller_is_unbounded_when_the_baseline_mean_is_not_significantly_nonzero():
+    # baseline -1, 1, 3: mean 1, variance of the mean 4 / 3; t(0.975, 2)^2 x 4/3 = 24.7 > 1^2
+    assert fieller_interval([-1.0, 1.0, 3.0], [1.0, 2.0, 3.0]) is None
+    result = relative_change({0: -1.0, 1: 1.0, 2: 3.0}, {0: 1.0, 1: 2.0, 2: 3.0})
+    assert result.change == pytest.approx(1.0) and result.ci_low is None and "unbounded" in result.note
+
+
+def test_fieller_interval_covers_the_true_ratio_at_three_pairs():
+    """200 simulated 3-seed studies with a true +20% (normal per-seed values, where Fieller's
+    interval is exact): it should hold 0.2 in about 95% of them."""
+    rng = np.random.default_rng(2)
+    covered = bounded = 0
+    for _ in range(200):
+        seed_effect = rng.normal(10.0, 2.0, 3)
+        base = seed_effect + rng.normal(0.0, 0.5, 3)
+        other = 1.2 * seed_effect + rng.normal(0.0, 0.5, 3)
+        result = relative_change(dict(enumerate(base)), dict(enumerate(other)))
+        if result.ci_low is not None:
+            bounded += 1
+            covered += result.ci_low <= 0.2 <= result.ci_high
+    assert bounded >= 190 and covered >= 0.9 * bounded
