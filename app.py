@@ -10,6 +10,7 @@ import streamlit as st
 from runners import result_store
 from runners.engines.discovery import find_engines
 from runners.errors import SchedlabError
+from runners.knowledge import scheduler_display
 from runners.registry import SCHEDULERS
 
 
@@ -53,7 +54,7 @@ def home() -> None:
                     "run": run["run_id"],
                     "status": run["status"],
                     "engine": run.get("engine"),
-                    "scheduler": run.get("scheduler"),
+                    "scheduler": scheduler_display(run),
                     "workload": run.get("workload"),
                     "SLO attainment": run.get("slo_attainment"),
                     "G (1/s)": run.get("G"),

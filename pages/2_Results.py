@@ -49,6 +49,7 @@ from runners.compare import (
 )
 from runners.errors import SchedlabError
 from runners.imports import IMPORTERS, import_bytes
+from runners.knowledge import scheduler_display
 from runners.metrics.catalog import REQUEST_METRICS, metric
 from runners.metrics.contention import identical_decisions, identical_decisions_message
 from runners.metrics.seed_statistics import SINGLE_SEED_NOTE
@@ -207,7 +208,7 @@ frame = pd.DataFrame(
             "run": run["run_id"],
             "status": run["status"],
             "engine": run.get("engine"),
-            "scheduler": run.get("scheduler"),
+            "scheduler": scheduler_display(run),
             "workload": run.get("workload"),
             "requests": run.get("rows"),  # request rows saved: so far, for a running or interrupted run
             "rate (req/s)": run.get("arrival_rate_rps"),

@@ -4,9 +4,10 @@ keep every measurement in ``results/<run_id>/`` whatever happens."""
 from __future__ import annotations
 
 import gc
+import math
 import platform
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
@@ -22,19 +23,23 @@ from runners.drivers.wall_clock import WallClockDriver
 from runners.drivers.watchdog import stalled_message
 from runners.engines.latency_model import LatencyModel
 from runners.engines.openai_client import header_secrets, scrub
+from runners.engines.planning_model import PlanningModel, planning_model
 from runners.engines.profile import load_profile
 from runners.engines.real_config import LaunchOptions, redact_args
 from runners.engines.real_engine import RealEngine, check_api_key, config_secrets, resolve_tokenization
 from runners.engines.sim_config import ResolvedSimulator, SimulatorConfig
 from runners.engines.simulator import SimulatedInstance
-from runners.engines.vllm_scheduler import launch_settings
+from runners.engines.vllm_scheduler import EngineDynamicMemoryParams, launch_settings
 from runners.errors import ConfigError, RunCancelled, RunStopped
+from runners.knowledge import run_oracles
 from runners.metrics.run_metrics import distribution
 from runners.recording import RunRecorder
 from runners.registry import check_engine_for, make_policy
 from runners.result_store import DEFAULT_RESULTS_DIR, RunWriter, write_json_atomic
 from runners.run_ids import new_run_id
-from runners.schedulers.base import PolicyStalled, SchedulerPolicy
+from runners.schedulers.base import PolicyParams, PolicyStalled, SchedulerPolicy
+from runners.schedulers.dynamic_batching import mixture_moments
+from runners.schedulers.predictors import calibration_moments
 from runners.workload.builder import Workload, build_workload
 from runners.workload.slo import TaskSLO
 
@@ -47,6 +52,7 @@ class PreparedRun:
     workload: Workload
     slos: dict[str, TaskSLO]
     tokenization: dict[str, Any] | None = None  # real engines: counter, context limit, what was tried
+    planning: PlanningModel | None = None  # simulator: the latency model policies plan with
 
 
 @dataclass
@@ -100,8 +106,28 @@ def prepare_run(config: RunConfig) -> PreparedRun:
                 f"the KV cache holds {simulator.kv_capacity_tokens} tokens but request {largest.request_id} needs "
                 f"{largest.total_tokens} (prompt + output); expected a cache of at least one whole request",
             )
+    planning = None
+    if simulator is not None:
+        engine = config.engine
+        assert isinstance(engine, SimulatorConfig)
+        planning = planning_model(
+            simulator.latency,
+            simulator.kv_capacity_tokens,
+            simulator.block_size,
+            simulator.max_num_seqs,
+            simulator.max_num_batched_tokens,
+            engine.planning_model,
+            engine.planning_error,
+            config.workload.seed,
+        )
     return PreparedRun(
-        config, simulator, latency, workload, resolved, tokenization.record if tokenization is not None else None
+        config,
+        simulator,
+        latency,
+        workload,
+        resolved,
+        tokenization.record if tokenization is not None else None,
+        planning,
     )
 
 
@@ -111,6 +137,14 @@ def _config_record(prepared: PreparedRun) -> dict[str, Any]:
         "slos": {task: slo.model_dump(exclude_none=True) for task, slo in prepared.slos.items()},
         "workload_reports": prepared.workload.reports,
         "workload_synthetic": prepared.workload.synthetic,
+    }
+    resolved["knowledge"] = {
+        "oracle": run_oracles(config),
+        "calibration": {
+            task: {"count": moments.count, "mean": moments.mean, "std": moments.std}
+            for task, moments in calibration_moments(prepared.workload.calibration).items()
+        },
+        "planning_model": prepared.planning.record() if prepared.planning is not None else None,
     }
     if prepared.tokenization is not None:  # read from the servers: scrubbed of the key they were sent
         resolved["tokenization"] = scrub(prepared.tokenization, config_secrets(config.engine))
@@ -150,9 +184,32 @@ def _engine_with_scheduler(
             "scheduler.name", f"{policy.name} runs inside the engine: it needs an engine schedlab launches"
         )
     scheduler_cls, env = launch_settings(
-        policy.name, policy.params, folder, latency, getattr(engine, "scheduling_policy", "fcfs")
+        policy.name,
+        _calibrated_engine_params(
+            policy.params, policy.calibration, config.workload.ratio.counts(config.workload.requests)
+        ),
+        folder,
+        latency,
+        getattr(engine, "scheduling_policy", "fcfs"),
     )
     return engine.model_copy(update={"scheduler_cls": scheduler_cls, "env": {**engine.env, **env}})
+
+
+def _calibrated_engine_params(
+    params: PolicyParams, calibration: Mapping[str, Sequence[int]], task_counts: Mapping[str, int]
+) -> PolicyParams:
+    """An in-engine class's parameters as the engine reads them: output_prior ``calibration``
+    (the engine does not see tasks) becomes ``given`` moments (tokens) of the calibration sample,
+    each task weighted by its share of the run's requests (law of total variance); ``cold``
+    where no task has a calibration sample. Other parameters unchanged."""
+    if not isinstance(params, EngineDynamicMemoryParams) or params.output_prior != "calibration":
+        return params
+    moments = calibration_moments(calibration)
+    weights = {task: count for task, count in task_counts.items() if count and task in moments}
+    if not weights:
+        return params.model_copy(update={"output_prior": "cold"})
+    mean, variance = mixture_moments(weights, moments, float(params.prior_output_tokens))
+    return params.model_copy(update={"output_prior": "given", "output_mean": mean, "output_std": math.sqrt(variance)})
 
 
 def _simulated_instances(engine: SimulatorConfig, simulator: ResolvedSimulator) -> list[SimulatedInstance]:
@@ -238,6 +295,7 @@ def _execute_run(
 ) -> RunOutcome:
     prepared = prepare_run(config)
     policy = make_policy(config.scheduler.name, config.scheduler.params)
+    policy.on_calibration(prepared.workload.calibration)
     run_id = config.run_id or new_run_id(config.scheduler.name, config.engine.kind)
     header = {
         "engine": config.engine.kind,
@@ -252,6 +310,7 @@ def _execute_run(
         "instances": config.engine.instances,
         "sweep_id": config.sweep_id,
         "notes": config.notes,
+        "oracle": run_oracles(config),
     }
     writer = RunWriter(results_root, run_id, _config_record(prepared), header, flush_seconds=flush_seconds)
     recorder = RunRecorder(prepared.workload.requests, writer, progress)
@@ -274,6 +333,7 @@ def _execute_run(
                 should_stop=should_stop,
                 max_duration_s=config.max_duration_s,
                 pace=engine.pace,
+                planning_model=prepared.planning.model if prepared.planning else None,
             )
             result = driver.run()
             if result.stalled:

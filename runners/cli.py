@@ -18,6 +18,7 @@ from typing import Any
 import yaml
 
 from runners.errors import ConfigError, SchedlabError
+from runners.knowledge import scheduler_display
 from runners.metrics.seed_statistics import SINGLE_SEED_NOTE
 
 
@@ -330,7 +331,7 @@ def command_list(args: argparse.Namespace) -> int:
                 str(summary["run_id"]),
                 str(status),
                 str(summary.get("engine") or "-"),
-                str(summary.get("scheduler") or "-"),
+                str(scheduler_display(summary) or "-"),
                 requests,
                 metric("slo_attainment").format(summary.get("slo_attainment")),
                 metric("G").format(summary.get("G")),
@@ -413,7 +414,7 @@ def command_compare(args: argparse.Namespace) -> int:
     summaries = [run.summary for run in runs]
     rows = [
         ["metric"] + [run.run_id for run in runs] + [f"change {run.run_id}" for run in runs[1:]],
-        ["scheduler"] + [str(summary.get("scheduler")) for summary in summaries] + [""] * (len(runs) - 1),
+        ["scheduler"] + [str(scheduler_display(summary)) for summary in summaries] + [""] * (len(runs) - 1),
     ]
     for metric in RUN_METRICS:
         values = [summary_value(summary, metric.key) for summary in summaries]

@@ -16,6 +16,7 @@ import pandas as pd
 
 from runners.engines.fidelity import fidelity_sentence
 from runners.json_values import as_dict
+from runners.knowledge import scheduler_display
 from runners.metrics.catalog import RUN_METRICS, TABLE_METRICS, Metric, metric_by_label, summary_value
 from runners.workload.arrivals import RATE_PROCESSES
 from runners.workload.slo import TASKS
@@ -93,7 +94,7 @@ def run_display_names(runs: Sequence[Any]) -> dict[str, str]:
         facts.append(
             {
                 "run_id": str(summary.get("run_id") or getattr(run, "run_id", "?")),
-                "scheduler": str(summary.get("scheduler") or imported_label(summary) or summary.get("run_id") or "?"),
+                "scheduler": str(scheduler_display(summary) or imported_label(summary) or summary.get("run_id") or "?"),
                 "engine": summary.get("engine"),
                 "label": run_job_label(summary, config),
                 "seed": run_seed(config),

@@ -33,6 +33,7 @@ import numpy as np
 
 from runners.config import RunConfig, parse_config
 from runners.errors import SchedlabError
+from runners.knowledge import scheduler_display
 from runners.metrics.catalog import Metric, metric, timeseries_metric
 from runners.metrics.sawtooth import sawtooth_cycles
 from runners.metrics.seed_statistics import SINGLE_SEED_NOTE
@@ -413,7 +414,7 @@ def kv_usage(run: RunData) -> KVUsage:
     """What ``run``'s KV cache did (see :class:`KVUsage`); None values for a run without samples."""
     frame = run.timeseries
     series = frame.groupby("t_s")["kv_usage"].mean().dropna().to_numpy() if len(frame) else np.zeros(0)
-    name = str(run.summary.get("scheduler") or run.run_id)
+    name = str(scheduler_display(run.summary) or run.run_id)
     if not series.size:
         return KVUsage(name, None, None, 0)
     return KVUsage(name, float(series.max()), float(np.mean(series >= KV_FULL)), sawtooth_cycles(series))

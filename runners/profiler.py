@@ -33,10 +33,10 @@ from runners.engines.latency_model import (
     STEP_TERMS,
     LatencyModel,
     LinearStepModel,
-    PhaseCoefficients,
     ServingOverhead,
 )
 from runners.engines.openai_client import Endpoint, StreamResult, stream_request
+from runners.engines.planning_model import PhaseFitResult, fit_phase_coefficients
 from runners.engines.profile import EngineProfile
 from runners.engines.telemetry import read_metrics_page
 from runners.errors import SchedlabError
@@ -67,28 +67,17 @@ class ProfileSample:
     decode_context: float
 
 
-@dataclass(frozen=True)
-class PhaseFit:
-    coefficients: PhaseCoefficients
-    rmse_s: float
-    mape: float
-    points: int
+#: A phase's fit (coefficients, RMSE seconds, MAPE, points): the one fit of eq. 14/15.
+PhaseFit = PhaseFitResult
 
 
 def fit_phase(batch: Sequence[float], length: Sequence[float], seconds: Sequence[float]) -> PhaseFit:
-    """Non-negative least squares of seconds ~ alpha*b*l + beta*b + gamma*l + delta."""
-    b = np.asarray(batch, dtype=float)
-    l = np.asarray(length, dtype=float)
-    y = np.asarray(seconds, dtype=float)
-    if len(y) < 4:
-        raise SchedlabError(f"profile: need at least 4 measurements to fit 4 coefficients, got {len(y)}")
-    design = np.column_stack([b * l, b, l, np.ones_like(b)])
-    solution, _ = nnls(design, y)
-    predicted = design @ solution
-    rmse = float(np.sqrt(np.mean((predicted - y) ** 2)))
-    mape = float(np.mean(np.abs(predicted - y) / np.maximum(y, 1e-9)))
-    alpha, beta, gamma, delta = (float(v) for v in solution)
-    return PhaseFit(PhaseCoefficients(alpha=alpha, beta=beta, gamma=gamma, delta=delta), rmse, mape, len(y))
+    """Non-negative least squares of seconds ~ alpha*b*l + beta*b + gamma*l + delta
+    (:func:`runners.engines.planning_model.fit_phase_coefficients`); SchedlabError for fewer than 4."""
+    try:
+        return fit_phase_coefficients(batch, length, seconds)
+    except ValueError as exc:
+        raise SchedlabError(f"profile: {exc}") from None
 
 
 def _prompt(tokens: int, rng: np.random.Generator, vocabulary: list[str]) -> str:

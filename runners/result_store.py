@@ -57,8 +57,15 @@ from runners.run_ids import RUN_ID_PATTERN, validate_run_id
 #: seconds, why it stopped early) and ``telemetry`` (``/metrics`` scrapes tried, failed, refused as
 #: too large, samples dropped as not finite or out of range), and to any summary ``rows_rejected``
 #: (rows left out as holding a value no column can, per table; only when there were some); no
-#: column changed, nothing was renamed or removed.
-SCHEMA_VERSION = 4
+#: column changed, nothing was renamed or removed. Version 5 changed what ``G`` counts (failed
+#: requests are misses whose time until failure is in the denominator; before, they were left
+#: out of both sums: runners.metrics.run_metrics) and added the summary's ``oracle`` (the oracles
+#: the policy used, one sentence each; empty: none; runners.knowledge) and config.json's
+#: ``resolved.knowledge`` (the oracles, each task's calibration-sample moments, and on the
+#: simulator the latency model the policy planned with and its error). The scheduler parameter
+#: value ``output_prior: workload`` is read as ``workload-oracle``, what it always was. A run
+#: written before version 5 has no ``oracle``: whether it used one is in its config.json.
+SCHEMA_VERSION = 5
 DEFAULT_RESULTS_DIR = Path(os.environ.get("SCHEDLAB_RESULTS_DIR") or Path(__file__).resolve().parents[1] / "results")
 
 REQUEST_COLUMNS: dict[str, pa.DataType] = {

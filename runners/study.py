@@ -5,13 +5,14 @@ At one seed every scheduler gets the identical workload and arrival times: both 
 all. Each (scheduler, seed) is an ordinary run ``results/<study_id>-<scheduler>-s<seed>/``; the
 study adds ``results/<study_id>/study.json`` (a contract, see README "Result files"):
 
-- ``schema_version`` (2), ``study_id``, ``baseline``, ``schedulers``, ``seeds``, ``rates`` (req/s;
+- ``schema_version`` (3), ``study_id``, ``baseline``, ``schedulers``, ``seeds``, ``rates`` (req/s;
   empty when the study has its config's one rate), ``created_at``,
   ``finished_at`` (None while running), ``status`` (running | done | failed | cancelled; read as
   ``interrupted`` when the process that writes it is gone); version 2 added ``config`` (the
   study's config as config.json holds a run's: secrets as ``***``), from which ``run --resume``
   rebuilds the same plan, ``writer`` (the writing process, as a run summary's) and ``resumed_at``
-  (the times the study was resumed); version 1 files still read;
+  (the times the study was resumed); version 3 added ``oracles`` (scheduler -> the oracles its
+  runs used, one sentence each: runners.knowledge; absent: none); versions 1 and 2 still read;
 - ``runs``: ``{run_id, scheduler, seed, rate, status, error}`` for every planned run (status
   ``pending`` before it ran, ``skipped`` when the study was cancelled first);
 - ``statistics``: for each metric key of :data:`runners.compare.COMPARISON_METRICS`,
@@ -50,6 +51,7 @@ from runners.errors import ConfigError, SchedlabError, shortened
 from runners.executors import Execution, MemberTask, choose_execution, run_members
 from runners.input_model import MAX_SEED
 from runners.json_values import as_dict
+from runners.knowledge import ORACLE_TAG, summary_oracles
 from runners.metrics.catalog import STUDY_HEADLINE_KEYS
 from runners.metrics.seed_statistics import SINGLE_SEED_NOTE, paired_comparison, relative_change, summarize
 from runners.registry import check_engine_for, make_policy, scheduler_class
@@ -65,9 +67,11 @@ from runners.result_store import (
 from runners.run_ids import RUN_ID_PATTERN, validate_run_id
 from runners.timestamps import id_stamp, utc_stamp
 
-STUDY_SCHEMA_VERSION = 2
-#: study.json versions this schedlab reads (1 lacks ``config``, ``writer``, ``resumed_at``).
-STUDY_SCHEMA_VERSIONS_READ = (1, 2)
+STUDY_SCHEMA_VERSION = 3
+#: study.json versions this schedlab reads (1 lacks ``config``, ``writer``, ``resumed_at``; 2
+#: lacks ``oracles``: scheduler -> the oracles its runs used, runners.knowledge; its members'
+#: runs were written before result schema 5, so their G left failed requests out).
+STUDY_SCHEMA_VERSIONS_READ = (1, 2, 3)
 STUDY_FILE = "study.json"
 #: A study of more runs than this needs confirmation (CLI ``--yes``).
 MAX_RUNS_UNCONFIRMED = 1_000
@@ -344,12 +348,29 @@ def _record(
         "statistics": by_rate[0]["statistics"] if len(by_rate) == 1 else {},
         "statistics_by_rate": by_rate,
         "execution": execution,
+        "oracles": study_oracles(runs, summaries),
         "config": config_record(plan.config.model_copy(update={"run_id": plan.study_id}))
         if plan.config is not None
         else None,
         "writer": writer_identity(),
         "resumed_at": list(resumed_at),
     }
+
+
+def study_oracles(runs: Sequence[dict[str, Any]], summaries: dict[str, dict[str, Any]]) -> dict[str, list[str]]:
+    """scheduler -> the oracles its finished runs used (runners.knowledge), for the schedulers that used any."""
+    found: dict[str, list[str]] = {}
+    for run in runs:
+        for sentence in summary_oracles(summaries.get(run["run_id"])):
+            said = found.setdefault(str(run["scheduler"]), [])
+            if sentence not in said:
+                said.append(sentence)
+    return found
+
+
+def oracle_name(record: dict[str, Any], name: str) -> str:
+    """A study's scheduler as its tables name it: `` (oracle)`` added when its runs used one."""
+    return f"{name} ({ORACLE_TAG})" if as_dict(record.get("oracles")).get(name) else name
 
 
 def _resume_hint(base: Path, study_id: str) -> str:
@@ -570,7 +591,12 @@ def study_table(record: dict[str, Any], keys: Iterable[str] = STUDY_HEADLINE_KEY
         for name in [str(name) for name in record.get("schedulers") or list(per)]:
             stats = as_dict(per.get(name))
             interval = metric.format_interval(stats.get("ci_low"), stats.get("ci_high"))
-            cells = [metric.label, name, str(stats.get("n", 0)), f"{metric.format(stats.get('mean'))} {interval}"]
+            cells = [
+                metric.label,
+                oracle_name(record, name),
+                str(stats.get("n", 0)),
+                f"{metric.format(stats.get('mean'))} {interval}",
+            ]
             pair = as_dict(versus.get(name))
             if pair:
                 dropped = f" ({pair.get('dropped')} dropped)" if pair.get("dropped") else ""
@@ -627,6 +653,8 @@ def study_lines(record: dict[str, Any]) -> list[str]:
         "wins = seeds where the scheduler is better; a difference of percentages is in percentage points; "
         "rel. change = mean / baseline mean - 1, interval by bootstrap (BCa) over paired seeds",
     ]
+    for name, sentences in as_dict(record.get("oracles")).items():
+        lines += [f"{name} used an {sentence}" for sentence in sentences if isinstance(sentence, str)]
     troubled = [run for run in runs if run.get("status") not in ("done", "pending") and run.get("error")]
     for run in troubled[:LISTED_PROBLEMS]:
         error = shortened(str(run.get("error")).removeprefix(f"{run.get('status')}: "), 300)

@@ -19,6 +19,7 @@ from collections.abc import Callable, Sequence
 
 from runners.drivers.base import DriverResult, TimeseriesRow
 from runners.drivers.watchdog import CANCELLED, time_limit_message
+from runners.engines.latency_model import LatencyModel
 from runners.engines.simulator import SimulatedInstance
 from runners.errors import RunCancelled, RunStopped
 from runners.recording import RunRecorder
@@ -43,7 +44,12 @@ class VirtualTimeDriver:
         should_stop: Callable[[], bool] | None = None,
         max_duration_s: float = math.inf,
         pace: float | None = None,
+        planning_model: LatencyModel | None = None,
     ) -> None:
+        """``planning_model``: the latency model the policy plans with (each instance's
+        ``InstanceInfo.latency_model``): the run's fitted one (runners.engines.planning_model),
+        never the instances' own unless the user chose that oracle; None: the policy gets none."""
+        self.planning_model = planning_model
         self.instances = list(instances)
         self.pace = pace
         self.max_duration_s = max_duration_s
@@ -184,7 +190,7 @@ class VirtualTimeDriver:
     def _begin(self) -> None:
         """Show the policy the workload and the instances, at time 0."""
         infos = [
-            InstanceInfo(i, inst.kv_capacity_tokens, inst.block_size, inst.max_num_seqs, inst.latency)
+            InstanceInfo(i, inst.kv_capacity_tokens, inst.block_size, inst.max_num_seqs, self.planning_model)
             for i, inst in enumerate(self.instances)
         ]
         self.policy.on_workload(self.requests)

@@ -43,6 +43,22 @@ class SimulatorConfig(InputModel):
         description="add the profile's serving front-end delay (HTTP, tokenisation, streaming) before the engine "
         "sees a request, as a client of a real server waits; false: the engine alone",
     )
+    planning_model: Literal["fitted", "engine-truth"] = Field(
+        title="policy's latency model",
+        default="fitted",
+        description="the latency model a policy plans with - fitted: eq. 14/15 fitted to a simulated profile "
+        "of this engine with a real profile's measurement noise (runners/engines/planning_model.py; its "
+        "error is recorded with the run); engine-truth: the simulated engine's own model, an oracle no "
+        "deployment has (labelled as one)",
+    )
+    planning_error: float = Field(
+        title="injected latency-model error (relative std)",
+        default=0.0,
+        ge=0,
+        le=1,
+        description="a known error on the policy's latency model: each coefficient times max(0, 1 + e z), "
+        "z standard normal from the workload seed (004 Fig. 10's sensitivity study); 0 to 1",
+    )
     pace: float | None = Field(
         default=None,
         ge=0.001,

@@ -43,6 +43,7 @@ class Metric:
     decimals: int | None = None
     real_engines_only: bool = False  # a table row only when some shown run has the value
     describes_setting: bool = False  # how contended the run was, not how good the scheduler is: no verdict
+    definition: str = ""  # how the value is computed, where a label alone does not say
 
     def display(self, value: Any) -> float | None:
         """The stored ``value`` in display units; None when it is not a finite number."""
@@ -101,7 +102,16 @@ RUN_METRICS: tuple[Metric, ...] = (
     _share("slo_attainment", "SLO attainment"),
     _share("slo_attainment_by_task.chat", "SLO attainment, chat"),
     _share("slo_attainment_by_task.code", "SLO attainment, code"),
-    Metric("G", "G (1/s)", True, "1/s"),
+    Metric(
+        "G",
+        "G (1/s)",
+        True,
+        "1/s",
+        definition="requests meeting their SLO / seconds every judged request spent in the system (004 eq. 2-3, "
+        "sums over all requests): a completed request counts its E2E, a failed one is a miss that counts "
+        "its time from arrival to failure; cancelled and never-sent requests are left out (schema 5; "
+        "before it, failed requests were left out of both sums)",
+    ),
     Metric("goodput_rps", "goodput (req/s)", True, "req/s", 1.0, 3),
     Metric("request_throughput_rps", "throughput (req/s)", True, "req/s", 1.0, 3),
     Metric("output_throughput_tps", "output throughput (tok/s)", True, "tok/s", 1.0, 1),

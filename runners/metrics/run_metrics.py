@@ -3,8 +3,11 @@
 - SLO attainment = requests meeting their SLO / requests that ran to an end of their own
   (completed + failed: a failure is a miss), overall and per task; requests cancelled in flight
   and requests never sent (not run) are counted apart (:mod:`runners.metrics.outcomes`);
-- G = requests meeting their SLO / sum of E2E over completed requests, in 1/s (SLO-aware
-  paper eq. 2-3: waiting time is inside E2E, so holding a request lowers G);
+- G = requests meeting their SLO / the time every judged request spent in the system, in 1/s
+  (SLO-aware paper eq. 2-3, whose sums run over all N requests: waiting time is inside E2E, so
+  holding a request lowers G). A completed request counts its E2E; a failed one is a miss in the
+  numerator and counts its time from arrival to failure (``finish_s - arrival_s``) in the
+  denominator, so failures never raise G (before schema 5 they were left out of both sums);
 - goodput = SLO-meeting requests per second of run duration;
 - request / output-token / total-token throughput per second of run duration;
 - duration = last finish - first arrival, seconds;
@@ -115,6 +118,17 @@ def g_metric(slo_met: Any, e2e_s: Any) -> float | None:
     return float(met.sum()) / total
 
 
+def _time_in_system(rows: pd.DataFrame, completed: np.ndarray, failed: np.ndarray) -> np.ndarray:
+    """Seconds each judged request spent in the system, in row order of the judged rows: E2E of
+    a completed request, arrival to failure (``finish_s - arrival_s``) of a failed one."""
+    if not len(rows):
+        return np.zeros(0)
+    spent = rows["e2e_s"].to_numpy(dtype=float, na_value=np.nan).copy()
+    until_failure = (rows["finish_s"] - rows["arrival_s"]).to_numpy(dtype=float, na_value=np.nan)
+    spent[failed] = until_failure[failed]
+    return spent[completed | failed]
+
+
 def summarize_requests(
     rows: pd.DataFrame, preemptions: int = 0, itl_gaps_s: np.ndarray | None = None
 ) -> dict[str, Any]:
@@ -150,7 +164,7 @@ def summarize_requests(
         "slo_attainment": (n_met / n_judged) if n_judged else None,
         "slo_attainment_by_task": by_task,
         "slo_met": n_met,
-        "G": g_metric(met[completed_mask] if total else [], completed["e2e_s"] if len(completed) else []),
+        "G": g_metric(met[judged] if total else [], _time_in_system(rows, completed_mask, outcomes["failed"])),
         "goodput_rps": per_second(n_met),
         "request_throughput_rps": per_second(len(completed)),
         "output_throughput_tps": per_second(output_tokens),

@@ -157,12 +157,24 @@ class SchedulerPolicy(Generic[P]):
         self.in_flight: dict[int, set[str]] = {}
         self.requests: dict[str, Request] = {}
         self.tokens_done: dict[str, int] = {}
+        #: every request of the run (on_workload): an oracle's only source of this run's lengths
+        self.workload: Sequence[Request] = ()
+        #: task -> output tokens of a calibration sample outside the run (on_calibration)
+        self.calibration: Mapping[str, Sequence[int]] = {}
 
     # -- events ------------------------------------------------------------------------------
     def on_workload(self, requests: Sequence[Request]) -> None:
-        """Every request the run will send, once, before :meth:`start`. The workload is built
-        before a run, so its per-task statistics are known in advance (a per-task output-length
-        prior may use them); a request's own target is no prediction except for an oracle."""
+        """Every request the run will send, once, before :meth:`start` (kept as ``workload``).
+        Their target lengths and this run's statistics of them are the run's own future: only an
+        oracle the user chose may read them (output_predictor oracle, output_prior
+        workload-oracle), and its results are labelled as such."""
+        self.workload = requests
+
+    def on_calibration(self, outputs: Mapping[str, Sequence[int]]) -> None:
+        """Output lengths (tokens) per task of a calibration sample of the same datasets that the
+        run does not send (runners.workload.builder), once, before :meth:`start` (kept as
+        ``calibration``): the profiling data output_prior calibration starts from."""
+        self.calibration = outputs
 
     def start(self, instances: Sequence[InstanceInfo], now: float) -> None:
         self.instances = list(instances)

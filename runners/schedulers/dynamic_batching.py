@@ -14,9 +14,10 @@ Where the numbers come from:
 
 * E[l_in], Var l_in: the prompt lengths of the requests arrived so far (known on arrival).
 * E[l_out], Var l_out: the **warm per-task prior** (``output_prior``, the same choice slo-sa
-  offers, :mod:`runners.schedulers.predictors`): by default each task's target output lengths in this run's
-  workload, known before the run; or a previous run's finished requests; or cold (
-  ``prior_output_tokens`` until a request of the task finishes). Finished requests are pooled in
+  offers, :mod:`runners.schedulers.predictors`): by default each task's output lengths in a
+  calibration sample of the same datasets that the run does not send; or a previous run's
+  finished requests; or cold (``prior_output_tokens`` until a request of the task finishes); or,
+  as a labelled oracle, the moments of this run's own target lengths (workload-oracle). Finished requests are pooled in
   as they come. The per-request moments are those of the mixture of tasks in the arrival mix so
   far (law of total variance). Not the finished requests alone: when all requests arrive at once
   the first to finish are the shortest, and a mean of them alone under-states E[l_out] by far.
@@ -74,11 +75,11 @@ from runners.schedulers.dynamic_batching_core import (  # noqa: F401
 )
 from runners.schedulers.papers import cite
 from runners.schedulers.predictors import (
+    PRIOR_HELP,
     OutputPriorParams,
     PriorSource,
     RunningMoments,
-    history_moments,
-    moments_by_task,
+    prior_moments,
 )
 from runners.workload.requests import Request
 
@@ -141,11 +142,9 @@ class DynamicMemoryParams(PolicyParams):
     )
     output_prior: PriorSource = Field(
         title="output-length prior",
-        default="workload",
+        default="calibration",
         description="E[l_out] and Var l_out (tokens): a per-task prior, mixed by the tasks' share of arrivals - "
-        "workload: each task's target output lengths in this run's workload, known before the run; "
-        "history: a previous run's finished requests (output_history); cold: prior_output_tokens "
-        "until a request of the task finishes. Finished requests are pooled in as they come",
+        + PRIOR_HELP,
     )
     output_history: str | None = Field(
         title="history run folder",
@@ -214,12 +213,6 @@ class DynamicMemoryPolicy(SchedulerPolicy[DP]):
     paper = cite("000", "Alg. 1 (memory-aware)")
     Params = DynamicMemoryParams
 
-    _workload_prior: dict[str, RunningMoments] | None = None
-
-    def on_workload(self, requests: Sequence[Request]) -> None:
-        """output_prior 'workload': each task's target output lengths, known before the run."""
-        self._workload_prior = moments_by_task((r.task, r.target_output_tokens) for r in requests)
-
     def start(self, instances: Sequence[InstanceInfo], now: float) -> None:
         super().start(instances, now)
         self.capacity = {info.instance_id: info.kv_capacity_tokens for info in instances}
@@ -228,10 +221,8 @@ class DynamicMemoryPolicy(SchedulerPolicy[DP]):
         self.cap = {info.instance_id: self.b_max[info.instance_id] for info in instances}
         self.inputs = RunningMoments()
         self.output_moments: dict[str, RunningMoments] = {}
-        prior = self._workload_prior if self.params.output_prior == "workload" else None
-        if self.params.output_prior == "history":
-            prior = history_moments(self.params.output_history)
-        for task, moments in (prior or {}).items():
+        prior = prior_moments(self.params.output_prior, self.params.output_history, self.workload, self.calibration)
+        for task, moments in prior.items():
             self.output_moments.setdefault(task, RunningMoments()).merge(moments)
         self.task_arrivals: Counter[str] = Counter()
         self.first_token_at: dict[str, float] = {}

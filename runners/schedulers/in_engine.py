@@ -28,8 +28,6 @@ from runners.schedulers.predictors import (
     OutputLengthPredictor,
     OutputMode,
     OutputPriorParams,
-    RunningMoments,
-    moments_by_task,
 )
 from runners.schedulers.slo_aware import SLOPlanParams
 from runners.workload.requests import Request
@@ -95,10 +93,10 @@ class EngineMCSFPolicyParams(EngineMCSFParams, PredictorPolicyParams):
 
     output_predictor: OutputMode = Field(
         title="output-length predictor",
-        default="oracle",
-        description="MC-SF assumes known output lengths (the paper's setting): oracle sends "
-        "each request's target; gaussian or noisy-oracle to relax it (the prediction goes to the engine with "
-        "the request)",
+        default="gaussian",
+        description="the prediction sent to the engine with each request - gaussian: a draw from its task's "
+        "Gaussian (output_prior says where it starts); oracle: its exact target length, MC-SF's own "
+        "assumption (an oracle, labelled as one); noisy-oracle: the target with a known error",
     )
 
 
@@ -110,15 +108,10 @@ class PredictingInEnginePolicy(InEnginePolicy[PP]):
 
     #: drop a finished request's prediction from the predictor (as the twin does)
     forget_finished: ClassVar[bool] = False
-    _workload_prior: dict[str, RunningMoments] | None = None
-
-    def on_workload(self, requests) -> None:
-        """output_prior 'workload': each task's target output lengths start the Gaussian (as the twin)."""
-        self._workload_prior = moments_by_task((r.task, r.target_output_tokens) for r in requests)
 
     def start(self, instances: Sequence[InstanceInfo], now: float) -> None:
         super().start(instances, now)
-        self.outputs = OutputLengthPredictor.from_params(self.params, self._workload_prior)
+        self.outputs = OutputLengthPredictor.from_params(self.params, self.workload, self.calibration)
         self.engine_args: dict[str, dict[str, int | float]] = {}
 
     def request_args(self, request: Request) -> dict[str, int | float]:

@@ -54,8 +54,6 @@ from runners.schedulers.predictors import (
     OutputLengthPredictor,
     OutputMode,
     OutputPriorParams,
-    RunningMoments,
-    moments_by_task,
 )
 from runners.workload.requests import Request
 
@@ -208,8 +206,10 @@ def admit_shortest_first(running_base, running_end, candidate_base, candidate_en
 class MemoryParams(OutputPriorParams, PolicyParams):
     output_predictor: OutputMode = Field(
         title="output-length predictor",
-        default="oracle",
-        description="MC-SF assumes known output lengths (the paper's setting); gaussian or noisy-oracle to relax it",
+        default="gaussian",
+        description="gaussian: each task's Gaussian (output_prior says where it starts), one draw per request - "
+        "it knows the request's task, not its length; oracle: the exact target length, MC-SF's own assumption "
+        "(the paper's setting: an oracle, labelled as one); noisy-oracle: the target with a known error",
     )
     memory_fraction: float = Field(
         title="KV cache share planned for",
@@ -295,7 +295,7 @@ class MemoryConstrainedPolicy(SchedulerPolicy[MP]):
         # running requests per instance -> time of their first token (NOT_YET before it). Their
         # prompt size and predicted steps at dispatch stay in prompt_size / remaining_steps.
         self.running: dict[int, dict[str, float]] = {i.instance_id: {} for i in instances}
-        self.outputs = OutputLengthPredictor.from_params(self.params, self._workload_prior)  # warm, as slo-sa
+        self.outputs = OutputLengthPredictor.from_params(self.params, self.workload, self.calibration)
         self.usage: dict[int, float | None] = {i.instance_id: None for i in instances}
         self.measured_tpot: deque[float] = deque(maxlen=32)
         self.predicted: dict[str, int] = {}  # output tokens, drawn once at arrival
@@ -304,13 +304,6 @@ class MemoryConstrainedPolicy(SchedulerPolicy[MP]):
         self.arrival: dict[str, float] = {}
         self.pending_in_arrival_order = True  # pending's order is by arrival time (ties: as they came)
         self.last_arrival = -math.inf
-
-    _workload_prior: dict[str, RunningMoments] | None = None
-
-    def on_workload(self, requests) -> None:
-        """output_predictor gaussian with output_prior 'workload': each task's target output lengths,
-        known before the run, start the per-task Gaussian (as slo-sa); unused by the oracle."""
-        self._workload_prior = moments_by_task((r.task, r.target_output_tokens) for r in requests)
 
     def on_arrival(self, request: Request, now: float) -> None:
         super().on_arrival(request, now)

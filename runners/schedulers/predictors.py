@@ -6,28 +6,38 @@ Output lengths (004 section 4.2 and 5.1): the paper's request profiler models ea
 lengths as a Gaussian - from a distribution the user gives per task, or from profiling data - and
 keeps updating its mean and std with the actual lengths of finished requests; a new request's
 prediction is a random integer drawn from that Gaussian. Here the Gaussian starts from one of
-(:class:`OutputPriorParams`): the run's own workload (each task's target output lengths, known
-before the run: the per-task distribution a user would give the profiler), a previous run's
-finished requests (its ``requests.parquet``: the profiling data), or nothing (``prior_tokens``
-until a request of the task finishes); finished requests are pooled into it as they come.
+(:class:`OutputPriorParams`, ``output_prior``):
+
+- ``calibration`` (the default): a calibration sample of the same datasets that this run does not
+  send (up to :data:`runners.workload.builder.CALIBRATION_SAMPLE` conversations per task, drawn
+  from those the run's sample left out): the per-task profiling data a user would collect before
+  a run, never this run's own requests;
+- ``history``: a previous run's finished requests (its ``requests.parquet``);
+- ``cold``: nothing (``prior_tokens`` until a request of the task finishes);
+- ``workload-oracle``: the mean and spread of *this run's own* target output lengths, future
+  requests included - an oracle of the sample's moments, labelled as one wherever results show
+  (``"workload"``, its name before schema 5, is read as this).
+
+Finished requests are pooled into the Gaussian as they come, whatever the start.
 
 Each request gets one standard-normal deviate z, drawn the first time it is predicted; its
 prediction is mean + z * std of its task's Gaussian *as it is now*, so a waiting request's
 prediction is redrawn from the refreshed fit at every re-plan while the plan only moves when the
 fit moves (not because the dice were thrown again). Oracle and noisy-oracle (target x (1 + noise
-* z)) are kept for the paper's sensitivity study (Fig. 9).
+* z)) are kept for the paper's sensitivity study (Fig. 9): both read the request's target length
+and are oracles (:func:`oracle_knowledge`).
 """
 
 from __future__ import annotations
 
 import math
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Literal
+from typing import Annotated, Any, Literal
 
 import numpy as np
-from pydantic import Field, model_validator
+from pydantic import BeforeValidator, Field, model_validator
 
 from runners import paths
 from runners.engines.latency_model import LatencyModel
@@ -36,7 +46,30 @@ from runners.input_model import InputModel, field_error
 from runners.workload.requests import Request
 
 OutputMode = Literal["gaussian", "oracle", "noisy-oracle"]
-PriorSource = Literal["workload", "history", "cold"]
+#: Where a per-task output-length Gaussian starts (see the module docstring).
+PriorChoice = Literal["calibration", "history", "cold", "workload-oracle"]
+#: The oracle modes: they read the request's target length or this run's own length statistics.
+ORACLE_PREDICTORS: frozenset[str] = frozenset({"oracle", "noisy-oracle"})
+ORACLE_PRIORS: frozenset[str] = frozenset({"workload-oracle"})
+#: The prior's name before result schema 5 (it meant the oracle of this run's own moments).
+LEGACY_WORKLOAD_PRIOR = "workload"
+
+
+def _legacy_prior(value: Any) -> Any:
+    """Read the old name ``workload`` as ``workload-oracle`` (what it always was)."""
+    return "workload-oracle" if value == LEGACY_WORKLOAD_PRIOR else value
+
+
+#: ``output_prior``'s type: a :data:`PriorChoice`, the legacy ``workload`` read as ``workload-oracle``.
+PriorSource = Annotated[PriorChoice, BeforeValidator(_legacy_prior)]
+#: What output_prior's help says of each choice (one text for every model that has the field).
+PRIOR_HELP = (
+    "calibration: each task's output lengths in a calibration sample of the same datasets that this run "
+    "does not send (profiling data from outside the run); history: a previous run's finished requests "
+    "(output_history); cold: the first guess until a request of the task finishes; workload-oracle: the "
+    "mean and spread of this run's own target lengths, future requests included (an oracle, labelled "
+    "as one). Finished requests are pooled in as they come in every case"
+)
 
 
 class OutputPredictorParams(InputModel):
@@ -77,11 +110,8 @@ class OutputPriorParams(OutputPredictorParams):
 
     output_prior: PriorSource = Field(
         title="output-length prior",
-        default="workload",
-        description="gaussian: where each task's Gaussian starts - workload: mean and std of that task's target "
-        "output lengths in this run's workload, known before the run (the per-task distribution 004 section 4.2 "
-        "lets a user give); history: a previous run's finished requests (output_history); cold: prior_tokens "
-        "until a request of the task finishes. Finished requests are pooled in as they come in every case",
+        default="calibration",
+        description="gaussian: where each task's Gaussian starts - " + PRIOR_HELP,
     )
     output_history: str | None = Field(
         title="history run folder",
@@ -197,6 +227,45 @@ def history_moments(folder: str | Path | None) -> dict[str, RunningMoments]:
     return moments_by_task(zip(finished["task"], finished["output_tokens"]))
 
 
+def calibration_moments(calibration: Mapping[str, Sequence[int]] | None) -> dict[str, RunningMoments]:
+    """Each task's output-length moments (tokens) in a calibration sample (task -> lengths)."""
+    return {task: RunningMoments.of(lengths) for task, lengths in (calibration or {}).items() if len(lengths)}
+
+
+def prior_moments(
+    source: str,
+    history: str | None = None,
+    workload: Sequence[Request] = (),
+    calibration: Mapping[str, Sequence[int]] | None = None,
+) -> dict[str, RunningMoments]:
+    """The per-task output-length moments (tokens) an ``output_prior`` of ``source`` starts from
+    (see the module docstring); empty for ``cold``."""
+    if source == "calibration":
+        return calibration_moments(calibration)
+    if source == "history":
+        return history_moments(history)
+    if source == "workload-oracle":
+        return moments_by_task((r.task, r.target_output_tokens) for r in workload)
+    return {}
+
+
+def oracle_knowledge(params: Any) -> list[str]:
+    """What of a run's own future a policy with ``params`` sees (an empty list: nothing): one
+    sentence per oracle, from its output-length predictor and prior. Used to label results."""
+    said: list[str] = []
+    predictor = getattr(params, "output_predictor", None)
+    if predictor == "oracle":
+        said.append("oracle: each request's exact output length (output_predictor oracle)")
+    elif predictor == "noisy-oracle":
+        said.append("oracle: each request's output length with a known error (output_predictor noisy-oracle)")
+    prior = getattr(params, "output_prior", None)
+    if prior in ORACLE_PRIORS and predictor in (None, "gaussian"):
+        said.append("oracle: the mean and spread of this run's own output lengths (output_prior workload-oracle)")
+    if prior == "max_tokens":
+        said.append("oracle: each request's max_tokens, its exact output length (output_prior max_tokens)")
+    return said
+
+
 @dataclass
 class OutputLengthPredictor:
     """Predicts a request's output tokens from its task's Gaussian (or the target, for the oracles).
@@ -218,27 +287,25 @@ class OutputLengthPredictor:
 
     @classmethod
     def from_params(
-        cls, params: OutputPredictorParams, workload_prior: Mapping[str, RunningMoments] | None = None
+        cls,
+        params: OutputPredictorParams,
+        workload: Sequence[Request] = (),
+        calibration: Mapping[str, Sequence[int]] | None = None,
     ) -> "OutputLengthPredictor":
         """The predictor ``params`` describe, its per-task Gaussian warmed as ``output_prior`` says:
-        from a previous run's requests (history), or from ``workload_prior`` (workload: the run's
-        own per-task moments, given by the policy's ``on_workload``)."""
+        from ``calibration`` (task -> output tokens of a calibration sample outside the run, given
+        to the policy by :meth:`~runners.schedulers.base.SchedulerPolicy.on_calibration`; a task
+        without one starts cold), a previous run's requests (history), or the moments of
+        ``workload``'s own target lengths (workload-oracle)."""
         predictor = cls(params.output_predictor, params.noise, params.prior_tokens, params.predictor_seed)
         if params.output_predictor == "gaussian" and isinstance(params, OutputPriorParams):
-            if params.output_prior == "history":
-                predictor.warm(history_moments(params.output_history))
-            elif params.output_prior == "workload" and workload_prior is not None:
-                predictor.warm(workload_prior)
+            predictor.warm(prior_moments(params.output_prior, params.output_history, workload, calibration))
         return predictor
 
     def warm(self, moments: Mapping[str, RunningMoments]) -> None:
         """Pool a prior (per-task moments of output tokens) into the fit."""
         for task, prior in moments.items():
             self._moments.setdefault(task, RunningMoments()).merge(prior)
-
-    def warm_from_workload(self, requests: Iterable[Request]) -> None:
-        """Pool each task's target output lengths of a workload known before the run."""
-        self.warm(moments_by_task((r.task, r.target_output_tokens) for r in requests))
 
     def observe(self, task: str, output_tokens: int) -> None:
         """A request of ``task`` finished with ``output_tokens``: update the task's Gaussian."""

@@ -11,8 +11,8 @@ random 6-request problems one chain came within 1% of the exhaustive optimum 36 
 12.6%), two chains 38 times (worst 1.5%, mean 0.07%).
 
 Output lengths come from a per-task Gaussian (:mod:`runners.schedulers.predictors`; 004 sections 4.2 and
-5.1): by default warmed from the run's own workload (``output_prior``: or a previous run, or
-cold), pooled with every finished request, each waiting request's prediction following the
+5.1): by default warmed from a calibration sample of the same datasets outside the run
+(``output_prior``: or a previous run, cold, or the labelled oracle of this run's own moments), pooled with every finished request, each waiting request's prediction following the
 refreshed fit. A plan is made on every arrival, slice return and completion (a completion frees
 a slot and moves its task's Gaussian). Each instance's plan starts at its earliest free slot
 (continuous batching: now if fewer than ``max_batch`` requests are in flight, else the earliest
@@ -57,8 +57,6 @@ from runners.schedulers.predictors import (
     LatencyPredictor,
     OutputLengthPredictor,
     OutputPriorParams,
-    RunningMoments,
-    moments_by_task,
 )
 from runners.schedulers.slo_annealing_kernel import evaluate_plan, full_batches, search
 from runners.workload.requests import Request
@@ -372,12 +370,6 @@ class SLOAwarePolicy(SchedulerPolicy[SLOAwareParams]):
     paper = cite("004", "Alg. 1-2")
     Params = SLOAwareParams
 
-    _workload_prior: dict[str, RunningMoments] | None = None
-
-    def on_workload(self, requests) -> None:
-        """output_prior 'workload': each task's target output lengths, known before the run."""
-        self._workload_prior = moments_by_task((r.task, r.target_output_tokens) for r in requests)
-
     def start(self, instances: Sequence[InstanceInfo], now: float) -> None:
         super().start(instances, now)
         self.latency: dict[int, LatencyPredictor] = {}
@@ -389,7 +381,7 @@ class SLOAwarePolicy(SchedulerPolicy[SLOAwareParams]):
                 )
             self.latency[info.instance_id] = LatencyPredictor(info.latency_model)
         self.state = {info.instance_id: _InstancePlan(InstanceMemory(info.kv_capacity_tokens)) for info in instances}
-        self.outputs = OutputLengthPredictor.from_params(self.params, self._workload_prior)
+        self.outputs = OutputLengthPredictor.from_params(self.params, self.workload, self.calibration)
         engine_batch = min((info.max_num_seqs for info in instances if info.max_num_seqs), default=4)
         self.max_batch = self.params.max_batch or engine_batch
         self.assigned: dict[str, int] = {}

@@ -41,6 +41,13 @@ class MixRatio(InputModel):
         return {"chat": chat, "code": total - chat}
 
 
+#: Most conversations per task in a run's calibration sample (:attr:`Workload.calibration`).
+CALIBRATION_SAMPLE = 1000
+#: The random stream of calibration draws, apart from the run's own (numpy SeedSequence entropy
+#: [seed, this]): drawing a calibration sample changes nothing the run sends.
+CALIBRATION_STREAM = 0xCA11B
+
+
 #: The reason a pair that does not fit the server's context is dropped (counted like the
 #: dataset filters' reasons in each task's load report).
 OVER_CONTEXT = "prompt + reply over the server's context"
@@ -124,6 +131,10 @@ class Workload:
     requests: list[Request]
     reports: dict[str, dict[str, Any]] = field(default_factory=dict)
     synthetic: bool = True
+    #: task -> output tokens of a calibration sample: up to CALIBRATION_SAMPLE conversations of
+    #: the task's dataset (after the same filters) that this run does not send, drawn on a
+    #: stream of their own. Empty for a task whose run sends every conversation (or more).
+    calibration: dict[str, list[int]] = field(default_factory=dict)
 
     def mean_lengths(self, task: str) -> tuple[float, float] | None:
         """Mean (input, output) tokens of one task, or None if the task is absent."""
@@ -141,6 +152,14 @@ def _sample(pairs: list[ConversationPair], count: int, rng: np.random.Generator)
     if count <= len(pairs):
         return rng.permutation(len(pairs))[:count].tolist(), False
     return rng.integers(len(pairs), size=count).tolist(), True
+
+
+def _calibration_outputs(pairs: list[ConversationPair], sent: list[int], rng: np.random.Generator) -> list[int]:
+    """Output tokens of up to CALIBRATION_SAMPLE of ``pairs`` whose indices are not in ``sent``."""
+    held_out = np.setdiff1d(np.arange(len(pairs)), np.asarray(sent, dtype=np.int64), assume_unique=False)
+    if held_out.size > CALIBRATION_SAMPLE:
+        held_out = rng.choice(held_out, size=CALIBRATION_SAMPLE, replace=False)
+    return [pairs[int(i)].output_tokens for i in held_out]
 
 
 def _check_slos(counts: dict[str, int], slos: dict[str, TaskSLO]) -> None:
@@ -173,15 +192,22 @@ def build_workload(
             prompt_overhead_tokens=context.prompt_overhead_tokens,
         )
     rng = np.random.default_rng(config.seed)
+    calibration_rng = np.random.default_rng([config.seed, CALIBRATION_STREAM])
     chosen_tasks: list[str] = []
     chosen: list[ConversationPair] = []
     reports: dict[str, dict[str, Any]] = {}
+    calibration: dict[str, list[int]] = {}
     for task in TASKS:
         if counts[task] == 0:
             continue
         pairs, report = load_pairs(getattr(config, task), task, counter, filters)
         indices, oversampled = _sample(pairs, counts[task], rng)
-        reports[task] = report.as_dict() | {"sampled": counts[task], "oversampled": oversampled}
+        calibration[task] = _calibration_outputs(pairs, indices, calibration_rng)
+        reports[task] = report.as_dict() | {
+            "sampled": counts[task],
+            "oversampled": oversampled,
+            "calibration_sample": len(calibration[task]),
+        }
         if context is not None:
             reports[task]["context"] = context.as_dict()
         chosen_tasks.extend([task] * len(indices))
@@ -211,7 +237,7 @@ def build_workload(
                 kinds[task],
             )
         )
-    workload = Workload(requests, reports, synthetic=config.is_synthetic)
+    workload = Workload(requests, reports, synthetic=config.is_synthetic, calibration=calibration)
     if slos is None:
         slos = slos_for(workload)  # type: ignore[operator]
         _check_slos(counts, slos)

@@ -93,8 +93,9 @@ def request(rid: str, output: int, task: str = "chat", prompt: int = 100) -> Req
     return Request(rid, task, "x", prompt, output, 0.0, TaskSLO(tpot_s=1.0))
 
 
-def started(policy, kv=16_000, block=16, slots=256, requests=()):
+def started(policy, kv=16_000, block=16, slots=256, requests=(), calibration=None):
     policy.on_workload(list(requests))
+    policy.on_calibration(calibration or {})
     policy.start([InstanceInfo(0, kv, block, slots)], 0.0)
     for r in requests:
         policy.on_arrival(r, 0.0)
@@ -113,10 +114,11 @@ def test_block_footprint_and_task_mixture_by_hand():
 
 
 def test_warm_prior_not_the_first_finished_request():
-    # four requests at once, 100-token prompts, outputs 5, 295, 500, 800 (mean 400, sample variance
-    # 337,050 / 3 = 112,350); KV 16,000 tokens in blocks of 16; eps_M 0.05
+    # four requests at once, 100-token prompts, outputs 5, 295, 500, 800; the calibration sample
+    # (outside the run) has the same lengths: mean 400, sample variance 337,050 / 3 = 112,350;
+    # KV 16,000 tokens in blocks of 16; eps_M 0.05
     workload = [request(f"r{i}", out) for i, out in enumerate((5, 295, 500, 800))]
-    policy = started(DynamicMemoryPolicy(), requests=workload)
+    policy = started(DynamicMemoryPolicy(), requests=workload, calibration={"chat": [5, 295, 500, 800]})
     assert policy.expected_output() == (400.0, pytest.approx(112_350.0))
     # per request: mean 100 + 400 + 7.5 = 507.5 tokens, std sqrt(112,350 + 21.25) = 335.22:
     # b* = 25.99, L0 = theta sigma sqrt(b*) = 2,810.9, b = floor((16,000 - 2,810.9) / 507.5) = 25

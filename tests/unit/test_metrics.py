@@ -103,7 +103,9 @@ def test_summary_hand_computed():
     assert summary["duration_s"] == pytest.approx(7.0)  # first arrival 0 to last finish 7
     assert summary["slo_attainment"] == pytest.approx(0.5)
     assert summary["slo_attainment_by_task"] == {"chat": 0.5, "code": 0.5}
-    assert summary["G"] == pytest.approx(2 / (3.0 + 4.0 + 5.0))
+    # G over every judged request (004 eq. 2-3): the failed "d" is a miss whose 3 s from arrival
+    # (3) to failure (6) count beside the completed requests' E2E
+    assert summary["G"] == pytest.approx(2 / (3.0 + 4.0 + 5.0 + 3.0))
     assert summary["goodput_rps"] == pytest.approx(2 / 7)
     assert summary["request_throughput_rps"] == pytest.approx(3 / 7)
     assert summary["output_throughput_tps"] == pytest.approx(18 / 7)
@@ -113,6 +115,18 @@ def test_summary_hand_computed():
     assert summary["queue_s"]["mean"] == pytest.approx(2 / 3)
     assert summary["preemptions"] == 3
     assert summary["itl_s"]["mean"] is None
+
+
+def test_failures_never_raise_g():
+    # "a" meets its SLO in 3 s; "d" fails after 30 s in the system. Leaving "d" out of both sums
+    # (before schema 5) gave G = 1/3, as if it had never come; now it is a miss that cost 30 s.
+    met = ("a", "chat", 0.0, 0.0, 1.0, 3.0, 10, 5, 1.0, 0.5, 3.0, 0.0, True, None)
+    failed = ("d", "code", 0.0, 0.0, None, 30.0, 40, 0, None, None, None, None, False, "http 500")
+    alone = summarize_requests(_rows([dict(zip(HAND_COLUMNS, met))]))
+    both = summarize_requests(_rows([dict(zip(HAND_COLUMNS, row)) for row in (met, failed)]))
+    assert alone["G"] == pytest.approx(1 / 3.0)
+    assert both["G"] == pytest.approx(1 / 33.0) and both["G"] < alone["G"]
+    assert both["slo_attainment"] == pytest.approx(0.5)
 
 
 def test_summary_of_nothing_is_empty_not_an_error():

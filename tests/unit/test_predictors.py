@@ -12,7 +12,15 @@ import pytest
 from runners.errors import ConfigError
 from runners.registry import make_policy, scheduler_parameters
 from runners.result_store import RunWriter
-from runners.schedulers.predictors import OutputLengthPredictor, RunningMoments, history_moments, moments_by_task
+from runners.schedulers.predictors import (
+    OutputLengthPredictor,
+    OutputPriorParams,
+    RunningMoments,
+    history_moments,
+    moments_by_task,
+    oracle_knowledge,
+    prior_moments,
+)
 from runners.workload.requests import Request
 from runners.workload.slo import TaskSLO
 
@@ -36,7 +44,7 @@ def test_warm_prior_from_a_tiny_workload_is_each_tasks_mean_and_sample_std():
         request("e", "code", 300),
     ]
     predictor = OutputLengthPredictor()
-    predictor.warm_from_workload(workload)
+    predictor.warm(prior_moments("workload-oracle", workload=workload))
     assert predictor.fitted("chat") == pytest.approx((20.0, 10.0))  # std of 10, 20, 30 (n - 1)
     assert predictor.fitted("code") == pytest.approx((200.0, math.sqrt(20_000.0)))  # 141.42
     assert predictor.fitted("other") is None
@@ -151,9 +159,26 @@ def test_bad_history_and_predictor_parameters_are_refused_naming_the_field(resul
     refused({"noise": -0.1}, r"scheduler.params.noise")  # a negative std
 
 
+def test_the_calibration_prior_is_the_held_out_sample_and_oracles_are_named():
+    calibration = {"chat": [10, 20, 30], "code": [100, 300]}
+    predictor = OutputLengthPredictor.from_params(
+        OutputPriorParams(), workload=[request("a", "chat", 999)], calibration=calibration
+    )
+    assert predictor.fitted("chat") == pytest.approx((20.0, 10.0))  # the sample's, not the run's 999
+    assert predictor.fitted("code") == pytest.approx((200.0, math.sqrt(20_000.0)))
+    assert OutputPriorParams(output_prior="workload").output_prior == "workload-oracle"  # the old name
+    assert oracle_knowledge(OutputPriorParams()) == []
+    assert oracle_knowledge(OutputPriorParams(output_prior="workload-oracle")) == [
+        "oracle: the mean and spread of this run's own output lengths (output_prior workload-oracle)"
+    ]
+    assert oracle_knowledge(OutputPriorParams(output_predictor="oracle")) == [
+        "oracle: each request's exact output length (output_predictor oracle)"
+    ]
+
+
 def test_the_prior_source_and_its_default_are_in_the_schedulers_help():
     info = scheduler_parameters("slo-sa")
-    assert info["output_prior"]["default"] == "workload"
-    for source in ("workload:", "history:", "cold:"):
+    assert info["output_prior"]["default"] == "calibration"
+    for source in ("calibration:", "history:", "cold:", "workload-oracle:"):
         assert source in info["output_prior"]["description"]
     assert "previous run's folder" in info["output_history"]["description"]

@@ -182,9 +182,15 @@ def test_completion_replans_and_redraws_waiting_predictions():
 
 def test_workload_prior_reaches_the_policy_through_the_driver():
     requests = [code("a", 100), code("b", 300, arrival=0.5)]
-    policy = make_policy("slo-sa")  # default: output_prior workload
+    policy = make_policy("slo-sa", {"output_prior": "workload-oracle"})
     instance = simulated(max_num_seqs=4)
-    VirtualTimeDriver(instances=[instance], policy=policy, requests=requests, recorder=RunRecorder(requests)).run()
+    VirtualTimeDriver(
+        instances=[instance],
+        policy=policy,
+        requests=requests,
+        recorder=RunRecorder(requests),
+        planning_model=instance.latency,
+    ).run()
     moments = policy.outputs._moments["code"]
     assert moments.count == 4  # the two workload targets, then the two finished requests
     assert moments.mean == pytest.approx(200.0)
@@ -246,7 +252,9 @@ def served_order(scheduling_policy: str) -> list[str]:
     policy = make_policy("slo-sa", {"output_predictor": "oracle", "dispatch": "all"})
     instance = simulated(max_num_seqs=1, scheduling_policy=scheduling_policy)
     recorder = RunRecorder(requests)
-    VirtualTimeDriver(instances=[instance], policy=policy, requests=requests, recorder=recorder).run()
+    VirtualTimeDriver(
+        instances=[instance], policy=policy, requests=requests, recorder=recorder, planning_model=instance.latency
+    ).run()
     return sorted(recorder.records, key=lambda rid: recorder.records[rid].first_token_s)
 
 

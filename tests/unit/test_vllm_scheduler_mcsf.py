@@ -155,6 +155,7 @@ def test_params_and_launch_file(tmp_path):
 
 def _client_predictions(policy, requests) -> dict[str, int]:
     policy.on_workload(requests)
+    policy.on_calibration({"chat": [90, 110, 250], "code": [40, 80]})
     policy.start([InstanceInfo(0, 3072, 128, 64)], 0.0)
     for request in requests:
         policy.on_arrival(request, request.arrival_s)
@@ -166,13 +167,14 @@ def test_the_client_sends_the_same_predictions_as_the_client_mcsf():
         _request(f"r{i}", 20, out, 0.1 * i, task)
         for i, (out, task) in enumerate([(100, "chat"), (300, "chat"), (50, "code"), (70, "code"), (200, "chat")])
     ]
-    # oracle (the default): each request's target, as an engine argument, sent on arrival
-    policy = _client_predictions(make_policy("engine-mcsf"), requests)
+    # oracle (MC-SF's own assumption, chosen): each request's target, as an engine argument, sent on arrival
+    policy = _client_predictions(make_policy("engine-mcsf", {"output_predictor": "oracle"}), requests)
     dispatches = policy.decide(0.5).dispatches
     assert [(d.request_id, d.instance, d.max_tokens) for d in dispatches] == [(r.request_id, 0, None) for r in requests]
     assert [d.engine_args for d in dispatches] == [{PREDICTED_OUTPUT_ARG: r.target_output_tokens} for r in requests]
     assert not policy.pending
-    # gaussian from the workload's per-task moments: the engine twin's predictions are the mcsf's
+    # gaussian (the default) from the calibration sample's per-task moments: the engine twin's
+    # predictions are the mcsf's
     for mode in ("gaussian", "noisy-oracle"):
         params = {"output_predictor": mode, "predictor_seed": 7}
         engine = _client_predictions(make_policy("engine-mcsf", params), requests)

@@ -211,9 +211,11 @@ def test_the_client_sends_each_request_with_its_prediction_and_slos():
     assert [d.request_id for d in dispatches] == ["r0", "r1"]  # on arrival, no cap: the engine orders
     assert dispatches[0].engine_args == {PREDICTED_OUTPUT_ARG: 120, TTFT_SLO_ARG: 0.5, TPOT_SLO_ARG: 0.05}
     assert dispatches[1].engine_args == {PREDICTED_OUTPUT_ARG: 40, E2E_SLO_ARG: 3.0}
-    # gaussian (slo-sa's default): the prediction of the task's workload Gaussian, a whole number
+    # gaussian (slo-sa's default): the prediction of the task's Gaussian warmed from the calibration
+    # sample (one chat length, 120: std 0), a whole number
     gaussian = make_policy("engine-slo-sa")
     gaussian.on_workload(requests)
+    gaussian.on_calibration({"chat": [120]})
     gaussian.start([InstanceInfo(0, 3072, 128, 64, FLAT)], 0.0)
     gaussian.on_arrival(requests[0], 0.0)
     assert gaussian.decide(0.0).dispatches[0].engine_args[PREDICTED_OUTPUT_ARG] == 120  # one chat request: std 0

@@ -108,7 +108,7 @@ def scheduler_class(name: str) -> str:
         ) from None
 
 
-EngineOutputPrior = Literal["max_tokens", "given", "cold"]
+EngineOutputPrior = Literal["calibration", "given", "cold", "max_tokens"]
 
 
 class EngineDynamicMemoryParams(InputModel):
@@ -132,12 +132,13 @@ class EngineDynamicMemoryParams(InputModel):
     )
     output_prior: EngineOutputPrior = Field(
         title="output-length prior",
-        default="max_tokens",
-        description="E[l_out] and Var l_out (tokens) - max_tokens: those of the arrived requests' max_tokens "
-        "(schedlab sends each request's target length as max_tokens; the engine does not see tasks); "
-        "given: output_mean/output_std/output_count (e.g. the workload's target lengths, passed by "
-        "the launcher), pooled with finished requests; cold: prior_output_tokens until a request "
-        "finishes, then the finished requests",
+        default="calibration",
+        description="E[l_out] and Var l_out (tokens) - calibration: the output lengths of a calibration sample of "
+        "the run's datasets that the run does not send, mixed by its task ratio (schedlab's launcher "
+        "writes them to the engine as given moments); given: output_mean/output_std/output_count, pooled "
+        "with finished requests; cold: prior_output_tokens until a request finishes, then the finished "
+        "requests; max_tokens: those of the arrived requests' max_tokens - schedlab sends each request's "
+        "target length as max_tokens, so this is an oracle of the run's own lengths (labelled as one)",
     )
     output_mean: float | None = Field(
         title="given output mean (tokens)",

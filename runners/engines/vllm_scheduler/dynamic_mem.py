@@ -108,6 +108,12 @@ class DynamicMemoryScheduler(SchedlabScheduler):
                 f"once (max_num_seqs {self.max_num_running_reqs}): raise --max-num-seqs to at least "
                 f"{params.b_max}, or leave b_max unset to follow the engine"
             )
+        if params.output_prior == "calibration":
+            raise ValueError(
+                f"schedlab {self.engine_name}: output_prior 'calibration' is filled in by schedlab's launcher "
+                "(as given moments of a calibration sample); a server started by hand needs output_prior "
+                "'given' with output_mean and output_std, or 'cold'"
+            )
         self.b_max = params.b_max or self.max_num_running_reqs
         self.prompts = RunningMoments()
         self.outputs = RunningMoments()
