@@ -547,3 +547,30 @@ def test_both_tables_notes_render_from_their_meta(tmp_path: Path, monkeypatch: p
     assert "Made by `python -m bench.reproduce --quick`" in text and "where memory binds (KV 6,000 tokens)" in text
     real_meta = json.loads((ROOT / "results" / "reproduction" / "reproduction_cpu-vllm.json").read_text())
     assert "With\nfewer than 10 seeds this table is a pilot" in reproduce.real_notes(real_meta)
+
+
+def test_every_real_row_translates_to_its_server_group():
+    """The --real groups as reproduce.real() runs them: every arm's engine settings are what its
+    servers were launched with (memory binds only on the small-KV servers)."""
+    scale = reproduce.REAL_SCALE
+    extra = {"filters": scale["filters"]}
+    one = reproduce.RealTarget(["http://127.0.0.1:8000/v1"], 64, None, extra)
+    small = reproduce.RealTarget(["http://127.0.0.1:8001/v1"], 64, 3072, extra)
+    two = reproduce.RealTarget(["http://127.0.0.1:8002/v1", "http://127.0.0.1:8003/v1"], 64, None, extra)
+    groups = (
+        (
+            one,
+            reproduce.rows_a(scale, protocol=False, planning=False)
+            + reproduce.rows_b_memory(scale, None, tight=False)
+            + reproduce.rows_b_sla(scale)
+            + reproduce.rows_baton(scale, scale["filters"]),
+        ),
+        (small, reproduce.rows_b_memory(scale, 3072, tight=True) + reproduce.rows_d(scale, 3072)),
+        (two, reproduce.rows_c(scale)),
+    )
+    claims = 0
+    for target, specs in groups:
+        claims += sum(1 for spec in specs if spec.role == "claim")
+        for arm in unique_arms(specs):
+            assert target(arm)["engine"]["kind"] == "openai"
+    assert claims == 12  # the simulator's 13 less Fig. 10 (no planning error on a real engine)
