@@ -1,8 +1,12 @@
-"""Demo page: a ready comparison on the simulator, from the bundled study in results/demo/ (six
-schedulers x seeds 0..9, paired by seed), each headline stated with its 95% interval over seeds and
-presented for a non-specialist; one click reruns one seed live, for watching."""
+"""Demo page: ready comparisons on the simulator, from the bundled studies of two load regimes
+(below capacity and overload; six schedulers x seeds 0..9 each, paired by seed): per regime the
+headline, who gains and who pays, attainment and G with their 95% intervals, the tails (p99 TTFT,
+p99 E2E) and the per-task outcomes, in plain words; one click reruns one seed live, for watching."""
 
 from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Literal
 
 import streamlit as st
 
@@ -11,24 +15,34 @@ from runners import result_store
 from runners.charts import kv_overlay
 from runners.demo import (
     DEMO_KV_TOKENS,
+    DEMO_REGIMES,
     DEMO_SEEDS,
     DEMO_SLOTS,
+    INTERVAL_WORDING,
     LIVE_PREFIX,
+    DemoRegime,
     card_delta,
     card_interval,
     card_value,
     card_verdict,
+    clear_direction,
     demo_config,
     headline,
     kv_caption,
     live_rerun_configs,
     read_demo_study,
+    regime_text,
     scheduler_results,
-    scheduler_sentence,
+    strategy_notes,
+    tail_frame,
+    task_frame,
+    task_tail_statistics,
+    who_pays_sentence,
 )
 from runners.errors import SchedlabError
 from runners.jobs import new_job_spec, start_job
 from runners.metrics.catalog import RUN_METRICS
+from runners.result_store import RunData
 from runners.schedulers.papers import title
 from runners.study_charts import metric_bars, pooled_cdfs
 from runners.study_view import HIDDEN_COLUMNS, statistics_frame, study_member_runs
@@ -38,75 +52,68 @@ st.set_page_config(page_title="schedlab · Demo", layout="wide")
 ROOT = result_store.DEFAULT_RESULTS_DIR
 
 
-def cards(record: dict, key: str, delta_color: str) -> None:
+def cards(record: dict, key: str, delta_color: Literal["normal", "inverse"]) -> None:
     """One card per scheduler: its mean over seeds, under it ± half its 95% interval; the change
-    against the baseline (grey when there is no clear difference) and the verdict in words."""
+    against the baseline (grey when the paired interval includes zero) and the verdict in words."""
     results = scheduler_results(record, key)
     for cell, result in zip(st.columns(len(results)), results):
-        clear = result.pair is not None and result.pair.get("verdict") in ("better", "worse")
+        clear = clear_direction(key, result.pair) is not None
         cell.metric(
             result.scheduler,
             card_value(key, result),
             card_delta(key, result, record["baseline"]),
             delta_color=delta_color if clear else "off",
         )
-        cell.caption(f"{card_interval(key, result)}; {card_verdict(result, record['baseline'])}")
+        cell.caption(f"{card_interval(key, result)}; {card_verdict(result, record['baseline'], key)}")
 
 
-st.title("Which scheduler serves more users on time?")
-config = demo_config()
-seeds = list(DEMO_SEEDS)
-st.write(
-    f"{config.workload.requests:,} chat and coding requests arrive at about {config.workload.arrival.rate:g} per "
-    f"second at one simulated GPU server that can work on up to {DEMO_SLOTS} requests at once, but whose memory "
-    f"for them (the KV cache, {DEMO_KV_TOKENS:,} tokens) fills up before that: memory, not slots, limits it. "
-    "Each request has a deadline ("
-    + "; ".join(f"{task}: {slo.describe()}" for task, slo in PAPER_SLOS.items())
-    + "). The same requests, at the same moments, are served by each scheduling strategy below. Traffic is "
-    "random, and one day of it can favour one strategy by chance, so each strategy served "
-    f"{len(seeds)} different random days of traffic (seeds {seeds[0]} to {seeds[-1]}, fixed in advance); every "
-    "number below is the average over them with its 95% interval, the range that holds the true average with 95% "
-    "confidence. Two strategies are compared on the same days (paired); a difference counts as clear only when its "
-    "interval excludes zero."
-)
-
-try:
-    record = read_demo_study(ROOT)
-except SchedlabError as exc:  # missing, damaged or unfinished bundle: say so and how to remake it
-    st.warning(f"{exc} Or click below to watch one seed live.")
-    record = None
-
-if record is not None:
-    st.markdown("### " + headline(record))
-    st.subheader("Share of requests served on time")
-    cards(record, "slo_attainment", "normal")
-    sentences = [
-        scheduler_sentence("slo_attainment", result, record["baseline"], "served {value} of requests on time")
-        for result in scheduler_results(record, "slo_attainment")
-    ]
-    st.markdown("\n".join(f"- {sentence}" for sentence in sentences))
+def show_regime(regime: DemoRegime, record: dict) -> None:
+    """One regime's study: headline, who gains and who pays, cards, tails, tasks, charts."""
+    baseline = record["baseline"]
+    seeds = len(record.get("seeds") or [])
+    st.write(regime_text(regime, record))
     problems: list[str] = []
-    runs_by_scheduler = study_member_runs(ROOT, record, load_member, problems=problems)
+    runs_by_scheduler: dict[str, Sequence[RunData]] = dict(
+        study_member_runs(ROOT, record, load_member, problems=problems)
+    )
     for problem in problems:  # a member whose tables cannot be read is left out of the charts, and named
-        st.warning(f"left out of the charts: {problem}")
+        st.warning(f"left out of the charts and the per-task tails: {problem}")
+    tails = task_tail_statistics(record, runs_by_scheduler)
+    st.markdown("#### " + headline(record))
 
-    st.subheader("Average time from sending a request to its full answer")
-    cards(record, "e2e_s.mean", "inverse")
-    st.plotly_chart(metric_bars(record, "slo_attainment"), key="demo-attainment")
+    st.markdown("**Who gains and who pays**, against " + baseline + ":")
+    sentences = [who_pays_sentence(record, name, tails) for name in record["schedulers"] if name != baseline]
+    st.markdown("\n".join(f"- {sentence}" for sentence in sentences))
+
+    st.markdown("**Share of requests served on time** (SLO attainment)")
+    cards(record, "slo_attainment", "normal")
+    st.markdown("**G**: requests on time per second they spent in the system (higher is better)")
+    cards(record, "G", "normal")
+
+    st.markdown("**The tail**: the slowest 1% of requests, time to the first token (TTFT) and to the full answer (E2E)")
+    st.dataframe(tail_frame(record), hide_index=True, key=f"demo-{regime.key}-tails")
+    st.markdown("**Per task**: chat and code requests, on time and the slowest 1% of each")
+    st.dataframe(task_frame(record, tails), hide_index=True, key=f"demo-{regime.key}-tasks")
     st.caption(
-        f"Taller is better: the share of requests that met their deadline, averaged over {len(seeds)} seeds; "
+        f"Means over {seeds} seeds [{INTERVAL_WORDING}]; change = strategy - {baseline} at each seed (paired), "
+        "its 95% interval, and the seeds where the strategy was better; clearly better or worse only where that "
+        "interval excludes zero. p99 E2E per task: for each run (one seed) the 99th percentile of the E2E latency "
+        "of that task's completed requests (its requests.parquet), then over seeds as above."
+    )
+
+    st.plotly_chart(metric_bars(record, "slo_attainment"), key=f"demo-{regime.key}-attainment")
+    st.caption(
+        f"Taller is better: the share of requests that met their deadline, averaged over {seeds} seeds; "
         "the black bar on each is its 95% interval."
     )
     if runs_by_scheduler:
-        st.plotly_chart(pooled_cdfs(runs_by_scheduler, "e2e_s"), key="demo-cdf")
+        st.plotly_chart(pooled_cdfs(runs_by_scheduler, "e2e_s"), key=f"demo-{regime.key}-cdf")
         st.caption(
             "Each line climbs as requests finish, the requests of all seeds together: the further left, the "
-            "sooner users got complete answers."
+            "sooner users got complete answers; the top right is the tail, where the longest waits are."
         )
         first = {name: runs[0] for name, runs in runs_by_scheduler.items() if runs}
-        shown = [first[name] for name in (record["baseline"], "mcsf", "static") if name in first] or list(
-            first.values()
-        )[:2]
+        shown = [first[name] for name in (baseline, "mcsf", "static") if name in first] or list(first.values())[:2]
         seed = next(
             (
                 run.get("seed")
@@ -115,67 +122,86 @@ if record is not None:
             ),
             None,
         )
-        st.plotly_chart(kv_overlay(shown), key="demo-memory")
+        st.plotly_chart(kv_overlay(shown), key=f"demo-{regime.key}-memory")
         st.caption(kv_caption(shown, seed))
-    with st.expander("Why do the strategies differ here?"):
-        st.markdown(
-            f"- **fcfs** sends each request on arrival; the engine admits up to {DEMO_SLOTS} and, when their answers "
-            "outgrow the memory, evicts the newest and recomputes it later, work done twice.\n"
-            f"- **static** sends {DEMO_SLOTS} requests and waits until all have finished before sending more, so one "
-            "long answer keeps the other slots idle.\n"
-            f"- **slo-sa** (from *{title('004')}*) holds requests at the gateway and orders them to maximise G, predicting "
-            "each "
-            "one's output length from a per-task average; it does not look at memory.\n"
-            f"- **dynamic-mem** (Alg. 1 of *{title('000')}*) caps requests in flight at the number whose memory fits "
-            "with 95% "
-            "probability, from average prompt and output lengths: it avoids evictions but also leaves memory unused "
-            "when the answers turn out short.\n"
-            "- **dynamic-sla** (Alg. 2 of the same paper) also moves a batch-size window to keep decode latency near "
-            "50 ms, "
-            "and uses the smaller of that and the memory cap.\n"
-            f"- **mcsf** (from *{title('003')}*) admits the requests with the shortest predicted answers first, and only "
-            "as many "
-            "as will still fit in memory when each has grown to its predicted length, so short requests finish "
-            "early. Its paper assumes the true lengths are known; here it predicts them as slo-sa does, so some "
-            "answers outgrow their prediction and it still evicts, less often than fcfs."
-        )
-    with st.expander("Every number, for specialists (G, latencies, how contended the runs were)"):
+    with st.expander("Every number, for specialists (latencies, throughput, how contended the runs were)"):
         table = statistics_frame(record, record["statistics"], RUN_METRICS)
         st.dataframe(
             table.drop(columns=[column for column in HIDDEN_COLUMNS if column in table]),
             hide_index=True,
-            key="demo-statistics",
+            key=f"demo-{regime.key}-statistics",
         )
         st.caption(
             "Means over seeds with 95% Student t intervals; change = scheduler - baseline per seed (paired), "
-            "its 95% interval, and the seeds where the scheduler was better; relative change by bootstrap."
+            "its 95% interval, and the seeds where the scheduler was better; relative change by bootstrap "
+            "(10 pairs or more) or Fieller's interval (fewer)."
         )
     st.page_link(
         "pages/2_Results.py",
-        label="See every metric and chart of this study on the Results page",
+        label=f"See every metric and chart of the {regime.label.lower()} study on the Results page",
         icon="📊",
         query_params={"study": record["study_id"]},
     )
     st.caption(
-        "Simulator: Qwen2.5-7B on 2 x V100 latency model (docs/design.md, 'The simulated engine'); latencies count from each request's "
-        f"arrival. Bundled study: results/{record['study_id']}/study.json, runs "
-        f"{record['study_id']}-<scheduler>-s<seed>."
+        f"Bundled study: results/{record['study_id']}/study.json, runs {record['study_id']}-<scheduler>-s<seed>."
     )
+
+
+st.title("Which scheduler serves more users on time?")
+config = demo_config()
+seeds = list(DEMO_SEEDS)
+st.write(
+    f"{config.workload.requests:,} chat and coding requests arrive at one simulated GPU server that can work on up "
+    f"to {DEMO_SLOTS} requests at once, but whose memory for them (the KV cache, {DEMO_KV_TOKENS:,} tokens) fills up "
+    "before that: memory, not slots, limits it. Each request has a deadline ("
+    + "; ".join(f"{task}: {slo.describe()}" for task, slo in PAPER_SLOS.items())
+    + "). The same requests, at the same moments, are served by each scheduling strategy below, in two regimes: "
+    "below the server's capacity, where there is little to win, and in overload, where a strategy can meet more "
+    "deadlines only by making someone else wait. Traffic is random, and one day of it can favour one strategy by "
+    f"chance, so each strategy served {len(seeds)} different random days of traffic (seeds {seeds[0]} to "
+    f"{seeds[-1]}, fixed in advance); every number below is the average over them with its {INTERVAL_WORDING}. "
+    "Two strategies are compared on the same days (paired); a difference counts as clear only when its interval "
+    "excludes zero."
+)
+
+records: list[dict] = []
+for tab, regime in zip(st.tabs([regime.title for regime in DEMO_REGIMES]), DEMO_REGIMES):
+    with tab:
+        try:
+            record = read_demo_study(ROOT, regime)
+        except SchedlabError as exc:  # missing, damaged or unfinished bundle: say so and how to remake it
+            st.warning(f"{exc} Or click below to watch one seed live.")
+            continue
+        records.append(record)
+        show_regime(regime, record)
+
+with st.expander("Why do the strategies differ?"):
+    st.markdown("\n".join(f"- {note}" for note in strategy_notes(records, title)))
+st.caption(
+    "Simulator: Qwen2.5-7B on 2 x V100 latency model (docs/design.md, 'The simulated engine'); latencies count from "
+    "each request's arrival. p99 TTFT and p99 E2E: each run's 99th percentile, then the mean over seeds."
+)
 
 st.subheader("Watch it live")
 st.write(
-    "Rerun one seed of the study live, to watch the strategies work. One seed is for watching, not the verdict: "
+    "Rerun one seed of a study live, to watch the strategies work. One seed is for watching, not the verdict: "
     "1 seed has no interval, and differences of this size can flip with the seed."
+)
+live_regime = st.selectbox(
+    "Regime to rerun", DEMO_REGIMES, index=len(DEMO_REGIMES) - 1, format_func=lambda r: r.title, key="demo-regime"
 )
 live_seed = st.selectbox("Seed to rerun", seeds, key="demo-seed")
 speed = st.select_slider("Replay speed", ["10x", "20x", "50x", "as fast as possible"], value="20x")
 if st.button(f"Run seed {live_seed} again, live", type="primary"):
     pace = None if speed == "as fast as possible" else float(speed.rstrip("x"))
     spec = new_job_spec(
-        live_rerun_configs(live_seed, pace),
-        label=f"demo, seed {live_seed} (one seed of the study, for watching; not the verdict)",
+        live_rerun_configs(live_seed, pace, regime=live_regime),
+        label=f"demo {live_regime.key}, seed {live_seed} (one seed of the study, for watching; not the verdict)",
     )
     folder = start_job(spec, ROOT)
     st.session_state["watch_job"] = folder.name
     st.switch_page("pages/1_Launch.py")
-st.caption(f"Live reruns are saved as {LIVE_PREFIX}<time>-<scheduler>-s<seed>; the bundled study is left as it is.")
+st.caption(
+    f"Live reruns are saved as {LIVE_PREFIX}<time>-<regime>-<scheduler>-s<seed>; the bundled studies are left as they "
+    "are."
+)

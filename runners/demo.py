@@ -1,42 +1,72 @@
-"""The Demo page's ready comparison, on the simulator: one study, and the bundled results that replay it.
+"""The Demo page's ready comparisons on the simulator: one study per load regime, and the bundled
+results that replay them.
 
-Setting (chosen so that scheduling matters and memory binds, not to favour one scheduler; picked
-on fcfs's queue and KV usage at exploration seeds 100-102, never at the study's seeds): the mixed
-chat + code stand-in workload, 1,000 requests arriving as a Poisson process at 4 req/s, the paper
-SLOs, one simulated Qwen2.5-7B / 2 x V100 instance that runs at most 64 requests at a time
-(max_num_seqs 64) with its KV cache cut to 16,000 tokens (about 0.9 GB of this model's KV, as on
-a GPU shared with other work): 64 requests of this workload need more than that, so memory, not
-slots, limits the batch, the engine preempts, and requests queue. Every scheduler keeps its
-registry defaults, except static batching's batch size, set to the engine's 64, and mcsf's output
-lengths: predicted from a per-task Gaussian warmed from the workload, as slo-sa's, not the oracle.
+Setting, the same in every regime (chosen so that scheduling matters and memory binds, not to
+favour one scheduler; picked on fcfs's queue and KV usage at exploration seeds 100-102, never at
+the study's seeds): the mixed chat + code stand-in workload, 1,000 requests arriving as a Poisson
+process, the paper SLOs, one simulated Qwen2.5-7B / 2 x V100 instance that runs at most 64
+requests at a time (max_num_seqs 64) with its KV cache cut to 16,000 tokens (about 0.9 GB of this
+model's KV, as on a GPU shared with other work): 64 requests of this workload need more than that,
+so memory, not slots, limits the batch. Every scheduler keeps its registry defaults, which know
+nothing of the run's own requests (issue 25: length predictors start from a calibration sample of
+the same datasets that the run does not send, mcsf predicts with the per-task Gaussian, policies
+plan with a fitted latency model), except static batching's batch size, set to the engine's 64.
 
-It is one study (:mod:`runners.study`), id ``demo``: the six schedulers at each of the seeds
-0..9, fixed in advance (never chosen by outcome), paired by seed (at one seed every scheduler
-gets the identical requests and arrival times), fcfs the baseline. Members are the runs
-``demo-<scheduler>-s<seed>``; the study record is ``results/demo/study.json``.
-``python -m runners demo`` reruns it and rewrites those folders (the bundled copies), and only
-those: anything at one of those names that is not its own stops it, before anything is removed.
+Regimes (:data:`DEMO_REGIMES`), each its own study, their rates fixed in this file before any
+study seed was run at them:
 
-The headline sentences (:func:`headline`) state each number with its 95% interval over seeds
-and claim a difference only where the paired interval excludes zero (the study's verdict).
+- ``demo-below``, **below capacity**: 2.1 req/s, about 80% of the engine's measured capacity.
+  Capacity (:func:`measure_capacity`) is fcfs's completed requests per second (completed /
+  (last finish - first arrival), summary ``request_throughput_rps``) when offered 8 req/s, twice
+  the overload rate and so more than it can serve, averaged over the exploration seeds 100, 101
+  and 102 (not study seeds). Measured on 2026-11-26: 2.552, 2.787 and 2.598 req/s, mean
+  :data:`MEASURED_CAPACITY_RPS` = 2.646 req/s (offered 4 req/s the same seeds gave 2.538, 2.745
+  and 2.570: the plateau). 0.8 x 2.6455 = 2.116, rounded to 0.1 req/s: :data:`BELOW_RATE_RPS` = 2.1
+  (79% of capacity). Reproduce (about 2 s)::
+
+      python -c "from runners.demo import measure_capacity; print(measure_capacity())"
+
+  A check at the same exploration seeds before the study ran: fcfs at 2.1 req/s met 98-99% of
+  SLOs, at most 1-12 requests waiting: below capacity. tests/integration/test_demo_study.py
+  measures the capacity again, so a change to the simulator that moves it is noticed.
+- ``demo-overload``, **overload**: 4 req/s (:data:`OVERLOAD_RATE_RPS`, the rate of the earlier
+  one-regime demo, about 151% of capacity): a queue grows all run long.
+
+Each study (:mod:`runners.study`) runs the six schedulers at each of the seeds 0..9, fixed in
+advance (never chosen by outcome), paired by seed (at one seed every scheduler gets the identical
+requests and arrival times), fcfs the baseline. Members are the runs
+``<study id>-<scheduler>-s<seed>``; the study record is ``results/<study id>/study.json``.
+``python -m runners demo`` reruns every regime and rewrites those folders (the bundled copies),
+and removes the earlier one-regime bundle (``results/demo/`` and ``demo-<scheduler>-s<seed>``),
+and only those: anything at one of those names that is not the demo's own stops it, before
+anything is removed.
+
+Every sentence that names a winner or a cost (:func:`headline`, :func:`who_pays_sentence`,
+:func:`card_verdict`) decides from the paired 95% interval's numbers (:func:`clear_direction`:
+a difference is claimed only where the interval excludes zero, on the side the metric's direction
+says), never from a stored verdict string. Who waits per task (:func:`task_tail_statistics`) is
+computed from the member runs' requests.parquet: per run (one seed) the 99th percentile of the
+E2E latency of that task's completed requests, then over seeds as the study's metrics are.
 """
 
 from __future__ import annotations
 
 import os
-from collections.abc import Callable, Sequence
+import tempfile
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, TypeGuard
+from typing import Any, Literal, TypeGuard
 
 import numpy as np
+import pandas as pd
 
 from runners.config import RunConfig, parse_config
 from runners.errors import SchedlabError
 from runners.knowledge import scheduler_display
 from runners.metrics.catalog import Metric, metric, timeseries_metric
 from runners.metrics.sawtooth import sawtooth_cycles
-from runners.metrics.seed_statistics import SINGLE_SEED_NOTE
+from runners.metrics.seed_statistics import SINGLE_SEED_NOTE, paired_comparison, summarize
 from runners.result_store import (
     DEFAULT_RESULTS_DIR,
     RunData,
@@ -46,8 +76,12 @@ from runners.result_store import (
 )
 from runners.run_ids import RUN_ID_PATTERN
 from runners.study import STUDY_FILE, StudyMember, StudyPlan, StudyResult, plan_study, read_study, run_study
+from runners.study_view import mean_text, wins_text
 from runners.timestamps import id_stamp
+from runners.workload.slo import TASKS
 
+#: The earlier one-regime demo's study id (overload only; removed by ``python -m runners demo``)
+#: and the prefix of every regime's study id.
 DEMO_STUDY_ID = "demo"
 #: The study's seeds, fixed in advance: 0..9.
 DEMO_SEEDS: tuple[int, ...] = tuple(range(10))
@@ -55,68 +89,207 @@ DEMO_SCHEDULERS: tuple[str, ...] = ("fcfs", "static", "slo-sa", "dynamic-mem", "
 #: The engine's slots (max_num_seqs) and KV cache (tokens): memory binds before the slots do.
 DEMO_SLOTS = 64
 DEMO_KV_TOKENS = 16_000
-#: Scheduler parameters of the study; each scheduler gets the ones it takes: static batches of the
-#: engine's slots; every predicting scheduler (slo-sa, mcsf) predicts output lengths the same way,
-#: a per-task Gaussian warmed from the workload, so none is told a request's true length (mcsf's
-#: registry default is the oracle its paper assumes).
-DEMO_PARAMS: dict[str, Any] = {"batch_size": DEMO_SLOTS, "output_predictor": "gaussian"}
+#: Scheduler parameters of the studies: static batches of the engine's slots; every other
+#: parameter of every scheduler is its registry default (none of them an oracle).
+DEMO_PARAMS: dict[str, Any] = {"batch_size": DEMO_SLOTS}
 DEMO_BASELINE = "fcfs"
 DEMO_REQUESTS = 1000
-DEMO_RATE_RPS = 4.0
-#: Run ids of live reruns start with this (never a member id of the bundled study).
+
+#: Capacity measurement (:func:`measure_capacity`): fcfs offered this rate (req/s), twice the
+#: overload rate, at the exploration seeds (never study seeds).
+CAPACITY_OFFERED_RPS = 8.0
+CAPACITY_SEEDS: tuple[int, ...] = (100, 101, 102)
+#: What :func:`measure_capacity` gave (req/s), 2026-11-26: the mean of 2.552, 2.787 and 2.598.
+MEASURED_CAPACITY_RPS = 2.646
+#: The below-capacity regime's share of capacity, and its rate: 0.8 x 2.646 rounded to 0.1 req/s.
+BELOW_SHARE = 0.8
+BELOW_RATE_RPS = 2.1
+OVERLOAD_RATE_RPS = 4.0
+#: The earlier one-regime demo's rate (its runs are the overload regime's setting).
+DEMO_RATE_RPS = OVERLOAD_RATE_RPS
+
+
+@dataclass(frozen=True)
+class DemoRegime:
+    """One load regime of the Demo: its own study (``study_id``, members ``<study_id>-<scheduler>-
+    s<seed>``) at Poisson arrivals of ``rate_rps``; ``label`` names it on the page."""
+
+    key: str
+    study_id: str
+    rate_rps: float
+    label: str
+
+    @property
+    def load(self) -> float:
+        """The offered rate as a share of the measured capacity (:data:`MEASURED_CAPACITY_RPS`)."""
+        return self.rate_rps / MEASURED_CAPACITY_RPS
+
+    @property
+    def title(self) -> str:
+        """``Below capacity: 2.1 req/s``."""
+        return f"{self.label}: {self.rate_rps:g} req/s"
+
+
+DEMO_REGIMES: tuple[DemoRegime, ...] = (
+    DemoRegime("below", f"{DEMO_STUDY_ID}-below", BELOW_RATE_RPS, "Below capacity"),
+    DemoRegime("overload", f"{DEMO_STUDY_ID}-overload", OVERLOAD_RATE_RPS, "Overload"),
+)
+#: Run ids of live reruns start with this (never a member id of a bundled study).
 LIVE_PREFIX = "demo-live-"
-#: The catalog keys the Demo states as headlines.
-HEADLINE_KEYS: tuple[str, ...] = ("slo_attainment", "e2e_s.mean", "G")
+#: The catalog keys of study.json the Demo shows; a record without their statistics is refused.
+HEADLINE_KEYS: tuple[str, ...] = (
+    "slo_attainment",
+    "G",
+    "ttft_s.p99",
+    "e2e_s.p99",
+    "slo_attainment_by_task.chat",
+    "slo_attainment_by_task.code",
+    "e2e_s.mean",
+)
+#: The tail metrics the Demo shows beside attainment and G.
+TAIL_KEYS: tuple[str, ...] = ("ttft_s.p99", "e2e_s.p99")
+#: Which requests' tail the per-task "who waits" numbers take (percentile of E2E per task).
+TASK_TAIL_PERCENT = 99.0
+
+
+def demo_regime(regime: DemoRegime | str) -> DemoRegime:
+    """The regime itself, or the one whose key or study id is ``regime``; SchedlabError otherwise."""
+    if isinstance(regime, DemoRegime):
+        return regime
+    for known in DEMO_REGIMES:
+        if regime in (known.key, known.study_id):
+            return known
+    raise SchedlabError(
+        f"demo: no regime {regime!r}; expected one of: {', '.join(known.key for known in DEMO_REGIMES)}"
+    )
+
+
+def _setting(rate_rps: float, seed: int, requests: int, pace: float | None = None) -> dict[str, Any]:
+    """The demo setting's engine, workload and SLOs (a config's fields) at ``rate_rps``."""
+    engine: dict[str, Any] = {"kind": "sim", "max_num_seqs": DEMO_SLOTS, "kv_capacity_tokens": DEMO_KV_TOKENS}
+    if pace is not None:
+        engine["pace"] = pace
+    return {
+        "engine": engine,
+        "workload": {"requests": requests, "seed": seed, "arrival": {"process": "poisson", "rate": rate_rps}},
+        "slo": {"preset": "paper"},
+    }
 
 
 def demo_config(
     seeds: Sequence[int] = DEMO_SEEDS,
-    study_id: str = DEMO_STUDY_ID,
+    study_id: str | None = None,
     pace: float | None = None,
     requests: int = DEMO_REQUESTS,
+    regime: DemoRegime | str = "overload",
 ) -> RunConfig:
-    """The study's config: the demo setting with ``trials`` = the demo schedulers at ``seeds``.
-    ``pace`` replays the simulator in real time x pace (a live rerun); ``requests`` other than
-    1,000 only for quick checks."""
-    engine: dict[str, Any] = {"kind": "sim", "max_num_seqs": DEMO_SLOTS, "kv_capacity_tokens": DEMO_KV_TOKENS}
-    if pace is not None:
-        engine["pace"] = pace
+    """The study config of ``regime``: the demo setting at its rate with ``trials`` = the demo
+    schedulers at ``seeds``; ``study_id`` defaults to the regime's. ``pace`` replays the simulator
+    in real time x pace (a live rerun); ``requests`` other than 1,000 only for quick checks."""
+    regime = demo_regime(regime)
     return parse_config(
         {
-            "run_id": study_id,
-            "engine": engine,
-            "workload": {
-                "requests": requests,
-                "seed": seeds[0],
-                "arrival": {"process": "poisson", "rate": DEMO_RATE_RPS},
-            },
-            "slo": {"preset": "paper"},
+            "run_id": study_id or regime.study_id,
+            **_setting(regime.rate_rps, seeds[0], requests, pace),
             "scheduler": {"name": DEMO_BASELINE, "params": DEMO_PARAMS},
             "trials": {"schedulers": list(DEMO_SCHEDULERS), "seeds": list(seeds), "baseline": DEMO_BASELINE},
-            "notes": "schedlab demo comparison",
+            "notes": f"schedlab demo comparison, {regime.label.lower()} ({regime.rate_rps:g} req/s)",
         }
     )
 
 
-def demo_plan(seeds: Sequence[int] = DEMO_SEEDS, requests: int = DEMO_REQUESTS) -> StudyPlan:
-    """The bundled study's runs: every demo scheduler at every seed, ids ``demo-<scheduler>-s<seed>``."""
-    return plan_study(demo_config(seeds, requests=requests), DEMO_STUDY_ID)
+def demo_plan(
+    seeds: Sequence[int] = DEMO_SEEDS, requests: int = DEMO_REQUESTS, regime: DemoRegime | str | None = None
+) -> StudyPlan:
+    """The bundled study of ``regime``: every demo scheduler at every seed, ids ``<study id>-
+    <scheduler>-s<seed>``. Without a regime, every regime's runs in one plan (study id ``demo``):
+    what ``python -m runners demo`` runs, for counting them (it runs one study per regime)."""
+    if regime is not None:
+        chosen = demo_regime(regime)
+        return plan_study(demo_config(seeds, requests=requests, regime=chosen), chosen.study_id)
+    plans = [demo_plan(seeds, requests, each) for each in DEMO_REGIMES]
+    first = plans[0]
+    members = [member for plan in plans for member in plan.members]
+    return StudyPlan(DEMO_STUDY_ID, first.baseline, first.schedulers, first.seeds, members)
 
 
-def live_rerun_configs(seed: int, pace: float | None, stamp: str | None = None) -> list[RunConfig]:
-    """One seed of the study, for watching live: the demo schedulers at ``seed``, run ids
-    ``demo-live-<UTC stamp>-<scheduler>-s<seed>`` (plain runs, no study record; the verdict
-    stays the bundled study's)."""
+def demo_plans(seeds: Sequence[int] = DEMO_SEEDS, requests: int = DEMO_REQUESTS) -> list[StudyPlan]:
+    """One study plan per regime (:data:`DEMO_REGIMES`), in order."""
+    return [demo_plan(seeds, requests, regime) for regime in DEMO_REGIMES]
+
+
+def live_rerun_configs(
+    seed: int, pace: float | None, stamp: str | None = None, regime: DemoRegime | str = "overload"
+) -> list[RunConfig]:
+    """One seed of ``regime``'s study, for watching live: the demo schedulers at ``seed``, run ids
+    ``demo-live-<UTC stamp>-<regime>-<scheduler>-s<seed>`` (plain runs, no study record; the
+    verdict stays the bundled study's)."""
+    chosen = demo_regime(regime)
     stamp = stamp or id_stamp()
-    plan = plan_study(demo_config([seed], f"{LIVE_PREFIX}{stamp}", pace))
+    plan = plan_study(demo_config([seed], f"{LIVE_PREFIX}{stamp}-{chosen.key}", pace, regime=chosen))
     return [member.config for member in plan.members]
 
 
+@dataclass(frozen=True)
+class CapacityMeasurement:
+    """fcfs's completed requests per second at each exploration seed when offered more than it
+    serves, and their mean (the capacity, req/s)."""
+
+    offered_rps: float
+    seeds: tuple[int, ...]
+    per_seed_rps: tuple[float, ...]
+
+    @property
+    def capacity_rps(self) -> float:
+        return float(np.mean(self.per_seed_rps))
+
+    def __str__(self) -> str:
+        each = ", ".join(f"seed {seed}: {rps:.3f}" for seed, rps in zip(self.seeds, self.per_seed_rps))
+        return (
+            f"capacity {self.capacity_rps:.3f} req/s (fcfs offered {self.offered_rps:g} req/s; {each}); "
+            f"{BELOW_SHARE:.0%} of it: {BELOW_SHARE * self.capacity_rps:.3f} req/s"
+        )
+
+
+def measure_capacity(
+    seeds: Sequence[int] = CAPACITY_SEEDS, offered_rps: float = CAPACITY_OFFERED_RPS, requests: int = DEMO_REQUESTS
+) -> CapacityMeasurement:
+    """The capacity of the Demo's engine setting: fcfs runs the demo workload offered
+    ``offered_rps`` (more than it serves) at each exploration seed, in a temporary folder (nothing
+    kept); each run's completed requests per second (summary ``request_throughput_rps``).
+    SchedlabError when a run served nearly all it was offered (then the rate did not exceed
+    capacity and the number is not one)."""
+    from runners.benchmark import execute_run
+
+    config = parse_config(
+        {
+            "run_id": "capacity",
+            **_setting(offered_rps, seeds[0], requests),
+            "scheduler": {"name": DEMO_BASELINE},
+            "trials": {"seeds": list(seeds)},
+        }
+    )
+    rates = []
+    with tempfile.TemporaryDirectory(prefix="schedlab-capacity-") as folder:
+        for member in plan_study(config, "capacity").members:
+            outcome = execute_run(member.config, folder)
+            served = (outcome.summary or {}).get("request_throughput_rps")
+            if outcome.status != "done" or not _number(served):
+                raise SchedlabError(f"demo: capacity run at seed {member.seed} ended {outcome.status}: {outcome.error}")
+            if served >= 0.9 * offered_rps:
+                raise SchedlabError(
+                    f"demo: fcfs served {served:.3f} of {offered_rps:g} req/s offered at seed {member.seed}: "
+                    "not more than it serves; offer a higher rate"
+                )
+            rates.append(float(served))
+    return CapacityMeasurement(float(offered_rps), tuple(seeds), tuple(rates))
+
+
 # -- the bundle -----------------------------------------------------------------------------------
-def _study_folder_to_replace(base: Path) -> Path | None:
-    """``base/demo`` when it is the demo's own study folder (a real folder directly inside the
-    results folder holding study.json or nothing), None when absent; SchedlabError otherwise."""
-    folder = base / DEMO_STUDY_ID
+def _study_folder_to_replace(base: Path, study_id: str) -> Path | None:
+    """``base/<study_id>`` when it is the demo's own study folder (a real folder directly inside
+    the results folder holding study.json or nothing), None when absent; SchedlabError otherwise."""
+    folder = base / study_id
     if not os.path.lexists(folder):
         return None
     if folder.is_symlink() or not folder.is_dir():
@@ -132,49 +305,94 @@ def _study_folder_to_replace(base: Path) -> Path | None:
     return folder
 
 
-def _old_members(folder: Path | None) -> list[str]:
-    """Member ids of the study record in ``folder`` that are demo member ids (``demo-<scheduler>-
-    s<seed>``); nothing when the record is unreadable (a damaged bundle is replaced all the same)."""
+def _is_member_id(name: Any, study_id: str) -> bool:
+    """Whether ``name`` is ``<study_id>-<demo scheduler>-s<seed>``."""
+    return (
+        isinstance(name, str)
+        and bool(RUN_ID_PATTERN.match(name))
+        and any(
+            name.startswith(f"{study_id}-{scheduler}-s") and name[len(f"{study_id}-{scheduler}-s") :].isdigit()
+            for scheduler in DEMO_SCHEDULERS
+        )
+    )
+
+
+def _old_members(folder: Path | None, study_id: str) -> list[str]:
+    """Member ids of the study record in ``folder`` that are demo member ids of ``study_id``;
+    nothing when the record is unreadable (a damaged bundle is replaced all the same)."""
     if folder is None or not (folder / STUDY_FILE).is_file():
         return []
     try:
         record = read_study(folder)
     except SchedlabError:
         return []
-    names = [run.get("run_id") for run in record["runs"]]
-    return [
-        name
-        for name in names
-        if isinstance(name, str)
-        and RUN_ID_PATTERN.match(name)
-        and any(
-            name.startswith(f"{DEMO_STUDY_ID}-{s}-s") and name.rsplit("-s", 1)[1].isdigit() for s in DEMO_SCHEDULERS
-        )
-    ]
+    return [name for name in (run.get("run_id") for run in record["runs"]) if _is_member_id(name, study_id)]
 
 
-def clear_demo_results(results_root: str | Path, plan: StudyPlan) -> list[str]:
-    """Remove the demo study's folder and its member runs (those ``plan`` will write and those the
-    old record lists), after checking every one is the demo's own: a real run folder (or the study
-    folder holding study.json only) at that exact name. Anything else stops it with one line
-    before anything is removed. Returns the removed names."""
+def clear_demo_results(results_root: str | Path, plans: StudyPlan | Sequence[StudyPlan]) -> list[str]:
+    """Remove the demo studies' folders and member runs: for each of ``plans`` its study folder,
+    the runs it will write and those its old record lists; and the earlier one-regime bundle
+    (``demo/``, the members its record lists and ``demo-<scheduler>-s<seed>`` at the plans'
+    seeds). Every one is checked first to be the demo's own: a real run folder (or a study folder
+    holding study.json only) at that exact name. Anything else stops it with one line before
+    anything is removed. Returns the removed names."""
     base = _results_root(results_root)
-    folder = _study_folder_to_replace(base)
-    members = list(dict.fromkeys([m.run_id for m in plan.members] + _old_members(folder)))
+    plans = [plans] if isinstance(plans, StudyPlan) else list(plans)
+    studies: list[tuple[str, Path | None]] = []
+    members: list[str] = []
+    for plan in plans:
+        folder = _study_folder_to_replace(base, plan.study_id)
+        studies.append((plan.study_id, folder))
+        members += [member.run_id for member in plan.members] + _old_members(folder, plan.study_id)
+    if DEMO_STUDY_ID not in {plan.study_id for plan in plans}:  # the earlier one-regime bundle
+        legacy = _study_folder_to_replace(base, DEMO_STUDY_ID)
+        studies.append((DEMO_STUDY_ID, legacy))
+        seeds = sorted({member.seed for plan in plans for member in plan.members})
+        members += [f"{DEMO_STUDY_ID}-{name}-s{seed}" for name in DEMO_SCHEDULERS for seed in seeds]
+        members += _old_members(legacy, DEMO_STUDY_ID)
+    members = list(dict.fromkeys(members))
     present = [run_id for run_id in members if os.path.lexists(base / run_id)]
     for run_id in present:
         owned_run_folder(base, run_id, "replace")
-    leftover = base / f".{DEMO_STUDY_ID}.creating"
-    if os.path.lexists(leftover):
-        raise SchedlabError(
-            f"demo: {leftover} is left from an interrupted study; remove it, then run 'python -m runners demo' again"
-        )
+    for study_id, _ in studies:
+        leftover = base / f".{study_id}.creating"
+        if os.path.lexists(leftover):
+            raise SchedlabError(
+                f"demo: {leftover} is left from an interrupted study; remove it, then run "
+                "'python -m runners demo' again"
+            )
     for run_id in present:
         delete_run(base, run_id)
-    if folder is not None:
-        (folder / STUDY_FILE).unlink(missing_ok=True)
-        folder.rmdir()
-    return present + ([DEMO_STUDY_ID] if folder is not None else [])
+    removed = list(present)
+    for study_id, folder in studies:
+        if folder is not None:
+            (folder / STUDY_FILE).unlink(missing_ok=True)
+            folder.rmdir()
+            removed.append(study_id)
+    return removed
+
+
+def make_demo_studies(
+    results_root: str | Path = DEFAULT_RESULTS_DIR,
+    seeds: Sequence[int] = DEMO_SEEDS,
+    progress: Callable[[int, int, StudyMember], None] | None = None,
+    should_stop: Callable[[], bool] | None = None,
+    requests: int = DEMO_REQUESTS,
+) -> list[StudyResult]:
+    """Run every regime's study (:data:`DEMO_REGIMES`, in order) and (re)write their folders
+    under ``results_root``, after removing the old ones (see :func:`clear_demo_results` for what
+    it refuses to replace). A cancelled study ends it: the regimes after it are not run."""
+    plans = demo_plans(seeds, requests)
+    clear_demo_results(results_root, plans)
+    results = []
+    for plan in plans:
+        if should_stop is not None and should_stop():
+            break
+        result = run_study(plan, results_root, progress=progress, should_stop=should_stop)
+        results.append(result)
+        if result.record.get("status") == "cancelled":
+            break
+    return results
 
 
 def make_demo_results(
@@ -184,33 +402,52 @@ def make_demo_results(
     should_stop: Callable[[], bool] | None = None,
     requests: int = DEMO_REQUESTS,
 ) -> StudyResult:
-    """Run the demo study and (re)write ``demo`` and ``demo-<scheduler>-s<seed>`` under
-    ``results_root`` (see :func:`clear_demo_results` for what it refuses to replace)."""
-    plan = demo_plan(seeds, requests)
-    clear_demo_results(results_root, plan)
-    return run_study(plan, results_root, progress=progress, should_stop=should_stop)
+    """:func:`make_demo_studies`, returning one study's result (for a caller that reports one):
+    the first that did not end done, else the last."""
+    results = make_demo_studies(results_root, seeds, progress, should_stop, requests)
+    if not results:
+        raise SchedlabError("demo: stopped before any study ran")
+    return next((result for result in results if result.record.get("status") != "done"), results[-1])
 
 
 # -- reading it -----------------------------------------------------------------------------------
-MISSING_MESSAGE = (
-    "The bundled demo study (results/demo/study.json and its runs results/demo-<scheduler>-s<seed>) "
-    "is missing. Run `python -m runners demo` to make it (a few minutes)."
-)
+def missing_message(regime: DemoRegime | str, results_root: str | Path | None = None) -> str:
+    """Why a regime's bundle cannot be shown and how to make it; names the earlier one-regime
+    bundle when ``results_root`` still holds it."""
+    chosen = demo_regime(regime)
+    text = (
+        f"The bundled demo study of the {chosen.label.lower()} regime (results/{chosen.study_id}/study.json and "
+        f"its runs results/{chosen.study_id}-<scheduler>-s<seed>) is missing. Run `python -m runners demo` to "
+        "make every regime (a few minutes)."
+    )
+    if results_root is not None and (_results_root(results_root) / DEMO_STUDY_ID / STUDY_FILE).is_file():
+        text += (
+            f" results/{DEMO_STUDY_ID}/ is the earlier one-regime demo (overload only); it still opens on the "
+            "Results page, and `python -m runners demo` replaces it."
+        )
+    return text
 
 
-def read_demo_study(results_root: str | Path = DEFAULT_RESULTS_DIR) -> dict[str, Any]:
-    """The bundled study's record, checked for what the Demo shows: SchedlabError (one line,
-    saying how to remake it) when it is missing, damaged, unfinished, or not the demo's."""
+#: The message of a missing bundle, for the overload regime (see :func:`missing_message`).
+MISSING_MESSAGE = missing_message("overload")
+
+
+def read_demo_study(
+    results_root: str | Path = DEFAULT_RESULTS_DIR, regime: DemoRegime | str = "overload"
+) -> dict[str, Any]:
+    """The bundled study record of ``regime``, checked for what the Demo shows: SchedlabError (one
+    line, saying how to remake it) when it is missing, damaged, unfinished, or not the demo's."""
+    chosen = demo_regime(regime)
     base = _results_root(results_root)
-    folder = base / DEMO_STUDY_ID
+    folder = base / chosen.study_id
     if folder.is_symlink() or not (folder / STUDY_FILE).is_file():
-        raise SchedlabError(MISSING_MESSAGE)
+        raise SchedlabError(missing_message(chosen, base))
     remake = "; run `python -m runners demo` to remake it"
     try:
         record = read_study(folder)
     except SchedlabError as exc:
-        raise SchedlabError(f"the bundled demo study is damaged: {exc}{remake}") from None
-    if record["study_id"] != DEMO_STUDY_ID or record["baseline"] != DEMO_BASELINE:
+        raise SchedlabError(f"the bundled demo study {chosen.study_id} is damaged: {exc}{remake}") from None
+    if record["study_id"] != chosen.study_id or record["baseline"] != DEMO_BASELINE:
         raise SchedlabError(
             f"{folder / STUDY_FILE}: not the demo's study (id {record['study_id']!r}, baseline "
             f"{record['baseline']!r}){remake}"
@@ -228,6 +465,7 @@ def read_demo_study(results_root: str | Path = DEFAULT_RESULTS_DIR) -> dict[str,
     return record
 
 
+# -- numbers in words -----------------------------------------------------------------------------
 def _number(value: Any) -> TypeGuard[float]:
     """Whether ``value`` is a number (a bool is not)."""
     return isinstance(value, (int, float)) and not isinstance(value, bool)
@@ -243,7 +481,7 @@ def value_text(m: Metric, value: Any) -> str:
 
 
 def interval_text(m: Metric, low: Any, high: Any) -> str:
-    """``70.0-82.0%`` in display units; ``no interval`` when either end is missing."""
+    """``70.0 to 82.0%`` in display units; ``no interval`` when either end is missing."""
     if not (_number(low) and _number(high)):
         return "no interval"
     return f"{m.format(low)} to {m.format(high)}{_unit(m)}"
@@ -258,6 +496,58 @@ def _difference_unit(m: Metric) -> str:
     return " points" if m.unit == "%" else _unit(m)
 
 
+def task_tail_key(task: str) -> str:
+    """The key of a task's tail in the Demo's statistics: ``e2e_s.p99.code``."""
+    return f"e2e_s.p99.{task}"
+
+
+def demo_metric(key: str) -> Metric:
+    """The catalog's entry of ``key``, or for a task's tail (:func:`task_tail_key`) its own:
+    E2E p99 of that task's requests, in seconds, lower is better."""
+    for task in TASKS:
+        if key == task_tail_key(task):
+            return Metric(
+                key,
+                f"E2E p99, {task} (s)",
+                False,
+                "s",
+                1.0,
+                3,
+                definition=f"per run, the 99th percentile of the E2E latency of its completed {task} requests",
+            )
+    return metric(key)
+
+
+Direction = Literal["better", "worse"]
+
+
+def clear_direction(key: str, pair: Mapping[str, Any] | None) -> Direction | None:
+    """``better`` or ``worse`` than the baseline when the paired 95% interval of ``key``
+    (``ci_low``, ``ci_high``: scheduler - baseline) lies wholly on one side of zero, read in the
+    metric's direction; None when it includes zero or is missing. Decided from the numbers only:
+    a stored ``verdict`` is never read."""
+    if not pair:
+        return None
+    low, high = pair.get("ci_low"), pair.get("ci_high")
+    if not (_number(low) and _number(high)) or low > high:
+        return None
+    if low > 0:
+        up = True
+    elif high < 0:
+        up = False
+    else:
+        return None
+    return "better" if up == demo_metric(key).higher_is_better else "worse"
+
+
+def display_name(record: Mapping[str, Any], name: str) -> str:
+    """A study's scheduler as the Demo names it: :func:`runners.knowledge.scheduler_display`,
+    `` (oracle)`` added when the study records an oracle for its runs (study.json ``oracles``)."""
+    oracles = record.get("oracles")
+    said = oracles.get(name) if isinstance(oracles, Mapping) else None
+    return scheduler_display({"scheduler": name, "oracle": said if isinstance(said, list) else []}) or name
+
+
 @dataclass(frozen=True)
 class SchedulerResult:
     """One scheduler's value of one metric over the study's seeds, and against the baseline."""
@@ -270,9 +560,16 @@ class SchedulerResult:
     pair: dict[str, Any] | None  # vs_baseline entry; None for the baseline
 
 
-def scheduler_results(record: dict[str, Any], key: str) -> list[SchedulerResult]:
-    """Per scheduler (the study's order, baseline first) the statistics of ``key`` in study.json."""
-    entry = record["statistics"].get(key) or {}
+def _statistics(record: Mapping[str, Any], extra: Mapping[str, Any] | None = None) -> dict[str, Any]:
+    return {**(record.get("statistics") or {}), **(extra or {})}
+
+
+def scheduler_results(
+    record: Mapping[str, Any], key: str, extra: Mapping[str, Any] | None = None
+) -> list[SchedulerResult]:
+    """Per scheduler (the study's order, baseline first) the statistics of ``key`` in study.json
+    (or in ``extra``, e.g. :func:`task_tail_statistics`), named by :func:`display_name`."""
+    entry = _statistics(record, extra).get(key) or {}
     per, versus = entry.get("schedulers") or {}, entry.get("vs_baseline") or {}
     names = [record["baseline"]] + [name for name in record.get("schedulers") or [] if name != record["baseline"]]
     results = []
@@ -283,7 +580,7 @@ def scheduler_results(record: dict[str, Any], key: str) -> list[SchedulerResult]
         pair = versus.get(name) if name != record["baseline"] else None
         results.append(
             SchedulerResult(
-                name,
+                display_name(record, name),
                 int(stats.get("n") or 0),
                 stats.get("mean"),
                 stats.get("ci_low"),
@@ -297,7 +594,7 @@ def scheduler_results(record: dict[str, Any], key: str) -> list[SchedulerResult]
 def card_value(key: str, result: SchedulerResult) -> str:
     """A card's value: the mean over seeds in display units (``83.2%``); ``(1 seed)`` added when
     the study has one seed."""
-    m = metric(key)
+    m = demo_metric(key)
     if not _number(result.mean):
         return "-"
     return f"{value_text(m, result.mean)} (1 seed)" if result.n == 1 else value_text(m, result.mean)
@@ -306,7 +603,7 @@ def card_value(key: str, result: SchedulerResult) -> str:
 def card_interval(key: str, result: SchedulerResult) -> str:
     """The line under a card's value: ``± 4.0 (95% interval 79.2 to 87.3%)``, half the Student t
     interval (symmetric about the mean), or why there is none."""
-    m = metric(key)
+    m = demo_metric(key)
     if not (_number(result.ci_low) and _number(result.ci_high)):
         return SINGLE_SEED_NOTE if result.n == 1 else "no interval"
     return (
@@ -320,74 +617,347 @@ def card_delta(key: str, result: SchedulerResult, baseline: str) -> str | None:
     or None for the baseline."""
     if result.pair is None:
         return None
-    return f"{metric(key).format_change(result.pair.get('diff_mean'))} vs {baseline}"
+    return f"{demo_metric(key).format_change(result.pair.get('diff_mean'))} vs {baseline}"
 
 
-def card_verdict(result: SchedulerResult, baseline: str) -> str:
-    """The verdict under a card, with seeds better: ``clearly better than fcfs (9 of 10 seeds
-    better)``, ``no clear difference from fcfs (...)``; ``the baseline`` for the baseline."""
+def card_verdict(result: SchedulerResult, baseline: str, key: str = "slo_attainment") -> str:
+    """The verdict under a card, from the paired interval (:func:`clear_direction`), with seeds
+    better: ``clearly better than fcfs (9 of 10 seeds better)``, ``no clear difference from fcfs
+    (...)``; ``the baseline`` for the baseline."""
     pair = result.pair
     if pair is None:
         return "the baseline"
     seeds = f"{int(pair.get('wins') or 0)} of {int(pair.get('n_pairs') or 0)} seeds better"
-    if pair.get("verdict") in ("better", "worse"):
-        return f"clearly {pair['verdict']} than {baseline} ({seeds})"
+    direction = clear_direction(key, pair)
+    if direction is not None:
+        return f"clearly {direction} than {baseline} ({seeds})"
     return f"no clear difference from {baseline} ({seeds})"
 
 
-def scheduler_sentence(key: str, result: SchedulerResult, baseline: str, what: str = "{value}") -> str:
-    """One scheduler's headline in plain words: its mean (``what`` with ``{value}`` in it, e.g.
-    ``served {value} of requests on time``) with the 95% interval and seed count, and (not for
-    the baseline) the paired difference with its interval and seeds better."""
-    m = metric(key)
-    seeds = f"{result.n} seed{'s' if result.n != 1 else ''}"
-    head = (
-        f"**{result.scheduler}** {what.format(value=value_text(m, result.mean))} (95% interval "
-        f"{interval_text(m, result.ci_low, result.ci_high)}, {seeds})"
-    )
-    pair = result.pair
-    if pair is None:
-        return head + "."
-    n_pairs, wins = int(pair.get("n_pairs") or 0), int(pair.get("wins") or 0)
+def _names(names: Sequence[str]) -> str:
+    """``**a**``, ``**a** and **b**``, ``**a**, **b** and **c**``."""
+    bold = [f"**{name}**" for name in names]
+    return bold[0] if len(bold) == 1 else ", ".join(bold[:-1]) + " and " + bold[-1]
+
+
+def _pair(record: Mapping[str, Any], key: str, name: str, extra: Mapping[str, Any] | None = None) -> dict[str, Any]:
+    entry = _statistics(record, extra).get(key) or {}
+    pair = (entry.get("vs_baseline") or {}).get(name)
+    return pair if isinstance(pair, dict) else {}
+
+
+def headline(record: Mapping[str, Any]) -> str:
+    """A regime's headline on SLO attainment: which schedulers met clearly more or fewer SLOs
+    than the baseline (the paired 95% interval excludes zero, :func:`clear_direction`), whether
+    those that met more made the slowest 1% wait clearly longer (p99 TTFT or E2E, same rule),
+    and which show no clear difference. It never names a winner the interval does not support."""
+    key = "slo_attainment"
+    baseline = record["baseline"]
+    groups: dict[str, list[str]] = {"better": [], "worse": [], "none": []}
+    payers = []
+    for name in record.get("schedulers") or []:
+        if name == baseline or name not in ((_statistics(record).get(key) or {}).get("vs_baseline") or {}):
+            continue
+        direction = clear_direction(key, _pair(record, key, name))
+        groups[direction or "none"].append(display_name(record, name))
+        if direction == "better" and any(
+            clear_direction(tail, _pair(record, tail, name)) == "worse" for tail in TAIL_KEYS
+        ):
+            payers.append(display_name(record, name))
+    parts = []
+    if groups["better"]:
+        won = f"{_names(groups['better'])} met clearly more SLOs than {baseline}"
+        if payers:
+            won += f", but the slowest 1% of requests waited clearly longer with {_names(payers)} (p99 TTFT or E2E)"
+        else:
+            won += " without a clearly longer tail (p99 TTFT and E2E)"
+        parts.append(won)
+    else:
+        parts.append(f"No strategy met clearly more SLOs than {baseline}")
+    if groups["worse"]:
+        parts.append(f"{_names(groups['worse'])} clearly fewer")
+    if groups["none"]:
+        parts.append(f"no clear difference: {_names(groups['none'])}")
+    seeds = len(record.get("seeds") or [])
+    return "; ".join(parts) + f" (paired 95% intervals over {seeds} seeds)."
+
+
+# -- who gains and who pays -------------------------------------------------------------------------
+@dataclass(frozen=True)
+class Outcome:
+    """One quantity of :func:`who_pays_sentence`: its statistics key, its short name, and what a
+    clear gain or a clear loss means for whom, in plain words."""
+
+    key: str
+    short: str
+    gains: str
+    pays: str
+
+
+#: The outcomes weighed beside SLO attainment, in the order the sentences name them.
+OUTCOMES: tuple[Outcome, ...] = (
+    Outcome(
+        "G",
+        "G",
+        "more requests on time per second spent in the system",
+        "fewer requests on time per second spent in the system",
+    ),
+    Outcome(
+        "slo_attainment_by_task.chat",
+        "chat on time",
+        "chat requests meet their SLO more often",
+        "chat requests meet their SLO less often",
+    ),
+    Outcome(
+        "slo_attainment_by_task.code",
+        "code on time",
+        "code requests meet their SLO more often",
+        "code requests meet their SLO less often",
+    ),
+    Outcome(
+        "ttft_s.p99",
+        "p99 TTFT",
+        "the slowest 1% of requests get a first token sooner",
+        "the slowest 1% of requests wait longer for a first token",
+    ),
+    Outcome(
+        "e2e_s.p99", "p99 E2E", "the slowest 1% of requests finish sooner", "the slowest 1% of requests finish later"
+    ),
+    Outcome(
+        task_tail_key("chat"), "p99 E2E of chat", "long chat requests finish sooner", "long chat requests wait longer"
+    ),
+    Outcome(
+        task_tail_key("code"), "p99 E2E of code", "long code requests finish sooner", "long code requests wait longer"
+    ),
+)
+
+
+def change_words(key: str, pair: Mapping[str, Any], short: str = "") -> str:
+    """A paired change in words: ``+12.0 points, 95% interval +8.0 to +16.0 points, better at 10
+    of 10 seeds``; ``short`` (the quantity's name) first when given."""
+    m = demo_metric(key)
     diff, low, high = pair.get("diff_mean"), pair.get("ci_low"), pair.get("ci_high")
-    if not _number(diff):
-        return head + f"; no seed to compare with {baseline}."
+    unit = _difference_unit(m)
     if diff == 0 and low == 0 and high == 0:
-        return head + f": **no difference** from {baseline}, the same at each of the {n_pairs} paired seeds."
-    more = ("longer" if diff > 0 else "shorter") if m.unit in ("s", "ms") else ("more" if diff > 0 else "less")
+        return f"{short + ': ' if short else ''}the same at each of the {int(pair.get('n_pairs') or 0)} seeds"
     interval = (
-        f"95% interval {_signed(m, low)} to {_signed(m, high)}{_difference_unit(m)}"
+        f"95% interval {_signed(m, low)} to {_signed(m, high)}{unit}"
         if _number(low) and _number(high)
         else "no interval"
     )
-    amount = f"{m.format(abs(diff))}{_difference_unit(m)} {more} on average ({interval})"
-    better = f"better at {wins} of {n_pairs} paired seeds"
-    if pair.get("verdict") == "no difference":
-        return head + f": **no clear difference** from {baseline}: {amount}; {better}."
-    return head + f": **{pair.get('verdict')}** than {baseline}: {amount}; {better}."
+    seeds = f"better at {int(pair.get('wins') or 0)} of {int(pair.get('n_pairs') or 0)} seeds"
+    change = f"{_signed(m, diff)}{unit}" if _number(diff) else "-"
+    return f"{short + ' ' if short else ''}{change}, {interval}, {seeds}"
 
 
-def headline(record: dict[str, Any]) -> str:
-    """The page's headline on SLO attainment: which schedulers served clearly more or fewer
-    requests on time than the baseline at 95% (the paired verdict), and which show no clear
-    difference. It never names a winner the intervals do not support."""
-    key = "slo_attainment"
+def who_pays_sentence(record: Mapping[str, Any], name: str, extra: Mapping[str, Any] | None = None) -> str:
+    """One sentence on scheduler ``name`` against the baseline, in plain words: SLOs met (more,
+    fewer, or no clear difference), who gains and who pays among :data:`OUTCOMES` (each claimed
+    only where its paired 95% interval excludes zero, :func:`clear_direction`, with the change, its
+    interval and the seeds better), and what shows no clear difference. ``extra``: statistics
+    beside study.json's (the per-task tails, :func:`task_tail_statistics`)."""
     baseline = record["baseline"]
-    by_verdict: dict[str, list[str]] = {"better": [], "worse": [], "no difference": []}
-    for result in scheduler_results(record, key):
-        if result.pair is not None and result.pair.get("verdict") in by_verdict:
-            by_verdict[str(result.pair["verdict"])].append(f"**{result.scheduler}**")
-    seeds = len(record.get("seeds") or [])
-    parts = []
-    if by_verdict["better"]:
-        parts.append(f"{', '.join(by_verdict['better'])} served clearly more requests on time than {baseline}")
-    if by_verdict["worse"]:
-        parts.append(f"{', '.join(by_verdict['worse'])} clearly fewer")
-    if by_verdict["no difference"]:
-        parts.append(f"{', '.join(by_verdict['no difference'])} no clear difference")
-    if not by_verdict["better"]:
-        parts.insert(0, f"No strategy served clearly more requests on time than {baseline}")
-    return "; ".join(parts) + f" (95% confidence, {seeds} seeds)."
+    shown = display_name(record, name)
+    lead_pair = _pair(record, "slo_attainment", name, extra)
+    if not _number(lead_pair.get("diff_mean")):
+        return f"**{shown}**: no seed to compare with {baseline}."
+    lead_words = change_words("slo_attainment", lead_pair)
+    direction = clear_direction("slo_attainment", lead_pair)
+    if direction == "better":
+        text = f"**{shown}** meets more SLOs than {baseline} ({lead_words})"
+    elif direction == "worse":
+        text = f"**{shown}** meets fewer SLOs than {baseline} ({lead_words})"
+    else:
+        text = f"**{shown}**: no clear difference from {baseline} in SLOs met ({lead_words})"
+    gains, pays, unclear = [], [], []
+    for outcome in OUTCOMES:
+        pair = _pair(record, outcome.key, name, extra)
+        if not _number(pair.get("diff_mean")):
+            continue
+        said = clear_direction(outcome.key, pair)
+        words = change_words(outcome.key, pair, outcome.short)
+        if said == "better":
+            gains.append(f"{outcome.gains} ({words})")
+        elif said == "worse":
+            pays.append(f"{outcome.pays} ({words})")
+        else:
+            unclear.append(outcome.short)
+    if gains:
+        text += "; who gains: " + _joined(gains)
+    if pays:
+        text += "; who pays: " + _joined(pays)
+    elif direction != "worse":
+        text += "; nobody clearly pays (no tail or per-task outcome is clearly worse)"
+    if unclear:
+        text += "; no clear difference in " + _joined(unclear)
+    return text + "."
+
+
+def _joined(parts: Sequence[str]) -> str:
+    return parts[0] if len(parts) == 1 else ", ".join(parts[:-1]) + " and " + parts[-1]
+
+
+# -- who waits, per task: from the member runs' requests -------------------------------------------
+def task_tail(requests: pd.DataFrame, task: str, percent: float = TASK_TAIL_PERCENT) -> float | None:
+    """The ``percent`` percentile (numpy's linear one, as the run summary's) of the E2E latency of
+    the completed ``task`` requests in one run's requests table; None when it has none."""
+    if not len(requests) or "task" not in requests or "e2e_s" not in requests:
+        return None
+    values = pd.to_numeric(requests.loc[requests["task"] == task, "e2e_s"], errors="coerce").to_numpy(dtype=float)
+    values = values[np.isfinite(values)]
+    return float(np.percentile(values, percent)) if values.size else None
+
+
+def task_tail_statistics(
+    record: Mapping[str, Any], runs_by_scheduler: Mapping[str, Sequence[RunData]], percent: float = TASK_TAIL_PERCENT
+) -> dict[str, dict[str, Any]]:
+    """Who waits, per task: for each task, keyed :func:`task_tail_key`, the statistics of each
+    scheduler's per-seed :func:`task_tail` (over seeds: mean with its 95% Student t interval,
+    ``summarize``; against the baseline paired by seed, ``paired_comparison``), in study.json's
+    shape (``schedulers``, ``vs_baseline``). Seeds from the study record's runs; a run the record
+    does not list is left out."""
+    seed_of = {run.get("run_id"): run.get("seed") for run in record.get("runs") or [] if isinstance(run, dict)}
+    baseline = record["baseline"]
+    out: dict[str, dict[str, Any]] = {}
+    for task in TASKS:
+        values: dict[str, dict[Any, float | None]] = {
+            name: {seed_of[run.run_id]: task_tail(run.requests, task, percent) for run in runs if run.run_id in seed_of}
+            for name, runs in runs_by_scheduler.items()
+        }
+        per = {name: summarize(list(by_seed.values())).as_dict() for name, by_seed in values.items()}
+        versus = {
+            name: paired_comparison(values[baseline], by_seed, higher_is_better=False).as_dict()
+            for name, by_seed in values.items()
+            if name != baseline and baseline in values
+        }
+        out[task_tail_key(task)] = {"schedulers": per, "vs_baseline": versus}
+    return out
+
+
+# -- tables ---------------------------------------------------------------------------------------
+def change_cell(key: str, pair: Mapping[str, Any] | None) -> str:
+    """A table cell of a paired change: ``+168.2 s [150.1, 186.3], clearly worse, 0 of 10 seeds``
+    (better at); ``baseline`` for the baseline."""
+    if not pair:
+        return "baseline"
+    m = demo_metric(key)
+    direction = clear_direction(key, pair)
+    said = f"clearly {direction}" if direction else "no clear difference"
+    return (
+        f"{m.format_change(pair.get('diff_mean'))} {m.format_interval(pair.get('ci_low'), pair.get('ci_high'))}, "
+        f"{said}, better at {wins_text(dict(pair))}"
+    )
+
+
+def tail_frame(record: Mapping[str, Any]) -> pd.DataFrame:
+    """The tails beside attainment and G: per scheduler, p99 TTFT and p99 E2E (mean over seeds
+    [95% interval]) and the change against the baseline (:func:`change_cell`)."""
+    baseline = record["baseline"]
+    rows: dict[str, dict[str, str]] = {}
+    for key in TAIL_KEYS:
+        m = demo_metric(key)
+        quantity = m.label.rsplit(" (", 1)[0]
+        for result in scheduler_results(record, key):
+            row = rows.setdefault(result.scheduler, {"strategy": result.scheduler})
+            row[f"{m.label} [95% interval]"] = mean_text(
+                m, {"mean": result.mean, "ci_low": result.ci_low, "ci_high": result.ci_high}
+            )
+            row[f"{quantity} vs {baseline}"] = change_cell(key, result.pair)
+    return pd.DataFrame(list(rows.values()))
+
+
+def task_frame(record: Mapping[str, Any], tails: Mapping[str, Any]) -> pd.DataFrame:
+    """Per scheduler and task: the share on time and the p99 E2E of that task's requests (mean over
+    seeds [95% interval]), each with its change against the baseline (:func:`change_cell`)."""
+    baseline = record["baseline"]
+    rows = []
+    for task in TASKS:
+        keys = (f"slo_attainment_by_task.{task}", task_tail_key(task))
+        found = {key: {result.scheduler: result for result in scheduler_results(record, key, tails)} for key in keys}
+        for name in found[keys[0]] | found[keys[1]]:
+            row = {"strategy": name, "task": task}
+            for key, column in zip(keys, ("on time (%)", "p99 E2E (s)")):
+                result = found[key].get(name)
+                m = demo_metric(key)
+                stats = {"mean": result.mean, "ci_low": result.ci_low, "ci_high": result.ci_high} if result else {}
+                row[f"{column} [95% interval]"] = mean_text(m, stats)
+                row[f"{column.split(' (')[0]} vs {baseline}"] = change_cell(key, result.pair) if result else "-"
+            rows.append(row)
+    return pd.DataFrame(rows)
+
+
+def regime_text(regime: DemoRegime, record: Mapping[str, Any] | None = None) -> str:
+    """What a regime is, in words: its rate as a share of the measured capacity, and (with its
+    record) how long fcfs's queue grew."""
+    if regime.load < 1:
+        load = (
+            f"about {regime.load:.0%} of the {MEASURED_CAPACITY_RPS:.2f} per second this server completes with "
+            f"{DEMO_BASELINE} when offered more than it can serve (measured at seeds "
+            f"{', '.join(str(seed) for seed in CAPACITY_SEEDS)}, not the study's): below capacity"
+        )
+    else:
+        load = (
+            f"about {regime.load:.0%} of the {MEASURED_CAPACITY_RPS:.2f} per second this server completes with "
+            f"{DEMO_BASELINE} when offered more than it can serve: overload, the queue grows all run long"
+        )
+    text = f"Requests arrive at {regime.rate_rps:g} per second, {load}."
+    peak = (
+        (((record or {}).get("statistics") or {}).get("contention.waiting_peak") or {}).get("schedulers") or {}
+    ).get(DEMO_BASELINE) or {}
+    if _number(peak.get("mean")):
+        text += (
+            f" With {DEMO_BASELINE}, up to {peak['mean']:,.0f} requests waited at once (each run's peak, mean over "
+            "seeds)."
+        )
+    return text
+
+
+# -- what the page says about each strategy ----------------------------------------------------------
+#: How the page reads a 95% interval (not "holds the true average with 95% confidence").
+INTERVAL_WORDING = "95% interval: an interval computed this way covers the true mean in 95 of 100 studies"
+#: What mcsf knows under its default predictor (the per-task Gaussian).
+MCSF_TASK_ONLY = "mcsf orders by a guess from the request's task only (chat vs code), not its own length"
+
+
+def used_oracle(records: Iterable[Mapping[str, Any]], name: str) -> bool:
+    """Whether scheduler ``name`` used an oracle in any of ``records`` (study.json ``oracles``)."""
+    return any(display_name(record, name) != name for record in records)
+
+
+def strategy_notes(records: Sequence[Mapping[str, Any]], paper_title: Callable[[str], str]) -> list[str]:
+    """How each demo strategy works, one line each, in plain words; what a predicting one knows
+    follows what the studies recorded (an oracle is named as one, :func:`display_name`).
+    ``paper_title``: paper id -> its title."""
+    mcsf = display_name(records[0], "mcsf") if records else "mcsf"
+    if used_oracle(records, "mcsf"):
+        mcsf_knows = (
+            f"**{mcsf}** (from *{paper_title('003')}*) admits the requests with the shortest answers first, reading "
+            "each request's true length: an oracle no deployment has, so its numbers are an upper bound"
+        )
+    else:
+        mcsf_knows = (
+            f"**{mcsf}** (from *{paper_title('003')}*): {MCSF_TASK_ONLY}. Each guess is a random draw from its task's "
+            "length distribution (fitted on a calibration sample of other conversations, updated as requests "
+            "finish), so chat goes before code on average but within a task the order is random. It admits only as "
+            "many as will still fit in memory when each has grown to its guess; answers that outgrow their guess "
+            "still cause evictions. Its paper assumes the true lengths are known; that oracle is not used here"
+        )
+    slo_sa = display_name(records[0], "slo-sa") if records else "slo-sa"
+    return [
+        f"**fcfs** sends each request on arrival; the engine admits up to {DEMO_SLOTS} and, when their answers "
+        "outgrow the memory, evicts the newest and recomputes it later, work done twice.",
+        f"**static** sends {DEMO_SLOTS} requests and waits until all have finished before sending more, so one long "
+        "answer keeps the other slots idle.",
+        f"**{slo_sa}** (from *{paper_title('004')}*) holds requests at the gateway and orders them to maximise G, "
+        "with each one's output length guessed from its task only (as mcsf's) and latency from a fitted model; it "
+        "does not look at memory.",
+        f"**dynamic-mem** (Alg. 1 of *{paper_title('000')}*) caps requests in flight at the number whose memory fits "
+        "with 95% probability, from average prompt and output lengths of a calibration sample: it avoids evictions "
+        "but also leaves memory unused when the answers turn out short.",
+        "**dynamic-sla** (Alg. 2 of the same paper) also moves a batch-size window to keep decode latency near 50 ms, "
+        "and uses the smaller of that and the memory cap.",
+        mcsf_knows + ".",
+    ]
 
 
 # -- the memory chart's caption: what the shown runs' KV usage did, measured -----------------------
@@ -461,22 +1031,40 @@ __all__ = [
     "DEMO_SEEDS",
     "DEMO_SCHEDULERS",
     "DEMO_BASELINE",
+    "DEMO_REGIMES",
+    "DemoRegime",
     "LIVE_PREFIX",
     "HEADLINE_KEYS",
+    "TAIL_KEYS",
     "MISSING_MESSAGE",
+    "INTERVAL_WORDING",
+    "MCSF_TASK_ONLY",
+    "demo_regime",
     "demo_config",
     "demo_plan",
+    "demo_plans",
     "live_rerun_configs",
+    "measure_capacity",
     "clear_demo_results",
+    "make_demo_studies",
     "make_demo_results",
+    "missing_message",
     "read_demo_study",
+    "clear_direction",
+    "display_name",
     "scheduler_results",
     "card_value",
     "card_interval",
     "card_delta",
     "card_verdict",
-    "scheduler_sentence",
     "headline",
+    "who_pays_sentence",
+    "task_tail",
+    "task_tail_statistics",
+    "tail_frame",
+    "task_frame",
+    "regime_text",
+    "strategy_notes",
     "value_text",
     "interval_text",
     "KVUsage",
