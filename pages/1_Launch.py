@@ -52,6 +52,10 @@ DEFAULT_PACE = "100x"
 TPOT_UNIT = metric("tpot_s.mean").unit  # the TPOT limits are typed in the catalog's display unit
 
 
+#: The simulator's engine.planning_model choices as the form names them.
+PLANNING_MODELS = {"fitted": "fitted to a profile (default)", "engine-truth": "the engine's own model (oracle)"}
+
+
 def key(path: str) -> str:
     return FIELD + path
 
@@ -355,6 +359,27 @@ if kind == "sim":
         key="ui:priority",
         help="vLLM's --scheduling-policy priority: the engine orders its queue by the scheduler's priority",
     )
+    plan_columns = st.columns(2)
+    with plan_columns[0]:
+        st.selectbox(
+            "Latency model the scheduler plans with",
+            list(PLANNING_MODELS),
+            key=key("engine.planning_model"),
+            format_func=PLANNING_MODELS.__getitem__,
+            help="slo-sa, scls, mcsf and the alpha baselines predict latencies. fitted: a model fitted to a "
+            "noisy profile of this simulated engine, as a real profile would be (its error is kept with the "
+            "run); engine-truth: the simulator's own model, which no deployment has (an oracle: its results "
+            "are labelled so)",
+        )
+        error_under("engine.planning_model")
+    with plan_columns[1]:
+        number(
+            "Injected latency-model error (relative std)",
+            "engine.planning_error",
+            None,
+            help="0 to 1: each latency coefficient the scheduler plans with is multiplied by 1 + error x a "
+            "standard normal draw (004 Fig. 10's sensitivity study); blank = 0",
+        )
 elif kind in ADAPTERS:
     adapter = ADAPTERS[kind]
     with columns[0]:
