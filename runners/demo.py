@@ -381,13 +381,12 @@ def make_demo_studies(
 ) -> list[StudyResult]:
     """Run every regime's study (:data:`DEMO_REGIMES`, in order) and (re)write their folders
     under ``results_root``, after removing the old ones (see :func:`clear_demo_results` for what
-    it refuses to replace). A cancelled study ends it: the regimes after it are not run."""
+    it refuses to replace). A cancelled study (``should_stop``) ends it: the regimes after it are
+    not run. At least one study runs (a stop before it gives a cancelled record)."""
     plans = demo_plans(seeds, requests)
     clear_demo_results(results_root, plans)
     results = []
     for plan in plans:
-        if should_stop is not None and should_stop():
-            break
         result = run_study(plan, results_root, progress=progress, should_stop=should_stop)
         results.append(result)
         if result.record.get("status") == "cancelled":
@@ -405,8 +404,6 @@ def make_demo_results(
     """:func:`make_demo_studies`, returning one study's result (for a caller that reports one):
     the first that did not end done, else the last."""
     results = make_demo_studies(results_root, seeds, progress, should_stop, requests)
-    if not results:
-        raise SchedlabError("demo: stopped before any study ran")
     return next((result for result in results if result.record.get("status") != "done"), results[-1])
 
 
@@ -668,7 +665,8 @@ def headline(record: Mapping[str, Any]) -> str:
     if groups["better"]:
         won = f"{_names(groups['better'])} met clearly more SLOs than {baseline}"
         if payers:
-            won += f", but the slowest 1% of requests waited clearly longer with {_names(payers)} (p99 TTFT or E2E)"
+            who = ("it" if len(payers) == 1 else "each of them") if payers == groups["better"] else _names(payers)
+            won += f", but the slowest 1% of requests waited clearly longer with {who} (p99 TTFT or E2E)"
         else:
             won += " without a clearly longer tail (p99 TTFT and E2E)"
         parts.append(won)
@@ -699,8 +697,8 @@ OUTCOMES: tuple[Outcome, ...] = (
     Outcome(
         "G",
         "G",
-        "more requests on time per second spent in the system",
-        "fewer requests on time per second spent in the system",
+        "overall, more requests finish on time per second they spend in the system",
+        "overall, fewer requests finish on time per second they spend in the system",
     ),
     Outcome(
         "slo_attainment_by_task.chat",

@@ -1,7 +1,10 @@
-"""The Demo page under AppTest (issue 15): its "See every metric" link opens the demo's own study
-on the Results page, not the newest runs or another study (defect 6); its memory chart is in
-percent on a 0-100 axis and its caption states what the shown runs' KV usage measured, never
-claiming a cache filled that did not (defect 9)."""
+"""The Demo page under AppTest, on the bundled studies: both regimes shown (one tab each), each with
+its headline, who gains and who pays, attainment and G cards with their 95% intervals and seeds
+better, the tails (p99 TTFT and E2E) and the per-task outcomes, numbers read back from study.json
+and (per-task tails) recomputed by hand from the member runs' requests.parquet; mcsf's task-only
+guess and the interval wording as the page must say them; its "See every metric" links open each
+regime's own study on the Results page; its memory charts are in percent and their captions state
+what the shown runs' KV usage measured; the live rerun is one seed of the chosen regime."""
 
 from __future__ import annotations
 
@@ -16,8 +19,24 @@ import pandas as pd
 import pytest
 from test_app import BUNDLED, open_page
 
-from runners.demo import DEMO_SCHEDULERS, kv_caption, kv_usage
-from runners.result_store import RunData
+from runners.demo import (
+    DEMO_BASELINE,
+    DEMO_REGIMES,
+    DEMO_SCHEDULERS,
+    INTERVAL_WORDING,
+    LIVE_PREFIX,
+    MCSF_TASK_ONLY,
+    headline,
+    kv_caption,
+    kv_usage,
+    task_tail_statistics,
+    who_pays_sentence,
+)
+from runners.metrics.catalog import metric
+from runners.result_store import RunData, load_run
+from runners.study_view import study_member_runs
+
+ATTAINMENT, G = metric("slo_attainment"), metric("G")
 
 
 @pytest.fixture
@@ -26,6 +45,20 @@ def demo_results(monkeypatch, results_dir: Path) -> Path:
     for folder in sorted(BUNDLED.glob("demo*")):
         shutil.copytree(folder, results_dir / folder.name)
     return results_dir
+
+
+@pytest.fixture
+def app(demo_results):
+    return open_page("pages/3_Demo.py")
+
+
+def record_of(regime) -> dict:
+    return json.loads((BUNDLED / regime.study_id / "study.json").read_text())
+
+
+def tab_of(app, regime):
+    (tab,) = [tab for tab in app.tabs if tab.label == regime.title]
+    return tab
 
 
 def _values(encoded) -> np.ndarray:
@@ -41,26 +74,151 @@ def _peak_percent(results: Path, run_id: str) -> float:
     return 100 * float(frame.groupby("t_s")["kv_usage"].mean().max())
 
 
-def test_the_memory_chart_is_in_percent_and_its_caption_states_the_measured_peaks(demo_results):
-    app = open_page("pages/3_Demo.py")
-    charts = [chart for chart in app.get("plotly_chart") if "demo-memory" in chart.proto.id]
-    assert len(charts) == 1
+# -- both regimes, each complete --------------------------------------------------------------------
+def test_the_page_shows_both_regimes_in_tabs(app):
+    assert [tab.label for tab in app.tabs] == [regime.title for regime in DEMO_REGIMES]
+    assert [tab.label for tab in app.tabs] == ["Below capacity: 2.1 req/s", "Overload: 4 req/s"]
+    assert not app.warning
+    text = " ".join(markdown.value for markdown in app.markdown)
+    assert f"with its {INTERVAL_WORDING}" in text
+    assert "95% confidence" not in text and "holds the true average" not in text
+    assert "shortest predicted answers first" not in text
+    assert f"{MCSF_TASK_ONLY}." in text  # "mcsf orders by a guess from the request's task only (chat vs code), ..."
+
+
+@pytest.mark.parametrize("regime", DEMO_REGIMES, ids=lambda regime: regime.key)
+def test_each_regime_states_attainment_and_g_with_intervals_and_seeds_better(app, regime):
+    record, tab = record_of(regime), tab_of(app, regime)
+    n = len(record["seeds"])
+    cards = tab.metric
+    assert [card.label for card in cards] == list(DEMO_SCHEDULERS) * 2  # attainment, then G
+    under = [caption.value for caption in tab.caption][: 2 * len(DEMO_SCHEDULERS)]
+    for row, (key, m) in enumerate((("slo_attainment", ATTAINMENT), ("G", G))):
+        entry = record["statistics"][key]
+        for column, name in enumerate(DEMO_SCHEDULERS):
+            card, caption = cards[row * len(DEMO_SCHEDULERS) + column], under[row * len(DEMO_SCHEDULERS) + column]
+            stats = entry["schedulers"][name]
+            low, high = m.format(stats["ci_low"]), m.format(stats["ci_high"])
+            unit = "%" if m.unit == "%" else f" {m.unit}"
+            assert card.value == f"{m.format(stats['mean'])}{unit}"
+            assert caption.startswith(
+                f"± {m.format((stats['ci_high'] - stats['ci_low']) / 2)} (95% interval {low} to {high}{unit}); "
+            )
+            if name == DEMO_BASELINE:
+                assert caption.endswith("the baseline") and card.delta == ""
+                continue
+            pair = entry["vs_baseline"][name]
+            assert card.delta == f"{m.format_change(pair['diff_mean'])} vs fcfs"
+            seeds = f"({pair['wins']} of {n} seeds better)"
+            if pair["ci_low"] > 0:
+                assert caption.endswith(f"clearly better than fcfs {seeds}")
+            elif pair["ci_high"] < 0:
+                assert caption.endswith(f"clearly worse than fcfs {seeds}")
+            else:
+                assert caption.endswith(f"no clear difference from fcfs {seeds}")
+
+
+@pytest.mark.parametrize("regime", DEMO_REGIMES, ids=lambda regime: regime.key)
+def test_each_regime_has_its_headline_and_who_gains_and_who_pays(app, demo_results, regime):
+    record, tab = record_of(regime), tab_of(app, regime)
+    texts = [markdown.value for markdown in tab.markdown]
+    title = next(text for text in texts if text.startswith("#### "))
+    assert title == "#### " + headline(record)
+    attainment = record["statistics"]["slo_attainment"]["vs_baseline"]
+    better = [name for name in DEMO_SCHEDULERS[1:] if attainment[name]["ci_low"] > 0]
+    named = title.split(" met clearly more")[0] if better else ""
+    assert sorted(named.replace("#### ", "").replace("*", "").replace(" and ", ",").replace(" ", "").split(",")) == (
+        sorted(better) if better else [""]
+    )
+    assert "paired 95% intervals over 10 seeds" in title
+    runs = study_member_runs(demo_results, record)
+    tails = task_tail_statistics(record, runs)
+    bullets = next(text for text in texts if text.startswith("- **"))
+    assert bullets.split("\n") == [f"- {who_pays_sentence(record, name, tails)}" for name in DEMO_SCHEDULERS[1:]]
+    for name in DEMO_SCHEDULERS[1:]:  # every sentence says the SLO change in words
+        sentence = who_pays_sentence(record, name, tails)
+        assert sentence.startswith(f"**{name}**") and "SLOs" in sentence
+
+
+def test_overload_says_who_pays_for_mcsfs_win(app, demo_results):
+    """In overload mcsf meets clearly more SLOs, and its sentence says who pays: the slowest 1% of
+    requests (p99 TTFT) and long code requests, with their numbers."""
+    regime = next(regime for regime in DEMO_REGIMES if regime.key == "overload")
+    record = record_of(regime)
+    ttft = record["statistics"]["ttft_s.p99"]["vs_baseline"]["mcsf"]
+    assert record["statistics"]["slo_attainment"]["vs_baseline"]["mcsf"]["ci_low"] > 0 and ttft["ci_low"] > 0
+    text = " ".join(markdown.value for markdown in tab_of(app, regime).markdown)
+    (sentence,) = [line for line in text.split("\n") if line.startswith("- **mcsf**")]
+    assert "meets more SLOs than fcfs" in sentence
+    pays = sentence.split("who pays: ")[1]
+    assert f"the slowest 1% of requests wait longer for a first token (p99 TTFT +{ttft['diff_mean']:.3f} s" in pays
+    assert "long code requests wait longer (p99 E2E of code +" in pays
+
+
+@pytest.mark.parametrize("regime", DEMO_REGIMES, ids=lambda regime: regime.key)
+def test_each_regime_shows_the_tails_and_the_per_task_outcomes(app, demo_results, regime):
+    """The tail table reads study.json's p99 TTFT and E2E; the per-task table its attainment per
+    task, and the p99 E2E of each task recomputed here by hand from the requests of every seed."""
+    record, tab = record_of(regime), tab_of(app, regime)
+    tails, tasks = tab.dataframe[0].value.set_index("strategy"), tab.dataframe[1].value.set_index(["strategy", "task"])
+    assert list(tails.index) == list(DEMO_SCHEDULERS)
+    for key, label in (("ttft_s.p99", "TTFT p99"), ("e2e_s.p99", "E2E p99")):
+        m = metric(key)
+        for name in DEMO_SCHEDULERS:
+            stats = record["statistics"][key]["schedulers"][name]
+            shown = f"{m.format(stats['mean'])} [{m.format(stats['ci_low'])}, {m.format(stats['ci_high'])}]"
+            assert tails.loc[name, f"{label} (s) [95% interval]"] == shown
+            change = tails.loc[name, f"{label} vs fcfs"]
+            assert (
+                change == "baseline"
+                if name == DEMO_BASELINE
+                else change.startswith(
+                    metric(key).format_change(record["statistics"][key]["vs_baseline"][name]["diff_mean"])
+                )
+            )
+    seeds = {run["run_id"]: run["seed"] for run in record["runs"]}
+    for task in ("chat", "code"):
+        share = metric(f"slo_attainment_by_task.{task}")
+        per_seed: dict[str, dict[int, float]] = {}
+        for run_id, seed in seeds.items():
+            frame = pd.read_parquet(demo_results / run_id / "requests.parquet")
+            e2e = frame.loc[(frame["task"] == task) & frame["e2e_s"].notna(), "e2e_s"].to_numpy()
+            name = run_id[len(regime.study_id) + 1 :].rsplit("-s", 1)[0]
+            per_seed.setdefault(name, {})[seed] = float(np.percentile(e2e, 99))
+        for name in DEMO_SCHEDULERS:
+            stats = record["statistics"][f"slo_attainment_by_task.{task}"]["schedulers"][name]
+            assert tasks.loc[(name, task), "on time (%) [95% interval]"].startswith(share.format(stats["mean"]) + " [")
+            mean = float(np.mean(list(per_seed[name].values())))
+            assert tasks.loc[(name, task), "p99 E2E (s) [95% interval]"].startswith(f"{mean:.3f} [")
+            if name != DEMO_BASELINE:
+                diffs = [per_seed[name][seed] - per_seed[DEMO_BASELINE][seed] for seed in record["seeds"]]
+                assert tasks.loc[(name, task), "p99 E2E vs fcfs"].startswith(f"{float(np.mean(diffs)):+.3f} s [")
+                wins = sum(diff < 0 for diff in diffs)
+                assert tasks.loc[(name, task), "p99 E2E vs fcfs"].endswith(f"better at {wins} of 10 seeds")
+
+
+@pytest.mark.parametrize("regime", DEMO_REGIMES, ids=lambda regime: regime.key)
+def test_the_memory_chart_is_in_percent_and_its_caption_states_the_measured_peaks(app, demo_results, regime):
+    tab = tab_of(app, regime)
+    charts = [chart for chart in tab.get("plotly_chart") if f"demo-{regime.key}-memory" in chart.proto.id]
+    assert len(charts) == 1 and len(tab.get("plotly_chart")) == 3
     figure = json.loads(charts[0].proto.spec)
     assert figure["layout"]["yaxis"]["range"] == [0, 100]
     shown = {trace["legendgroup"]: float(np.nanmax(_values(trace["y"]))) for trace in figure["data"]}
-    assert set(shown) == {"demo-fcfs-s0", "demo-mcsf-s0", "demo-static-s0"}
+    assert set(shown) == {f"{regime.study_id}-{name}-s0" for name in ("fcfs", "mcsf", "static")}
     for run_id, top in shown.items():  # percent (0-100), not a fraction (0-1) on a % axis
         assert top <= 100 and top == pytest.approx(_peak_percent(demo_results, run_id), abs=0.5), run_id
-    caption = next(caption.value for caption in app.caption if caption.value.startswith("One seed only"))
+    caption = next(caption.value for caption in tab.caption if caption.value.startswith("One seed only"))
+    assert "(seed 0)" in caption
     for run_id in shown:
-        scheduler = run_id.split("-")[1]
-        assert f"**{scheduler}** peaks at {_peak_percent(demo_results, run_id):.1f}%" in caption, caption
-    assert "fills and empties it" not in caption  # the claim the old caption made whatever the data
+        usage = kv_usage(load_run(demo_results, run_id))
+        peak = f"{_peak_percent(demo_results, run_id):.1f}%"
+        said = f"**{usage.scheduler}** peaks at {peak}" if usage.peak >= 0.95 else f"**{usage.scheduler}** never fills"
+        assert said in caption, caption
 
 
 def test_a_cache_never_filled_is_not_said_to_fill():
-    """A run whose cache peaked at 1.2% (the issue's demo): the caption says so, and names no
-    sawtooth or full cache."""
+    """A run whose cache peaked at 1.2%: the caption says so, and names no sawtooth or full cache."""
     series = [0.0, 0.004, 0.012, 0.006, 0.0]
     frame = pd.DataFrame({"t_s": [0.0, 0.25, 0.5, 0.75, 1.0], "instance": [0] * 5, "kv_usage": series})
     run = RunData("big-cache", Path("."), {}, {"scheduler": "static", "preemptions": 0}, pd.DataFrame(), frame)
@@ -70,9 +228,10 @@ def test_a_cache_never_filled_is_not_said_to_fill():
     assert "sawtooth" not in caption and "full" not in caption.split("peaks at")[1].split(".")[0]
 
 
-def test_see_every_metric_opens_the_demo_study_on_the_results_page(demo_results):
-    """With a newer study beside it (listed first on the Results page), the link still opens the
-    demo's: its query names the study, and the Results page shows the demo's schedulers."""
+# -- links, live rerun, missing bundle --------------------------------------------------------------
+def test_see_every_metric_opens_each_regimes_study_on_the_results_page(demo_results):
+    """With a newer study beside them (listed first on the Results page), each link still opens
+    its regime's study: its query names the study, and the Results page shows the demo's schedulers."""
     from runners.config import parse_config
     from runners.study import plan_study, run_study
 
@@ -86,18 +245,75 @@ def test_see_every_metric_opens_the_demo_study_on_the_results_page(demo_results)
     )
     run_study(plan_study(other, "newer"), demo_results)
     app = open_page("pages/3_Demo.py")
-    links = [link for link in app.get("page_link") if "Results page" in link.proto.label]
-    assert len(links) == 1
-    link = links[0].proto
-    assert link.page == "Results"
-    query = {key: values[0] for key, values in parse_qs(link.query_string).items()}
-    assert query == {"study": "demo"}
+    links = [link.proto for link in app.get("page_link") if "Results page" in link.proto.label]
+    assert [link.page for link in links] == ["Results"] * len(DEMO_REGIMES)
+    queries = [{key: values[0] for key, values in parse_qs(link.query_string).items()} for link in links]
+    assert queries == [{"study": regime.study_id} for regime in DEMO_REGIMES]
 
-    results = open_page()
-    for key, value in query.items():
-        results.query_params[key] = value
-    results.switch_page("pages/2_Results.py").run()
-    assert not results.exception, results.exception
-    assert results.selectbox(key="study").value == "demo"
-    shown = " ".join(str(table.value.to_dict()) for table in results.dataframe)
-    assert all(scheduler in shown for scheduler in DEMO_SCHEDULERS), shown[:500]
+    for query in queries:
+        results = open_page()
+        for key, value in query.items():
+            results.query_params[key] = value
+        results.switch_page("pages/2_Results.py").run()
+        assert not results.exception, results.exception
+        assert results.selectbox(key="study").value == query["study"]
+        shown = " ".join(str(table.value.to_dict()) for table in results.dataframe)
+        assert all(scheduler in shown for scheduler in DEMO_SCHEDULERS), shown[:500]
+
+
+def test_the_live_rerun_is_one_seed_of_the_chosen_regime(demo_results, monkeypatch):
+    started = []
+    monkeypatch.setattr("runners.jobs.start_job", lambda spec, root: started.append(spec) or root / ".jobs" / "x")
+    app = open_page("pages/3_Demo.py")
+    below = next(regime for regime in DEMO_REGIMES if regime.key == "below")
+    assert app.selectbox(key="demo-regime").value.key == "overload"  # the default: the earlier demo's regime
+    app.selectbox(key="demo-regime").set_value(below).run()
+    app.selectbox(key="demo-seed").set_value(3).run()
+    app.button[0].click().run()
+    (spec,) = started
+    assert "one seed of the study" in spec.label and "not the verdict" in spec.label and "below" in spec.label
+    assert [config.scheduler.name for config in spec.runs] == list(DEMO_SCHEDULERS)
+    assert {config.workload.seed for config in spec.runs} == {3}
+    assert {config.workload.arrival.rate for config in spec.runs} == {below.rate_rps}
+    assert all(
+        str(config.run_id).startswith(LIVE_PREFIX)
+        and str(config.run_id).endswith("-s3")
+        and "-below-" in str(config.run_id)
+        for config in spec.runs
+    )
+    assert not any(config.trials.seeds for config in spec.runs)
+
+
+def test_without_the_bundle_each_regime_says_how_to_make_it(monkeypatch, results_dir):
+    monkeypatch.setattr("runners.result_store.DEFAULT_RESULTS_DIR", results_dir)
+    (results_dir / "demo-below-fcfs-s0").mkdir()  # a stray member without its study
+    app = open_page("pages/3_Demo.py")
+    assert not app.exception
+    assert len(app.warning) == len(DEMO_REGIMES)
+    for warning, regime in zip(app.warning, DEMO_REGIMES):
+        assert "is missing" in warning.value and "python -m runners demo" in warning.value
+        assert regime.study_id in warning.value
+    assert not app.metric and not app.get("plotly_chart")
+    assert f"{MCSF_TASK_ONLY}." in " ".join(markdown.value for markdown in app.markdown)
+    assert app.button[0].label.startswith("Run seed 0 again")  # the live rerun still works
+
+
+def test_one_regime_missing_leaves_the_other_shown(demo_results):
+    shutil.rmtree(demo_results / "demo-below")
+    app = open_page("pages/3_Demo.py")
+    below, overload = (tab_of(app, regime) for regime in DEMO_REGIMES)
+    assert "is missing" in below.warning[0].value and not below.metric
+    assert not overload.warning and len(overload.metric) == 2 * len(DEMO_SCHEDULERS)
+
+
+def test_a_damaged_member_is_left_out_and_named(demo_results):
+    """The studies' numbers come from study.json; a member whose files are damaged is left out of
+    the charts and the per-task tails, and named."""
+    (demo_results / "demo-overload-static-s3" / "summary.json").write_text('"oops"')
+    timeseries = demo_results / "demo-below-slo-sa-s0" / "timeseries.parquet"
+    timeseries.write_bytes(timeseries.read_bytes()[:100])
+    app = open_page("pages/3_Demo.py")
+    assert [metric.label for metric in app.metric] == list(DEMO_SCHEDULERS) * 2 * len(DEMO_REGIMES)
+    warnings = " | ".join(warning.value for warning in app.warning)
+    assert "demo-overload-static-s3" in warnings and "demo-below-slo-sa-s0" in warnings
+    assert len(app.get("plotly_chart")) == 3 * len(DEMO_REGIMES)
