@@ -884,7 +884,8 @@ def sim_rows(scale: dict[str, Any]) -> list[RowSpec]:
 
 def simulate(args: argparse.Namespace) -> None:
     scale = QUICK_SCALE if args.quick else {**SIM_SCALE, "seeds": args.seeds or SIM_SCALE["seeds"]}
-    seeds = list(range(scale["seeds"]))
+    first = args.first_seed or 0
+    seeds = list(range(first, first + scale["seeds"]))
     started = time.perf_counter()
     with tempfile.TemporaryDirectory() as scratch:
         root = Path(args.keep) if args.keep else Path(scratch)
@@ -892,9 +893,14 @@ def simulate(args: argparse.Namespace) -> None:
         rows, results = run_rows(specs, seeds, sim_config, root, args.workers)
     seconds = time.perf_counter() - started
     name = "simulator-quick" if args.quick else "simulator"
+    command = "python -m bench.reproduce" + (" --quick" if args.quick else f" --seeds {scale['seeds']}")
+    if first:  # a check on other seeds: its own table beside the main one
+        name += f"-seeds{seeds[0]}-{seeds[-1]}"
+        command += f" --first-seed {first}"
     meta: dict[str, Any] = {
         "engine": "sim",
-        "command": "python -m bench.reproduce" + (" --quick" if args.quick else f" --seeds {scale['seeds']}"),
+        "command": command,
+        "seeds": seeds,
         "seconds": round(seconds, 1),
         "made_on": time.strftime("%Y-%m-%d"),  # a later --render keeps the date the runs were made
         "runs": len(results.outcomes),
@@ -1140,6 +1146,13 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--seeds", type=int, default=None, help="seeds per row (simulator 10, --real 3)")
     parser.add_argument("--quick", action="store_true", help="a few small rows at 3 seeds (a smoke test)")
+    parser.add_argument(
+        "--first-seed",
+        type=int,
+        default=0,
+        help="simulator: seeds from this one on (default 0); other than 0 the table is written as "
+        "reproduction_simulator-seeds<first>-<last> (a check on seeds the main table never used)",
+    )
     parser.add_argument("--workers", type=int, default=None, help="simulator runs at once (default: all cores)")
     parser.add_argument("--real", action="store_true", help="on the CPU vLLM instead of the simulator")
     parser.add_argument("--model", help="--real: the tiny model's folder (built there if missing)")

@@ -41,6 +41,7 @@ from runners.config import parse_config
 from runners.engines.fidelity import (
     FIDELITY_SCHEMA,
     compare_level,
+    judged_quantity,
     missed_targets,
     parse_levels,
     quantity_keys,
@@ -94,9 +95,11 @@ def markdown(report: dict) -> str:
         "",
         f"{report['date']}; real engine: {report['engine']}; profile `{report['profile']}`; workload: "
         f"{report['workload']}; {report['requests_per_run']} requests per run; seeds {report['seeds']}; measured "
-        f"capacity {report['capacity_rps']:.2f} req/s ({report['capacity_note']}). Error = (simulated - real) / real, "
-        "mean over seeds [95% t-interval] (largest |error| of a seed). Targets: |mean error| <= 5% below saturation, "
-        "<= 10% above; p90 <= 10% below saturation.",
+        f"capacity {report['capacity_rps']:.2f} req/s ({report['capacity_note']}). Error = (simulated - real) / real "
+        "per seed; each cell: real / simulated mean over seeds, then the mean |error| over seeds [95% t-interval] "
+        "(what is judged: errors of opposite signs cannot cancel), the bias (the signed mean error: negative = "
+        "the simulator is fast) and the largest |error| of a seed. Targets on the mean |error|: means <= 5% "
+        "below saturation, <= 10% above; p90 <= 10% below saturation.",
         "",
     ]
     header = "| quantity | " + " | ".join(f"{lv['level']:.0%} ({lv['rate_rps']:.2f} req/s)" for lv in report["levels"])
@@ -104,14 +107,15 @@ def markdown(report: dict) -> str:
     for key in quantity_keys():
         cells = []
         for level in report["levels"]:
-            q = level["quantities"][key]
+            q = judged_quantity(level["quantities"][key])
             real = sum(q["real"]) / len(q["real"])
             sim = sum(q["sim"]) / len(q["sim"])
             unit = 1000 if key != "output_throughput_tps" else 1
-            ci = f" [{q['ci95'][0]:+.1%}, {q['ci95'][1]:+.1%}]" if q["ci95"] else ""
+            ci = f" [{q['abs_ci95'][0]:.1%}, {q['abs_ci95'][1]:.1%}]" if q["abs_ci95"] else ""
             mark = {True: " ok", False: " **MISS**", None: ""}[q["met"]]
             cells.append(
-                f"{real * unit:.3g} / {sim * unit:.3g}: {q['mean_error']:+.1%}{ci} (max {q['max_abs_error']:.1%}){mark}"
+                f"{real * unit:.3g} / {sim * unit:.3g}: {q['mean_abs_error']:.1%}{ci} (bias "
+                f"{q['mean_error']:+.1%}, max {q['max_abs_error']:.1%}){mark}"
             )
         unit = "" if key == "output_throughput_tps" else " (ms)"
         lines.append(f"| {quantity_label(key)}{unit} real / sim | " + " | ".join(cells) + " |")
@@ -158,7 +162,16 @@ def main() -> None:
         action="store_false",
         help="skip the second real run of each level's first seed (the engine's own run-to-run spread)",
     )
+    parser.add_argument(
+        "--render",
+        action="store_true",
+        help="rewrite bench/results/sim_fidelity.md from its .json (judged as this code judges), running nothing",
+    )
     args = parser.parse_args()
+    if args.render:
+        REPORT_MD.write_text(markdown(json.loads(REPORT_JSON.read_text())))
+        print(REPORT_MD.read_text())
+        return
     try:
         levels = parse_levels(args.levels)
     except SchedlabError as exc:

@@ -445,7 +445,7 @@ def show_study(record: dict) -> None:
     st.caption(
         "mean [95% CI]: over seeds, Student t. change: scheduler - baseline per seed (paired), mean and 95% "
         "CI; a change of percentages is in percentage points. relative change: mean / baseline mean - 1, "
-        "bootstrap (BCa) over paired seeds. seeds better: k of n seeds where the scheduler beat the baseline. "
+        "Fieller's interval below 10 paired seeds, bootstrap (BCa) from 10. seeds better: k of n seeds where the scheduler beat the baseline. "
         "verdict: better or worse when the 95% interval of the change excludes 0, else no difference."
     )
     csv = pd.concat([table.assign(rate_rps=rate) for rate, table in frames]).drop(columns="judged")

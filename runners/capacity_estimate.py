@@ -289,7 +289,12 @@ def offered_load(config: RunConfig) -> OfferedLoad:
 
     resolved = engine.resolve()
     load = _simulated_load(config, engine, resolved)
-    return replace(load, fidelity=fidelity_sentence(resolved.profile.name, resolved.profile.fidelity, load.rate_rps))
+    return replace(
+        load,
+        fidelity=fidelity_sentence(
+            resolved.profile.name, resolved.profile.fidelity, load.rate_rps, resolved.profile.source
+        ),
+    )
 
 
 def _simulated_load(config: RunConfig, engine: SimulatorConfig, resolved: ResolvedSimulator) -> OfferedLoad:

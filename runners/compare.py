@@ -470,6 +470,7 @@ def fidelity_note(config: dict[str, Any]) -> str | None:
         str(profile.get("name", "?")),
         report if isinstance(report, dict) else None,
         float(rate) if isinstance(rate, (int, float)) else None,
+        str(profile.get("source") or ""),
     )
 
 

@@ -242,7 +242,7 @@ def metric_statistics(
 ) -> dict[str, Any]:
     """One metric's per-scheduler summary and paired comparison with the baseline. ``plan_runs``:
     the study's run records; ``summaries``: run_id -> summary of the runs that ended done.
-    ``relative``: add each comparison's relative change with its bootstrap interval
+    ``relative``: add each comparison's relative change with its interval (Fieller below 10 pairs, BCa from 10)
     (``vs_baseline[name]["relative"]``; a few ms each, so left out while a study runs)."""
     by_scheduler: dict[str, dict[int, float | None]] = {name: {} for name in schedulers}
     for run in plan_runs:
@@ -651,7 +651,7 @@ def study_lines(record: dict[str, Any]) -> list[str]:
         f"{len(runs)} runs: " + ", ".join(f"{n} {status}" for status, n in sorted(counts.items())),
         "intervals: Student t 95% over seeds; diff = scheduler - baseline per seed (paired); "
         "wins = seeds where the scheduler is better; a difference of percentages is in percentage points; "
-        "rel. change = mean / baseline mean - 1, interval by bootstrap (BCa) over paired seeds",
+        "rel. change = mean / baseline mean - 1, interval by Fieller's method below 10 paired seeds, bootstrap (BCa) from 10",
     ]
     for name, sentences in as_dict(record.get("oracles")).items():
         lines += [f"{name} used an {sentence}" for sentence in sentences if isinstance(sentence, str)]

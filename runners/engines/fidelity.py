@@ -7,19 +7,31 @@ TTFT, TPOT and E2E; output throughput) each seed gives a relative error
 
     error = (simulated - real) / real
 
-and the level reports their mean over seeds, a 95% Student-t interval of that mean
-(scipy.stats.t, n - 1 degrees of freedom; none for one seed) and the largest error of any seed.
-A level is below saturation when its offered rate is under the measured capacity. Targets
-(issue 13): |mean error| of every mean <= 5% below saturation and <= 10% above; of every p90 <=
-10% below saturation (p90 above saturation and throughput: reported, no target).
+and the level reports, over seeds, the **mean absolute error** mean |error| with a 95% Student-t
+interval (scipy.stats.t, n - 1 degrees of freedom; none for one seed) - what is judged, so errors
+of opposite signs cannot cancel (issue 25: -9.2%, +4.2%, -2.2% is a mean absolute error of 5.2%,
+not "-2.4% ok") - and beside it the signed mean error with its interval (the **bias**: the
+simulator fast when negative) and the largest |error| of any seed. A level is below saturation
+when its offered rate is under the measured capacity. Targets (issue 13): mean |error| of every
+mean <= 5% below saturation and <= 10% above; of every p90 <= 10% below saturation (p90 above
+saturation and throughput: reported, no target). ``met``: the mean absolute error within the
+target; ``met_surely``: its whole interval within it (None without an interval).
 
 The report is a plain mapping (JSON in the bench's results, ``fidelity`` in the profile file)::
 
     schema: schedlab.fidelity/1
     profile, engine, workload, date, capacity_rps, seeds, requests_per_run
     levels: [{level, rate_rps, saturated, seeds, quantities: {"ttft_s.mean": {real, sim, errors,
-              mean_error, ci95, max_abs_error, target, met}, ...}}, ...]
+              mean_abs_error, abs_ci95, mean_error, ci95, max_abs_error, target, met,
+              met_surely}, ...}}, ...]
     failed_levels: [{level, rate_rps, error}]     # levels that could not be measured (kept out)
+
+Schema 2 judges the mean absolute error; a schema-1 report (judged on the signed mean, no
+``mean_abs_error``) still reads: its ``met`` is recomputed from its per-seed ``errors``.
+
+A profile without a report is labelled by :func:`validation_label`: a bundled preset of a
+paper's coefficients (the Qwen2.5-7B / 2 x V100 preset of 004 Table 2, which every reproduction
+and Demo run uses) says "paper coefficients, not validated here" wherever it is shown.
 """
 
 from __future__ import annotations
@@ -34,7 +46,10 @@ from scipy import stats
 from runners.errors import ConfigError
 from runners.metrics.catalog import summary_value
 
-FIDELITY_SCHEMA = "schedlab.fidelity/1"
+FIDELITY_SCHEMA = "schedlab.fidelity/2"
+#: What a profile that was never compared with a real engine is called, by where it came from.
+PAPER_PRESET_LABEL = "paper coefficients, not validated here"
+UNVALIDATED_LABEL = "not validated here (no fidelity report: bench/sim_fidelity.py makes one)"
 
 #: The latency metrics compared (summary key, label) and the statistics of each.
 LATENCY_METRICS: tuple[tuple[str, str], ...] = (("ttft_s", "TTFT"), ("tpot_s", "TPOT"), ("e2e_s", "E2E"))
@@ -99,6 +114,41 @@ def _value(summary: dict[str, Any], key: str) -> float:
     return float("nan") if value is None else value
 
 
+def _mean_and_interval(values: np.ndarray) -> tuple[float, list[float] | None]:
+    """The mean of ``values`` and its 95% Student t interval (None for fewer than two)."""
+    if not len(values):
+        return float("nan"), None
+    mean = float(values.mean())
+    if len(values) < 2:
+        return mean, None
+    half = float(stats.t.ppf(0.975, len(values) - 1) * values.std(ddof=1) / math.sqrt(len(values)))
+    return mean, [mean - half, mean + half]
+
+
+def _judged(mean_abs_error: float, abs_ci95: list[float] | None, target: float | None) -> dict[str, bool | None]:
+    """``met`` (the mean absolute error within ``target``) and ``met_surely`` (its interval's top
+    within it); None where there is no target, value or interval."""
+    if target is None or not math.isfinite(mean_abs_error):
+        return {"met": None, "met_surely": None}
+    return {"met": mean_abs_error <= target, "met_surely": None if abs_ci95 is None else abs_ci95[1] <= target}
+
+
+def judged_quantity(q: dict[str, Any]) -> dict[str, Any]:
+    """A report quantity with ``mean_abs_error``, ``abs_ci95``, ``met`` and ``met_surely`` as
+    schema 2 has them, recomputed from its per-seed ``errors`` when it comes from a schema-1
+    report (which judged the signed mean)."""
+    if "mean_abs_error" in q:
+        return q
+    finite = np.array([e for e in q.get("errors") or [] if isinstance(e, (int, float)) and math.isfinite(e)])
+    mean_abs_error, abs_ci95 = _mean_and_interval(np.abs(finite))
+    return {
+        **q,
+        "mean_abs_error": mean_abs_error,
+        "abs_ci95": abs_ci95,
+        **_judged(mean_abs_error, abs_ci95, q.get("target")),
+    }
+
+
 def compare_level(
     level: float,
     rate_rps: float,
@@ -116,21 +166,20 @@ def compare_level(
         sim_values = [_value(s, key) for s in simulated]
         errors = [(sim - rl) / rl if rl else float("nan") for sim, rl in zip(sim_values, real_values)]
         finite = np.array([e for e in errors if math.isfinite(e)])
-        mean_error = float(finite.mean()) if len(finite) else float("nan")
-        ci95 = None
-        if len(finite) >= 2:
-            half = float(stats.t.ppf(0.975, len(finite) - 1) * finite.std(ddof=1) / math.sqrt(len(finite)))
-            ci95 = [mean_error - half, mean_error + half]
+        mean_error, ci95 = _mean_and_interval(finite)
+        mean_abs_error, abs_ci95 = _mean_and_interval(np.abs(finite))
         target = target_for(key, saturated)
         quantities[key] = {
             "real": real_values,
             "sim": sim_values,
             "errors": errors,
+            "mean_abs_error": mean_abs_error,
+            "abs_ci95": abs_ci95,
             "mean_error": mean_error,
             "ci95": ci95,
             "max_abs_error": float(np.abs(finite).max()) if len(finite) else float("nan"),
             "target": target,
-            "met": None if target is None or not math.isfinite(mean_error) else abs(mean_error) <= target,
+            **_judged(mean_abs_error, abs_ci95, target),
         }
     return {
         "level": level,
@@ -142,14 +191,16 @@ def compare_level(
 
 
 def missed_targets(report: dict[str, Any]) -> list[str]:
-    """One line per (level, quantity) whose target is missed, saying by how much."""
+    """One line per (level, quantity) whose target is missed, saying by how much and the bias."""
     lines = []
     for level in report.get("levels", []):
-        for key, q in level["quantities"].items():
+        for key, raw in level["quantities"].items():
+            q = judged_quantity(raw)
             if q.get("met") is False:
                 lines.append(
-                    f"{level['level']:.0%} load: {quantity_label(key)} error {q['mean_error']:+.1%} "
-                    f"(target within {q['target']:.0%}, missed by {abs(q['mean_error']) - q['target']:.1%})"
+                    f"{level['level']:.0%} load: {quantity_label(key)} mean |error| {q['mean_abs_error']:.1%} "
+                    f"(target within {q['target']:.0%}, missed by {q['mean_abs_error'] - q['target']:.1%}; "
+                    f"bias {q['mean_error']:+.1%})"
                 )
     return lines
 
@@ -164,28 +215,43 @@ def nearest_level(report: dict[str, Any], rate_rps: float | None) -> dict[str, A
     return min(levels, key=lambda lv: abs(lv["rate_rps"] - rate_rps))
 
 
-def fidelity_sentence(profile_name: str, report: dict[str, Any] | None, rate_rps: float | None) -> str:
+def validation_label(profile_name: str, source: str = "", report: dict[str, Any] | None = None) -> str | None:
+    """How far to trust a profile that has no fidelity report: :data:`PAPER_PRESET_LABEL` for a
+    bundled preset of a paper's coefficients, :data:`UNVALIDATED_LABEL` for any other; None when
+    it carries a report (:func:`fidelity_sentence` says what it showed)."""
+    if report and report.get("levels"):
+        return None
+    from runners.engines.profile import PRESETS
+
+    preset = PRESETS.get(profile_name)
+    if preset is not None and "paper" in (source or preset.source).lower():
+        return PAPER_PRESET_LABEL
+    return UNVALIDATED_LABEL
+
+
+def fidelity_sentence(
+    profile_name: str, report: dict[str, Any] | None, rate_rps: float | None, source: str = ""
+) -> str:
     """What a simulated run with this profile can be trusted for, in one sentence (the Launch
-    and Results pages show it beside any simulated run)."""
-    if not report or not report.get("levels"):
-        return (
-            f"simulated with profile {profile_name}: no fidelity report; this profile was never compared with "
-            "the real engine (bench/sim_fidelity.py makes one)"
-        )
+    and Results pages show it beside any simulated run): the mean absolute errors at the report's
+    level nearest ``rate_rps``, or the profile's :func:`validation_label` when it has no report."""
+    label = validation_label(profile_name, source, report)
+    if label is not None or not report:
+        return f"simulated with profile {profile_name}: {label}"
     level = nearest_level(report, rate_rps)
     assert level is not None
-    q = level["quantities"]
+    q = {key: judged_quantity(value) for key, value in level["quantities"].items()}
 
     def err(key: str) -> str:
-        value = q[key]["mean_error"]
-        return "n/a" if not math.isfinite(value) else f"{abs(value):.1%}"
+        value = q[key]["mean_abs_error"]
+        return "n/a" if not math.isfinite(value) else f"{value:.1%}"
 
     seeds = len(level["seeds"])
     misses = [quantity_label(k) for k, v in q.items() if v.get("met") is False]
     verdict = f"misses the target for {', '.join(misses)}" if misses else "meets the fidelity targets"
     return (
         f"simulated with profile {profile_name}: mean TTFT within {err('ttft_s.mean')} of the real engine "
-        f"(TPOT {err('tpot_s.mean')}, E2E {err('e2e_s.mean')}, output tok/s {err(THROUGHPUT[0])}) at "
-        f"{level['level']:.0%} of its capacity ({level['rate_rps']:.3g} req/s, {seeds} seed"
-        f"{'s' if seeds != 1 else ''}, {report.get('workload', 'its workload')}); {verdict} there"
+        f"(mean |error| over seeds; TPOT {err('tpot_s.mean')}, E2E {err('e2e_s.mean')}, output tok/s "
+        f"{err(THROUGHPUT[0])}) at {level['level']:.0%} of its capacity ({level['rate_rps']:.3g} req/s, {seeds} "
+        f"seed{'s' if seeds != 1 else ''}, {report.get('workload', 'its workload')}); {verdict} there"
     )

@@ -12,6 +12,7 @@ from runners.config import parse_config
 from runners.engines.fidelity import (
     compare_level,
     fidelity_sentence,
+    judged_quantity,
     missed_targets,
     nearest_level,
     parse_levels,
@@ -235,7 +236,12 @@ def test_compare_level_by_hand():
     # sd of (0.05, -0.05, 0.10) = 0.0763763, t(0.975, 2) = 4.302653: half-width 0.189729
     assert q["ci95"] == pytest.approx([0.1 / 3 - 0.189729, 0.1 / 3 + 0.189729], abs=1e-6)
     assert q["max_abs_error"] == pytest.approx(0.10)
-    assert q["target"] == 0.05 and q["met"] is True
+    # judged on the mean absolute error: (0.05 + 0.05 + 0.10) / 3 = 0.0667 > 5%, although the signed
+    # mean (+3.3%) is within it: errors of opposite signs do not cancel. sd of (0.05, 0.05, 0.10) =
+    # 0.0288675, half-width 4.302653 x 0.0288675 / sqrt(3) = 0.071710
+    assert q["mean_abs_error"] == pytest.approx(0.2 / 3)
+    assert q["abs_ci95"] == pytest.approx([0.2 / 3 - 0.071710, 0.2 / 3 + 0.071710], abs=1e-6)
+    assert q["target"] == 0.05 and q["met"] is False and q["met_surely"] is False
     assert level["quantities"]["tpot_s.mean"]["mean_error"] == 0.0
     assert not level["saturated"]
     over = compare_level(1.2, 9.6, [101, 102, 103], real, sim)
@@ -247,9 +253,18 @@ def test_one_seed_has_no_interval_and_a_miss_is_reported_by_how_much():
     level = compare_level(0.2, 2.0, [101], [_summary(0.010)], [_summary(0.004)])
     q = level["quantities"]["ttft_s.mean"]
     assert q["ci95"] is None and q["mean_error"] == pytest.approx(-0.6) and q["met"] is False
+    assert q["abs_ci95"] is None and q["met_surely"] is None
     lines = missed_targets({"levels": [level]})
-    assert lines[0] == "20% load: mean TTFT error -60.0% (target within 5%, missed by 55.0%)"
+    assert lines[0] == "20% load: mean TTFT mean |error| 60.0% (target within 5%, missed by 55.0%; bias -60.0%)"
     assert any("p90 TTFT" in line for line in lines)
+
+
+def test_a_schema_1_report_is_judged_on_its_per_seed_errors():
+    # issue 25's example: per-seed TPOT errors -9.2%, +4.2%, -2.2% read "-2.4% ok" on the signed mean
+    old = {"errors": [-0.092, 0.042, -0.022], "mean_error": -0.024, "target": 0.05, "met": True}
+    q = judged_quantity(old)
+    assert q["mean_abs_error"] == pytest.approx(0.052) and q["met"] is False and q["met_surely"] is False
+    assert judged_quantity({**old, "target": None})["met"] is None
 
 
 def test_targets_and_quantities():
@@ -303,7 +318,12 @@ def test_sentence_picks_the_nearest_level():
     assert light.endswith("meets the fidelity targets there")
     heavy = fidelity_sentence("tiny", report, 11.0)
     assert "within 30.0%" in heavy and "misses the target for mean TTFT" in heavy
-    assert "no fidelity report" in fidelity_sentence("qwen", None, 3.0)
+    assert fidelity_sentence("tiny", None, 3.0) == (
+        "simulated with profile tiny: not validated here (no fidelity report: bench/sim_fidelity.py makes one)"
+    )
+    assert fidelity_sentence("qwen2.5-7b-2xv100-vllm", None, 3.0) == (
+        "simulated with profile qwen2.5-7b-2xv100-vllm: paper coefficients, not validated here"
+    )
     assert not math.isnan(report["levels"][0]["quantities"]["e2e_s.mean"]["mean_error"])
 
 
@@ -338,6 +358,6 @@ def test_a_level_the_engine_cannot_serve_is_named_and_the_measured_levels_kept()
         ],
     }
     text = bench.markdown(report)
-    assert "| mean TTFT (ms) real / sim | 10 / 10.2: +2.0%" in text
+    assert "| mean TTFT (ms) real / sim | 10 / 10.2: 2.0% [2.0%, 2.0%] (bias +2.0%, max 2.0%)" in text
     assert "## Levels not measured" in text
     assert "- 150% (15.00 req/s): the real engine cannot be measured here (seed 1: 9 of 200 requests failed)" in text
