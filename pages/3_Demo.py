@@ -52,11 +52,13 @@ st.set_page_config(page_title="schedlab · Demo", layout="wide")
 ROOT = result_store.DEFAULT_RESULTS_DIR
 
 
-def cards(record: dict, key: str, delta_color: Literal["normal", "inverse"]) -> None:
-    """One card per scheduler: its mean over seeds, under it ± half its 95% interval; the change
-    against the baseline (grey when the paired interval includes zero) and the verdict in words."""
+def cards(record: dict, key: str, delta_color: Literal["normal", "inverse"], per_row: int = 6) -> None:
+    """One card per scheduler, ``per_row`` to a row: its mean over seeds, under it ± half its 95%
+    interval; the change against the baseline (grey when the paired interval includes zero) and
+    the verdict in words."""
     results = scheduler_results(record, key)
-    for cell, result in zip(st.columns(len(results)), results):
+    cells = [cell for start in range(0, len(results), per_row) for cell in st.columns(per_row)]
+    for cell, result in zip(cells, results):
         clear = clear_direction(key, result.pair) is not None
         cell.metric(
             result.scheduler,
@@ -65,6 +67,11 @@ def cards(record: dict, key: str, delta_color: Literal["normal", "inverse"]) -> 
             delta_color=delta_color if clear else "off",
         )
         cell.caption(f"{card_interval(key, result)}; {card_verdict(result, record['baseline'], key)}")
+
+
+def _height(table) -> int:
+    """Pixels that show every row of ``table`` without an inner scroll (35 px a row and the header)."""
+    return 35 * (len(table) + 1) + 3
 
 
 def show_regime(regime: DemoRegime, record: dict) -> None:
@@ -82,18 +89,22 @@ def show_regime(regime: DemoRegime, record: dict) -> None:
     st.markdown("#### " + headline(record))
 
     st.markdown("**Who gains and who pays**, against " + baseline + ":")
-    sentences = [who_pays_sentence(record, name, tails) for name in record["schedulers"] if name != baseline]
+    sentences = [
+        who_pays_sentence(record, name, tails, nested=True) for name in record["schedulers"] if name != baseline
+    ]
     st.markdown("\n".join(f"- {sentence}" for sentence in sentences))
 
     st.markdown("**Share of requests served on time** (SLO attainment)")
     cards(record, "slo_attainment", "normal")
     st.markdown("**G**: requests on time per second they spent in the system (higher is better)")
-    cards(record, "G", "normal")
+    cards(record, "G", "normal", per_row=3)  # G's values are long (0.003128 1/s): three to a row
 
     st.markdown("**The tail**: the slowest 1% of requests, time to the first token (TTFT) and to the full answer (E2E)")
-    st.dataframe(tail_frame(record), hide_index=True, key=f"demo-{regime.key}-tails")
+    table = tail_frame(record)
+    st.dataframe(table, hide_index=True, height=_height(table), key=f"demo-{regime.key}-tails")
     st.markdown("**Per task**: chat and code requests, on time and the slowest 1% of each")
-    st.dataframe(task_frame(record, tails), hide_index=True, key=f"demo-{regime.key}-tasks")
+    table = task_frame(record, tails)
+    st.dataframe(table, hide_index=True, height=_height(table), key=f"demo-{regime.key}-tasks")
     st.caption(
         f"Means over {seeds} seeds [{INTERVAL_WORDING}]; change = strategy - {baseline} at each seed (paired), "
         "its 95% interval, and the seeds where the strategy was better; clearly better or worse only where that "

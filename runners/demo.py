@@ -76,7 +76,7 @@ from runners.result_store import (
 )
 from runners.run_ids import RUN_ID_PATTERN
 from runners.study import STUDY_FILE, StudyMember, StudyPlan, StudyResult, plan_study, read_study, run_study
-from runners.study_view import mean_text, wins_text
+from runners.study_view import change_text, mean_text, wins_text
 from runners.timestamps import id_stamp
 from runners.workload.slo import TASKS
 
@@ -468,25 +468,39 @@ def _number(value: Any) -> TypeGuard[float]:
     return isinstance(value, (int, float)) and not isinstance(value, bool)
 
 
+def _plain(m: Metric, value: Any) -> str:
+    """``m.format(value)`` (the catalog's rounding), written without an exponent for words:
+    ``0.00008254``, not ``8.254e-05``."""
+    text = m.format(value)
+    shown = m.display(value)
+    if "e" not in text or shown is None:
+        return text
+    return np.format_float_positional(float(text), precision=4, unique=False, fractional=False, trim="-")
+
+
 def _unit(m: Metric) -> str:
     return m.unit if m.unit == "%" else f" {m.unit}" if m.unit else ""
 
 
 def value_text(m: Metric, value: Any) -> str:
     """A stored value in display units with its unit: ``76.0%``, ``11.57 s``."""
-    return f"{m.format(value)}{_unit(m)}" if _number(value) else "-"
+    return f"{_plain(m, value)}{_unit(m)}" if _number(value) else "-"
 
 
 def interval_text(m: Metric, low: Any, high: Any) -> str:
     """``70.0 to 82.0%`` in display units; ``no interval`` when either end is missing."""
     if not (_number(low) and _number(high)):
         return "no interval"
-    return f"{m.format(low)} to {m.format(high)}{_unit(m)}"
+    return f"{_plain(m, low)} to {_plain(m, high)}{_unit(m)}"
 
 
 def _signed(m: Metric, value: Any) -> str:
-    text = m.format(value)
-    return text if text.startswith("-") else f"+{text}"
+    """``+4.0``, ``-1.0``; a negative value that rounds to zero keeps its sign (``-0.0``), so an
+    interval that includes zero never reads as one wholly above it."""
+    text = _plain(m, value)
+    if text.startswith("-"):
+        return text
+    return f"-{text}" if _number(value) and value < 0 else f"+{text}"
 
 
 def _difference_unit(m: Metric) -> str:
@@ -604,7 +618,7 @@ def card_interval(key: str, result: SchedulerResult) -> str:
     if not (_number(result.ci_low) and _number(result.ci_high)):
         return SINGLE_SEED_NOTE if result.n == 1 else "no interval"
     return (
-        f"± {m.format((result.ci_high - result.ci_low) / 2)} (95% interval "
+        f"± {_plain(m, (result.ci_high - result.ci_low) / 2)} (95% interval "
         f"{interval_text(m, result.ci_low, result.ci_high)})"
     )
 
@@ -748,12 +762,16 @@ def change_words(key: str, pair: Mapping[str, Any], short: str = "") -> str:
     return f"{short + ' ' if short else ''}{change}, {interval}, {seeds}"
 
 
-def who_pays_sentence(record: Mapping[str, Any], name: str, extra: Mapping[str, Any] | None = None) -> str:
+def who_pays_sentence(
+    record: Mapping[str, Any], name: str, extra: Mapping[str, Any] | None = None, nested: bool = False
+) -> str:
     """One sentence on scheduler ``name`` against the baseline, in plain words: SLOs met (more,
     fewer, or no clear difference), who gains and who pays among :data:`OUTCOMES` (each claimed
     only where its paired 95% interval excludes zero, :func:`clear_direction`, with the change, its
     interval and the seeds better), and what shows no clear difference. ``extra``: statistics
-    beside study.json's (the per-task tails, :func:`task_tail_statistics`)."""
+    beside study.json's (the per-task tails, :func:`task_tail_statistics`). ``nested``: the same
+    sentence with each clause after the first on its own nested Markdown list line (for a page
+    whose list item it is), so a long sentence can be read at a glance."""
     baseline = record["baseline"]
     shown = display_name(record, name)
     lead_pair = _pair(record, "slo_attainment", name, extra)
@@ -780,15 +798,16 @@ def who_pays_sentence(record: Mapping[str, Any], name: str, extra: Mapping[str, 
             pays.append(f"{outcome.pays} ({words})")
         else:
             unclear.append(outcome.short)
+    clauses = [text]
     if gains:
-        text += "; who gains: " + _joined(gains)
+        clauses.append("who gains: " + _joined(gains))
     if pays:
-        text += "; who pays: " + _joined(pays)
+        clauses.append("who pays: " + _joined(pays))
     elif direction != "worse":
-        text += "; nobody clearly pays (no tail or per-task outcome is clearly worse)"
+        clauses.append("nobody clearly pays (no tail or per-task outcome is clearly worse)")
     if unclear:
-        text += "; no clear difference in " + _joined(unclear)
-    return text + "."
+        clauses.append("no clear difference in " + _joined(unclear))
+    return (";\n    - " if nested else "; ").join(clauses) + "."
 
 
 def _joined(parts: Sequence[str]) -> str:
@@ -833,55 +852,76 @@ def task_tail_statistics(
 
 
 # -- tables ---------------------------------------------------------------------------------------
-def change_cell(key: str, pair: Mapping[str, Any] | None) -> str:
-    """A table cell of a paired change: ``+168.2 s [150.1, 186.3], clearly worse, 0 of 10 seeds``
-    (better at); ``baseline`` for the baseline."""
+def verdict_cell(key: str, pair: Mapping[str, Any] | None) -> str:
+    """A table's verdict against the baseline, from the paired interval (:func:`clear_direction`):
+    ``clearly better``, ``clearly worse``, ``no clear difference``; ``baseline`` for the baseline."""
     if not pair:
         return "baseline"
-    m = demo_metric(key)
     direction = clear_direction(key, pair)
-    said = f"clearly {direction}" if direction else "no clear difference"
-    return (
-        f"{m.format_change(pair.get('diff_mean'))} {m.format_interval(pair.get('ci_low'), pair.get('ci_high'))}, "
-        f"{said}, better at {wins_text(dict(pair))}"
-    )
+    return f"clearly {direction}" if direction else "no clear difference"
+
+
+def _outcome_rows(
+    record: Mapping[str, Any], key: str, extra: Mapping[str, Any] | None, first: Mapping[str, str]
+) -> list[dict[str, Any]]:
+    """One row per scheduler of ``key``: ``first`` (the leading columns), the mean over seeds
+    [95% interval], the change against the baseline [95% interval], the verdict and seeds better."""
+    baseline, m = record["baseline"], demo_metric(key)
+    rows = []
+    for result in scheduler_results(record, key, extra):
+        pair = result.pair
+        rows.append(
+            {
+                **first,
+                "strategy": result.scheduler,
+                "mean [95% interval]": mean_text(
+                    m, {"mean": result.mean, "ci_low": result.ci_low, "ci_high": result.ci_high}
+                ),
+                f"change vs {baseline} [95% interval]": change_text(m, dict(pair)) if pair else "",
+                "verdict": verdict_cell(key, pair),
+                "seeds better": wins_text(dict(pair)) if pair else "",
+            }
+        )
+    return rows
+
+
+def _columns(record: Mapping[str, Any], first: Sequence[str]) -> list[str]:
+    baseline = record["baseline"]
+    return [
+        *first,
+        "strategy",
+        "mean [95% interval]",
+        f"change vs {baseline} [95% interval]",
+        "verdict",
+        "seeds better",
+    ]
 
 
 def tail_frame(record: Mapping[str, Any]) -> pd.DataFrame:
-    """The tails beside attainment and G: per scheduler, p99 TTFT and p99 E2E (mean over seeds
-    [95% interval]) and the change against the baseline (:func:`change_cell`)."""
-    baseline = record["baseline"]
-    rows: dict[str, dict[str, str]] = {}
-    for key in TAIL_KEYS:
-        m = demo_metric(key)
-        quantity = m.label.rsplit(" (", 1)[0]
-        for result in scheduler_results(record, key):
-            row = rows.setdefault(result.scheduler, {"strategy": result.scheduler})
-            row[f"{m.label} [95% interval]"] = mean_text(
-                m, {"mean": result.mean, "ci_low": result.ci_low, "ci_high": result.ci_high}
-            )
-            row[f"{quantity} vs {baseline}"] = change_cell(key, result.pair)
-    return pd.DataFrame(list(rows.values()))
+    """The tails beside attainment and G: per tail (p99 TTFT, p99 E2E; its label with the unit)
+    and scheduler, the mean over seeds [95% interval], the change against the baseline [95%
+    interval], the verdict from that interval (:func:`verdict_cell`) and the seeds better."""
+    rows = [row for key in TAIL_KEYS for row in _outcome_rows(record, key, None, {"tail": demo_metric(key).label})]
+    return pd.DataFrame(rows, columns=_columns(record, ["tail"]))
+
+
+#: The per-task outcomes of :func:`task_frame`: (name, key of a task's value).
+TASK_OUTCOMES: tuple[tuple[str, Callable[[str], str]], ...] = (
+    ("on time (%)", lambda task: f"slo_attainment_by_task.{task}"),
+    ("E2E p99 (s)", task_tail_key),
+)
 
 
 def task_frame(record: Mapping[str, Any], tails: Mapping[str, Any]) -> pd.DataFrame:
-    """Per scheduler and task: the share on time and the p99 E2E of that task's requests (mean over
-    seeds [95% interval]), each with its change against the baseline (:func:`change_cell`)."""
-    baseline = record["baseline"]
-    rows = []
-    for task in TASKS:
-        keys = (f"slo_attainment_by_task.{task}", task_tail_key(task))
-        found = {key: {result.scheduler: result for result in scheduler_results(record, key, tails)} for key in keys}
-        for name in found[keys[0]] | found[keys[1]]:
-            row = {"strategy": name, "task": task}
-            for key, column in zip(keys, ("on time (%)", "p99 E2E (s)")):
-                result = found[key].get(name)
-                m = demo_metric(key)
-                stats = {"mean": result.mean, "ci_low": result.ci_low, "ci_high": result.ci_high} if result else {}
-                row[f"{column} [95% interval]"] = mean_text(m, stats)
-                row[f"{column.split(' (')[0]} vs {baseline}"] = change_cell(key, result.pair) if result else "-"
-            rows.append(row)
-    return pd.DataFrame(rows)
+    """Per task, outcome (its share on time; the p99 E2E of its requests, from ``tails``,
+    :func:`task_tail_statistics`) and scheduler: as :func:`tail_frame`'s rows."""
+    rows = [
+        row
+        for task in TASKS
+        for outcome, key in TASK_OUTCOMES
+        for row in _outcome_rows(record, key(task), tails, {"task": task, "outcome": outcome})
+    ]
+    return pd.DataFrame(rows, columns=_columns(record, ["task", "outcome"]))
 
 
 def regime_text(regime: DemoRegime, record: Mapping[str, Any] | None = None) -> str:
@@ -1059,6 +1099,7 @@ __all__ = [
     "who_pays_sentence",
     "task_tail",
     "task_tail_statistics",
+    "verdict_cell",
     "tail_frame",
     "task_frame",
     "regime_text",

@@ -61,6 +61,15 @@ def tab_of(app, regime):
     return tab
 
 
+def plain(text: str) -> str:
+    """The catalog's text of a number, written out when it has an exponent (8.254e-05 -> 0.00008254)."""
+    return (
+        np.format_float_positional(float(text), precision=4, unique=False, fractional=False, trim="-")
+        if "e" in text
+        else text
+    )
+
+
 def _values(encoded) -> np.ndarray:
     """A trace's values as plotly writes them: a list, or ``{dtype, bdata}`` (base64 bytes)."""
     if isinstance(encoded, dict):
@@ -98,12 +107,11 @@ def test_each_regime_states_attainment_and_g_with_intervals_and_seeds_better(app
         for column, name in enumerate(DEMO_SCHEDULERS):
             card, caption = cards[row * len(DEMO_SCHEDULERS) + column], under[row * len(DEMO_SCHEDULERS) + column]
             stats = entry["schedulers"][name]
-            low, high = m.format(stats["ci_low"]), m.format(stats["ci_high"])
+            low, high = plain(m.format(stats["ci_low"])), plain(m.format(stats["ci_high"]))
             unit = "%" if m.unit == "%" else f" {m.unit}"
-            assert card.value == f"{m.format(stats['mean'])}{unit}"
-            assert caption.startswith(
-                f"± {m.format((stats['ci_high'] - stats['ci_low']) / 2)} (95% interval {low} to {high}{unit}); "
-            )
+            assert card.value == f"{plain(m.format(stats['mean']))}{unit}"
+            half = plain(m.format((stats["ci_high"] - stats["ci_low"]) / 2))
+            assert caption.startswith(f"± {half} (95% interval {low} to {high}{unit}); ")
             if name == DEMO_BASELINE:
                 assert caption.endswith("the baseline") and card.delta == ""
                 continue
@@ -134,7 +142,9 @@ def test_each_regime_has_its_headline_and_who_gains_and_who_pays(app, demo_resul
     runs = study_member_runs(demo_results, record)
     tails = task_tail_statistics(record, runs)
     bullets = next(text for text in texts if text.startswith("- **"))
-    assert bullets.split("\n") == [f"- {who_pays_sentence(record, name, tails)}" for name in DEMO_SCHEDULERS[1:]]
+    assert bullets == "\n".join(
+        f"- {who_pays_sentence(record, name, tails, nested=True)}" for name in DEMO_SCHEDULERS[1:]
+    )
     for name in DEMO_SCHEDULERS[1:]:  # every sentence says the SLO change in words
         sentence = who_pays_sentence(record, name, tails)
         assert sentence.startswith(f"**{name}**") and "SLOs" in sentence
@@ -147,7 +157,7 @@ def test_overload_says_who_pays_for_mcsfs_win(app, demo_results):
     record = record_of(regime)
     ttft = record["statistics"]["ttft_s.p99"]["vs_baseline"]["mcsf"]
     assert record["statistics"]["slo_attainment"]["vs_baseline"]["mcsf"]["ci_low"] > 0 and ttft["ci_low"] > 0
-    text = " ".join(markdown.value for markdown in tab_of(app, regime).markdown)
+    text = " ".join(markdown.value for markdown in tab_of(app, regime).markdown).replace(";\n    - ", "; ")
     (sentence,) = [line for line in text.split("\n") if line.startswith("- **mcsf**")]
     assert "meets more SLOs than fcfs" in sentence
     pays = sentence.split("who pays: ")[1]
@@ -160,22 +170,25 @@ def test_each_regime_shows_the_tails_and_the_per_task_outcomes(app, demo_results
     """The tail table reads study.json's p99 TTFT and E2E; the per-task table its attainment per
     task, and the p99 E2E of each task recomputed here by hand from the requests of every seed."""
     record, tab = record_of(regime), tab_of(app, regime)
-    tails, tasks = tab.dataframe[0].value.set_index("strategy"), tab.dataframe[1].value.set_index(["strategy", "task"])
-    assert list(tails.index) == list(DEMO_SCHEDULERS)
-    for key, label in (("ttft_s.p99", "TTFT p99"), ("e2e_s.p99", "E2E p99")):
+    tails = tab.dataframe[0].value.set_index(["tail", "strategy"])
+    tasks = tab.dataframe[1].value.set_index(["task", "outcome", "strategy"])
+    assert len(tails) == 2 * len(DEMO_SCHEDULERS) and len(tasks) == 2 * 2 * len(DEMO_SCHEDULERS)
+    for key in ("ttft_s.p99", "e2e_s.p99"):
         m = metric(key)
         for name in DEMO_SCHEDULERS:
             stats = record["statistics"][key]["schedulers"][name]
-            shown = f"{m.format(stats['mean'])} [{m.format(stats['ci_low'])}, {m.format(stats['ci_high'])}]"
-            assert tails.loc[name, f"{label} (s) [95% interval]"] == shown
-            change = tails.loc[name, f"{label} vs fcfs"]
-            assert (
-                change == "baseline"
-                if name == DEMO_BASELINE
-                else change.startswith(
-                    metric(key).format_change(record["statistics"][key]["vs_baseline"][name]["diff_mean"])
-                )
+            row = tails.loc[(m.label, name)]
+            assert row["mean [95% interval]"] == (
+                f"{m.format(stats['mean'])} [{m.format(stats['ci_low'])}, {m.format(stats['ci_high'])}]"
             )
+            if name == DEMO_BASELINE:
+                assert row["verdict"] == "baseline"
+                continue
+            pair = record["statistics"][key]["vs_baseline"][name]
+            assert row["change vs fcfs [95% interval]"].startswith(m.format_change(pair["diff_mean"]) + " [")
+            assert row["seeds better"] == f"{pair['wins']} of 10 seeds"
+            clear = "clearly worse" if pair["ci_low"] > 0 else "clearly better" if pair["ci_high"] < 0 else None
+            assert row["verdict"] == (clear or "no clear difference")
     seeds = {run["run_id"]: run["seed"] for run in record["runs"]}
     for task in ("chat", "code"):
         share = metric(f"slo_attainment_by_task.{task}")
@@ -187,14 +200,14 @@ def test_each_regime_shows_the_tails_and_the_per_task_outcomes(app, demo_results
             per_seed.setdefault(name, {})[seed] = float(np.percentile(e2e, 99))
         for name in DEMO_SCHEDULERS:
             stats = record["statistics"][f"slo_attainment_by_task.{task}"]["schedulers"][name]
-            assert tasks.loc[(name, task), "on time (%) [95% interval]"].startswith(share.format(stats["mean"]) + " [")
+            on_time, tail = tasks.loc[(task, "on time (%)", name)], tasks.loc[(task, "E2E p99 (s)", name)]
+            assert on_time["mean [95% interval]"].startswith(share.format(stats["mean"]) + " [")
             mean = float(np.mean(list(per_seed[name].values())))
-            assert tasks.loc[(name, task), "p99 E2E (s) [95% interval]"].startswith(f"{mean:.3f} [")
+            assert tail["mean [95% interval]"].startswith(f"{mean:.3f} [")
             if name != DEMO_BASELINE:
                 diffs = [per_seed[name][seed] - per_seed[DEMO_BASELINE][seed] for seed in record["seeds"]]
-                assert tasks.loc[(name, task), "p99 E2E vs fcfs"].startswith(f"{float(np.mean(diffs)):+.3f} s [")
-                wins = sum(diff < 0 for diff in diffs)
-                assert tasks.loc[(name, task), "p99 E2E vs fcfs"].endswith(f"better at {wins} of 10 seeds")
+                assert tail["change vs fcfs [95% interval]"].startswith(f"{float(np.mean(diffs)):+.3f} s [")
+                assert tail["seeds better"] == f"{sum(diff < 0 for diff in diffs)} of 10 seeds"
 
 
 @pytest.mark.parametrize("regime", DEMO_REGIMES, ids=lambda regime: regime.key)

@@ -15,6 +15,7 @@ from runners.demo import (
     INTERVAL_WORDING,
     MCSF_TASK_ONLY,
     SchedulerResult,
+    card_interval,
     card_verdict,
     change_words,
     clear_direction,
@@ -152,6 +153,16 @@ def test_who_gains_and_who_pays_in_plain_words():
     )
 
 
+def test_the_nested_layout_is_the_same_sentence():
+    rec = record(
+        {"slo-sa": pair(0.12, 0.08, 0.16, 10, "better")},
+        ttft_s__p99={"slo-sa": pair(40.0, 30.0, 50.0, 0, "worse")},
+        G={"slo-sa": pair(0.001, -0.001, 0.003, 6, "better")},
+    )
+    plain, nested = who_pays_sentence(rec, "slo-sa"), who_pays_sentence(rec, "slo-sa", nested=True)
+    assert nested.count("\n    - ") == 2 and nested.replace(";\n    - ", "; ") == plain
+
+
 def test_no_clear_difference_claims_no_gain_and_nobody_paying():
     rec = record(
         {"mcsf": pair(0.03, -0.01, 0.07, 7, "better")},
@@ -179,6 +190,10 @@ def test_fewer_slos_met_and_the_same_at_every_seed():
         "pays (no tail or per-task outcome is clearly worse)."
     )
     assert change_words("G", pair(0.0, 0.0, 0.0, 0, "no difference"), "G") == "G: the same at each of the 10 seeds"
+    # an interval from -0.0001 to +0.0011 reads -0.0 to +0.1 points, not +0.0 (wholly above zero)
+    assert change_words("slo_attainment", pair(0.0005, -0.0001, 0.0011, 3, "no difference")) == (
+        "+0.1 points, 95% interval -0.0 to +0.1 points, better at 3 of 10 seeds"
+    )
 
 
 # -- who waits, per task ----------------------------------------------------------------------------
@@ -234,15 +249,35 @@ def test_the_tail_and_task_tables_state_means_intervals_and_changes():
         slo_attainment_by_task__chat={"mcsf": pair(0.6, 0.56, 0.64, 10, "better")},
         slo_attainment_by_task__code={"mcsf": pair(0.3, 0.26, 0.33, 10, "better")},
     )
-    tails = tail_frame(rec).set_index("strategy")
-    assert tails.loc["fcfs", "TTFT p99 (s) [95% interval]"] == "1.000 [0.900, 1.100]"
-    assert tails.loc["fcfs", "TTFT p99 vs fcfs"] == "baseline"
-    assert (
-        tails.loc["mcsf", "TTFT p99 vs fcfs"] == "+166.300 s [151.400, 181.200], clearly worse, better at 0 of 10 seeds"
-    )
-    assert (
-        tails.loc["mcsf", "E2E p99 vs fcfs"] == "-2.000 s [-5.000, 1.000], no clear difference, better at 4 of 10 seeds"
-    )
+    tails = tail_frame(rec)
+    assert list(tails.columns) == [
+        "tail",
+        "strategy",
+        "mean [95% interval]",
+        "change vs fcfs [95% interval]",
+        "verdict",
+        "seeds better",
+    ]
+    assert tails.values.tolist() == [
+        ["TTFT p99 (s)", "fcfs", "1.000 [0.900, 1.100]", "", "baseline", ""],
+        [
+            "TTFT p99 (s)",
+            "mcsf",
+            "1.000 [0.900, 1.100]",
+            "+166.300 s [151.400, 181.200]",
+            "clearly worse",
+            "0 of 10 seeds",
+        ],
+        ["E2E p99 (s)", "fcfs", "1.000 [0.900, 1.100]", "", "baseline", ""],
+        [
+            "E2E p99 (s)",
+            "mcsf",
+            "1.000 [0.900, 1.100]",
+            "-2.000 s [-5.000, 1.000]",
+            "no clear difference",
+            "4 of 10 seeds",
+        ],
+    ]
     extra = {
         task_tail_key(task): {
             "schedulers": {"fcfs": stats(30.0, 27.0, 33.0), "mcsf": stats(70.0, 60.0, 80.0)},
@@ -250,17 +285,21 @@ def test_the_tail_and_task_tables_state_means_intervals_and_changes():
         }
         for task in ("chat", "code")
     }
-    tasks = task_frame(rec, extra).set_index(["strategy", "task"])
-    assert tasks.loc[("mcsf", "chat"), "on time (%) [95% interval]"] == "100.0 [90.0, 110.0]"
-    assert (
-        tasks.loc[("mcsf", "chat"), "on time vs fcfs"]
-        == "+60.0 pts [56.0, 64.0], clearly better, better at 10 of 10 seeds"
-    )
-    assert tasks.loc[("mcsf", "code"), "p99 E2E (s) [95% interval]"] == "70.000 [60.000, 80.000]"
-    assert (
-        tasks.loc[("mcsf", "code"), "p99 E2E vs fcfs"]
-        == "+40.000 s [30.000, 50.000], clearly worse, better at 0 of 10 seeds"
-    )
+    tasks = task_frame(rec, extra).set_index(["task", "outcome", "strategy"])
+    assert len(tasks) == 2 * 2 * 2  # tasks x outcomes x strategies
+    assert tasks.loc[("chat", "on time (%)", "mcsf")].tolist() == [
+        "100.0 [90.0, 110.0]",
+        "+60.0 pts [56.0, 64.0]",
+        "clearly better",
+        "10 of 10 seeds",
+    ]
+    assert tasks.loc[("code", "E2E p99 (s)", "mcsf")].tolist() == [
+        "70.000 [60.000, 80.000]",
+        "+40.000 s [30.000, 50.000]",
+        "clearly worse",
+        "0 of 10 seeds",
+    ]
+    assert tasks.loc[("code", "E2E p99 (s)", "fcfs")].tolist() == ["30.000 [27.000, 33.000]", "", "baseline", ""]
 
 
 def test_a_regime_says_its_load_and_how_long_the_queue_grew():
@@ -274,6 +313,16 @@ def test_a_regime_says_its_load_and_how_long_the_queue_grew():
     assert (
         below.startswith("Requests arrive at 2.1 per second, about 79% of the 2.65 per second")
         and "below capacity" in below
+    )
+
+
+def test_small_values_are_written_without_an_exponent():
+    """G of 0.0003903 1/s with a 95% interval 0.0003077 to 0.0004728: half its width is
+    0.00008255, written out (the catalog's 4 significant digits would read 8.255e-05)."""
+    result = SchedulerResult("static", 10, 0.0003903, 0.0003077, 0.0004728, None)
+    assert card_interval("G", result) == "± 0.00008255 (95% interval 0.0003077 to 0.0004728 1/s)"
+    assert change_words("G", pair(-0.00001234, -0.00002, -0.000005, 0, "worse")) == (
+        "-0.00001234 1/s, 95% interval -0.00002 to -0.000005 1/s, better at 0 of 10 seeds"
     )
 
 
