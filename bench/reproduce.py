@@ -484,7 +484,9 @@ def rows_d(scale: dict[str, Any], kv_tokens: int) -> list[RowSpec]:
     for label, rate in scale["d_rates"]:
 
         def arms(name: str, params: dict[str, Any], label=label, rate=rate) -> tuple[Arm, ...]:
-            tag = "-".join(f"{key}{value:g}" for key, value in params.items())
+            tag = "-".join(
+                f"{key}{value:g}" if isinstance(value, (int, float)) else str(value) for key, value in params.items()
+            )
             return tuple(
                 Arm(
                     f"d-{label}-{name}{'-' + tag if tag else ''}-n{n}",
@@ -496,7 +498,19 @@ def rows_d(scale: dict[str, Any], kv_tokens: int) -> list[RowSpec]:
                 for n in counts
             )
 
-        mcsf = Measure("mcsf", arms("mcsf", {}), "slope", "e2e_s.mean", counts)
+        # 003's premise is known output lengths: the claim rows give mcsf the oracle (labelled as
+        # one); the leak-free default (a per-task Gaussian from the calibration sample) is a
+        # supporting row. (Set after the first run of this table under the new rules had given
+        # mcsf the gaussian default by inheritance: the table before it used the oracle, then
+        # mcsf's registry default; reported as a change made after seeing a result.)
+        mcsf = Measure(
+            "mcsf (oracle: known lengths, 003's premise)",
+            arms("mcsf", {"output_predictor": "oracle"}),
+            "slope",
+            "e2e_s.mean",
+            counts,
+        )
+        mcsf_gaussian = Measure("mcsf (per-task Gaussian, no oracle)", arms("mcsf", {}), "slope", "e2e_s.mean", counts)
         claim = (
             Claim("best baseline's slope about 3x MC-SF's (003 Fig. 5 left, high demand)", -2 / 3, -2 / 3)
             if label == "high"
@@ -531,6 +545,17 @@ def rows_d(scale: dict[str, Any], kv_tokens: int) -> list[RowSpec]:
                 mcsf,
                 claim,
                 role="claim",
+            )
+        )
+        rows.append(
+            RowSpec(
+                "D mcsf (no oracle) vs the best alpha baseline (per seed)",
+                f"{setting}; mcsf predicts each output length from its task's Gaussian warmed by the "
+                "calibration sample (the registry default), not the true length 003 assumes",
+                best_of("best alpha baseline (per seed)", parts),
+                mcsf_gaussian,
+                claim,
+                note="the leak-free predictor: 003 assumes known lengths (the claim row)",
             )
         )
         rows.extend(supporting)
@@ -628,9 +653,14 @@ Every row's per-seed values are in reproduction_<name>.seeds.json; `python -m be
 Where the setting differs from the papers, and why:
 
 - All runs use the synthetic stand-ins (lengths fitted to ShareGPT and Python-Code-23k, no real
-  text) and the Qwen2.5-7B / 2 x V100 latency preset of 004 Table 2, not the papers' models,
-  datasets and hardware: each paper measured its own engine, we measure one simulated engine.
-  The papers report best cases or single runs; a row here is a mean over seeds.
+  text) and the Qwen2.5-7B / 2 x V100 latency preset of 004 Table 2 (paper coefficients, not
+  validated here: no fidelity report compares this preset with a real engine), not the papers'
+  models, datasets and hardware: each paper measured its own engine, we measure one simulated
+  engine. The papers report best cases or single runs; a row here is a mean over seeds.
+- What the schedulers know: output lengths from a calibration sample of the same datasets that
+  the run does not send (never this run's own lengths) unless a row names an oracle; latencies
+  from eq. 14/15 fitted to a noisy simulated profile of the engine (runners/engines/planning_model.py),
+  never the engine's own model unless a row says so.
 - A (004): slo-sa runs on a continuous-batching engine whose max_num_seqs is the plan's max
   batch. With dispatch 'slots' (registry default) it sends in plan order as slots free up and
   re-plans on every completion; with the paper's protocol it sends every request at once, each
@@ -664,7 +694,10 @@ Where the setting differs from the papers, and why:
   baseline is, at each seed, the lowest slope of the eight settings; the per-setting rows are
   supporting. A baseline run that livelocks (the clear-all loop the paper describes for small
   alpha) has no value at that seed and is left out of that seed's best; the rows say at how many
-  seeds it livelocked.
+  seeds it livelocked. 003 assumes known output lengths, so the claim rows give mcsf the oracle
+  (labelled); "mcsf (no oracle)" is the leak-free default, a supporting row. Set after this
+  table's first run under the new rules, in which mcsf had inherited the new leak-free default
+  (the previous table used the oracle, then mcsf's default): a change made after seeing a result.
 - Baton (002): the paper's benchmark is HuggingFace batch-wise inference, which keeps computing
   finished queries until the batch ends (idle computation); our run-to-completion engine holds
   their KV but charges no compute for them, so static batches lose less here. The claim row is

@@ -589,22 +589,24 @@ def command_worker(args: argparse.Namespace) -> int:
 
 
 def command_demo(args: argparse.Namespace) -> int:
-    """Rerun the Demo's study (five schedulers x seeds 0..9) and print its headline table."""
-    from runners.demo import DEMO_REQUESTS, demo_plan, make_demo_results
+    """Rerun the Demo's studies (one per load regime: six schedulers x seeds 0..9 each) and print
+    each one's table."""
+    from runners.demo import DEMO_REQUESTS, demo_plan, make_demo_studies
     from runners.result_store import _results_root
 
     _results_root(args.out)  # a file or device as --out: one line, before minutes of runs
     parent = Path(args.out).parent
     if not Path(args.out).is_dir() and not parent.is_dir():
         raise ConfigError("--out", f"{args.out}: its folder {str(parent)!r} does not exist; expected a results folder")
-    plan = demo_plan()
-    result = _with_study_progress(
+    plan = demo_plan()  # every regime's runs, for the progress bar
+    results = _with_study_progress(
         plan,
         DEMO_REQUESTS,
         False,
-        lambda progress, should_stop: make_demo_results(args.out, progress=progress, should_stop=should_stop),
+        lambda progress, should_stop: make_demo_studies(args.out, progress=progress, should_stop=should_stop),
     )
-    return _report_study(result, args.out)
+    codes = [_report_study(result, args.out) for result in results]
+    return next((code for code in codes if code != 0), 0)
 
 
 def make_parser() -> argparse.ArgumentParser:
@@ -725,7 +727,9 @@ def make_parser() -> argparse.ArgumentParser:
     schedulers.set_defaults(handler=command_schedulers)
 
     demo = sub.add_parser(
-        "demo", help="rerun the Demo page's study and rewrite results/demo/ and its runs demo-<scheduler>-s<seed>"
+        "demo",
+        help="rerun the Demo page's studies and rewrite results/demo-below/, results/demo-overload/ and their runs "
+        "<study>-<scheduler>-s<seed>",
     )
     add_out(demo)
     demo.set_defaults(handler=command_demo)

@@ -23,7 +23,7 @@ ROOT = Path(__file__).resolve().parents[2]
 PAGES = [
     ("", "Latest runs"),
     ("Launch", "Launch runs"),
-    ("Results?runs=demo-fcfs-s0,demo-static-s0&view=All+charts", "Compare"),
+    ("Results?runs=demo-overload-fcfs-s0,demo-overload-static-s0&view=All+charts", "Compare"),
     ("Demo", "Which scheduler serves more users on time?"),
 ]
 

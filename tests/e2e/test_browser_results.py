@@ -9,13 +9,19 @@ from runners.metrics.catalog import TABLE_METRICS  # noqa: E402
 from tests.e2e.test_browser import browser, dashboard, shots_folder  # noqa: F401 - pytest fixtures
 
 ROWS = len([metric for metric in TABLE_METRICS if not metric.real_engines_only])
-FIVE = ("demo-fcfs-s0", "demo-static-s0", "demo-mcsf-s0", "demo-slo-sa-s0", "demo-dynamic-mem-s0")
+FIVE = (
+    "demo-overload-fcfs-s0",
+    "demo-overload-static-s0",
+    "demo-overload-mcsf-s0",
+    "demo-overload-slo-sa-s0",
+    "demo-overload-dynamic-mem-s0",
+)
 
 
 def test_five_run_comparison_table_fits_at_1024_px(dashboard, browser, tmp_path):  # noqa: F811
     url, _ = dashboard
     page = browser.new_page(viewport={"width": 1024, "height": 900})
-    page.goto(f"{url}/Results?runs={','.join(FIVE)}&baseline=demo-fcfs-s0", timeout=60_000)
+    page.goto(f"{url}/Results?runs={','.join(FIVE)}&baseline=demo-overload-fcfs-s0", timeout=60_000)
     table = page.locator(".st-key-comparison_table")
     table.wait_for(timeout=60_000)
     page.wait_for_timeout(2500)  # let the grid lay out
@@ -40,7 +46,10 @@ def test_five_run_comparison_table_fits_at_1024_px(dashboard, browser, tmp_path)
     right, room, scrolls, page_width, window_width = sizes
     assert right <= room + 1 and not scrolls and page_width <= window_width, f"table overflows at 1,024 px: {sizes}"
     headers = grid.locator("thead th")
-    assert headers.nth(2).get_attribute("title") == "run demo-static-s0" and headers.nth(2).inner_text() == "static"
+    assert (
+        headers.nth(2).get_attribute("title") == "run demo-overload-static-s0"
+        and headers.nth(2).inner_text() == "static"
+    )
     table.scroll_into_view_if_needed()
     page.screenshot(path=str(shots_folder(tmp_path) / "results-table-1024.png"), full_page=True)
     page.close()

@@ -299,20 +299,20 @@ def test_a_results_folder_that_cannot_hold_the_job_is_one_error_on_the_page(monk
 
 
 def test_results_page_compares_two_bundled_runs_with_every_chart(results):
-    bundle(results, "demo-fcfs-s0", "demo-static-s0")
+    bundle(results, "demo-overload-fcfs-s0", "demo-overload-static-s0")
     app = open_page("pages/2_Results.py")
-    assert set(app.multiselect(key="compare_runs").value) == {"demo-fcfs-s0", "demo-static-s0"}
-    app.selectbox(key="baseline").set_value("demo-fcfs-s0").run()
+    assert set(app.multiselect(key="compare_runs").value) == {"demo-overload-fcfs-s0", "demo-overload-static-s0"}
+    app.selectbox(key="baseline").set_value("demo-overload-fcfs-s0").run()
     from runners.result_store import load_run
     from tests.integration.test_results_page_app import comparison
 
     table, _, titles = comparison(app)  # headers: display names, run ids in their tooltips
     column = {title.removeprefix("run "): name for name, title in titles.items() if title.startswith("run ")}
     row = table.set_index(table.columns[0]).loc["SLO attainment (%)"]
-    fcfs = load_run(results, "demo-fcfs-s0").summary["slo_attainment"]
-    static = load_run(results, "demo-static-s0").summary["slo_attainment"]
-    assert row[column["demo-fcfs-s0"]] == f"{100 * fcfs:.1f}"  # a share: one decimal, its change in points
-    assert row[column["demo-static-s0"]] == f"{100 * static:.1f} ({100 * (static - fcfs):+.1f} pts)"
+    fcfs = load_run(results, "demo-overload-fcfs-s0").summary["slo_attainment"]
+    static = load_run(results, "demo-overload-static-s0").summary["slo_attainment"]
+    assert row[column["demo-overload-fcfs-s0"]] == f"{100 * fcfs:.1f}"  # a share: one decimal, its change in points
+    assert row[column["demo-overload-static-s0"]] == f"{100 * static:.1f} ({100 * (static - fcfs):+.1f} pts)"
     from runners.charts import CHART_VIEWS, COMPARISON_CHARTS
 
     assert len(app.get("plotly_chart")) == len(CHART_VIEWS["Overview"])
@@ -328,20 +328,20 @@ def test_results_page_compares_two_bundled_runs_with_every_chart(results):
 
 
 def test_results_page_renames_and_deletes(results):
-    bundle(results, "demo-fcfs-s0", "demo-static-s0")
+    bundle(results, "demo-overload-fcfs-s0", "demo-overload-static-s0")
     app = open_page("pages/2_Results.py")
-    app.selectbox(key="manage_run").set_value("demo-static-s0").run()
+    app.selectbox(key="manage_run").set_value("demo-overload-static-s0").run()
     app.text_input(key="rename_to").set_value("bad name!").run()
     app.button(key="rename").click().run()
     assert "not allowed" in errors_text(app)
     app.text_input(key="rename_to").set_value("static-b16").run()
     app.button(key="rename").click().run()
-    assert (results / "static-b16" / "summary.json").exists() and not (results / "demo-static-s0").exists()
+    assert (results / "static-b16" / "summary.json").exists() and not (results / "demo-overload-static-s0").exists()
     app.selectbox(key="manage_run").set_value("static-b16").run()
     app.checkbox(key="confirm_delete").check().run()
     app.button(key="delete").click().run()
     assert not (results / "static-b16").exists()
-    assert (results / "demo-fcfs-s0").exists()
+    assert (results / "demo-overload-fcfs-s0").exists()
 
 
 def test_results_page_draws_a_sweep_with_capacity(results):
@@ -370,13 +370,14 @@ def test_results_page_draws_a_sweep_with_capacity(results):
 
 
 def test_demo_page_presents_the_bundled_study(results):
-    """The study's cards, one per scheduler for attainment and for E2E (numbers: test_demo_study.py)."""
+    """Both regimes' cards, one per scheduler for attainment and for G in each (numbers:
+    test_demo_page.py)."""
     bundle(results, *sorted(folder.name for folder in BUNDLED.glob("demo*")))
     app = open_page("pages/3_Demo.py")
     schedulers = list(DEMO_SCHEDULERS)  # fcfs, static, slo-sa, dynamic-mem, dynamic-sla, mcsf
-    assert [metric.label for metric in app.metric] == schedulers * 2
-    assert sum(caption.value.startswith("± ") for caption in app.caption) == 2 * len(schedulers)  # intervals
-    assert len(app.get("plotly_chart")) == 3
+    assert [metric.label for metric in app.metric] == schedulers * 4
+    assert sum(caption.value.startswith("± ") for caption in app.caption) == 4 * len(schedulers)  # intervals
+    assert len(app.get("plotly_chart")) == 6
     assert len(app.caption) >= 3
 
 
@@ -432,18 +433,19 @@ def test_launch_and_results_pages_say_how_far_a_simulated_run_can_be_trusted(res
     # issue 13 section 3: the profile's fidelity report beside any simulated run
     app = open_page("pages/1_Launch.py")
     captions = " | ".join(caption.value for caption in app.caption)
-    assert "Fidelity: simulated with profile qwen2.5-7b-2xv100-vllm: no fidelity report" in captions
+    assert "Fidelity: simulated with profile qwen2.5-7b-2xv100-vllm: paper coefficients, not validated here" in captions
     app.text_input(key="f:engine.profile").set_value("bench/results/tiny-cpu-vllm.profile.yaml").run()
     assert not app.exception, app.exception
     captions = " | ".join(caption.value for caption in app.caption)
     assert "Fidelity: simulated with profile tiny-cpu-vllm: mean TTFT within" in captions
     assert "of its capacity" in captions and "3 seeds" in captions
-    bundle(results, "demo-fcfs-s0", "demo-static-s0")
+    bundle(results, "demo-overload-fcfs-s0", "demo-overload-static-s0")
     app.switch_page("pages/2_Results.py").run()
     captions = " | ".join(caption.value for caption in app.caption)
-    assert "simulated with profile qwen2.5-7b-2xv100-vllm: no fidelity report" in captions
+    assert "simulated with profile qwen2.5-7b-2xv100-vllm: paper coefficients, not validated here" in captions
     assert (
-        "Fidelity (demo-static-s0, demo-fcfs-s0)" in captions or "Fidelity (demo-fcfs-s0, demo-static-s0)" in captions
+        "Fidelity (demo-overload-static-s0, demo-overload-fcfs-s0)" in captions
+        or "Fidelity (demo-overload-fcfs-s0, demo-overload-static-s0)" in captions
     )
 
 

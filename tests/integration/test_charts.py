@@ -282,11 +282,13 @@ def test_results_page_wires_log_x_full_width_and_the_png_picker(monkeypatch, res
     from streamlit.testing.v1 import AppTest
 
     monkeypatch.setattr("runners.result_store.DEFAULT_RESULTS_DIR", results_dir)
-    for name in ("demo-fcfs-s0", "demo-static-s0", "demo-slo-sa-s0"):
+    for name in ("demo-overload-fcfs-s0", "demo-overload-static-s0", "demo-overload-slo-sa-s0"):
         shutil.copytree(ROOT / "results" / name, results_dir / name)
     app = AppTest.from_file(str(ROOT / "app.py"), default_timeout=120).run()
     app.switch_page("pages/2_Results.py").run()
-    app.multiselect(key="compare_runs").set_value(["demo-fcfs-s0", "demo-static-s0", "demo-slo-sa-s0"]).run()
+    app.multiselect(key="compare_runs").set_value(
+        ["demo-overload-fcfs-s0", "demo-overload-static-s0", "demo-overload-slo-sa-s0"]
+    ).run()
     assert not app.exception, app.exception
     assert app.selectbox(key="png_chart").options == [chart_title(name) for name in COMPARISON_CHARTS]
     app.get("button_group")[0].set_value("Latency CDFs").run()

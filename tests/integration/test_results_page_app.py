@@ -64,22 +64,37 @@ def run(
 
 
 def test_comparison_names_runs_shows_every_metric_and_badges_by_shown_values(results):
-    bundle(results, "demo-fcfs-s0", "demo-static-s0", "demo-mcsf-s0", "demo-slo-sa-s0", "demo-dynamic-mem-s0")
+    bundle(
+        results,
+        "demo-overload-fcfs-s0",
+        "demo-overload-static-s0",
+        "demo-overload-mcsf-s0",
+        "demo-overload-slo-sa-s0",
+        "demo-overload-dynamic-mem-s0",
+    )
     app = open_page("pages/2_Results.py")
-    chosen = ["demo-fcfs-s0", "demo-static-s0", "demo-mcsf-s0", "demo-slo-sa-s0", "demo-dynamic-mem-s0"]
+    chosen = [
+        "demo-overload-fcfs-s0",
+        "demo-overload-static-s0",
+        "demo-overload-mcsf-s0",
+        "demo-overload-slo-sa-s0",
+        "demo-overload-dynamic-mem-s0",
+    ]
     app.multiselect(key="compare_runs").set_value(chosen).run()
-    app.selectbox(key="baseline").set_value("demo-fcfs-s0").run()
+    app.selectbox(key="baseline").set_value("demo-overload-fcfs-s0").run()
     assert not app.exception, app.exception
     table, colours, titles = comparison(app)
     # names, not ids: one seed and one rate, so the scheduler alone; the id is the header's tooltip
     assert list(table.columns) == ["metric", "fcfs (baseline)", "static", "mcsf", "slo-sa", "dynamic-mem"]
-    assert titles["static"] == "run demo-static-s0" and titles["fcfs (baseline)"] == "run demo-fcfs-s0"
+    assert (
+        titles["static"] == "run demo-overload-static-s0" and titles["fcfs (baseline)"] == "run demo-overload-fcfs-s0"
+    )
     # every metric in one HTML table (no dataframe with its ten-row inner scroll)
     assert len(table) == len([m for m in TABLE_METRICS if not m.real_engines_only])
     assert not any("comparison" in frame.proto.id for frame in app.dataframe)
     rows = table.set_index("metric")
-    fcfs = load_run(results, "demo-fcfs-s0").summary
-    static = load_run(results, "demo-static-s0").summary
+    fcfs = load_run(results, "demo-overload-fcfs-s0").summary
+    static = load_run(results, "demo-overload-static-s0").summary
     assert rows.loc["SLO attainment (%)", "fcfs (baseline)"] == f"{100 * fcfs['slo_attainment']:.1f}"
     shown_change = round(100 * static["slo_attainment"], 1) - round(100 * fcfs["slo_attainment"], 1)
     assert rows.loc["SLO attainment (%)", "static"] == (

@@ -117,22 +117,23 @@ def test_demo_page_leaves_out_a_damaged_bundled_run(monkeypatch, results_dir):
     monkeypatch.setattr("runners.result_store.DEFAULT_RESULTS_DIR", results_dir)
     for folder in BUNDLED.glob("demo*"):
         shutil.copytree(folder, results_dir / folder.name)
-    (results_dir / "demo-static-s3" / "summary.json").write_text('"oops"')
-    timeseries = results_dir / "demo-slo-sa-s0" / "timeseries.parquet"
+    (results_dir / "demo-overload-static-s3" / "summary.json").write_text('"oops"')
+    timeseries = results_dir / "demo-overload-slo-sa-s0" / "timeseries.parquet"
     timeseries.write_bytes(timeseries.read_bytes()[:100])
     app = open_page("pages/3_Demo.py")
     labels = [metric.label for metric in app.metric]
-    assert labels == list(DEMO_SCHEDULERS) * 2
+    assert labels == list(DEMO_SCHEDULERS) * 4  # attainment and G, in each of the two regimes
     warnings = " | ".join(warning.value for warning in app.warning)
-    assert "demo-static-s3" in warnings and "demo-slo-sa-s0" in warnings
-    assert len(app.get("plotly_chart")) == 3
+    assert "demo-overload-static-s3" in warnings and "demo-overload-slo-sa-s0" in warnings
+    assert len(app.get("plotly_chart")) == 6
 
 
 def test_demo_page_with_a_damaged_study_record_says_how_to_remake_it(monkeypatch, results_dir):
     monkeypatch.setattr("runners.result_store.DEFAULT_RESULTS_DIR", results_dir)
     for folder in BUNDLED.glob("demo*"):
         shutil.copytree(folder, results_dir / folder.name)
-    (results_dir / "demo" / "study.json").write_text('{"study_id": "demo", "runs": 5}')
+    for study in ("demo-below", "demo-overload"):
+        (results_dir / study / "study.json").write_text(f'{{"study_id": "{study}", "runs": 5}}')
     app = open_page("pages/3_Demo.py")
     assert not app.exception
     assert "damaged" in app.warning[0].value and "python -m runners demo" in app.warning[0].value

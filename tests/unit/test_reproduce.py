@@ -425,14 +425,15 @@ def test_the_simulator_table_plans_every_row_with_valid_settings():
 def test_the_quick_table_plans():
     specs = reproduce.sim_rows(reproduce.QUICK_SCALE)
     members, _ = plan_arms(unique_arms(specs), [0, 1, 2], reproduce.sim_config)
-    # 3 seeds x 44 runs a seed: A 7 arms (fcfs, slo-sa, paper protocol, oracle, noisy, planning exact
+    # 3 seeds x 46 runs a seed: A 7 arms (fcfs, slo-sa, paper protocol, oracle, noisy, planning exact
     # and with error); B memory 5 (tight: dynamic-mem, fcfs 128; ample: those two and static 32);
-    # B SLA 2 arms x 3 rates; C 4; D 18 ((mcsf + 8 baselines) x 2 counts); Baton 2 B x 2
-    assert len(members) == 132
+    # B SLA 2 arms x 3 rates; C 4; D 20 ((mcsf oracle + mcsf gaussian + 8 baselines) x 2 counts);
+    # Baton 2 B x 2
+    assert len(members) == 138
     d_params = {
         (m.scheduler, tuple(sorted(m.config.scheduler.params.items()))) for m in members if m.run_id.startswith("d-")
     }
-    assert len(d_params) == 1 + len(reproduce.D_BASELINES)  # every baseline setting is its own arm
+    assert len(d_params) == 2 + len(reproduce.D_BASELINES)  # mcsf oracle and gaussian; each baseline setting
 
 
 def test_one_claim_row_per_paper_claim_in_the_simulator_table():
