@@ -575,3 +575,23 @@ def test_every_real_row_translates_to_its_server_group():
         for arm in unique_arms(specs):
             assert target(arm)["engine"]["kind"] == "openai"
     assert claims == 12  # the simulator's 13 less Fig. 10 (no planning error on a real engine)
+
+
+def test_holdout_agreement_checks_the_direction_of_every_directional_row(tmp_path: Path, monkeypatch):
+    from bench import holdout_agreement
+
+    monkeypatch.setattr(holdout_agreement, "OUT", tmp_path)
+    # main: ours +2 at every one of 10 seeds (reproduced: +20% in the paper's +10% to +30%);
+    # check, other seeds: the same row with ours 1 below the baseline each time (direction lost)
+    main = record("A first claim", "claim", BASE10, OURS10, 0.1, 0.3)
+    worse = record("A first claim", "claim", BASE10, {seed: value - 1.0 for seed, value in BASE10.items()}, 0.1, 0.3)
+    for name, rows in (("main", [main]), ("check", [worse]), ("same", [main])):
+        (tmp_path / f"reproduction_{name}.seeds.json").write_text(
+            json.dumps({"table": name, "pilot": False, "rows": rows})
+        )
+    lost = holdout_agreement.agreement("main", "check")
+    assert lost["directional_rows"] == 1 and lost["judged"] == 1 and lost["held"] == 0
+    assert lost["rows"][0]["main_verdict"] == "reproduced" and lost["rows"][0]["direction_held"] is False
+    assert lost["rows"][0]["check_verdict"] == "not reproduced"
+    kept = holdout_agreement.agreement("main", "same")
+    assert kept["held"] == 1 and kept["rows"][0]["direction_held"] is True
