@@ -189,8 +189,13 @@ def test_the_client_sends_the_same_predictions_as_the_client_mcsf():
 
 @needs_vllm
 def test_mcsf_in_the_real_cpu_vllm(tiny_model, tmp_path):
+    # MC-SF's own setting, known lengths: the oracle, chosen (the default is the leak-free Gaussian)
     config = vllm_run_config(
-        tiny_model, "engine-mcsf", "engine-mcsf", {"memory_fraction": 1.0}, {"SCHEDLAB_ENGINE_DECISION_INTERVAL_S": "0"}
+        tiny_model,
+        "engine-mcsf",
+        "engine-mcsf",
+        {"memory_fraction": 1.0, "output_predictor": "oracle"},
+        {"SCHEDLAB_ENGINE_DECISION_INTERVAL_S": "0"},
     )
     run, decisions, log = run_to_completion(config, tmp_path / "results", ENGINE_CLASS)
     requests = run.requests
