@@ -39,6 +39,7 @@ from runners.demo import (
     task_tail_statistics,
     who_pays_sentence,
 )
+from runners.engines.fidelity import PAPER_PRESET_LABEL
 from runners.errors import SchedlabError
 from runners.jobs import new_job_spec, start_job
 from runners.metrics.catalog import RUN_METRICS
@@ -189,7 +190,9 @@ for tab, regime in zip(st.tabs([regime.title for regime in DEMO_REGIMES]), DEMO_
 with st.expander("Why do the strategies differ?"):
     st.markdown("\n".join(f"- {note}" for note in strategy_notes(records, title)))
 st.caption(
-    "Simulator: Qwen2.5-7B on 2 x V100 latency model (docs/design.md, 'The simulated engine'); latencies count from "
+    "Simulator: Qwen2.5-7B on 2 x V100 latency model, from the SLO-aware paper's Table 2: "
+    f"{PAPER_PRESET_LABEL} (docs/design.md, 'The simulated engine'); the schedulers plan with a model fitted to "
+    "a noisy profile of it, not the engine's own. Latencies count from "
     "each request's arrival. p99 TTFT and p99 E2E: each run's 99th percentile, then the mean over seeds."
 )
 
