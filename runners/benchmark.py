@@ -131,7 +131,7 @@ def prepare_run(config: RunConfig) -> PreparedRun:
     )
 
 
-def _config_record(prepared: PreparedRun) -> dict[str, Any]:
+def _config_record(prepared: PreparedRun, oracles: list[str]) -> dict[str, Any]:
     config = prepared.config
     resolved: dict[str, Any] = {
         "slos": {task: slo.model_dump(exclude_none=True) for task, slo in prepared.slos.items()},
@@ -139,7 +139,7 @@ def _config_record(prepared: PreparedRun) -> dict[str, Any]:
         "workload_synthetic": prepared.workload.synthetic,
     }
     resolved["knowledge"] = {
-        "oracle": run_oracles(config),
+        "oracle": oracles,
         "calibration": {
             task: {"count": moments.count, "mean": moments.mean, "std": moments.std}
             for task, moments in calibration_moments(prepared.workload.calibration).items()
@@ -297,6 +297,7 @@ def _execute_run(
     policy = make_policy(config.scheduler.name, config.scheduler.params)
     policy.on_calibration(prepared.workload.calibration)
     run_id = config.run_id or new_run_id(config.scheduler.name, config.engine.kind)
+    oracles = run_oracles(config)
     header = {
         "engine": config.engine.kind,
         "scheduler": config.scheduler.name,
@@ -310,9 +311,9 @@ def _execute_run(
         "instances": config.engine.instances,
         "sweep_id": config.sweep_id,
         "notes": config.notes,
-        "oracle": run_oracles(config),
+        "oracle": oracles,
     }
-    writer = RunWriter(results_root, run_id, _config_record(prepared), header, flush_seconds=flush_seconds)
+    writer = RunWriter(results_root, run_id, _config_record(prepared, oracles), header, flush_seconds=flush_seconds)
     recorder = RunRecorder(prepared.workload.requests, writer, progress)
     status, error = "done", None
     real_engine: RealEngine | None = None

@@ -41,10 +41,10 @@ from collections.abc import Sequence
 from typing import Any
 
 import numpy as np
-from scipy import stats
 
 from runners.errors import ConfigError
 from runners.metrics.catalog import summary_value
+from runners.metrics.seed_statistics import mean_interval
 
 FIDELITY_SCHEMA = "schedlab.fidelity/2"
 #: What a profile that was never compared with a real engine is called, by where it came from.
@@ -115,14 +115,12 @@ def _value(summary: dict[str, Any], key: str) -> float:
 
 
 def _mean_and_interval(values: np.ndarray) -> tuple[float, list[float] | None]:
-    """The mean of ``values`` and its 95% Student t interval (None for fewer than two)."""
+    """The mean of ``values`` and its 95% Student t interval
+    (:func:`runners.metrics.seed_statistics.mean_interval`; None for fewer than two)."""
     if not len(values):
         return float("nan"), None
-    mean = float(values.mean())
-    if len(values) < 2:
-        return mean, None
-    half = float(stats.t.ppf(0.975, len(values) - 1) * values.std(ddof=1) / math.sqrt(len(values)))
-    return mean, [mean - half, mean + half]
+    interval = mean_interval(values.tolist())
+    return float(values.mean()), None if interval is None else list(interval)
 
 
 def _judged(mean_abs_error: float, abs_ci95: list[float] | None, target: float | None) -> dict[str, bool | None]:
