@@ -36,7 +36,13 @@ from runners.engines.latency_model import (
     ServingOverhead,
 )
 from runners.engines.openai_client import Endpoint, StreamResult, stream_request
-from runners.engines.planning_model import PhaseFitResult, fit_phase_coefficients
+from runners.engines.planning_model import (
+    GRID_BATCHES,
+    GRID_INPUTS,
+    GRID_OUTPUTS,
+    PhaseFitResult,
+    fit_phase_coefficients,
+)
 from runners.engines.profile import EngineProfile
 from runners.engines.telemetry import read_metrics_page
 from runners.errors import SchedlabError
@@ -48,9 +54,9 @@ class ProfileGrid(BaseModel):
 
     model_config = ConfigDict(extra="forbid")
 
-    batch_sizes: list[int] = Field(default_factory=lambda: [1, 2, 4, 8, 16])
-    input_tokens: list[int] = Field(default_factory=lambda: [32, 128, 512])
-    output_tokens: list[int] = Field(default_factory=lambda: [16, 64])
+    batch_sizes: list[int] = Field(default_factory=lambda: list(GRID_BATCHES))
+    input_tokens: list[int] = Field(default_factory=lambda: list(GRID_INPUTS))
+    output_tokens: list[int] = Field(default_factory=lambda: list(GRID_OUTPUTS))
     repeats: int = Field(default=2, ge=1)
     warmup_requests: int = Field(default=4, ge=0)
 

@@ -44,8 +44,9 @@ from runners.engines.latency_model import LatencyModel, PhaseCoefficients
 from runners.engines.simulator import SimulatedInstance
 
 PlanningSource = Literal["fitted", "engine-truth"]
-#: The profiler's default grid (runners.profiler.ProfileGrid), said here so that fitting on the
-#: simulator does not import the profiler's HTTP client: batch sizes, prompt and output tokens.
+#: The profiler's default grid (runners.profiler.ProfileGrid reads these), kept here so that
+#: fitting on the simulator does not import the profiler's HTTP client: batch sizes, prompt and
+#: output tokens.
 GRID_BATCHES: tuple[int, ...] = (1, 2, 4, 8, 16)
 GRID_INPUTS: tuple[int, ...] = (32, 128, 512)
 GRID_OUTPUTS: tuple[int, ...] = (16, 64)

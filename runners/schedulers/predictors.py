@@ -48,8 +48,7 @@ from runners.workload.requests import Request
 OutputMode = Literal["gaussian", "oracle", "noisy-oracle"]
 #: Where a per-task output-length Gaussian starts (see the module docstring).
 PriorChoice = Literal["calibration", "history", "cold", "workload-oracle"]
-#: The oracle modes: they read the request's target length or this run's own length statistics.
-ORACLE_PREDICTORS: frozenset[str] = frozenset({"oracle", "noisy-oracle"})
+#: The oracle prior: it reads this run's own length statistics.
 ORACLE_PRIORS: frozenset[str] = frozenset({"workload-oracle"})
 #: The prior's name before result schema 5 (it meant the oracle of this run's own moments).
 LEGACY_WORKLOAD_PRIOR = "workload"
