@@ -21,7 +21,7 @@ profile, from light load to overload, over several seeds.
 No parameter is tuned to the validation seeds: the profile comes from step 1 only.
 
 Usage: python -m bench.sim_fidelity [--levels 0.2,0.5,0.8,1.2] [--seeds 3] [--requests 200]
-       [--capacity-requests 200] [--profile PATH]
+       [--capacity-requests 200] [--profile PATH | --steps-from SAMPLES.csv]
 Run it under the CPU lock on a quiet machine (it takes about 10 minutes).
 """
 
@@ -49,7 +49,7 @@ from runners.engines.fidelity import (
 )
 from runners.engines.profile import load_profile
 from runners.errors import SchedlabError
-from runners.profiler import fit_step_profile, fit_table, write_step_samples
+from runners.profiler import INTERFERENCE_KIND, fit_step_profile, fit_table, read_step_samples, write_step_samples
 
 PROFILE = TINY_PROFILE
 SAMPLES = RESULTS / "tiny-cpu-vllm.profile-samples.csv"
@@ -157,6 +157,11 @@ def main() -> None:
     parser.add_argument("--capacity-requests", type=int, default=200)
     parser.add_argument("--profile", help="validate this profile instead of measuring a new one")
     parser.add_argument(
+        "--steps-from",
+        help="reuse the step and overhead samples of this CSV (e.g. bench/results/tiny-cpu-vllm.profile-samples.csv) "
+        "and measure only the interference phase; the profile is fitted on both",
+    )
+    parser.add_argument(
         "--no-repeat-real",
         dest="repeat_real",
         action="store_false",
@@ -189,7 +194,13 @@ def main() -> None:
                 profile_path = Path(args.profile)
                 profile = load_profile(profile_path)
             else:
-                samples = measure_engine_steps(instance, engine_config.max_num_batched_tokens)
+                if args.steps_from:  # the earlier phases as measured before, the interference phase now
+                    kept = [s for s in read_step_samples(Path(args.steps_from)) if s.kind != INTERFERENCE_KIND]
+                    samples = kept + measure_engine_steps(
+                        instance, engine_config.max_num_batched_tokens, phases=("interference",)
+                    )
+                else:
+                    samples = measure_engine_steps(instance, engine_config.max_num_batched_tokens)
                 write_step_samples(samples, SAMPLES)
                 profile = fit_step_profile(
                     samples,

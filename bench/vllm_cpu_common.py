@@ -7,7 +7,7 @@ import asyncio
 import os
 import subprocess
 import sys
-from collections.abc import Iterator
+from collections.abc import Collection, Iterator
 from contextlib import contextmanager
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -25,6 +25,16 @@ TINY_PROFILE = RESULTS / "tiny-cpu-vllm.profile.yaml"
 SERVER_ENV = {"VLLM_CPU_KVCACHE_SPACE": "1", "HF_HUB_OFFLINE": "1"}
 #: What the benchmarks that profile the CPU vLLM ran on (a profile's ``source`` starts with the script's name, then this).
 TINY_ENGINE = "vllm-cpu 0.32.0, tiny random Llama (2 layers, hidden 256), this machine's 2 cores"
+
+
+def tiny_sla_target_s() -> float:
+    """The tiny CPU engine's decode target, seconds: the bundled profile's decode step at a batch
+    of 32 (half the servers' 64 slots) and a 320-token context (half of in_engine's 640-token
+    filter); what D_SLA and the TPOT bound scale to on this engine (the papers' 50 ms is a GPU
+    model's step)."""
+    from runners.engines.profile import load_profile
+
+    return round(load_profile(TINY_PROFILE).latency_model().decode_step_time(32, 320.0), 4)
 
 
 def vllm_python() -> str:
@@ -83,11 +93,20 @@ def launched_vllm(model: Path, log_folder: Path, **overrides: Any) -> Iterator[R
         engine.stop()
 
 
-def measure_engine_steps(instance: RealInstance, max_num_batched_tokens: int) -> list[StepSample]:
+def measure_engine_steps(
+    instance: RealInstance, max_num_batched_tokens: int, phases: Collection[str] | None = None
+) -> list[StepSample]:
     """The launched instance's steps, measured by the step profiler
-    (:func:`runners.profiler.measure_steps`, its default grid), its progress printed."""
-    from runners.profiler import StepGrid, measure_steps
+    (:func:`runners.profiler.measure_steps`, its default grid; ``phases``: those only, default
+    all), its progress printed."""
+    from runners.profiler import PHASES, StepGrid, measure_steps
 
     return asyncio.run(
-        measure_steps(instance.endpoint, StepGrid(), max_num_batched_tokens, progress=lambda m: print(m, flush=True))
+        measure_steps(
+            instance.endpoint,
+            StepGrid(),
+            max_num_batched_tokens,
+            progress=lambda m: print(m, flush=True),
+            phases=PHASES if phases is None else phases,
+        )
     )

@@ -481,6 +481,7 @@ def command_profile(args: argparse.Namespace) -> int:
         step_grid = StepGrid(
             prefill_repeats=args.repeats,
             mixed_repeats=args.repeats,
+            interference_repeats=args.repeats,
             **({"decode_batches": _int_list(args.batch_sizes, "--batch-sizes")} if args.batch_sizes else {}),
             **({"prefill_prompt_tokens": _int_list(args.input_tokens, "--input-tokens")} if args.input_tokens else {}),
         )

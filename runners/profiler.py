@@ -18,7 +18,8 @@ from __future__ import annotations
 
 import asyncio
 import csv
-from collections.abc import Callable, Sequence
+import math
+from collections.abc import Callable, Collection, Sequence
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any, Literal
@@ -257,11 +258,26 @@ def write_samples(samples: Sequence[ProfileSample] | Sequence[StepSample], path:
 #   tokens come out of the mixed step (P prefills + D decodes); the decoders' token gap that ends
 #   with it is that step's duration (median over decoders). Kept only when all P first tokens
 #   arrived within a quarter of a decode step of each other (one step, not two).
+# - interference: D requests decode while short requests (``interference_prompt_tokens``, one
+#   token out) arrive as a Poisson stream at each of ``interference_rates`` (0: none), the rates
+#   taking turns so drift hits each alike. Where the front end (HTTP, tokenisation, detokenising,
+#   streaming) shares cores with the engine, every arriving request costs the engine time that no
+#   step's composition shows: a window of T seconds holding N decode steps and k arrivals gives
+#   T - N * (the base windows' step) - k * (the step model's cost of one such prefill) for the k
+#   requests (fit_arrival_interference).
 
 STEP_KINDS: tuple[str, ...] = ("prefill", "decode", "mixed")
+#: The step profiler's controlled loads, in the order it runs them.
+PHASES: tuple[str, ...] = ("prefill", "decode", "mixed", "interference")
 #: Samples of the serving front end's delay (client TTFT minus the engine's queue and prefill time,
 #: one request alone on an idle server): not engine steps, fitted to a ServingOverhead.
 OVERHEAD_KIND = "overhead"
+#: Windows of D requests decoding while short requests arrive at a fixed rate (0 for the base
+#: windows): the engine time lost per arriving request (ServingOverhead.busy_request_engine_s).
+#: Fields: prefill_requests = requests that arrived in the window, prefill_tokens = their prompt
+#: tokens, decode_requests = D, decode_context = the decoders' mean context, steps = the decode
+#: steps in the window, seconds = the window's length.
+INTERFERENCE_KIND = "interference"
 
 
 class StepGrid(BaseModel):
@@ -281,6 +297,15 @@ class StepGrid(BaseModel):
     mixed_prompt_tokens: list[int] = Field(default_factory=lambda: [64, 256, 448])
     mixed_repeats: int = Field(default=2, ge=1)
     mixed_decode_output_tokens: int = Field(default=3000, ge=16, description="within the server's max_model_len")
+    interference_decodes: list[int] = Field(
+        default_factory=lambda: [8, 32], description="decoding requests under the arrival streams"
+    )
+    interference_rates: list[float] = Field(
+        default_factory=lambda: [0.0, 15.0, 30.0, 45.0], description="arrival rates, requests per second (0: the base)"
+    )
+    interference_repeats: int = Field(default=3, ge=0, description="windows per (decodes, rate); 0: phase off")
+    interference_prompt_tokens: int = Field(default=64, ge=1)
+    interference_output_tokens: int = Field(default=600, ge=16, description="decode tokens per window's requests")
     warmup_requests: int = Field(default=4, ge=0)
 
 
@@ -295,6 +320,8 @@ class StepSample:
     decode_context: int
     seconds: float
     signal: str  # where the duration came from
+    #: engine steps the sample spans (an INTERFERENCE_KIND window: its decode steps; else 1)
+    steps: int = 1
 
 
 def _metric_total(text: str, name: str) -> float:
@@ -396,8 +423,13 @@ async def measure_steps(
     timeout_s: float = 600.0,
     seed: int = 0,
     progress: Callable[[str], None] | None = None,
+    phases: Collection[str] = PHASES,
 ) -> list[StepSample]:
-    """Run the three controlled loads (module notes above) against one idle server."""
+    """Run the controlled loads of ``phases`` (module notes above; default all) against one idle
+    server."""
+    unknown = sorted(set(phases) - set(PHASES))
+    if unknown:
+        raise SchedlabError(f"profile: unknown phase(s) {unknown}; known: {', '.join(PHASES)}")
     rng = np.random.default_rng(seed)
     vocabulary = made_up_vocabulary(400, rng)
     say = progress or (lambda message: None)
@@ -411,7 +443,7 @@ async def measure_steps(
 
         await _warm_up(session, endpoint, grid.warmup_requests, rng, vocabulary, timeout_s)
         # -- pure prefill: one request alone, the engine's own prefill time ----------------------
-        for tokens in grid.prefill_prompt_tokens:
+        for tokens in grid.prefill_prompt_tokens if "prefill" in phases else []:
             if tokens > max_num_batched_tokens:
                 continue
             for _ in range(grid.prefill_repeats):
@@ -448,7 +480,7 @@ async def measure_steps(
                 samples.append(StepSample("prefill", 1, counted, 0, 0, prefill_s, "engine request_prefill_time"))
             say(f"prefill {tokens} tokens")
         # -- pure decode: N long outputs decoding together -------------------------------------------
-        for prompt_tokens in grid.decode_prompt_tokens:
+        for prompt_tokens in grid.decode_prompt_tokens if "decode" in phases else []:
             for batch in grid.decode_batches:
                 if prompt_tokens > min(grid.decode_prompt_tokens) and batch > grid.decode_long_prompt_max_batch:
                     continue
@@ -461,7 +493,7 @@ async def measure_steps(
                 say(f"decode batch {batch}, prompts {prompt_tokens}")
         # -- mixed: prompts arriving while D requests decode ---------------------------------------
         short = min(grid.decode_prompt_tokens)
-        for decodes in grid.mixed_decodes:
+        for decodes in grid.mixed_decodes if "mixed" in phases else []:
             combos = [
                 (p, l)
                 for p in grid.mixed_prefills
@@ -495,7 +527,89 @@ async def measure_steps(
             finally:
                 await streams.cancel()
             say(f"mixed with {decodes} decoding")
+        # -- interference: short requests arriving while D requests decode ----------------------------
+        turns = [
+            (decodes, rate)
+            for _ in range(grid.interference_repeats if "interference" in phases else 0)
+            for decodes in grid.interference_decodes
+            for rate in grid.interference_rates
+        ]
+        for decodes, rate in turns:
+            window = await _interference_window(
+                session,
+                endpoint,
+                decoding(decodes, short, grid.interference_output_tokens),
+                rate,
+                [_prompt(grid.interference_prompt_tokens, rng, vocabulary) for _ in range(_arrivals_cap(rate))],
+                rng,
+                timeout_s,
+            )
+            if window is not None:
+                samples.append(window)
+            say(f"interference: {decodes} decoding, {rate:g} arrivals/s")
     return samples
+
+
+def _arrivals_cap(rate: float) -> int:
+    """Prompts prepared for one interference window at ``rate`` requests per second (ample for a
+    window of up to 20 s)."""
+    return int(math.ceil(rate * 20)) + 8 if rate > 0 else 0
+
+
+async def _interference_window(
+    session: aiohttp.ClientSession,
+    endpoint: Endpoint,
+    streams: _Streams,
+    rate: float,
+    prompts: list[str],
+    rng: np.random.Generator,
+    timeout_s: float,
+) -> StepSample | None:
+    """One :data:`INTERFERENCE_KIND` window: while ``streams`` decode, ``prompts`` (one token
+    out each) are sent as a Poisson stream at ``rate`` per second (0: none); the window runs from
+    the first decode token after every decoder started to the first decoder's last token. Counts
+    the arrivals whose first token came out inside it. None when the window holds no step."""
+    arrivals: list[asyncio.Future] = []
+    try:
+        start = await streams.all_started()
+        if rate > 0:
+            for prompt in prompts:
+                await asyncio.sleep(float(rng.exponential(1.0 / rate)))
+                if any(task.done() for task in streams.tasks):
+                    break
+                arrivals.append(
+                    asyncio.ensure_future(stream_request(session, endpoint, prompt, 1, timeout_s=timeout_s))
+                )
+        results = await asyncio.gather(*streams.tasks)
+        _raise_on_failure(results, "interference decoders failed")
+        sent = list(await asyncio.gather(*arrivals))
+        _raise_on_failure(sent, "interference arrival failed")
+    finally:
+        await streams.cancel()
+        for task in arrivals:
+            task.cancel()
+    times = [np.asarray(series) for series in streams.times]
+    lo = min(float(series[series > start][0]) for series in times if (series > start).any())
+    hi = min(float(series[-1]) for series in times)
+    if hi <= lo:
+        return None
+    steps = float(np.mean([np.count_nonzero((series > lo) & (series <= hi)) for series in times]))
+    if steps < 1:
+        return None
+    inside = [r for r in sent if r.chunk_times and lo < r.chunk_times[0] <= hi]
+    context = float(np.mean([r.prompt_tokens or 0 for r in results])) + float(
+        np.mean([np.searchsorted(series, (lo + hi) / 2) for series in times])
+    )
+    return StepSample(
+        INTERFERENCE_KIND,
+        len(inside),
+        int(sum(r.prompt_tokens or 0 for r in inside)),
+        len(times),
+        int(round(context * len(times))),
+        hi - lo,
+        f"decode window with arrivals at {rate:g}/s (client token times)",
+        int(round(steps)),
+    )
 
 
 def _busy_overhead_sample(
@@ -713,6 +827,58 @@ def fit_serving_overhead(
     return ServingOverhead(**{term: float(v) for term, v in zip(OVERHEAD_TERMS, solution)}), report
 
 
+def fit_arrival_interference(
+    samples: Sequence[StepSample], step: LinearStepModel
+) -> tuple[float, dict[str, Any]] | None:
+    """The engine seconds lost per request that arrives while the engine runs requests, from the
+    :data:`INTERFERENCE_KIND` windows (None when there are none). For each number of decoders D,
+    the base step g0 is the base windows' (no arrivals) total seconds over their total steps; a
+    window with k arrivals, N steps and T seconds leaves T - N * g0 - k * c unexplained, where c is
+    the step model's cost of one arrival's prefill inside a step (per_prefill_token_s * its tokens
+    + per_request_cpu_s). The estimate is the pooled excess over the pooled arrivals (the least-
+    squares slope through the origin), clamped at 0; the report gives the per-window estimates'
+    mean with its 95% t interval, and each D's base step and loaded step."""
+    windows = [s for s in samples if s.kind == INTERFERENCE_KIND]
+    if not windows:
+        return None
+    excess, arrived, per_window = 0.0, 0, []
+    by_decodes: dict[str, dict[str, float]] = {}
+    for decodes in sorted({w.decode_requests for w in windows}):
+        group = [w for w in windows if w.decode_requests == decodes]
+        base = [w for w in group if w.prefill_requests == 0]
+        loaded = [w for w in group if w.prefill_requests > 0]
+        if not base or not loaded:
+            continue
+        g0 = sum(w.seconds for w in base) / sum(w.steps for w in base)
+        for w in loaded:
+            cost = step.per_prefill_token_s * w.prefill_tokens + step.per_request_cpu_s * w.prefill_requests
+            lost = w.seconds - w.steps * g0 - cost
+            excess += lost
+            arrived += w.prefill_requests
+            per_window.append(lost / w.prefill_requests)
+        by_decodes[str(decodes)] = {
+            "base_step_s": g0,
+            "loaded_step_s": sum(w.seconds for w in loaded) / sum(w.steps for w in loaded),
+            "arrivals_per_s": sum(w.prefill_requests for w in loaded) / sum(w.seconds for w in loaded),
+        }
+    if not arrived:
+        return None
+    estimate = max(0.0, excess / arrived)
+    from runners.metrics.seed_statistics import mean_interval  # scipy.stats: only when fitting
+
+    values = np.asarray(per_window)
+    interval = mean_interval(per_window)
+    report = {
+        "windows": len(windows),
+        "arrivals": arrived,
+        "per_request_s": estimate,
+        "per_window_mean_s": float(values.mean()),
+        "per_window_ci95_s": list(interval) if interval is not None else None,
+        "by_decodes": by_decodes,
+    }
+    return estimate, report
+
+
 def fit_step_profile(
     samples: Sequence[StepSample],
     name: str,
@@ -728,6 +894,7 @@ def fit_step_profile(
     the same steps, with in-sample and out-of-fold errors per step kind in ``fit``; and, when the
     samples hold :data:`OVERHEAD_KIND` requests, the serving overhead fitted on them."""
     overhead = fit_serving_overhead(samples, folds)
+    interference_windows = [s for s in samples if s.kind == INTERFERENCE_KIND]
     samples = [s for s in samples if s.kind in STEP_KINDS]
     extra = _engine_limits(kv_capacity_tokens, block_size, max_num_seqs, max_num_batched_tokens)
     counts = {kind: sum(s.kind == kind for s in samples) for kind in STEP_KINDS}
@@ -752,6 +919,14 @@ def fit_step_profile(
     if overhead is not None:
         extra["serving_overhead"] = overhead[0]
         fit["serving_overhead"] = overhead[1]
+        interference = (
+            fit_arrival_interference(interference_windows, latency.step) if latency.step is not None else None
+        )
+        if interference is not None:
+            extra["serving_overhead"] = ServingOverhead(
+                **{**overhead[0].model_dump(), "busy_request_engine_s": interference[0]}
+            )
+            fit["arrival_interference"] = interference[1]
     return EngineProfile(name=name, source=source, fit=fit, **coefficients, **extra)
 
 
@@ -766,6 +941,7 @@ def read_step_samples(path: Path) -> list[StepSample]:
                 int(row["decode_context"]),
                 float(row["seconds"]),
                 row["signal"],
+                int(row.get("steps") or 1),  # absent in files written before the interference phase
             )
             for row in csv.DictReader(handle)
         ]
@@ -810,6 +986,17 @@ def _overhead_rows(profile: EngineProfile) -> list[list[str]]:
     report = (profile.fit or {}).get("serving_overhead")
     if report:
         rows.append(["out-of-fold MAPE serving overhead", f"{report['mape_out_of_fold']:.1%} (n={report['n']})"])
+    interference = (profile.fit or {}).get("arrival_interference")
+    if interference:
+        low_high = interference.get("per_window_ci95_s")
+        spread = f", per window {low_high[0]:.3g} to {low_high[1]:.3g} (95% t)" if low_high else ""
+        rows.append(
+            [
+                "engine time lost per arriving request (busy_request_engine_s)",
+                f"{overhead.busy_request_engine_s:.3g} ({interference['windows']} windows, "
+                f"{interference['arrivals']} arrivals{spread})",
+            ]
+        )
     return rows
 
 

@@ -130,6 +130,8 @@ class VirtualTimeDriver:
                 )
                 self._admitting_ids[dispatch.request_id] = payload
                 delay = overhead.seconds(prompt, len(instance.running))
+                if overhead.busy_request_engine_s and instance.running:
+                    instance.charge_front_end(overhead.busy_request_engine_s)
                 heapq.heappush(self._events, (now + max(delay, MIN_STEP_S), payload, ADMIT, payload))
             self.recorder.dispatched(dispatch.request_id, dispatch.instance, now)
         if decision.wake_at is not None and math.isfinite(decision.wake_at):

@@ -58,6 +58,14 @@ differs from vLLM:
 - the delay depends on load only through the requests the engine runs when a request arrives
   (the front end streams their tokens and, on a machine whose cores it shares with the engine,
   competes with it); queueing inside the front end itself is not modelled.
+
+Where the front end shares cores with the engine, its work on each arriving request (HTTP,
+tokenising, handing it over, answering) also takes time from the engine's steps, a cost no step's
+composition shows: ``busy_request_engine_s`` is the engine time lost per request that arrives
+while the engine runs requests, added by the simulator to the engine's next step. The profiler
+measures it (its ``interference`` windows: decoding with and without a stream of short requests
+arriving); 0 in profiles without them, and on a GPU server whose front end has cores of its own
+it is about 0.
 """
 
 from __future__ import annotations
@@ -220,6 +228,11 @@ class ServingOverhead(InputModel):
     per_prompt_token_s: Coefficient = Field(description="seconds per prompt token (tokenisation, chat template)")
     busy_engine_s: Coefficient = Field(default=0.0, description="seconds added while the engine is running requests")
     per_running_request_s: Coefficient = Field(default=0.0, description="seconds per request the engine is running")
+    busy_request_engine_s: Coefficient = Field(
+        default=0.0,
+        description="engine seconds lost per request that arrives while the engine runs requests (a front end "
+        "sharing the engine's cores); 0 when absent",
+    )
 
     def seconds(self, prompt_tokens: int, running: int = 0) -> float:
         """The delay for one request of ``prompt_tokens`` that arrives while the engine runs

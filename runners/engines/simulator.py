@@ -32,8 +32,11 @@ Where this model knowingly differs from vLLM V1 (measured cost: bench/results/si
   real step varies around it (the fit's out-of-fold error is in the profile's ``fit``);
 - the serving front end's delay is all put before the engine and depends on load only through
   the requests the engine runs when a request arrives (see ``ServingOverhead``); on a machine
-  where front end and engine share cores the real steps grow with load too, which the step
-  model does not see (bench/results/sim_fidelity.md: 12-21% too fast at 80-120% load);
+  where front end and engine share cores the front end's work on each arriving request also takes
+  engine time: with a profile whose overhead has ``busy_request_engine_s``, each request
+  dispatched while the engine runs requests adds that to the engine's next step
+  (:meth:`SimulatedInstance.charge_front_end`); the per-token streaming work is inside the
+  measured decode steps;
 - no EOS, stop strings or speculative decoding: a request generates exactly its ``max_tokens``
   (the real runs ask for exactly that many with ``min_tokens``/``ignore_eos``);
 - no swap preemption and no pipeline of scheduled-ahead steps (async scheduling): a step starts
@@ -200,6 +203,8 @@ class SimulatedInstance:
         #: no request in the engine since its last step ended (or ever): the next step is an idle start
         self.idle = True
         self._idle_start_s = latency.idle_start_s
+        #: engine seconds the front end has taken since the last step began (added to the next step)
+        self._front_end_s = 0.0
         self.preemptions_total = 0
         self.tokens_total = 0
         self.steps_total = 0
@@ -221,6 +226,11 @@ class SimulatedInstance:
         self.sequences[request_id] = seq
         self._push_waiting(seq, front=False)
         return seq
+
+    def charge_front_end(self, seconds: float) -> None:
+        """The serving front end took ``seconds`` of the engine's time (its work on an arriving
+        request, on cores it shares with the engine): the next step lasts that much longer."""
+        self._front_end_s += seconds
 
     def cancel(self, request_id: str) -> bool:
         """Abort a queued or running request: free its blocks and drop its progress."""
@@ -379,6 +389,9 @@ class SimulatedInstance:
         if self.idle:
             self.idle = False
             self._step_duration_s += self._idle_start_s
+        if self._front_end_s:
+            self._step_duration_s += self._front_end_s
+            self._front_end_s = 0.0
         return self._step_duration_s
 
     def _plan_each(self) -> _StepPlan:

@@ -553,7 +553,7 @@ def test_both_tables_notes_render_from_their_meta(tmp_path: Path, monkeypatch: p
 def test_every_real_row_translates_to_its_server_group():
     """The --real groups as reproduce.real() runs them: every arm's engine settings are what its
     servers were launched with (memory binds only on the small-KV servers)."""
-    scale = reproduce.REAL_SCALE
+    scale = reproduce.real_scale(reproduce.REAL_SCALE)
     extra = {"filters": scale["filters"]}
     one = reproduce.RealTarget(["http://127.0.0.1:8000/v1"], 64, None, extra)
     small = reproduce.RealTarget(["http://127.0.0.1:8001/v1"], 64, 3072, extra)
@@ -595,3 +595,61 @@ def test_holdout_agreement_checks_the_direction_of_every_directional_row(tmp_pat
     assert lost["rows"][0]["check_verdict"] == "not reproduced"
     kept = holdout_agreement.agreement("main", "same")
     assert kept["held"] == 1 and kept["rows"][0]["direction_held"] is True
+
+
+def test_real_capacity_row_bounds_are_scaled_to_the_tiny_engine():
+    from bench.vllm_cpu_common import tiny_sla_target_s
+
+    scale = reproduce.real_scale(reproduce.REAL_SCALE)
+    target = tiny_sla_target_s()
+    assert 0.001 < target < 0.02  # a decode step of the tiny CPU model, not the paper's 50 ms
+    assert scale["b_tpot_s"] == target and scale["b_ttft_s"] == pytest.approx(target * 200, abs=1e-4)
+    (row,) = reproduce.rows_b_sla(scale)
+    static, dynamic = row.baseline.arms[0], row.ours.arms[0]
+    assert static.slo["chat"] == {"tpot_s": target, "ttft_s": scale["b_ttft_s"]}
+    assert dynamic.params == {"d_sla_s": target, "eps_s": round(target / 10, 6)}
+    assert f"TPOT <= {target * 1000:g} ms" in row.setting
+    # the simulator's row keeps the paper's values and its parameters as before
+    (sim,) = reproduce.rows_b_sla(reproduce.SIM_SCALE)
+    assert sim.ours.arms[0].params == {"d_sla_s": 0.05} and "TPOT <= 50 ms and TTFT <= 10 s" in sim.setting
+
+
+def test_partial_real_rerun_replaces_only_its_rows(tmp_path, monkeypatch):
+    monkeypatch.setattr(reproduce, "OUT", tmp_path)
+    (tmp_path / "reproduction_t.json").write_text(
+        json.dumps({"command": "first", "made_on": "2026-11-26", "seconds": 100.0, "problems": ["old"], "load": [1.0]})
+    )
+    with (tmp_path / "reproduction_t.csv").open("w", newline="") as handle:
+        writer = csv.DictWriter(handle, fieldnames=["scenario", "verdict"])
+        writer.writeheader()
+        writer.writerows(
+            [{"scenario": "A x", "verdict": "a"}, {"scenario": "B dynamic-sla vs static (capacity)", "verdict": "old"}]
+        )
+    meta = {
+        "command": "again",
+        "made_on": "2026-11-27",
+        "seconds": 5.0,
+        "runs": 4,
+        "problems": [],
+        "launch_s": [9.0],
+        "load": [2.0],
+        "scale": {"b": 1},
+    }
+    merged, table = reproduce.merged_rerun(
+        "t", meta, [{"scenario": "B dynamic-sla vs static (capacity)", "verdict": "new"}], ("B dynamic-sla",)
+    )
+    assert [(row["scenario"][0], row["verdict"]) for row in table] == [("A", "a"), ("B", "new")]
+    assert merged["command"] == "first" and merged["made_on"] == "2026-11-26" and merged["seconds"] == 100.0
+    assert merged["reruns"] == [
+        {
+            "command": "again",
+            "made_on": "2026-11-27",
+            "seconds": 5.0,
+            "runs": 4,
+            "problems": [],
+            "launch_s": [9.0],
+            "load": [2.0],
+            "rows": ["B dynamic-sla"],
+        }
+    ]
+    assert merged["scale"] == {"b": 1} and merged["load"] == [1.0, 2.0] and merged["problems"] == ["old"]
