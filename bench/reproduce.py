@@ -729,8 +729,8 @@ REAL_SCALE: dict[str, Any] = {
     "b_requests": 64,
     "b_slots": 64,
     "b_static": (16,),  # [1,000; 1,024 slots; static 256]; memory binds on the small-KV servers
-    # [0.5 to 8 req/s, TPOT <= 50 ms, TTFT <= 10 s, 400 requests]. The 2026-11-26 pilot (4 to 12
-    # req/s, 40 requests, the paper's 50 ms) could not differ: both sides met the target at every
+    # [0.5 to 8 req/s, TPOT <= 50 ms, TTFT <= 10 s, 400 requests]. The table's first pilot run (4 to
+    # 12 req/s, 40 requests, the paper's 50 ms) could not differ: both sides met the target at every
     # rate. Changed on 2026-11-27, after seeing that, to bounds scaled to this engine: TPOT and
     # D_SLA = its decode step at a batch of 32 (vllm_cpu_common.tiny_sla_target_s), TTFT = that
     # times the simulator's TTFT / TPOT ratio (10 s / 50 ms = 200); rates up to past its capacity
@@ -811,8 +811,8 @@ How this differs from the simulator table (same rows, scaled down to fit this 2-
   so the 90% rule is judged on {b_sla} requests; its bounds are scaled to this engine: TPOT and
   D_SLA {b_tpot_ms:g} ms (the profile's decode step at a batch of 32; the paper's 50 ms is a GPU
   model's step), TTFT {b_ttft_s:g} s (the simulator's 10 s / 50 ms ratio). A change made after
-  seeing a result: the 2026-11-26 pilot kept the paper's 50 ms and 10 s at 4 to 12 req/s with 40
-  requests, and both sides met the target at every rate (nothing could differ); C {c_requests}
+  seeing a result: this table's first pilot run kept the paper's 50 ms and 10 s at 4 to 12 req/s
+  with 40 requests, and both sides met the target at every rate (nothing could differ); C {c_requests}
   requests at {c_rate:g}/s; D n = {d_counts} at the same rates as the simulator.{reruns}
 - Load: the 1-minute load average of this 2-core machine, read after each run, was {load_min:.1f}
   to {load_max:.1f} (median {load_median:.1f}); it counts the server's own processes and our
