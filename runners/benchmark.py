@@ -40,6 +40,7 @@ from runners.run_ids import new_run_id
 from runners.schedulers.base import PolicyParams, PolicyStalled, SchedulerPolicy
 from runners.schedulers.dynamic_batching import mixture_moments
 from runners.schedulers.predictors import calibration_moments
+from runners.timestamps import utc_stamp
 from runners.workload.builder import Workload, build_workload
 from runners.workload.slo import TaskSLO
 
@@ -303,7 +304,7 @@ def _execute_run(
         "scheduler": config.scheduler.name,
         "workload": config.workload.label(),
         "synthetic": prepared.workload.synthetic,
-        "started_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+        "started_at": utc_stamp(),
         "started_at_unix_s": time.time(),
         "slos": {task: slo.describe() for task, slo in prepared.slos.items()},
         "arrival_process": config.workload.arrival.process,
@@ -389,7 +390,7 @@ def _execute_run(
             extra = _wall_clock_extras(driver)
         summary.update(extra)
         summary["wall_time_s"] = time.perf_counter() - wall_start
-        summary["finished_at"] = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
+        summary["finished_at"] = utc_stamp()
         writer.close(status, summary, error)
     return RunOutcome(run_id, writer.folder, status, {**writer.header, "status": status, **summary}, error)
 

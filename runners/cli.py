@@ -146,7 +146,7 @@ def _stoppable_progress(total: int, quiet: bool) -> Iterator[tuple[Any, Callable
 
     stop = {"requested": False}
 
-    def request_stop(signum, frame):  # noqa: ARG001 - signal handler signature
+    def request_stop(signum, frame):
         stop["requested"] = True
 
     previous = {sig: signal.signal(sig, request_stop) for sig in (signal.SIGINT, signal.SIGTERM)}
@@ -568,7 +568,7 @@ def command_delete(args: argparse.Namespace) -> int:
     return 0
 
 
-def command_schedulers(args: argparse.Namespace) -> int:  # noqa: ARG001
+def command_schedulers(args: argparse.Namespace) -> int:
     from runners.registry import ENGINES, SCHEDULERS, scheduler_parameters
 
     print("schedulers:")
@@ -593,9 +593,9 @@ def command_demo(args: argparse.Namespace) -> int:
     """Rerun the Demo's studies (one per load regime: six schedulers x seeds 0..9 each) and print
     each one's table."""
     from runners.demo import DEMO_REQUESTS, demo_plan, make_demo_studies
-    from runners.result_store import _results_root
+    from runners.result_store import results_folder
 
-    _results_root(args.out)  # a file or device as --out: one line, before minutes of runs
+    results_folder(args.out)  # a file or device as --out: one line, before minutes of runs
     parent = Path(args.out).parent
     if not Path(args.out).is_dir() and not parent.is_dir():
         raise ConfigError("--out", f"{args.out}: its folder {str(parent)!r} does not exist; expected a results folder")

@@ -38,7 +38,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 # the time-series row is the drivers' (one typed row, its columns derived from it)
-from runners.drivers.base import TIMESERIES_COLUMNS  # noqa: F401 (re-exported)
+from runners.drivers.base import TIMESERIES_COLUMNS
 from runners.errors import ConfigError, SchedlabError
 from runners.run_ids import RUN_ID_PATTERN, validate_run_id
 
@@ -322,7 +322,7 @@ class RunWriter:
 
     def _make_folder(self) -> None:
         """Create the run folder (and the results folder), or say in one line why not."""
-        _results_root(self.root)  # one line when it exists but is not a folder
+        results_folder(self.root)  # one line when it exists but is not a folder
         try:
             if os.path.lexists(self.folder):
                 raise ConfigError("run_id", f"a run named {self.run_id!r} already exists in {self.root}")
@@ -494,7 +494,7 @@ def summary_problem(summary: Any) -> str | None:
     return None
 
 
-def _read_json_file(path: Path, max_bytes: int | None = SUMMARY_MAX_BYTES) -> Any:
+def read_json_file(path: Path, max_bytes: int | None = SUMMARY_MAX_BYTES) -> Any:
     """The JSON value in ``path``; SchedlabError naming the file and what is wrong with it
     (FileNotFoundError passes through). ``max_bytes``: larger files are refused unread (None: no
     limit)."""
@@ -525,7 +525,7 @@ def read_json_object(path: Path, max_bytes: int | None = SUMMARY_MAX_BYTES) -> d
     not UTF-8 JSON, larger than ``max_bytes`` (None: no limit) or not an object (the one reader
     of schedlab's own JSON files)."""
     try:
-        data = _read_json_file(path, max_bytes)
+        data = read_json_file(path, max_bytes)
     except FileNotFoundError:
         raise SchedlabError(f"{path}: missing (is this a schedlab run folder?)") from None
     if not isinstance(data, dict):
@@ -645,7 +645,7 @@ def inspect_run(folder: Path) -> dict[str, Any]:
             name, DAMAGED, f"{folder} is a symbolic link; a run folder must be a real folder inside the results folder"
         )
     try:
-        summary = _read_json_file(folder / "summary.json")
+        summary = read_json_file(folder / "summary.json")
     except FileNotFoundError:
         return _problem_record(name, INCOMPLETE, "no summary.json (the run never started, or its folder was cut short)")
     except SchedlabError as exc:
@@ -675,7 +675,7 @@ def _size(path: Path) -> int:
         return -1
 
 
-def _results_root(root: str | Path) -> Path:
+def results_folder(root: str | Path) -> Path:
     """The results folder, resolved; SchedlabError when it exists but is not a folder."""
     try:
         base = Path(root).resolve()
@@ -686,7 +686,7 @@ def _results_root(root: str | Path) -> Path:
     return base
 
 
-def _entries(base: Path) -> list[str]:
+def folder_entries(base: Path) -> list[str]:
     """Names directly inside the results folder (none when it does not exist)."""
     try:
         with os.scandir(base) as entries:
@@ -700,7 +700,7 @@ def _entries(base: Path) -> list[str]:
 def _run_names(base: Path) -> list[str]:
     """Names of the run folders (and run-like entries) in ``base``: valid ids only."""
     names = []
-    for name in _entries(base):
+    for name in folder_entries(base):
         if not RUN_ID_PATTERN.match(name):
             continue
         path = base / name
@@ -713,7 +713,7 @@ def resolve_run_folder(root: str | Path, run: str, allow_path: bool = False) -> 
     """The folder of ``run``: a run id, or a unique id prefix, inside ``root`` (compared with the
     names of its entries, never as a path or pattern). With ``allow_path`` (read-only commands)
     a path to a run folder is also accepted when ``run`` names no run inside ``root``."""
-    base = _results_root(root)
+    base = results_folder(root)
     if isinstance(run, str) and RUN_ID_PATTERN.match(run):
         names = _run_names(base)
         if run in names:
@@ -775,7 +775,7 @@ def load_run(root: str | Path, run: str, allow_path: bool = False) -> RunData:
 def list_runs(root: str | Path = DEFAULT_RESULTS_DIR) -> list[dict[str, Any]]:
     """A record for every run folder under ``root`` (see :func:`inspect_run`), newest first by
     ``started_at``; damaged and incomplete runs last. SchedlabError when ``root`` is not a folder."""
-    base = _results_root(root)
+    base = results_folder(root)
     records = [inspect_run(base / name) for name in sorted(_run_names(base))]
     return sorted(
         records, key=lambda r: (r["status"] not in (DAMAGED, INCOMPLETE), str(r.get("started_at") or "")), reverse=True
@@ -792,8 +792,8 @@ def owned_run_folder(root: str | Path, run_id: str, action: str = "delete") -> P
             "results folder (letters, digits, '.', '_' or '-'; see 'python -m runners list'), "
             "never a path or pattern"
         )
-    base = _results_root(root)
-    names = _entries(base)
+    base = results_folder(root)
+    names = folder_entries(base)
     if run_id not in names:
         close = sorted(name for name in _run_names(base) if name.startswith(run_id))
         hint = f"; {action} takes the full run id: {', '.join(close)}" if close else " (see 'python -m runners list')"
