@@ -568,6 +568,23 @@ def command_delete(args: argparse.Namespace) -> int:
     return 0
 
 
+def command_schemas(args: argparse.Namespace) -> int:
+    """The JSON Schemas of the result records (runners.store.models), printed or written."""
+    from runners.store.models import json_schemas
+
+    schemas = json_schemas()
+    if not args.write:
+        print(json.dumps({name: json.loads(text) for name, text in schemas.items()}, indent=2))
+        return 0
+    folder = Path(args.write)
+    if not folder.is_dir():
+        raise ConfigError("--write", f"{folder}: not a folder; expected an existing folder for the schema files")
+    for name, text in schemas.items():
+        (folder / name).write_text(text)
+        print(folder / name)
+    return 0
+
+
 def command_schedulers(args: argparse.Namespace) -> int:
     from runners.registry import ENGINES, SCHEDULERS, scheduler_parameters
 
@@ -726,6 +743,10 @@ def make_parser() -> argparse.ArgumentParser:
 
     schedulers = sub.add_parser("schedulers", help="list schedulers, their parameters, and engines")
     schedulers.set_defaults(handler=command_schedulers)
+
+    schemas = sub.add_parser("schemas", help="print or write the result files' JSON Schemas (docs/schemas/)")
+    schemas.add_argument("--write", metavar="FOLDER", help="write <name>.schema.json files into FOLDER")
+    schemas.set_defaults(handler=command_schemas)
 
     demo = sub.add_parser(
         "demo",

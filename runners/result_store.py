@@ -41,6 +41,7 @@ import pyarrow.parquet as pq
 from runners.drivers.base import TIMESERIES_COLUMNS
 from runners.errors import ConfigError, SchedlabError
 from runners.run_ids import RUN_ID_PATTERN, validate_run_id
+from runners.store.models import SUMMARY_SCHEMA_VERSION, RunSummary, record_json
 
 #: Version 2 added, without removing or renaming anything of version 1: ``resolved.tokenization`` in
 #: config.json of real-engine runs, and imported runs (``summary.imported``; their config.json holds
@@ -65,7 +66,7 @@ from runners.run_ids import RUN_ID_PATTERN, validate_run_id
 #: simulator the latency model the policy planned with and its error). The scheduler parameter
 #: value ``output_prior: workload`` is read as ``workload-oracle``, what it always was. A run
 #: written before version 5 has no ``oracle``: whether it used one is in its config.json.
-SCHEMA_VERSION = 5
+SCHEMA_VERSION = SUMMARY_SCHEMA_VERSION
 DEFAULT_RESULTS_DIR = Path(os.environ.get("SCHEDLAB_RESULTS_DIR") or Path(__file__).resolve().parents[1] / "results")
 
 REQUEST_COLUMNS: dict[str, pa.DataType] = {
@@ -101,7 +102,12 @@ def _schema(columns: dict[str, pa.DataType]) -> pa.Schema:
 
 
 def write_json_atomic(path: Path, data: Any, durable: bool = True) -> None:
-    """Write JSON to a temporary file in the same folder, then rename it over ``path``.
+    """Write JSON (``indent=2``) atomically: :func:`write_text_atomic`."""
+    write_text_atomic(path, json.dumps(data, indent=2, default=str), durable)
+
+
+def write_text_atomic(path: Path, text: str, durable: bool = True) -> None:
+    """Write ``text`` to a temporary file in the same folder, then rename it over ``path``.
 
     Readers never see a half-written file either way; ``durable`` also fsyncs, which can take
     seconds on a busy disk, so interim summaries skip it.
@@ -109,7 +115,7 @@ def write_json_atomic(path: Path, data: Any, durable: bool = True) -> None:
     handle, temporary = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
     try:
         with os.fdopen(handle, "w", encoding="utf-8") as stream:
-            json.dump(data, stream, indent=2, default=str)
+            stream.write(text)
             stream.flush()
             if durable:
                 os.fsync(stream.fileno())
@@ -333,7 +339,10 @@ class RunWriter:
             raise SchedlabError(f"{self.folder}: cannot create the run folder ({exc.strerror or exc})") from None
 
     def write_summary(self, fields: dict[str, Any], durable: bool = True) -> None:
-        write_json_atomic(self.folder / "summary.json", {**self.header, **fields}, durable)
+        """summary.json: the header and ``fields``, written through :class:`RunSummary`."""
+        write_text_atomic(
+            self.folder / "summary.json", record_json(RunSummary.model_validate({**self.header, **fields})), durable
+        )
 
     def add_request(self, row: dict[str, Any]) -> None:
         self.requests.add(row)

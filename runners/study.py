@@ -60,15 +60,15 @@ from runners.result_store import (
     inspect_run,
     read_json_file,
     results_folder,
-    write_json_atomic,
+    write_text_atomic,
     writer_gone,
     writer_identity,
 )
 from runners.run_ids import RUN_ID_PATTERN, validate_run_id
+from runners.store.models import STUDY_SCHEMA_VERSION, StudyRecord, record_json
 from runners.study_plan import StudyMember, StudyPlan
 from runners.timestamps import id_stamp, utc_stamp
 
-STUDY_SCHEMA_VERSION = 3
 #: study.json versions this schedlab reads (1 lacks ``config``, ``writer``, ``resumed_at``; 2
 #: lacks ``oracles``: scheduler -> the oracles its runs used, runners.knowledge; its members'
 #: runs were written before result schema 5, so their G left failed requests out).
@@ -326,6 +326,11 @@ def oracle_name(record: dict[str, Any], name: str) -> str:
     return f"{name} ({ORACLE_TAG})" if as_dict(record.get("oracles")).get(name) else name
 
 
+def write_study(path: Path, record: dict[str, Any]) -> None:
+    """study.json at ``path``, written through :class:`StudyRecord`."""
+    write_text_atomic(path, record_json(StudyRecord.model_validate(record)))
+
+
 def _resume_hint(base: Path, study_id: str) -> str:
     """How to finish study ``study_id`` when its study.json is there; "" otherwise."""
     if (base / study_id / STUDY_FILE).is_file():
@@ -342,7 +347,7 @@ def _create_folder(base: Path, study_id: str, record: dict[str, Any]) -> Path:
     hidden = base / f".{study_id}.creating"
     hidden.mkdir()
     try:
-        write_json_atomic(hidden / STUDY_FILE, record)
+        write_study(hidden / STUDY_FILE, record)
         os.rename(hidden, folder)
     except BaseException:
         for leftover in hidden.glob("*"):
@@ -408,7 +413,7 @@ def run_study(
 
     def on_start() -> None:  # once the executor is ready (Ray reached): nothing written before
         if resume is not None:
-            write_json_atomic(folder / STUDY_FILE, record("running"))
+            write_study(folder / STUDY_FILE, record("running"))
             created.append(folder)
         else:
             created.append(_create_folder(base, plan.study_id, record("running")))
@@ -420,7 +425,7 @@ def run_study(
         if status == "done" and summary is not None:
             summaries[member.run_id] = summary
         if time.monotonic() - written >= WRITE_INTERVAL_S:
-            write_json_atomic(folder / STUDY_FILE, record("running"))
+            write_study(folder / STUDY_FILE, record("running"))
             written = time.monotonic()
 
     def on_progress(member: StudyMember, done: int, total: int) -> None:
@@ -438,7 +443,7 @@ def run_study(
         final = "cancelled" if statuses & {"cancelled", "skipped"} else "failed" if statuses - {"done"} else "done"
         result = record(final, _now())
         if created:
-            write_json_atomic(folder / STUDY_FILE, result)
+            write_study(folder / STUDY_FILE, result)
     return StudyResult(plan.study_id, folder, result)
 
 
