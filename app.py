@@ -19,7 +19,8 @@ def home() -> None:
     st.title("schedlab")
     st.write(
         "schedlab benchmarks the schedulers that decide which LLM requests a serving engine runs, and when. "
-        "Pick an engine (the built-in simulator, or vLLM / LMDeploy servers launched or attached), a mixed ShareGPT / "
+        "Pick an engine (the built-in simulator; vLLM, LMDeploy or SGLang servers launched or attached; or any "
+        "OpenAI-compatible server by URL), a mixed ShareGPT / "
         "Python-Code workload with per-task SLOs, and one or more schedulers; every latency is measured from the "
         "request's arrival. Watch TTFT, TPOT, end-to-end latency, KV-cache memory and batch size stream in, then "
         "compare runs on SLO attainment, G, throughput and capacity."

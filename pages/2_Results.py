@@ -94,14 +94,14 @@ def _study(root: str, study_id: str) -> dict:
 
 
 @st.cache_data(show_spinner="Reading the member runs' summaries…", max_entries=32)
-def study_summaries_cached(root: str, study_id: str, stamp: float) -> tuple[dict, list[str]]:  # noqa: ARG001
+def study_summaries_cached(root: str, study_id: str, stamp: float) -> tuple[dict, list[str]]:
     """run id -> summary of the study's done members (summaries only), and the unreadable ones."""
     problems: list[str] = []
     return member_summaries(root, _study(root, study_id), problems), problems
 
 
 @st.cache_data(show_spinner="Checking whether the schedulers made identical decisions…", max_entries=32)
-def identical_note_cached(root: str, study_id: str, stamp: float) -> str | None:  # noqa: ARG001
+def identical_note_cached(root: str, study_id: str, stamp: float) -> str | None:
     return identical_decisions_note(root, _study(root, study_id))
 
 
@@ -119,7 +119,7 @@ def pooled_cdf_cached(
     study_id: str,
     stamp: float,
     rate: float | None,
-    column: str,  # noqa: ARG001
+    column: str,
     log_x: bool = False,
 ):
     """(figure, unreadable members) of the CDF of ``column`` pooled over seeds, per scheduler."""

@@ -21,7 +21,7 @@ def summary_stamp(folder: Path) -> float:
 
 
 @st.cache_resource(show_spinner=False, max_entries=256)
-def load_run_cached(folder: str, stamp: float) -> result_store.RunData:  # noqa: ARG001 - stamp keys the cache
+def load_run_cached(folder: str, stamp: float) -> result_store.RunData:
     """The run in ``folder`` as last written (``stamp``: its summary_stamp); SchedlabError naming
     the file when it cannot be read."""
     return result_store.load_run(Path(folder).parent, Path(folder).name)

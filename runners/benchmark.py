@@ -35,11 +35,13 @@ from runners.knowledge import run_oracles
 from runners.metrics.run_metrics import distribution
 from runners.recording import RunRecorder
 from runners.registry import check_engine_for, make_policy
-from runners.result_store import DEFAULT_RESULTS_DIR, RunWriter, write_json_atomic
+from runners.result_store import DEFAULT_RESULTS_DIR, RunWriter, write_text_atomic
 from runners.run_ids import new_run_id
 from runners.schedulers.base import PolicyParams, PolicyStalled, SchedulerPolicy
 from runners.schedulers.dynamic_batching import mixture_moments
 from runners.schedulers.predictors import calibration_moments
+from runners.store.models import ENGINE_RECORD_SCHEMA_VERSION, EngineRecord, record_json
+from runners.timestamps import utc_stamp
 from runners.workload.builder import Workload, build_workload
 from runners.workload.slo import TaskSLO
 
@@ -236,6 +238,7 @@ def _engine_record(engine: RealEngine) -> dict[str, Any]:
     secrets = [secret for instance in engine.instances for secret in header_secrets(instance.endpoint.headers)]
     return scrub(
         {
+            "schema_version": ENGINE_RECORD_SCHEMA_VERSION,
             "instances": [
                 {
                     "index": instance.index,
@@ -250,7 +253,7 @@ def _engine_record(engine: RealEngine) -> dict[str, Any]:
                     "log": instance.server.log_path.name if instance.server else None,
                 }
                 for instance in engine.instances
-            ]
+            ],
         },
         secrets,
     )
@@ -303,7 +306,7 @@ def _execute_run(
         "scheduler": config.scheduler.name,
         "workload": config.workload.label(),
         "synthetic": prepared.workload.synthetic,
-        "started_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+        "started_at": utc_stamp(),
         "started_at_unix_s": time.time(),
         "slos": {task: slo.describe() for task, slo in prepared.slos.items()},
         "arrival_process": config.workload.arrival.process,
@@ -344,7 +347,8 @@ def _execute_run(
                 config=_engine_with_scheduler(config, policy, writer.folder, prepared.latency), log_folder=writer.folder
             )
             real_engine.start(should_stop)
-            write_json_atomic(writer.folder / "engine.json", _engine_record(real_engine))
+            record = EngineRecord.model_validate(_engine_record(real_engine))
+            write_text_atomic(writer.folder / "engine.json", record_json(record))
             driver = WallClockDriver(
                 engine=real_engine,
                 policy=policy,
@@ -389,7 +393,7 @@ def _execute_run(
             extra = _wall_clock_extras(driver)
         summary.update(extra)
         summary["wall_time_s"] = time.perf_counter() - wall_start
-        summary["finished_at"] = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
+        summary["finished_at"] = utc_stamp()
         writer.close(status, summary, error)
     return RunOutcome(run_id, writer.folder, status, {**writer.header, "status": status, **summary}, error)
 

@@ -8,7 +8,7 @@ come from the catalog (:mod:`runners.metrics.catalog`): one unit per quantity, T
 every chart and every tooltip; a percent axis runs 0-100 (:func:`percent_axis`). Runs are named
 by their display names (:func:`runners.compare.run_display_names`, or the caller's run id -> name
 mapping) and every tooltip ends with the run id. Legends sit under the x axis and the figure grows
-by their rows (:func:`_layout`), so labels and legends never overlap at any number of runs. A
+by their rows (:func:`apply_layout`), so labels and legends never overlap at any number of runs. A
 study's figures (error bars, pooled CDFs, interval bands) are in :mod:`runners.study_charts`.
 """
 
@@ -69,7 +69,7 @@ def cdf_points(values: Any, max_points: int = 400) -> tuple[np.ndarray, np.ndarr
     return array, fractions
 
 
-def _share(runs: int, ceiling: int, floor: int = 100) -> int:
+def point_share(runs: int, ceiling: int, floor: int = 100) -> int:
     return max(floor, min(ceiling, CHART_POINT_BUDGET // max(1, runs)))
 
 
@@ -97,7 +97,7 @@ def legend_rows(names: Sequence[str], width_px: int = LEGEND_WIDTH_PX) -> int:
     return rows
 
 
-def _layout(fig: go.Figure, title: str, height: int = 380, axis_block_px: int = AXIS_BLOCK_PX) -> go.Figure:
+def apply_layout(fig: go.Figure, title: str, height: int = 380, axis_block_px: int = AXIS_BLOCK_PX) -> go.Figure:
     """Title, size and the legend: horizontal, under the x axis (``axis_block_px`` of tick labels
     and axis title), the figure ``height`` plus the legend's rows so the plot keeps its size."""
     rows = legend_rows(_legend_names(fig))
@@ -142,7 +142,7 @@ def display_names(runs: Sequence[Any], names: Mapping[str, str] | None = None) -
     return shown
 
 
-def _plain(text: str) -> str:
+def hover_safe(text: str) -> str:
     """``text`` safe inside a plotly hovertemplate (no ``%{`` field opens)."""
     return str(text).replace("%{", "% {")
 
@@ -165,7 +165,7 @@ def hover_value(entry: Metric, field: str = "y") -> str:
 def _run_hover(name: str, run_id: str, *lines: str) -> str:
     """Tooltip of one run's trace: its display name in bold, ``lines``, then its run id."""
     body = "<br>".join(lines)
-    return f"<b>{_plain(name)}</b><br>{body}<br>run {_plain(run_id)}<extra></extra>"
+    return f"<b>{hover_safe(name)}</b><br>{body}<br>run {hover_safe(run_id)}<extra></extra>"
 
 
 def _threshold(entry: Metric, value: float) -> str:
@@ -198,7 +198,7 @@ def run_label(summary: dict[str, Any]) -> str:
     return str(summary.get("run_id"))
 
 
-def _category_axis(fig: go.Figure, names: Sequence[str]) -> int:
+def category_axis(fig: go.Figure, names: Sequence[str]) -> int:
     """Run names as bar-chart categories: horizontal, one line per ' · ' part (so five runs at
     half width never tilt into the legend); returns the pixels the tick labels and gap take."""
     fig.update_xaxes(tickangle=0, automargin=False)
@@ -206,7 +206,7 @@ def _category_axis(fig: go.Figure, names: Sequence[str]) -> int:
     return 24 + 15 * lines
 
 
-def _wrap(name: str) -> str:
+def wrap_name(name: str) -> str:
     return name.replace(" · ", "<br>")
 
 
@@ -257,7 +257,7 @@ def attainment_bars(summaries: Sequence[dict[str, Any]], names: Mapping[str, str
     fig = go.Figure()
     shown = display_names(summaries, names)
     ids = [run_label(s) for s in summaries]
-    labels = [_wrap(shown[run_id]) for run_id in ids]
+    labels = [wrap_name(shown[run_id]) for run_id in ids]
     for key, part in (
         ("slo_attainment", "overall"),
         ("slo_attainment_by_task.chat", "chat"),
@@ -273,14 +273,14 @@ def attainment_bars(summaries: Sequence[dict[str, Any]], names: Mapping[str, str
             textposition="auto",
             cliponaxis=False,
             customdata=[[shown[run_id], run_id] for run_id in ids],
-            hovertemplate=f"<b>%{{customdata[0]}}</b><br>{_plain(quantity(entry))}: {hover_value(entry)}"
+            hovertemplate=f"<b>%{{customdata[0]}}</b><br>{hover_safe(quantity(entry))}: {hover_value(entry)}"
             f"<br>run %{{customdata[1]}}<extra></extra>",
         )
     entry = metric("slo_attainment")
     fig.update_yaxes(title=entry.label)
     percent_axis(fig, entry)
-    block = _category_axis(fig, [shown[run_id] for run_id in ids])
-    return _layout(fig, COMPARISON_CHART_TITLES["slo_attainment"], axis_block_px=block)
+    block = category_axis(fig, [shown[run_id] for run_id in ids])
+    return apply_layout(fig, COMPARISON_CHART_TITLES["slo_attainment"], axis_block_px=block)
 
 
 def g_bars(summaries: Sequence[dict[str, Any]], names: Mapping[str, str] | None = None) -> go.Figure:
@@ -291,7 +291,7 @@ def g_bars(summaries: Sequence[dict[str, Any]], names: Mapping[str, str] | None 
     values = [summary_value(s, "G") for s in summaries]
     fig = go.Figure(
         go.Bar(
-            x=[_wrap(shown[run_id]) for run_id in ids],
+            x=[wrap_name(shown[run_id]) for run_id in ids],
             y=[entry.display(v) for v in values],
             text=[None if v is None else entry.format(v) for v in values],
             textposition="auto",
@@ -299,13 +299,13 @@ def g_bars(summaries: Sequence[dict[str, Any]], names: Mapping[str, str] | None 
             marker_color="#2ca02c",
             name=quantity(entry),
             customdata=[[shown[run_id], run_id] for run_id in ids],
-            hovertemplate=f"<b>%{{customdata[0]}}</b><br>{_plain(quantity(entry))}: "
+            hovertemplate=f"<b>%{{customdata[0]}}</b><br>{hover_safe(quantity(entry))}: "
             f"{hover_value(entry)}<br>run %{{customdata[1]}}<extra></extra>",
         )
     )
     fig.update_yaxes(title=entry.label)
-    block = _category_axis(fig, [shown[run_id] for run_id in ids])
-    return _layout(fig, COMPARISON_CHART_TITLES["g"], axis_block_px=block)
+    block = category_axis(fig, [shown[run_id] for run_id in ids])
+    return apply_layout(fig, COMPARISON_CHART_TITLES["g"], axis_block_px=block)
 
 
 def _slo_limits(run: RunData) -> dict[str, dict[str, float]]:
@@ -375,9 +375,9 @@ def draw_slo_lines(
 
 def cdf_hover(entry: Metric, task: str, name: str, run_id: str | None = None) -> str:
     """Tooltip of one CDF line: name, '<task>: <quantity> ≤ x <unit> for y% of requests', run."""
-    line = f"{task}: {_plain(quantity(entry))} ≤ {hover_value(entry, 'x')} for %{{y:.1%}} of requests"
+    line = f"{task}: {hover_safe(quantity(entry))} ≤ {hover_value(entry, 'x')} for %{{y:.1%}} of requests"
     if run_id is None:
-        return f"<b>{_plain(name)}</b><br>{line}<extra></extra>"
+        return f"<b>{hover_safe(name)}</b><br>{line}<extra></extra>"
     return _run_hover(name, run_id, line)
 
 
@@ -393,7 +393,7 @@ def latency_cdfs(
     shown = display_names(runs, names)
     fig = make_subplots(rows=1, cols=2, subplot_titles=list(tasks), shared_yaxes=True)
     palette = pio.templates["plotly_white"].layout.colorway
-    points = _share(2 * len(runs), 400)
+    points = point_share(2 * len(runs), 400)
     for index, run in enumerate(runs):
         colour = palette[index % len(palette)]
         frame = run.requests
@@ -415,7 +415,7 @@ def latency_cdfs(
     draw_slo_lines(fig, slo_thresholds(runs, column, shown), entry, tasks, log_x, len(runs))
     fig.update_xaxes(title=entry.label, type="log" if log_x else "linear")
     fig.update_yaxes(title="fraction of requests", range=[0, 1.02], row=1, col=1)
-    return _layout(
+    return apply_layout(
         fig, COMPARISON_CHART_TITLES.get(f"{column.removesuffix('_s')}_cdf", f"{quantity(entry)} CDF per task")
     )
 
@@ -429,7 +429,7 @@ def ttft_tpot_scatter(runs: Sequence[RunData], seed: int = 0, names: Mapping[str
     shown = display_names(runs, names)
     palette = pio.templates["plotly_white"].layout.colorway
     rng = np.random.default_rng(seed)
-    points = _share(len(runs), MAX_SCATTER_POINTS) // 3  # markers cost far more to draw than line points
+    points = point_share(len(runs), MAX_SCATTER_POINTS) // 3  # markers cost far more to draw than line points
     ttft, tpot = metric("ttft_s"), metric("tpot_s")
     for index, run in enumerate(runs):
         frame = run.requests.dropna(subset=["ttft_s", "tpot_s"]) if len(run.requests) else run.requests
@@ -454,7 +454,7 @@ def ttft_tpot_scatter(runs: Sequence[RunData], seed: int = 0, names: Mapping[str
     _slo_regions(fig, runs, ttft, tpot)
     fig.update_xaxes(title=ttft.label, rangemode="tozero")
     fig.update_yaxes(title=tpot.label, rangemode="tozero")
-    return _layout(fig, COMPARISON_CHART_TITLES["ttft_vs_tpot"])
+    return apply_layout(fig, COMPARISON_CHART_TITLES["ttft_vs_tpot"])
 
 
 def _slo_regions(fig: go.Figure, runs: Sequence[RunData], ttft: Metric, tpot: Metric) -> None:
@@ -556,7 +556,7 @@ def timeseries_overlay(
     have values in them (label: the catalog's)."""
     fig = go.Figure()
     shown = display_names(runs, names)
-    points = _share(len(runs), MAX_SERIES_POINTS, floor=200)
+    points = point_share(len(runs), MAX_SERIES_POINTS, floor=200)
     palette = pio.templates["plotly_white"].layout.colorway
     when = f"{RUN_TIME_LABEL.split(' (')[0]} %{{x:.1f}} s"
     for index, run in enumerate(runs):
@@ -573,7 +573,7 @@ def timeseries_overlay(
             name=name,
             legendgroup=run.run_id,
             line={"color": colour},
-            hovertemplate=_run_hover(name, run.run_id, when, f"{_plain(quantity(entry))}: {hover_value(entry)}"),
+            hovertemplate=_run_hover(name, run.run_id, when, f"{hover_safe(quantity(entry))}: {hover_value(entry)}"),
         )
         for other, dash in (companions or {}).items():
             if not _has_values(run.timeseries, other):
@@ -589,13 +589,13 @@ def timeseries_overlay(
                 legendgroup=run.run_id,
                 line={"color": colour, "dash": dash},
                 hovertemplate=_run_hover(
-                    name, run.run_id, when, f"{_plain(quantity(extra_entry))}: {hover_value(extra_entry)}"
+                    name, run.run_id, when, f"{hover_safe(quantity(extra_entry))}: {hover_value(extra_entry)}"
                 ),
             )
     fig.update_xaxes(title=RUN_TIME_LABEL)
     fig.update_yaxes(title=entry.label)
     percent_axis(fig, entry)
-    return _layout(fig, title)
+    return apply_layout(fig, title)
 
 
 def kv_overlay(runs: Sequence[RunData], names: Mapping[str, str] | None = None) -> go.Figure:
@@ -701,8 +701,8 @@ def sweep_charts(frame: pd.DataFrame, target: float) -> dict[str, go.Figure]:
                 name=str(scheduler),
                 cliponaxis=False,
                 customdata=group["run_id"],
-                hovertemplate=f"<b>{_plain(scheduler)}</b><br>%{{x:.4g}} req/s<br>"
-                f"{_plain(quantity(entry))}: {hover_value(entry)}"
+                hovertemplate=f"<b>{hover_safe(scheduler)}</b><br>%{{x:.4g}} req/s<br>"
+                f"{hover_safe(quantity(entry))}: {hover_value(entry)}"
                 f"<br>run %{{customdata}}<extra></extra>",
             )
     attainment.add_hline(
@@ -717,8 +717,8 @@ def sweep_charts(frame: pd.DataFrame, target: float) -> dict[str, go.Figure]:
     for fig in (attainment, g):
         fig.update_xaxes(title=SWEEP_RATE_LABEL)
     return {
-        "sweep_attainment": _layout(attainment, "SLO attainment vs arrival rate"),
-        "sweep_g": _layout(g, "G vs arrival rate"),
+        "sweep_attainment": apply_layout(attainment, "SLO attainment vs arrival rate"),
+        "sweep_g": apply_layout(g, "G vs arrival rate"),
     }
 
 
@@ -748,10 +748,10 @@ def live_latency_scatter(requests: pd.DataFrame, simulated: bool = False) -> go.
                     row=1,
                     col=col,
                     hovertemplate=f"<b>{name}</b><br>finished at %{{x:.1f}} s<br>"
-                    f"{_plain(quantity(entry))}: {hover_value(entry)}<extra></extra>",
+                    f"{hover_safe(quantity(entry))}: {hover_value(entry)}<extra></extra>",
                 )
     fig.update_xaxes(title="finish time, simulated (s)" if simulated else "finish time (s)")
-    return _layout(fig, "Per-request latency as requests finish", height=340)
+    return apply_layout(fig, "Per-request latency as requests finish", height=340)
 
 
 def live_instance_series(timeseries: pd.DataFrame, simulated: bool = False) -> go.Figure:
@@ -780,7 +780,7 @@ def live_instance_series(timeseries: pd.DataFrame, simulated: bool = False) -> g
                     line={"color": colour},
                     row=1,
                     col=col,
-                    hovertemplate=f"<b>{name}</b><br>{when}<br>{_plain(quantity(entry))}: "
+                    hovertemplate=f"<b>{name}</b><br>{when}<br>{hover_safe(quantity(entry))}: "
                     f"{hover_value(entry)}<extra></extra>",
                 )
             for column, dash in ENGINE_DECISION_LINES.items():
@@ -797,12 +797,12 @@ def live_instance_series(timeseries: pd.DataFrame, simulated: bool = False) -> g
                     line={"color": colour, "dash": dash},
                     row=1,
                     col=2,
-                    hovertemplate=f"<b>{name}</b><br>{when}<br>{_plain(quantity(entry))}: "
+                    hovertemplate=f"<b>{name}</b><br>{when}<br>{hover_safe(quantity(entry))}: "
                     f"{hover_value(entry)}<extra></extra>",
                 )
     fig.update_xaxes(title=SIMULATED_TIME_LABEL if simulated else RUN_TIME_LABEL)
     percent_axis(fig, kv, row=1, col=1)
-    return _layout(fig, "Engine state per instance", height=320)
+    return apply_layout(fig, "Engine state per instance", height=320)
 
 
 # -- export ----------------------------------------------------------------------------------------

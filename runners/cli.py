@@ -146,7 +146,7 @@ def _stoppable_progress(total: int, quiet: bool) -> Iterator[tuple[Any, Callable
 
     stop = {"requested": False}
 
-    def request_stop(signum, frame):  # noqa: ARG001 - signal handler signature
+    def request_stop(signum, frame):
         stop["requested"] = True
 
     previous = {sig: signal.signal(sig, request_stop) for sig in (signal.SIGINT, signal.SIGTERM)}
@@ -568,7 +568,24 @@ def command_delete(args: argparse.Namespace) -> int:
     return 0
 
 
-def command_schedulers(args: argparse.Namespace) -> int:  # noqa: ARG001
+def command_schemas(args: argparse.Namespace) -> int:
+    """The JSON Schemas of the result records (runners.store.models), printed or written."""
+    from runners.store.models import json_schemas
+
+    schemas = json_schemas()
+    if not args.write:
+        print(json.dumps({name: json.loads(text) for name, text in schemas.items()}, indent=2))
+        return 0
+    folder = Path(args.write)
+    if not folder.is_dir():
+        raise ConfigError("--write", f"{folder}: not a folder; expected an existing folder for the schema files")
+    for name, text in schemas.items():
+        (folder / name).write_text(text)
+        print(folder / name)
+    return 0
+
+
+def command_schedulers(args: argparse.Namespace) -> int:
     from runners.registry import ENGINES, SCHEDULERS, scheduler_parameters
 
     print("schedulers:")
@@ -593,9 +610,9 @@ def command_demo(args: argparse.Namespace) -> int:
     """Rerun the Demo's studies (one per load regime: six schedulers x seeds 0..9 each) and print
     each one's table."""
     from runners.demo import DEMO_REQUESTS, demo_plan, make_demo_studies
-    from runners.result_store import _results_root
+    from runners.result_store import results_folder
 
-    _results_root(args.out)  # a file or device as --out: one line, before minutes of runs
+    results_folder(args.out)  # a file or device as --out: one line, before minutes of runs
     parent = Path(args.out).parent
     if not Path(args.out).is_dir() and not parent.is_dir():
         raise ConfigError("--out", f"{args.out}: its folder {str(parent)!r} does not exist; expected a results folder")
@@ -726,6 +743,10 @@ def make_parser() -> argparse.ArgumentParser:
 
     schedulers = sub.add_parser("schedulers", help="list schedulers, their parameters, and engines")
     schedulers.set_defaults(handler=command_schedulers)
+
+    schemas = sub.add_parser("schemas", help="print or write the result files' JSON Schemas (docs/schemas/)")
+    schemas.add_argument("--write", metavar="FOLDER", help="write <name>.schema.json files into FOLDER")
+    schemas.set_defaults(handler=command_schemas)
 
     demo = sub.add_parser(
         "demo",

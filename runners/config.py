@@ -188,11 +188,9 @@ def parse_config(data: dict[str, Any]) -> RunConfig:
     except RecursionError:
         raise ConfigError("config", "nested too deeply to be a run config") from None
     # the policies load here, when a config is checked, not when this module is imported
-    from runners.registry import make_policy
+    from runners.registry import make_policy, scheduler_params
 
-    if config.trials.schedulers:  # a study: each scheduler takes the parameters it has (runners.study)
-        from runners.study import scheduler_params
-
+    if config.trials.schedulers:  # a study: each scheduler takes the parameters it has
         for name in config.trials.schedulers:
             make_policy(name, scheduler_params(name, config.scheduler.params, config.trials.schedulers))
     else:

@@ -70,9 +70,9 @@ from runners.metrics.seed_statistics import SINGLE_SEED_NOTE, paired_comparison,
 from runners.result_store import (
     DEFAULT_RESULTS_DIR,
     RunData,
-    _results_root,
     delete_run,
     owned_run_folder,
+    results_folder,
 )
 from runners.run_ids import RUN_ID_PATTERN
 from runners.study import STUDY_FILE, StudyMember, StudyPlan, StudyResult, plan_study, read_study, run_study
@@ -336,7 +336,7 @@ def clear_demo_results(results_root: str | Path, plans: StudyPlan | Sequence[Stu
     seeds). Every one is checked first to be the demo's own: a real run folder (or a study folder
     holding study.json only) at that exact name. Anything else stops it with one line before
     anything is removed. Returns the removed names."""
-    base = _results_root(results_root)
+    base = results_folder(results_root)
     plans = [plans] if isinstance(plans, StudyPlan) else list(plans)
     studies: list[tuple[str, Path | None]] = []
     members: list[str] = []
@@ -417,7 +417,7 @@ def missing_message(regime: DemoRegime | str, results_root: str | Path | None = 
         f"its runs results/{chosen.study_id}-<scheduler>-s<seed>) is missing. Run `python -m runners demo` to "
         "make every regime (a few minutes)."
     )
-    if results_root is not None and (_results_root(results_root) / DEMO_STUDY_ID / STUDY_FILE).is_file():
+    if results_root is not None and (results_folder(results_root) / DEMO_STUDY_ID / STUDY_FILE).is_file():
         text += (
             f" results/{DEMO_STUDY_ID}/ is the earlier one-regime demo (overload only); it still opens on the "
             "Results page, and `python -m runners demo` replaces it."
@@ -435,7 +435,7 @@ def read_demo_study(
     """The bundled study record of ``regime``, checked for what the Demo shows: SchedlabError (one
     line, saying how to remake it) when it is missing, damaged, unfinished, or not the demo's."""
     chosen = demo_regime(regime)
-    base = _results_root(results_root)
+    base = results_folder(results_root)
     folder = base / chosen.study_id
     if folder.is_symlink() or not (folder / STUDY_FILE).is_file():
         raise SchedlabError(missing_message(chosen, base))

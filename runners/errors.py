@@ -43,13 +43,17 @@ class RunCancelled(Exception):
     """Raised inside a driver when the user cancels a run; partial results are kept."""
 
 
-def error_location(loc: "tuple[object, ...]") -> str:
-    """A pydantic error location as the dotted field the user wrote (``engine.model``): the
-    engine union's kind tag (``engine.vllm.model``) is not a field, so it is dropped."""
-    from runners.engines.kinds import ENGINES  # the engine kinds import this module
+#: The tags of tagged unions, by the field that holds the union (``{"engine": {"sim", "vllm",
+#: ...}}``): a tag in an error location is not a field the user wrote. Filled by the module that
+#: defines the union (runners.engines.kinds), so this module imports none of them.
+UNION_TAGS: dict[str, frozenset[str]] = {}
 
+
+def error_location(loc: "tuple[object, ...]") -> str:
+    """A pydantic error location as the dotted field the user wrote (``engine.model``): a tagged
+    union's tag (``engine.vllm.model``, :data:`UNION_TAGS`) is not a field, so it is dropped."""
     parts = [str(part) for part in loc]
-    if len(parts) > 1 and parts[0] == "engine" and parts[1] in ENGINES:
+    if len(parts) > 1 and parts[1] in UNION_TAGS.get(parts[0], ()):
         del parts[1]
     return ".".join(parts)
 

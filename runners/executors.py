@@ -49,7 +49,7 @@ from typing import TYPE_CHECKING, Any
 from runners.errors import ConfigError, SchedlabError
 
 if TYPE_CHECKING:
-    from runners.study import StudyMember, StudyPlan
+    from runners.study_plan import StudyMember, StudyPlan
 
 #: The executors a study can name.
 EXECUTORS = ("serial", "process", "ray")
@@ -254,7 +254,7 @@ class _SpawnContext(multiprocessing.context.SpawnContext):
 
     # typeshed declares Process as the SpawnProcess class itself; the pool only calls it, so a
     # factory method of the same call signature stands in for it
-    def Process(  # type: ignore[override]  # noqa: N802 - the API's name
+    def Process(  # type: ignore[override]
         self, *args: Any, **kwargs: Any
     ) -> multiprocessing.context.SpawnProcess:
         process = multiprocessing.context.SpawnProcess(*args, **kwargs)
@@ -515,7 +515,7 @@ class _RayBackend(_Backend):
                     log_to_driver=False,
                     num_cpus=None if address else os.cpu_count() or 1,  # None: the cluster's own
                 )
-            except Exception as exc:  # noqa: BLE001 - one line, before anything is written
+            except Exception as exc:
                 lines = str(exc).strip().splitlines()
                 where = f"the Ray cluster at RAY_ADDRESS={address}" if address else "a local Ray"
                 raise SchedlabError(
@@ -544,7 +544,7 @@ class _RayBackend(_Backend):
             member = self.refs.pop(ref)
             try:
                 finished.append((member, tuple(self.ray.get(ref))))
-            except Exception as exc:  # noqa: BLE001 - a task that died is a failed run
+            except Exception as exc:
                 finished.append((member, ("failed", None, _ray_error(exc))))
         return finished
 

@@ -32,8 +32,15 @@ from pydantic import BaseModel, Field, field_validator
 from runners.config import RunConfig
 from runners.engines.real_config import REDACT_SECRETS
 from runners.errors import SchedlabError
-from runners.result_store import DEFAULT_RESULTS_DIR, process_alive, read_json_object, write_json_atomic
+from runners.result_store import (
+    DEFAULT_RESULTS_DIR,
+    process_alive,
+    read_json_object,
+    write_json_atomic,
+    write_text_atomic,
+)
 from runners.run_ids import RUN_ID_PATTERN, new_run_id
+from runners.store.models import JOB_STATUS_SCHEMA_VERSION, JobStatusRecord, record_json
 from runners.timestamps import id_stamp, utc_stamp
 
 JOBS_FOLDER = ".jobs"
@@ -185,7 +192,12 @@ def start_job(spec: JobSpec, results_root: str | Path = DEFAULT_RESULTS_DIR) -> 
 
 
 def write_status(folder: Path, fields: dict[str, Any]) -> None:
-    write_json_atomic(folder / "status.json", {**fields, "updated_at": time.time()}, durable=False)
+    """status.json through :class:`JobStatusRecord` (schema version, state, pid, current run,
+    each run's status, error, ``updated_at`` Unix seconds)."""
+    record = JobStatusRecord.model_validate(
+        {**fields, "schema_version": JOB_STATUS_SCHEMA_VERSION, "updated_at": time.time()}
+    )
+    write_text_atomic(folder / "status.json", record_json(record), durable=False)
 
 
 def read_json_or_none(path: Path) -> dict[str, Any] | None:

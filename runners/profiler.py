@@ -416,6 +416,155 @@ def decode_samples(
     return samples
 
 
+@dataclass
+class _Profiling:
+    """What every phase of :func:`measure_steps` shares: one client session against one server,
+    the grid, the random stream the prompts come from (drawn phase after phase, in order) and the
+    progress callback."""
+
+    session: aiohttp.ClientSession
+    endpoint: Endpoint
+    grid: StepGrid
+    max_num_batched_tokens: int
+    timeout_s: float
+    rng: np.random.Generator
+    vocabulary: list[str]
+    say: Callable[[str], None]
+
+    def prompt(self, tokens: int) -> str:
+        return _prompt(tokens, self.rng, self.vocabulary)
+
+    def decoding(self, requests: int, prompt_tokens: int, output_tokens: int) -> _Streams:
+        """``requests`` requests of ``prompt_tokens``-token prompts streaming ``output_tokens`` tokens."""
+        prompts = [self.prompt(prompt_tokens) for _ in range(requests)]
+        return _Streams(self.session, self.endpoint, prompts, output_tokens, self.timeout_s)
+
+    async def prefill(self) -> list[StepSample]:
+        """Pure prefill: one request alone, the engine's own prefill time (and the front end's share)."""
+        samples: list[StepSample] = []
+        for tokens in self.grid.prefill_prompt_tokens:
+            if tokens > self.max_num_batched_tokens:
+                continue
+            for _ in range(self.grid.prefill_repeats):
+                samples += await self._one_prefill(tokens)
+            self.say(f"prefill {tokens} tokens")
+        return samples
+
+    async def _one_prefill(self, tokens: int) -> list[StepSample]:
+        before = await _scrape(self.session, self.endpoint)
+        result = await stream_request(self.session, self.endpoint, self.prompt(tokens), 1, timeout_s=self.timeout_s)
+        _raise_on_failure([result], f"prefill of {tokens} tokens failed")
+        await asyncio.sleep(0.05)  # the metrics are recorded just after the response
+        after = await _scrape(self.session, self.endpoint)
+        if _increment(before, after, "vllm:request_prefill_time_seconds_count") != 1:
+            raise SchedlabError(
+                "profile: the engine exposes no vllm:request_prefill_time_seconds "
+                "(the step profiler needs vLLM's V1 metrics)"
+            )
+        prefill_s = _increment(before, after, "vllm:request_prefill_time_seconds_sum")
+        queue_s = _increment(before, after, "vllm:request_queue_time_seconds_sum")
+        counted = int(result.prompt_tokens or tokens)
+        samples = []
+        if result.chunk_times:  # the front end's share of the client's TTFT (ServingOverhead)
+            outside = result.chunk_times[0] - result.sent_at - prefill_s - queue_s
+            samples.append(
+                StepSample(
+                    "overhead", 1, counted, 0, 0, max(0.0, outside), "client TTFT - engine queue - engine prefill"
+                )
+            )
+        if counted <= self.max_num_batched_tokens:  # else chunked over several steps: not one prefill step
+            samples.append(StepSample("prefill", 1, counted, 0, 0, prefill_s, "engine request_prefill_time"))
+        return samples
+
+    async def decode(self) -> list[StepSample]:
+        """Pure decode: N long outputs decoding together."""
+        grid, samples = self.grid, []
+        for prompt_tokens in grid.decode_prompt_tokens:
+            for batch in grid.decode_batches:
+                if prompt_tokens > min(grid.decode_prompt_tokens) and batch > grid.decode_long_prompt_max_batch:
+                    continue
+                streams = self.decoding(batch, prompt_tokens, grid.decode_output_tokens)
+                start = await streams.all_started()
+                results = await asyncio.gather(*streams.tasks)
+                _raise_on_failure(results, f"decode load of {batch} failed")
+                prompt_mean = float(np.mean([r.prompt_tokens or prompt_tokens for r in results]))
+                samples.extend(decode_samples(streams.times, prompt_mean, start, grid.decode_windows))
+                self.say(f"decode batch {batch}, prompts {prompt_tokens}")
+        return samples
+
+    async def mixed(self) -> list[StepSample]:
+        """Mixed: prompts arriving while D requests decode."""
+        grid, samples = self.grid, []
+        for decodes in grid.mixed_decodes:
+            combos = [
+                (p, l)
+                for p in grid.mixed_prefills
+                for l in grid.mixed_prompt_tokens
+                if p * l + decodes <= self.max_num_batched_tokens
+            ] * grid.mixed_repeats
+            if not combos:
+                continue
+            streams = self.decoding(decodes, self.short, grid.mixed_decode_output_tokens)
+            try:
+                await streams.all_started()
+                await asyncio.sleep(0.1)
+                for prefills, tokens in combos:
+                    samples += await self._one_injection(streams, decodes, prefills, tokens)
+            finally:
+                await streams.cancel()
+            self.say(f"mixed with {decodes} decoding")
+        return samples
+
+    async def _one_injection(self, streams: _Streams, decodes: int, prefills: int, tokens: int) -> list[StepSample]:
+        before = await _scrape(self.session, self.endpoint)
+        prompts = [self.prompt(tokens) for _ in range(prefills)]
+        results = await _batch(self.session, self.endpoint, prompts, 1, self.timeout_s)
+        _raise_on_failure(results, "mixed prefill failed")
+        await asyncio.sleep(0.05)  # a few decode steps between injections
+        samples = []
+        overhead = _busy_overhead_sample(before, await _scrape(self.session, self.endpoint), results, tokens, decodes)
+        if overhead is not None:
+            samples.append(overhead)
+        sample = _mixed_sample(
+            streams.times,
+            [r.chunk_times[0] for r in results],
+            sum(r.prompt_tokens or tokens for r in results),
+            self.short,
+        )
+        if sample is not None and sample.prefill_tokens + decodes <= self.max_num_batched_tokens:
+            samples.append(sample)  # else the prompts were chunked over several steps
+        return samples
+
+    async def interference(self) -> list[StepSample]:
+        """Short requests arriving at each rate while D requests decode, the rates taking turns."""
+        grid, samples = self.grid, []
+        turns = [
+            (decodes, rate)
+            for _ in range(grid.interference_repeats)
+            for decodes in grid.interference_decodes
+            for rate in grid.interference_rates
+        ]
+        for decodes, rate in turns:
+            window = await _interference_window(
+                self.session,
+                self.endpoint,
+                self.decoding(decodes, self.short, grid.interference_output_tokens),
+                rate,
+                [self.prompt(grid.interference_prompt_tokens) for _ in range(_arrivals_cap(rate))],
+                self.rng,
+                self.timeout_s,
+            )
+            if window is not None:
+                samples.append(window)
+            self.say(f"interference: {decodes} decoding, {rate:g} arrivals/s")
+        return samples
+
+    @property
+    def short(self) -> int:
+        """The decoders' prompt length in the mixed and interference phases, tokens."""
+        return min(self.grid.decode_prompt_tokens)
+
+
 async def measure_steps(
     endpoint: Endpoint,
     grid: StepGrid,
@@ -425,128 +574,30 @@ async def measure_steps(
     progress: Callable[[str], None] | None = None,
     phases: Collection[str] = PHASES,
 ) -> list[StepSample]:
-    """Run the controlled loads of ``phases`` (module notes above; default all) against one idle
-    server."""
+    """Run the controlled loads of ``phases`` (module notes above; default all, in
+    :data:`PHASES` order) against one idle server."""
     unknown = sorted(set(phases) - set(PHASES))
     if unknown:
         raise SchedlabError(f"profile: unknown phase(s) {unknown}; known: {', '.join(PHASES)}")
     rng = np.random.default_rng(seed)
     vocabulary = made_up_vocabulary(400, rng)
-    say = progress or (lambda message: None)
     samples: list[StepSample] = []
     async with aiohttp.ClientSession(connector=aiohttp.TCPConnector(limit=0)) as session:
-
-        def decoding(requests: int, prompt_tokens: int, output_tokens: int) -> _Streams:
-            """``requests`` requests of ``prompt_tokens``-token prompts streaming ``output_tokens`` tokens."""
-            prompts = [_prompt(prompt_tokens, rng, vocabulary) for _ in range(requests)]
-            return _Streams(session, endpoint, prompts, output_tokens, timeout_s)
-
+        run = _Profiling(
+            session,
+            endpoint,
+            grid,
+            max_num_batched_tokens,
+            timeout_s,
+            rng,
+            vocabulary,
+            progress or (lambda message: None),
+        )
         await _warm_up(session, endpoint, grid.warmup_requests, rng, vocabulary, timeout_s)
-        # -- pure prefill: one request alone, the engine's own prefill time ----------------------
-        for tokens in grid.prefill_prompt_tokens if "prefill" in phases else []:
-            if tokens > max_num_batched_tokens:
-                continue
-            for _ in range(grid.prefill_repeats):
-                before = await _scrape(session, endpoint)
-                result = await stream_request(
-                    session, endpoint, _prompt(tokens, rng, vocabulary), 1, timeout_s=timeout_s
-                )
-                _raise_on_failure([result], f"prefill of {tokens} tokens failed")
-                await asyncio.sleep(0.05)  # the metrics are recorded just after the response
-                after = await _scrape(session, endpoint)
-                if _increment(before, after, "vllm:request_prefill_time_seconds_count") != 1:
-                    raise SchedlabError(
-                        "profile: the engine exposes no vllm:request_prefill_time_seconds "
-                        "(the step profiler needs vLLM's V1 metrics)"
-                    )
-                prefill_s = _increment(before, after, "vllm:request_prefill_time_seconds_sum")
-                queue_s = _increment(before, after, "vllm:request_queue_time_seconds_sum")
-                counted = int(result.prompt_tokens or tokens)
-                if result.chunk_times:  # the front end's share of the client's TTFT (ServingOverhead)
-                    outside = result.chunk_times[0] - result.sent_at - prefill_s - queue_s
-                    samples.append(
-                        StepSample(
-                            "overhead",
-                            1,
-                            counted,
-                            0,
-                            0,
-                            max(0.0, outside),
-                            "client TTFT - engine queue - engine prefill",
-                        )
-                    )
-                if counted > max_num_batched_tokens:
-                    continue  # chunked over several steps: not one prefill step
-                samples.append(StepSample("prefill", 1, counted, 0, 0, prefill_s, "engine request_prefill_time"))
-            say(f"prefill {tokens} tokens")
-        # -- pure decode: N long outputs decoding together -------------------------------------------
-        for prompt_tokens in grid.decode_prompt_tokens if "decode" in phases else []:
-            for batch in grid.decode_batches:
-                if prompt_tokens > min(grid.decode_prompt_tokens) and batch > grid.decode_long_prompt_max_batch:
-                    continue
-                streams = decoding(batch, prompt_tokens, grid.decode_output_tokens)
-                start = await streams.all_started()
-                results = await asyncio.gather(*streams.tasks)
-                _raise_on_failure(results, f"decode load of {batch} failed")
-                prompt_mean = float(np.mean([r.prompt_tokens or prompt_tokens for r in results]))
-                samples.extend(decode_samples(streams.times, prompt_mean, start, grid.decode_windows))
-                say(f"decode batch {batch}, prompts {prompt_tokens}")
-        # -- mixed: prompts arriving while D requests decode ---------------------------------------
-        short = min(grid.decode_prompt_tokens)
-        for decodes in grid.mixed_decodes if "mixed" in phases else []:
-            combos = [
-                (p, l)
-                for p in grid.mixed_prefills
-                for l in grid.mixed_prompt_tokens
-                if p * l + decodes <= max_num_batched_tokens
-            ] * grid.mixed_repeats
-            if not combos:
-                continue
-            streams = decoding(decodes, short, grid.mixed_decode_output_tokens)
-            try:
-                await streams.all_started()
-                await asyncio.sleep(0.1)
-                for prefills, tokens in combos:
-                    before = await _scrape(session, endpoint)
-                    results = await _batch(
-                        session, endpoint, [_prompt(tokens, rng, vocabulary) for _ in range(prefills)], 1, timeout_s
-                    )
-                    _raise_on_failure(results, "mixed prefill failed")
-                    await asyncio.sleep(0.05)  # a few decode steps between injections
-                    overhead = _busy_overhead_sample(before, await _scrape(session, endpoint), results, tokens, decodes)
-                    if overhead is not None:
-                        samples.append(overhead)
-                    sample = _mixed_sample(
-                        streams.times,
-                        [r.chunk_times[0] for r in results],
-                        sum(r.prompt_tokens or tokens for r in results),
-                        short,
-                    )
-                    if sample is not None and sample.prefill_tokens + decodes <= max_num_batched_tokens:
-                        samples.append(sample)  # else the prompts were chunked over several steps
-            finally:
-                await streams.cancel()
-            say(f"mixed with {decodes} decoding")
-        # -- interference: short requests arriving while D requests decode ----------------------------
-        turns = [
-            (decodes, rate)
-            for _ in range(grid.interference_repeats if "interference" in phases else 0)
-            for decodes in grid.interference_decodes
-            for rate in grid.interference_rates
-        ]
-        for decodes, rate in turns:
-            window = await _interference_window(
-                session,
-                endpoint,
-                decoding(decodes, short, grid.interference_output_tokens),
-                rate,
-                [_prompt(grid.interference_prompt_tokens, rng, vocabulary) for _ in range(_arrivals_cap(rate))],
-                rng,
-                timeout_s,
-            )
-            if window is not None:
-                samples.append(window)
-            say(f"interference: {decodes} decoding, {rate:g} arrivals/s")
+        steps = {"prefill": run.prefill, "decode": run.decode, "mixed": run.mixed, "interference": run.interference}
+        for phase in PHASES:
+            if phase in phases:
+                samples += await steps[phase]()
     return samples
 
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import types
 import typing
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any, Literal
 
@@ -132,3 +133,24 @@ def parameter_specs(name: str) -> list[ParameterSpec]:
             ParameterSpec(field, kind, info.default, info.description or "", optional, choices, minimum, maximum)
         )
     return specs
+
+
+def scheduler_params(name: str, params: dict[str, Any], schedulers: Sequence[str]) -> dict[str, Any]:
+    """The parameters of ``params`` (``scheduler.params``) that scheduler ``name`` takes: in a
+    study of several schedulers each gets the ones it has (``batch_size`` goes to the batching
+    schedulers only). ConfigError for a parameter that none of ``schedulers`` takes."""
+
+    def accepted(scheduler: str) -> set[str]:
+        fields = scheduler_class(scheduler).Params.model_fields
+        return set(fields) | {info.alias for info in fields.values() if info.alias}
+
+    unused = [key for key in params if not any(key in accepted(other) for other in schedulers)]
+    if unused:
+        raise ConfigError(
+            f"scheduler.params.{unused[0]}",
+            f"no scheduler of the study takes it ("
+            f"{', '.join(schedulers)}); see 'python -m runners "
+            "schedulers' for each one's parameters",
+        )
+    mine = accepted(name)
+    return {key: value for key, value in params.items() if key in mine}

@@ -38,9 +38,10 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 # the time-series row is the drivers' (one typed row, its columns derived from it)
-from runners.drivers.base import TIMESERIES_COLUMNS  # noqa: F401 (re-exported)
+from runners.drivers.base import TIMESERIES_COLUMNS
 from runners.errors import ConfigError, SchedlabError
 from runners.run_ids import RUN_ID_PATTERN, validate_run_id
+from runners.store.models import SUMMARY_SCHEMA_VERSION, RunSummary, record_json
 
 #: Version 2 added, without removing or renaming anything of version 1: ``resolved.tokenization`` in
 #: config.json of real-engine runs, and imported runs (``summary.imported``; their config.json holds
@@ -65,7 +66,7 @@ from runners.run_ids import RUN_ID_PATTERN, validate_run_id
 #: simulator the latency model the policy planned with and its error). The scheduler parameter
 #: value ``output_prior: workload`` is read as ``workload-oracle``, what it always was. A run
 #: written before version 5 has no ``oracle``: whether it used one is in its config.json.
-SCHEMA_VERSION = 5
+SCHEMA_VERSION = SUMMARY_SCHEMA_VERSION
 DEFAULT_RESULTS_DIR = Path(os.environ.get("SCHEDLAB_RESULTS_DIR") or Path(__file__).resolve().parents[1] / "results")
 
 REQUEST_COLUMNS: dict[str, pa.DataType] = {
@@ -101,7 +102,12 @@ def _schema(columns: dict[str, pa.DataType]) -> pa.Schema:
 
 
 def write_json_atomic(path: Path, data: Any, durable: bool = True) -> None:
-    """Write JSON to a temporary file in the same folder, then rename it over ``path``.
+    """Write JSON (``indent=2``) atomically: :func:`write_text_atomic`."""
+    write_text_atomic(path, json.dumps(data, indent=2, default=str), durable)
+
+
+def write_text_atomic(path: Path, text: str, durable: bool = True) -> None:
+    """Write ``text`` to a temporary file in the same folder, then rename it over ``path``.
 
     Readers never see a half-written file either way; ``durable`` also fsyncs, which can take
     seconds on a busy disk, so interim summaries skip it.
@@ -109,7 +115,7 @@ def write_json_atomic(path: Path, data: Any, durable: bool = True) -> None:
     handle, temporary = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
     try:
         with os.fdopen(handle, "w", encoding="utf-8") as stream:
-            json.dump(data, stream, indent=2, default=str)
+            stream.write(text)
             stream.flush()
             if durable:
                 os.fsync(stream.fileno())
@@ -322,7 +328,7 @@ class RunWriter:
 
     def _make_folder(self) -> None:
         """Create the run folder (and the results folder), or say in one line why not."""
-        _results_root(self.root)  # one line when it exists but is not a folder
+        results_folder(self.root)  # one line when it exists but is not a folder
         try:
             if os.path.lexists(self.folder):
                 raise ConfigError("run_id", f"a run named {self.run_id!r} already exists in {self.root}")
@@ -333,7 +339,10 @@ class RunWriter:
             raise SchedlabError(f"{self.folder}: cannot create the run folder ({exc.strerror or exc})") from None
 
     def write_summary(self, fields: dict[str, Any], durable: bool = True) -> None:
-        write_json_atomic(self.folder / "summary.json", {**self.header, **fields}, durable)
+        """summary.json: the header and ``fields``, written through :class:`RunSummary`."""
+        write_text_atomic(
+            self.folder / "summary.json", record_json(RunSummary.model_validate({**self.header, **fields})), durable
+        )
 
     def add_request(self, row: dict[str, Any]) -> None:
         self.requests.add(row)
@@ -494,7 +503,7 @@ def summary_problem(summary: Any) -> str | None:
     return None
 
 
-def _read_json_file(path: Path, max_bytes: int | None = SUMMARY_MAX_BYTES) -> Any:
+def read_json_file(path: Path, max_bytes: int | None = SUMMARY_MAX_BYTES) -> Any:
     """The JSON value in ``path``; SchedlabError naming the file and what is wrong with it
     (FileNotFoundError passes through). ``max_bytes``: larger files are refused unread (None: no
     limit)."""
@@ -525,7 +534,7 @@ def read_json_object(path: Path, max_bytes: int | None = SUMMARY_MAX_BYTES) -> d
     not UTF-8 JSON, larger than ``max_bytes`` (None: no limit) or not an object (the one reader
     of schedlab's own JSON files)."""
     try:
-        data = _read_json_file(path, max_bytes)
+        data = read_json_file(path, max_bytes)
     except FileNotFoundError:
         raise SchedlabError(f"{path}: missing (is this a schedlab run folder?)") from None
     if not isinstance(data, dict):
@@ -645,7 +654,7 @@ def inspect_run(folder: Path) -> dict[str, Any]:
             name, DAMAGED, f"{folder} is a symbolic link; a run folder must be a real folder inside the results folder"
         )
     try:
-        summary = _read_json_file(folder / "summary.json")
+        summary = read_json_file(folder / "summary.json")
     except FileNotFoundError:
         return _problem_record(name, INCOMPLETE, "no summary.json (the run never started, or its folder was cut short)")
     except SchedlabError as exc:
@@ -675,7 +684,7 @@ def _size(path: Path) -> int:
         return -1
 
 
-def _results_root(root: str | Path) -> Path:
+def results_folder(root: str | Path) -> Path:
     """The results folder, resolved; SchedlabError when it exists but is not a folder."""
     try:
         base = Path(root).resolve()
@@ -686,7 +695,7 @@ def _results_root(root: str | Path) -> Path:
     return base
 
 
-def _entries(base: Path) -> list[str]:
+def folder_entries(base: Path) -> list[str]:
     """Names directly inside the results folder (none when it does not exist)."""
     try:
         with os.scandir(base) as entries:
@@ -700,7 +709,7 @@ def _entries(base: Path) -> list[str]:
 def _run_names(base: Path) -> list[str]:
     """Names of the run folders (and run-like entries) in ``base``: valid ids only."""
     names = []
-    for name in _entries(base):
+    for name in folder_entries(base):
         if not RUN_ID_PATTERN.match(name):
             continue
         path = base / name
@@ -713,7 +722,7 @@ def resolve_run_folder(root: str | Path, run: str, allow_path: bool = False) -> 
     """The folder of ``run``: a run id, or a unique id prefix, inside ``root`` (compared with the
     names of its entries, never as a path or pattern). With ``allow_path`` (read-only commands)
     a path to a run folder is also accepted when ``run`` names no run inside ``root``."""
-    base = _results_root(root)
+    base = results_folder(root)
     if isinstance(run, str) and RUN_ID_PATTERN.match(run):
         names = _run_names(base)
         if run in names:
@@ -775,7 +784,7 @@ def load_run(root: str | Path, run: str, allow_path: bool = False) -> RunData:
 def list_runs(root: str | Path = DEFAULT_RESULTS_DIR) -> list[dict[str, Any]]:
     """A record for every run folder under ``root`` (see :func:`inspect_run`), newest first by
     ``started_at``; damaged and incomplete runs last. SchedlabError when ``root`` is not a folder."""
-    base = _results_root(root)
+    base = results_folder(root)
     records = [inspect_run(base / name) for name in sorted(_run_names(base))]
     return sorted(
         records, key=lambda r: (r["status"] not in (DAMAGED, INCOMPLETE), str(r.get("started_at") or "")), reverse=True
@@ -792,8 +801,8 @@ def owned_run_folder(root: str | Path, run_id: str, action: str = "delete") -> P
             "results folder (letters, digits, '.', '_' or '-'; see 'python -m runners list'), "
             "never a path or pattern"
         )
-    base = _results_root(root)
-    names = _entries(base)
+    base = results_folder(root)
+    names = folder_entries(base)
     if run_id not in names:
         close = sorted(name for name in _run_names(base) if name.startswith(run_id))
         hint = f"; {action} takes the full run id: {', '.join(close)}" if close else " (see 'python -m runners list')"

@@ -38,7 +38,7 @@ import json
 import os
 import time
 from collections.abc import Callable, Iterable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -54,20 +54,21 @@ from runners.json_values import as_dict
 from runners.knowledge import ORACLE_TAG, summary_oracles
 from runners.metrics.catalog import STUDY_HEADLINE_KEYS
 from runners.metrics.seed_statistics import SINGLE_SEED_NOTE, paired_comparison, relative_change, summarize
-from runners.registry import check_engine_for, make_policy, scheduler_class
+from runners.registry import check_engine_for, make_policy, scheduler_params
 from runners.result_store import (
     INTERRUPTED,
-    _read_json_file,
-    _results_root,
     inspect_run,
-    write_json_atomic,
+    read_json_file,
+    results_folder,
+    write_text_atomic,
     writer_gone,
     writer_identity,
 )
 from runners.run_ids import RUN_ID_PATTERN, validate_run_id
+from runners.store.models import STUDY_SCHEMA_VERSION, StudyRecord, record_json
+from runners.study_plan import StudyMember, StudyPlan
 from runners.timestamps import id_stamp, utc_stamp
 
-STUDY_SCHEMA_VERSION = 3
 #: study.json versions this schedlab reads (1 lacks ``config``, ``writer``, ``resumed_at``; 2
 #: lacks ``oracles``: scheduler -> the oracles its runs used, runners.knowledge; its members'
 #: runs were written before result schema 5, so their G left failed requests out).
@@ -105,27 +106,6 @@ def parse_seeds(text: str, flag: str = "--seeds") -> list[int]:
     return numbers
 
 
-def scheduler_params(name: str, params: dict[str, Any], schedulers: Sequence[str]) -> dict[str, Any]:
-    """The parameters of ``params`` (``scheduler.params``) that scheduler ``name`` takes: in a
-    study of several schedulers each gets the ones it has (``batch_size`` goes to the batching
-    schedulers only). ConfigError for a parameter that none of ``schedulers`` takes."""
-
-    def accepted(scheduler: str) -> set[str]:
-        fields = scheduler_class(scheduler).Params.model_fields
-        return set(fields) | {info.alias for info in fields.values() if info.alias}
-
-    unused = [key for key in params if not any(key in accepted(other) for other in schedulers)]
-    if unused:
-        raise ConfigError(
-            f"scheduler.params.{unused[0]}",
-            f"no scheduler of the study takes it ("
-            f"{', '.join(schedulers)}); see 'python -m runners "
-            "schedulers' for each one's parameters",
-        )
-    mine = accepted(name)
-    return {key: value for key, value in params.items() if key in mine}
-
-
 def is_study(config: RunConfig) -> bool:
     """Whether ``config`` asks for a study (seeds listed, or schedulers other than ``scheduler.name``)."""
     schedulers = config.trials.schedulers
@@ -134,33 +114,6 @@ def is_study(config: RunConfig) -> bool:
         or len(schedulers) > 1
         or (bool(schedulers) and schedulers[0] != config.scheduler.name)
     )
-
-
-@dataclass(frozen=True)
-class StudyMember:
-    """One run of a study: its id, scheduler, seed, arrival rate (req/s) and full config."""
-
-    run_id: str
-    scheduler: str
-    seed: int
-    rate: float | None
-    config: RunConfig
-
-
-@dataclass(frozen=True)
-class StudyPlan:
-    """The planned runs of a study, baseline first among ``schedulers``; ``rates`` (req/s) empty
-    when the study has the config's one rate."""
-
-    study_id: str
-    baseline: str
-    schedulers: list[str]
-    seeds: list[int]
-    members: list[StudyMember]
-    rates: list[float] = field(default_factory=list)
-    workers: int | None = None  # runs at once (config trials.workers); None: all cores
-    executor: str | None = None  # serial | process | ray (config trials.executor); None: see runners.executors
-    config: RunConfig | None = None  # the study's own config (recorded in study.json for --resume)
 
 
 def new_study_id() -> str:
@@ -305,7 +258,7 @@ def execute_member(
         outcome = execute_run(member.config, results_root, progress=progress, should_stop=should_stop)
     except SchedlabError as exc:
         return "failed", None, str(exc)
-    except Exception as exc:  # noqa: BLE001 - a crashing run must not end the study
+    except Exception as exc:
         return "failed", None, f"{type(exc).__name__}: {exc}"
     return outcome.status, outcome.summary, outcome.error
 
@@ -373,6 +326,11 @@ def oracle_name(record: dict[str, Any], name: str) -> str:
     return f"{name} ({ORACLE_TAG})" if as_dict(record.get("oracles")).get(name) else name
 
 
+def write_study(path: Path, record: dict[str, Any]) -> None:
+    """study.json at ``path``, written through :class:`StudyRecord`."""
+    write_text_atomic(path, record_json(StudyRecord.model_validate(record)))
+
+
 def _resume_hint(base: Path, study_id: str) -> str:
     """How to finish study ``study_id`` when its study.json is there; "" otherwise."""
     if (base / study_id / STUDY_FILE).is_file():
@@ -389,7 +347,7 @@ def _create_folder(base: Path, study_id: str, record: dict[str, Any]) -> Path:
     hidden = base / f".{study_id}.creating"
     hidden.mkdir()
     try:
-        write_json_atomic(hidden / STUDY_FILE, record)
+        write_study(hidden / STUDY_FILE, record)
         os.rename(hidden, folder)
     except BaseException:
         for leftover in hidden.glob("*"):
@@ -417,7 +375,7 @@ def run_study(
     runs one member (module-level, so that a worker process can import it). ``resume``: the state
     of an interrupted study (:func:`prepare_resume`): its finished members are kept, only the
     others run, and its study.json is rewritten in place."""
-    base = _results_root(results_root)
+    base = results_folder(results_root)
     kept = resume.kept if resume is not None else {}
     for member in plan.members:
         if member.run_id not in kept and os.path.lexists(base / member.run_id):
@@ -455,7 +413,7 @@ def run_study(
 
     def on_start() -> None:  # once the executor is ready (Ray reached): nothing written before
         if resume is not None:
-            write_json_atomic(folder / STUDY_FILE, record("running"))
+            write_study(folder / STUDY_FILE, record("running"))
             created.append(folder)
         else:
             created.append(_create_folder(base, plan.study_id, record("running")))
@@ -467,7 +425,7 @@ def run_study(
         if status == "done" and summary is not None:
             summaries[member.run_id] = summary
         if time.monotonic() - written >= WRITE_INTERVAL_S:
-            write_json_atomic(folder / STUDY_FILE, record("running"))
+            write_study(folder / STUDY_FILE, record("running"))
             written = time.monotonic()
 
     def on_progress(member: StudyMember, done: int, total: int) -> None:
@@ -485,7 +443,7 @@ def run_study(
         final = "cancelled" if statuses & {"cancelled", "skipped"} else "failed" if statuses - {"done"} else "done"
         result = record(final, _now())
         if created:
-            write_json_atomic(folder / STUDY_FILE, result)
+            write_study(folder / STUDY_FILE, result)
     return StudyResult(plan.study_id, folder, result)
 
 
@@ -497,7 +455,7 @@ def find_study(root: str | Path, name: str) -> Path | None:
         return None
     candidates = []
     if RUN_ID_PATTERN.match(name):
-        candidates.append(_results_root(root) / name)
+        candidates.append(results_folder(root) / name)
     candidates.append(Path(name))
     for folder in candidates:
         try:
@@ -512,7 +470,7 @@ def read_study(folder: Path) -> dict[str, Any]:
     """study.json of ``folder``, checked for the fields the CLI and pages read (SchedlabError,
     one line, naming the file otherwise)."""
     path = folder / STUDY_FILE
-    data = _read_json_file(path)
+    data = read_json_file(path)
     if not isinstance(data, dict):
         raise SchedlabError(f"{path}: expected a JSON object (a study record)")
     field_kinds: tuple[tuple[str, type], ...] = (
@@ -603,7 +561,7 @@ def study_table(record: dict[str, Any], keys: Iterable[str] = STUDY_HEADLINE_KEY
                 cells += [
                     f"{metric.format_change(pair.get('diff_mean'))} "
                     f"{metric.format_interval(pair.get('ci_low'), pair.get('ci_high'))}",
-                    _relative_text(as_dict(pair.get("relative"))),
+                    relative_text(as_dict(pair.get("relative"))),
                     f"{pair.get('wins', 0)}/{pair.get('n_pairs', 0)}{dropped}",
                     str(pair.get("verdict")),
                 ]
@@ -613,7 +571,7 @@ def study_table(record: dict[str, Any], keys: Iterable[str] = STUDY_HEADLINE_KEY
     return rows
 
 
-def _relative_text(relative: dict[str, Any]) -> str:
+def relative_text(relative: dict[str, Any]) -> str:
     """``+12.3% [4.1, 20.5]`` from a comparison's ``relative`` entry; ``-`` when it has none."""
     change = relative.get("change")
     if not isinstance(change, (int, float)) or isinstance(change, bool):
@@ -686,7 +644,7 @@ def identical_decisions_note(root: str | Path, record: dict[str, Any]) -> str | 
     Member runs are found by the exact ids study.json lists, inside ``root`` only."""
     from runners.metrics.contention import identical_decisions, identical_decisions_message
 
-    base = _results_root(root)
+    base = results_folder(root)
     groups: dict[tuple[Any, Any], list[str]] = {}
     for run in record.get("runs") or []:
         if (
@@ -708,7 +666,7 @@ def identical_decisions_note(root: str | Path, record: dict[str, Any]) -> str | 
             identical += 1
             for folder in folders:
                 try:
-                    summaries.append(_read_json_file(folder / "summary.json"))
+                    summaries.append(read_json_file(folder / "summary.json"))
                 except SchedlabError:
                     continue
     if not identical:
@@ -734,7 +692,7 @@ def delete_study(root: str | Path, study_id: str) -> list[Path]:
             f"delete: {study_id!r} is not a study id; expected the exact id of a study in the results "
             "folder, never a path or pattern"
         )
-    base = _results_root(root)
+    base = results_folder(root)
     folder = base / study_id
     if folder.is_symlink() or not folder.is_dir() or folder.resolve().parent != base:
         raise SchedlabError(f"delete: {folder} is not a study folder inside {base}")
@@ -799,7 +757,7 @@ def prepare_resume(root: str | Path, study_id: str) -> tuple[StudyPlan, Resume]:
 
     if not isinstance(study_id, str) or not RUN_ID_PATTERN.match(study_id):
         raise ConfigError("--resume", f"{study_id!r} is not a study id; expected the id 'python -m runners list' shows")
-    base = _results_root(root)
+    base = results_folder(root)
     folder = base / study_id
     if folder.is_symlink() or not (folder / STUDY_FILE).is_file():
         raise ConfigError("--resume", f"no study {study_id!r} in {base} (a folder holding {STUDY_FILE})")

@@ -18,23 +18,23 @@ from plotly.subplots import make_subplots
 
 from runners.charts import (
     SWEEP_RATE_LABEL,
-    _category_axis,
-    _layout,
-    _plain,
-    _share,
-    _wrap,
+    apply_layout,
+    category_axis,
     cdf_hover,
     cdf_points,
     draw_slo_lines,
+    hover_safe,
     hover_value,
     percent_axis,
+    point_share,
     quantity,
     slo_thresholds,
+    wrap_name,
 )
 from runners.metrics.catalog import metric
 from runners.metrics.seed_statistics import SINGLE_SEED_NOTE
 from runners.result_store import RunData
-from runners.study_view import CAPACITY, _n, _ordered, statistics_by_rate, sweep_statistics
+from runners.study_view import CAPACITY, ordered_schedulers, stat_count, statistics_by_rate, sweep_statistics
 from runners.workload.slo import TASKS
 
 NO_INTERVAL_HOVER = "1 seed: no interval"
@@ -46,7 +46,7 @@ def _palette() -> list[str]:
 
 def _colours(record: dict[str, Any], names: Sequence[str]) -> dict[str, str]:
     palette = _palette()
-    order = _ordered(record, names)
+    order = ordered_schedulers(record, names)
     return {name: palette[index % len(palette)] for index, name in enumerate(order)}
 
 
@@ -58,7 +58,7 @@ def _bar_point(key: str, stats: dict[str, Any]) -> tuple[float | None, float | N
     """(mean, error above, error below, hover text) of one scheduler's statistics, display units."""
     entry = metric(key)
     mean, low, high = (entry.display(stats.get(name)) for name in ("mean", "ci_low", "ci_high"))
-    n = _n(stats)
+    n = stat_count(stats)
     if mean is None:
         return None, None, None, "no seed has a value"
     if low is None or high is None:
@@ -80,7 +80,7 @@ def metric_bars(record: dict[str, Any], key: str) -> go.Figure:
     by_rate = statistics_by_rate(record)
     several = len(by_rate) > 1
     per_rate = [(rate, ((statistics.get(key) or {}).get("schedulers") or {})) for rate, statistics in by_rate]
-    names = _ordered(record, {name for _, per in per_rate for name in per})
+    names = ordered_schedulers(record, {name for _, per in per_rate for name in per})
     colours = _colours(record, names)
     fig = go.Figure()
     for name in names:
@@ -90,7 +90,7 @@ def metric_bars(record: dict[str, Any], key: str) -> go.Figure:
             if not isinstance(stats, dict):
                 continue
             mean, up, down, text = _bar_point(key, stats)
-            xs.append(_rate_label(rate) if several else _wrap(name))
+            xs.append(_rate_label(rate) if several else wrap_name(name))
             ys.append(mean)
             plus.append(up)
             minus.append(down)
@@ -102,7 +102,7 @@ def metric_bars(record: dict[str, Any], key: str) -> go.Figure:
             y=ys,
             marker_color=colours[name],
             customdata=hover,
-            hovertemplate=f"<b>{_plain(name)}</b><br>{_plain(quantity(entry))}: %{{customdata}}<extra></extra>",
+            hovertemplate=f"<b>{hover_safe(name)}</b><br>{hover_safe(quantity(entry))}: %{{customdata}}<extra></extra>",
             error_y={
                 "type": "data",
                 "array": [v if v is not None else 0 for v in plus],
@@ -114,13 +114,13 @@ def metric_bars(record: dict[str, Any], key: str) -> go.Figure:
     fig.update_layout(barmode="group")
     fig.update_yaxes(title=entry.label)
     percent_axis(fig, entry)
-    block = _category_axis(fig, [_rate_label(rate) for rate, _ in per_rate] if several else names)
+    block = category_axis(fig, [_rate_label(rate) for rate, _ in per_rate] if several else names)
     if several:
         fig.update_xaxes(title="arrival rate")
         block += 20
     seeds = len(record.get("seeds") or [])
     note = f" ({SINGLE_SEED_NOTE})" if seeds == 1 else f" over {seeds} seeds, 95% CI"
-    return _layout(fig, f"{entry.label}: mean{note}", axis_block_px=block)
+    return apply_layout(fig, f"{entry.label}: mean{note}", axis_block_px=block)
 
 
 def pooled_cdfs(runs_by_scheduler: dict[str, Sequence[RunData]], column: str, log_x: bool = False) -> go.Figure:
@@ -131,7 +131,7 @@ def pooled_cdfs(runs_by_scheduler: dict[str, Sequence[RunData]], column: str, lo
     entry = metric(column)
     fig = make_subplots(rows=1, cols=len(TASKS), subplot_titles=list(TASKS), shared_yaxes=True)
     palette = _palette()
-    points = _share(len(TASKS) * max(1, len(runs_by_scheduler)), 400)
+    points = point_share(len(TASKS) * max(1, len(runs_by_scheduler)), 400)
     for index, (name, runs) in enumerate(runs_by_scheduler.items()):
         frames = [run.requests[["task", column]] for run in runs if len(run.requests) and column in run.requests]
         pooled = pd.concat(frames, ignore_index=True) if frames else pd.DataFrame(columns=["task", column])
@@ -156,7 +156,7 @@ def pooled_cdfs(runs_by_scheduler: dict[str, Sequence[RunData]], column: str, lo
     draw_slo_lines(fig, slo_thresholds(members, column, owners), entry, TASKS, log_x, len(runs_by_scheduler))
     fig.update_xaxes(title=entry.label, type="log" if log_x else "linear")
     fig.update_yaxes(title="fraction of requests", range=[0, 1.02], row=1, col=1)
-    return _layout(fig, f"{entry.label} CDF per task, requests pooled over seeds")
+    return apply_layout(fig, f"{entry.label} CDF per task, requests pooled over seeds")
 
 
 def _rgba(colour: str, alpha: float) -> str:
@@ -173,7 +173,7 @@ def sweep_bands(record: dict[str, Any], key: str, target: float | None = None) -
     frame = sweep_statistics(record, key)
     colours = _colours(record, frame["scheduler"].unique())
     fig = go.Figure()
-    for name in _ordered(record, frame["scheduler"].unique()):
+    for name in ordered_schedulers(record, frame["scheduler"].unique()):
         group = frame[frame["scheduler"] == name].sort_values("rate_rps")
         rates = group["rate_rps"].tolist()
         mean = [entry.display(value) for value in group["mean"]]
@@ -205,7 +205,7 @@ def sweep_bands(record: dict[str, Any], key: str, target: float | None = None) -
             customdata=[
                 f"n={n}" if lo is not None else f"n={n}: {NO_INTERVAL_HOVER}" for n, lo in zip(group["n"], low)
             ],
-            hovertemplate=f"<b>{_plain(name)}</b><br>%{{x:.4g}} req/s<br>{_plain(quantity(entry))}: "
+            hovertemplate=f"<b>{hover_safe(name)}</b><br>%{{x:.4g}} req/s<br>{hover_safe(quantity(entry))}: "
             f"{hover_value(entry)} (mean, %{{customdata}})<extra></extra>",
         )
     if target is not None:
@@ -219,7 +219,7 @@ def sweep_bands(record: dict[str, Any], key: str, target: float | None = None) -
     fig.update_xaxes(title=SWEEP_RATE_LABEL)
     fig.update_yaxes(title=entry.label)
     percent_axis(fig, entry)
-    return _layout(fig, f"{entry.label} vs arrival rate: mean over seeds, band 95% CI")
+    return apply_layout(fig, f"{entry.label} vs arrival rate: mean over seeds, band 95% CI")
 
 
 def capacity_chart(
@@ -248,10 +248,10 @@ def capacity_chart(
                 "visible": bool(has),
                 "symmetric": False,
             },
-            hovertemplate=f"<b>{_plain(name)}</b><br>{quantity(CAPACITY)}: mean {hover_value(CAPACITY)} "
-            f"({_plain(row['mean [95% CI]'])})<extra></extra>"
+            hovertemplate=f"<b>{hover_safe(name)}</b><br>{quantity(CAPACITY)}: mean {hover_value(CAPACITY)} "
+            f"({hover_safe(row['mean [95% CI]'])})<extra></extra>"
             if has
-            else f"<b>{_plain(name)}</b><br>{quantity(CAPACITY)}: {hover_value(CAPACITY)} "
+            else f"<b>{hover_safe(name)}</b><br>{quantity(CAPACITY)}: {hover_value(CAPACITY)} "
             f"({NO_INTERVAL_HOVER})<extra></extra>",
         )
     seeds = per_seed.dropna(subset=["capacity_rps"]) if len(per_seed) else per_seed
@@ -266,7 +266,7 @@ def capacity_chart(
             hovertemplate=f"<b>%{{x}}</b><br>seed %{{customdata}}: {hover_value(CAPACITY)}<extra></extra>",
         )
     fig.update_yaxes(title=CAPACITY.label)
-    block = _category_axis(fig, list(statistics["scheduler"]) if len(statistics) else [])
-    return _layout(
+    block = category_axis(fig, list(statistics["scheduler"]) if len(statistics) else [])
+    return apply_layout(
         fig, f"Capacity at SLO attainment ≥ {target:.0%}: per seed (dots), mean and 95% CI", axis_block_px=block
     )

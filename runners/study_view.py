@@ -25,9 +25,9 @@ from runners.errors import SchedlabError
 from runners.json_values import as_dict
 from runners.metrics.catalog import Metric
 from runners.metrics.seed_statistics import SINGLE_SEED_NOTE, paired_comparison, summarize
-from runners.result_store import RunData, _entries, _results_root, load_run, read_summary
+from runners.result_store import RunData, folder_entries, load_run, read_summary, results_folder
 from runners.run_ids import RUN_ID_PATTERN
-from runners.study import STUDY_FILE, _relative_text, read_study
+from runners.study import STUDY_FILE, read_study, relative_text
 
 #: Capacity: the highest arrival rate (req/s) at which SLO attainment stays at or above a target.
 CAPACITY = Metric("capacity_rps", "capacity (req/s)", True, "req/s", 1.0, 2)
@@ -46,9 +46,9 @@ def list_studies(root: str | Path) -> list[dict[str, Any]]:
     ``created_at``; ``study_id`` is the folder's name. A study.json that cannot be read is listed
     as ``{"study_id", "status": "damaged", "problem"}`` (last), never raised. SchedlabError only
     when ``root`` itself is not a usable folder."""
-    base = _results_root(root)
+    base = results_folder(root)
     good, damaged = [], []
-    for name in sorted(_entries(base)):
+    for name in sorted(folder_entries(base)):
         folder = base / name
         if not RUN_ID_PATTERN.match(name) or folder.is_symlink() or not folder.is_dir():
             continue
@@ -99,7 +99,7 @@ def record_problem(record: dict[str, Any]) -> str | None:
     return None
 
 
-def _n(stats: dict[str, Any], key: str = "n") -> int:
+def stat_count(stats: dict[str, Any], key: str = "n") -> int:
     """A statistics entry's count ``key`` (0 when it is not a count)."""
     value = stats.get(key)
     return value if isinstance(value, int) and not isinstance(value, bool) else 0
@@ -126,7 +126,7 @@ def member_folder(root: str | Path, run_id: str) -> Path:
     (SchedlabError otherwise: gone, a link, a path)."""
     if not isinstance(run_id, str) or not RUN_ID_PATTERN.match(run_id):
         raise SchedlabError(f"member {run_id!r} is not a run id")
-    base = _results_root(root)
+    base = results_folder(root)
     folder = base / run_id
     if folder.is_symlink():
         raise SchedlabError(f"member run {run_id!r} is a symbolic link in {base}; not read")
@@ -144,7 +144,7 @@ def load_member(root: str | Path, run_id: str) -> RunData:
     return run
 
 
-def _ordered(record: dict[str, Any], names: Iterable[str]) -> list[str]:
+def ordered_schedulers(record: dict[str, Any], names: Iterable[str]) -> list[str]:
     """Scheduler names, the study's order first (baseline first), then any others."""
     order = [str(name) for name in record.get("schedulers") or []]
     baseline = record.get("baseline")
@@ -168,7 +168,7 @@ def study_member_runs(
     one); ``rate`` keeps one arrival rate's runs. A member that cannot be read is left out and
     its one-line reason appended to ``problems``."""
     load = load or load_member
-    base = _results_root(root)
+    base = results_folder(root)
     found: dict[str, list[tuple[Any, RunData]]] = {}
     for run in member_records(record, rate=rate):
         try:
@@ -181,7 +181,7 @@ def study_member_runs(
         found.setdefault(str(run.get("scheduler")), []).append((run.get("seed"), data))
     return {
         name: [data for _, data in sorted(found[name], key=lambda item: str(item[0]).zfill(12))]
-        for name in _ordered(record, found)
+        for name in ordered_schedulers(record, found)
         if name in found
     }
 
@@ -224,7 +224,7 @@ def study_counts(record: dict[str, Any]) -> dict[str, Any]:
         "failed": by_status.get("failed", 0),
         "seeds": seeds,
         "rates": list(record.get("rates") or []),
-        "schedulers": _ordered(record, []),
+        "schedulers": ordered_schedulers(record, []),
         "dropped_seeds": dropped,
     }
 
@@ -267,7 +267,7 @@ def same_as_baseline(record: dict[str, Any]) -> dict[str, list[Any]]:
             if str(key).startswith(WHERE_REQUESTS_WAIT):
                 continue
             for name, pair in as_dict(as_dict(entry).get("vs_baseline")).items():
-                if isinstance(pair, dict) and _n(pair, "n_pairs"):
+                if isinstance(pair, dict) and stat_count(pair, "n_pairs"):
                     pairs.setdefault(str(name), []).append(pair)
         for name, entries in pairs.items():
             if all(
@@ -275,7 +275,7 @@ def same_as_baseline(record: dict[str, Any]) -> dict[str, list[Any]]:
                 for pair in entries
             ):
                 found.setdefault(name, []).append(rate)
-    return {name: found[name] for name in _ordered(record, found) if name in found}
+    return {name: found[name] for name in ordered_schedulers(record, found) if name in found}
 
 
 def same_as_baseline_lines(record: dict[str, Any]) -> list[str]:
@@ -297,8 +297,8 @@ def same_as_baseline_lines(record: dict[str, Any]) -> list[str]:
 # -- the statistics table --------------------------------------------------------------------------
 def wins_text(pair: dict[str, Any]) -> str:
     """``3 of 5 seeds`` (seeds where the scheduler is better), with the dropped seeds."""
-    dropped = f" ({_n(pair, 'dropped')} dropped)" if _n(pair, "dropped") else ""
-    return f"{_n(pair, 'wins')} of {_n(pair, 'n_pairs')} seeds{dropped}"
+    dropped = f" ({stat_count(pair, 'dropped')} dropped)" if stat_count(pair, "dropped") else ""
+    return f"{stat_count(pair, 'wins')} of {stat_count(pair, 'n_pairs')} seeds{dropped}"
 
 
 def mean_text(metric: Metric, stats: dict[str, Any]) -> str:
@@ -329,16 +329,16 @@ def statistics_frame(
     for metric in metrics:
         entry = as_dict(statistics.get(metric.key))
         per = as_dict(entry.get("schedulers"))
-        if not per or (metric.real_engines_only and not any(_n(as_dict(s)) for s in per.values())):
+        if not per or (metric.real_engines_only and not any(stat_count(as_dict(s)) for s in per.values())):
             continue
         versus = as_dict(entry.get("vs_baseline"))
-        for name in _ordered(record, per):
+        for name in ordered_schedulers(record, per):
             stats = as_dict(per.get(name))
             pair = as_dict(versus.get(name))
             row = {
                 "metric": metric.label,
                 "scheduler": name,
-                "n": _n(stats),
+                "n": stat_count(stats),
                 "mean [95% CI]": mean_text(metric, stats),
                 change_column: "",
                 "relative change [95% CI]": "",
@@ -356,7 +356,7 @@ def statistics_frame(
                 row.update(
                     {
                         change_column: change_text(metric, pair),
-                        "relative change [95% CI]": _relative_text(as_dict(pair.get("relative"))),
+                        "relative change [95% CI]": relative_text(as_dict(pair.get("relative"))),
                         "seeds better": wins_text(pair),
                         "verdict": pair["verdict"] if pair.get("verdict") in VERDICT_COLOURS else "-",
                         "note": pair.get("note") or row["note"],
@@ -399,13 +399,13 @@ def sweep_statistics(record: dict[str, Any], key: str) -> pd.DataFrame:
     rows = []
     for rate, statistics in statistics_by_rate(record):
         per = as_dict(as_dict(statistics.get(key)).get("schedulers"))
-        for name in _ordered(record, per):
+        for name in ordered_schedulers(record, per):
             stats = as_dict(per.get(name))
             rows.append(
                 {
                     "scheduler": name,
                     "rate_rps": rate,
-                    "n": _n(stats),
+                    "n": stat_count(stats),
                     "mean": stats.get("mean"),
                     "ci_low": stats.get("ci_low"),
                     "ci_high": stats.get("ci_high"),
@@ -443,7 +443,7 @@ def capacity_per_seed(record: dict[str, Any], summaries: dict[str, dict[str, Any
                 reason = "below the lowest rate"
         rows.append({"scheduler": name, "seed": seed, "capacity_rps": capacity, "at_least": at_least, "reason": reason})
     frame = pd.DataFrame(rows, columns=["scheduler", "seed", "capacity_rps", "at_least", "reason"])
-    order = {name: index for index, name in enumerate(_ordered(record, frame["scheduler"]))}
+    order = {name: index for index, name in enumerate(ordered_schedulers(record, frame["scheduler"]))}
     return frame.sort_values(
         ["scheduler", "seed"],
         key=lambda column: column.map(order) if column.name == "scheduler" else column.astype(str).str.zfill(12),
@@ -465,7 +465,7 @@ def capacity_table(record: dict[str, Any], per_seed: pd.DataFrame) -> pd.DataFra
         return pd.DataFrame(columns=["seed"])
     shown = per_seed.assign(text=[capacity_text(row) for _, row in per_seed.iterrows()])
     table = shown.pivot(index="seed", columns="scheduler", values="text")
-    columns = [name for name in _ordered(record, table.columns) if name in table.columns]
+    columns = [name for name in ordered_schedulers(record, table.columns) if name in table.columns]
     return table[columns].reset_index()
 
 
@@ -489,7 +489,7 @@ def capacity_statistics(record: dict[str, Any], per_seed: pd.DataFrame) -> pd.Da
         for name, group in per_seed.groupby("scheduler", sort=False)
     }
     rows = []
-    for name in _ordered(record, values):
+    for name in ordered_schedulers(record, values):
         if name not in values:
             continue
         stats = summarize(list(values[name].values())).as_dict()

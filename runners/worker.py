@@ -66,7 +66,7 @@ def run_job(folder: str | Path, results_root: str | Path, given_spec: str | None
     runs: list[dict[str, Any]] = [{"run_id": run.run_id, "status": "queued"} for run in spec.runs]
     terminated = {"flag": False}
 
-    def on_term(signum, frame):  # noqa: ARG001 - signal handler signature
+    def on_term(signum, frame):
         terminated["flag"] = True
 
     signal.signal(signal.SIGTERM, on_term)
@@ -151,7 +151,7 @@ def _run_study_job(
             if number is not None and entry.get("status") not in ("pending", "running"):
                 runs[number].update(status=entry.get("status"), error=entry.get("error"))
 
-    def progress(done: int, total: int, member: StudyMember) -> None:  # noqa: ARG001 - run_study's signature
+    def progress(done: int, total: int, member: StudyMember) -> None:
         """Several members may run at once (a process pool): each is marked running as its first
         progress arrives; finished ones are read from study.json, at most twice a second."""
         number = index[member.run_id]
@@ -168,7 +168,7 @@ def _run_study_job(
     report("running", 0)
     try:
         result = run_study(plan, results_root, progress=progress, should_stop=should_stop)
-    except Exception as exc:  # noqa: BLE001 - an input error (a member id taken ...) ends the job, reported
+    except Exception as exc:
         error = str(exc) if isinstance(exc, SchedlabError) else f"{type(exc).__name__}: {exc}"
         for run in runs:
             if run["status"] in ("queued", "running"):

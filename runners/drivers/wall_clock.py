@@ -315,7 +315,7 @@ class WallClockDriver:
         else:
             try:
                 self.policy.on_failure(dispatch.request_id, dispatch.instance, reason, self.now())
-            except Exception as policy_exc:  # noqa: BLE001 - a policy that fails here fails the run
+            except Exception as policy_exc:
                 self._task_failure = policy_exc
                 self._finished.set()
         if self.recorder.all_done:

@@ -11,7 +11,7 @@ from pydantic import BaseModel
 from runners.engines.adapters import ADAPTERS
 from runners.engines.real_config import AttachConfig
 from runners.engines.sim_config import SimulatorConfig
-from runners.errors import UnknownNameError
+from runners.errors import UNION_TAGS, UnknownNameError
 
 
 @dataclass(frozen=True)
@@ -33,6 +33,7 @@ ENGINES: dict[str, EngineEntry] = {
     },
     "openai": EngineEntry("openai", AttachConfig, "attach to running OpenAI-compatible servers by URL"),
 }
+UNION_TAGS["engine"] = frozenset(ENGINES)  # a config error names engine.model, not engine.vllm.model
 
 
 def engine_entry(name: str) -> EngineEntry:

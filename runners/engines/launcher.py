@@ -79,7 +79,7 @@ def unless_stopped(probe: Callable[[], T], should_stop: Callable[[], bool] | Non
     def call() -> None:
         try:
             outcome["value"] = probe()
-        except BaseException as exc:  # noqa: BLE001 - handed back to the caller below
+        except BaseException as exc:
             outcome["error"] = exc
 
     thread = threading.Thread(target=call, name=f"probe {what}", daemon=True)

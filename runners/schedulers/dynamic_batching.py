@@ -63,7 +63,7 @@ from runners.engines.vllm_scheduler import SLAWindowParams, check_window
 from runners.errors import ConfigError
 from runners.input_model import field_error
 from runners.schedulers.base import Completion, Decision, InstanceInfo, PolicyParams, SchedulerPolicy, TelemetrySample
-from runners.schedulers.dynamic_batching_core import (  # noqa: F401
+from runners.schedulers.dynamic_batching_core import (
     RecentMeans,
     SLAWindow,
     block_footprint,

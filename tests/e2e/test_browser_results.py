@@ -5,7 +5,7 @@ browser fixtures; skipped as it is when Chromium or playwright is missing."""
 
 from __future__ import annotations
 
-from runners.metrics.catalog import TABLE_METRICS  # noqa: E402
+from runners.metrics.catalog import TABLE_METRICS
 from tests.e2e.test_browser import browser, dashboard, shots_folder  # noqa: F401 - pytest fixtures
 
 ROWS = len([metric for metric in TABLE_METRICS if not metric.real_engines_only])

@@ -89,32 +89,32 @@ def duplicate_chunk(data: bytes, rng: random.Random) -> tuple[bytes, str]:
     ], f"duplicated {length} bytes at {start}"
 
 
-def add_bom(data: bytes, rng: random.Random) -> tuple[bytes, str]:  # noqa: ARG001
+def add_bom(data: bytes, rng: random.Random) -> tuple[bytes, str]:
     return BOM + data, "UTF-8 BOM prepended"
 
 
-def utf16(data: bytes, rng: random.Random) -> tuple[bytes, str]:  # noqa: ARG001
+def utf16(data: bytes, rng: random.Random) -> tuple[bytes, str]:
     try:
         return data.decode("utf-8").encode("utf-16"), "re-encoded as UTF-16 (with BOM)"
     except UnicodeDecodeError:
         return b"\xff\xfe" + data, "UTF-16 BOM prepended"
 
 
-def latin1_text(data: bytes, rng: random.Random) -> tuple[bytes, str]:  # noqa: ARG001
+def latin1_text(data: bytes, rng: random.Random) -> tuple[bytes, str]:
     text = data.decode("utf-8", "replace").replace("a", "\xe9", 3)
     return text.encode("latin-1", "replace"), "re-encoded as Latin-1 with e-acute (invalid UTF-8)"
 
 
-def garbage(data: bytes, rng: random.Random) -> tuple[bytes, str]:  # noqa: ARG001
+def garbage(data: bytes, rng: random.Random) -> tuple[bytes, str]:
     size = rng.choice([1, 7, 64, 4096])
     return bytes(rng.randrange(256) for _ in range(size)), f"replaced by {size} random bytes"
 
 
-def empty(data: bytes, rng: random.Random) -> tuple[bytes, str]:  # noqa: ARG001
+def empty(data: bytes, rng: random.Random) -> tuple[bytes, str]:
     return rng.choice([b"", b" ", b"\n\n", b"\x00"]), "emptied / whitespace only"
 
 
-def deep_nesting(data: bytes, rng: random.Random) -> tuple[bytes, str]:  # noqa: ARG001
+def deep_nesting(data: bytes, rng: random.Random) -> tuple[bytes, str]:
     depth = rng.choice([2_000, 100_000])
     if rng.random() < 0.5:
         return b"[" * depth + b"]" * depth, f"[ nested {depth} deep"

@@ -142,7 +142,7 @@ def _run_in_child(request: dict[str, Any], result_path: str) -> None:
         except SystemExit as exc:  # argparse rejects a flag: that is main's own answer
             answer["rc"] = exc.code if isinstance(exc.code, int) else 2
             answer["system_exit"] = True
-        except BaseException as exc:  # noqa: BLE001 - every escape is what we are looking for
+        except BaseException as exc:
             where, last_line = _where(exc)
             answer["raised"] = {
                 "type": type(exc).__name__,
@@ -154,7 +154,7 @@ def _run_in_child(request: dict[str, Any], result_path: str) -> None:
         answer["elapsed_s"] = time.perf_counter() - started
         answer["out"] = out.getvalue()[-20000:]
         answer["err"] = err.getvalue()[-20000:]
-    except BaseException as exc:  # noqa: BLE001 - the harness itself failed
+    except BaseException as exc:
         answer["raised"] = {"type": "HarnessError", "message": repr(exc), "where": "sandbox", "last_line": repr(exc)}
     try:
         with open(result_path, "w", encoding="utf-8") as stream:
@@ -171,7 +171,7 @@ def _serve() -> None:
     for name in PRELOAD:
         try:
             importlib.import_module(name)
-        except Exception as exc:  # noqa: BLE001 - a broken module shows up in every case instead
+        except Exception as exc:
             print(f"sandbox: preloading {name} failed: {exc!r}", file=sys.stderr)
     _warm_up()
     vm_bytes = _vm_size_bytes()
@@ -249,7 +249,7 @@ def _warm_up() -> None:
                     *tiny_workload_args(dataset),
                 ]
             )
-        except BaseException as exc:  # noqa: BLE001 - a broken scheduler shows up in the cases instead
+        except BaseException as exc:
             print(f"sandbox: warming up {name} failed: {exc!r}", file=sys.stderr)
     import shutil
 

@@ -119,7 +119,7 @@ def _run_problems(sandbox, server, out: Path, dataset: Path, min_tokens: int) ->
         problems.append((f"run status {summary.get('status')!r} after main() returned", ""))
     try:
         rows = pd.read_parquet(folders[0] / "requests.parquet")
-    except Exception as exc:  # noqa: BLE001
+    except Exception as exc:
         return problems + [("requests.parquet unreadable", repr(exc))]
     if len(rows) != REQUESTS:
         problems.append(("a request has no row", f"{len(rows)} rows for {REQUESTS} requests"))

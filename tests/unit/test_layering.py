@@ -53,3 +53,25 @@ def test_the_type_checkers_engine_union_lists_the_engine_kinds():
     assert {entry.config for entry in ENGINES.values()} == written
     annotation = RunConfig.model_fields["engine"].annotation
     assert set(typing.get_args(annotation)) == written
+
+
+def test_the_home_page_and_the_package_description_name_every_engine():
+    """Each engine kind's own name, as its summary writes it (``launch vLLM ...``), appears in
+    app.py's introduction and pyproject's description; the simulator and attaching by URL too."""
+    import re
+
+    from runners.engines.adapters import ADAPTERS
+
+    names = {
+        name: re.search(r"launch (\S+)", adapter.summary)[1]  # type: ignore[index]
+        for name, adapter in ADAPTERS.items()
+        if adapter.config is not None
+    }
+    assert set(names.values()) == {"vLLM", "LMDeploy", "SGLang"}
+    app = (ROOT / "app.py").read_text()
+    description = next(
+        line for line in (ROOT / "pyproject.toml").read_text().splitlines() if line.startswith("description")
+    )
+    for text in (app, description):
+        for name in [*names.values(), "simulator", "OpenAI-compatible"]:
+            assert name in text, f"{name} missing"

@@ -99,6 +99,12 @@ class EngineAdapter:
     cli: ClassVar[str | None] = None
     install_hint: ClassVar[str] = "not installed here: attach to a running server by URL"
 
+    def __init_subclass__(cls, **kwargs: Any) -> None:
+        super().__init_subclass__(**kwargs)
+        config = cls.__dict__.get("config")
+        if isinstance(config, type) and issubclass(config, LaunchConfig):
+            config.adapter = cls  # its server_command asks this adapter
+
     @classmethod
     def capabilities(cls, scheduling_policy: str = "fcfs") -> Capabilities:
         """What a server of this engine accepts, given how its queue is ordered."""
@@ -263,9 +269,12 @@ class LaunchConfig(ClientOptions, LaunchOptions):
     def _command_out(self, command: list[str] | None, info: FieldSerializationInfo) -> list[str] | None:
         return redact_args(command) if command is not None and redacting(info) else command
 
+    #: The adapter whose launch config this is (set by :meth:`EngineAdapter.__init_subclass__`).
+    adapter: ClassVar[type[EngineAdapter] | None] = None
+
     def server_command(self, port: int) -> list[str]:
         """The argument list that starts one server on ``port``."""
-        from runners.engines.adapters import ADAPTERS  # the registry imports this module
-
-        adapter = next(adapter for adapter in ADAPTERS.values() if adapter.config is type(self))
+        adapter = type(self).adapter
+        if adapter is None:
+            raise TypeError(f"{type(self).__name__} is no adapter's launch config")
         return adapter.server_command(self, port)

@@ -1,0 +1,357 @@
+"""The result files as typed records (issue 26): ``summary.json`` (:class:`RunSummary`),
+``study.json`` (:class:`StudyRecord`), a job's ``status.json`` (:class:`JobStatusRecord`) and
+``engine.json`` (:class:`EngineRecord`). Their JSON Schemas are published in docs/schemas/
+(:func:`json_schemas`; a test keeps them current).
+
+Writers build a record and write :func:`record_json` of it; readers validate what they read into
+the record. The field order below is the order the files have always had (a record dumps its
+fields in declaration order), and only fields a writer set are written (``exclude_unset``), so a
+file written through its record is byte for byte what the dict-building writers wrote: the tests
+re-write every committed result file through its record and compare. Numbers that are not counts
+are ``int | float`` (a ``float`` field would write ``2`` as ``2.0``).
+
+Reading is lenient: every record keeps fields it does not know (a newer writer's, or another
+tool's; ``extra="allow"``), and every field of a section added after version 1 has a default,
+so each earlier schema version still reads (tests/data/records/ holds one file of each).
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict
+
+#: A number that is not a count: an int stays an int, a float a float (as written).
+Number = int | float
+
+#: summary.json's schema version (the history of each version: runners.result_store).
+SUMMARY_SCHEMA_VERSION = 5
+#: study.json's schema version (the history: runners.study).
+STUDY_SCHEMA_VERSION = 3
+#: status.json's and engine.json's schema versions (both versioned from issue 26; a file without
+#: ``schema_version`` is version 0, written before).
+JOB_STATUS_SCHEMA_VERSION = 1
+ENGINE_RECORD_SCHEMA_VERSION = 1
+
+
+class Record(BaseModel):
+    """Base of the records: unknown fields are kept (and written back after the known ones)."""
+
+    model_config = ConfigDict(extra="allow", populate_by_name=True)
+
+
+def record_json(record: BaseModel) -> str:
+    """The file text of ``record``: the fields its writer set, in declaration order, as
+    ``json.dump(..., indent=2)`` writes them (what the result files have always been)."""
+    return json.dumps(record.model_dump(mode="python", exclude_unset=True), indent=2, default=str)
+
+
+# -- summary.json -------------------------------------------------------------------------------
+class WriterIdentity(Record):
+    """The process that writes a run or study folder (runners.result_store.writer_identity)."""
+
+    pid: int | None = None
+    hostname: str | None = None
+    start_ticks: int | None = None
+    boot_id: str | None = None
+
+
+class Distribution(Record):
+    """A latency's mean, median and tails, seconds (None: no request has it)."""
+
+    mean: Number | None = None
+    median: Number | None = None
+    p90: Number | None = None
+    p99: Number | None = None
+
+
+class Contention(Record):
+    """How many requests waited in the engine's queue (runners.metrics.contention)."""
+
+    waiting_peak: Number | None = None
+    waiting_mean: Number | None = None
+    queued_share: Number | None = None
+    samples: int = 0
+
+
+class FailureGate(Record):
+    """The run's failure rule and whether it tripped (runners.benchmark.failure_gate)."""
+
+    max_error_rate: Number | None = None
+    error_rate: Number | None = None
+    errors: int | None = None
+    ran: int | None = None
+    tripped: bool | None = None
+
+
+class Warmup(Record):
+    """What warm-up sent before the clock started (version 4+)."""
+
+    waves_planned: int | None = None
+    waves: int | None = None
+    requests: int | None = None
+    failed: int | None = None
+    output_tokens: int | None = None
+    duration_s: Number | None = None
+    stopped: str | None = None
+
+
+class TelemetryCounts(Record):
+    """The ``/metrics`` scrapes of a real-engine run (version 4+)."""
+
+    scrapes: int | None = None
+    failed: int | None = None
+    too_large: int | None = None
+    samples_dropped: int | None = None
+
+
+class RunSummary(Record):
+    """``summary.json``: the run's header (what ran, when, by which process), its status and
+    every run metric (definitions: runners.metrics.catalog; units in the names: ``_s`` seconds,
+    ``_rps`` requests/s, ``_tps`` tokens/s; shares 0-1). Real-engine runs add the wall-clock
+    fields, imported runs ``imported``."""
+
+    schema_version: int
+    run_id: str | None = None
+    engine: str | None = None
+    scheduler: str | None = None
+    workload: str | None = None
+    synthetic: bool | None = None
+    started_at: str | None = None
+    started_at_unix_s: Number | None = None
+    slos: dict[str, Any] | None = None
+    arrival_process: str | None = None
+    arrival_rate_rps: Number | None = None
+    instances: int | None = None
+    sweep_id: str | None = None
+    notes: str | None = None
+    oracle: list[str] | None = None  # version 5+, not on imported runs
+    writer: WriterIdentity | None = None
+    status: str | None = None  # running | done | failed | cancelled
+    requests: int | None = None
+    completed: int | None = None
+    failed: int | None = None
+    cancelled: int | None = None  # version 3+
+    not_run: int | None = None  # version 3+
+    duration_s: Number | None = None
+    slo_attainment: Number | None = None
+    slo_attainment_by_task: dict[str, Number | None] | None = None
+    slo_met: int | None = None
+    G: Number | None = None
+    goodput_rps: Number | None = None
+    request_throughput_rps: Number | None = None
+    output_throughput_tps: Number | None = None
+    total_throughput_tps: Number | None = None
+    preemptions: int | None = None
+    ttft_s: Distribution | None = None
+    tpot_s: Distribution | None = None
+    e2e_s: Distribution | None = None
+    queue_s: Distribution | None = None
+    itl_s: Distribution | None = None
+    requests_total: int | None = None
+    contention: Contention | None = None
+    failure_gate: FailureGate | None = None
+    # real engines (the wall-clock driver)
+    server_ttft_mean_s: Number | None = None
+    server_ttft_count: Number | None = None  # written as a float by the wall-clock driver
+    output_length_mismatches: int | None = None
+    arrival_lag_s: Distribution | None = None
+    achieved_arrival_rate_rps: Number | None = None
+    scheduled_arrival_rate_rps: Number | None = None
+    failures: int | None = None
+    resent_requests: int | None = None
+    server_requests: int | None = None
+    client_cpu_s: Number | None = None
+    client_cpu_ms_per_1k_chunks: Number | None = None
+    engine_decisions_malformed: int | None = None
+    warmup: Warmup | None = None
+    telemetry: TelemetryCounts | None = None
+    wall_time_s: Number | None = None
+    imported: dict[str, Any] | None = None  # an imported run's provenance (runners.imports.base)
+    finished_at: str | None = None
+    rows_rejected: dict[str, int] | None = None  # version 4+, only when rows were left out
+    error: str | None = None
+
+
+# -- study.json ---------------------------------------------------------------------------------
+class SeedSummary(Record):
+    """One scheduler's metric over the seeds (runners.metrics.seed_statistics.summarize)."""
+
+    n: int = 0
+    mean: Number | None = None
+    median: Number | None = None
+    ci_low: Number | None = None
+    ci_high: Number | None = None
+    note: str | None = None
+
+
+class RelativeChange(Record):
+    """The relative change mean(ours) / mean(baseline) - 1 with its interval."""
+
+    n_pairs: int = 0
+    change: Number | None = None
+    ci_low: Number | None = None
+    ci_high: Number | None = None
+    method: str | None = None
+    note: str | None = None
+
+
+class PairedComparison(Record):
+    """A scheduler against the baseline over the paired seeds."""
+
+    n_pairs: int = 0
+    dropped: int = 0
+    diff_mean: Number | None = None
+    ci_low: Number | None = None
+    ci_high: Number | None = None
+    wins: int = 0
+    verdict: str | None = None
+    note: str | None = None
+    p_value: Number | None = None
+    test: str | None = None
+    relative: RelativeChange | None = None  # absent while the study runs
+
+
+class MetricStatistics(Record):
+    """One metric: each scheduler over the seeds, and each against the baseline."""
+
+    schedulers: dict[str, SeedSummary] = {}
+    vs_baseline: dict[str, PairedComparison] = {}
+
+
+class RateStatistics(Record):
+    """The statistics at one arrival rate of a study over several rates (req/s)."""
+
+    rate: Number | None = None
+    statistics: dict[str, MetricStatistics] = {}
+
+
+class StudyRun(Record):
+    """One member run of a study."""
+
+    run_id: str | None = None
+    scheduler: str | None = None
+    seed: int | None = None
+    rate: Number | None = None
+    status: str | None = None
+    error: str | None = None
+
+
+class StudyExecution(Record):
+    """How a study's runs were executed."""
+
+    executor: str | None = None
+    workers: int | None = None
+
+
+class StudyRecord(Record):
+    """``study.json``: the plan, each member's status and the statistics over seeds (prose:
+    runners.study's module docstring). Version 2 added ``oracles``, version 3 ``config``,
+    ``writer`` and ``resumed_at``."""
+
+    schema_version: int = 1
+    study_id: str
+    baseline: str
+    schedulers: list[str] = []
+    seeds: list[int] = []
+    status: str | None = None
+    created_at: str | None = None
+    finished_at: str | None = None
+    rates: list[Number] = []
+    runs: list[StudyRun]
+    statistics: dict[str, MetricStatistics]
+    statistics_by_rate: list[RateStatistics] = []
+    execution: StudyExecution | None = None
+    oracles: dict[str, list[str]] | None = None
+    config: dict[str, Any] | None = None
+    writer: WriterIdentity | None = None
+    resumed_at: list[str] | None = None
+
+
+# -- jobs and engines ---------------------------------------------------------------------------
+class JobRunStatus(Record):
+    """One run of a job as the worker last reported it."""
+
+    run_id: str | None = None
+    status: str | None = None
+    error: str | None = None  # set once the run ended with one
+
+
+class JobStatusRecord(Record):
+    """A job's ``status.json`` (runners.jobs, runners.worker): its state, the worker's process,
+    the run under way (index), each run's status and when this was written (Unix seconds)."""
+
+    schema_version: int = 0
+    state: str = "starting"
+    pid: int | None = None
+    current: int | None = None
+    runs: list[JobRunStatus] = []
+    error: str | None = None
+    updated_at: Number = 0.0
+
+
+class EngineInstance(Record):
+    """One engine instance of a real-engine run: where it served, what, and how it started."""
+
+    index: int
+    base_url: str | None = None
+    kind: str | None = None
+    model: str | None = None
+    api: str | None = None
+    version: str | None = None
+    kv_capacity_tokens: int | None = None
+    block_size: int | None = None
+    command: list[str] | None = None
+    log: str | None = None
+
+
+class EngineRecord(Record):
+    """``engine.json`` of a real-engine run (the engine card)."""
+
+    schema_version: int = 0
+    instances: list[EngineInstance]
+
+
+#: The published records, by the file name of their schema in docs/schemas/.
+PUBLISHED: dict[str, type[BaseModel]] = {
+    f"run-summary.v{SUMMARY_SCHEMA_VERSION}": RunSummary,
+    f"study-record.v{STUDY_SCHEMA_VERSION}": StudyRecord,
+    f"job-status.v{JOB_STATUS_SCHEMA_VERSION}": JobStatusRecord,
+    f"engine-record.v{ENGINE_RECORD_SCHEMA_VERSION}": EngineRecord,
+}
+
+
+def json_schemas() -> dict[str, str]:
+    """The JSON Schema text of every published record, by file name (``<name>.schema.json``)."""
+    return {
+        f"{name}.schema.json": json.dumps(model.model_json_schema(mode="serialization"), indent=2) + "\n"
+        for name, model in PUBLISHED.items()
+    }
+
+
+__all__ = [
+    "Contention",
+    "Distribution",
+    "EngineInstance",
+    "EngineRecord",
+    "FailureGate",
+    "JobRunStatus",
+    "JobStatusRecord",
+    "MetricStatistics",
+    "Number",
+    "PairedComparison",
+    "RateStatistics",
+    "Record",
+    "RelativeChange",
+    "RunSummary",
+    "SeedSummary",
+    "StudyExecution",
+    "StudyRecord",
+    "StudyRun",
+    "TelemetryCounts",
+    "Warmup",
+    "WriterIdentity",
+    "json_schemas",
+    "record_json",
+]
