@@ -461,53 +461,11 @@ def _slo_regions(fig: go.Figure, runs: Sequence[RunData], ttft: Metric, tpot: Me
     """Each distinct (task, TTFT limit, TPOT limit) of ``runs`` as a dashed region, labelled at
     its top-right corner: the smaller region's label inside it, the larger's above it, so two
     labels never overlap; tasks with neither limit get a legend entry instead."""
-    regions: dict[tuple[str, float | None, float | None], None] = {}
-    e2e_only: dict[str, float | None] = {}
-    for run in runs:
-        for task, limits in _slo_limits(run).items():
-            x, y = limits.get("ttft_s"), limits.get("tpot_s")
-            if x or y:
-                regions[(task, x or None, y or None)] = None
-            else:
-                e2e_only[task] = limits.get("e2e_s")
+    regions, e2e_only = _region_limits(runs)
     inf = float("inf")
     ordered = sorted(regions, key=lambda r: ((r[1] or inf) * (r[2] or inf), r[0]))
     for index, (task, x, y) in enumerate(ordered):
-        line = {"color": SLO_COLOUR, "dash": SLO_DASH.get(task, "dash"), "width": 1.5}
-        corner_x = x * ttft.scale if x else None
-        corner_y = y * tpot.scale if y else None
-        fig.add_shape(
-            type="rect",
-            x0=0,
-            y0=0,
-            x1=corner_x if x else 1,
-            y1=corner_y if y else 1,
-            xref="x" if x else "x domain",
-            yref="y" if y else "y domain",
-            line=line,
-            fillcolor="rgba(85,85,85,0.05)",
-            layer="below",
-        )
-        parts = [
-            f"{quantity(ttft)} ≤ {_threshold(ttft, x)}" if x else None,
-            f"{quantity(tpot)} ≤ {_threshold(tpot, y)}" if y else None,
-        ]
-        text = f"{task} SLO: " + ", ".join(part for part in parts if part)
-        inside = index == 0 and len(ordered) > 1
-        span = _span(fig, "x")
-        side = label_side(corner_x, (0.0, span[1]) if span else None) if corner_x is not None else "right"
-        fig.add_annotation(
-            x=corner_x if x else 1,
-            y=corner_y if y else 1,
-            xref="x" if x else "x domain",
-            yref="y" if y else "y domain",
-            text=text,
-            showarrow=False,
-            xanchor=side,
-            yanchor="top" if inside or not y else "bottom",
-            bgcolor="rgba(255,255,255,0.8)",
-            font={"size": 11, "color": SLO_COLOUR},
-        )
+        _add_region(fig, task, x, y, ttft, tpot, inside=index == 0 and len(ordered) > 1)
     for task, limit in e2e_only.items():
         e2e = metric("e2e_s")
         limit_text = f"{quantity(e2e)} ≤ {_threshold(e2e, limit)}" if limit else "no TTFT or TPOT limit"
@@ -520,6 +478,64 @@ def _slo_regions(fig: go.Figure, runs: Sequence[RunData], ttft: Metric, tpot: Me
             showlegend=True,
             hoverinfo="skip",
         )
+
+
+def _region_limits(
+    runs: Sequence[RunData],
+) -> tuple[dict[tuple[str, float | None, float | None], None], dict[str, float | None]]:
+    """The distinct (task, TTFT limit, TPOT limit) of ``runs`` (seconds; None: no limit), and the
+    tasks with neither limit, with their E2E limit."""
+    regions: dict[tuple[str, float | None, float | None], None] = {}
+    e2e_only: dict[str, float | None] = {}
+    for run in runs:
+        for task, limits in _slo_limits(run).items():
+            x, y = limits.get("ttft_s"), limits.get("tpot_s")
+            if x or y:
+                regions[(task, x or None, y or None)] = None
+            else:
+                e2e_only[task] = limits.get("e2e_s")
+    return regions, e2e_only
+
+
+def _add_region(
+    fig: go.Figure, task: str, x: float | None, y: float | None, ttft: Metric, tpot: Metric, inside: bool
+) -> None:
+    """One task's SLO region (TTFT limit ``x``, TPOT limit ``y``, seconds) and its label: inside
+    the region's top-right corner when ``inside``, else above it."""
+    line = {"color": SLO_COLOUR, "dash": SLO_DASH.get(task, "dash"), "width": 1.5}
+    corner_x = x * ttft.scale if x else None
+    corner_y = y * tpot.scale if y else None
+    fig.add_shape(
+        type="rect",
+        x0=0,
+        y0=0,
+        x1=corner_x if x else 1,
+        y1=corner_y if y else 1,
+        xref="x" if x else "x domain",
+        yref="y" if y else "y domain",
+        line=line,
+        fillcolor="rgba(85,85,85,0.05)",
+        layer="below",
+    )
+    parts = [
+        f"{quantity(ttft)} ≤ {_threshold(ttft, x)}" if x else None,
+        f"{quantity(tpot)} ≤ {_threshold(tpot, y)}" if y else None,
+    ]
+    text = f"{task} SLO: " + ", ".join(part for part in parts if part)
+    span = _span(fig, "x")
+    side = label_side(corner_x, (0.0, span[1]) if span else None) if corner_x is not None else "right"
+    fig.add_annotation(
+        x=corner_x if x else 1,
+        y=corner_y if y else 1,
+        xref="x" if x else "x domain",
+        yref="y" if y else "y domain",
+        text=text,
+        showarrow=False,
+        xanchor=side,
+        yanchor="top" if inside or not y else "bottom",
+        bgcolor="rgba(255,255,255,0.8)",
+        font={"size": 11, "color": SLO_COLOUR},
+    )
 
 
 def _per_time(frame: pd.DataFrame, column: str, how: str) -> pd.Series:

@@ -314,74 +314,15 @@ def resolve_tokenization(engine: RealEngineConfig, tokenizer: str | None) -> Tok
     ``--context-length``), else the model folder's config.json as vLLM derives it.
     """
     tried: list[str] = []
-    counter: TokenCounter | None = None
-    source: str | None = None
-    limit: int | None = None
-    limit_source = ""
-    if tokenizer:
-        counter, source = make_token_counter(tokenizer), f"workload.tokenizer {tokenizer}"
+    found = _Found(*(make_token_counter(tokenizer), f"workload.tokenizer {tokenizer}") if tokenizer else (None, None))
     if isinstance(engine, AttachConfig):
-        key = _api_key(engine)
-        headers = {"Authorization": f"Bearer {key}"} if key else {}
-        cards = []
-        for url in engine.urls:
-            try:
-                card = model_card(url, headers, engine.model)
-            except SchedlabError as exc:
-                tried.append(str(exc))
-                continue
-            if card is not None:
-                cards.append((url, card))
-                claimed = card.get("max_model_len")
-                if isinstance(claimed, int) and not isinstance(claimed, bool) and claimed > MAX_CONTEXT_TOKENS:
-                    if engine.context_tokens is not None:  # the user's limit stands; the card's is ignored
-                        tried.append(f"GET {url}/v1/models max_model_len {quote(str(claimed), 40)}: not believed")
-                        continue
-                    raise SchedlabError(
-                        f"engine.urls: GET {url}/v1/models says max_model_len {quote(str(claimed), 40)}; expected a "
-                        f"context length of at most {MAX_CONTEXT_TOKENS:,} tokens (set engine.context_tokens to override)"
-                    )
-                value = positive_int(claimed)
-                if value is not None and (limit is None or value < limit):
-                    limit, limit_source = value, f"GET {url}/v1/models max_model_len"
-        if engine.context_tokens is not None and (limit is None or engine.context_tokens < limit):
-            limit, limit_source = engine.context_tokens, "engine.context_tokens"
-        if cards and limit is None:
-            tried.append(
-                "no /v1/models card reports max_model_len; set engine.context_tokens to the servers' context limit"
-            )
-        if counter is None and cards:
-            url, card = cards[0]
-            model = engine.model or card.get("id")
-            if isinstance(model, str):
-                counter, source = _server_counter(url, model, card.get("owned_by"), headers, tried)
-            root = card.get("root")
-            if counter is None and isinstance(root, str) and root:
-                counter, source = _folder_counter(root, "/v1/models root", tried)
-        if limit is None and isinstance(counter, ServerTokenCounter) and positive_int(counter.max_model_len):
-            limit, limit_source = counter.max_model_len, f"POST {counter.url} max_model_len"
+        _attached_tokenization(engine, found, tried)
     else:
-        adapter = adapter_for(engine.kind)
-        model = engine.model
-        if counter is None:
-            counter, source = _folder_counter(model, "launch --model", tried)
-        flag = adapter.context_flag or "the context-limit flag"
-        launched = adapter.context_limit(engine)
-        extra = _flag_value(list(engine.extra_args), flag) if adapter.context_flag else None
-        if extra is not None and extra.isdigit() and int(extra) > 0:
-            limit, limit_source = int(extra), f"launch flag {flag} (extra_args)"
-        elif launched is not None:
-            limit, limit_source = launched, f"launch flag {flag}"
-        else:
-            derived = context_from_model_folder(model)
-            if derived is not None:
-                limit, limit_source = derived
-            else:
-                tried.append(f"no {flag} and no readable {model}/config.json: context limit unknown")
-    counter, source = _with_fallback(counter, source, tried)
+        _launched_tokenization(engine, found, tried)
+    counter, source = _with_fallback(found.counter, found.source, tried)
     context = None
-    if limit is not None:
-        context = ContextLimit(limit, _overhead(counter, engine.api, tried), limit_source)
+    if found.limit is not None:
+        context = ContextLimit(found.limit, _overhead(counter, engine.api, tried), found.limit_source)
     record = {
         "counter": counter.name,
         "source": source,
@@ -390,6 +331,90 @@ def resolve_tokenization(engine: RealEngineConfig, tokenizer: str | None) -> Tok
         "tried": tried,
     }
     return Tokenization(counter, context, record)
+
+
+@dataclass
+class _Found:
+    """What :func:`resolve_tokenization` has found so far: the counter and where it came from,
+    the context limit (tokens) and where that came from."""
+
+    counter: TokenCounter | None = None
+    source: str | None = None
+    limit: int | None = None
+    limit_source: str = ""
+
+    def lower_limit(self, value: int | None, source: str) -> None:
+        """Take ``value`` as the limit when it is set and below the one found so far."""
+        if value is not None and (self.limit is None or value < self.limit):
+            self.limit, self.limit_source = value, source
+
+
+def _card_limit(engine: AttachConfig, url: str, card: dict[str, Any], tried: list[str]) -> int | None:
+    """The context limit a server's ``/v1/models`` card claims (None: none it can be believed
+    for); SchedlabError for an impossible one unless the user set ``engine.context_tokens``."""
+    claimed = card.get("max_model_len")
+    if isinstance(claimed, int) and not isinstance(claimed, bool) and claimed > MAX_CONTEXT_TOKENS:
+        if engine.context_tokens is not None:  # the user's limit stands; the card's is ignored
+            tried.append(f"GET {url}/v1/models max_model_len {quote(str(claimed), 40)}: not believed")
+            return None
+        raise SchedlabError(
+            f"engine.urls: GET {url}/v1/models says max_model_len {quote(str(claimed), 40)}; expected a "
+            f"context length of at most {MAX_CONTEXT_TOKENS:,} tokens (set engine.context_tokens to override)"
+        )
+    return positive_int(claimed)
+
+
+def _attached_tokenization(engine: AttachConfig, found: _Found, tried: list[str]) -> None:
+    """Attached servers: the limit from their cards (or ``engine.context_tokens``), the counter
+    from the first server's tokenize endpoint, else the model folder its card names."""
+    key = _api_key(engine)
+    headers = {"Authorization": f"Bearer {key}"} if key else {}
+    cards = []
+    for url in engine.urls:
+        try:
+            card = model_card(url, headers, engine.model)
+        except SchedlabError as exc:
+            tried.append(str(exc))
+            continue
+        if card is not None:
+            cards.append((url, card))
+            found.lower_limit(_card_limit(engine, url, card, tried), f"GET {url}/v1/models max_model_len")
+    found.lower_limit(engine.context_tokens, "engine.context_tokens")
+    if cards and found.limit is None:
+        tried.append("no /v1/models card reports max_model_len; set engine.context_tokens to the servers' context limit")
+    if found.counter is None and cards:
+        url, card = cards[0]
+        model = engine.model or card.get("id")
+        if isinstance(model, str):
+            found.counter, found.source = _server_counter(url, model, card.get("owned_by"), headers, tried)
+        root = card.get("root")
+        if found.counter is None and isinstance(root, str) and root:
+            found.counter, found.source = _folder_counter(root, "/v1/models root", tried)
+    counter = found.counter
+    if found.limit is None and isinstance(counter, ServerTokenCounter) and positive_int(counter.max_model_len):
+        found.limit, found.limit_source = counter.max_model_len, f"POST {counter.url} max_model_len"
+
+
+def _launched_tokenization(engine: RealEngineConfig, found: _Found, tried: list[str]) -> None:
+    """A launched server: the counter from the model folder, the limit from the adapter's context
+    flag (in ``extra_args`` or the config), else the model folder's config.json."""
+    adapter = adapter_for(engine.kind)
+    model = engine.model
+    if found.counter is None:
+        found.counter, found.source = _folder_counter(model, "launch --model", tried)
+    flag = adapter.context_flag or "the context-limit flag"
+    launched = adapter.context_limit(engine)
+    extra = _flag_value(list(engine.extra_args), flag) if adapter.context_flag else None
+    if extra is not None and extra.isdigit() and int(extra) > 0:
+        found.limit, found.limit_source = int(extra), f"launch flag {flag} (extra_args)"
+    elif launched is not None:
+        found.limit, found.limit_source = launched, f"launch flag {flag}"
+    else:
+        derived = context_from_model_folder(model)
+        if derived is not None:
+            found.limit, found.limit_source = derived
+        else:
+            tried.append(f"no {flag} and no readable {model}/config.json: context limit unknown")
 
 
 #: In a launched server's environment values, replaced by the server's index (0, 1, ...).

@@ -23,10 +23,12 @@ import math
 import os
 import sys
 import time
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import numpy as np
+import pandas as pd
 
 from runners.json_values import as_dict
 from runners.metrics.run_metrics import distribution
@@ -66,72 +68,113 @@ def _max_concurrency(starts: list[float], latencies: list[float], ok: list[bool]
     return int(buckets.max())
 
 
-def vllm_bench_json(run: RunData) -> dict[str, Any]:
-    """The vLLM bench serve result of ``run`` (see the module docstring)."""
-    summary, rows = run.summary, run.requests.sort_values(["arrival_s", "request_id"], kind="stable")
+@dataclass
+class _Requests:
+    """A run's requests as vLLM bench serve lists them: in arrival order, times from when each
+    was sent (seconds), failed requests as zeros."""
+
+    rows: pd.DataFrame
+    done: pd.Series
+    starts: list[float]
+    queue: list[float]
+    ttfts: list[float]
+    latencies: list[float]
+    output_lens: list[int]
+    input_lens: list[int]
+
+
+def _requests(run: RunData) -> _Requests:
+    rows = run.requests.sort_values(["arrival_s", "request_id"], kind="stable")
     done = rows["error"].isna() & rows["finish_s"].notna() & rows["first_token_s"].notna()
     sent = rows["dispatch_s"].fillna(rows["arrival_s"])
-    starts = [float(x) for x in sent]
-    queue = [float(x) for x in (sent - rows["arrival_s"])]
-    ttfts = [float(f - s) if ok else 0.0 for f, s, ok in zip(rows["first_token_s"], sent, done)]
-    latencies = [float(f - s) if ok else 0.0 for f, s, ok in zip(rows["finish_s"], sent, done)]
-    output_lens = [int(n) if ok else 0 for n, ok in zip(rows["output_tokens"], done)]
-    input_lens = [int(n) for n in rows["input_tokens"]]
-    completed = int(done.sum())
-    duration = summary.get("duration_s") or 0.0
-    started = summary.get("started_at_unix_s")
-    config = as_dict(run.config.get("config"))
-    engine = as_dict(config.get("engine"))
-    imported = as_dict(summary.get("imported"))  # {} (falsy) when the run was not imported
-    rate = summary.get("arrival_rate_rps")
-    result: dict[str, Any] = {
-        "date": time.strftime("%Y%m%d-%H%M%S", time.localtime(started)) if isinstance(started, (int, float)) else None,
-        "endpoint_type": summary.get("engine"),
-        "backend": summary.get("engine"),
-        "label": imported["label"] if imported else None,
-        "model_id": engine.get("served_model_name")
+    return _Requests(
+        rows,
+        done,
+        [float(x) for x in sent],
+        [float(x) for x in (sent - rows["arrival_s"])],
+        [float(f - s) if ok else 0.0 for f, s, ok in zip(rows["first_token_s"], sent, done)],
+        [float(f - s) if ok else 0.0 for f, s, ok in zip(rows["finish_s"], sent, done)],
+        [int(n) if ok else 0 for n, ok in zip(rows["output_tokens"], done)],
+        [int(n) for n in rows["input_tokens"]],
+    )
+
+
+def _model_id(run: RunData, imported: dict[str, Any]) -> Any:
+    """The served model's name: the launch config's, else an imported run's."""
+    engine = as_dict(as_dict(run.config.get("config")).get("engine"))
+    return (
+        engine.get("served_model_name")
         or engine.get("model")
-        or (as_dict(run.config.get("imported")).get("model") if imported else None),
-        "tokenizer_id": None,
-        "num_prompts": int(summary.get("requests_total") or len(rows)),
-        "request_rate": rate if rate is not None else "inf",
-        "burstiness": 1.0 if summary.get("arrival_process") == "poisson" else None,
-        "max_concurrency": None,
-        "duration": duration,
-        "completed": completed,
-        "failed": int(len(rows) - completed),
-        "total_input_tokens": int(sum(n for n, ok in zip(input_lens, done) if ok)),
-        "total_output_tokens": int(sum(output_lens)),
-        "request_throughput": summary.get("request_throughput_rps"),
-        "request_goodput": None,
-        "output_throughput": summary.get("output_throughput_tps"),
-        "total_token_throughput": summary.get("total_throughput_tps"),
-        "input_lens": input_lens,
-        "output_lens": output_lens,
-        "ttfts": ttfts,
-        "itls": [[] for _ in starts],
-        "latencies": latencies,
-        "start_times": starts,
-        "queue_times": queue,
-        "generated_texts": ["" for _ in starts],
-        "errors": [str(e) if isinstance(e, str) else "" for e in rows["error"]],
-        "max_output_tokens_per_s": None,
-        "max_concurrent_requests": _max_concurrency(starts, latencies, list(done)),
-        "rtfx": 0.0,
-    }
-    ok_ttfts = [t for t, ok in zip(ttfts, done) if ok]
-    _ms_figures("ttft", ok_ttfts, result)
-    _ms_figures("tpot", rows.loc[done, "tpot_s"].dropna(), result)
+        or (as_dict(run.config.get("imported")).get("model") if imported else None)
+    )
+
+
+def _date(started: Any) -> str | None:
+    """vLLM's result date (local time) of a run started at ``started`` (Unix seconds)."""
+    return time.strftime("%Y%m%d-%H%M%S", time.localtime(started)) if isinstance(started, (int, float)) else None
+
+
+def _add_latency_statistics(result: dict[str, Any], requests: _Requests, summary: dict[str, Any]) -> None:
+    """TTFT, TPOT and ITL figures (ms), and the client-queue ones when a scheduler held requests."""
+    done = requests.done
+    _ms_figures("ttft", [t for t, ok in zip(requests.ttfts, done) if ok], result)
+    _ms_figures("tpot", requests.rows.loc[done, "tpot_s"].dropna(), result)
     itl = as_dict(summary.get("itl_s"))
     for statistic in ("mean", "median", "p99"):
         value = itl.get(statistic)
         result[f"{statistic}_itl_ms"] = value * 1000.0 if isinstance(value, (int, float)) else 0.0
     result["std_itl_ms"] = None
+    queue = requests.queue
     if any(wait > 0 for wait in queue):
         _ms_figures("client_queue_time", [w for w, ok in zip(queue, done) if ok], result)
         _ms_figures(
-            "e2el_including_client_queue", [lat + w for lat, w, ok in zip(latencies, queue, done) if ok], result
+            "e2el_including_client_queue",
+            [lat + w for lat, w, ok in zip(requests.latencies, queue, done) if ok],
+            result,
         )
+
+
+def vllm_bench_json(run: RunData) -> dict[str, Any]:
+    """The vLLM bench serve result of ``run`` (see the module docstring)."""
+    summary, requests = run.summary, _requests(run)
+    done, starts, latencies = requests.done, requests.starts, requests.latencies
+    completed = int(done.sum())
+    imported = as_dict(summary.get("imported"))  # {} (falsy) when the run was not imported
+    rate = summary.get("arrival_rate_rps")
+    result: dict[str, Any] = {
+        "date": _date(summary.get("started_at_unix_s")),
+        "endpoint_type": summary.get("engine"),
+        "backend": summary.get("engine"),
+        "label": imported["label"] if imported else None,
+        "model_id": _model_id(run, imported),
+        "tokenizer_id": None,
+        "num_prompts": int(summary.get("requests_total") or len(requests.rows)),
+        "request_rate": rate if rate is not None else "inf",
+        "burstiness": 1.0 if summary.get("arrival_process") == "poisson" else None,
+        "max_concurrency": None,
+        "duration": summary.get("duration_s") or 0.0,
+        "completed": completed,
+        "failed": int(len(requests.rows) - completed),
+        "total_input_tokens": int(sum(n for n, ok in zip(requests.input_lens, done) if ok)),
+        "total_output_tokens": int(sum(requests.output_lens)),
+        "request_throughput": summary.get("request_throughput_rps"),
+        "request_goodput": None,
+        "output_throughput": summary.get("output_throughput_tps"),
+        "total_token_throughput": summary.get("total_throughput_tps"),
+        "input_lens": requests.input_lens,
+        "output_lens": requests.output_lens,
+        "ttfts": requests.ttfts,
+        "itls": [[] for _ in starts],
+        "latencies": latencies,
+        "start_times": starts,
+        "queue_times": requests.queue,
+        "generated_texts": ["" for _ in starts],
+        "errors": [str(e) if isinstance(e, str) else "" for e in requests.rows["error"]],
+        "max_output_tokens_per_s": None,
+        "max_concurrent_requests": _max_concurrency(starts, latencies, list(done)),
+        "rtfx": 0.0,
+    }
+    _add_latency_statistics(result, requests, summary)
     result["schedlab_export"] = {
         "run_id": run.run_id,
         "notes": [
