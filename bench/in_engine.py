@@ -327,7 +327,7 @@ def main() -> None:
             specs, seeds, config_for, scratch / "results", prepare=take_turns, on_finish=on_finish
         )
     seconds = time.perf_counter() - started
-    report = {
+    report: dict[str, Any] = {
         "date": time.strftime("%Y-%m-%d %H:%M:%S"),
         "seeds": seeds,
         "rows": chosen,

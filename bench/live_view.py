@@ -48,7 +48,10 @@ def main() -> None:
             }
         )
         folder = start_job(new_job_spec([config], label="live bench"), results)
-        run_id = read_job(folder).spec.runs[0].run_id
+        job = read_job(folder)
+        assert job is not None
+        run_id = job.spec.runs[0].run_id
+        assert run_id is not None  # a job's runs are given their ids when it starts
         app = AppTest.from_file(str(ROOT / "app.py"), default_timeout=120).run()
         app.switch_page("pages/1_Launch.py").run()
         refresh, page_runs, lags, seen = [], [], [], []

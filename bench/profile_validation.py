@@ -25,6 +25,7 @@ import json
 import tempfile
 import time
 from pathlib import Path
+from typing import Any
 
 from bench.common import RESULTS, write_report
 from bench.vllm_cpu_common import TINY_ENGINE, launched_vllm, measure_engine_steps, tiny_model
@@ -55,8 +56,11 @@ def fit_both(samples, limits: dict) -> dict:
     return {
         "linear-step": step.fit,
         "phase": phase.fit,
-        "step_model": step.step_model.model_dump(),
-        "phase_model": {"prefill": phase.prefill.model_dump(), "decode": phase.decode.model_dump()},
+        "step_model": step.step_model.model_dump() if step.step_model is not None else None,
+        "phase_model": {
+            "prefill": phase.prefill.model_dump() if phase.prefill is not None else None,
+            "decode": phase.decode.model_dump() if phase.decode is not None else None,
+        },
     }
 
 
@@ -84,7 +88,7 @@ def main() -> None:
         fits = fit_both(read_step_samples(SAMPLES), ENGINE)
         print("\n".join(cv_lines(fits)))
         return
-    rows = []
+    rows: list[dict[str, Any]] = []
     with tempfile.TemporaryDirectory() as scratch:
         model = tiny_model(Path(scratch) / "tiny")
         with launched_vllm(model, Path(scratch) / "logs") as server:
@@ -135,7 +139,7 @@ def main() -> None:
                         ),
                         Path(scratch) / "results",
                     ).summary
-                    row = {"rate_rps": rate, "profile": label}
+                    row: dict[str, Any] = {"rate_rps": rate, "profile": label}
                     for key, name in [("ttft_s", "mean_ttft_s"), ("tpot_s", "mean_tpot_s")]:
                         row[f"real_{name}"] = real[key]["mean"]
                         row[f"sim_{name}"] = sim[key]["mean"]

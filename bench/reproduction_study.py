@@ -261,8 +261,10 @@ def measure_values(
         if measure.kind == "metric":
             values[seed] = summary_value(summaries[0][1], measure.key)
         elif measure.kind == "capacity":
+            rates = [rate for rate, _ in summaries]
+            assert all(rate is not None for rate in rates), "a capacity measure's arms all have rates"
             values[seed] = capacity_at(
-                [rate for rate, _ in summaries],
+                [float(rate) for rate in rates if rate is not None],
                 [summary_value(summary, measure.key) for _, summary in summaries],
                 measure.target,
             )

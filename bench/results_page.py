@@ -20,6 +20,7 @@ import statistics
 import tempfile
 import time
 from pathlib import Path
+from typing import Any
 
 from bench.common import RESULTS, ROOT
 
@@ -95,7 +96,7 @@ def browser_times(results: Path, ids: list[str]) -> dict | None:
 
         from runners.charts import CHART_VIEWS
 
-        report = {}
+        report: dict[str, Any] = {}
         with sync_playwright() as playwright:
             browser = launch_chromium(playwright)
             page = browser.new_page(viewport={"width": 1400, "height": 1000})
@@ -148,7 +149,7 @@ def main() -> None:
         started = time.perf_counter()
         ids = make_runs(results)
         made = time.perf_counter() - started
-        report = {
+        report = {  # type: dict[str, Any]
             "runs": len(ids),
             "requests_per_run": 1000,
             "make_runs_s": made,

@@ -20,6 +20,7 @@ import time
 
 from bench.common import markdown_table, write_report
 from runners.config import parse_config
+from runners.engines.sim_config import SimulatorConfig
 from runners.registry import SCHEDULERS, make_policy
 from runners.schedulers.base import InstanceInfo
 from runners.workload.builder import build_workload
@@ -55,7 +56,9 @@ def decide_time_ms(name: str, waiting: int, requests, info: InstanceInfo) -> flo
 
 
 def main() -> None:
-    engine = parse_config({}).engine.resolve()
+    config_engine = parse_config({}).engine
+    assert isinstance(config_engine, SimulatorConfig)
+    engine = config_engine.resolve()
     info = InstanceInfo(0, engine.kv_capacity_tokens, engine.block_size, engine.max_num_seqs, engine.latency)
     config = parse_config({"workload": {"requests": 1000, "arrival": {"process": "all-at-once"}}})
     requests = build_workload(config.workload, PAPER_SLOS).requests

@@ -117,8 +117,8 @@ def markdown(report: dict) -> str:
                 f"{real * unit:.3g} / {sim * unit:.3g}: {q['mean_abs_error']:.1%}{ci} (bias "
                 f"{q['mean_error']:+.1%}, max {q['max_abs_error']:.1%}){mark}"
             )
-        unit = "" if key == "output_throughput_tps" else " (ms)"
-        lines.append(f"| {quantity_label(key)}{unit} real / sim | " + " | ".join(cells) + " |")
+        unit_label = "" if key == "output_throughput_tps" else " (ms)"
+        lines.append(f"| {quantity_label(key)}{unit_label} real / sim | " + " | ".join(cells) + " |")
     if any("real_repeat" in level for level in report["levels"]):
         lines += [
             "",

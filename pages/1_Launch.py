@@ -10,9 +10,11 @@ from __future__ import annotations
 
 import json
 import time
+from collections.abc import Sequence
 
 import pandas as pd
 import streamlit as st
+from streamlit.delta_generator import DeltaGenerator
 
 from runners import result_store
 from runners.capacity_estimate import low_load_warning
@@ -153,21 +155,22 @@ def launch() -> None:
                 values[f"workload.{task}.path"] = str(save_upload(upload.name, upload.getvalue(), ROOT))
         result = build_job(values, list(st.session_state.get("schedulers", [])))
         st.session_state[ERRORS] = result.errors
-        folder = start_job(result.spec, ROOT) if result.ok else None
+        spec = result.spec if result.ok else None
+        folder = start_job(spec, ROOT) if spec is not None else None
     except (SchedlabError, OSError) as exc:  # the results folder cannot hold the upload or the job
         st.session_state[STORE_ERROR] = f"Could not start the job in {ROOT}: {exc}"
         return
-    if folder is not None:
+    if folder is not None and spec is not None:
         st.session_state["watch_job"] = folder.name
         st.session_state[JOB_SELECT] = folder.name  # the Jobs panel follows the new job at once
-        study = result.spec.study
+        study = spec.study
         what = (
-            f"study {study.study_id}: {len(result.spec.runs)} runs ({len(study.schedulers)} scheduler(s) x "
+            f"study {study.study_id}: {len(spec.runs)} runs ({len(study.schedulers)} scheduler(s) x "
             f"{len(study.seeds)} seed(s)" + (f" x {len(study.rates)} rates" if study.rates else "") + ")"
             if study is not None
-            else f"{len(result.spec.runs)} run(s)"
+            else f"{len(spec.runs)} run(s)"
         )
-        st.session_state["launched"] = f"Started job {result.spec.job_id} with {what}."
+        st.session_state["launched"] = f"Started job {spec.job_id} with {what}."
 
 
 st.title("Launch runs")
@@ -269,7 +272,7 @@ def live_view(job, root) -> None:
     clock_help = "the clock of the charts' time axes" + (
         ": simulated seconds, not wall time (the Speed setting only paces them)" if snapshot.simulated else ""
     )
-    cards = [(label, value, None) for label, value in snapshot.cards()]
+    cards: list[tuple[str, str, str | None]] = [(label, value, None) for label, value in snapshot.cards()]
     cards += [snapshot.throughput_card(), (*snapshot.clock_card(), clock_help)]
     cards += [(label, value, None) for label, value in snapshot.engine_cards()]  # an in-engine scheduler's
     for start in range(0, len(cards), CARDS_PER_ROW):  # rows of four: labels stay whole at 1,024 px
@@ -312,7 +315,7 @@ kind = st.radio(
     on_change=lambda: st.session_state.pop(key("engine.max_num_seqs"), None),
 )
 error_under("engine.kind", "engine")
-columns = st.columns(4)
+columns: Sequence[DeltaGenerator] = st.columns(4)
 if kind == "sim":
     with columns[0]:
         st.selectbox(
@@ -435,17 +438,18 @@ else:
 # -- workload ----------------------------------------------------------------------------------
 st.subheader("Workload")
 left, right = st.columns(2)
+SOURCE_LABELS = {
+    "synthetic": "bundled stand-in (synthetic)",
+    "hub": "Hugging Face hub id",
+    "file": "local path or upload",
+}
 for column, task, title in ((left, "chat", "Chat (ShareGPT)"), (right, "code", "Code (Python-Code-23k)")):
     with column:
         source = st.selectbox(
             f"{title} source",
             ["synthetic", "hub", "file"],
             key=key(f"workload.{task}.kind"),
-            format_func={
-                "synthetic": "bundled stand-in (synthetic)",
-                "hub": "Hugging Face hub id",
-                "file": "local path or upload",
-            }.get,
+            format_func=SOURCE_LABELS.__getitem__,
         )
         if source == "hub":
             text(

@@ -13,10 +13,12 @@ from __future__ import annotations
 
 import json
 import os
+from collections.abc import Sequence
 from pathlib import Path
 
 import pandas as pd
 import streamlit as st
+from streamlit.delta_generator import DeltaGenerator
 
 from pages._cached_runs import load_member, load_run_cached, summary_stamp
 from runners import result_store
@@ -157,11 +159,11 @@ def import_section() -> None:
             + "; ".join(f"**{name}**: {entry.description}" for name, entry in IMPORTERS.items())
         )
         upload = st.file_uploader("Result file", type=["json", "jsonl"], key="import_file")
-        columns = st.columns(3)
+        columns: Sequence[DeltaGenerator] = st.columns(3)
         tool = columns[0].selectbox("Format", ["detect", *IMPORTERS], key="import_tool")
         version = columns[1].text_input("Tool version (when the file lacks it)", key="import_version")
         name = columns[2].text_input("Run id (optional)", key="import_name")
-        if st.button("Import", key="import_button", disabled=upload is None):
+        if st.button("Import", key="import_button", disabled=upload is None) and upload is not None:
             try:
                 folders = import_bytes(
                     upload.name,
@@ -240,7 +242,7 @@ frame = pd.DataFrame(
     ],
 )
 with st.expander("Filter", expanded=False):
-    columns = st.columns(5)
+    columns: Sequence[DeltaGenerator] = st.columns(5)
     engines = columns[0].multiselect("Engine", sorted(frame["engine"].dropna().unique()), key="filter_engine")
     schedulers = columns[1].multiselect(
         "Scheduler", sorted(frame["scheduler"].dropna().unique()), key="filter_scheduler"
@@ -608,7 +610,8 @@ if loaded:
         note = tokenization_note(run.config)
         if note:
             st.warning(f"{names[run.run_id]}, run {run.run_id}: {note}")
-    fidelity = {}  # issue 13 section 3: how far a simulated run can be trusted, once per profile and rate
+    # issue 13 section 3: how far a simulated run can be trusted, once per profile and rate
+    fidelity: dict[str, list[str]] = {}
     for run in loaded:
         note = fidelity_note(run.config)
         if note:
@@ -669,7 +672,8 @@ if loaded:
     shown_charts = CHART_VIEWS[view]
     left, right = st.columns(2) if len(shown_charts) > 1 else (st.container(), None)  # one chart: full width
     for index, name in enumerate(shown_charts):
-        with left if index % 2 == 0 else right:
+        chart_column = right if index % 2 and right is not None else left
+        with chart_column:
             st.plotly_chart(chart_cached(name, keys, log_x and name in LOG_X_CHARTS), key=f"chart-{name}")
             st.caption(captions.get(name, ""))
 

@@ -9,7 +9,7 @@ import sys
 from runners.errors import STOPPED_LINE
 
 
-def _stopped_before_work(signum, frame):
+def _stopped_before_work(signum: int, frame: object) -> None:
     print(STOPPED_LINE, file=sys.stderr)
     raise SystemExit(130)
 

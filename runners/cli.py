@@ -57,7 +57,7 @@ def _parse_value(text: str) -> Any:
         raise ConfigError("--set", f"{text[:40]!r}... is nested too deeply to be a config value") from None
 
 
-def build_run_config(args: argparse.Namespace):
+def build_run_config(args: argparse.Namespace) -> Any:
     from runners.config import parse_config, read_config_file, set_dotted
 
     data = read_config_file(args.config) if args.config else {}
@@ -146,7 +146,7 @@ def _stoppable_progress(total: int, quiet: bool) -> Iterator[tuple[Any, Callable
 
     stop = {"requested": False}
 
-    def request_stop(signum, frame):
+    def request_stop(signum: int, frame: Any) -> None:
         stop["requested"] = True
 
     previous = {sig: signal.signal(sig, request_stop) for sig in (signal.SIGINT, signal.SIGTERM)}

@@ -132,7 +132,7 @@ class RowsView(Sequence):
     def __len__(self) -> int:
         return len(self._store)
 
-    def __getitem__(self, index):  # an int gives one row, a slice a list of rows
+    def __getitem__(self, index: Any) -> Any:  # an int gives one row, a slice a list of rows
         rows = self._store.table().to_pylist()
         return rows[index]
 

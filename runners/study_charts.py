@@ -8,7 +8,7 @@ Values come from study.json (:mod:`runners.study`) or member runs
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 import pandas as pd
@@ -123,7 +123,7 @@ def metric_bars(record: dict[str, Any], key: str) -> go.Figure:
     return apply_layout(fig, f"{entry.label}: mean{note}", axis_block_px=block)
 
 
-def pooled_cdfs(runs_by_scheduler: dict[str, Sequence[RunData]], column: str, log_x: bool = False) -> go.Figure:
+def pooled_cdfs(runs_by_scheduler: Mapping[str, Sequence[RunData]], column: str, log_x: bool = False) -> go.Figure:
     """CDF of per-request metric ``column`` (a request column of the catalog, e.g. ``tpot_s``),
     one line per scheduler with its requests pooled over its seeds, a panel per task, in display
     units (TPOT in ms); each task's SLO limit on ``column`` a labelled vertical line in its panel;

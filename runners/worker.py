@@ -66,7 +66,7 @@ def run_job(folder: str | Path, results_root: str | Path, given_spec: str | None
     runs: list[dict[str, Any]] = [{"run_id": run.run_id, "status": "queued"} for run in spec.runs]
     terminated = {"flag": False}
 
-    def on_term(signum, frame):
+    def on_term(signum: int, frame: Any) -> None:
         terminated["flag"] = True
 
     signal.signal(signal.SIGTERM, on_term)

@@ -29,6 +29,7 @@ import asyncio
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
+from typing import Any
 
 import aiohttp
 
@@ -453,7 +454,7 @@ class WallClockDriver:
                 return
             await asyncio.sleep(STOP_POLL_S)
 
-    async def _unless_finished(self, awaitable):
+    async def _unless_finished(self, awaitable: Any) -> Any:
         """The result of ``awaitable``, or None if the run finishes (is cancelled) first."""
         task = asyncio.ensure_future(awaitable)
         finished = asyncio.ensure_future(self._finished.wait())

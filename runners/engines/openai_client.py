@@ -285,7 +285,16 @@ async def stream_request(
 
 
 async def _stream_once(
-    session, endpoint, prompt, max_tokens, priority, send_min_tokens, timeout_s, on_chunk, clock, engine_args=None
+    session: aiohttp.ClientSession,
+    endpoint: Endpoint,
+    prompt: str,
+    max_tokens: int,
+    priority: int | None,
+    send_min_tokens: bool,
+    timeout_s: float,
+    on_chunk: Callable[[float, bool], None] | None,
+    clock: Callable[[], float],
+    engine_args: Mapping[str, int | float | str] | None = None,
 ) -> StreamResult:
     payload = build_payload(endpoint, prompt, max_tokens, priority, send_min_tokens, engine_args)
     result = StreamResult(sent_at=clock())

@@ -11,7 +11,7 @@ the :data:`REDACT_SECRETS` context (config.json), and reach the launched servers
 from __future__ import annotations
 
 import re
-from typing import Annotated, Literal
+from typing import Annotated, Any, Literal
 from urllib.parse import urlsplit, urlunsplit
 
 from pydantic import Field, FieldSerializationInfo, SecretStr, field_serializer, field_validator, model_validator
@@ -140,7 +140,7 @@ class LaunchOptions(InputModel):
 
     @field_validator("env", mode="before")
     @classmethod
-    def _env_strings(cls, value):
+    def _env_strings(cls, value: Any) -> Any:
         if isinstance(value, dict):
             return {str(key): str(item) for key, item in value.items()}
         return value
@@ -177,7 +177,7 @@ class AttachConfig(ClientOptions):
 
     @field_validator("urls", mode="before")
     @classmethod
-    def _split(cls, value):
+    def _split(cls, value: Any) -> Any:
         if isinstance(value, str):
             value = [part.strip() for part in value.split(",") if part.strip()]
         return value

@@ -381,7 +381,9 @@ def _attached_tokenization(engine: AttachConfig, found: _Found, tried: list[str]
             found.lower_limit(_card_limit(engine, url, card, tried), f"GET {url}/v1/models max_model_len")
     found.lower_limit(engine.context_tokens, "engine.context_tokens")
     if cards and found.limit is None:
-        tried.append("no /v1/models card reports max_model_len; set engine.context_tokens to the servers' context limit")
+        tried.append(
+            "no /v1/models card reports max_model_len; set engine.context_tokens to the servers' context limit"
+        )
     if found.counter is None and cards:
         url, card = cards[0]
         model = engine.model or card.get("id")

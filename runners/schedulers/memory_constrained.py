@@ -30,7 +30,7 @@ from __future__ import annotations
 import math
 from collections import deque
 from collections.abc import Sequence
-from typing import Literal
+from typing import Any, Literal
 
 import numpy as np
 from numba import njit
@@ -59,7 +59,9 @@ from runners.workload.requests import Request
 
 
 @njit(cache=True)
-def admit_shortest_first_reference(running_base, running_end, candidate_base, candidate_end, capacity):
+def admit_shortest_first_reference(
+    running_base: Any, running_end: Any, candidate_base: Any, candidate_end: Any, capacity: float
+) -> int:
     """How many of the candidates (sorted by predicted output) MC-SF admits: the longest prefix
     whose KV demand stays <= capacity at every completion time. Bases in tokens, ends in steps.
 
@@ -109,7 +111,9 @@ def admit_shortest_first_reference(running_base, running_end, candidate_base, ca
 
 
 @njit(cache=True)
-def admit_shortest_first(running_base, running_end, candidate_base, candidate_end, capacity):
+def admit_shortest_first(
+    running_base: Any, running_end: Any, candidate_base: Any, candidate_end: Any, capacity: float
+) -> int:
     """:func:`admit_shortest_first_reference`'s answer without re-checking every completion time
     for every candidate. Candidates must come sorted by end (as MC-SF sorts them); otherwise this
     falls back to the reference. Inputs are whole numbers of tokens and steps, so every sum below

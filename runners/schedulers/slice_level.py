@@ -43,6 +43,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass, field
+from typing import Any
 
 import numpy as np
 from numba import njit
@@ -54,7 +55,7 @@ from runners.schedulers.papers import cite
 
 
 @njit(cache=True)
-def dp_batches_linear(lengths, slope, intercept, limits):
+def dp_batches_linear(lengths: Any, slope: Any, intercept: Any, limits: Any) -> Any:
     """SCLS Alg. 1 when serving time is linear in the batch size for a given longest prompt:
     T_serve(N, L_i) = slope[i] * N + intercept[i] (true of the latency model of eq. 1-4).
     Returns (previous-index array, total seconds). Kernel/reference pair: its reference, the

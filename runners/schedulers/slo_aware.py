@@ -31,9 +31,9 @@ from __future__ import annotations
 
 import itertools
 import math
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
-from typing import Literal
+from typing import Any, Literal
 
 import numpy as np
 from numba import njit
@@ -197,7 +197,7 @@ register_jitable(decode_seconds)
 
 
 @njit(cache=True)
-def latency_tables(inputs, produced, width, prefill_coef, decode_coef):
+def latency_tables(inputs: Any, produced: Any, width: int, prefill_coef: Any, decode_coef: Any) -> Any:
     """(execution, prefill, TPOT) tables [request, batch size - 1], seconds, from the latency
     model's prefill and decode coefficients (alpha, beta, gamma, delta) - eq. 14/15, with the
     decode context averaged over the steps (closed form of eq. 16): the latency model's
@@ -244,7 +244,7 @@ def plan_inputs(
 
 def plan_inputs_of(
     input_tokens: np.ndarray,
-    outputs,
+    outputs: Any,
     waited_s: np.ndarray,
     ttft_limit: np.ndarray,
     tpot_limit: np.ndarray,
@@ -306,7 +306,7 @@ def plan_annealing(inputs: PlanInputs, params: SLOPlanParams) -> tuple[np.ndarra
     )
 
 
-def compositions(n: int, max_part: int):
+def compositions(n: int, max_part: int) -> Iterator[tuple[int, ...]]:
     """Every way to split n into ordered parts of size 1..max_part."""
     if n == 0:
         yield ()

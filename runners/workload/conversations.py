@@ -130,7 +130,7 @@ class LoadReport:
         }
 
 
-def _open_binary(path: Path):
+def _open_binary(path: Path) -> Any:
     return gzip.open(path, "rb") if path.suffix == ".gz" else path.open("rb")
 
 
