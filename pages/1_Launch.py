@@ -11,6 +11,8 @@ from __future__ import annotations
 import json
 import time
 from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
 
 import pandas as pd
 import streamlit as st
@@ -22,7 +24,7 @@ from runners.charts import live_instance_series, live_latency_scatter
 from runners.engines.adapters import ADAPTERS, FormField
 from runners.engines.profile import PRESETS
 from runners.errors import SchedlabError
-from runners.jobs import FINAL_STATES, cancel_job, list_jobs, start_job
+from runners.jobs import FINAL_STATES, JobStatus, cancel_job, list_jobs, start_job
 from runners.launch_form import (
     DEFAULT_SCHEDULERS,
     FORM_DEFAULTS,
@@ -34,7 +36,7 @@ from runners.launch_form import (
     save_upload,
     study_size,
 )
-from runners.live import job_eta_s, job_run_rows, read_live, read_study_progress
+from runners.live import LiveSnapshot, StudyProgress, job_eta_s, job_run_rows, read_live, read_study_progress
 from runners.metrics.catalog import metric
 from runners.registry import ENGINES, SCHEDULERS, check_engine_for, parameter_specs
 from runners.study import MAX_RUNS_UNCONFIRMED, identical_decisions_note
@@ -210,8 +212,23 @@ def jobs_panel() -> None:
     live_view(by_id[selected], root)
 
 
-def live_view(job, root) -> None:
+def live_view(job: JobStatus, root: Path) -> None:
     """One job: its state, Cancel while it runs, every run with its results, the running run live."""
+    _job_header(job)
+    run_id, snapshot, progress = _job_progress(job, root)
+    if run_id is None:
+        st.caption("Starting the worker…")
+        return
+    if snapshot is None:
+        st.caption(f"Waiting for {run_id} to start…")
+        return
+    _run_live(run_id, snapshot)
+    if not job.active:
+        _job_end(job, root, progress)
+
+
+def _job_header(job: JobStatus) -> None:
+    """The job's label, state and study, and Cancel while it runs."""
     job_id = job.job_id
     study = job.spec.study
     head = st.columns([3, 1])
@@ -225,21 +242,29 @@ def live_view(job, root) -> None:
         if job.active and st.button("Cancel job", key=f"cancel-{job_id}"):
             cancel_job(job.folder)
             st.toast("Cancel requested: the current run stops and keeps its rows; runs not started are skipped")
+
+
+def _job_progress(job: JobStatus, root: Path) -> tuple[str | None, LiveSnapshot | None, StudyProgress | None]:
+    """The job's progress bar and its runs' table; the run to show live (the current one, else the
+    last one started), its snapshot, and the study's progress (None: not a study)."""
+    study = job.spec.study
     progress = read_study_progress(root, study.study_id) if study is not None else None
-    statuses = {entry.get("run_id"): entry for entry in job.runs}
+    statuses: dict[str, dict[str, Any]] = {str(entry.get("run_id")): entry for entry in job.runs}
     if progress is not None:  # a study's statuses come from its study.json
         statuses.update(
-            {entry.get("run_id"): entry for entry in progress.record["runs"] if entry.get("status") != "pending"}
+            {str(entry.get("run_id")): entry for entry in progress.record["runs"] if entry.get("status") != "pending"}
         )
     run_id = job.current_run_id if job.active else None
-    run_id = run_id or next((run.run_id for run in reversed(job.spec.runs) if (root / run.run_id).exists()), None)
+    run_id = run_id or next(
+        (run.run_id for run in reversed(job.spec.runs) if run.run_id is not None and (root / run.run_id).exists()), None
+    )
     snapshot = read_live(root / run_id) if run_id is not None else None
     current = snapshot.fraction if snapshot is not None and snapshot.status == "running" else 0.0
     if progress is not None:
         finished = progress.finished
     else:
         finished = sum(
-            str(statuses.get(run.run_id, {}).get("status")) in (*FINAL_STATES, "skipped") for run in job.spec.runs
+            str(statuses.get(str(run.run_id), {}).get("status")) in (*FINAL_STATES, "skipped") for run in job.spec.runs
         )
     job_eta = (
         job_eta_s(time.time() - created, finished, len(job.spec.runs), current)
@@ -257,12 +282,11 @@ def live_view(job, root) -> None:
     ):
         table = pd.DataFrame(job_run_rows(root, job.spec.runs, statuses, snapshot))
         st.dataframe(table.dropna(axis=1, how="all"), hide_index=True)  # no error column without errors
-    if run_id is None:
-        st.caption("Starting the worker…")
-        return
-    if snapshot is None:
-        st.caption(f"Waiting for {run_id} to start…")
-        return
+    return run_id, snapshot, progress
+
+
+def _run_live(run_id: str, snapshot: LiveSnapshot) -> None:
+    """The live run: its progress, error, cards, charts and server logs."""
     eta = f", about {snapshot.eta_s:.0f} s left (wall clock)" if snapshot.eta_s is not None else ""
     st.progress(
         snapshot.fraction, text=f"{run_id}: {snapshot.done} / {snapshot.total} requests ({snapshot.status}{eta})"
@@ -284,19 +308,23 @@ def live_view(job, root) -> None:
     for name, tail in snapshot.logs.items():
         with st.expander(f"{name} (last lines)", expanded=snapshot.status == "failed"):
             st.code(tail or "(empty)", language=None)
-    if not job.active:
-        if progress is not None and progress.finished:
-            notes = st.session_state.setdefault("identical_notes", {})  # read the members' rows once
-            if study.study_id not in notes:
-                notes[study.study_id] = identical_decisions_note(root, progress.record)
-            if notes[study.study_id]:
-                st.warning(notes[study.study_id])
-        st.page_link(
-            "pages/2_Results.py",
-            label="Compare these runs on the Results page",
-            icon="📊",
-            query_params=results_link(job.spec),
-        )
+
+
+def _job_end(job: JobStatus, root: Path, progress: StudyProgress | None) -> None:
+    """A finished job: the identical-decisions note of its study, and the link to compare its runs."""
+    study = job.spec.study
+    if progress is not None and progress.finished and study is not None:
+        notes = st.session_state.setdefault("identical_notes", {})  # read the members' rows once
+        if study.study_id not in notes:
+            notes[study.study_id] = identical_decisions_note(root, progress.record)
+        if notes[study.study_id]:
+            st.warning(notes[study.study_id])
+    st.page_link(
+        "pages/2_Results.py",
+        label="Compare these runs on the Results page",
+        icon="📊",
+        query_params=results_link(job.spec),
+    )
 
 
 jobs_panel()

@@ -385,6 +385,17 @@ def show_study(record: dict) -> None:
     stamp = study_stamp(study_id)
     counts = study_counts(record)
     summaries, problems = study_summaries_cached(str(ROOT), study_id, stamp)
+    _study_header(record, counts, summaries, problems, stamp)
+    _study_tables(record, counts["rates"])
+    _study_charts(record, counts, stamp)
+    if counts["rates"]:
+        _study_sweep(record, summaries)
+    _study_members(record, counts["seeds"])
+
+
+def _study_header(record: dict, counts: dict, summaries: dict, problems: list[str], stamp: float) -> None:
+    """The study's setting line, its counts, and every warning about what it can show."""
+    study_id = record["study_id"]
     setting = study_setting(summaries)
     seeds, rates = counts["seeds"], counts["rates"]
     rate_text = (
@@ -439,6 +450,10 @@ def show_study(record: dict) -> None:
     if len(seeds) == 1:
         st.info(SINGLE_SEED_NOTE)
 
+
+def _study_tables(record: dict, rates: list) -> None:
+    """The statistics tables (one per rate) and their CSV."""
+    study_id = record["study_id"]
     frames = study_frames(record)
     for index, (rate, table) in enumerate(frames):
         if rates:
@@ -455,6 +470,10 @@ def show_study(record: dict) -> None:
         "Download statistics (CSV)", csv.to_csv(index=False).encode(), f"{study_id}.csv", "text/csv", key="study_csv"
     )
 
+
+def _study_charts(record: dict, counts: dict, stamp: float) -> None:
+    """Bars of the chosen metrics over seeds, and the pooled CDFs."""
+    study_id, rates = record["study_id"], counts["rates"]
     st.markdown("#### Charts")
     judged = [entry for entry in COMPARISON_METRICS if not entry.real_engines_only]
     labels = {entry.label: entry.key for entry in judged}
@@ -487,28 +506,33 @@ def show_study(record: dict) -> None:
             + (f"; left out: {'; '.join(unread[:3])}" if unread else ".")
         )
 
-    if rates:
-        st.markdown("#### Sweep over arrival rates")
-        target = st.slider("Capacity at SLO attainment ≥", 0.5, 1.0, 0.9, 0.01, key="study_target")
-        left, right = st.columns(2)
-        with left:
-            st.plotly_chart(sweep_bands(record, "slo_attainment", target), key="study-sweep-attainment")
-        with right:
-            st.plotly_chart(sweep_bands(record, "G"), key="study-sweep-g")
-        per_seed = capacity_per_seed(record, summaries, target)
-        statistics = capacity_statistics(record, per_seed)
-        st.markdown(f"**Capacity at SLO attainment ≥ {target:.0%}, per seed (req/s)**")
-        st.dataframe(capacity_table(record, per_seed), hide_index=True, key="study_capacity_seeds")
-        st.markdown("**Capacity over seeds**")
-        st.dataframe(styled_verdicts(statistics), hide_index=True, key="study_capacity")
-        st.caption(
-            "Capacity: the highest arrival rate at which SLO attainment stays at or above the target, "
-            "interpolated between the study's rates, per seed; '≥' means every rate met it (a lower bound). "
-            "A seed below the target even at the lowest rate has no capacity and is left out of the mean "
-            "(and of the pair)."
-        )
-        st.plotly_chart(capacity_chart(record, per_seed, statistics, target), key="study-capacity-chart")
 
+def _study_sweep(record: dict, summaries: dict) -> None:
+    """A study over several rates: attainment and G against the rate, and capacity per seed."""
+    st.markdown("#### Sweep over arrival rates")
+    target = st.slider("Capacity at SLO attainment ≥", 0.5, 1.0, 0.9, 0.01, key="study_target")
+    left, right = st.columns(2)
+    with left:
+        st.plotly_chart(sweep_bands(record, "slo_attainment", target), key="study-sweep-attainment")
+    with right:
+        st.plotly_chart(sweep_bands(record, "G"), key="study-sweep-g")
+    per_seed = capacity_per_seed(record, summaries, target)
+    statistics = capacity_statistics(record, per_seed)
+    st.markdown(f"**Capacity at SLO attainment ≥ {target:.0%}, per seed (req/s)**")
+    st.dataframe(capacity_table(record, per_seed), hide_index=True, key="study_capacity_seeds")
+    st.markdown("**Capacity over seeds**")
+    st.dataframe(styled_verdicts(statistics), hide_index=True, key="study_capacity")
+    st.caption(
+        "Capacity: the highest arrival rate at which SLO attainment stays at or above the target, "
+        "interpolated between the study's rates, per seed; '≥' means every rate met it (a lower bound). "
+        "A seed below the target even at the lowest rate has no capacity and is left out of the mean "
+        "(and of the pair)."
+    )
+    st.plotly_chart(capacity_chart(record, per_seed, statistics, target), key="study-capacity-chart")
+
+
+def _study_members(record: dict, seeds: list) -> None:
+    """The member runs, and opening one seed's runs as single runs."""
     with st.expander("Member runs"):
         members = member_records(record, status=None)
         st.dataframe(
