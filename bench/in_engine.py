@@ -33,7 +33,6 @@ Run it under the CPU lock (about 40 minutes for every row at 3 seeds).
 from __future__ import annotations
 
 import argparse
-import csv
 import json
 import re
 import tempfile
@@ -42,7 +41,7 @@ from pathlib import Path
 from typing import Any
 
 from bench.common import RESULTS, write_report
-from bench.reproduce import COLUMNS, HEADER, OUT, PROFILE, in_table_order, real_notes, row_record_of, write
+from bench.reproduce import COLUMNS, HEADER, OUT, PROFILE, real_notes, replace_rows, row_record_of, write
 from bench.reproduction_study import (
     PILOT_BELOW_SEEDS,
     VERDICT_RULE,
@@ -266,11 +265,7 @@ def merge_into_reproduction(rows: list[dict[str, Any]]) -> None:
     """Replace the E rows of reproduction_cpu-vllm.{csv,md} with ``rows`` (other rows untouched)."""
     name = "cpu-vllm"
     meta = json.loads((OUT / f"reproduction_{name}.json").read_text())
-    kept = [
-        row for row in csv.DictReader((OUT / f"reproduction_{name}.csv").open()) if not row["scenario"].startswith("E")
-    ]
-    fields = list(kept[0]) if kept else list(rows[0])
-    merged = in_table_order(kept + [{field: row.get(field, "") for field in fields} for row in rows])
+    merged = replace_rows(name, rows, ("E",))
     meta["in_engine"] = {"command": "python -m bench.in_engine", "date": time.strftime("%Y-%m-%d")}
     (OUT / f"reproduction_{name}.json").write_text(json.dumps(meta, indent=2) + "\n")
     made = re.search(r"^Made by `.*` on (\S+) ", (OUT / f"reproduction_{name}.md").read_text(), re.MULTILINE)

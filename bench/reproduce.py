@@ -1167,12 +1167,6 @@ def merged_rerun(
     the table's record keeps its first command, date and figures and lists the rerun (its rows,
     command, date, seconds, runs, problems) under ``reruns``."""
     previous = json.loads((OUT / f"reproduction_{name}.json").read_text())
-    kept = [
-        row
-        for row in csv.DictReader((OUT / f"reproduction_{name}.csv").open())
-        if not row["scenario"].startswith(chosen)
-    ]
-    fields = list(kept[0]) if kept else list(table[0])
     rerun = {key: meta[key] for key in ("command", "made_on", "seconds", "runs", "problems", "launch_s", "load")}
     merged = {
         **previous,
@@ -1181,7 +1175,19 @@ def merged_rerun(
         "load": previous.get("load", []) + meta["load"],
         "reruns": previous.get("reruns", []) + [{**rerun, "rows": list(chosen)}],
     }
-    return merged, in_table_order(kept + [{field: row.get(field, "") for field in fields} for row in table])
+    return merged, replace_rows(name, table, chosen)
+
+
+def replace_rows(name: str, rows: list[dict], prefixes: tuple[str, ...]) -> list[dict]:
+    """reproduction_<name>.csv's rows with those whose scenario starts with one of ``prefixes``
+    replaced by ``rows`` (given the CSV's fields), in the table's order."""
+    kept = [
+        row
+        for row in csv.DictReader((OUT / f"reproduction_{name}.csv").open())
+        if not row["scenario"].startswith(prefixes)
+    ]
+    fields = list(kept[0]) if kept else list(rows[0])
+    return in_table_order(kept + [{field: row.get(field, "") for field in fields} for row in rows])
 
 
 def real_notes(meta: dict) -> str:

@@ -35,12 +35,12 @@ from runners.knowledge import run_oracles
 from runners.metrics.run_metrics import distribution
 from runners.recording import RunRecorder
 from runners.registry import check_engine_for, make_policy
-from runners.result_store import DEFAULT_RESULTS_DIR, RunWriter, write_text_atomic
+from runners.result_store import DEFAULT_RESULTS_DIR, RunWriter, write_record
 from runners.run_ids import new_run_id
 from runners.schedulers.base import PolicyParams, PolicyStalled, SchedulerPolicy
 from runners.schedulers.dynamic_batching import mixture_moments
 from runners.schedulers.predictors import calibration_moments
-from runners.store.models import ENGINE_RECORD_SCHEMA_VERSION, EngineRecord, record_json
+from runners.store.models import ENGINE_RECORD_SCHEMA_VERSION, EngineRecord
 from runners.timestamps import utc_stamp
 from runners.workload.builder import Workload, build_workload
 from runners.workload.slo import TaskSLO
@@ -347,8 +347,7 @@ def _execute_run(
                 config=_engine_with_scheduler(config, policy, writer.folder, prepared.latency), log_folder=writer.folder
             )
             real_engine.start(should_stop)
-            record = EngineRecord.model_validate(_engine_record(real_engine))
-            write_text_atomic(writer.folder / "engine.json", record_json(record))
+            write_record(writer.folder / "engine.json", EngineRecord, _engine_record(real_engine))
             driver = WallClockDriver(
                 engine=real_engine,
                 policy=policy,

@@ -37,10 +37,10 @@ from runners.result_store import (
     process_alive,
     read_json_object,
     write_json_atomic,
-    write_text_atomic,
+    write_record,
 )
 from runners.run_ids import RUN_ID_PATTERN, new_run_id
-from runners.store.models import JOB_STATUS_SCHEMA_VERSION, JobStatusRecord, record_json
+from runners.store.models import JOB_STATUS_SCHEMA_VERSION, JobStatusRecord
 from runners.timestamps import id_stamp, utc_stamp
 
 JOBS_FOLDER = ".jobs"
@@ -194,10 +194,8 @@ def start_job(spec: JobSpec, results_root: str | Path = DEFAULT_RESULTS_DIR) -> 
 def write_status(folder: Path, fields: dict[str, Any]) -> None:
     """status.json through :class:`JobStatusRecord` (schema version, state, pid, current run,
     each run's status, error, ``updated_at`` Unix seconds)."""
-    record = JobStatusRecord.model_validate(
-        {**fields, "schema_version": JOB_STATUS_SCHEMA_VERSION, "updated_at": time.time()}
-    )
-    write_text_atomic(folder / "status.json", record_json(record), durable=False)
+    data = {**fields, "schema_version": JOB_STATUS_SCHEMA_VERSION, "updated_at": time.time()}
+    write_record(folder / "status.json", JobStatusRecord, data, durable=False)
 
 
 def read_json_or_none(path: Path) -> dict[str, Any] | None:

@@ -36,6 +36,7 @@ from typing import Any
 import pandas as pd
 import pyarrow as pa
 import pyarrow.parquet as pq
+from pydantic import BaseModel
 
 # the time-series row is the drivers' (one typed row, its columns derived from it)
 from runners.drivers.base import TIMESERIES_COLUMNS
@@ -104,6 +105,12 @@ def _schema(columns: dict[str, pa.DataType]) -> pa.Schema:
 def write_json_atomic(path: Path, data: Any, durable: bool = True) -> None:
     """Write JSON (``indent=2``) atomically: :func:`write_text_atomic`."""
     write_text_atomic(path, json.dumps(data, indent=2, default=str), durable)
+
+
+def write_record(path: Path, model: type[BaseModel], data: dict[str, Any], durable: bool = True) -> None:
+    """``data`` validated as the typed record ``model`` (runners.store.models) and written
+    atomically as the file text of the record (:func:`record_json`)."""
+    write_text_atomic(path, record_json(model.model_validate(data)), durable)
 
 
 def write_text_atomic(path: Path, text: str, durable: bool = True) -> None:
@@ -340,9 +347,7 @@ class RunWriter:
 
     def write_summary(self, fields: dict[str, Any], durable: bool = True) -> None:
         """summary.json: the header and ``fields``, written through :class:`RunSummary`."""
-        write_text_atomic(
-            self.folder / "summary.json", record_json(RunSummary.model_validate({**self.header, **fields})), durable
-        )
+        write_record(self.folder / "summary.json", RunSummary, {**self.header, **fields}, durable)
 
     def add_request(self, row: dict[str, Any]) -> None:
         self.requests.add(row)

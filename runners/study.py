@@ -60,12 +60,12 @@ from runners.result_store import (
     inspect_run,
     read_json_file,
     results_folder,
-    write_text_atomic,
+    write_record,
     writer_gone,
     writer_identity,
 )
 from runners.run_ids import RUN_ID_PATTERN, validate_run_id
-from runners.store.models import STUDY_SCHEMA_VERSION, StudyRecord, record_json
+from runners.store.models import STUDY_SCHEMA_VERSION, StudyRecord
 from runners.study_plan import StudyMember, StudyPlan
 from runners.timestamps import id_stamp, utc_stamp
 
@@ -328,7 +328,7 @@ def oracle_name(record: dict[str, Any], name: str) -> str:
 
 def write_study(path: Path, record: dict[str, Any]) -> None:
     """study.json at ``path``, written through :class:`StudyRecord`."""
-    write_text_atomic(path, record_json(StudyRecord.model_validate(record)))
+    write_record(path, StudyRecord, record)
 
 
 def _resume_hint(base: Path, study_id: str) -> str:
