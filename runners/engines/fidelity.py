@@ -188,18 +188,43 @@ def compare_level(
     }
 
 
+def noise_floor(level: dict[str, Any], key: str) -> float | None:
+    """The real engine's own run-to-run difference for ``key`` at ``level`` (|second - first| /
+    first of one seed run twice, ``real_repeat``), or None when the level was not repeated."""
+    repeat = (level.get("real_repeat") or {}).get(key)
+    return abs(repeat) if isinstance(repeat, (int, float)) and math.isfinite(repeat) else None
+
+
+def resolvable(level: dict[str, Any], key: str, target: float | None) -> bool | None:
+    """Whether this machine can tell a miss of ``target`` from noise at ``level``: the real
+    engine's difference from itself is within the target (True), beyond it (False), or was not
+    measured or there is no target (None)."""
+    floor = noise_floor(level, key)
+    return None if floor is None or target is None else floor <= target
+
+
 def missed_targets(report: dict[str, Any]) -> list[str]:
-    """One line per (level, quantity) whose target is missed, saying by how much and the bias."""
+    """One line per (level, quantity) whose target is missed, saying by how much and the bias, and,
+    where the real engine differed from itself by more than the target, that this machine cannot
+    resolve the miss (and whether the error is larger than that difference)."""
     lines = []
     for level in report.get("levels", []):
         for key, raw in level["quantities"].items():
             q = judged_quantity(raw)
             if q.get("met") is False:
-                lines.append(
+                line = (
                     f"{level['level']:.0%} load: {quantity_label(key)} mean |error| {q['mean_abs_error']:.1%} "
                     f"(target within {q['target']:.0%}, missed by {q['mean_abs_error'] - q['target']:.1%}; "
                     f"bias {q['mean_error']:+.1%})"
                 )
+                floor = noise_floor(level, key)
+                if resolvable(level, key, q["target"]) is False and floor is not None:
+                    size = "larger than" if q["mean_abs_error"] > floor else "within"
+                    line += (
+                        f"; not resolvable here: the real engine differed from itself by {floor:.1%}, above the "
+                        f"target (the error is {size} that)"
+                    )
+                lines.append(line)
     return lines
 
 
@@ -246,7 +271,10 @@ def fidelity_sentence(
 
     seeds = len(level["seeds"])
     misses = [quantity_label(k) for k, v in q.items() if v.get("met") is False]
+    noisy = [quantity_label(k) for k, v in q.items() if v.get("met") is False and resolvable(level, k, v["target"]) is False]
     verdict = f"misses the target for {', '.join(misses)}" if misses else "meets the fidelity targets"
+    if noisy:
+        verdict += f" ({', '.join(noisy)}: the real engine differed from itself by more than the target)"
     return (
         f"simulated with profile {profile_name}: mean TTFT within {err('ttft_s.mean')} of the real engine "
         f"(mean |error| over seeds; TPOT {err('tpot_s.mean')}, E2E {err('e2e_s.mean')}, output tok/s "
