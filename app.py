@@ -52,16 +52,16 @@ def home() -> None:
         table = pd.DataFrame(
             [
                 {
-                    "run": run["run_id"],
-                    "status": run["status"],
-                    "engine": run.get("engine"),
+                    "run": run.run_id,
+                    "status": run.status,
+                    "engine": run.engine,
                     "scheduler": scheduler_display(run),
-                    "workload": run.get("workload"),
-                    "SLO attainment": run.get("slo_attainment"),
-                    "G (1/s)": run.get("G"),
-                    "throughput (req/s)": run.get("request_throughput_rps"),
-                    "started": run.get("started_at"),
-                    "problem": run.get("problem"),
+                    "workload": run.workload,
+                    "SLO attainment": run.slo_attainment,
+                    "G (1/s)": run.G,
+                    "throughput (req/s)": run.request_throughput_rps,
+                    "started": run.started_at,
+                    "problem": run.problem,
                 }
                 for run in runs[:20]
             ]

@@ -15,7 +15,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from bench.common import write_report
+from bench.common import measured, write_report
 from bench.vllm_cpu_common import launched_vllm, tiny_model
 from runners.benchmark import execute_run
 from runners.config import parse_config
@@ -49,8 +49,8 @@ def main() -> None:
                 )
                 outcome = execute_run(config, Path(scratch) / "results")
                 summary = outcome.summary
-                target = summary["scheduled_arrival_rate_rps"]
-                achieved = summary["achieved_arrival_rate_rps"]
+                target = measured(summary, "scheduled_arrival_rate_rps")
+                achieved = measured(summary, "achieved_arrival_rate_rps")
                 rows.append(
                     {
                         "target_rate_rps": rate,
@@ -58,9 +58,9 @@ def main() -> None:
                         "scheduled_rate_rps": round(target, 3),
                         "achieved_rate_rps": round(achieved, 3),
                         "rate_error": round(abs(achieved - target) / target, 4),
-                        "arrival_lag_p99_ms": round(summary["arrival_lag_s"]["p99"] * 1000, 2),
-                        "client_cpu_ms_per_1k_tokens": round(summary["client_cpu_ms_per_1k_chunks"], 1),
-                        "completed": summary["completed"],
+                        "arrival_lag_p99_ms": round(measured(summary, "arrival_lag_s.p99") * 1000, 2),
+                        "client_cpu_ms_per_1k_tokens": round(measured(summary, "client_cpu_ms_per_1k_chunks"), 1),
+                        "completed": summary.completed,
                         "status": outcome.status,
                     }
                 )

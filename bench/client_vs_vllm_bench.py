@@ -44,9 +44,10 @@ import urllib.request
 from pathlib import Path
 from typing import Any
 
-from bench.common import ROOT, write_report
+from bench.common import ROOT, measured, write_report
 from bench.vllm_cpu_common import launched_vllm, tiny_model, vllm_python
 from runners.engines.telemetry import mean_between, parse_metrics
+from runners.store.models import RunSummary
 
 #: schedlab settings changed by ``--variant`` (one variable each). ``config``: run-config fields
 #: (dotted keys); ``patch``: module attributes set in the child process before the run.
@@ -305,19 +306,19 @@ def run_schedlab(
     cpu = _child_cpu_s() - cpu
     if proc.returncode != 0:
         raise RuntimeError(f"schedlab run failed:\n{proc.stdout[-3000:]}\n{proc.stderr[-3000:]}")
-    summary = json.loads(proc.stdout.strip().splitlines()[-1])
+    summary = RunSummary.model_validate_json(proc.stdout.strip().splitlines()[-1])
     return {
-        "completed": summary["completed"],
-        "ttft_s": summary["ttft_s"]["mean"],
-        "tpot_s": summary["tpot_s"]["mean"],
-        "e2e_s": summary["e2e_s"]["mean"],
-        "throughput_rps": summary["request_throughput_rps"],
-        "engine_ttft_s": summary["server_ttft_mean_s"],
-        "engine_requests": summary["server_ttft_count"],
+        "completed": summary.completed,
+        "ttft_s": measured(summary, "ttft_s").mean,
+        "tpot_s": measured(summary, "tpot_s").mean,
+        "e2e_s": measured(summary, "e2e_s").mean,
+        "throughput_rps": summary.request_throughput_rps,
+        "engine_ttft_s": summary.server_ttft_mean_s,
+        "engine_requests": summary.server_ttft_count,
         "client_process_cpu_s": cpu,
-        "client_run_cpu_s": summary["client_cpu_s"],
+        "client_run_cpu_s": summary.client_cpu_s,
         "wall_s": wall,
-        "arrival_lag_p99_s": summary["arrival_lag_s"]["p99"],
+        "arrival_lag_p99_s": measured(summary, "arrival_lag_s").p99,
     }
 
 
@@ -333,7 +334,7 @@ def child(job_file: str) -> None:
         module, attribute = target.rsplit(".", 1)
         setattr(importlib.import_module(module), attribute, value)
     outcome = execute_run(parse_config(job["config"]), job["out"], flush_seconds=job["flush_seconds"])
-    print(json.dumps(outcome.summary, default=str))
+    print(json.dumps(outcome.summary.model_dump(mode="python", exclude_unset=True), default=str))
 
 
 # -- report -------------------------------------------------------------------------------------

@@ -7,6 +7,8 @@ from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
+from runners.json_values import dotted_value
+
 ROOT = Path(__file__).resolve().parents[1]
 #: Where the benchmarks write their reports (bench/results/<name>.json and .md).
 RESULTS = ROOT / "bench" / "results"
@@ -20,6 +22,16 @@ def markdown_table(header: Sequence[str], rows: Iterable[Sequence[object]]) -> l
         "|" + "---|" * len(header),
         *("| " + " | ".join(str(cell) for cell in row) + " |" for row in rows),
     ]
+
+
+def measured(summary: Any, dotted: str) -> Any:
+    """The value at ``dotted`` (``"completed"``, ``"ttft_s.mean"``) of a run's summary (a
+    :class:`runners.store.models.RunSummary`); KeyError naming it when the run did not record it
+    (a benchmark reports only numbers the run measured)."""
+    value = dotted_value(summary, dotted)
+    if value is None:
+        raise KeyError(dotted)
+    return value
 
 
 def write_report(name: str, report: Mapping[str, Any], lines: Sequence[str]) -> None:

@@ -54,6 +54,7 @@ from bench.reproduction_study import (
     run_rows,
 )
 from bench.vllm_cpu_common import tiny_model, tiny_sla_target_s, vllm_engine
+from runners.executors import Outcome
 from runners.study import StudyMember
 
 SMALL_KV = {"num_gpu_blocks_override": 24, "max_model_len": 1024}
@@ -295,9 +296,9 @@ def main() -> None:
     started = time.perf_counter()
     problems: list[str] = []
 
-    def on_finish(member: StudyMember, outcome: tuple) -> None:
+    def on_finish(member: StudyMember, outcome: Outcome) -> None:
         status, summary, error = outcome
-        failed = (summary or {}).get("failed") or 0
+        failed = (summary.failed if summary is not None else None) or 0
         if status != "done" or failed:
             problems.append(f"{member.run_id}: {status}, {failed} failed {error or ''}".strip())
         print(f"  [{member.run_id}: {status}]", flush=True)

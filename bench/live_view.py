@@ -20,6 +20,7 @@ import statistics
 import tempfile
 import time
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
@@ -82,12 +83,12 @@ def main() -> None:
         if 9.5 <= times[j] - times[i] <= 10.5
     ]
     observed_rate = max(window) if window else None  # the busiest 10 s the view saw
-    report = {
+    report: dict[str, Any] = {
         "requests": 3000,
         "arrival_rate_rps": 50.0,
         "instances": 32,
-        "run_status": final["status"],
-        "run_request_throughput_rps": final["request_throughput_rps"],
+        "run_status": final.status,
+        "run_request_throughput_rps": final.request_throughput_rps,
         "refreshes": len(refresh),
         "refresh_s": {
             "median": statistics.median(refresh),

@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from bench.client_vs_vllm_bench import make_workload
-from bench.common import ROOT
+from bench.common import ROOT, measured
 from bench.vllm_cpu_common import launched_vllm, tiny_model
 from runners.benchmark import execute_run
 from runners.config import parse_config
@@ -53,8 +53,8 @@ def main() -> None:
     shutil.copytree(outcome.folder, TARGET)
     summary = outcome.summary
     print(
-        f"{TARGET}: {summary['completed']} requests, mean TTFT {summary['ttft_s']['mean'] * 1000:.1f} ms, "
-        f"mean TPOT {summary['tpot_s']['mean'] * 1000:.2f} ms"
+        f"{TARGET}: {summary.completed} requests, mean TTFT {measured(summary, 'ttft_s.mean') * 1000:.1f} ms, "
+        f"mean TPOT {measured(summary, 'tpot_s.mean') * 1000:.2f} ms"
     )
 
 

@@ -27,7 +27,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from bench.common import RESULTS, write_report
+from bench.common import RESULTS, measured, write_report
 from bench.vllm_cpu_common import TINY_ENGINE, launched_vllm, measure_engine_steps, tiny_model
 from runners.benchmark import execute_run
 from runners.config import parse_config
@@ -140,13 +140,15 @@ def main() -> None:
                         Path(scratch) / "results",
                     ).summary
                     row: dict[str, Any] = {"rate_rps": rate, "profile": label}
-                    for key, name in [("ttft_s", "mean_ttft_s"), ("tpot_s", "mean_tpot_s")]:
-                        row[f"real_{name}"] = real[key]["mean"]
-                        row[f"sim_{name}"] = sim[key]["mean"]
-                        row[f"error_{name}"] = relative(sim[key]["mean"], real[key]["mean"])
-                    row["real_output_tps"] = real["output_throughput_tps"]
-                    row["sim_output_tps"] = sim["output_throughput_tps"]
-                    row["error_output_tps"] = relative(sim["output_throughput_tps"], real["output_throughput_tps"])
+                    for key, name in [("ttft_s.mean", "mean_ttft_s"), ("tpot_s.mean", "mean_tpot_s")]:
+                        row[f"real_{name}"] = measured(real, key)
+                        row[f"sim_{name}"] = measured(sim, key)
+                        row[f"error_{name}"] = relative(measured(sim, key), measured(real, key))
+                    row["real_output_tps"] = measured(real, "output_throughput_tps")
+                    row["sim_output_tps"] = measured(sim, "output_throughput_tps")
+                    row["error_output_tps"] = relative(
+                        measured(sim, "output_throughput_tps"), measured(real, "output_throughput_tps")
+                    )
                     rows.append(row)
                     print(json.dumps(row), flush=True)
     report = {

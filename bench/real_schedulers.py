@@ -17,7 +17,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from bench.common import markdown_table, write_report
+from bench.common import markdown_table, measured, write_report
 from bench.vllm_cpu_common import TINY_PROFILE, launched_vllm, tiny_model
 from runners.benchmark import execute_run
 from runners.config import parse_config
@@ -68,12 +68,12 @@ def main() -> None:
                             "scheduler": name,
                             "instances": instances,
                             "status": outcome.status,
-                            "completed": summary["completed"],
-                            "requests": summary["requests"],
-                            "slo_attainment": round(summary["slo_attainment"] or 0, 3),
-                            "G": round(summary["G"] or 0, 5),
-                            "preemptions": summary["preemptions"],
-                            "mean_e2e_s": round(summary["e2e_s"]["mean"] or 0, 2),
+                            "completed": summary.completed,
+                            "requests": summary.requests,
+                            "slo_attainment": round(summary.slo_attainment or 0, 3),
+                            "G": round(summary.G or 0, 5),
+                            "preemptions": summary.preemptions,
+                            "mean_e2e_s": round(measured(summary, "e2e_s").mean or 0, 2),
                             "error": outcome.error,
                         }
                     )

@@ -83,7 +83,7 @@ def main() -> None:
         "errors": sorted(set(requests["error"].dropna().astype(str)))[:5],
         "tokenization": tokenization,
         "workload_report": loader,
-        "status": run.summary.get("status"),
+        "status": run.summary.status,
     }
     lines = [
         "# Every request sized for the server (issue 12 done-when run)",

@@ -92,6 +92,8 @@ from bench.reproduction_study import (
     without_warmup,
 )
 from bench.vllm_cpu_common import TINY_PROFILE, launched_vllm, tiny_model, tiny_sla_target_s
+from runners.executors import Outcome
+from runners.study_plan import StudyMember
 
 OUT = ROOT / "results" / "reproduction"
 PROFILE = TINY_PROFILE
@@ -1065,11 +1067,11 @@ def real(args: argparse.Namespace) -> None:
     runs = 0
     kv_tokens = None
 
-    def on_finish(member, outcome) -> None:
+    def on_finish(member: StudyMember, outcome: Outcome) -> None:
         load.append(os.getloadavg()[0])
         status, summary, error = outcome
-        failed = (summary or {}).get("failed") or 0
-        resent = (summary or {}).get("resent_requests") or 0
+        failed = (summary.failed if summary is not None else None) or 0
+        resent = (summary.resent_requests if summary is not None else None) or 0
         if status == "done" and (failed or resent):
             problems.append(f"{member.run_id}: {failed} failed, {resent} sent twice")
         print(f"  [{member.run_id}: {status}, load {load[-1]:.2f}]", flush=True)

@@ -73,7 +73,7 @@ def run(engine: dict, work: dict, out: Path, limit_s: float) -> dict:
         parse_config({"engine": engine, "workload": work, "scheduler": {"name": "fcfs"}, "max_duration_s": limit_s}),
         out,
     )
-    summary = dict(outcome.summary)
+    summary = outcome.summary.model_dump(mode="json", exclude_unset=True)  # the report's plain JSON
     summary["_status"], summary["_error"] = outcome.status, outcome.error
     return summary
 

@@ -45,8 +45,8 @@ if mode == "load":
     result = {{"requests": len(prepared.workload.requests)}}
 else:
     outcome = execute_run(config, out)
-    result = {{"status": outcome.status, "completed": outcome.summary["completed"],
-              "simulated_s": outcome.summary["duration_s"], "slo_attainment": outcome.summary["slo_attainment"]}}
+    result = {{"status": outcome.status, "completed": outcome.summary.completed,
+              "simulated_s": outcome.summary.duration_s, "slo_attainment": outcome.summary.slo_attainment}}
 result["wall_s"] = time.perf_counter() - start
 result["peak_rss_mib"] = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
 print(json.dumps(result))

@@ -49,6 +49,7 @@ def time_study(config: dict, executor: str) -> dict:
     (status, SLO attainment, G) by run id."""
     from runners.config import parse_config
     from runners.executors import Execution, choose_execution
+    from runners.store.models import RunSummary
     from runners.study import plan_study, run_study
 
     plan = plan_study(parse_config(config))
@@ -70,9 +71,9 @@ def time_study(config: dict, executor: str) -> dict:
             result = run_study(plan, results, execution=execution)
             wall = time.perf_counter() - start
             runs = {}
-            for run in result.record["runs"]:
-                summary = json.loads((Path(results) / run["run_id"] / "summary.json").read_text())
-                runs[run["run_id"]] = [run["status"], summary.get("slo_attainment"), summary.get("G")]
+            for run in result.record.runs:
+                summary = RunSummary.model_validate_json((Path(results) / str(run.run_id) / "summary.json").read_text())
+                runs[run.run_id] = [run.status, summary.slo_attainment, summary.G]
     finally:
         if executor == "ray":
             ray.shutdown()
@@ -80,7 +81,7 @@ def time_study(config: dict, executor: str) -> dict:
         "executor": executor,
         "workers": execution.workers or os.cpu_count(),
         "wall_s": round(wall, 3),
-        "status": result.record["status"],
+        "status": result.record.status,
         **extra,
         "runs": runs,
     }

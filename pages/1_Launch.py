@@ -12,7 +12,6 @@ import json
 import time
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Any
 
 import pandas as pd
 import streamlit as st
@@ -39,6 +38,7 @@ from runners.launch_form import (
 from runners.live import LiveSnapshot, StudyProgress, job_eta_s, job_run_rows, read_live, read_study_progress
 from runners.metrics.catalog import metric
 from runners.registry import ENGINES, SCHEDULERS, check_engine_for, parameter_specs
+from runners.store.models import JobRunStatus, StudyRun
 from runners.study import MAX_RUNS_UNCONFIRMED, identical_decisions_note
 from runners.timestamps import parse_utc_stamp
 from runners.workload.slo import PAPER_SLOS, TASKS
@@ -249,11 +249,9 @@ def _job_progress(job: JobStatus, root: Path) -> tuple[str | None, LiveSnapshot 
     last one started), its snapshot, and the study's progress (None: not a study)."""
     study = job.spec.study
     progress = read_study_progress(root, study.study_id) if study is not None else None
-    statuses: dict[str, dict[str, Any]] = {str(entry.get("run_id")): entry for entry in job.runs}
+    statuses: dict[str, JobRunStatus | StudyRun] = {str(entry.run_id): entry for entry in job.runs}
     if progress is not None:  # a study's statuses come from its study.json
-        statuses.update(
-            {str(entry.get("run_id")): entry for entry in progress.record["runs"] if entry.get("status") != "pending"}
-        )
+        statuses.update({str(entry.run_id): entry for entry in progress.record.runs if entry.status != "pending"})
     run_id = job.current_run_id if job.active else None
     run_id = run_id or next(
         (run.run_id for run in reversed(job.spec.runs) if run.run_id is not None and (root / run.run_id).exists()), None
@@ -263,9 +261,7 @@ def _job_progress(job: JobStatus, root: Path) -> tuple[str | None, LiveSnapshot 
     if progress is not None:
         finished = progress.finished
     else:
-        finished = sum(
-            str(statuses.get(str(run.run_id), {}).get("status")) in (*FINAL_STATES, "skipped") for run in job.spec.runs
-        )
+        finished = sum(_reported_status(statuses, run.run_id) in (*FINAL_STATES, "skipped") for run in job.spec.runs)
     job_eta = (
         job_eta_s(time.time() - created, finished, len(job.spec.runs), current)
         if job.active and (created := parse_utc_stamp(job.spec.created_at)) is not None
@@ -283,6 +279,12 @@ def _job_progress(job: JobStatus, root: Path) -> tuple[str | None, LiveSnapshot 
         table = pd.DataFrame(job_run_rows(root, job.spec.runs, statuses, snapshot))
         st.dataframe(table.dropna(axis=1, how="all"), hide_index=True)  # no error column without errors
     return run_id, snapshot, progress
+
+
+def _reported_status(statuses: dict[str, JobRunStatus | StudyRun], run_id: str | None) -> str:
+    """The status the worker or the study last reported for run ``run_id`` ("None": none yet)."""
+    entry = statuses.get(str(run_id))
+    return str(entry.status if entry is not None else None)
 
 
 def _run_live(run_id: str, snapshot: LiveSnapshot) -> None:

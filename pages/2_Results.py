@@ -51,14 +51,17 @@ from runners.compare import (
 )
 from runners.errors import SchedlabError
 from runners.imports import IMPORTERS, import_bytes
+from runners.json_values import is_stored
 from runners.knowledge import scheduler_display
 from runners.metrics.catalog import REQUEST_METRICS, metric
 from runners.metrics.contention import identical_decisions, identical_decisions_message
 from runners.metrics.seed_statistics import SINGLE_SEED_NOTE
-from runners.study import STUDY_FILE, delete_study, identical_decisions_note, read_study, study_lines
+from runners.store.models import RunSummary, StudyRecord
+from runners.study import STUDY_FILE, delete_study, identical_decisions_note, read_study, study_error, study_lines
 from runners.study_charts import capacity_chart, metric_bars, pooled_cdfs, sweep_bands
 from runners.study_view import (
     HIDDEN_COLUMNS,
+    StudyEntry,
     capacity_per_seed,
     capacity_statistics,
     capacity_table,
@@ -91,12 +94,12 @@ def study_stamp(study_id: str) -> float:
         return 0.0
 
 
-def _study(root: str, study_id: str) -> dict:
+def _study(root: str, study_id: str) -> StudyRecord:
     return read_study(Path(root) / study_id)
 
 
 @st.cache_data(show_spinner="Reading the member runs' summaries…", max_entries=32)
-def study_summaries_cached(root: str, study_id: str, stamp: float) -> tuple[dict, list[str]]:
+def study_summaries_cached(root: str, study_id: str, stamp: float) -> tuple[dict[str, RunSummary], list[str]]:
     """run id -> summary of the study's done members (summaries only), and the unreadable ones."""
     problems: list[str] = []
     return member_summaries(root, _study(root, study_id), problems), problems
@@ -193,13 +196,13 @@ if not runs and not studies:
     st.info("No saved runs yet: launch one on the Launch page, import one above, or see the Demo page.")
     st.stop()
 G_LABEL = metric("G").label
-by_id = {run["run_id"]: run for run in runs}  # run_id is the folder's name, never a value read from a file
+by_id = {str(run.run_id): run for run in runs}  # run_id is the folder's name, never a value read from a file
 UNUSABLE = (result_store.DAMAGED, result_store.INCOMPLETE)
-studies_by_id = {study["study_id"]: study for study in studies}
+studies_by_id = {study.study_id: study for study in studies}
 member_of = {
-    run["run_id"]: study["study_id"]
+    str(run.run_id): study.study_id
     for study in studies
-    if not study.get("problem")
+    if not study.problem
     for run in member_records(study, status=None)
 }
 
@@ -207,20 +210,20 @@ member_of = {
 frame = pd.DataFrame(
     [
         {
-            "run": run["run_id"],
-            "status": run["status"],
-            "engine": run.get("engine"),
+            "run": run.run_id,
+            "status": run.status,
+            "engine": run.engine,
             "scheduler": scheduler_display(run),
-            "workload": run.get("workload"),
-            "requests": run.get("rows"),  # request rows saved: so far, for a running or interrupted run
-            "rate (req/s)": run.get("arrival_rate_rps"),
-            "SLO attainment": run.get("slo_attainment"),
-            G_LABEL: run.get("G"),
-            "started": run.get("started_at"),
-            "sweep": run.get("sweep_id"),
-            "study": member_of.get(run["run_id"]),
+            "workload": run.workload,
+            "requests": run.rows,  # request rows saved: so far, for a running or interrupted run
+            "rate (req/s)": run.arrival_rate_rps,
+            "SLO attainment": run.slo_attainment,
+            G_LABEL: run.G,
+            "started": run.started_at,
+            "sweep": run.sweep_id,
+            "study": member_of.get(str(run.run_id)),
             "source": imported_label(run),
-            "problem": run.get("problem"),
+            "problem": run.problem,
         }
         for run in runs
     ],
@@ -274,11 +277,11 @@ st.dataframe(
     },
 )
 st.caption(f"{len(shown)} of {len(frame)} runs shown.")
-broken = [run for run in runs if run["status"] in UNUSABLE]
+broken = [run for run in runs if run.status in UNUSABLE]
 if broken:
     st.warning(
         f"{len(broken)} run folder(s) cannot be read; delete them under 'Manage a run' or repair their files: "
-        + "; ".join(f"{run['run_id']} ({run['status']}: {run['problem']})" for run in broken[:5])
+        + "; ".join(f"{run.run_id} ({run.status}: {run.problem})" for run in broken[:5])
         + (" …" if len(broken) > 5 else "")
     )
 
@@ -288,19 +291,17 @@ if studies:
         pd.DataFrame(
             [
                 {
-                    "study": study["study_id"],
-                    "status": study.get("status"),
-                    "schedulers": ", ".join(map(str, study.get("schedulers") or [])),
-                    "baseline": study.get("baseline"),
-                    "seeds": len(study.get("seeds") or []),
-                    "rates (req/s)": ", ".join(format(rate, ".4g") for rate in study.get("rates") or []) or None,
+                    "study": study.study_id,
+                    "status": study.status,
+                    "schedulers": ", ".join(map(str, study.schedulers)),
+                    "baseline": study.baseline if is_stored(study, "baseline") else None,  # none: damaged
+                    "seeds": len(study.seeds),
+                    "rates (req/s)": ", ".join(format(rate, ".4g") for rate in study.rates) or None,
                     "runs done": (
-                        f"{study_counts(study)['done']} of {study_counts(study)['runs']}"
-                        if not study.get("problem")
-                        else None
+                        f"{study_counts(study)['done']} of {study_counts(study)['runs']}" if not study.problem else None
                     ),
-                    "created": study.get("created_at"),
-                    "problem": study.get("problem"),
+                    "created": study.created_at,
+                    "problem": study.problem,
                 }
                 for study in studies
             ]
@@ -308,19 +309,19 @@ if studies:
         hide_index=True,
         key="studies_table",
     )
-    damaged_studies = [study for study in studies if study.get("problem")]
+    damaged_studies = [study for study in studies if study.problem]
     if damaged_studies:
         st.warning(
             f"{len(damaged_studies)} study file(s) cannot be read: "
-            + "; ".join(f"{study['study_id']}: {study['problem']}" for study in damaged_studies[:3])
+            + "; ".join(f"{study.study_id}: {study.problem}" for study in damaged_studies[:3])
         )
 
 with st.expander("Manage a run: config, rename, delete"):
     target = st.selectbox("Run", list(shown["run"]), key="manage_run")
     if target and target in by_id:
-        record = by_id[target]
-        if record["status"] in UNUSABLE:
-            st.error(f"{target} is {record['status']}: {record['problem']}")
+        entry = by_id[target]
+        if entry.status in UNUSABLE:
+            st.error(f"{target} is {entry.status}: {entry.problem}")
         else:
             try:
                 managed = result_store.load_run(ROOT, target).config
@@ -329,7 +330,7 @@ with st.expander("Manage a run: config, rename, delete"):
                 st.error(str(exc))
         columns = st.columns([2, 1, 1])
         new_name = columns[0].text_input("New name", value=target, key="rename_to")
-        if columns[1].button("Rename", key="rename", disabled=record["status"] in UNUSABLE):
+        if columns[1].button("Rename", key="rename", disabled=entry.status in UNUSABLE):
             try:
                 result_store.rename_run(ROOT, target, new_name)
                 st.success(f"Renamed {target} to {new_name}")
@@ -350,9 +351,9 @@ if studies:
         doomed = st.selectbox("Study", list(studies_by_id), key="manage_study")
         if doomed:
             members = [
-                run["run_id"]
+                str(run.run_id)
                 for run in member_records(studies_by_id[doomed], status=None)
-                if os.path.lexists(ROOT / run["run_id"])
+                if os.path.lexists(ROOT / str(run.run_id))
             ]
             sure = st.checkbox(
                 f"Really delete study {doomed} and its {len(members)} member run(s)", key="confirm_delete_study"
@@ -376,11 +377,11 @@ def open_as_runs(run_ids: list[str]) -> None:
     st.query_params.pop("study", None)
 
 
-def show_study(record: dict) -> None:
+def show_study(record: StudyEntry) -> None:
     """A study's setting, counts, statistics tables, charts, sweeps and capacity."""
-    study_id = record["study_id"]
-    if record.get("problem"):
-        st.error(f"Study {study_id} cannot be shown: {record['problem']}")
+    study_id = record.study_id
+    if record.problem:
+        st.error(f"Study {study_id} cannot be shown: {record.problem}")
         return
     stamp = study_stamp(study_id)
     counts = study_counts(record)
@@ -393,20 +394,18 @@ def show_study(record: dict) -> None:
     _study_members(record, counts["seeds"])
 
 
-def _study_header(record: dict, counts: dict, summaries: dict, problems: list[str], stamp: float) -> None:
+def _study_header(
+    record: StudyRecord, counts: dict, summaries: dict[str, RunSummary], problems: list[str], stamp: float
+) -> None:
     """The study's setting line, its counts, and every warning about what it can show."""
-    study_id = record["study_id"]
+    study_id = record.study_id
     setting = study_setting(summaries)
     seeds, rates = counts["seeds"], counts["rates"]
     rate_text = (
         ", ".join(format(rate, ".4g") for rate in rates)
         if rates
         else next(
-            (
-                format(run["rate"], ".4g")
-                for run in member_records(record, status=None)
-                if isinstance(run.get("rate"), (int, float))
-            ),
+            (format(run.rate, ".4g") for run in member_records(record, status=None) if run.rate is not None),
             "?",
         )
     )
@@ -418,14 +417,14 @@ def _study_header(record: dict, counts: dict, summaries: dict, problems: list[st
                 f"**workload** {setting.get('workload', '?')}",
                 f"**requests per run** {setting.get('requests_total', '?')}",
                 f"**arrival rate** {rate_text} req/s",
-                f"**schedulers** {', '.join(counts['schedulers'])} (baseline {record['baseline']})",
+                f"**schedulers** {', '.join(counts['schedulers'])} (baseline {record.baseline})",
                 f"**seeds** {', '.join(map(str, seeds))}",
-                f"**status** {record.get('status')}",
+                f"**status** {record.status}",
             ]
         )
     )
-    if record.get("status") == "interrupted":  # its process is gone: how to finish it
-        st.warning(f"This study was interrupted: {record.get('error')}")
+    if record.status == "interrupted":  # its process is gone: how to finish it
+        st.warning(f"This study was interrupted: {study_error(record)}")
     cells = st.columns(4)
     cells[0].metric("runs done", f"{counts['done']} of {counts['runs']}")
     cells[1].metric("runs failed", counts["failed"])
@@ -451,9 +450,9 @@ def _study_header(record: dict, counts: dict, summaries: dict, problems: list[st
         st.info(SINGLE_SEED_NOTE)
 
 
-def _study_tables(record: dict, rates: list) -> None:
+def _study_tables(record: StudyRecord, rates: list) -> None:
     """The statistics tables (one per rate) and their CSV."""
-    study_id = record["study_id"]
+    study_id = record.study_id
     frames = study_frames(record)
     for index, (rate, table) in enumerate(frames):
         if rates:
@@ -471,9 +470,9 @@ def _study_tables(record: dict, rates: list) -> None:
     )
 
 
-def _study_charts(record: dict, counts: dict, stamp: float) -> None:
+def _study_charts(record: StudyRecord, counts: dict, stamp: float) -> None:
     """Bars of the chosen metrics over seeds, and the pooled CDFs."""
-    study_id, rates = record["study_id"], counts["rates"]
+    study_id, rates = record.study_id, counts["rates"]
     st.markdown("#### Charts")
     judged = [entry for entry in COMPARISON_METRICS if not entry.real_engines_only]
     labels = {entry.label: entry.key for entry in judged}
@@ -507,7 +506,7 @@ def _study_charts(record: dict, counts: dict, stamp: float) -> None:
         )
 
 
-def _study_sweep(record: dict, summaries: dict) -> None:
+def _study_sweep(record: StudyRecord, summaries: dict[str, RunSummary]) -> None:
     """A study over several rates: attainment and G against the rate, and capacity per seed."""
     st.markdown("#### Sweep over arrival rates")
     target = st.slider("Capacity at SLO attainment ≥", 0.5, 1.0, 0.9, 0.01, key="study_target")
@@ -531,14 +530,14 @@ def _study_sweep(record: dict, summaries: dict) -> None:
     st.plotly_chart(capacity_chart(record, per_seed, statistics, target), key="study-capacity-chart")
 
 
-def _study_members(record: dict, seeds: list) -> None:
+def _study_members(record: StudyRecord, seeds: list) -> None:
     """The member runs, and opening one seed's runs as single runs."""
     with st.expander("Member runs"):
         members = member_records(record, status=None)
         st.dataframe(
             pd.DataFrame(
                 [
-                    {key: run.get(key) for key in ("run_id", "scheduler", "seed", "rate", "status", "error")}
+                    {key: getattr(run, key) for key in ("run_id", "scheduler", "seed", "rate", "status", "error")}
                     for run in members
                 ]
             ),
@@ -547,9 +546,7 @@ def _study_members(record: dict, seeds: list) -> None:
         )
         seed = st.selectbox("Open one seed's runs as single runs", seeds, key="study_open_seed")
         chosen_ids = [
-            run["run_id"]
-            for run in members
-            if run.get("seed") == seed and run.get("status") == "done" and run["run_id"] in available
+            str(run.run_id) for run in members if run.seed == seed and run.status == "done" and run.run_id in available
         ]
         st.button(
             "Compare them as runs", key="study_open", on_click=open_as_runs, args=(chosen_ids,), disabled=not chosen_ids
@@ -558,7 +555,7 @@ def _study_members(record: dict, seeds: list) -> None:
 
 # -- compare -----------------------------------------------------------------------------------
 st.header("Compare")
-available = [run for run in shown["run"] if by_id[run]["status"] not in UNUSABLE]
+available = [run for run in shown["run"] if by_id[run].status not in UNUSABLE]
 MODES = ("A study", "Saved runs")
 mode = "Saved runs"
 if studies:
@@ -583,7 +580,7 @@ if mode == "A study":
 else:
     st.query_params.pop("study", None)
     linked = [run for run in st.query_params.get("runs", "").split(",") if run in available]
-    default = linked or [run for run in available if by_id[run]["status"] == "done"][:2]
+    default = linked or [run for run in available if by_id[run].status == "done"][:2]
     chosen = st.multiselect("Runs to compare", available, default=default, key="compare_runs")
 keys: tuple[tuple[str, float], ...] = ()
 loaded: list[result_store.RunData] = []
@@ -759,7 +756,7 @@ if loaded:
         key="export_requests_parquet",
     )
     json_files = (
-        ("summary", picked.summary, "the run's summary.json"),
+        ("summary", result_store.entry_fields(picked.summary), "the run's summary.json"),
         ("config", picked.config, "the run's config.json: config, resolved settings, versions"),
     )
     for column, (name, record, tooltip) in zip(columns[3:5], json_files):
@@ -780,8 +777,8 @@ if not sweep_ids:
 else:
     sweep_id = st.selectbox("Sweep", sweep_ids, key="sweep")
     target = st.slider("Capacity at SLO attainment ≥", 0.5, 1.0, 0.9, 0.01, key="sweep_target")
-    members = [run for run in runs if run.get("sweep_id") == sweep_id]
-    sweep = sweep_frame(members)
+    swept = [run for run in runs if run.sweep_id == sweep_id]
+    sweep = sweep_frame(swept)
     capacity = capacities(sweep, target)
     st.dataframe(
         capacity.assign(
@@ -806,4 +803,4 @@ else:
         "Download sweep (CSV)", sweep.to_csv(index=False).encode(), f"{sweep_id}.csv", "text/csv", key="sweep_csv"
     )
     with st.expander("Sweep runs"):
-        st.code(json.dumps([m.get("run_id") for m in members], indent=1), language="json")
+        st.code(json.dumps([m.run_id for m in swept], indent=1), language="json")

@@ -45,6 +45,7 @@ from runners.jobs import new_job_spec, start_job
 from runners.metrics.catalog import RUN_METRICS
 from runners.result_store import RunData
 from runners.schedulers.papers import title
+from runners.store.models import StudyRecord
 from runners.study_charts import metric_bars, pooled_cdfs
 from runners.study_view import HIDDEN_COLUMNS, statistics_frame, study_member_runs
 from runners.workload.slo import PAPER_SLOS
@@ -53,7 +54,7 @@ st.set_page_config(page_title="schedlab · Demo", layout="wide")
 ROOT = result_store.DEFAULT_RESULTS_DIR
 
 
-def cards(record: dict, key: str, delta_color: Literal["normal", "inverse"], per_row: int = 6) -> None:
+def cards(record: StudyRecord, key: str, delta_color: Literal["normal", "inverse"], per_row: int = 6) -> None:
     """One card per scheduler, ``per_row`` to a row: its mean over seeds, under it ± half its 95%
     interval; the change against the baseline (grey when the paired interval includes zero) and
     the verdict in words."""
@@ -64,10 +65,10 @@ def cards(record: dict, key: str, delta_color: Literal["normal", "inverse"], per
         cell.metric(
             result.scheduler,
             card_value(key, result),
-            card_delta(key, result, record["baseline"]),
+            card_delta(key, result, record.baseline),
             delta_color=delta_color if clear else "off",
         )
-        cell.caption(f"{card_interval(key, result)}; {card_verdict(result, record['baseline'], key)}")
+        cell.caption(f"{card_interval(key, result)}; {card_verdict(result, record.baseline, key)}")
 
 
 def _height(table) -> int:
@@ -75,10 +76,10 @@ def _height(table) -> int:
     return 35 * (len(table) + 1) + 3
 
 
-def show_regime(regime: DemoRegime, record: dict) -> None:
+def show_regime(regime: DemoRegime, record: StudyRecord) -> None:
     """One regime's study: headline, who gains and who pays, cards, tails, tasks, charts."""
-    baseline = record["baseline"]
-    seeds = len(record.get("seeds") or [])
+    baseline = record.baseline
+    seeds = len(record.seeds)
     st.write(regime_text(regime, record))
     problems: list[str] = []
     runs_by_scheduler: dict[str, Sequence[RunData]] = dict(
@@ -90,9 +91,7 @@ def show_regime(regime: DemoRegime, record: dict) -> None:
     st.markdown("#### " + headline(record))
 
     st.markdown("**Who gains and who pays**, against " + baseline + ":")
-    sentences = [
-        who_pays_sentence(record, name, tails, nested=True) for name in record["schedulers"] if name != baseline
-    ]
+    sentences = [who_pays_sentence(record, name, tails, nested=True) for name in record.schedulers if name != baseline]
     st.markdown("\n".join(f"- {sentence}" for sentence in sentences))
 
     st.markdown("**Share of requests served on time** (SLO attainment)")
@@ -126,18 +125,11 @@ def show_regime(regime: DemoRegime, record: dict) -> None:
         )
         first = {name: runs[0] for name, runs in runs_by_scheduler.items() if runs}
         shown = [first[name] for name in (baseline, "mcsf", "static") if name in first] or list(first.values())[:2]
-        seed = next(
-            (
-                run.get("seed")
-                for run in record["runs"]
-                if isinstance(run, dict) and run.get("run_id") == shown[0].run_id
-            ),
-            None,
-        )
+        seed = next((run.seed for run in record.runs if run.run_id == shown[0].run_id), None)
         st.plotly_chart(kv_overlay(shown), key=f"demo-{regime.key}-memory")
         st.caption(kv_caption(shown, seed))
     with st.expander("Every number, for specialists (latencies, throughput, how contended the runs were)"):
-        table = statistics_frame(record, record["statistics"], RUN_METRICS)
+        table = statistics_frame(record, record.statistics, RUN_METRICS)
         st.dataframe(
             table.drop(columns=[column for column in HIDDEN_COLUMNS if column in table]),
             hide_index=True,
@@ -152,11 +144,9 @@ def show_regime(regime: DemoRegime, record: dict) -> None:
         "pages/2_Results.py",
         label=f"See every metric and chart of the {regime.label.lower()} study on the Results page",
         icon="📊",
-        query_params={"study": record["study_id"]},
+        query_params={"study": record.study_id},
     )
-    st.caption(
-        f"Bundled study: results/{record['study_id']}/study.json, runs {record['study_id']}-<scheduler>-s<seed>."
-    )
+    st.caption(f"Bundled study: results/{record.study_id}/study.json, runs {record.study_id}-<scheduler>-s<seed>.")
 
 
 st.title("Which scheduler serves more users on time?")
@@ -176,7 +166,7 @@ st.write(
     "excludes zero."
 )
 
-records: list[dict] = []
+records: list[StudyRecord] = []
 for tab, regime in zip(st.tabs([regime.title for regime in DEMO_REGIMES]), DEMO_REGIMES):
     with tab:
         try:

@@ -40,7 +40,7 @@ from runners.run_ids import new_run_id
 from runners.schedulers.base import PolicyParams, PolicyStalled, SchedulerPolicy
 from runners.schedulers.dynamic_batching import mixture_moments
 from runners.schedulers.predictors import calibration_moments
-from runners.store.models import ENGINE_RECORD_SCHEMA_VERSION, EngineRecord
+from runners.store.models import ENGINE_RECORD_SCHEMA_VERSION, EngineRecord, RunSummary
 from runners.timestamps import utc_stamp
 from runners.workload.builder import Workload, build_workload
 from runners.workload.slo import TaskSLO
@@ -62,7 +62,7 @@ class RunOutcome:
     run_id: str
     folder: Path
     status: str
-    summary: dict[str, Any]
+    summary: RunSummary
     error: str | None = None
 
 
@@ -394,7 +394,8 @@ def _execute_run(
         summary["wall_time_s"] = time.perf_counter() - wall_start
         summary["finished_at"] = utc_stamp()
         writer.close(status, summary, error)
-    return RunOutcome(run_id, writer.folder, status, {**writer.header, "status": status, **summary}, error)
+    final = RunSummary.model_validate({**writer.header, "status": status, **summary})
+    return RunOutcome(run_id, writer.folder, status, final, error)
 
 
 def failure_gate(ran: int, errors: int, max_error_rate: float) -> dict[str, Any]:

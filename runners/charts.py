@@ -1,6 +1,6 @@
 """Plotly figures for the dashboard (comparison, sweeps, live view, demo) and their export.
 
-Every function takes plain data (summaries, :class:`runners.result_store.RunData`, data
+Every function takes plain data (run summaries, :class:`runners.result_store.RunData`, data
 frames) and returns a ``plotly.graph_objects.Figure``; nothing here imports streamlit. Long
 series are thinned before drawing (min and max of each bin kept, so a memory sawtooth keeps its
 peaks and troughs), which is what keeps a 20-run comparison fast. Metric labels, units and scales
@@ -27,6 +27,7 @@ from plotly.subplots import make_subplots
 from runners.compare import run_display_names, summary_value
 from runners.metrics.catalog import Metric, metric, timeseries_metric
 from runners.result_store import RunData
+from runners.store.models import RunSummary
 from runners.workload.slo import TASKS
 
 TASK_COLOURS = {"chat": "#1f77b4", "code": "#ff7f0e"}
@@ -128,17 +129,18 @@ def percent_axis(fig: go.Figure, entry: Metric, axis: str = "y", **selector: Any
 
 # -- names and tooltips ----------------------------------------------------------------------------
 def display_names(runs: Sequence[Any], names: Mapping[str, str] | None = None) -> dict[str, str]:
-    """run id -> the name a chart shows for each of ``runs`` (loaded runs or summary mappings):
+    """run id -> the name a chart shows for each of ``runs`` (loaded runs or summaries):
     ``names`` where given (the caller's), else :func:`runners.compare.run_display_names`; a run
     whose summary names no scheduler keeps its run id."""
-    ids = [str(run.get("run_id") if isinstance(run, dict) else run.run_id) for run in runs]
+    ids = [str(run.run_id) for run in runs]
     if names is not None:
         return {run_id: str(names.get(run_id, run_id)) for run_id in ids}
     found = run_display_names(runs)
     shown: dict[str, str] = {}
     for run_id, run in zip(ids, runs):
-        summary = run if isinstance(run, dict) else run.summary
-        shown[run_id] = found.get(run_id, run_id) if (summary or {}).get("scheduler") else run_id
+        summary = run if isinstance(run, RunSummary) else getattr(run, "summary", None)
+        scheduler = summary.scheduler if isinstance(summary, RunSummary) else None
+        shown[run_id] = found.get(run_id, run_id) if scheduler else run_id
     return shown
 
 
@@ -193,9 +195,9 @@ def thin_series(t: Any, y: Any, max_points: int = MAX_SERIES_POINTS) -> tuple[np
     return t[index], y[index]
 
 
-def run_label(summary: dict[str, Any]) -> str:
+def run_label(summary: RunSummary) -> str:
     """The run id of a summary (the key charts look display names up by)."""
-    return str(summary.get("run_id"))
+    return str(summary.run_id)
 
 
 def category_axis(fig: go.Figure, names: Sequence[str]) -> int:
@@ -251,7 +253,7 @@ COMPARISON_CHART_TITLES: dict[str, str] = {
 }
 
 
-def attainment_bars(summaries: Sequence[dict[str, Any]], names: Mapping[str, str] | None = None) -> go.Figure:
+def attainment_bars(summaries: Sequence[RunSummary], names: Mapping[str, str] | None = None) -> go.Figure:
     """SLO attainment per run: overall, chat and code, in % (the catalog's display unit), on a
     0-100 axis; runs named by their display names (``names``: run id -> name), id on hover."""
     fig = go.Figure()
@@ -283,7 +285,7 @@ def attainment_bars(summaries: Sequence[dict[str, Any]], names: Mapping[str, str
     return apply_layout(fig, COMPARISON_CHART_TITLES["slo_attainment"], axis_block_px=block)
 
 
-def g_bars(summaries: Sequence[dict[str, Any]], names: Mapping[str, str] | None = None) -> go.Figure:
+def g_bars(summaries: Sequence[RunSummary], names: Mapping[str, str] | None = None) -> go.Figure:
     """G = SLO-meeting requests / sum of E2E latency (1/s) per run, runs by display name."""
     shown = display_names(summaries, names)
     ids = [run_label(s) for s in summaries]
@@ -686,7 +688,7 @@ def chart_title(name: str) -> str:
 
 def comparison_chart(
     name: str,
-    summaries: Sequence[dict[str, Any]],
+    summaries: Sequence[RunSummary],
     runs: Sequence[RunData],
     log_x: bool = False,
     names: Mapping[str, str] | None = None,

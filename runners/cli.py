@@ -18,11 +18,13 @@ from typing import Any
 import yaml
 
 from runners.errors import ConfigError, SchedlabError
+from runners.json_values import is_stored
 from runners.knowledge import scheduler_display
 from runners.metrics.seed_statistics import SINGLE_SEED_NOTE
+from runners.store.models import RunSummary, StudyRecord
 
 
-def _metric_rows(summaries: Sequence[dict[str, Any]]) -> list[list[str]]:
+def _metric_rows(summaries: Sequence[RunSummary]) -> list[list[str]]:
     """One row per catalog run metric: its label and each summary's value in display units (rows
     of metrics only real engines report are left out when no summary has them)."""
     from runners.metrics.catalog import RUN_METRICS, summary_value
@@ -218,9 +220,8 @@ def command_run(args: argparse.Namespace) -> int:
     print(f"run {outcome.run_id}: {outcome.status}  ->  {outcome.folder}")
     if outcome.error:
         print(f"reason: {outcome.error}")
-    warmup = summary.get("warmup")
-    if isinstance(warmup, dict) and warmup.get("stopped"):
-        print(warmup["stopped"])
+    if summary.warmup is not None and summary.warmup.stopped:
+        print(summary.warmup.stopped)
     try:
         saved = json.loads((Path(outcome.folder) / "config.json").read_text(encoding="utf-8"))
     except (OSError, ValueError):
@@ -261,9 +262,9 @@ def _study_to_its_end(args: argparse.Namespace, plan: Any, execution: Any, reque
 def _report_study(result: Any, root: str | Path) -> int:
     """Print where a finished (or stopped) study's record is and its table; its exit code."""
     record = result.record
-    print(f"study {result.study_id}: {record['status']}  ->  {result.folder / 'study.json'}")
+    print(f"study {result.study_id}: {record.status}  ->  {result.folder / 'study.json'}")
     _print_study(record, root)
-    return {"done": 0, "cancelled": 130}.get(record["status"], 1)
+    return {"done": 0, "cancelled": 130}.get(str(record.status), 1)
 
 
 def _with_study_progress(plan: Any, requests: int, quiet: bool, run: Callable[..., Any]) -> Any:
@@ -288,12 +289,12 @@ def _with_study_progress(plan: Any, requests: int, quiet: bool, run: Callable[..
         return run(progress, should_stop)
 
 
-def _print_study(record: dict[str, Any], root: str | Path) -> None:
+def _print_study(record: StudyRecord, root: str | Path) -> None:
     from runners.study import identical_decisions_note, study_lines, study_tables
 
     print(
-        f"schedulers: {', '.join(record.get('schedulers') or [])}; baseline {record['baseline']}; "
-        f"seeds: {', '.join(str(seed) for seed in record.get('seeds') or [])}"
+        f"schedulers: {', '.join(record.schedulers)}; baseline {record.baseline}; "
+        f"seeds: {', '.join(str(seed) for seed in record.seeds)}"
     )
     for title, rows in study_tables(record):
         if title:
@@ -318,24 +319,24 @@ def command_list(args: argparse.Namespace) -> int:
     rows = [["run_id", "status", "engine", "scheduler", "requests", "SLO att.", "G (1/s)", "workload"]]
     problems = []
     for summary in runs:
-        status = summary["status"]
+        status = summary.status
         if status in (DAMAGED, INCOMPLETE):
-            problems.append(f"{summary['run_id']}: {status}: {summary['problem']}")
+            problems.append(f"{summary.run_id}: {status}: {summary.problem}")
         if status in ("running", INTERRUPTED):  # rows so far, of the planned count
-            planned = summary.get("requests_total")
-            requests = f"{summary.get('rows', 0)}/{planned}" if planned is not None else str(summary.get("rows", 0))
+            planned, saved = summary.requests_total, summary.rows or 0
+            requests = f"{saved}/{planned}" if planned is not None else str(saved)
         else:
-            requests = str(summary.get("requests", "-"))
+            requests = str(summary.requests) if is_stored(summary, "requests") else "-"
         rows.append(
             [
-                str(summary["run_id"]),
+                str(summary.run_id),
                 str(status),
-                str(summary.get("engine") or "-"),
+                str(summary.engine or "-"),
                 str(scheduler_display(summary) or "-"),
                 requests,
-                metric("slo_attainment").format(summary.get("slo_attainment")),
-                metric("G").format(summary.get("G")),
-                str(summary.get("workload") or "-"),
+                metric("slo_attainment").format(summary.slo_attainment),
+                metric("G").format(summary.G),
+                str(summary.workload or "-"),
             ]
         )
     print(_table(rows))
@@ -371,20 +372,19 @@ def command_show(args: argparse.Namespace) -> int:
     study = find_study(args.out, args.run)
     if study is not None:
         record = read_study(study)
-        print(f"study {record['study_id']} ({record.get('status')}) in {study}")
+        print(f"study {record.study_id} ({record.status}) in {study}")
         _print_study(record, args.out)
         return 0
     run = load_run(args.out, args.run, allow_path=True)
     summary = run.summary
-    print(f"run {run.run_id} ({summary.get('status')}) in {run.folder}")
+    print(f"run {run.run_id} ({summary.status}) in {run.folder}")
     for key in ("engine", "scheduler", "workload", "synthetic", "slos", "started_at", "finished_at", "error"):
-        if key in summary:
-            print(f"  {key}: {summary[key]}")
+        if is_stored(summary, key):
+            print(f"  {key}: {getattr(summary, key)}")
     for line in _tokenization_lines(run.config):
         print(f"  {line}")
-    imported = summary.get("imported")
-    if isinstance(imported, dict) and imported.get("label"):
-        print(f"  {imported['label']}")
+    if summary.imported is not None and summary.imported.get("label"):
+        print(f"  {summary.imported['label']}")
     print(_table([["metric", "value"]] + _metric_rows([summary])))
     print(f"  {len(run.requests)} request rows, {len(run.timeseries)} time-series rows")
     return 0
@@ -405,7 +405,7 @@ def command_compare(args: argparse.Namespace) -> int:
         study_folder = studies[0]
         assert study_folder is not None  # any(studies) and a single argument
         record = read_study(study_folder)
-        print(f"study {record['study_id']} ({record.get('status')})")
+        print(f"study {record.study_id} ({record.status})")
         _print_study(record, args.out)
         return 0
     runs = [load_run(args.out, name, allow_path=True) for name in args.runs]

@@ -1,8 +1,9 @@
 """Comparing saved runs: the summary table with % change against a baseline, and rate sweeps
 with each scheduler's capacity at an SLO-attainment target.
 
-Everything here works on ``summary.json`` mappings (cheap to load for many runs); the charts in
-:mod:`runners.charts` read the request and time-series tables.
+Everything here works on run summaries (:class:`runners.store.models.RunSummary` records of
+``summary.json``: cheap to load for many runs); the charts in :mod:`runners.charts` read the
+request and time-series tables.
 """
 
 from __future__ import annotations
@@ -18,6 +19,7 @@ from runners.engines.fidelity import fidelity_sentence
 from runners.json_values import as_dict
 from runners.knowledge import scheduler_display
 from runners.metrics.catalog import RUN_METRICS, TABLE_METRICS, Metric, metric_by_label, summary_value
+from runners.store.models import RunEntry, RunSummary
 from runners.workload.arrivals import RATE_PROCESSES
 from runners.workload.slo import TASKS
 from runners.workload.tokens import tokenization_label
@@ -54,22 +56,23 @@ COMPARISON_METRICS: tuple[Metric, ...] = RUN_METRICS
 
 
 # -- display names --------------------------------------------------------------------------------
-def _parts(run: Any) -> tuple[dict[str, Any], dict[str, Any]]:
+def _parts(run: Any) -> tuple[RunSummary, dict[str, Any]]:
     """(summary, config.json) of a loaded run (anything with ``summary`` and ``config``, e.g.
-    :class:`runners.result_store.RunData`) or of a bare summary mapping (config then empty)."""
-    if isinstance(run, dict):
+    :class:`runners.result_store.RunData`) or of a bare summary (config then empty); an empty
+    summary for a run without one."""
+    if isinstance(run, RunSummary):
         return run, {}
     summary = getattr(run, "summary", None)
     config = getattr(run, "config", None)
-    return (summary if isinstance(summary, dict) else {}), (config if isinstance(config, dict) else {})
+    return (summary if isinstance(summary, RunSummary) else RunEntry()), (config if isinstance(config, dict) else {})
 
 
-def run_job_label(summary: dict[str, Any], config: dict[str, Any] | None = None) -> str | None:
+def run_job_label(summary: RunSummary, config: dict[str, Any] | None = None) -> str | None:
     """The label of the job that made the run, or None when it has none: the run's ``notes``
     (summary.json, else config.json's run config), where the Launch page records its job's label
     (runners.launch_form: the label the user typed, or the default "fcfs vs slo-sa · 5 seeds")."""
     run_config = (config or {}).get("config")
-    candidates = [summary.get("notes"), run_config.get("notes") if isinstance(run_config, dict) else None]
+    candidates = [summary.notes, run_config.get("notes") if isinstance(run_config, dict) else None]
     return next((value.strip() for value in candidates if isinstance(value, str) and value.strip()), None)
 
 
@@ -82,20 +85,20 @@ def run_seed(config: dict[str, Any]) -> int | None:
 
 def run_display_names(runs: Sequence[Any]) -> dict[str, str]:
     """run id -> the name a person reads for each of the compared ``runs`` (loaded runs with
-    ``summary`` and ``config``, e.g. :class:`runners.result_store.RunData`, or bare summary
-    mappings), in their order: the scheduler, then the engine, the job label, the seed and the
+    ``summary`` and ``config``, e.g. :class:`runners.result_store.RunData`, or bare summaries),
+    in their order: the scheduler, then the engine, the job label, the seed and the
     arrival rate (req/s) each only where they differ among ``runs``, e.g. ``slo-sa · seed 3`` or
     ``fcfs · 2.5 req/s``; names still alike get ``#2``, ``#3`` in order. The run id stays the
     key: show it on hover (help, tooltips)."""
     facts = []
     for run in runs:
         summary, config = _parts(run)
-        rate = summary.get("arrival_rate_rps")
+        rate = summary.arrival_rate_rps
         facts.append(
             {
-                "run_id": str(summary.get("run_id") or getattr(run, "run_id", "?")),
-                "scheduler": str(scheduler_display(summary) or imported_label(summary) or summary.get("run_id") or "?"),
-                "engine": summary.get("engine"),
+                "run_id": str(summary.run_id or getattr(run, "run_id", "?")),
+                "scheduler": str(scheduler_display(summary) or imported_label(summary) or summary.run_id or "?"),
+                "engine": summary.engine,
                 "label": run_job_label(summary, config),
                 "seed": run_seed(config),
                 "rate": float(rate) if isinstance(rate, (int, float)) and not isinstance(rate, bool) else None,
@@ -129,11 +132,11 @@ def percent_change(new: float | None, base: float | None) -> float | None:
     return (new - base) / abs(base) * 100.0
 
 
-def comparison_table(summaries: Sequence[dict[str, Any]], baseline: str) -> pd.DataFrame:
+def comparison_table(summaries: Sequence[RunSummary], baseline: str) -> pd.DataFrame:
     """One row per metric of :data:`runners.metrics.catalog.TABLE_METRICS`: each run's value
     (display units, full precision: the CSV export) and, for every other run, the % change
     against ``baseline`` (a run id among ``summaries``) in a ``Δ% <run>`` column."""
-    by_id = {s["run_id"]: s for s in summaries}
+    by_id = {str(s.run_id): s for s in summaries}
     if baseline not in by_id:
         raise ValueError(f"baseline {baseline!r} is not among the compared runs: {', '.join(by_id)}")
     order = [baseline] + [run_id for run_id in by_id if run_id != baseline]
@@ -189,7 +192,7 @@ def comparison_view(
     run among them, a last ``definition`` column (:func:`definition_notes`). Second frame, same
     shape: True (better), False (worse) or None per cell."""
     summaries = [_parts(run)[0] for run in runs]
-    by_id = {str(summary.get("run_id")): summary for summary in summaries}
+    by_id = {str(summary.run_id): summary for summary in summaries}
     if baseline not in by_id:
         raise ValueError(f"baseline {baseline!r} is not among the compared runs: {', '.join(by_id)}")
     names = names or run_display_names(runs)
@@ -277,9 +280,9 @@ def _workload_facts(run: Any) -> dict[str, str | None]:
     workload = as_dict(run_config.get("workload"))
     engine = as_dict(run_config.get("engine"))
     arrival = as_dict(workload.get("arrival"))
-    requests = workload.get("requests", summary.get("requests_total"))
-    process = arrival.get("process") or summary.get("arrival_process")
-    rate = arrival.get("rate", summary.get("arrival_rate_rps"))
+    requests = workload.get("requests", summary.requests_total)
+    process = arrival.get("process") or summary.arrival_process
+    rate = arrival.get("rate", summary.arrival_rate_rps)
     rate_text = (
         f"{process or 'poisson'} {rate:.4g} req/s"
         if isinstance(rate, (int, float)) and not isinstance(rate, bool)
@@ -287,13 +290,13 @@ def _workload_facts(run: Any) -> dict[str, str | None]:
     )
     ratio = as_dict(workload.get("ratio")) or None
     datasets = [f"{task} {_source_text(workload.get(task))}" for task in TASKS if _source_text(workload.get(task))]
-    engine_text = summary.get("engine") or engine.get("kind")
+    engine_text = summary.engine or engine.get("kind")
     details = [str(engine[field]) for field in ("preset", "model", "profile") if engine.get(field)]
     if engine_text and details:
         engine_text = f"{engine_text} ({', '.join(details)})"
     if engine_text and isinstance(engine.get("instances"), int) and engine["instances"] > 1:
         engine_text += f" x{engine['instances']}"
-    slos = summary.get("slos")
+    slos = summary.slos
     return {
         "requests": str(requests) if isinstance(requests, int) and not isinstance(requests, bool) else None,
         "arrival": rate_text,
@@ -314,7 +317,7 @@ def workload_differences(runs: Sequence[Any], names: dict[str, str] | None = Non
     naming the runs per value, e.g. ``requests differ: 200 (fcfs), 500 (slo-sa)``. Facts a run
     does not record are left out of the comparison. Empty when the runs share one workload."""
     names = names or run_display_names(runs)
-    facts = [(str(_parts(run)[0].get("run_id")), _workload_facts(run)) for run in runs]
+    facts = [(str(_parts(run)[0].run_id), _workload_facts(run)) for run in runs]
     lines = []
     for field in ("requests", "arrival", "ratio", "dataset", "engine", "SLOs"):
         groups: dict[str, list[str]] = {}
@@ -338,15 +341,15 @@ def export_provenance(runs: Sequence[Any], names: dict[str, str] | None = None) 
     records = []
     for run in runs:
         summary, config = _parts(run)
-        run_id = str(summary.get("run_id"))
+        run_id = str(summary.run_id)
         records.append(
             {
                 "run_id": run_id,
                 "name": names.get(run_id, run_id),
-                "scheduler": summary.get("scheduler"),
+                "scheduler": summary.scheduler,
                 "seed": run_seed(config),
                 "label": run_job_label(summary, config),
-                "schema_version": summary.get("schema_version"),
+                "schema_version": summary.schema_version,
                 "versions": config.get("versions"),
                 "config": config.get("config") if "config" in config else config.get("imported"),
             }
@@ -385,14 +388,14 @@ def html_with_provenance(page: str, runs: Sequence[Any], names: dict[str, str] |
 
 
 # -- imported runs (runners.imports) ------------------------------------------------------------
-def imported_label(summary: dict[str, Any]) -> str | None:
+def imported_label(summary: RunSummary) -> str | None:
     """ "imported from <tool> <version>" for a run imported from another tool's file, else None
     (the optional ``imported`` record of summary.json)."""
-    record = summary.get("imported")
+    record = summary.imported
     return record.get("label") if isinstance(record, dict) and isinstance(record.get("label"), str) else None
 
 
-def definition_notes(summaries: Sequence[dict[str, Any]], key: str, detailed: bool = False) -> list[str]:
+def definition_notes(summaries: Sequence[RunSummary], key: str, detailed: bool = False) -> list[str]:
     """For the run metric ``key`` (a dotted summary path), one note per imported run among
     ``summaries`` whose value is not schedlab's own recomputation from request times: the tool
     defines that quantity differently (its name and its own mean, in the metric's display
@@ -402,10 +405,10 @@ def definition_notes(summaries: Sequence[dict[str, Any]], key: str, detailed: bo
     entry = next((m for m in COMPARISON_METRICS if m.key == key), None)
     notes: list[str] = []
     for summary in summaries:
-        record = summary.get("imported")
+        record = summary.imported
         if not isinstance(record, dict):
             continue
-        run_id = summary.get("run_id")
+        run_id = summary.run_id
         provenance = as_dict(record.get("metrics"))
         state = provenance.get(key, provenance.get(head))
         if state == "not measured":
@@ -424,15 +427,15 @@ def definition_notes(summaries: Sequence[dict[str, Any]], key: str, detailed: bo
     return notes
 
 
-def definition_details(summaries: Sequence[dict[str, Any]]) -> list[str]:
+def definition_details(summaries: Sequence[RunSummary]) -> list[str]:
     """Every imported run's label, how each of its differing definitions differs, and its
     notes: the lines shown under a comparison that holds an imported run."""
     lines: list[str] = []
     for summary in summaries:
-        record = summary.get("imported")
+        record = summary.imported
         if not isinstance(record, dict):
             continue
-        run_id = summary.get("run_id")
+        run_id = summary.run_id
         lines.append(f"{run_id}: {record.get('label')}")
         for definition in record.get("definitions") or []:
             if isinstance(definition, dict):
@@ -485,22 +488,22 @@ def change_is_good(metric_label: str, change: float | None) -> bool | None:
 
 
 # -- rate sweeps -----------------------------------------------------------------------------------
-def sweep_frame(summaries: Sequence[dict[str, Any]]) -> pd.DataFrame:
+def sweep_frame(summaries: Sequence[RunSummary]) -> pd.DataFrame:
     """One row per run of a sweep: scheduler, rate (req/s), attainment, G, goodput, p90 E2E."""
     rows = [
         {
-            "run_id": s["run_id"],
-            "sweep_id": s.get("sweep_id"),
-            "scheduler": s.get("scheduler"),
-            "rate_rps": s.get("arrival_rate_rps"),
+            "run_id": s.run_id,
+            "sweep_id": s.sweep_id,
+            "scheduler": s.scheduler,
+            "rate_rps": s.arrival_rate_rps,
             "slo_attainment": summary_value(s, "slo_attainment"),
             "G": summary_value(s, "G"),
             "goodput_rps": summary_value(s, "goodput_rps"),
             "e2e_p90_s": summary_value(s, "e2e_s.p90"),
-            "status": s.get("status"),
+            "status": s.status,
         }
         for s in summaries
-        if s.get("arrival_rate_rps") is not None
+        if s.arrival_rate_rps is not None
     ]
     frame = pd.DataFrame(
         rows,

@@ -63,6 +63,8 @@ import pandas as pd
 
 from runners.config import RunConfig, parse_config
 from runners.errors import SchedlabError
+from runners.json_values import is_stored
+from runners.knowledge import display_name as scheduler_name
 from runners.knowledge import scheduler_display
 from runners.metrics.catalog import Metric, metric, timeseries_metric
 from runners.metrics.sawtooth import sawtooth_cycles
@@ -75,6 +77,7 @@ from runners.result_store import (
     results_folder,
 )
 from runners.run_ids import RUN_ID_PATTERN
+from runners.store.models import MetricStatistics, PairedComparison, SeedSummary, StudyRecord
 from runners.study import STUDY_FILE, StudyMember, StudyPlan, StudyResult, plan_study, read_study, run_study
 from runners.study_view import change_text, mean_text, wins_text
 from runners.timestamps import id_stamp
@@ -273,7 +276,7 @@ def measure_capacity(
     with tempfile.TemporaryDirectory(prefix="schedlab-capacity-") as folder:
         for member in plan_study(config, "capacity").members:
             outcome = execute_run(member.config, folder)
-            served = (outcome.summary or {}).get("request_throughput_rps")
+            served = outcome.summary.request_throughput_rps
             if outcome.status != "done" or not _number(served):
                 raise SchedlabError(f"demo: capacity run at seed {member.seed} ended {outcome.status}: {outcome.error}")
             if served >= 0.9 * offered_rps:
@@ -305,7 +308,7 @@ def _study_folder_to_replace(base: Path, study_id: str) -> Path | None:
     return folder
 
 
-def _is_member_id(name: Any, study_id: str) -> bool:
+def _is_member_id(name: Any, study_id: str) -> TypeGuard[str]:
     """Whether ``name`` is ``<study_id>-<demo scheduler>-s<seed>``."""
     return (
         isinstance(name, str)
@@ -326,7 +329,7 @@ def _old_members(folder: Path | None, study_id: str) -> list[str]:
         record = read_study(folder)
     except SchedlabError:
         return []
-    return [name for name in (run.get("run_id") for run in record["runs"]) if _is_member_id(name, study_id)]
+    return [name for name in (run.run_id for run in record.runs) if _is_member_id(name, study_id)]
 
 
 def clear_demo_results(results_root: str | Path, plans: StudyPlan | Sequence[StudyPlan]) -> list[str]:
@@ -389,7 +392,7 @@ def make_demo_studies(
     for plan in plans:
         result = run_study(plan, results_root, progress=progress, should_stop=should_stop)
         results.append(result)
-        if result.record.get("status") == "cancelled":
+        if result.record.status == "cancelled":
             break
     return results
 
@@ -404,7 +407,7 @@ def make_demo_results(
     """:func:`make_demo_studies`, returning one study's result (for a caller that reports one):
     the first that did not end done, else the last."""
     results = make_demo_studies(results_root, seeds, progress, should_stop, requests)
-    return next((result for result in results if result.record.get("status") != "done"), results[-1])
+    return next((result for result in results if result.record.status != "done"), results[-1])
 
 
 # -- reading it -----------------------------------------------------------------------------------
@@ -431,7 +434,7 @@ MISSING_MESSAGE = missing_message("overload")
 
 def read_demo_study(
     results_root: str | Path = DEFAULT_RESULTS_DIR, regime: DemoRegime | str = "overload"
-) -> dict[str, Any]:
+) -> StudyRecord:
     """The bundled study record of ``regime``, checked for what the Demo shows: SchedlabError (one
     line, saying how to remake it) when it is missing, damaged, unfinished, or not the demo's."""
     chosen = demo_regime(regime)
@@ -444,20 +447,16 @@ def read_demo_study(
         record = read_study(folder)
     except SchedlabError as exc:
         raise SchedlabError(f"the bundled demo study {chosen.study_id} is damaged: {exc}{remake}") from None
-    if record["study_id"] != chosen.study_id or record["baseline"] != DEMO_BASELINE:
+    if record.study_id != chosen.study_id or record.baseline != DEMO_BASELINE:
         raise SchedlabError(
-            f"{folder / STUDY_FILE}: not the demo's study (id {record['study_id']!r}, baseline "
-            f"{record['baseline']!r}){remake}"
+            f"{folder / STUDY_FILE}: not the demo's study (id {record.study_id!r}, baseline "
+            f"{record.baseline!r}){remake}"
         )
-    if record.get("status") not in ("done", "failed"):
-        raise SchedlabError(f"{folder / STUDY_FILE}: the demo study is {record.get('status')!r}, not finished{remake}")
+    if record.status not in ("done", "failed"):
+        raise SchedlabError(f"{folder / STUDY_FILE}: the demo study is {record.status!r}, not finished{remake}")
     for key in HEADLINE_KEYS:
-        entry = record["statistics"].get(key)
-        if (
-            not isinstance(entry, dict)
-            or not isinstance(entry.get("schedulers"), dict)
-            or not isinstance(entry.get("vs_baseline"), dict)
-        ):
+        entry = record.statistics.get(key)
+        if entry is None or not is_stored(entry, "schedulers") or not is_stored(entry, "vs_baseline"):
             raise SchedlabError(f"{folder / STUDY_FILE}: statistics of {key!r} are missing{remake}")
     return record
 
@@ -532,14 +531,14 @@ def demo_metric(key: str) -> Metric:
 Direction = Literal["better", "worse"]
 
 
-def clear_direction(key: str, pair: Mapping[str, Any] | None) -> Direction | None:
+def clear_direction(key: str, pair: PairedComparison | None) -> Direction | None:
     """``better`` or ``worse`` than the baseline when the paired 95% interval of ``key``
     (``ci_low``, ``ci_high``: scheduler - baseline) lies wholly on one side of zero, read in the
     metric's direction; None when it includes zero or is missing. Decided from the numbers only:
     a stored ``verdict`` is never read."""
-    if not pair:
+    if pair is None:
         return None
-    low, high = pair.get("ci_low"), pair.get("ci_high")
+    low, high = pair.ci_low, pair.ci_high
     if not (_number(low) and _number(high)) or low > high:
         return None
     if low > 0:
@@ -551,12 +550,10 @@ def clear_direction(key: str, pair: Mapping[str, Any] | None) -> Direction | Non
     return "better" if up == demo_metric(key).higher_is_better else "worse"
 
 
-def display_name(record: Mapping[str, Any], name: str) -> str:
-    """A study's scheduler as the Demo names it: :func:`runners.knowledge.scheduler_display`,
+def display_name(record: StudyRecord, name: str) -> str:
+    """A study's scheduler as the Demo names it: :func:`runners.knowledge.display_name`,
     `` (oracle)`` added when the study records an oracle for its runs (study.json ``oracles``)."""
-    oracles = record.get("oracles")
-    said = oracles.get(name) if isinstance(oracles, Mapping) else None
-    return scheduler_display({"scheduler": name, "oracle": said if isinstance(said, list) else []}) or name
+    return scheduler_name(name, (record.oracles or {}).get(name)) or name
 
 
 @dataclass(frozen=True)
@@ -568,36 +565,30 @@ class SchedulerResult:
     mean: float | None
     ci_low: float | None
     ci_high: float | None
-    pair: dict[str, Any] | None  # vs_baseline entry; None for the baseline
+    pair: PairedComparison | None  # vs_baseline entry; None for the baseline
 
 
-def _statistics(record: Mapping[str, Any], extra: Mapping[str, Any] | None = None) -> dict[str, Any]:
-    return {**(record.get("statistics") or {}), **(extra or {})}
+#: Statistics beside study.json's, in its shape (metric key -> statistics; :func:`task_tail_statistics`).
+ExtraStatistics = Mapping[str, MetricStatistics]
 
 
-def scheduler_results(
-    record: Mapping[str, Any], key: str, extra: Mapping[str, Any] | None = None
-) -> list[SchedulerResult]:
+def _statistics(record: StudyRecord, extra: ExtraStatistics | None = None) -> dict[str, MetricStatistics]:
+    return {**record.statistics, **(extra or {})}
+
+
+def scheduler_results(record: StudyRecord, key: str, extra: ExtraStatistics | None = None) -> list[SchedulerResult]:
     """Per scheduler (the study's order, baseline first) the statistics of ``key`` in study.json
     (or in ``extra``, e.g. :func:`task_tail_statistics`), named by :func:`display_name`."""
-    entry = _statistics(record, extra).get(key) or {}
-    per, versus = entry.get("schedulers") or {}, entry.get("vs_baseline") or {}
-    names = [record["baseline"]] + [name for name in record.get("schedulers") or [] if name != record["baseline"]]
+    entry = _statistics(record, extra).get(key) or MetricStatistics()
+    names = [record.baseline] + [name for name in record.schedulers if name != record.baseline]
     results = []
     for name in names:
-        stats = per.get(name)
-        if not isinstance(stats, dict):
+        stats = entry.schedulers.get(name)
+        if stats is None:
             continue
-        pair = versus.get(name) if name != record["baseline"] else None
+        pair = entry.vs_baseline.get(name) if name != record.baseline else None
         results.append(
-            SchedulerResult(
-                display_name(record, name),
-                int(stats.get("n") or 0),
-                stats.get("mean"),
-                stats.get("ci_low"),
-                stats.get("ci_high"),
-                pair if isinstance(pair, dict) else None,
-            )
+            SchedulerResult(display_name(record, name), stats.n, stats.mean, stats.ci_low, stats.ci_high, pair)
         )
     return results
 
@@ -628,7 +619,7 @@ def card_delta(key: str, result: SchedulerResult, baseline: str) -> str | None:
     or None for the baseline."""
     if result.pair is None:
         return None
-    return f"{demo_metric(key).format_change(result.pair.get('diff_mean'))} vs {baseline}"
+    return f"{demo_metric(key).format_change(result.pair.diff_mean)} vs {baseline}"
 
 
 def card_verdict(result: SchedulerResult, baseline: str, key: str = "slo_attainment") -> str:
@@ -638,7 +629,7 @@ def card_verdict(result: SchedulerResult, baseline: str, key: str = "slo_attainm
     pair = result.pair
     if pair is None:
         return "the baseline"
-    seeds = f"{int(pair.get('wins') or 0)} of {int(pair.get('n_pairs') or 0)} seeds better"
+    seeds = f"{pair.wins} of {pair.n_pairs} seeds better"
     direction = clear_direction(key, pair)
     if direction is not None:
         return f"clearly {direction} than {baseline} ({seeds})"
@@ -651,23 +642,22 @@ def _names(names: Sequence[str]) -> str:
     return bold[0] if len(bold) == 1 else ", ".join(bold[:-1]) + " and " + bold[-1]
 
 
-def _pair(record: Mapping[str, Any], key: str, name: str, extra: Mapping[str, Any] | None = None) -> dict[str, Any]:
-    entry = _statistics(record, extra).get(key) or {}
-    pair = (entry.get("vs_baseline") or {}).get(name)
-    return pair if isinstance(pair, dict) else {}
+def _pair(record: StudyRecord, key: str, name: str, extra: ExtraStatistics | None = None) -> PairedComparison | None:
+    entry = _statistics(record, extra).get(key)
+    return entry.vs_baseline.get(name) if entry is not None else None
 
 
-def headline(record: Mapping[str, Any]) -> str:
+def headline(record: StudyRecord) -> str:
     """A regime's headline on SLO attainment: which schedulers met clearly more or fewer SLOs
     than the baseline (the paired 95% interval excludes zero, :func:`clear_direction`), whether
     those that met more made the slowest 1% wait clearly longer (p99 TTFT or E2E, same rule),
     and which show no clear difference. It never names a winner the interval does not support."""
     key = "slo_attainment"
-    baseline = record["baseline"]
+    baseline = record.baseline
     groups: dict[str, list[str]] = {"better": [], "worse": [], "none": []}
     payers = []
-    for name in record.get("schedulers") or []:
-        if name == baseline or name not in ((_statistics(record).get(key) or {}).get("vs_baseline") or {}):
+    for name in record.schedulers:
+        if name == baseline or _pair(record, key, name) is None:
             continue
         direction = clear_direction(key, _pair(record, key, name))
         groups[direction or "none"].append(display_name(record, name))
@@ -690,7 +680,7 @@ def headline(record: Mapping[str, Any]) -> str:
         parts.append(f"{_names(groups['worse'])} clearly fewer")
     if groups["none"]:
         parts.append(f"no clear difference: {_names(groups['none'])}")
-    seeds = len(record.get("seeds") or [])
+    seeds = len(record.seeds)
     return "; ".join(parts) + f" (paired 95% intervals over {seeds} seeds)."
 
 
@@ -744,26 +734,26 @@ OUTCOMES: tuple[Outcome, ...] = (
 )
 
 
-def change_words(key: str, pair: Mapping[str, Any], short: str = "") -> str:
+def change_words(key: str, pair: PairedComparison, short: str = "") -> str:
     """A paired change in words: ``+12.0 points, 95% interval +8.0 to +16.0 points, better at 10
     of 10 seeds``; ``short`` (the quantity's name) first when given."""
     m = demo_metric(key)
-    diff, low, high = pair.get("diff_mean"), pair.get("ci_low"), pair.get("ci_high")
+    diff, low, high = pair.diff_mean, pair.ci_low, pair.ci_high
     unit = _difference_unit(m)
     if diff == 0 and low == 0 and high == 0:
-        return f"{short + ': ' if short else ''}the same at each of the {int(pair.get('n_pairs') or 0)} seeds"
+        return f"{short + ': ' if short else ''}the same at each of the {pair.n_pairs} seeds"
     interval = (
         f"95% interval {_signed(m, low)} to {_signed(m, high)}{unit}"
         if _number(low) and _number(high)
         else "no interval"
     )
-    seeds = f"better at {int(pair.get('wins') or 0)} of {int(pair.get('n_pairs') or 0)} seeds"
+    seeds = f"better at {pair.wins} of {pair.n_pairs} seeds"
     change = f"{_signed(m, diff)}{unit}" if _number(diff) else "-"
     return f"{short + ' ' if short else ''}{change}, {interval}, {seeds}"
 
 
 def who_pays_sentence(
-    record: Mapping[str, Any], name: str, extra: Mapping[str, Any] | None = None, nested: bool = False
+    record: StudyRecord, name: str, extra: ExtraStatistics | None = None, nested: bool = False
 ) -> str:
     """One sentence on scheduler ``name`` against the baseline, in plain words: SLOs met (more,
     fewer, or no clear difference), who gains and who pays among :data:`OUTCOMES` (each claimed
@@ -772,10 +762,10 @@ def who_pays_sentence(
     beside study.json's (the per-task tails, :func:`task_tail_statistics`). ``nested``: the same
     sentence with each clause after the first on its own nested Markdown list line (for a page
     whose list item it is), so a long sentence can be read at a glance."""
-    baseline = record["baseline"]
+    baseline = record.baseline
     shown = display_name(record, name)
     lead_pair = _pair(record, "slo_attainment", name, extra)
-    if not _number(lead_pair.get("diff_mean")):
+    if lead_pair is None or not _number(lead_pair.diff_mean):
         return f"**{shown}**: no seed to compare with {baseline}."
     lead_words = change_words("slo_attainment", lead_pair)
     direction = clear_direction("slo_attainment", lead_pair)
@@ -788,7 +778,7 @@ def who_pays_sentence(
     gains, pays, unclear = [], [], []
     for outcome in OUTCOMES:
         pair = _pair(record, outcome.key, name, extra)
-        if not _number(pair.get("diff_mean")):
+        if pair is None or not _number(pair.diff_mean):
             continue
         said = clear_direction(outcome.key, pair)
         words = change_words(outcome.key, pair, outcome.short)
@@ -826,47 +816,52 @@ def task_tail(requests: pd.DataFrame, task: str, percent: float = TASK_TAIL_PERC
 
 
 def task_tail_statistics(
-    record: Mapping[str, Any], runs_by_scheduler: Mapping[str, Sequence[RunData]], percent: float = TASK_TAIL_PERCENT
-) -> dict[str, dict[str, Any]]:
+    record: StudyRecord, runs_by_scheduler: Mapping[str, Sequence[RunData]], percent: float = TASK_TAIL_PERCENT
+) -> dict[str, MetricStatistics]:
     """Who waits, per task: for each task, keyed :func:`task_tail_key`, the statistics of each
     scheduler's per-seed :func:`task_tail` (over seeds: mean with its 95% Student t interval,
     ``summarize``; against the baseline paired by seed, ``paired_comparison``), in study.json's
     shape (``schedulers``, ``vs_baseline``). Seeds from the study record's runs; a run the record
     does not list is left out."""
-    seed_of = {run.get("run_id"): run.get("seed") for run in record.get("runs") or [] if isinstance(run, dict)}
-    baseline = record["baseline"]
-    out: dict[str, dict[str, Any]] = {}
+    seed_of = {run.run_id: run.seed for run in record.runs}
+    baseline = record.baseline
+    out: dict[str, MetricStatistics] = {}
     for task in TASKS:
-        values: dict[str, dict[Any, float | None]] = {
+        values: dict[str, dict[int | None, float | None]] = {
             name: {seed_of[run.run_id]: task_tail(run.requests, task, percent) for run in runs if run.run_id in seed_of}
             for name, runs in runs_by_scheduler.items()
         }
-        per = {name: summarize(list(by_seed.values())).as_dict() for name, by_seed in values.items()}
+        per = {
+            name: SeedSummary.model_validate(summarize(list(by_seed.values())).as_dict())
+            for name, by_seed in values.items()
+        }
         versus = {
-            name: paired_comparison(values[baseline], by_seed, higher_is_better=False).as_dict()
+            name: PairedComparison.model_validate(
+                paired_comparison(values[baseline], by_seed, higher_is_better=False).as_dict()
+            )
             for name, by_seed in values.items()
             if name != baseline and baseline in values
         }
-        out[task_tail_key(task)] = {"schedulers": per, "vs_baseline": versus}
+        out[task_tail_key(task)] = MetricStatistics(schedulers=per, vs_baseline=versus)
     return out
 
 
 # -- tables ---------------------------------------------------------------------------------------
-def verdict_cell(key: str, pair: Mapping[str, Any] | None) -> str:
+def verdict_cell(key: str, pair: PairedComparison | None) -> str:
     """A table's verdict against the baseline, from the paired interval (:func:`clear_direction`):
     ``clearly better``, ``clearly worse``, ``no clear difference``; ``baseline`` for the baseline."""
-    if not pair:
+    if pair is None:
         return "baseline"
     direction = clear_direction(key, pair)
     return f"clearly {direction}" if direction else "no clear difference"
 
 
 def _outcome_rows(
-    record: Mapping[str, Any], key: str, extra: Mapping[str, Any] | None, first: Mapping[str, str]
+    record: StudyRecord, key: str, extra: ExtraStatistics | None, first: Mapping[str, str]
 ) -> list[dict[str, Any]]:
     """One row per scheduler of ``key``: ``first`` (the leading columns), the mean over seeds
     [95% interval], the change against the baseline [95% interval], the verdict and seeds better."""
-    baseline, m = record["baseline"], demo_metric(key)
+    baseline, m = record.baseline, demo_metric(key)
     rows = []
     for result in scheduler_results(record, key, extra):
         pair = result.pair
@@ -875,18 +870,18 @@ def _outcome_rows(
                 **first,
                 "strategy": result.scheduler,
                 "mean [95% interval]": mean_text(
-                    m, {"mean": result.mean, "ci_low": result.ci_low, "ci_high": result.ci_high}
+                    m, SeedSummary(mean=result.mean, ci_low=result.ci_low, ci_high=result.ci_high)
                 ),
-                f"change vs {baseline} [95% interval]": change_text(m, dict(pair)) if pair else "",
+                f"change vs {baseline} [95% interval]": change_text(m, pair) if pair is not None else "",
                 "verdict": verdict_cell(key, pair),
-                "seeds better": wins_text(dict(pair)) if pair else "",
+                "seeds better": wins_text(pair) if pair is not None else "",
             }
         )
     return rows
 
 
-def _columns(record: Mapping[str, Any], first: Sequence[str]) -> list[str]:
-    baseline = record["baseline"]
+def _columns(record: StudyRecord, first: Sequence[str]) -> list[str]:
+    baseline = record.baseline
     return [
         *first,
         "strategy",
@@ -897,7 +892,7 @@ def _columns(record: Mapping[str, Any], first: Sequence[str]) -> list[str]:
     ]
 
 
-def tail_frame(record: Mapping[str, Any]) -> pd.DataFrame:
+def tail_frame(record: StudyRecord) -> pd.DataFrame:
     """The tails beside attainment and G: per tail (p99 TTFT, p99 E2E; its label with the unit)
     and scheduler, the mean over seeds [95% interval], the change against the baseline [95%
     interval], the verdict from that interval (:func:`verdict_cell`) and the seeds better."""
@@ -912,7 +907,7 @@ TASK_OUTCOMES: tuple[tuple[str, Callable[[str], str]], ...] = (
 )
 
 
-def task_frame(record: Mapping[str, Any], tails: Mapping[str, Any]) -> pd.DataFrame:
+def task_frame(record: StudyRecord, tails: ExtraStatistics) -> pd.DataFrame:
     """Per task, outcome (its share on time; the p99 E2E of its requests, from ``tails``,
     :func:`task_tail_statistics`) and scheduler: as :func:`tail_frame`'s rows."""
     rows = [
@@ -924,7 +919,7 @@ def task_frame(record: Mapping[str, Any], tails: Mapping[str, Any]) -> pd.DataFr
     return pd.DataFrame(rows, columns=_columns(record, ["task", "outcome"]))
 
 
-def regime_text(regime: DemoRegime, record: Mapping[str, Any] | None = None) -> str:
+def regime_text(regime: DemoRegime, record: StudyRecord | None = None) -> str:
     """What a regime is, in words: its rate as a share of the measured capacity, and (with its
     record) how long fcfs's queue grew."""
     if regime.load < 1:
@@ -939,13 +934,11 @@ def regime_text(regime: DemoRegime, record: Mapping[str, Any] | None = None) -> 
             f"{DEMO_BASELINE} when offered more than it can serve: overload, the queue grows all run long"
         )
     text = f"Requests arrive at {regime.rate_rps:g} per second, {load}."
-    peak = (
-        (((record or {}).get("statistics") or {}).get("contention.waiting_peak") or {}).get("schedulers") or {}
-    ).get(DEMO_BASELINE) or {}
-    if _number(peak.get("mean")):
+    contention = record.statistics.get("contention.waiting_peak") if record is not None else None
+    peak = contention.schedulers.get(DEMO_BASELINE) if contention is not None else None
+    if peak is not None and _number(peak.mean):
         text += (
-            f" With {DEMO_BASELINE}, up to {peak['mean']:,.0f} requests waited at once (each run's peak, mean over "
-            "seeds)."
+            f" With {DEMO_BASELINE}, up to {peak.mean:,.0f} requests waited at once (each run's peak, mean over seeds)."
         )
     return text
 
@@ -957,12 +950,12 @@ INTERVAL_WORDING = "95% interval: an interval computed this way covers the true 
 MCSF_TASK_ONLY = "mcsf orders by a guess from the request's task only (chat vs code), not its own length"
 
 
-def used_oracle(records: Iterable[Mapping[str, Any]], name: str) -> bool:
+def used_oracle(records: Iterable[StudyRecord], name: str) -> bool:
     """Whether scheduler ``name`` used an oracle in any of ``records`` (study.json ``oracles``)."""
     return any(display_name(record, name) != name for record in records)
 
 
-def strategy_notes(records: Sequence[Mapping[str, Any]], paper_title: Callable[[str], str]) -> list[str]:
+def strategy_notes(records: Sequence[StudyRecord], paper_title: Callable[[str], str]) -> list[str]:
     """How each demo strategy works, one line each, in plain words; what a predicting one knows
     follows what the studies recorded (an oracle is named as one, :func:`display_name`).
     ``paper_title``: paper id -> its title."""
@@ -1052,9 +1045,7 @@ def kv_caption(runs: Sequence[RunData], seed: Any) -> str:
     """The Demo's memory chart caption: what the chart shows, then each shown run's measured KV
     usage (:func:`kv_sentence`) and evictions; no claim the numbers do not carry."""
     usages = [kv_usage(run) for run in runs]
-    evictions = "; ".join(
-        f"{run.summary.get('scheduler', run.run_id)} {run.summary.get('preemptions', 0):,}" for run in runs
-    )
+    evictions = "; ".join(f"{run.summary.scheduler or run.run_id} {run.summary.preemptions or 0:,}" for run in runs)
     return (
         f"One seed only (seed {seed}), to show how memory is used, not which strategy is better: the GPU "
         "memory (KV cache) held for requests over time, as a share of the cache (0-100%). "

@@ -49,6 +49,7 @@ from typing import TYPE_CHECKING, Any
 from runners.errors import ConfigError, SchedlabError
 
 if TYPE_CHECKING:
+    from runners.store.models import RunSummary
     from runners.study_plan import StudyMember, StudyPlan
 
 #: The executors a study can name.
@@ -62,7 +63,7 @@ REPORT_INTERVAL_S = 0.25
 POLL_S = 0.1
 
 #: (status, summary or None, error or None) of one run, as :func:`runners.study.execute_member` returns it.
-Outcome = tuple[str, "dict[str, Any] | None", "str | None"]
+Outcome = tuple[str, "RunSummary | None", "str | None"]
 #: Runs one member: ``task(member, results_root, progress(done, total), should_stop) -> Outcome``;
 #: a module-level function, so that a worker process can import it.
 MemberTask = Callable[..., Outcome]

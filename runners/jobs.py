@@ -27,7 +27,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from pydantic import BaseModel, Field, field_validator
+from pydantic import BaseModel, Field, ValidationError, field_validator
 
 from runners.config import RunConfig
 from runners.engines.real_config import REDACT_SECRETS
@@ -40,7 +40,7 @@ from runners.result_store import (
     write_record,
 )
 from runners.run_ids import RUN_ID_PATTERN, new_run_id
-from runners.store.models import JOB_STATUS_SCHEMA_VERSION, JobStatusRecord
+from runners.store.models import JOB_STATUS_SCHEMA_VERSION, JobRunStatus, JobStatusRecord
 from runners.timestamps import id_stamp, utc_stamp
 
 JOBS_FOLDER = ".jobs"
@@ -95,7 +95,9 @@ class JobSpec(BaseModel):
 
 @dataclass
 class JobStatus:
-    """The worker's last report, plus whether its process still lives."""
+    """The worker's last report, plus whether its process still lives. ``runs``: each run's
+    status as status.json lists it (entries that are not a run's status left out);
+    ``updated_at``: when the worker wrote it, Unix seconds (0.0 when unknown)."""
 
     job_id: str
     folder: Path
@@ -103,7 +105,7 @@ class JobStatus:
     state: str
     pid: int | None
     current: int | None
-    runs: list[dict[str, Any]]
+    runs: list[JobRunStatus]
     error: str | None
     updated_at: float
 
@@ -184,11 +186,19 @@ def start_job(spec: JobSpec, results_root: str | Path = DEFAULT_RESULTS_DIR) -> 
         process.stdin.close()  # type: ignore[union-attr]
     except BrokenPipeError:  # the worker died at once: its log says why, the job shows as lost
         pass
-    status = read_json_or_none(folder / "status.json") or {}
-    if status.get("state") == "starting":
-        status["pid"] = process.pid
-        write_status(folder, status)
+    status = _read_status_record(folder)
+    if status is not None and status.state == "starting":
+        write_status(folder, {**status.model_dump(exclude_unset=True), "pid": process.pid})
     return folder
+
+
+def _read_status_record(folder: Path) -> JobStatusRecord | None:
+    """The job's status.json as its record; None when it is missing, unreadable or not one."""
+    data = read_json_or_none(folder / "status.json")
+    try:
+        return None if data is None else JobStatusRecord.model_validate(data)
+    except ValidationError:
+        return None
 
 
 def write_status(folder: Path, fields: dict[str, Any]) -> None:
@@ -227,10 +237,23 @@ def read_job(folder: str | Path) -> JobStatus | None:
     if state not in FINAL_STATES and not process_alive(pid) and (pid or time.time() - updated > 30):
         state = "lost"
     current = status.get("current") if isinstance(status.get("current"), int) else None
-    listed = status.get("runs")
-    runs = [run for run in listed if isinstance(run, dict)] if isinstance(listed, list) else []
+    runs = _run_statuses(status.get("runs"))
     error = status.get("error")
     return JobStatus(spec.job_id, path, spec, state, pid, current, runs, None if error is None else str(error), updated)
+
+
+def _run_statuses(listed: Any) -> list[JobRunStatus]:
+    """The runs' statuses of a status.json as read (any JSON value): each entry that is a run's
+    status, typed; entries that are not (a malformed or foreign entry) are left out."""
+    if not isinstance(listed, list):
+        return []
+    runs = []
+    for entry in listed:
+        try:
+            runs.append(JobRunStatus.model_validate(entry))
+        except ValidationError:
+            continue
+    return runs
 
 
 def list_jobs(results_root: str | Path = DEFAULT_RESULTS_DIR) -> list[JobStatus]:

@@ -10,10 +10,11 @@ view that names the run's scheduler marks it with :func:`oracle_tag`.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 from runners.schedulers.predictors import oracle_knowledge
+from runners.store.models import RunSummary
 
 #: The mark a view adds to the scheduler's name of a run that used an oracle.
 ORACLE_TAG = "oracle"
@@ -33,20 +34,25 @@ def run_oracles(config: Any) -> list[str]:
     return said
 
 
-def summary_oracles(summary: Mapping[str, Any] | None) -> list[str]:
+def summary_oracles(summary: RunSummary | None) -> list[str]:
     """The oracles a run's summary records (an empty list for a run without any, or written
     before schema 5, when results did not record them)."""
-    value = (summary or {}).get("oracle")
+    value = summary.oracle if summary is not None else None
     return [str(item) for item in value] if isinstance(value, list) else []
 
 
-def oracle_tag(summary: Mapping[str, Any] | None) -> str:
+def oracle_tag(summary: RunSummary | None) -> str:
     """`` (oracle)`` for a run whose policy used an oracle, else empty: appended to its scheduler's name."""
     return f" ({ORACLE_TAG})" if summary_oracles(summary) else ""
 
 
-def scheduler_display(summary: Mapping[str, Any] | None) -> str | None:
-    """A run's scheduler as views name it: its name, `` (oracle)`` added when its policy used an
-    oracle; None for a summary without a scheduler (an imported run)."""
-    name = (summary or {}).get("scheduler")
-    return f"{name}{oracle_tag(summary)}" if name else None
+def display_name(scheduler: str | None, oracles: Sequence[str] | None = None) -> str | None:
+    """A scheduler as views name it: its name, `` (oracle)`` added when ``oracles`` (the oracles
+    its policy used) is not empty; None without a name."""
+    return f"{scheduler}{f' ({ORACLE_TAG})' if oracles else ''}" if scheduler else None
+
+
+def scheduler_display(summary: RunSummary | None) -> str | None:
+    """A run's scheduler as views name it (:func:`display_name` of its summary); None for a
+    summary without a scheduler (an imported run)."""
+    return display_name(summary.scheduler, summary_oracles(summary)) if summary is not None else None

@@ -18,6 +18,7 @@ from __future__ import annotations
 import json
 import time
 from collections import OrderedDict
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -27,6 +28,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from runners.errors import SchedlabError
+from runners.json_values import is_stored
 from runners.metrics.catalog import metric, summary_value, timeseries_metric
 from runners.metrics.run_metrics import summarize_requests
 from runners.result_store import (
@@ -38,6 +40,7 @@ from runners.result_store import (
     inspect_run,
     read_table,
 )
+from runners.store.models import JobRunStatus, RunEntry, StudyRecord, StudyRun
 from runners.timestamps import parse_utc_stamp
 
 _PART_CACHE: "OrderedDict[tuple[str, int, int], pa.Table]" = OrderedDict()
@@ -75,13 +78,15 @@ def log_tails(folder: Path, max_bytes: int = 6000) -> dict[str, str]:
 @dataclass
 class LiveSnapshot:
     """One look at a run folder. Times in seconds; ``tokens_per_s`` is output tokens per second
-    over the latest telemetry sample, summed over instances."""
+    over the latest telemetry sample, summed over instances; ``header``: the run's summary as the
+    result store lists it (only ``status`` and ``error`` for a damaged run); ``metrics``: the
+    run metrics over the rows so far (runners.metrics.run_metrics.summarize_requests)."""
 
     run_id: str
     folder: Path
     status: str
     error: str | None
-    header: dict[str, Any]
+    header: RunEntry
     requests: pd.DataFrame
     timeseries: pd.DataFrame
     total: int
@@ -105,7 +110,7 @@ class LiveSnapshot:
     @property
     def simulated(self) -> bool:
         """True for a run on the simulator: its clock is simulated time, not wall time."""
-        return self.header.get("engine") == "sim"
+        return self.header.engine == "sim"
 
     def clock_card(self) -> tuple[str, str]:
         """(label, value) of the elapsed time on the charts' clock: simulated seconds on the
@@ -185,9 +190,9 @@ def read_live(folder: str | Path, now: float | None = None) -> LiveSnapshot | No
     is gone, ``interrupted``."""
     path = Path(folder)
     summary = inspect_run(path)
-    if summary["status"] == INCOMPLETE:
+    if summary.status == INCOMPLETE:
         return None
-    problem = summary.get("problem")
+    problem = summary.problem
     try:
         requests = read_table(path, "requests", REQUEST_COLUMNS, _cached_table)
         timeseries = read_table(path, "timeseries", TIMESERIES_COLUMNS, _cached_table)
@@ -195,7 +200,7 @@ def read_live(folder: str | Path, now: float | None = None) -> LiveSnapshot | No
         problem = problem or str(exc)
         requests, timeseries = empty_frame(REQUEST_COLUMNS), empty_frame(TIMESERIES_COLUMNS)
     if problem is not None:
-        summary = {"status": DAMAGED, "error": problem}
+        summary = RunEntry(status=DAMAGED, error=problem)
     config_total = None
     try:
         config = json.loads((path / "config.json").read_bytes().decode("utf-8"))
@@ -204,11 +209,11 @@ def read_live(folder: str | Path, now: float | None = None) -> LiveSnapshot | No
         pass
     if not isinstance(config_total, int) or isinstance(config_total, bool):
         config_total = None
-    total = int(summary.get("requests_total") or config_total or len(requests))
+    total = int(summary.requests_total or config_total or len(requests))
     done = int(len(requests))
-    status = str(summary.get("status", "running"))
-    started = summary.get("started_at_unix_s") or parse_utc_stamp(summary.get("started_at"))
-    finished = parse_utc_stamp(summary.get("finished_at"))
+    status = str(summary.status) if is_stored(summary, "status") else "running"
+    started = summary.started_at_unix_s or parse_utc_stamp(summary.started_at)
+    finished = parse_utc_stamp(summary.finished_at)
     current = now if now is not None else time.time()
     elapsed = None
     if started is not None:
@@ -232,7 +237,7 @@ def read_live(folder: str | Path, now: float | None = None) -> LiveSnapshot | No
         run_id=path.name,
         folder=path,
         status=status,
-        error=summary.get("error"),
+        error=summary.error,
         header=summary,
         requests=requests,
         timeseries=timeseries,
@@ -265,14 +270,15 @@ def latest_engine_state(latest: pd.DataFrame) -> dict[str, int]:
 @dataclass
 class StudyProgress:
     """How far a study has come, from its study.json: ``total`` runs planned, ``finished`` (ended
-    done, failed, cancelled or skipped), ``counts`` per status, ``status`` of the study."""
+    done, failed, cancelled or skipped), ``counts`` per status, ``status`` of the study, and its
+    ``record`` (study.json)."""
 
     study_id: str
     status: str
     total: int
     finished: int
     counts: dict[str, int]
-    record: dict[str, Any]
+    record: StudyRecord
 
     def fraction(self, current: float = 0.0) -> float:
         """Share of the study done, counting ``current`` (0-1) of the run in progress."""
@@ -296,21 +302,21 @@ def read_study_progress(results_root: str | Path, study_id: str) -> StudyProgres
     except (SchedlabError, OSError):
         return None
     counts: dict[str, int] = {}
-    for run in record["runs"]:
-        status = str(run.get("status"))
+    for run in record.runs:
+        status = str(run.status)
         counts[status] = counts.get(status, 0) + 1
-    total = len(record["runs"])
+    total = len(record.runs)
     return StudyProgress(
-        str(record["study_id"]), str(record.get("status")), total, total - counts.get("pending", 0), counts, record
+        str(record.study_id), str(record.status), total, total - counts.get("pending", 0), counts, record
     )
 
 
 #: The results shown for each run in the live view's table of a job's runs (run-metric keys).
 RUN_TABLE_KEYS: tuple[str, ...] = ("slo_attainment", "G", "tpot_s.mean", "e2e_s.mean", "output_throughput_tps")
-_SUMMARY_CACHE: dict[str, tuple[tuple[int, int], dict[str, Any]]] = {}
+_SUMMARY_CACHE: dict[str, tuple[tuple[int, int], RunEntry]] = {}
 
 
-def _finished_summary(folder: Path) -> dict[str, Any] | None:
+def _finished_summary(folder: Path) -> RunEntry | None:
     """summary.json of a run that ended (kept while its size and mtime stay); None otherwise."""
     try:
         stat = (folder / "summary.json").stat()
@@ -321,14 +327,25 @@ def _finished_summary(folder: Path) -> dict[str, Any] | None:
     if cached is not None and cached[0] == stamp:
         return cached[1]
     record = inspect_run(folder)
-    if record.get("status") in ("running", INCOMPLETE):
+    if record.status in ("running", INCOMPLETE):
         return None
     _SUMMARY_CACHE[str(folder)] = (stamp, record)
     return record
 
 
+def _reported(entry: JobRunStatus | StudyRun | None) -> tuple[str, str | None]:
+    """(status, error) of a run as its job's status.json or its study.json reports it: ``queued``
+    (and no error) when there is no entry or it holds no status."""
+    if entry is None:
+        return "queued", None
+    return (str(entry.status) if is_stored(entry, "status") else "queued"), entry.error
+
+
 def job_run_rows(
-    results_root: str | Path, runs: list[Any], statuses: dict[str, dict[str, Any]], live: LiveSnapshot | None = None
+    results_root: str | Path,
+    runs: list[Any],
+    statuses: Mapping[str, JobRunStatus | StudyRun],
+    live: LiveSnapshot | None = None,
 ) -> list[dict[str, Any]]:
     """One row per run of a job (``runs``: its RunConfigs in order): scheduler, seed, rate, status
     (``statuses``: run id -> the job's or study's entry; ``queued`` when absent) and, for a run that
@@ -337,8 +354,8 @@ def job_run_rows(
     root = Path(results_root)
     rows = []
     for run in runs:
-        status = str(statuses.get(run.run_id, {}).get("status", "queued"))
-        summary: dict[str, Any] | None = None
+        status, error = _reported(statuses.get(run.run_id))
+        summary: RunEntry | dict[str, Any] | None = None
         if live is not None and live.run_id == run.run_id and live.status == "running":
             status, summary = "running", live.metrics
         elif status not in ("queued", "pending", "running", "skipped"):
@@ -352,7 +369,7 @@ def job_run_rows(
         for key in RUN_TABLE_KEYS:
             entry = metric(key)
             row[entry.label] = entry.format(summary_value(summary, key)) if summary else ""
-        row["error"] = statuses.get(run.run_id, {}).get("error")
+        row["error"] = error
         row["run"] = run.run_id
         rows.append(row)
     return rows

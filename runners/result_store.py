@@ -36,13 +36,13 @@ from typing import Any
 import pandas as pd
 import pyarrow as pa
 import pyarrow.parquet as pq
-from pydantic import BaseModel
+from pydantic import BaseModel, ValidationError
 
 # the time-series row is the drivers' (one typed row, its columns derived from it)
 from runners.drivers.base import TIMESERIES_COLUMNS
 from runners.errors import ConfigError, SchedlabError
 from runners.run_ids import RUN_ID_PATTERN, validate_run_id
-from runners.store.models import SUMMARY_SCHEMA_VERSION, RunSummary, record_json
+from runners.store.models import SUMMARY_SCHEMA_VERSION, RunEntry, RunSummary, record_json
 
 #: Version 2 added, without removing or renaming anything of version 1: ``resolved.tokenization`` in
 #: config.json of real-engine runs, and imported runs (``summary.imported``; their config.json holds
@@ -414,7 +414,7 @@ class RunData:
     run_id: str
     folder: Path
     config: dict[str, Any]
-    summary: dict[str, Any]
+    summary: RunEntry
     requests: pd.DataFrame
     timeseries: pd.DataFrame
 
@@ -645,14 +645,21 @@ def _is_empty(folder: Path) -> bool:
         return False
 
 
-def _problem_record(run_id: str, status: str, problem: str) -> dict[str, Any]:
-    return {"run_id": run_id, "status": status, "problem": problem}
+def _problem_record(run_id: str, status: str, problem: str) -> RunEntry:
+    return RunEntry(run_id=run_id, status=status, problem=problem)
 
 
-def inspect_run(folder: Path) -> dict[str, Any]:
-    """The record of one run folder, as :func:`list_runs` gives it: the summary (run_id = the
+def _validation_problem(exc: ValidationError) -> str:
+    """One line for the first field of summary.json that does not fit :class:`RunSummary`."""
+    error = exc.errors()[0]
+    where = ".".join(str(part) for part in error["loc"]) or "the summary"
+    return f"summary.json: {where} is {_shown(error.get('input'))}; {error['msg'].lower()}"
+
+
+def inspect_run(folder: Path) -> RunEntry:
+    """The entry of one run folder, as :func:`list_runs` gives it: the summary (run_id = the
     folder name; status ``interrupted`` when its writer is gone; ``rows`` = request rows so far),
-    or ``{"run_id", "status": "damaged" | "incomplete", "problem": <why>}``."""
+    or one with only ``run_id``, ``status`` (``damaged`` | ``incomplete``) and ``problem`` (why)."""
     name = folder.name
     if folder.is_symlink():
         return _problem_record(
@@ -669,17 +676,20 @@ def inspect_run(folder: Path) -> dict[str, Any]:
     problem = summary_problem(summary)
     if problem is not None:
         return _problem_record(name, DAMAGED, problem)
-    record = {**summary, "run_id": name}
+    fields = {**summary, "run_id": name}
     try:
-        record["rows"] = count_rows(folder, "requests")
+        fields["rows"] = count_rows(folder, "requests")
         count_rows(folder, "timeseries")
     except SchedlabError as exc:
         return _problem_record(name, DAMAGED, str(exc))
     gone = writer_gone(summary)
     if gone is not None:
-        record["status"] = INTERRUPTED
-        record["error"] = f"interrupted: {gone}; {record['rows']} request rows kept"
-    return record
+        fields["status"] = INTERRUPTED
+        fields["error"] = f"interrupted: {gone}; {fields['rows']} request rows kept"
+    try:
+        return RunEntry.model_validate(fields)
+    except ValidationError as exc:
+        return _problem_record(name, DAMAGED, _validation_problem(exc))
 
 
 def _size(path: Path) -> int:
@@ -762,12 +772,24 @@ def _checked(base: Path, name: str) -> Path:
     return folder
 
 
-def read_summary(folder: Path) -> dict[str, Any]:
-    """The checked record of the run in ``folder`` (see :func:`inspect_run`); SchedlabError, one
+def entry_fields(entry: RunEntry) -> dict[str, Any]:
+    """A listed run as plain values, as the Results page offers it for download: summary.json's
+    fields in the file's order (fields this version does not declare last, as they are written),
+    then what reading added: ``rows`` (request rows saved) and, for an interrupted run, the
+    ``error`` that says so. Python values, so ``json.dumps`` of it writes the file's own values."""
+    fields = entry.model_dump(mode="python", exclude_unset=True)
+    added = {"rows": fields.pop("rows")} if "rows" in fields else {}
+    if entry.status == INTERRUPTED and "error" in fields:
+        added["error"] = fields.pop("error")
+    return {**fields, **added}
+
+
+def read_summary(folder: Path) -> RunEntry:
+    """The checked summary of the run in ``folder`` (see :func:`inspect_run`); SchedlabError, one
     line, when the run is damaged or incomplete."""
     record = inspect_run(folder)
-    if record["status"] in (DAMAGED, INCOMPLETE):
-        raise SchedlabError(f"run {folder.name!r} is {record['status']}: {record['problem']}")
+    if record.status in (DAMAGED, INCOMPLETE):
+        raise SchedlabError(f"run {folder.name!r} is {record.status}: {record.problem}")
     return record
 
 
@@ -786,14 +808,12 @@ def load_run(root: str | Path, run: str, allow_path: bool = False) -> RunData:
     )
 
 
-def list_runs(root: str | Path = DEFAULT_RESULTS_DIR) -> list[dict[str, Any]]:
-    """A record for every run folder under ``root`` (see :func:`inspect_run`), newest first by
+def list_runs(root: str | Path = DEFAULT_RESULTS_DIR) -> list[RunEntry]:
+    """An entry for every run folder under ``root`` (see :func:`inspect_run`), newest first by
     ``started_at``; damaged and incomplete runs last. SchedlabError when ``root`` is not a folder."""
     base = results_folder(root)
     records = [inspect_run(base / name) for name in sorted(_run_names(base))]
-    return sorted(
-        records, key=lambda r: (r["status"] not in (DAMAGED, INCOMPLETE), str(r.get("started_at") or "")), reverse=True
-    )
+    return sorted(records, key=lambda r: (r.status not in (DAMAGED, INCOMPLETE), str(r.started_at or "")), reverse=True)
 
 
 def owned_run_folder(root: str | Path, run_id: str, action: str = "delete") -> Path:
@@ -833,11 +853,11 @@ def deletable_run_folder(root: str | Path, run_id: str) -> Path:
     folder = owned_run_folder(root, run_id, "delete")
     if _is_run_folder(folder):
         record = inspect_run(folder)
-        writer = record.get("writer")
-        if record.get("status") == "running" and isinstance(writer, dict) and writer.get("pid") is not None:
-            where = "" if writer.get("hostname") == socket.gethostname() else f" on {_shown(writer.get('hostname'))}"
+        writer = record.writer
+        if record.status == "running" and writer is not None and writer.pid is not None:
+            where = "" if writer.hostname == socket.gethostname() else f" on {_shown(writer.hostname)}"
             raise SchedlabError(
-                f"delete: run {run_id!r} is still being written (process {_shown(writer.get('pid'))}{where}); "
+                f"delete: run {run_id!r} is still being written (process {_shown(writer.pid)}{where}); "
                 "cancel it or let it finish, then delete it (nothing deleted)"
             )
     return folder
@@ -860,11 +880,11 @@ def rename_run(root: str | Path, run_id: str, new_id: str) -> Path:
     folder = owned_run_folder(root, run_id, "rename")
     validate_run_id(new_id)
     record = inspect_run(folder)
-    if record["status"] in (DAMAGED, INCOMPLETE):
+    if record.status in (DAMAGED, INCOMPLETE):
         raise SchedlabError(
-            f"rename: run {run_id!r} is {record['status']} ({record['problem']}); it can be deleted, not renamed"
+            f"rename: run {run_id!r} is {record.status} ({record.problem}); it can be deleted, not renamed"
         )
-    if record["status"] == "running":
+    if record.status == "running":
         raise SchedlabError(f"run {run_id!r} is still running; rename it when it has finished")
     target = folder.parent / new_id
     if os.path.lexists(target):

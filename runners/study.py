@@ -37,20 +37,20 @@ from __future__ import annotations
 import json
 import os
 import time
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import pandas as pd
 import pyarrow as pa
+from pydantic import ValidationError
 
 from runners.compare import COMPARISON_METRICS, Metric, summary_value
 from runners.config import MAX_STUDY_SEEDS, RunConfig, TrialsConfig, config_record
 from runners.errors import ConfigError, SchedlabError, shortened
-from runners.executors import Execution, MemberTask, choose_execution, run_members
+from runners.executors import Execution, MemberTask, Outcome, choose_execution, run_members
 from runners.input_model import MAX_SEED
-from runners.json_values import as_dict
 from runners.knowledge import ORACLE_TAG, summary_oracles
 from runners.metrics.catalog import STUDY_HEADLINE_KEYS
 from runners.metrics.seed_statistics import SINGLE_SEED_NOTE, paired_comparison, relative_change, summarize
@@ -65,7 +65,17 @@ from runners.result_store import (
     writer_identity,
 )
 from runners.run_ids import RUN_ID_PATTERN, validate_run_id
-from runners.store.models import STUDY_SCHEMA_VERSION, StudyRecord
+from runners.store.models import (
+    STUDY_SCHEMA_VERSION,
+    MetricStatistics,
+    PairedComparison,
+    RateStatistics,
+    RelativeChange,
+    RunSummary,
+    SeedSummary,
+    StudyRecord,
+    StudyRun,
+)
 from runners.study_plan import StudyMember, StudyPlan
 from runners.timestamps import id_stamp, utc_stamp
 
@@ -187,42 +197,49 @@ def check_size(plan: StudyPlan, confirmed: bool) -> None:
 # -- statistics ------------------------------------------------------------------------------------
 def metric_statistics(
     metric: Metric,
-    plan_runs: Sequence[dict[str, Any]],
-    summaries: dict[str, dict[str, Any]],
+    plan_runs: Sequence[StudyRun],
+    summaries: Mapping[str, RunSummary],
     baseline: str,
     schedulers: Sequence[str],
     relative: bool = True,
-) -> dict[str, Any]:
+) -> MetricStatistics:
     """One metric's per-scheduler summary and paired comparison with the baseline. ``plan_runs``:
     the study's run records; ``summaries``: run_id -> summary of the runs that ended done.
     ``relative``: add each comparison's relative change with its interval (Fieller below 10 pairs, BCa from 10)
-    (``vs_baseline[name]["relative"]``; a few ms each, so left out while a study runs)."""
-    by_scheduler: dict[str, dict[int, float | None]] = {name: {} for name in schedulers}
+    (``vs_baseline[name].relative``; a few ms each, so left out while a study runs)."""
+    by_scheduler: dict[str, dict[int | None, float | None]] = {name: {} for name in schedulers}
     for run in plan_runs:
-        summary = summaries.get(run["run_id"])
+        summary = summaries.get(str(run.run_id))
         value = summary_value(summary, metric.key) if summary is not None else None
-        by_scheduler.setdefault(run["scheduler"], {})[run["seed"]] = value
-    per = {name: summarize(list(values.values())).as_dict() for name, values in by_scheduler.items()}
+        by_scheduler.setdefault(str(run.scheduler), {})[run.seed] = value
+    per = {
+        name: SeedSummary.model_validate(summarize(list(values.values())).as_dict())
+        for name, values in by_scheduler.items()
+    }
     if metric.describes_setting:  # how contended the runs were: described, never judged
-        return {"schedulers": per, "vs_baseline": {}}
+        return MetricStatistics(schedulers=per, vs_baseline={})
     versus = {
-        name: paired_comparison(by_scheduler[baseline], values, metric.higher_is_better).as_dict()
+        name: PairedComparison.model_validate(
+            paired_comparison(by_scheduler[baseline], values, metric.higher_is_better).as_dict()
+        )
         for name, values in by_scheduler.items()
         if name != baseline
     }
     if relative:
-        for name, entry in versus.items():
-            entry["relative"] = relative_change(by_scheduler[baseline], by_scheduler[name]).as_dict()
-    return {"schedulers": per, "vs_baseline": versus}
+        for name, pair in versus.items():
+            pair.relative = RelativeChange.model_validate(
+                relative_change(by_scheduler[baseline], by_scheduler[name]).as_dict()
+            )
+    return MetricStatistics(schedulers=per, vs_baseline=versus)
 
 
 def study_statistics(
-    runs: Sequence[dict[str, Any]],
-    summaries: dict[str, dict[str, Any]],
+    runs: Sequence[StudyRun],
+    summaries: Mapping[str, RunSummary],
     baseline: str,
     schedulers: Sequence[str],
     relative: bool = True,
-) -> dict[str, Any]:
+) -> dict[str, MetricStatistics]:
     """:func:`metric_statistics` for every metric of the catalog, keyed by metric key."""
     return {
         metric.key: metric_statistics(metric, runs, summaries, baseline, schedulers, relative)
@@ -237,7 +254,7 @@ class StudyResult:
 
     study_id: str
     folder: Path
-    record: dict[str, Any]
+    record: StudyRecord
 
 
 def _now() -> str:
@@ -249,7 +266,7 @@ def execute_member(
     results_root: str | Path,
     progress: Callable[[int, int], None] | None,
     should_stop: Callable[[], bool] | None,
-) -> tuple[str, dict[str, Any] | None, str | None]:
+) -> Outcome:
     """Run one member: (status, summary or None, error). An exception is a failed run, never the
     end of the study; what the run measured stays in its folder."""
     from runners.benchmark import execute_run
@@ -265,70 +282,73 @@ def execute_member(
 
 def _record(
     plan: StudyPlan,
-    runs: list[dict[str, Any]],
-    summaries: dict[str, dict[str, Any]],
+    runs: list[StudyRun],
+    summaries: Mapping[str, RunSummary],
     status: str,
     created_at: str,
     finished_at: str | None,
     execution: dict[str, Any] | None = None,
     resumed_at: Sequence[str] = (),
-) -> dict[str, Any]:
+) -> StudyRecord:
     rates: list[float | None] = list(plan.rates) or [plan.members[0].rate if plan.members else None]
     by_rate = [
-        {
-            "rate": rate,
-            "statistics": study_statistics(
-                [run for run in runs if run["rate"] == rate or not plan.rates],
+        RateStatistics(
+            rate=rate,
+            statistics=study_statistics(
+                [run for run in runs if run.rate == rate or not plan.rates],
                 summaries,
                 plan.baseline,
                 plan.schedulers,
                 relative=status != "running",
             ),
-        }
+        )
         for rate in rates
     ]
-    return {
-        "schema_version": STUDY_SCHEMA_VERSION,
-        "study_id": plan.study_id,
-        "baseline": plan.baseline,
-        "schedulers": plan.schedulers,
-        "seeds": plan.seeds,
-        "status": status,
-        "created_at": created_at,
-        "finished_at": finished_at,
-        "rates": plan.rates,
-        "runs": runs,
-        "statistics": by_rate[0]["statistics"] if len(by_rate) == 1 else {},
-        "statistics_by_rate": by_rate,
-        "execution": execution,
-        "oracles": study_oracles(runs, summaries),
-        "config": config_record(plan.config.model_copy(update={"run_id": plan.study_id}))
-        if plan.config is not None
-        else None,
-        "writer": writer_identity(),
-        "resumed_at": list(resumed_at),
-    }
+    return StudyRecord.model_validate(
+        {
+            "schema_version": STUDY_SCHEMA_VERSION,
+            "study_id": plan.study_id,
+            "baseline": plan.baseline,
+            "schedulers": plan.schedulers,
+            "seeds": plan.seeds,
+            "status": status,
+            "created_at": created_at,
+            "finished_at": finished_at,
+            "rates": plan.rates,
+            "runs": runs,
+            "statistics": by_rate[0].statistics if len(by_rate) == 1 else {},
+            "statistics_by_rate": by_rate,
+            "execution": execution,
+            "oracles": study_oracles(runs, summaries),
+            "config": config_record(plan.config.model_copy(update={"run_id": plan.study_id}))
+            if plan.config is not None
+            else None,
+            "writer": writer_identity(),
+            "resumed_at": list(resumed_at),
+        }
+    )
 
 
-def study_oracles(runs: Sequence[dict[str, Any]], summaries: dict[str, dict[str, Any]]) -> dict[str, list[str]]:
+def study_oracles(runs: Sequence[StudyRun], summaries: Mapping[str, RunSummary]) -> dict[str, list[str]]:
     """scheduler -> the oracles its finished runs used (runners.knowledge), for the schedulers that used any."""
     found: dict[str, list[str]] = {}
     for run in runs:
-        for sentence in summary_oracles(summaries.get(run["run_id"])):
-            said = found.setdefault(str(run["scheduler"]), [])
+        for sentence in summary_oracles(summaries.get(str(run.run_id))):
+            said = found.setdefault(str(run.scheduler), [])
             if sentence not in said:
                 said.append(sentence)
     return found
 
 
-def oracle_name(record: dict[str, Any], name: str) -> str:
+def oracle_name(record: StudyRecord, name: str) -> str:
     """A study's scheduler as its tables name it: `` (oracle)`` added when its runs used one."""
-    return f"{name} ({ORACLE_TAG})" if as_dict(record.get("oracles")).get(name) else name
+    return f"{name} ({ORACLE_TAG})" if (record.oracles or {}).get(name) else name
 
 
-def write_study(path: Path, record: dict[str, Any]) -> None:
-    """study.json at ``path``, written through :class:`StudyRecord`."""
-    write_record(path, StudyRecord, record)
+def write_study(path: Path, record: StudyRecord) -> None:
+    """study.json at ``path``, written through :class:`StudyRecord` (the fields set, as they were
+    always written)."""
+    write_record(path, StudyRecord, record.model_dump(mode="python", exclude_unset=True))
 
 
 def _resume_hint(base: Path, study_id: str) -> str:
@@ -338,7 +358,7 @@ def _resume_hint(base: Path, study_id: str) -> str:
     return ""
 
 
-def _create_folder(base: Path, study_id: str, record: dict[str, Any]) -> Path:
+def _create_folder(base: Path, study_id: str, record: StudyRecord) -> Path:
     """The study folder with its first study.json, appearing complete (written hidden, renamed)."""
     folder = base / study_id
     if os.path.lexists(folder):
@@ -385,26 +405,19 @@ def run_study(
             )
     execution = execution or choose_execution(plan)
     runs = [
-        {
-            "run_id": m.run_id,
-            "scheduler": m.scheduler,
-            "seed": m.seed,
-            "rate": m.rate,
-            "status": "pending",
-            "error": None,
-        }
+        StudyRun(run_id=m.run_id, scheduler=m.scheduler, seed=m.seed, rate=m.rate, status="pending", error=None)
         for m in plan.members
     ]
-    by_id = {run["run_id"]: run for run in runs}
-    summaries: dict[str, dict[str, Any]] = {}
+    by_id = {str(run.run_id): run for run in runs}
+    summaries: dict[str, RunSummary] = {}
     for run_id, (status, error, summary) in kept.items():
-        by_id[run_id].update(status=status, error=error)
+        by_id[run_id].status, by_id[run_id].error = status, error
         if status == "done" and summary is not None:
             summaries[run_id] = summary
     created_at = resume.created_at if resume is not None else _now()
     resumed_at = [*resume.resumed_at, _now()] if resume is not None else []
 
-    def record(status: str, finished_at: str | None = None) -> dict[str, Any]:
+    def record(status: str, finished_at: str | None = None) -> StudyRecord:
         return _record(plan, runs, summaries, status, created_at, finished_at, execution.record(), resumed_at)
 
     folder = base / plan.study_id
@@ -418,10 +431,10 @@ def run_study(
         else:
             created.append(_create_folder(base, plan.study_id, record("running")))
 
-    def on_finish(member: StudyMember, outcome: tuple[str, dict[str, Any] | None, str | None]) -> None:
+    def on_finish(member: StudyMember, outcome: Outcome) -> None:
         nonlocal written
         status, summary, error = outcome
-        by_id[member.run_id].update(status=status, error=error)
+        by_id[member.run_id].status, by_id[member.run_id].error = status, error
         if status == "done" and summary is not None:
             summaries[member.run_id] = summary
         if time.monotonic() - written >= WRITE_INTERVAL_S:
@@ -437,9 +450,9 @@ def run_study(
         run_members(execution, to_run, base, task, on_progress, on_finish, should_stop, on_start)
     finally:  # also when leaving on an exception: study.json says what ended how
         for run in runs:
-            if run["status"] in ("pending", "running"):
-                run["status"] = "skipped"
-        statuses = {run["status"] for run in runs}
+            if run.status in ("pending", "running"):
+                run.status = "skipped"
+        statuses = {run.status for run in runs}
         final = "cancelled" if statuses & {"cancelled", "skipped"} else "failed" if statuses - {"done"} else "done"
         result = record(final, _now())
         if created:
@@ -466,9 +479,10 @@ def find_study(root: str | Path, name: str) -> Path | None:
     return None
 
 
-def read_study(folder: Path) -> dict[str, Any]:
-    """study.json of ``folder``, checked for the fields the CLI and pages read (SchedlabError,
-    one line, naming the file otherwise)."""
+def read_study(folder: Path) -> StudyRecord:
+    """study.json of ``folder`` as its :class:`StudyRecord`, checked for the fields the CLI and
+    pages read (SchedlabError, one line, naming the file and the field otherwise), with the live
+    status of a running study (:func:`_with_live_status`)."""
     path = folder / STUDY_FILE
     data = read_json_file(path)
     if not isinstance(data, dict):
@@ -489,39 +503,77 @@ def read_study(folder: Path) -> dict[str, Any]:
             isinstance(item, kind) and not isinstance(item, bool) for item in items
         ):
             raise SchedlabError(f"{path}: '{key}' is not a list of {kind.__name__}; expected a study record")
+    rates = data.get("rates", [])
+    if not isinstance(rates, list) or not all(
+        isinstance(rate, (int, float)) and not isinstance(rate, bool) for rate in rates
+    ):
+        raise SchedlabError(f"{path}: 'rates' is not a list of numbers; expected a study record")
     if data.get("schema_version") not in STUDY_SCHEMA_VERSIONS_READ:
         raise SchedlabError(
             f"{path}: schema_version {data.get('schema_version')!r}; this schedlab reads "
             + " and ".join(map(str, STUDY_SCHEMA_VERSIONS_READ))
         )
-    return _with_live_status(data, folder.parent)
+    try:  # strict: a value of another type is refused, never converted ("3" is no seed)
+        record = StudyRecord.model_validate(data, strict=True)
+    except ValidationError as exc:
+        raise SchedlabError(f"{path}: {_validation_problem(exc)}; expected a study record") from None
+    return _with_live_status(record, folder.parent)
 
 
-def _with_live_status(record: dict[str, Any], base: Path) -> dict[str, Any]:
+#: The members of a union that pydantic names last in an error's location (a number is int | float).
+NUMBER_UNION_TAGS = ("int", "float")
+
+
+def _validation_problem(exc: ValidationError) -> str:
+    """The first field of a study.json that does not fit :class:`StudyRecord`, in one line:
+    ``'runs[0].seed' is '3': input should be a valid integer``."""
+    error = exc.errors()[0]
+    loc, message = list(error["loc"]), error["msg"]
+    if loc and loc[-1] in NUMBER_UNION_TAGS:  # int | float: the value is no number at all
+        loc, message = loc[:-1], "Input should be a number"
+    where = "".join(f"[{part}]" if isinstance(part, int) else f".{part}" for part in loc).lstrip(".") or "the record"
+    return f"'{where}' is {shortened(repr(error.get('input')), 80)}: {message[:1].lower()}{message[1:]}"
+
+
+def study_error(record: StudyRecord) -> str | None:
+    """Why a study read by :func:`read_study` did not finish as recorded (an ``interrupted``
+    study: its process is gone, and how to resume it); None otherwise. Never written to
+    study.json."""
+    error = (record.model_extra or {}).get("error")
+    return error if isinstance(error, str) else None
+
+
+def _with_live_status(record: StudyRecord, base: Path) -> StudyRecord:
     """``record`` with the status its members and writer give it now (nothing is written): a
     ``running`` study whose writing process is gone is ``interrupted`` (with ``error`` saying
-    so), and each member still listed ``pending`` or ``running`` whose folder exists takes its
-    folder's status (``done``, ``running``, ``interrupted`` ...), since study.json is rewritten
-    at most once a second and not at all after a crash. Members without a folder stay pending."""
-    if record.get("status") != "running":
+    so, :func:`study_error`), and each member still listed ``pending`` or ``running`` whose
+    folder exists takes its folder's status (``done``, ``running``, ``interrupted`` ...), since
+    study.json is rewritten at most once a second and not at all after a crash. Members without
+    a folder stay pending."""
+    if record.status != "running":
         return record
-    gone = writer_gone({"status": "running", "writer": record.get("writer")})
+    writer = record.writer.model_dump(mode="python", exclude_unset=True) if record.writer is not None else None
+    gone = writer_gone({"status": "running", "writer": writer})
     if gone is not None:
-        record["status"] = INTERRUPTED
-        record["error"] = f"{gone}; resume it with 'python -m runners run --resume {record['study_id']}'"
-    for run in record["runs"]:
-        run_id = run.get("run_id")
-        if run.get("status") not in ("pending", "running") or not isinstance(run_id, str):
+        record = record.model_copy(
+            update={
+                "status": INTERRUPTED,
+                "error": f"{gone}; resume it with 'python -m runners run --resume {record.study_id}'",
+            }
+        )
+    for run in record.runs:
+        run_id = run.run_id
+        if run.status not in ("pending", "running") or not isinstance(run_id, str):
             continue
         if not RUN_ID_PATTERN.match(run_id) or not os.path.lexists(base / run_id):
             continue
         member = inspect_run(base / run_id)
-        run["status"] = member["status"]
-        run["error"] = member.get("error") or member.get("problem")
+        run.status = member.status
+        run.error = member.error or member.problem
     return record
 
 
-def study_table(record: dict[str, Any], keys: Iterable[str] = STUDY_HEADLINE_KEYS) -> list[list[str]]:
+def study_table(record: StudyRecord, keys: Iterable[str] = STUDY_HEADLINE_KEYS) -> list[list[str]]:
     """Rows (header first) of the study's headline: per metric and scheduler, the mean with its
     95% interval over seeds; for each non-baseline scheduler the paired difference with the
     baseline, its interval, seeds won and the verdict."""
@@ -532,97 +584,91 @@ def study_table(record: dict[str, Any], keys: Iterable[str] = STUDY_HEADLINE_KEY
             "scheduler",
             "n",
             "mean [95% CI]",
-            f"diff vs {record['baseline']} [95% CI]",
+            f"diff vs {record.baseline} [95% CI]",
             "rel. change [95% CI]",
             "wins",
             "verdict",
         ]
     ]
-    statistics = as_dict(record.get("statistics"))
     for key in keys:
         metric = catalog.get(key)
-        entry = statistics.get(key)
-        if metric is None or not isinstance(entry, dict):
+        entry = record.statistics.get(key)
+        if metric is None or entry is None:
             continue
-        per = as_dict(entry.get("schedulers"))
-        versus = as_dict(entry.get("vs_baseline"))
-        for name in [str(name) for name in record.get("schedulers") or list(per)]:
-            stats = as_dict(per.get(name))
-            interval = metric.format_interval(stats.get("ci_low"), stats.get("ci_high"))
+        for name in record.schedulers or list(entry.schedulers):
+            stats = entry.schedulers.get(name) or SeedSummary()
+            interval = metric.format_interval(stats.ci_low, stats.ci_high)
             cells = [
                 metric.label,
                 oracle_name(record, name),
-                str(stats.get("n", 0)),
-                f"{metric.format(stats.get('mean'))} {interval}",
+                str(stats.n),
+                f"{metric.format(stats.mean)} {interval}",
             ]
-            pair = as_dict(versus.get(name))
-            if pair:
-                dropped = f" ({pair.get('dropped')} dropped)" if pair.get("dropped") else ""
+            pair = entry.vs_baseline.get(name)
+            if pair is not None:
+                dropped = f" ({pair.dropped} dropped)" if pair.dropped else ""
                 cells += [
-                    f"{metric.format_change(pair.get('diff_mean'))} "
-                    f"{metric.format_interval(pair.get('ci_low'), pair.get('ci_high'))}",
-                    relative_text(as_dict(pair.get("relative"))),
-                    f"{pair.get('wins', 0)}/{pair.get('n_pairs', 0)}{dropped}",
-                    str(pair.get("verdict")),
+                    f"{metric.format_change(pair.diff_mean)} {metric.format_interval(pair.ci_low, pair.ci_high)}",
+                    relative_text(pair.relative),
+                    f"{pair.wins}/{pair.n_pairs}{dropped}",
+                    str(pair.verdict),
                 ]
             else:
-                cells += ["(baseline)" if name == record["baseline"] else "(describes the setting)", "", "", ""]
+                cells += ["(baseline)" if name == record.baseline else "(describes the setting)", "", "", ""]
             rows.append(cells)
     return rows
 
 
-def relative_text(relative: dict[str, Any]) -> str:
+def relative_text(relative: RelativeChange | None) -> str:
     """``+12.3% [4.1, 20.5]`` from a comparison's ``relative`` entry; ``-`` when it has none."""
-    change = relative.get("change")
-    if not isinstance(change, (int, float)) or isinstance(change, bool):
+    if relative is None or relative.change is None:
         return "-"
-    low, high = relative.get("ci_low"), relative.get("ci_high")
-    interval = (
-        f"[{low * 100:+.1f}, {high * 100:+.1f}]"
-        if isinstance(low, (int, float)) and isinstance(high, (int, float))
-        else "[no interval]"
-    )
-    return f"{change * 100:+.1f}% {interval}"
+    low, high = relative.ci_low, relative.ci_high
+    interval = f"[{low * 100:+.1f}, {high * 100:+.1f}]" if low is not None and high is not None else "[no interval]"
+    return f"{relative.change * 100:+.1f}% {interval}"
 
 
-def study_tables(record: dict[str, Any]) -> list[tuple[str | None, list[list[str]]]]:
+def study_tables(record: StudyRecord) -> list[tuple[str | None, list[list[str]]]]:
     """(title, rows) per arrival rate of a study with several (``statistics_by_rate``), else one
     table of ``statistics`` with no title."""
-    by_rate = [entry for entry in record.get("statistics_by_rate") or [] if isinstance(entry, dict)]
+    by_rate = record.statistics_by_rate
     if len(by_rate) < 2:
         return [(None, study_table(record))]
     rate = Metric("rate", "rate (req/s)", True)
     return [
-        (f"rate {rate.format(entry.get('rate'))} req/s", study_table({**record, "statistics": entry.get("statistics")}))
+        (
+            f"rate {rate.format(entry.rate)} req/s",
+            study_table(record.model_copy(update={"statistics": entry.statistics})),
+        )
         for entry in by_rate
     ]
 
 
-def study_lines(record: dict[str, Any]) -> list[str]:
+def study_lines(record: StudyRecord) -> list[str]:
     """The text the CLI prints under a study's table: run counts and notes."""
-    runs = [run for run in record.get("runs") or [] if isinstance(run, dict)]
+    runs = record.runs
     counts: dict[str, int] = {}
     for run in runs:
-        counts[str(run.get("status"))] = counts.get(str(run.get("status")), 0) + 1
-    lines = [f"study {record.get('status')}: {record['error']}"] if isinstance(record.get("error"), str) else []
+        counts[str(run.status)] = counts.get(str(run.status), 0) + 1
+    error = study_error(record)
+    lines = [f"study {record.status}: {error}"] if error is not None else []
     lines += [
         f"{len(runs)} runs: " + ", ".join(f"{n} {status}" for status, n in sorted(counts.items())),
         "intervals: Student t 95% over seeds; diff = scheduler - baseline per seed (paired); "
         "wins = seeds where the scheduler is better; a difference of percentages is in percentage points; "
         "rel. change = mean / baseline mean - 1, interval by Fieller's method below 10 paired seeds, bootstrap (BCa) from 10",
     ]
-    for name, sentences in as_dict(record.get("oracles")).items():
-        lines += [f"{name} used an {sentence}" for sentence in sentences if isinstance(sentence, str)]
-    troubled = [run for run in runs if run.get("status") not in ("done", "pending") and run.get("error")]
+    for name, sentences in (record.oracles or {}).items():
+        lines += [f"{name} used an {sentence}" for sentence in sentences]
+    troubled = [run for run in runs if run.status not in ("done", "pending") and run.error]
     for run in troubled[:LISTED_PROBLEMS]:
-        error = shortened(str(run.get("error")).removeprefix(f"{run.get('status')}: "), 300)
-        lines.append(f"  {run.get('run_id')}: {run.get('status')}: {error}")
+        error = shortened(str(run.error).removeprefix(f"{run.status}: "), 300)
+        lines.append(f"  {run.run_id}: {run.status}: {error}")
     if len(troubled) > LISTED_PROBLEMS:
         lines.append(
             f"  ... and {len(troubled) - LISTED_PROBLEMS:,} more runs that did not finish done (see study.json)"
         )
-    seeds = record.get("seeds") or []
-    if len(seeds) == 1:
+    if len(record.seeds) == 1:
         lines.append(SINGLE_SEED_NOTE)
     return lines
 
@@ -637,7 +683,7 @@ def _decision_table(folder: Path) -> pd.DataFrame | None:
         return None
 
 
-def identical_decisions_note(root: str | Path, record: dict[str, Any]) -> str | None:
+def identical_decisions_note(root: str | Path, record: StudyRecord) -> str | None:
     """A sentence when the schedulers of the study made identical decisions (identical per-request
     dispatch, first-token and finish times) at every seed and rate where several finished; at
     some of them only, how many. None when they differed everywhere or nothing can be compared.
@@ -645,17 +691,12 @@ def identical_decisions_note(root: str | Path, record: dict[str, Any]) -> str | 
     from runners.metrics.contention import identical_decisions, identical_decisions_message
 
     base = results_folder(root)
-    groups: dict[tuple[Any, Any], list[str]] = {}
-    for run in record.get("runs") or []:
-        if (
-            isinstance(run, dict)
-            and run.get("status") == "done"
-            and isinstance(run.get("run_id"), str)
-            and RUN_ID_PATTERN.match(run["run_id"])
-        ):
-            groups.setdefault((run.get("seed"), run.get("rate")), []).append(run["run_id"])
+    groups: dict[tuple[int | None, float | None], list[str]] = {}
+    for run in record.runs:
+        if run.status == "done" and isinstance(run.run_id, str) and RUN_ID_PATTERN.match(run.run_id):
+            groups.setdefault((run.seed, run.rate), []).append(run.run_id)
     compared = identical = 0
-    summaries: list[dict[str, Any]] = []
+    summaries: list[dict[str, Any]] = []  # the files as they are (runners.metrics.contention reads mappings)
     for run_ids in groups.values():
         folders = [base / run_id for run_id in run_ids if (base / run_id).is_dir() and not (base / run_id).is_symlink()]
         tables = [table for folder in folders if (table := _decision_table(folder)) is not None]
@@ -704,8 +745,8 @@ def delete_study(root: str | Path, study_id: str) -> list[Path]:
         )
     record = read_study(folder)
     members = []
-    for run in record["runs"]:
-        run_id = run.get("run_id")
+    for run in record.runs:
+        run_id = run.run_id
         if not isinstance(run_id, str) or not run_id.startswith(f"{study_id}-") or not RUN_ID_PATTERN.match(run_id):
             raise SchedlabError(
                 f"delete: {folder / STUDY_FILE} lists {run_id!r}, not a member id of this study "
@@ -718,7 +759,7 @@ def delete_study(root: str | Path, study_id: str) -> list[Path]:
             deletable_run_folder(base, run_id)
         except SchedlabError as exc:
             raise SchedlabError(f"{exc}; study {study_id!r}: nothing deleted") from None
-        if inspect_run(base / run_id).get("status") == "running":
+        if inspect_run(base / run_id).status == "running":
             raise SchedlabError(
                 f"delete: member run {run_id!r} is still running; stop the study first (nothing deleted)"
             )
@@ -740,7 +781,7 @@ class Resume:
     ``replaced`` lists the members whose partial folders (interrupted, cancelled, damaged,
     incomplete) were removed to run them again."""
 
-    kept: dict[str, tuple[str, str | None, dict[str, Any] | None]]
+    kept: dict[str, tuple[str, str | None, RunSummary | None]]
     created_at: str
     resumed_at: list[str]
     replaced: list[str]
@@ -763,15 +804,15 @@ def prepare_resume(root: str | Path, study_id: str) -> tuple[StudyPlan, Resume]:
         raise ConfigError("--resume", f"no study {study_id!r} in {base} (a folder holding {STUDY_FILE})")
     record = read_study(folder)
     path = folder / STUDY_FILE
-    if record["status"] == "running":
+    if record.status == "running":
         raise ConfigError("--resume", f"study {study_id!r} is still running; resume it once its process has ended")
-    if record["status"] == "done":
+    if record.status == "done":
         raise ConfigError("--resume", f"study {study_id!r} is done; nothing to resume")
-    stored = record.get("config")
-    if not isinstance(stored, dict):
+    stored = record.config
+    if stored is None:
         raise ConfigError(
             "--resume",
-            f"{path} records no config (schema_version {record.get('schema_version')}, written before studies "
+            f"{path} records no config (schema_version {record.schema_version}, written before studies "
             "could be resumed); its plan cannot be rebuilt",
         )
     if "***" in json.dumps(stored.get("engine"), default=str):
@@ -784,20 +825,20 @@ def prepare_resume(root: str | Path, study_id: str) -> tuple[StudyPlan, Resume]:
     except ConfigError as exc:
         raise ConfigError("--resume", f"{path}: its config no longer plans a study here ({exc})") from None
     planned = [member.run_id for member in plan.members]
-    listed = [run.get("run_id") for run in record["runs"]]
+    listed = [run.run_id for run in record.runs]
     if planned != listed:
         raise ConfigError(
             "--resume", f"{path}: the rebuilt plan ({len(planned)} runs) differs from the runs it lists ({len(listed)})"
         )
-    kept: dict[str, tuple[str, str | None, dict[str, Any] | None]] = {}
+    kept: dict[str, tuple[str, str | None, RunSummary | None]] = {}
     replaced = []
     for run_id in planned:
         if not os.path.lexists(base / run_id):
             continue
         member = inspect_run(base / run_id)
-        if member["status"] in KEPT_ON_RESUME:
-            kept[run_id] = (member["status"], member.get("error"), member if member["status"] == "done" else None)
-        elif member["status"] == "running":
+        if member.status in KEPT_ON_RESUME:
+            kept[run_id] = (str(member.status), member.error, member if member.status == "done" else None)
+        elif member.status == "running":
             raise ConfigError("--resume", f"member run {run_id!r} is still running; resume once it has ended")
         else:
             replaced.append(run_id)
@@ -807,5 +848,5 @@ def prepare_resume(root: str | Path, study_id: str) -> tuple[StudyPlan, Resume]:
         deletable_run_folder(base, run_id)
     for run_id in replaced:
         delete_run(base, run_id)
-    resumed = [str(stamp) for stamp in record.get("resumed_at") or [] if isinstance(stamp, str)]
-    return plan, Resume(kept, str(record.get("created_at") or _now()), resumed, replaced)
+    resumed = list(record.resumed_at or [])
+    return plan, Resume(kept, record.created_at or _now(), resumed, replaced)

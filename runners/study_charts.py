@@ -1,7 +1,7 @@
 """Plotly figures of a study: per-scheduler means with 95% interval error bars, latency CDFs pooled
 over seeds, sweeps with interval bands, and capacity per seed.
 
-Values come from study.json (:mod:`runners.study`) or member runs
+Values come from study.json (:func:`runners.study.read_study`'s :class:`StudyRecord`) or member runs
 (:func:`runners.study_view.study_member_runs`) and are drawn in the catalog's display units
 (:mod:`runners.metrics.catalog`: shares in %, TPOT in ms). Nothing here imports streamlit.
 """
@@ -34,7 +34,8 @@ from runners.charts import (
 from runners.metrics.catalog import metric
 from runners.metrics.seed_statistics import SINGLE_SEED_NOTE
 from runners.result_store import RunData
-from runners.study_view import CAPACITY, ordered_schedulers, stat_count, statistics_by_rate, sweep_statistics
+from runners.store.models import SeedSummary, StudyRecord
+from runners.study_view import CAPACITY, ordered_schedulers, statistics_by_rate, sweep_statistics
 from runners.workload.slo import TASKS
 
 NO_INTERVAL_HOVER = "1 seed: no interval"
@@ -44,7 +45,7 @@ def _palette() -> list[str]:
     return list(pio.templates["plotly_white"].layout.colorway)
 
 
-def _colours(record: dict[str, Any], names: Sequence[str]) -> dict[str, str]:
+def _colours(record: StudyRecord, names: Sequence[str]) -> dict[str, str]:
     palette = _palette()
     order = ordered_schedulers(record, names)
     return {name: palette[index % len(palette)] for index, name in enumerate(order)}
@@ -54,32 +55,32 @@ def _rate_label(rate: Any) -> str:
     return "this study's rate" if rate is None else f"{format(float(rate), '.4g')} req/s"
 
 
-def _bar_point(key: str, stats: dict[str, Any]) -> tuple[float | None, float | None, float | None, str]:
+def _bar_point(key: str, stats: SeedSummary) -> tuple[float | None, float | None, float | None, str]:
     """(mean, error above, error below, hover text) of one scheduler's statistics, display units."""
     entry = metric(key)
-    mean, low, high = (entry.display(stats.get(name)) for name in ("mean", "ci_low", "ci_high"))
-    n = stat_count(stats)
+    mean, low, high = (entry.display(value) for value in (stats.mean, stats.ci_low, stats.ci_high))
+    n = stats.n
     if mean is None:
         return None, None, None, "no seed has a value"
     if low is None or high is None:
-        return mean, None, None, f"{entry.format(stats.get('mean'))} {entry.unit}, n={n}: {NO_INTERVAL_HOVER}"
+        return mean, None, None, f"{entry.format(stats.mean)} {entry.unit}, n={n}: {NO_INTERVAL_HOVER}"
     return (
         mean,
         high - mean,
         mean - low,
-        f"{entry.format(stats.get('mean'))} {entry.format_interval(stats.get('ci_low'), stats.get('ci_high'))}"
+        f"{entry.format(stats.mean)} {entry.format_interval(stats.ci_low, stats.ci_high)}"
         f" {entry.unit}, n={n} seeds (95% CI)",
     )
 
 
-def metric_bars(record: dict[str, Any], key: str) -> go.Figure:
+def metric_bars(record: StudyRecord, key: str) -> go.Figure:
     """Per scheduler the mean of metric ``key`` over seeds with its 95% interval as error bars,
     in display units; one group per arrival rate when the study has several. A scheduler with
     one seed has no error bar; its hover says "1 seed: no interval"."""
     entry = metric(key)
     by_rate = statistics_by_rate(record)
     several = len(by_rate) > 1
-    per_rate = [(rate, ((statistics.get(key) or {}).get("schedulers") or {})) for rate, statistics in by_rate]
+    per_rate = [(rate, statistics[key].schedulers if key in statistics else {}) for rate, statistics in by_rate]
     names = ordered_schedulers(record, {name for _, per in per_rate for name in per})
     colours = _colours(record, names)
     fig = go.Figure()
@@ -87,7 +88,7 @@ def metric_bars(record: dict[str, Any], key: str) -> go.Figure:
         xs, ys, plus, minus, hover = [], [], [], [], []
         for rate, per in per_rate:
             stats = per.get(name)
-            if not isinstance(stats, dict):
+            if stats is None:
                 continue
             mean, up, down, text = _bar_point(key, stats)
             xs.append(_rate_label(rate) if several else wrap_name(name))
@@ -118,7 +119,7 @@ def metric_bars(record: dict[str, Any], key: str) -> go.Figure:
     if several:
         fig.update_xaxes(title="arrival rate")
         block += 20
-    seeds = len(record.get("seeds") or [])
+    seeds = len(record.seeds)
     note = f" ({SINGLE_SEED_NOTE})" if seeds == 1 else f" over {seeds} seeds, 95% CI"
     return apply_layout(fig, f"{entry.label}: mean{note}", axis_block_px=block)
 
@@ -165,7 +166,7 @@ def _rgba(colour: str, alpha: float) -> str:
     return f"rgba({red},{green},{blue},{alpha})"
 
 
-def sweep_bands(record: dict[str, Any], key: str, target: float | None = None) -> go.Figure:
+def sweep_bands(record: StudyRecord, key: str, target: float | None = None) -> go.Figure:
     """Metric ``key`` against arrival rate for a study over rates: per scheduler the mean over
     seeds as a line and its 95% interval as a band, in display units; ``target`` (stored units,
     e.g. an attainment of 0.9) as a dotted line."""
@@ -222,9 +223,7 @@ def sweep_bands(record: dict[str, Any], key: str, target: float | None = None) -
     return apply_layout(fig, f"{entry.label} vs arrival rate: mean over seeds, band 95% CI")
 
 
-def capacity_chart(
-    record: dict[str, Any], per_seed: pd.DataFrame, statistics: pd.DataFrame, target: float
-) -> go.Figure:
+def capacity_chart(record: StudyRecord, per_seed: pd.DataFrame, statistics: pd.DataFrame, target: float) -> go.Figure:
     """Capacity at ``target`` attainment: each seed a dot, per scheduler the mean with its 95%
     interval as an error bar (:func:`runners.study_view.capacity_per_seed` and
     :func:`runners.study_view.capacity_statistics`)."""

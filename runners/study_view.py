@@ -14,7 +14,7 @@ streamlit.
 from __future__ import annotations
 
 import math
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -22,11 +22,20 @@ import pandas as pd
 
 from runners.compare import COMPARISON_METRICS, capacity_at
 from runners.errors import SchedlabError
-from runners.json_values import as_dict
+from runners.json_values import dotted_value, is_stored
 from runners.metrics.catalog import Metric
 from runners.metrics.seed_statistics import SINGLE_SEED_NOTE, paired_comparison, summarize
 from runners.result_store import RunData, folder_entries, load_run, read_summary, results_folder
 from runners.run_ids import RUN_ID_PATTERN
+from runners.store.models import (
+    MetricStatistics,
+    Number,
+    PairedComparison,
+    RunSummary,
+    SeedSummary,
+    StudyRecord,
+    StudyRun,
+)
 from runners.study import STUDY_FILE, read_study, relative_text
 
 #: Capacity: the highest arrival rate (req/s) at which SLO attainment stays at or above a target.
@@ -40,12 +49,23 @@ VERDICT_COLOURS = {"better": "#1a7f37", "worse": "#cf222e", "no difference": "#6
 Loader = Callable[[Path, str], RunData]
 
 
+class StudyEntry(StudyRecord):
+    """A study as :func:`list_studies` lists it: its record (``study_id`` = the folder's name), or,
+    for a study.json that cannot be read, only ``study_id``, ``status`` (``damaged``) and
+    ``problem`` (why). Never written to a file."""
+
+    baseline: str = ""  # empty on a damaged entry
+    runs: list[StudyRun] = []
+    statistics: dict[str, MetricStatistics] = {}
+    problem: str | None = None
+
+
 # -- finding and reading ---------------------------------------------------------------------------
-def list_studies(root: str | Path) -> list[dict[str, Any]]:
+def list_studies(root: str | Path) -> list[StudyEntry]:
     """The study records (study.json) of the folders directly inside ``root``, newest first by
     ``created_at``; ``study_id`` is the folder's name. A study.json that cannot be read is listed
-    as ``{"study_id", "status": "damaged", "problem"}`` (last), never raised. SchedlabError only
-    when ``root`` itself is not a usable folder."""
+    as an entry with only ``study_id``, ``status`` ``damaged`` and ``problem`` (last), never raised.
+    SchedlabError only when ``root`` itself is not a usable folder."""
     base = results_folder(root)
     good, damaged = [], []
     for name in sorted(folder_entries(base)):
@@ -59,12 +79,13 @@ def list_studies(root: str | Path) -> list[dict[str, Any]]:
             problem = record_problem(record)
             if problem is not None:
                 raise SchedlabError(f"{folder / STUDY_FILE}: {problem}; expected a study record")
-            good.append({**record, "study_id": name})
+            fields = record.model_dump(mode="python", exclude_unset=True)
+            good.append(StudyEntry.model_validate({**fields, "study_id": name}))
         except SchedlabError as exc:
-            damaged.append({"study_id": name, "status": DAMAGED, "problem": str(exc)})
+            damaged.append(StudyEntry(study_id=name, status=DAMAGED, problem=str(exc)))
         except (OSError, RecursionError, ValueError) as exc:
-            damaged.append({"study_id": name, "status": DAMAGED, "problem": f"{folder / STUDY_FILE}: {exc}"})
-    good.sort(key=lambda record: str(record.get("created_at") or ""), reverse=True)
+            damaged.append(StudyEntry(study_id=name, status=DAMAGED, problem=f"{folder / STUDY_FILE}: {exc}"))
+    good.sort(key=lambda record: str(record.created_at or ""), reverse=True)
     return good + damaged
 
 
@@ -72,50 +93,47 @@ def _number(value: Any) -> bool:
     return isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
 
 
-def record_problem(record: dict[str, Any]) -> str | None:
+def record_problem(record: StudyRecord) -> str | None:
     """What in a study record (already checked by :func:`runners.study.read_study`) the pages
-    could not show: rates that are not numbers, run entries without their fields, statistics
-    per rate that are not objects. None when it can be shown."""
-    rates = record.get("rates") or []
-    if not isinstance(rates, list) or not all(_number(rate) for rate in rates):
+    could not show: rates that are not finite numbers, run entries without their fields,
+    statistics per rate without their statistics. None when it can be shown."""
+    if not all(_number(rate) for rate in record.rates):
         return "'rates' is not a list of numbers"
-    for index, run in enumerate(record.get("runs") or []):
-        for key, check, expected in (
-            ("scheduler", lambda v: isinstance(v, str), "text"),
-            ("status", lambda v: isinstance(v, str), "text"),
-            ("seed", lambda v: isinstance(v, int) and not isinstance(v, bool), "an integer"),
-            ("rate", lambda v: v is None or _number(v), "a number"),
-        ):
-            if not check(run.get(key)):
-                return f"runs[{index}].{key} is {run.get(key)!r}, not {expected}"
-    by_rate = record.get("statistics_by_rate", [])
-    if not isinstance(by_rate, list) or not all(
-        isinstance(entry, dict)
-        and isinstance(entry.get("statistics"), dict)
-        and (entry.get("rate") is None or _number(entry.get("rate")))
-        for entry in by_rate
+    for index, run in enumerate(record.runs):
+        checks: tuple[tuple[str, Any, bool, str], ...] = (
+            ("scheduler", run.scheduler, run.scheduler is not None, "text"),
+            ("status", run.status, run.status is not None, "text"),
+            ("seed", run.seed, run.seed is not None, "an integer"),
+            ("rate", run.rate, run.rate is None or _number(run.rate), "a number"),
+        )
+        for key, value, fits, expected in checks:
+            if not fits:
+                return f"runs[{index}].{key} is {value!r}, not {expected}"
+    if not all(
+        is_stored(entry, "statistics") and (entry.rate is None or _number(entry.rate))
+        for entry in record.statistics_by_rate
     ):
         return "'statistics_by_rate' is not a list of {rate, statistics} objects"
     return None
 
 
-def stat_count(stats: dict[str, Any], key: str = "n") -> int:
-    """A statistics entry's count ``key`` (0 when it is not a count)."""
-    value = stats.get(key)
+def stat_count(stats: SeedSummary | PairedComparison | None, key: str = "n") -> int:
+    """A statistics entry's count ``key`` (``n``, ``n_pairs``, ``wins``, ``dropped``; 0 without
+    the entry)."""
+    value = getattr(stats, key, None)
     return value if isinstance(value, int) and not isinstance(value, bool) else 0
 
 
-def member_records(record: dict[str, Any], status: str | None = "done", rate: Any = None) -> list[dict[str, Any]]:
-    """The run records of ``record["runs"]`` with a valid run id (and ``status``, and ``rate``
-    when given; None: every status or rate)."""
+def member_records(record: StudyRecord, status: str | None = "done", rate: Any = None) -> list[StudyRun]:
+    """The runs of ``record.runs`` with a valid run id (and ``status``, and ``rate`` when given;
+    None: every status or rate)."""
     runs = []
-    for run in record.get("runs") or []:
-        run_id = run.get("run_id") if isinstance(run, dict) else None
-        if not isinstance(run_id, str) or not RUN_ID_PATTERN.match(run_id):
+    for run in record.runs:
+        if not isinstance(run.run_id, str) or not RUN_ID_PATTERN.match(run.run_id):
             continue
-        if status is not None and run.get("status") != status:
+        if status is not None and run.status != status:
             continue
-        if rate is not None and run.get("rate") != rate:
+        if rate is not None and run.rate != rate:
             continue
         runs.append(run)
     return runs
@@ -144,19 +162,18 @@ def load_member(root: str | Path, run_id: str) -> RunData:
     return run
 
 
-def ordered_schedulers(record: dict[str, Any], names: Iterable[str]) -> list[str]:
+def ordered_schedulers(record: StudyRecord, names: Iterable[str]) -> list[str]:
     """Scheduler names, the study's order first (baseline first), then any others."""
-    order = [str(name) for name in record.get("schedulers") or []]
-    baseline = record.get("baseline")
-    if baseline in order:
-        order.remove(baseline)
-    order = ([baseline] if isinstance(baseline, str) else []) + order
+    order = list(record.schedulers)
+    if record.baseline in order:
+        order.remove(record.baseline)
+    order = [record.baseline, *order]
     return order + sorted(set(names) - set(order))
 
 
 def study_member_runs(
     root: str | Path,
-    record: dict[str, Any],
+    record: StudyRecord,
     load: Loader | None = None,
     *,
     rate: Any = None,
@@ -169,16 +186,16 @@ def study_member_runs(
     its one-line reason appended to ``problems``."""
     load = load or load_member
     base = results_folder(root)
-    found: dict[str, list[tuple[Any, RunData]]] = {}
+    found: dict[str, list[tuple[int | None, RunData]]] = {}
     for run in member_records(record, rate=rate):
         try:
-            member_folder(base, run["run_id"])
-            data = load(base, run["run_id"])
+            member_folder(base, str(run.run_id))
+            data = load(base, str(run.run_id))
         except SchedlabError as exc:
             if problems is not None:
                 problems.append(str(exc))
             continue
-        found.setdefault(str(run.get("scheduler")), []).append((run.get("seed"), data))
+        found.setdefault(str(run.scheduler), []).append((run.seed, data))
     return {
         name: [data for _, data in sorted(found[name], key=lambda item: str(item[0]).zfill(12))]
         for name in ordered_schedulers(record, found)
@@ -188,18 +205,19 @@ def study_member_runs(
 
 def member_summaries(
     root: str | Path,
-    record: dict[str, Any],
+    record: StudyRecord,
     problems: list[str] | None = None,
-    read: Callable[[Path], dict[str, Any]] | None = None,
-) -> dict[str, dict[str, Any]]:
+    read: Callable[[Path], RunSummary] | None = None,
+) -> dict[str, RunSummary]:
     """run id -> summary of every member that ended done (summaries only: cheap for hundreds of
     runs). ``read`` (folder) -> summary replaces :func:`runners.result_store.read_summary`; an
     unreadable member is left out and reported in ``problems``."""
     read = read or read_summary
     summaries = {}
     for run in member_records(record):
+        run_id = str(run.run_id)
         try:
-            summaries[run["run_id"]] = read(member_folder(root, run["run_id"]))
+            summaries[run_id] = read(member_folder(root, run_id))
         except SchedlabError as exc:
             if problems is not None:
                 problems.append(str(exc))
@@ -207,81 +225,77 @@ def member_summaries(
 
 
 # -- what the study is -----------------------------------------------------------------------------
-def study_counts(record: dict[str, Any]) -> dict[str, Any]:
+def study_counts(record: StudyRecord) -> dict[str, Any]:
     """Runs by status, seeds, rates, and the seeds dropped pairwise (seeds where some scheduler's
     run did not end done at some rate): ``{runs, by_status, done, failed, seeds, rates,
     schedulers, dropped_seeds}``."""
     runs = member_records(record, status=None)
     by_status: dict[str, int] = {}
     for run in runs:
-        by_status[str(run.get("status"))] = by_status.get(str(run.get("status")), 0) + 1
-    seeds = [seed for seed in record.get("seeds") or []]
-    dropped = sorted({run.get("seed") for run in runs if run.get("status") != "done"}, key=str)
+        by_status[str(run.status)] = by_status.get(str(run.status), 0) + 1
+    dropped = sorted({run.seed for run in runs if run.status != "done"}, key=str)
     return {
         "runs": len(runs),
         "by_status": by_status,
         "done": by_status.get("done", 0),
         "failed": by_status.get("failed", 0),
-        "seeds": seeds,
-        "rates": list(record.get("rates") or []),
+        "seeds": list(record.seeds),
+        "rates": list(record.rates),
         "schedulers": ordered_schedulers(record, []),
         "dropped_seeds": dropped,
     }
 
 
-def study_setting(summaries: dict[str, dict[str, Any]]) -> dict[str, Any]:
+#: The fields of a member's summary that every member of a study shares (:func:`study_setting`).
+SETTING_FIELDS = ("engine", "workload", "requests_total", "instances", "arrival_process")
+
+
+def study_setting(summaries: Mapping[str, RunSummary]) -> dict[str, Any]:
     """What the members share, from their summaries: engine, workload, requests per run,
     instances, arrival process (the first summary that has each)."""
     setting: dict[str, Any] = {}
     for summary in summaries.values():
-        for key in ("engine", "workload", "requests_total", "instances", "arrival_process"):
-            if setting.get(key) is None and summary.get(key) is not None:
-                setting[key] = summary.get(key)
+        for key in SETTING_FIELDS:
+            value = dotted_value(summary, key)
+            if setting.get(key) is None and value is not None:
+                setting[key] = value
     return setting
 
 
-def statistics_by_rate(record: dict[str, Any]) -> list[tuple[Any, dict[str, Any]]]:
+def statistics_by_rate(record: StudyRecord) -> list[tuple[Number | None, dict[str, MetricStatistics]]]:
     """(rate in req/s or None, statistics) per arrival rate of the study, in its order."""
-    by_rate = [
-        entry
-        for entry in record.get("statistics_by_rate") or []
-        if isinstance(entry, dict) and isinstance(entry.get("statistics"), dict)
-    ]
+    by_rate = [entry for entry in record.statistics_by_rate if is_stored(entry, "statistics")]
     if by_rate:
-        return [(entry.get("rate"), entry["statistics"]) for entry in by_rate]
-    statistics = record.get("statistics")
-    return [(None, statistics if isinstance(statistics, dict) else {})]
+        return [(entry.rate, entry.statistics) for entry in by_rate]
+    return [(None, record.statistics)]
 
 
-def same_as_baseline(record: dict[str, Any]) -> dict[str, list[Any]]:
+def same_as_baseline(record: StudyRecord) -> dict[str, list[Number | None]]:
     """Scheduler -> the arrival rates (None: the study's one rate) at which the paired difference
     against the baseline of every judged metric a user sees is exactly 0 at every seed (mean 0
     and interval [0, 0], or one pair with difference 0), read from study.json: its results there
     equal the baseline's. Queue time is left out of the check: a scheduler that holds requests at
     the gateway moves their wait from the engine's queue to its own without changing any
     outcome. A scheduler that differs somewhere is left out."""
-    found: dict[str, list[Any]] = {}
+    found: dict[str, list[Number | None]] = {}
     for rate, statistics in statistics_by_rate(record):
-        pairs: dict[str, list[dict[str, Any]]] = {}
+        pairs: dict[str, list[PairedComparison]] = {}
         for key, entry in statistics.items():
-            if str(key).startswith(WHERE_REQUESTS_WAIT):
+            if key.startswith(WHERE_REQUESTS_WAIT):
                 continue
-            for name, pair in as_dict(as_dict(entry).get("vs_baseline")).items():
-                if isinstance(pair, dict) and stat_count(pair, "n_pairs"):
-                    pairs.setdefault(str(name), []).append(pair)
+            for name, pair in entry.vs_baseline.items():
+                if pair.n_pairs:
+                    pairs.setdefault(name, []).append(pair)
         for name, entries in pairs.items():
-            if all(
-                pair.get("diff_mean") == 0 and pair.get("ci_low") in (0, None) and pair.get("ci_high") in (0, None)
-                for pair in entries
-            ):
+            if all(pair.diff_mean == 0 and pair.ci_low in (0, None) and pair.ci_high in (0, None) for pair in entries):
                 found.setdefault(name, []).append(rate)
     return {name: found[name] for name in ordered_schedulers(record, found) if name in found}
 
 
-def same_as_baseline_lines(record: dict[str, Any]) -> list[str]:
+def same_as_baseline_lines(record: StudyRecord) -> list[str]:
     """A sentence for each scheduler of :func:`same_as_baseline`: its zeros are no finding, and
     what would let it differ."""
-    baseline = record.get("baseline")
+    baseline = record.baseline
     several = len(statistics_by_rate(record)) > 1
     lines = []
     for name, rates in same_as_baseline(record).items():
@@ -295,27 +309,24 @@ def same_as_baseline_lines(record: dict[str, Any]) -> list[str]:
 
 
 # -- the statistics table --------------------------------------------------------------------------
-def wins_text(pair: dict[str, Any]) -> str:
+def wins_text(pair: PairedComparison) -> str:
     """``3 of 5 seeds`` (seeds where the scheduler is better), with the dropped seeds."""
-    dropped = f" ({stat_count(pair, 'dropped')} dropped)" if stat_count(pair, "dropped") else ""
-    return f"{stat_count(pair, 'wins')} of {stat_count(pair, 'n_pairs')} seeds{dropped}"
+    dropped = f" ({pair.dropped} dropped)" if pair.dropped else ""
+    return f"{pair.wins} of {pair.n_pairs} seeds{dropped}"
 
 
-def mean_text(metric: Metric, stats: dict[str, Any]) -> str:
+def mean_text(metric: Metric, stats: SeedSummary) -> str:
     """``92.1 [88.0, 96.2]``: the mean over seeds and its 95% interval, in display units."""
-    return f"{metric.format(stats.get('mean'))} {metric.format_interval(stats.get('ci_low'), stats.get('ci_high'))}"
+    return f"{metric.format(stats.mean)} {metric.format_interval(stats.ci_low, stats.ci_high)}"
 
 
-def change_text(metric: Metric, pair: dict[str, Any]) -> str:
+def change_text(metric: Metric, pair: PairedComparison) -> str:
     """``+3.2 pts [-1.0, 7.4]``: the mean paired difference and its 95% interval."""
-    return (
-        f"{metric.format_change(pair.get('diff_mean'))} "
-        f"{metric.format_interval(pair.get('ci_low'), pair.get('ci_high'))}"
-    )
+    return f"{metric.format_change(pair.diff_mean)} {metric.format_interval(pair.ci_low, pair.ci_high)}"
 
 
 def statistics_frame(
-    record: dict[str, Any], statistics: dict[str, Any], metrics: Iterable[Metric] = COMPARISON_METRICS
+    record: StudyRecord, statistics: Mapping[str, MetricStatistics], metrics: Iterable[Metric] = COMPARISON_METRICS
 ) -> pd.DataFrame:
     """One row per metric and scheduler: ``metric``, ``scheduler``, ``n`` (seeds with a value),
     ``mean [95% CI]``, ``change vs <baseline> [95% CI]``, ``relative change [95% CI]``,
@@ -323,28 +334,28 @@ def statistics_frame(
     baseline's rows; empty for metrics that describe the setting, which get no verdict) and
     ``note``; hidden helpers ``key`` and ``judged`` (whether the verdict may be coloured).
     Values formatted by the catalog, in display units."""
-    baseline = str(record.get("baseline"))
+    baseline = record.baseline
     change_column = f"change vs {baseline} [95% CI]"
     rows = []
     for metric in metrics:
-        entry = as_dict(statistics.get(metric.key))
-        per = as_dict(entry.get("schedulers"))
-        if not per or (metric.real_engines_only and not any(stat_count(as_dict(s)) for s in per.values())):
+        entry = statistics.get(metric.key)
+        per = entry.schedulers if entry is not None else {}
+        if not per or (metric.real_engines_only and not any(stats.n for stats in per.values())):
             continue
-        versus = as_dict(entry.get("vs_baseline"))
+        versus = entry.vs_baseline if entry is not None else {}
         for name in ordered_schedulers(record, per):
-            stats = as_dict(per.get(name))
-            pair = as_dict(versus.get(name))
+            stats = per.get(name) or SeedSummary()
+            pair = versus.get(name)
             row = {
                 "metric": metric.label,
                 "scheduler": name,
-                "n": stat_count(stats),
+                "n": stats.n,
                 "mean [95% CI]": mean_text(metric, stats),
                 change_column: "",
                 "relative change [95% CI]": "",
                 "seeds better": "",
                 "verdict": "",
-                "note": stats.get("note") or "",
+                "note": stats.note or "",
                 "key": metric.key,
                 "judged": False,
             }
@@ -352,14 +363,14 @@ def statistics_frame(
                 row["note"] = "describes the setting (how contended the runs were): no verdict"
             elif name == baseline:
                 row["verdict"] = "baseline"
-            elif pair:
+            elif pair is not None:
                 row.update(
                     {
                         change_column: change_text(metric, pair),
-                        "relative change [95% CI]": relative_text(as_dict(pair.get("relative"))),
+                        "relative change [95% CI]": relative_text(pair.relative),
                         "seeds better": wins_text(pair),
-                        "verdict": pair["verdict"] if pair.get("verdict") in VERDICT_COLOURS else "-",
-                        "note": pair.get("note") or row["note"],
+                        "verdict": pair.verdict if pair.verdict in VERDICT_COLOURS else "-",
+                        "note": pair.note or row["note"],
                         "judged": True,
                     }
                 )
@@ -387,47 +398,46 @@ def verdict_colour(verdict: str, judged: bool = True) -> str:
     return f"color: {colour}; font-weight: 600" if colour else ""
 
 
-def study_frames(record: dict[str, Any]) -> list[tuple[Any, pd.DataFrame]]:
+def study_frames(record: StudyRecord) -> list[tuple[Number | None, pd.DataFrame]]:
     """(rate or None, :func:`statistics_frame`) per arrival rate."""
     return [(rate, statistics_frame(record, statistics)) for rate, statistics in statistics_by_rate(record)]
 
 
 # -- rate studies: sweeps and capacity -------------------------------------------------------------
-def sweep_statistics(record: dict[str, Any], key: str) -> pd.DataFrame:
+def sweep_statistics(record: StudyRecord, key: str) -> pd.DataFrame:
     """Per scheduler and rate, metric ``key``'s ``{n, mean, ci_low, ci_high}`` over seeds (stored
     units), from study.json: the rows of a sweep chart with interval bands."""
     rows = []
     for rate, statistics in statistics_by_rate(record):
-        per = as_dict(as_dict(statistics.get(key)).get("schedulers"))
+        entry = statistics.get(key)
+        per = entry.schedulers if entry is not None else {}
         for name in ordered_schedulers(record, per):
-            stats = as_dict(per.get(name))
+            stats = per.get(name) or SeedSummary()
             rows.append(
                 {
                     "scheduler": name,
                     "rate_rps": rate,
-                    "n": stat_count(stats),
-                    "mean": stats.get("mean"),
-                    "ci_low": stats.get("ci_low"),
-                    "ci_high": stats.get("ci_high"),
+                    "n": stats.n,
+                    "mean": stats.mean,
+                    "ci_low": stats.ci_low,
+                    "ci_high": stats.ci_high,
                 }
             )
     return pd.DataFrame(rows, columns=["scheduler", "rate_rps", "n", "mean", "ci_low", "ci_high"])
 
 
-def capacity_per_seed(record: dict[str, Any], summaries: dict[str, dict[str, Any]], target: float) -> pd.DataFrame:
+def capacity_per_seed(record: StudyRecord, summaries: Mapping[str, RunSummary], target: float) -> pd.DataFrame:
     """Capacity (req/s) at SLO attainment >= ``target`` for each scheduler and seed of a study over
     rates: :func:`runners.compare.capacity_at` over that seed's rates. Columns ``scheduler``,
     ``seed``, ``capacity_rps`` (None: no capacity), ``at_least`` (every rate met the target: the
     capacity is at least the highest rate), ``reason`` (why there is none: below the lowest rate,
     or a run of that seed missing)."""
-    rates = [rate for rate in record.get("rates") or []]
-    cells: dict[tuple[str, Any], dict[Any, float | None]] = {}
+    rates = list(record.rates)
+    cells: dict[tuple[str, int | None], dict[Number | None, float | None]] = {}
     for run in member_records(record, status=None):
-        summary = summaries.get(run["run_id"]) if run.get("status") == "done" else None
-        value = summary.get("slo_attainment") if isinstance(summary, dict) else None
-        cells.setdefault((str(run.get("scheduler")), run.get("seed")), {})[run.get("rate")] = (
-            float(value) if isinstance(value, (int, float)) and not isinstance(value, bool) else None
-        )
+        summary = summaries.get(str(run.run_id)) if run.status == "done" else None
+        value = summary.slo_attainment if summary is not None else None
+        cells.setdefault((str(run.scheduler), run.seed), {})[run.rate] = float(value) if value is not None else None
     rows = []
     for (name, seed), by_rate in cells.items():
         measured = {rate: value for rate, value in by_rate.items() if value is not None}
@@ -459,7 +469,7 @@ def capacity_text(row: dict[str, Any] | pd.Series) -> str:
     return ("≥ " if row["at_least"] else "") + CAPACITY.format(value)
 
 
-def capacity_table(record: dict[str, Any], per_seed: pd.DataFrame) -> pd.DataFrame:
+def capacity_table(record: StudyRecord, per_seed: pd.DataFrame) -> pd.DataFrame:
     """Seeds as rows, schedulers as columns: each seed's capacity text (:func:`capacity_text`)."""
     if per_seed.empty:
         return pd.DataFrame(columns=["seed"])
@@ -477,12 +487,12 @@ CAPACITY_NUMBER_COLUMNS = ("mean", "ci_low", "ci_high", "diff_mean", "diff_low",
 HIDDEN_COLUMNS = ("key", "judged", *CAPACITY_NUMBER_COLUMNS)
 
 
-def capacity_statistics(record: dict[str, Any], per_seed: pd.DataFrame) -> pd.DataFrame:
+def capacity_statistics(record: StudyRecord, per_seed: pd.DataFrame) -> pd.DataFrame:
     """Capacity over seeds per scheduler (:func:`summarize`) and against the baseline, paired by
     seed (:func:`paired_comparison`; a seed with no capacity on either side is dropped and
     counted). Columns as :func:`statistics_frame` plus the numbers: ``mean``, ``ci_low``,
     ``ci_high``, ``diff_mean``, ``diff_low``, ``diff_high``, ``wins``, ``n_pairs`` (req/s)."""
-    baseline = str(record.get("baseline"))
+    baseline = record.baseline
     change_column = f"change vs {baseline} [95% CI]"
     values = {
         name: dict(zip(group["seed"], group["capacity_rps"].astype(object).where(group["capacity_rps"].notna(), None)))
@@ -492,24 +502,22 @@ def capacity_statistics(record: dict[str, Any], per_seed: pd.DataFrame) -> pd.Da
     for name in ordered_schedulers(record, values):
         if name not in values:
             continue
-        stats = summarize(list(values[name].values())).as_dict()
+        stats = SeedSummary.model_validate(summarize(list(values[name].values())).as_dict())
         without = sum(1 for value in values[name].values() if value is None)
         row = {
             "scheduler": name,
-            "n": stats["n"],
+            "n": stats.n,
             "mean [95% CI]": mean_text(CAPACITY, stats),
             change_column: "",
             "seeds better": "",
             "verdict": "baseline" if name == baseline else "",
             "note": "; ".join(
-                part
-                for part in (stats.get("note") or "", f"{without} seed(s) without a capacity" if without else "")
-                if part
+                part for part in (stats.note or "", f"{without} seed(s) without a capacity" if without else "") if part
             ),
             "judged": False,
-            "mean": stats["mean"],
-            "ci_low": stats["ci_low"],
-            "ci_high": stats["ci_high"],
+            "mean": stats.mean,
+            "ci_low": stats.ci_low,
+            "ci_high": stats.ci_high,
             "diff_mean": None,
             "diff_low": None,
             "diff_high": None,
@@ -517,19 +525,21 @@ def capacity_statistics(record: dict[str, Any], per_seed: pd.DataFrame) -> pd.Da
             "n_pairs": None,
         }
         if name != baseline and baseline in values:
-            pair = paired_comparison(values[baseline], values[name], CAPACITY.higher_is_better).as_dict()
+            pair = PairedComparison.model_validate(
+                paired_comparison(values[baseline], values[name], CAPACITY.higher_is_better).as_dict()
+            )
             row.update(
                 {
                     change_column: change_text(CAPACITY, pair),
                     "seeds better": wins_text(pair),
-                    "verdict": pair["verdict"],
+                    "verdict": pair.verdict,
                     "judged": True,
-                    "diff_mean": pair["diff_mean"],
-                    "diff_low": pair["ci_low"],
-                    "diff_high": pair["ci_high"],
-                    "wins": pair["wins"],
-                    "n_pairs": pair["n_pairs"],
-                    "note": pair.get("note") or row["note"],
+                    "diff_mean": pair.diff_mean,
+                    "diff_low": pair.ci_low,
+                    "diff_high": pair.ci_high,
+                    "wins": pair.wins,
+                    "n_pairs": pair.n_pairs,
+                    "note": pair.note or row["note"],
                 }
             )
         rows.append(row)
@@ -552,6 +562,7 @@ def capacity_statistics(record: dict[str, Any], per_seed: pd.DataFrame) -> pd.Da
 __all__ = [
     "CAPACITY",
     "SINGLE_SEED_NOTE",
+    "StudyEntry",
     "VERDICT_COLOURS",
     "list_studies",
     "member_records",

@@ -25,6 +25,7 @@ from pydantic import ValidationError
 from runners.benchmark import execute_run
 from runners.errors import SchedlabError, format_validation_error
 from runners.jobs import JOBS_FOLDER, JobSpec, cancel_requested, read_json_or_none, write_status
+from runners.store.models import JobRunStatus, StudyRecord
 
 LIVE_FLUSH_S = 0.5  # rows reach disk at least this often, for the live view (seconds)
 
@@ -63,7 +64,7 @@ def run_job(folder: str | Path, results_root: str | Path, given_spec: str | None
     SchedlabError before anything is written. ``given_spec``: see :func:`read_job_spec`."""
     folder = Path(folder)
     spec = read_job_spec(folder, given_spec)
-    runs: list[dict[str, Any]] = [{"run_id": run.run_id, "status": "queued"} for run in spec.runs]
+    runs = [JobRunStatus(run_id=run.run_id, status="queued") for run in spec.runs]
     terminated = {"flag": False}
 
     def on_term(signum: int, frame: Any) -> None:
@@ -89,37 +90,48 @@ def run_job(folder: str | Path, results_root: str | Path, given_spec: str | None
     state = "done"
     for index, config in enumerate(spec.runs):
         if terminated["flag"] or cancel_requested(folder):
-            runs[index]["status"] = "skipped"
+            runs[index].status = "skipped"
             state = "cancelled"
             continue
-        runs[index]["status"] = "running"
+        runs[index].status = "running"
         report("running", index)
         try:
             outcome = execute_run(config, results_root, should_stop=should_stop, flush_seconds=LIVE_FLUSH_S)
-            runs[index].update(status=outcome.status, error=outcome.error)
+            _set_status(runs[index], outcome.status, outcome.error)
             if outcome.status == "cancelled":
                 state = "cancelled"
         except Exception as exc:  # input errors raise before the run folder exists
-            runs[index].update(status="failed", error=f"{type(exc).__name__}: {exc}")
+            _set_status(runs[index], "failed", f"{type(exc).__name__}: {exc}")
             traceback.print_exc()
     state = _final_state(runs, state == "cancelled")
-    report(state, None, next((run.get("error") for run in runs if run.get("error")), None))
+    report(state, None, _first_error(runs))
     return state
 
 
-def _final_state(runs: list[dict[str, Any]], cancelled: bool) -> str:
+def _set_status(run: JobRunStatus, status: str | None, error: str | None) -> None:
+    """Record how ``run`` ended: its status and its error (None: none; written either way)."""
+    run.status = status
+    run.error = error
+
+
+def _first_error(runs: list[JobRunStatus]) -> str | None:
+    """The first run's error, the job's error line (None when no run has one)."""
+    return next((run.error for run in runs if run.error), None)
+
+
+def _final_state(runs: list[JobRunStatus], cancelled: bool) -> str:
     """``cancelled`` when stopped; ``failed`` when every run failed; else ``done`` (a failed run
     among others keeps what the others measured)."""
     if cancelled:
         return "cancelled"
-    if runs and all(run["status"] == "failed" for run in runs):
+    if runs and all(run.status == "failed" for run in runs):
         return "failed"
     return "done"
 
 
 def _run_study_job(
     spec: JobSpec,
-    runs: list[dict[str, Any]],
+    runs: list[JobRunStatus],
     results_root: str | Path,
     should_stop: Callable[[], bool],
     report: Callable[..., None],
@@ -145,24 +157,24 @@ def _run_study_job(
     record_path = Path(results_root) / study.study_id / STUDY_FILE
     current = {"index": 0, "reported": 0.0}
 
-    def sync(record: dict[str, Any] | None) -> None:
-        for entry in (record or {}).get("runs") or []:
-            number = index.get(entry.get("run_id")) if isinstance(entry, dict) else None
-            if number is not None and entry.get("status") not in ("pending", "running"):
-                runs[number].update(status=entry.get("status"), error=entry.get("error"))
+    def sync(record: StudyRecord | None) -> None:
+        for entry in record.runs if record is not None else []:
+            number = index.get(entry.run_id)
+            if number is not None and entry.status not in ("pending", "running"):
+                _set_status(runs[number], entry.status, entry.error)
 
     def progress(done: int, total: int, member: StudyMember) -> None:
         """Several members may run at once (a process pool): each is marked running as its first
         progress arrives; finished ones are read from study.json, at most twice a second."""
         number = index[member.run_id]
-        started = runs[number]["status"] == "queued"
+        started = runs[number].status == "queued"
         if started:
-            runs[number]["status"] = "running"
+            runs[number].status = "running"
             current["index"] = number
         now = time.monotonic()
         if started or now - current["reported"] >= 0.5:
             current["reported"] = now
-            sync(read_json_or_none(record_path))
+            sync(_study_so_far(record_path))
             report("running", current["index"])
 
     report("running", 0)
@@ -171,12 +183,22 @@ def _run_study_job(
     except Exception as exc:
         error = str(exc) if isinstance(exc, SchedlabError) else f"{type(exc).__name__}: {exc}"
         for run in runs:
-            if run["status"] in ("queued", "running"):
-                run.update(status="failed", error=error)
+            if run.status in ("queued", "running"):
+                _set_status(run, "failed", error)
         traceback.print_exc()
         report("failed", None, error)
         return "failed"
     sync(result.record)
-    state = _final_state(runs, result.record.get("status") == "cancelled")
-    report(state, None, next((run.get("error") for run in runs if run.get("error")), None))
+    state = _final_state(runs, result.record.status == "cancelled")
+    report(state, None, _first_error(runs))
     return state
+
+
+def _study_so_far(path: Path) -> StudyRecord | None:
+    """The study.json its study is writing (at most once a second), as its record; None while
+    there is none, or when it cannot be read (the next report reads it again)."""
+    data = read_json_or_none(path)
+    try:
+        return None if data is None else StudyRecord.model_validate(data)
+    except ValidationError:
+        return None

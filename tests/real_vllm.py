@@ -63,7 +63,7 @@ def run_to_completion(config: dict[str, Any], results: Path, scheduler_cls: str)
     run = load_run(results, config["run_id"])
     command = json.loads((run.folder / "engine.json").read_text())["instances"][0]["command"]
     assert command[command.index("--scheduler-cls") + 1] == scheduler_cls
-    assert run.summary["status"] == "done", run.summary.get("error")
+    assert run.summary.status == "done", run.summary.error
     requests = run.requests
     assert len(requests) == config["workload"]["requests"] and requests["error"].isna().all()
     assert (requests["output_tokens"] == requests["target_output_tokens"]).all()

@@ -271,7 +271,9 @@ def fidelity_sentence(
 
     seeds = len(level["seeds"])
     misses = [quantity_label(k) for k, v in q.items() if v.get("met") is False]
-    noisy = [quantity_label(k) for k, v in q.items() if v.get("met") is False and resolvable(level, k, v["target"]) is False]
+    noisy = [
+        quantity_label(k) for k, v in q.items() if v.get("met") is False and resolvable(level, k, v["target"]) is False
+    ]
     verdict = f"misses the target for {', '.join(misses)}" if misses else "meets the fidelity targets"
     if noisy:
         verdict += f" ({', '.join(noisy)}: the real engine differed from itself by more than the target)"

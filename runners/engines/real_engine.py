@@ -24,6 +24,7 @@ from runners.engines.adapters.base import positive_int
 from runners.engines.launcher import ServerProcess, free_port, launch_servers, unless_stopped
 from runners.engines.openai_client import Endpoint, header_secrets, quote, redact
 from runners.engines.real_config import AttachConfig
+from runners.engines.server_tokens import ServerTokenCounter, TokenizerUnavailable, server_token_counter
 from runners.engines.telemetry import (
     METRICS_MAX_BYTES,
     SCRAPE_TIMEOUT_S,
@@ -33,14 +34,7 @@ from runners.engines.telemetry import (
 )
 from runners.errors import ConfigError, SchedlabError
 from runners.workload.builder import ContextLimit
-from runners.workload.tokens import (
-    ApproximateTokenCounter,
-    ServerTokenCounter,
-    TokenCounter,
-    TokenizerUnavailable,
-    make_token_counter,
-    server_token_counter,
-)
+from runners.workload.tokens import ApproximateTokenCounter, TokenCounter, make_token_counter
 
 #: Largest context length (tokens) a server's model card is believed to have.
 MAX_CONTEXT_TOKENS = 2**31 - 1

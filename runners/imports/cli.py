@@ -20,7 +20,7 @@ def command_import(args: argparse.Namespace) -> int:
     folders = import_file(args.file, args.out, name=args.name, tool=args.tool, tool_version=args.tool_version)
     for folder in folders:
         run = load_run(folder.parent, folder.name)
-        imported: dict[str, Any] = run.summary.get("imported") or {}
+        imported: dict[str, Any] = run.summary.imported or {}
         rows = len(run.requests)
         detail = f"{rows} requests recomputed" if rows else "run-level figures only"
         print(f"{folder.name}: {imported.get('label')} ({detail}) -> {folder}")

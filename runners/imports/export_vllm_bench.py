@@ -34,6 +34,7 @@ from runners.json_values import as_dict
 from runners.metrics.run_metrics import distribution
 from runners.output_paths import STDOUT, checked_output_file
 from runners.result_store import DEFAULT_RESULTS_DIR, RunData, load_run, write_json_atomic
+from runners.store.models import RunSummary
 
 FORMATS = ("vllm-bench",)
 
@@ -114,14 +115,14 @@ def _date(started: Any) -> str | None:
     return time.strftime("%Y%m%d-%H%M%S", time.localtime(started)) if isinstance(started, (int, float)) else None
 
 
-def _add_latency_statistics(result: dict[str, Any], requests: _Requests, summary: dict[str, Any]) -> None:
+def _add_latency_statistics(result: dict[str, Any], requests: _Requests, summary: RunSummary) -> None:
     """TTFT, TPOT and ITL figures (ms), and the client-queue ones when a scheduler held requests."""
     done = requests.done
     _ms_figures("ttft", [t for t, ok in zip(requests.ttfts, done) if ok], result)
     _ms_figures("tpot", requests.rows.loc[done, "tpot_s"].dropna(), result)
-    itl = as_dict(summary.get("itl_s"))
+    itl = summary.itl_s
     for statistic in ("mean", "median", "p99"):
-        value = itl.get(statistic)
+        value = getattr(itl, statistic) if itl is not None else None
         result[f"{statistic}_itl_ms"] = value * 1000.0 if isinstance(value, (int, float)) else 0.0
     result["std_itl_ms"] = None
     queue = requests.queue
@@ -139,28 +140,28 @@ def vllm_bench_json(run: RunData) -> dict[str, Any]:
     summary, requests = run.summary, _requests(run)
     done, starts, latencies = requests.done, requests.starts, requests.latencies
     completed = int(done.sum())
-    imported = as_dict(summary.get("imported"))  # {} (falsy) when the run was not imported
-    rate = summary.get("arrival_rate_rps")
+    imported = as_dict(summary.imported)  # {} (falsy) when the run was not imported
+    rate = summary.arrival_rate_rps
     result: dict[str, Any] = {
-        "date": _date(summary.get("started_at_unix_s")),
-        "endpoint_type": summary.get("engine"),
-        "backend": summary.get("engine"),
+        "date": _date(summary.started_at_unix_s),
+        "endpoint_type": summary.engine,
+        "backend": summary.engine,
         "label": imported["label"] if imported else None,
         "model_id": _model_id(run, imported),
         "tokenizer_id": None,
-        "num_prompts": int(summary.get("requests_total") or len(requests.rows)),
+        "num_prompts": int(summary.requests_total or len(requests.rows)),
         "request_rate": rate if rate is not None else "inf",
-        "burstiness": 1.0 if summary.get("arrival_process") == "poisson" else None,
+        "burstiness": 1.0 if summary.arrival_process == "poisson" else None,
         "max_concurrency": None,
-        "duration": summary.get("duration_s") or 0.0,
+        "duration": summary.duration_s or 0.0,
         "completed": completed,
         "failed": int(len(requests.rows) - completed),
         "total_input_tokens": int(sum(n for n, ok in zip(requests.input_lens, done) if ok)),
         "total_output_tokens": int(sum(requests.output_lens)),
-        "request_throughput": summary.get("request_throughput_rps"),
+        "request_throughput": summary.request_throughput_rps,
         "request_goodput": None,
-        "output_throughput": summary.get("output_throughput_tps"),
-        "total_token_throughput": summary.get("total_throughput_tps"),
+        "output_throughput": summary.output_throughput_tps,
+        "total_token_throughput": summary.total_throughput_tps,
         "input_lens": requests.input_lens,
         "output_lens": requests.output_lens,
         "ttfts": requests.ttfts,

@@ -27,6 +27,8 @@ import math
 from dataclasses import dataclass
 from typing import Any
 
+from runners.json_values import dotted_value, is_stored
+
 
 @dataclass(frozen=True)
 class Metric:
@@ -223,18 +225,15 @@ def metric_by_label(label: str) -> Metric | None:
 
 
 def summary_value(summary: Any, dotted: str) -> float | None:
-    """The number at ``dotted`` in a summary mapping, or None when missing or not finite.
-    ``input_throughput_tps`` (input tokens/s of completed requests), when not stored, is
+    """The number at ``dotted`` in a run summary (a :class:`runners.store.models.RunSummary`, or a
+    mapping of the same shape: a peer's record, a study's statistics), or None when missing or not
+    finite. ``input_throughput_tps`` (input tokens/s of completed requests), when not stored, is
     ``total_throughput_tps - output_throughput_tps`` (runners.metrics.run_metrics counts both over
     the run's duration)."""
-    if dotted == "input_throughput_tps" and isinstance(summary, dict) and dotted not in summary:
+    if dotted == "input_throughput_tps" and not is_stored(summary, dotted):
         total, output = summary_value(summary, "total_throughput_tps"), summary_value(summary, "output_throughput_tps")
         return None if total is None or output is None else max(total - output, 0.0)
-    value: Any = summary
-    for part in dotted.split("."):
-        if not isinstance(value, dict):
-            return None
-        value = value.get(part)
+    value = dotted_value(summary, dotted)
     if isinstance(value, bool) or not isinstance(value, (int, float)):
         return None
     return float(value) if math.isfinite(value) else None

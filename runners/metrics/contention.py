@@ -29,6 +29,8 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from runners.json_values import dotted_value
+
 DECISION_COLUMNS = ("dispatch_s", "first_token_s", "finish_s")
 DECISION_TOLERANCE_S = 1e-9
 CONTENTION_HINT = "create contention with a higher rate, fewer slots (engine.max_num_seqs) or less KV"
@@ -95,10 +97,11 @@ def identical_decisions(request_tables: Sequence[pd.DataFrame], tolerance_s: flo
     return True
 
 
-def identical_decisions_message(summaries: Sequence[Mapping[str, Any]], identical: bool) -> str | None:
+def identical_decisions_message(summaries: Sequence[Any], identical: bool) -> str | None:
     """The plain sentence to show when compared runs made identical decisions (None otherwise):
     why (how much anything waited, from each summary's ``contention``) and what would create
-    contention."""
+    contention. ``summaries``: run summaries (runners.store.models.RunSummary, or mappings of the
+    same shape)."""
     if not identical:
         return None
     peak = _largest(summaries, "waiting_peak")
@@ -116,12 +119,11 @@ def identical_decisions_message(summaries: Sequence[Mapping[str, Any]], identica
     return f"these runs made identical decisions: {reason}; {CONTENTION_HINT}"
 
 
-def _largest(summaries: Sequence[Mapping[str, Any]], key: str) -> float | None:
+def _largest(summaries: Sequence[Any], key: str) -> float | None:
     """The largest finite ``contention.<key>`` over the summaries; None when none has it."""
     values = []
     for summary in summaries:
-        block = summary.get("contention")
-        value = block.get(key) if isinstance(block, Mapping) else None
+        value = dotted_value(summary, f"contention.{key}")
         if isinstance(value, (int, float)) and not isinstance(value, bool) and np.isfinite(value):
             values.append(float(value))
     return max(values) if values else None

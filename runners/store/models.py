@@ -174,6 +174,17 @@ class RunSummary(Record):
     error: str | None = None
 
 
+class RunEntry(RunSummary):
+    """A run as the result store lists it (runners.result_store.inspect_run): its summary with
+    ``run_id`` = the folder's name, ``status`` ``interrupted`` when its writer is gone and ``rows``
+    = its request rows so far; or, for a run that cannot be read, only ``run_id``, ``status``
+    (``damaged`` | ``incomplete``) and ``problem`` (why). Never written to a file."""
+
+    schema_version: int | None = None  # type: ignore[assignment]  # absent on a damaged entry
+    rows: int | None = None
+    problem: str | None = None
+
+
 # -- study.json ---------------------------------------------------------------------------------
 class SeedSummary(Record):
     """One scheduler's metric over the seeds (runners.metrics.seed_statistics.summarize)."""
@@ -344,6 +355,7 @@ __all__ = [
     "RateStatistics",
     "Record",
     "RelativeChange",
+    "RunEntry",
     "RunSummary",
     "SeedSummary",
     "StudyExecution",

@@ -23,7 +23,7 @@ def test_the_time_series_carries_the_engines_decisions(tiny_model, tmp_path):
     )
     execute_run(parse_config(config), tmp_path / "results")
     run = load_run(tmp_path / "results", "engine-ts")
-    assert run.summary["status"] == "done", run.summary.get("error")
+    assert run.summary.status == "done", run.summary.error
     decisions = [json.loads(line) for line in (run.folder / "engine-decisions-0.jsonl").read_text().splitlines()]
     series = run.timeseries.sort_values("t_s")
     known = series.dropna(subset=["engine_limit"])

@@ -55,12 +55,12 @@ def test_the_launch_page_runs_an_in_engine_scheduler_beside_its_twin_on_vllm(res
     assert not app.error, errors_text(app)
     job = wait_for_job(results, timeout_s=900)
     assert job.state == "done", job
-    assert [run["status"] for run in job.runs] == ["done", "done"], job.runs
+    assert [run.status for run in job.runs] == ["done", "done"], job.runs
     client, engine = (load_run(results, run_id) for run_id in job.run_ids)
-    assert (client.summary["scheduler"], engine.summary["scheduler"]) == ("dynamic-mem", "engine-dynamic-mem")
+    assert (client.summary.scheduler, engine.summary.scheduler) == ("dynamic-mem", "engine-dynamic-mem")
     for run in (client, engine):
-        assert run.summary["completed"] == 20 and run.summary["failed"] == 0
-        assert run.summary["notes"] == "in-engine vs client"  # the job's label reaches every run
+        assert run.summary.completed == 20 and run.summary.failed == 0
+        assert run.summary.notes == "in-engine vs client"  # the job's label reaches every run
     # the engine's decisions reached the time series (the live view and the Results charts draw them)
     assert engine.timeseries["engine_limit"].notna().any() and client.timeseries["engine_limit"].isna().all()
     assert engine.timeseries["engine_limit"].max() < 23  # Alg. 1 below the 23 usable blocks' worth

@@ -53,7 +53,7 @@ def vllm_run(
 def check_run(results: Path, run_id: str):
     run = load_run(results, run_id)
     requests = run.requests
-    assert run.summary["status"] == "done", run.summary.get("error")
+    assert run.summary.status == "done", run.summary.error
     assert requests["error"].isna().all(), requests["error"].dropna().unique()
     assert (requests["output_tokens"] == requests["target_output_tokens"]).all()
     assert (requests["ttft_s"] <= requests["e2e_s"]).all()
@@ -70,11 +70,11 @@ def test_fcfs_on_real_vllm_matches_the_servers_own_ttft(tiny_model, results):
     config = vllm_run(tiny_model, "vllm-fcfs", {"name": "fcfs"}, arrival={"process": "poisson", "rate": 3})
     outcome = execute_run(parse_config(config), results)
     run = check_run(results, "vllm-fcfs")
-    ours = run.summary["ttft_s"]["mean"]
-    server = run.summary["server_ttft_mean_s"]
-    assert run.summary["server_ttft_count"] == 100
+    ours = run.summary.ttft_s.mean
+    server = run.summary.server_ttft_mean_s
+    assert run.summary.server_ttft_count == 100
     assert abs(ours - server) <= 0.10 * server + 0.020, (ours, server)
-    assert outcome.summary["output_length_mismatches"] == 0
+    assert outcome.summary.output_length_mismatches == 0
 
 
 def test_static_batching_on_real_vllm(tiny_model, results):
@@ -98,7 +98,7 @@ def test_small_kv_cache_forces_recorded_preemptions(tiny_model, results):
     config["workload"]["filters"] = {"min_output_tokens": 200, "max_total_tokens": 1024}
     execute_run(parse_config(config), results)
     run = check_run(results, "vllm-small-kv")
-    assert run.summary["preemptions"] > 0
+    assert run.summary.preemptions > 0
     assert run.timeseries["preemptions"].dropna().is_monotonic_increasing
     assert run.timeseries["waiting"].max() > 0
     # no server left behind

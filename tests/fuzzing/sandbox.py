@@ -87,6 +87,8 @@ def _jsonable(value: Any) -> Any:
         json.dumps(value)
         return value
     except (TypeError, ValueError):
+        if hasattr(value, "model_dump"):  # a typed record (runners.store.models): its fields as set
+            return _jsonable(value.model_dump(mode="json", exclude_unset=True))
         if isinstance(value, (list, tuple)):
             return [_jsonable(v) for v in value]
         if isinstance(value, dict):

@@ -133,7 +133,7 @@ def test_launch_on_the_simulator_completes_and_appears_in_results(results):
     assert "Started job" in app.success[0].value
     job = wait_for_job(results)
     assert job.state == "done", job
-    assert [run["status"] for run in job.runs] == ["done"] * 10  # one study: 2 schedulers x the default 5 seeds
+    assert [run.status for run in job.runs] == ["done"] * 10  # one study: 2 schedulers x the default 5 seeds
     app.run()  # the live view re-attaches from the job folder
     assert not app.exception
     progress = app.get("progress")
@@ -154,7 +154,7 @@ def test_launch_on_the_simulator_completes_and_appears_in_results(results):
     shown = load_run(results, job.run_ids[-1])  # the live view shows the job's last run once it ended
     cards = {card.label: card.value for card in app.metric}
     assert "output now (tok/s)" not in cards
-    mean = shown.summary["output_throughput_tps"]
+    mean = shown.summary.output_throughput_tps
     assert cards["output throughput, run mean (tok/s)"] == f"{mean:.1f}"
     latest = shown.timeseries[shown.timeseries["t_s"] == shown.timeseries["t_s"].max()]
     assert f"{latest['tokens_per_s'].sum():.1f}" != f"{mean:.1f}"  # the instantaneous sample is another number
@@ -166,7 +166,7 @@ def test_launch_on_the_simulator_completes_and_appears_in_results(results):
     assert list(runs["run"]) == job.run_ids and list(runs["status"]) == ["done"] * 10
     for run_id, attainment, g in zip(runs["run"], runs["SLO attainment (%)"], runs["G (1/s)"]):
         summary = load_run(results, run_id).summary
-        assert attainment == f"{100 * summary['slo_attainment']:.1f}" and g == metric("G").format(summary["G"])
+        assert attainment == f"{100 * summary.slo_attainment:.1f}" and g == metric("G").format(summary.G)
 
     # issue 15 defect 6: the Results link opens this job's study (its baseline: the first scheduler)
     [link] = [link for link in app.get("page_link") if "Results page" in link.proto.label]
@@ -309,8 +309,8 @@ def test_results_page_compares_two_bundled_runs_with_every_chart(results):
     table, _, titles = comparison(app)  # headers: display names, run ids in their tooltips
     column = {title.removeprefix("run "): name for name, title in titles.items() if title.startswith("run ")}
     row = table.set_index(table.columns[0]).loc["SLO attainment (%)"]
-    fcfs = load_run(results, "demo-overload-fcfs-s0").summary["slo_attainment"]
-    static = load_run(results, "demo-overload-static-s0").summary["slo_attainment"]
+    fcfs = load_run(results, "demo-overload-fcfs-s0").summary.slo_attainment
+    static = load_run(results, "demo-overload-static-s0").summary.slo_attainment
     assert row[column["demo-overload-fcfs-s0"]] == f"{100 * fcfs:.1f}"  # a share: one decimal, its change in points
     assert row[column["demo-overload-static-s0"]] == f"{100 * static:.1f} ({100 * (static - fcfs):+.1f} pts)"
     from runners.charts import CHART_VIEWS, COMPARISON_CHARTS
@@ -394,7 +394,7 @@ def test_an_engine_that_fails_to_start_shows_its_log(results, tmp_path):
     app.text_input(key="f:engine.model").set_value(str(model)).run()
     # the default Python of the vLLM environment is this one, which has no vLLM: the server dies
     job = launch_five_requests_without_gpus(app, results)
-    assert job.runs[0]["status"] == "failed"
+    assert job.runs[0].status == "failed"
     app.run()
     assert not app.exception
     shown = errors_text(app)
@@ -416,7 +416,7 @@ def test_launch_page_draws_an_engine_from_its_adapter_alone(results, tmp_path):
     engine = job.spec.runs[0].engine
     assert (engine.kind, engine.max_running_requests, engine.context_length) == ("sglang", 12, 2048)
     assert engine.scheduling_policy == "priority" and engine.use_gpus is False
-    assert job.runs[0]["status"] == "failed"  # no SGLang here: python -m sglang.launch_server dies
+    assert job.runs[0].status == "failed"  # no SGLang here: python -m sglang.launch_server dies
     app.run()
     assert any("sglang" in block.value for block in app.code)
 

@@ -32,6 +32,7 @@ from runners.charts import (
 )
 from runners.metrics.catalog import metric, timeseries_metric
 from runners.result_store import RunData
+from runners.store.models import RunEntry, StudyRecord
 from runners.study_charts import pooled_cdfs
 
 PAPER_SLOS = {"chat": {"ttft_s": 10.0, "tpot_s": 0.05}, "code": {"e2e_s": 30.0}}
@@ -69,7 +70,9 @@ def make_run(run_id: str, scheduler: str, seed: int = 1, slos: dict | None = Non
         "G": 0.05,
     }
     config = {"config": {"workload": {"seed": seed}}, "resolved": {"slos": slos or PAPER_SLOS}}
-    return RunData(run_id, Path("/nonexistent") / run_id, config, summary, requests, timeseries)
+    return RunData(
+        run_id, Path("/nonexistent") / run_id, config, RunEntry.model_validate(summary), requests, timeseries
+    )
 
 
 @pytest.fixture
@@ -216,7 +219,7 @@ def test_the_legend_sits_below_the_axis_and_the_figure_grows_with_it_at_five_run
         make_run(f"20261122-2327{i}-sim-4ac5-0{i}", scheduler, slos=PAPER_SLOS)
         for i, scheduler in enumerate(["fcfs", "static", "slo-sa", "dynamic-mem", "dynamic-sla"])
     ]
-    names = {run.run_id: f"{run.summary['scheduler']} · long job label {i}" for i, run in enumerate(many)}
+    names = {run.run_id: f"{run.summary.scheduler} · long job label {i}" for i, run in enumerate(many)}
     for fig in (
         kv_overlay(many, names),
         latency_cdfs(many, "ttft_s", names=names),
@@ -316,31 +319,40 @@ def test_study_bars_and_bands_run_0_to_100_for_percent_with_units_on_hover():
         "fcfs": {"mean": 0.5, "ci_low": 0.4, "ci_high": 0.6, "n": 3},
         "slo-sa": {"mean": 0.7, "ci_low": 0.65, "ci_high": 0.75, "n": 3},
     }
-    record = {
-        "schedulers": ["fcfs", "slo-sa"],
-        "baseline": "fcfs",
-        "seeds": [0, 1, 2],
-        "statistics": {
-            "slo_attainment": {"schedulers": stats},
-            "G": {"schedulers": {"fcfs": {"mean": 0.02, "ci_low": 0.01, "ci_high": 0.03, "n": 3}}},
-        },
-    }
+    record = StudyRecord.model_validate(
+        {
+            "study_id": "study",
+            "schedulers": ["fcfs", "slo-sa"],
+            "baseline": "fcfs",
+            "seeds": [0, 1, 2],
+            "runs": [],
+            "statistics": {
+                "slo_attainment": {"schedulers": stats},
+                "G": {"schedulers": {"fcfs": {"mean": 0.02, "ci_low": 0.01, "ci_high": 0.03, "n": 3}}},
+            },
+        }
+    )
     bars = metric_bars(record, "slo_attainment")
     assert bars.layout.yaxis.range == (0, 100)
     assert [trace.y[0] for trace in bars.data] == pytest.approx([50.0, 70.0])
     assert bars.data[0].hovertemplate == "<b>fcfs</b><br>SLO attainment: %{customdata}<extra></extra>"
     assert bars.data[0].customdata[0] == "50.0 [40.0, 60.0] %, n=3 seeds (95% CI)"
     assert metric_bars(record, "G").layout.yaxis.range is None  # not a percent
-    swept = {
-        "schedulers": ["fcfs"],
-        "baseline": "fcfs",
-        "seeds": [0],
-        "rates": [1.0, 2.0],
-        "statistics_by_rate": [
-            {"rate": rate, "statistics": {"slo_attainment": {"schedulers": {"fcfs": {"mean": value, "n": 1}}}}}
-            for rate, value in ((1.0, 1.0), (2.0, 0.8))
-        ],
-    }
+    swept = StudyRecord.model_validate(
+        {
+            "study_id": "sweep",
+            "schedulers": ["fcfs"],
+            "baseline": "fcfs",
+            "seeds": [0],
+            "rates": [1.0, 2.0],
+            "runs": [],
+            "statistics": {},
+            "statistics_by_rate": [
+                {"rate": rate, "statistics": {"slo_attainment": {"schedulers": {"fcfs": {"mean": value, "n": 1}}}}}
+                for rate, value in ((1.0, 1.0), (2.0, 0.8))
+            ],
+        }
+    )
     band = sweep_bands(swept, "slo_attainment", 0.9)
     assert band.layout.yaxis.range == (0, 100)
     line = next(trace for trace in band.data if trace.name == "fcfs")

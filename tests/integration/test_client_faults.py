@@ -48,7 +48,7 @@ def timed_run(data: dict, results_dir: Path, should_stop=None):
     outcome = execute_run(parse_config(data), results_dir, should_stop=should_stop)
     elapsed = time.monotonic() - started
     run = load_run(results_dir, data["run_id"])
-    assert outcome.status in TERMINAL and run.summary["status"] == outcome.status
+    assert outcome.status in TERMINAL and run.summary.status == outcome.status
     assert len(run.requests) == data["workload"]["requests"], "every request has its row"
     return outcome, run, elapsed
 
@@ -116,7 +116,7 @@ def test_a_malformed_chunk_fails_its_request_and_keeps_what_arrived(chunk, serve
     assert rows["error"].str.contains(repr(chunk), regex=False).all(), "the error quotes what arrived"
     assert (rows["output_tokens"] == 2).all() and rows["first_token_s"].notna().all()
     assert (rows["first_token_s"] >= rows["dispatch_s"]).all()
-    assert run.summary["failed"] == 3 and outcome.summary["server_requests"] == 3
+    assert run.summary.failed == 3 and outcome.summary.server_requests == 3
     assert server.posts == 3  # failed requests are not sent again
 
 
@@ -146,7 +146,7 @@ def test_an_untrusted_usage_count_fails_the_request_once(usage, reason, server_f
     assert rows["error"].str.contains(reason, regex=False).all(), rows["error"].tolist()
     # the tokens that did arrive are in the row, counted by chunk
     assert (rows["output_tokens"] == rows["target_output_tokens"]).all() and rows["first_token_s"].notna().all()
-    assert server.posts == 4 and outcome.summary["server_requests"] == 4 and outcome.summary["resent_requests"] == 0
+    assert server.posts == 4 and outcome.summary.server_requests == 4 and outcome.summary.resent_requests == 0
 
 
 def test_a_short_reply_ends_its_request_as_a_counted_mismatch(server_factory, results_dir):
@@ -156,8 +156,8 @@ def test_a_short_reply_ends_its_request_as_a_counted_mismatch(server_factory, re
     assert outcome.status == "done" and elapsed < QUICK_S
     assert rows["error"].isna().all() and (rows["output_tokens"] == 3).all()
     assert (rows["target_output_tokens"] >= 8).all()  # each row shows it got less than asked
-    assert outcome.summary["output_length_mismatches"] == 6
-    assert server.posts == 6 and outcome.summary["server_requests"] == 6  # never re-sent as extra slices
+    assert outcome.summary.output_length_mismatches == 6
+    assert server.posts == 6 and outcome.summary.server_requests == 6  # never re-sent as extra slices
 
 
 class FiveTokenSlices(FCFSPolicy):
@@ -177,7 +177,7 @@ def test_slices_go_on_but_a_short_slice_ends_its_request(server_factory, results
     assert outcome.status == "done" and (rows["output_tokens"] == rows["target_output_tokens"]).all()
     slices = -(-rows["target_output_tokens"] // 5)
     assert (rows["slices"] == slices).all() and full.posts == slices.sum()
-    assert outcome.summary["output_length_mismatches"] == 0 and outcome.summary["server_requests"] == slices.sum()
+    assert outcome.summary.output_length_mismatches == 0 and outcome.summary.server_requests == slices.sum()
 
     short = server_factory(behaviour="short", short_tokens=3)
     outcome, run, _ = timed_run(
@@ -185,7 +185,7 @@ def test_slices_go_on_but_a_short_slice_ends_its_request(server_factory, results
     )
     rows = run.requests
     assert (rows["output_tokens"] == 3).all() and (rows["slices"] == 1).all() and short.posts == 4
-    assert outcome.summary["output_length_mismatches"] == 4
+    assert outcome.summary.output_length_mismatches == 4
 
 
 # -- cancel reaches every await (item 6) -------------------------------------------------------------
@@ -265,7 +265,7 @@ def test_an_exception_inside_the_client_fails_only_its_request(server_factory, r
     failed = run.requests[run.requests["error"].notna()]
     assert len(failed) == 1 and failed["error"].iloc[0] == "client error: RuntimeError: client bug (injected)"
     assert failed["output_tokens"].iloc[0] == 2 and failed["first_token_s"].notna().all()
-    assert outcome.summary["completed"] == 3
+    assert outcome.summary.completed == 3
 
 
 class FailsOnItsFirstCompletion(FCFSPolicy):
@@ -300,7 +300,7 @@ def test_an_echoed_api_key_is_never_written(server_factory, results_dir, monkeyp
     assert server.posts >= 1 and outcome.status == "failed"
     assert run.requests["error"].dropna().str.startswith("HTTP 401: bad key Bearer ***").any()
     assert "HTTP 401: bad key Bearer ***" in outcome.error
-    texts = [run.requests.to_csv(), json.dumps(run.summary), outcome.error]
+    texts = [run.requests.to_csv(), run.summary.model_dump_json(), outcome.error]
     texts += [path.read_bytes().decode("latin-1") for path in run.folder.rglob("*") if path.is_file()]
     for text in texts:
         assert SECRET not in text and SECRET[3:] not in text

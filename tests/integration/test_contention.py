@@ -13,6 +13,7 @@ from runners.compare import comparison_table
 from runners.config import parse_config
 from runners.metrics.contention import contention, identical_decisions, identical_decisions_message
 from runners.result_store import load_run
+from runners.store.models import RunSummary
 
 HINT = "create contention with a higher rate, fewer slots (engine.max_num_seqs) or less KV"
 
@@ -132,7 +133,9 @@ def test_a_run_with_a_queue_records_it(runs):
     assert 0 < summary["contention"]["waiting_mean"] < 36
     assert 0.5 < summary["contention"]["queued_share"] < 1.0
     assert contention(run.timeseries) == summary["contention"]
-    table = comparison_table([summary, {**summary, "run_id": "other"}], baseline=summary["run_id"]).set_index("metric")
+    record = RunSummary.model_validate(summary)
+    other = record.model_copy(update={"run_id": "other"})
+    table = comparison_table([record, other], baseline=summary["run_id"]).set_index("metric")
     assert table.loc["requests waiting, peak", summary["run_id"]] == 36
     assert table.loc["time with a queue (%)", summary["run_id"]] == pytest.approx(
         summary["contention"]["queued_share"] * 100

@@ -23,12 +23,14 @@ from runners.errors import ConfigError
 from runners.jobs import cancel_job, list_jobs, new_job_spec, read_job, start_job
 from runners.live import job_eta_s, job_run_rows, qualified, read_live
 from runners.result_store import RunWriter, list_runs, load_run, rename_run
+from runners.store.models import JobRunStatus, RunEntry
 from tests.job_waiting import wait_for_job_folder as wait
 from tests.job_waiting import wait_for_streamed_rows
 
 
-def summary(run_id: str, **fields) -> dict:
-    return {"run_id": run_id, **fields}
+def summary(run_id: str, **fields) -> RunEntry:
+    """A run's summary as the result store lists it, with only ``fields`` recorded."""
+    return RunEntry.model_validate({"run_id": run_id, **fields})
 
 
 def test_comparison_table_shows_short_replies_and_resends_only_for_real_engine_runs():
@@ -112,9 +114,9 @@ def test_job_runs_schedulers_in_order_on_the_same_workload(results_dir):
     spec = new_job_spec(configs, label="pair")
     folder = start_job(spec, results_dir)
     job = wait(folder)
-    assert job.state == "done" and [r["status"] for r in job.runs] == ["done", "done"]
+    assert job.state == "done" and [r.status for r in job.runs] == ["done", "done"]
     first, second = (load_run(results_dir, run_id) for run_id in job.run_ids)
-    assert first.summary["scheduler"] == "fcfs" and second.summary["scheduler"] == "static"
+    assert first.summary.scheduler == "fcfs" and second.summary.scheduler == "static"
     # same requests, same arrival times
     pd.testing.assert_series_equal(
         first.requests.sort_values("request_id")["arrival_s"].reset_index(drop=True),
@@ -140,9 +142,9 @@ def test_cancel_stops_the_run_keeps_its_rows_and_skips_the_rest(results_dir):
     job = wait(folder, 30)
     assert time.monotonic() - started < 10, "cancel took too long"
     assert job.state == "cancelled"
-    assert [r["status"] for r in job.runs] == ["cancelled", "skipped"]
+    assert [r.status for r in job.runs] == ["cancelled", "skipped"]
     data = load_run(results_dir, run_id)
-    assert data.summary["status"] == "cancelled"
+    assert data.summary.status == "cancelled"
     finished = data.requests[data.requests["error"].isna()]
     assert len(finished) >= 3, "rows measured before the cancel must be kept"
     assert len(data.requests) == 300  # the rest are recorded as cancelled, not dropped
@@ -290,7 +292,8 @@ def test_the_runs_of_a_job_are_listed_with_the_results_of_those_that_ended(resul
     )
     live_run(results_dir, "going", "sim")
     going = read_live(results_dir / "going")
-    rows = job_run_rows(results_dir, configs, {"ended": {"status": "done"}, "going": {"status": "running"}}, going)
+    statuses = {"ended": JobRunStatus(status="done"), "going": JobRunStatus(status="running")}
+    rows = job_run_rows(results_dir, configs, statuses, going)
     assert [(row["run"], row["status"], row["scheduler"], row["seed"]) for row in rows] == [
         ("ended", "done", "fcfs", 3),
         ("going", "running", "static", 3),
@@ -328,8 +331,8 @@ def test_paced_simulation_measures_the_same_and_takes_wall_time(results_dir):
         parse_config({"run_id": "paced", "workload": workload, "engine": {"kind": "sim", "pace": 4.0}}), results_dir
     )
     wall = time.perf_counter() - started
-    simulated = fast.summary["duration_s"]
-    assert paced.summary["duration_s"] == simulated  # the same simulated clock, only paced
+    simulated = fast.summary.duration_s
+    assert paced.summary.duration_s == simulated  # the same simulated clock, only paced
     assert wall >= simulated / 4.0 * 0.9
     a, b = load_run(results_dir, "fast").requests, load_run(results_dir, "paced").requests
     pd.testing.assert_frame_equal(
@@ -346,9 +349,9 @@ def test_rename_moves_the_folder_and_rewrites_the_ids(results_dir):
         rename_run(results_dir, "old", "../escape")
     rename_run(results_dir, "old", "new-name")
     data = load_run(results_dir, "new-name")
-    assert data.summary["run_id"] == "new-name" and data.config["config"]["run_id"] == "new-name"
+    assert data.summary.run_id == "new-name" and data.config["config"]["run_id"] == "new-name"
     assert len(data.requests) == 5
-    assert {s["run_id"] for s in list_runs(results_dir)} == {"new-name", "taken"}
+    assert {s.run_id for s in list_runs(results_dir)} == {"new-name", "taken"}
 
 
 def test_html_export_is_standalone_and_png_export_renders(results_dir):
@@ -367,7 +370,7 @@ def test_html_export_is_standalone_and_png_export_renders(results_dir):
             raise
         pytest.skip(str(exc))
     assert png[:8] == b"\x89PNG\r\n\x1a\n" and len(png) > 2000
-    json.dumps(run.summary)  # summaries stay JSON
+    json.dumps(run.summary.model_dump(exclude_unset=True))  # summaries stay JSON (plain Python values)
 
 
 def test_launch_form_builds_a_sweep_and_names_a_bad_upload(results_dir):
@@ -440,7 +443,7 @@ def test_cancel_while_a_launched_server_starts_stops_it_at_once(results_dir, tmp
     cancel_job(folder)
     job = wait(folder, 30)
     assert time.monotonic() - started < 15
-    assert job.state == "cancelled" and job.runs[0]["status"] == "cancelled"
+    assert job.state == "cancelled" and job.runs[0].status == "cancelled"
     pid = int(marker.read_text())
     time.sleep(0.5)
     with pytest.raises(ProcessLookupError):

@@ -34,6 +34,8 @@ from runners.demo import (
 )
 from runners.metrics.catalog import metric
 from runners.result_store import RunData, load_run
+from runners.store.models import RunEntry, StudyRecord
+from runners.study import read_study
 from runners.study_view import study_member_runs
 
 ATTAINMENT, G = metric("slo_attainment"), metric("G")
@@ -52,8 +54,8 @@ def app(demo_results):
     return open_page("pages/3_Demo.py")
 
 
-def record_of(regime) -> dict:
-    return json.loads((BUNDLED / regime.study_id / "study.json").read_text())
+def record_of(regime) -> StudyRecord:
+    return read_study(BUNDLED / regime.study_id)
 
 
 def tab_of(app, regime):
@@ -98,29 +100,29 @@ def test_the_page_shows_both_regimes_in_tabs(app):
 @pytest.mark.parametrize("regime", DEMO_REGIMES, ids=lambda regime: regime.key)
 def test_each_regime_states_attainment_and_g_with_intervals_and_seeds_better(app, regime):
     record, tab = record_of(regime), tab_of(app, regime)
-    n = len(record["seeds"])
+    n = len(record.seeds)
     cards = tab.metric
     assert [card.label for card in cards] == list(DEMO_SCHEDULERS) * 2  # attainment, then G
     under = [caption.value for caption in tab.caption][: 2 * len(DEMO_SCHEDULERS)]
     for row, (key, m) in enumerate((("slo_attainment", ATTAINMENT), ("G", G))):
-        entry = record["statistics"][key]
+        entry = record.statistics[key]
         for column, name in enumerate(DEMO_SCHEDULERS):
             card, caption = cards[row * len(DEMO_SCHEDULERS) + column], under[row * len(DEMO_SCHEDULERS) + column]
-            stats = entry["schedulers"][name]
-            low, high = plain(m.format(stats["ci_low"])), plain(m.format(stats["ci_high"]))
+            stats = entry.schedulers[name]
+            low, high = plain(m.format(stats.ci_low)), plain(m.format(stats.ci_high))
             unit = "%" if m.unit == "%" else f" {m.unit}"
-            assert card.value == f"{plain(m.format(stats['mean']))}{unit}"
-            half = plain(m.format((stats["ci_high"] - stats["ci_low"]) / 2))
+            assert card.value == f"{plain(m.format(stats.mean))}{unit}"
+            half = plain(m.format((stats.ci_high - stats.ci_low) / 2))
             assert caption.startswith(f"± {half} (95% interval {low} to {high}{unit}); ")
             if name == DEMO_BASELINE:
                 assert caption.endswith("the baseline") and card.delta == ""
                 continue
-            pair = entry["vs_baseline"][name]
-            assert card.delta == f"{m.format_change(pair['diff_mean'])} vs fcfs"
-            seeds = f"({pair['wins']} of {n} seeds better)"
-            if pair["ci_low"] > 0:
+            pair = entry.vs_baseline[name]
+            assert card.delta == f"{m.format_change(pair.diff_mean)} vs fcfs"
+            seeds = f"({pair.wins} of {n} seeds better)"
+            if pair.ci_low > 0:
                 assert caption.endswith(f"clearly better than fcfs {seeds}")
-            elif pair["ci_high"] < 0:
+            elif pair.ci_high < 0:
                 assert caption.endswith(f"clearly worse than fcfs {seeds}")
             else:
                 assert caption.endswith(f"no clear difference from fcfs {seeds}")
@@ -132,8 +134,8 @@ def test_each_regime_has_its_headline_and_who_gains_and_who_pays(app, demo_resul
     texts = [markdown.value for markdown in tab.markdown]
     title = next(text for text in texts if text.startswith("#### "))
     assert title == "#### " + headline(record)
-    attainment = record["statistics"]["slo_attainment"]["vs_baseline"]
-    better = [name for name in DEMO_SCHEDULERS[1:] if attainment[name]["ci_low"] > 0]
+    attainment = record.statistics["slo_attainment"].vs_baseline
+    better = [name for name in DEMO_SCHEDULERS[1:] if attainment[name].ci_low > 0]
     named = title.split(" met clearly more")[0] if better else ""
     assert sorted(named.replace("#### ", "").replace("*", "").replace(" and ", ",").replace(" ", "").split(",")) == (
         sorted(better) if better else [""]
@@ -155,13 +157,13 @@ def test_overload_says_who_pays_for_mcsfs_win(app, demo_results):
     requests (p99 TTFT) and long code requests, with their numbers."""
     regime = next(regime for regime in DEMO_REGIMES if regime.key == "overload")
     record = record_of(regime)
-    ttft = record["statistics"]["ttft_s.p99"]["vs_baseline"]["mcsf"]
-    assert record["statistics"]["slo_attainment"]["vs_baseline"]["mcsf"]["ci_low"] > 0 and ttft["ci_low"] > 0
+    ttft = record.statistics["ttft_s.p99"].vs_baseline["mcsf"]
+    assert record.statistics["slo_attainment"].vs_baseline["mcsf"].ci_low > 0 and ttft.ci_low > 0
     text = " ".join(markdown.value for markdown in tab_of(app, regime).markdown).replace(";\n    - ", "; ")
     (sentence,) = [line for line in text.split("\n") if line.startswith("- **mcsf**")]
     assert "meets more SLOs than fcfs" in sentence
     pays = sentence.split("who pays: ")[1]
-    assert f"the slowest 1% of requests wait longer for a first token (p99 TTFT +{ttft['diff_mean']:.3f} s" in pays
+    assert f"the slowest 1% of requests wait longer for a first token (p99 TTFT +{ttft.diff_mean:.3f} s" in pays
     assert "long code requests wait longer (p99 E2E of code +" in pays
 
 
@@ -176,20 +178,20 @@ def test_each_regime_shows_the_tails_and_the_per_task_outcomes(app, demo_results
     for key in ("ttft_s.p99", "e2e_s.p99"):
         m = metric(key)
         for name in DEMO_SCHEDULERS:
-            stats = record["statistics"][key]["schedulers"][name]
+            stats = record.statistics[key].schedulers[name]
             row = tails.loc[(m.label, name)]
             assert row["mean [95% interval]"] == (
-                f"{m.format(stats['mean'])} [{m.format(stats['ci_low'])}, {m.format(stats['ci_high'])}]"
+                f"{m.format(stats.mean)} [{m.format(stats.ci_low)}, {m.format(stats.ci_high)}]"
             )
             if name == DEMO_BASELINE:
                 assert row["verdict"] == "baseline"
                 continue
-            pair = record["statistics"][key]["vs_baseline"][name]
-            assert row["change vs fcfs [95% interval]"].startswith(m.format_change(pair["diff_mean"]) + " [")
-            assert row["seeds better"] == f"{pair['wins']} of 10 seeds"
-            clear = "clearly worse" if pair["ci_low"] > 0 else "clearly better" if pair["ci_high"] < 0 else None
+            pair = record.statistics[key].vs_baseline[name]
+            assert row["change vs fcfs [95% interval]"].startswith(m.format_change(pair.diff_mean) + " [")
+            assert row["seeds better"] == f"{pair.wins} of 10 seeds"
+            clear = "clearly worse" if pair.ci_low > 0 else "clearly better" if pair.ci_high < 0 else None
             assert row["verdict"] == (clear or "no clear difference")
-    seeds = {run["run_id"]: run["seed"] for run in record["runs"]}
+    seeds = {run.run_id: run.seed for run in record.runs}
     for task in ("chat", "code"):
         share = metric(f"slo_attainment_by_task.{task}")
         per_seed: dict[str, dict[int, float]] = {}
@@ -199,13 +201,13 @@ def test_each_regime_shows_the_tails_and_the_per_task_outcomes(app, demo_results
             name = run_id[len(regime.study_id) + 1 :].rsplit("-s", 1)[0]
             per_seed.setdefault(name, {})[seed] = float(np.percentile(e2e, 99))
         for name in DEMO_SCHEDULERS:
-            stats = record["statistics"][f"slo_attainment_by_task.{task}"]["schedulers"][name]
+            stats = record.statistics[f"slo_attainment_by_task.{task}"].schedulers[name]
             on_time, tail = tasks.loc[(task, "on time (%)", name)], tasks.loc[(task, "E2E p99 (s)", name)]
-            assert on_time["mean [95% interval]"].startswith(share.format(stats["mean"]) + " [")
+            assert on_time["mean [95% interval]"].startswith(share.format(stats.mean) + " [")
             mean = float(np.mean(list(per_seed[name].values())))
             assert tail["mean [95% interval]"].startswith(f"{mean:.3f} [")
             if name != DEMO_BASELINE:
-                diffs = [per_seed[name][seed] - per_seed[DEMO_BASELINE][seed] for seed in record["seeds"]]
+                diffs = [per_seed[name][seed] - per_seed[DEMO_BASELINE][seed] for seed in record.seeds]
                 assert tail["change vs fcfs [95% interval]"].startswith(f"{float(np.mean(diffs)):+.3f} s [")
                 assert tail["seeds better"] == f"{sum(diff < 0 for diff in diffs)} of 10 seeds"
 
@@ -234,7 +236,8 @@ def test_a_cache_never_filled_is_not_said_to_fill():
     """A run whose cache peaked at 1.2%: the caption says so, and names no sawtooth or full cache."""
     series = [0.0, 0.004, 0.012, 0.006, 0.0]
     frame = pd.DataFrame({"t_s": [0.0, 0.25, 0.5, 0.75, 1.0], "instance": [0] * 5, "kv_usage": series})
-    run = RunData("big-cache", Path("."), {}, {"scheduler": "static", "preemptions": 0}, pd.DataFrame(), frame)
+    summary = RunEntry(scheduler="static", preemptions=0)
+    run = RunData("big-cache", Path("."), {}, summary, pd.DataFrame(), frame)
     assert kv_usage(run).peak == pytest.approx(0.012) and kv_usage(run).full_share == 0.0
     caption = kv_caption([run], 0)
     assert "**static** never fills it: it peaks at 1.2%" in caption

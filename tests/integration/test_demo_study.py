@@ -66,36 +66,37 @@ EXPECTED_PARAMS = {"static": {"batch_size": DEMO_SLOTS}}
 @pytest.mark.parametrize("regime", DEMO_REGIMES, ids=lambda regime: regime.key)
 def test_each_bundled_study_has_every_member_done_at_the_fixed_seeds(regime):
     record = read_demo_study(BUNDLED, regime)
-    assert record["status"] == "done" and record["baseline"] == "fcfs" and record["study_id"] == regime.study_id
-    assert record["seeds"] == list(DEMO_SEEDS) == list(range(10))  # 0..9, fixed in advance
-    assert record["schedulers"] == list(DEMO_SCHEDULERS)
-    assert record["oracles"] == {}  # no scheduler used an oracle
-    runs = {(run["scheduler"], run["seed"]): run for run in record["runs"]}
+    assert record.status == "done" and record.baseline == "fcfs" and record.study_id == regime.study_id
+    assert record.seeds == list(DEMO_SEEDS) == list(range(10))  # 0..9, fixed in advance
+    assert record.schedulers == list(DEMO_SCHEDULERS)
+    assert record.oracles == {}  # no scheduler used an oracle
+    runs = {(run.scheduler, run.seed): run for run in record.runs}
     assert set(runs) == {(name, seed) for name in DEMO_SCHEDULERS for seed in DEMO_SEEDS}
-    waiting_peaks: dict[str, list[int]] = {}
+    waiting_peaks: dict[str, list[float]] = {}
     for (name, seed), run in runs.items():
-        assert run["status"] == "done" and run["run_id"] == f"{regime.study_id}-{name}-s{seed}"
-        summary = read_summary(BUNDLED / run["run_id"])
-        config = json.loads((BUNDLED / run["run_id"] / "config.json").read_text())["config"]
-        assert summary["status"] == "done" and summary["scheduler"] == name and summary["completed"] == 1000
-        assert summary["oracle"] == []
+        assert run.status == "done" and run.run_id == f"{regime.study_id}-{name}-s{seed}"
+        summary = read_summary(BUNDLED / run.run_id)
+        config = json.loads((BUNDLED / run.run_id / "config.json").read_text())["config"]
+        assert summary.status == "done" and summary.scheduler == name and summary.completed == 1000
+        assert summary.oracle == []
         assert config["workload"]["seed"] == seed and config["workload"]["arrival"]["rate"] == regime.rate_rps
         assert config["workload"]["arrival"]["process"] == "poisson"
         assert config["engine"]["max_num_seqs"] == DEMO_SLOTS and config["slo"]["preset"] == "paper"
         assert config["engine"]["kv_capacity_tokens"] == DEMO_KV_TOKENS
         assert config["scheduler"]["params"] == EXPECTED_PARAMS.get(name, {})
         if name == DEMO_BASELINE and regime is OVERLOAD:  # memory binds: the cache fills, the engine preempts
-            kv = pd.read_parquet(BUNDLED / run["run_id"] / "timeseries.parquet")["kv_usage"]
-            assert kv.max() > 0.95 and summary["preemptions"] > 0
-        waiting_peaks.setdefault(name, []).append(summary["contention"]["waiting_peak"])
+            kv = pd.read_parquet(BUNDLED / run.run_id / "timeseries.parquet")["kv_usage"]
+            assert kv.max() > 0.95 and summary.preemptions is not None and summary.preemptions > 0
+        assert summary.contention is not None and summary.contention.waiting_peak is not None
+        waiting_peaks.setdefault(name, []).append(summary.contention.waiting_peak)
     if regime is OVERLOAD:  # requests always queued
         assert min(min(peaks) for peaks in waiting_peaks.values()) > DEMO_SLOTS
     else:  # below capacity: fcfs's queue stays short at every seed
         assert max(waiting_peaks[DEMO_BASELINE]) < DEMO_SLOTS
     for key in HEADLINE_KEYS:
-        per = record["statistics"][key]["schedulers"]
-        assert all(per[name]["n"] == len(DEMO_SEEDS) for name in DEMO_SCHEDULERS), key
-        assert all(pair["n_pairs"] == len(DEMO_SEEDS) for pair in record["statistics"][key]["vs_baseline"].values())
+        per = record.statistics[key].schedulers
+        assert all(per[name].n == len(DEMO_SEEDS) for name in DEMO_SCHEDULERS), key
+        assert all(pair.n_pairs == len(DEMO_SEEDS) for pair in record.statistics[key].vs_baseline.values())
 
 
 def test_the_bundle_holds_the_regimes_studies_and_nothing_else_of_the_demo():
@@ -269,11 +270,11 @@ def test_regeneration_replaces_its_own_studies_and_nothing_else(results):
     (results / "other-run" / "summary.json").write_text("{}")
     first = make_demo_studies(results, seeds=(0, 1), requests=10)
     assert [result.study_id for result in first] == [regime.study_id for regime in DEMO_REGIMES]
-    assert all(result.record["status"] == "done" for result in first)
-    assert all(len(result.record["runs"]) == 2 * len(DEMO_SCHEDULERS) for result in first)
+    assert all(result.record.status == "done" for result in first)
+    assert all(len(result.record.runs) == 2 * len(DEMO_SCHEDULERS) for result in first)
     old_summary = read_summary(results / "demo-below-fcfs-s0")
     second = make_demo_results(results, seeds=(0,), requests=10)  # the one a caller reports: the last
-    assert second.study_id == "demo-overload" and second.record["seeds"] == [0]
+    assert second.study_id == "demo-overload" and second.record.seeds == [0]
     names = {path.name for path in results.iterdir()}
     assert names == {"other-run"} | {
         name
@@ -281,13 +282,14 @@ def test_regeneration_replaces_its_own_studies_and_nothing_else(results):
         for name in [regime.study_id] + [f"{regime.study_id}-{scheduler}-s0" for scheduler in DEMO_SCHEDULERS]
     }
     again = read_summary(results / "demo-below-fcfs-s0")  # same seed, same results: the design is deterministic
-    assert again["slo_attainment"] == old_summary["slo_attainment"]
-    assert again["started_at"] >= old_summary["started_at"]
+    assert again.slo_attainment == old_summary.slo_attainment
+    assert again.started_at is not None and old_summary.started_at is not None
+    assert again.started_at >= old_summary.started_at
 
 
 def test_a_stop_ends_the_regimes_after_the_cancelled_one(results):
     studies = make_demo_studies(results, seeds=(0,), requests=10, should_stop=lambda: True)
-    assert [(result.study_id, result.record["status"]) for result in studies] == [("demo-below", "cancelled")]
+    assert [(result.study_id, result.record.status) for result in studies] == [("demo-below", "cancelled")]
     assert not (results / "demo-overload").exists()
 
 

@@ -17,12 +17,14 @@ from runners.engines.fidelity import (
     nearest_level,
     parse_levels,
     quantity_keys,
+    resolvable,
     target_for,
 )
 from runners.engines.latency_model import LatencyModel, LinearStepModel, ServingOverhead
 from runners.engines.profile import load_profile
 from runners.errors import ConfigError, SchedlabError
 from runners.profiler import StepSample, fit_serving_overhead, fit_step_profile, fit_table
+from runners.store.models import RunSummary
 
 STEP = {
     "kind": "linear-step",
@@ -50,7 +52,7 @@ def _profile(tmp_path, overhead: dict | None, name: str = "p.yaml") -> str:
     return str(path)
 
 
-def _run(tmp_path, profile: str, requests: int, rate: float | None, **engine) -> dict:
+def _run(tmp_path, profile: str, requests: int, rate: float | None, **engine) -> RunSummary:
     arrival = {"process": "all-at-once"} if rate is None else {"process": "poisson", "rate": rate}
     config = parse_config(
         {
@@ -70,9 +72,9 @@ def test_one_request_waits_the_overhead_before_the_engine(tmp_path):
     alone = _run(tmp_path, with_overhead, 1, None)
     engine_only = _run(tmp_path, with_overhead, 1, None, serving_overhead=False)
     # one request on an idle engine: every token 10 ms later, the gaps between them unchanged
-    assert alone["ttft_s"]["mean"] - engine_only["ttft_s"]["mean"] == pytest.approx(0.01, abs=1e-12)
-    assert alone["e2e_s"]["mean"] - engine_only["e2e_s"]["mean"] == pytest.approx(0.01, abs=1e-12)
-    assert alone["tpot_s"]["mean"] == pytest.approx(engine_only["tpot_s"]["mean"], rel=1e-12)
+    assert alone.ttft_s.mean - engine_only.ttft_s.mean == pytest.approx(0.01, abs=1e-12)
+    assert alone.e2e_s.mean - engine_only.e2e_s.mean == pytest.approx(0.01, abs=1e-12)
+    assert alone.tpot_s.mean == pytest.approx(engine_only.tpot_s.mean, rel=1e-12)
 
 
 def test_the_per_prompt_token_term_and_no_overhead_profile(tmp_path):
@@ -89,7 +91,7 @@ def test_the_per_prompt_token_term_and_no_overhead_profile(tmp_path):
     from runners.benchmark import prepare_run
 
     prompt = prepare_run(config).workload.requests[0].input_tokens
-    assert delayed["ttft_s"]["mean"] - engine_only["ttft_s"]["mean"] == pytest.approx(prompt * 1e-3, abs=1e-12)
+    assert delayed.ttft_s.mean - engine_only.ttft_s.mean == pytest.approx(prompt * 1e-3, abs=1e-12)
 
 
 def test_busy_engine_term_applies_only_to_requests_arriving_while_it_runs(tmp_path):
@@ -120,9 +122,9 @@ def test_overhead_under_load_keeps_every_request_and_latency_counts_from_arrival
     with_overhead = _profile(tmp_path, {"request_s": 0.005, "per_prompt_token_s": 1e-6})
     loaded = _run(tmp_path, with_overhead, 200, 40.0)
     engine_only = _run(tmp_path, with_overhead, 200, 40.0, serving_overhead=False)
-    assert loaded["completed"] == engine_only["completed"] == 200
+    assert loaded.completed == engine_only.completed == 200
     # the front end's delay is added, never hidden: at least 5 ms more TTFT for every request
-    assert loaded["ttft_s"]["mean"] >= engine_only["ttft_s"]["mean"] + 0.005 - 1e-9
+    assert loaded.ttft_s.mean >= engine_only.ttft_s.mean + 0.005 - 1e-9
 
 
 def test_memory_constrained_policy_cancelling_through_the_front_end(tmp_path, monkeypatch):
@@ -154,7 +156,7 @@ def test_memory_constrained_policy_cancelling_through_the_front_end(tmp_path, mo
         }
     )
     outcome = execute_run(config, tmp_path / "results")
-    assert outcome.status == "done" and outcome.summary["completed"] == 120, outcome.error
+    assert outcome.status == "done" and outcome.summary.completed == 120, outcome.error
     assert in_front_end  # some cancels reached requests the engine had not seen yet
     assert not drivers[-1]._admitting and not drivers[-1]._admitting_ids
 
@@ -257,6 +259,23 @@ def test_one_seed_has_no_interval_and_a_miss_is_reported_by_how_much():
     lines = missed_targets({"levels": [level]})
     assert lines[0] == "20% load: mean TTFT mean |error| 60.0% (target within 5%, missed by 55.0%; bias -60.0%)"
     assert any("p90 TTFT" in line for line in lines)
+
+
+def test_a_miss_within_the_engines_own_noise_says_so():
+    """Where the real engine run twice differed by more than the target, a miss cannot be told
+    from noise on that machine: the line says so, and whether the error exceeds that difference."""
+    level = compare_level(0.5, 5.0, [101], [_summary(0.010)], [_summary(0.004)])  # TTFT error -60%
+    level["real_repeat"] = {"ttft_s.mean": -0.70, "ttft_s.p90": 0.02}
+    lines = missed_targets({"levels": [level]})
+    assert lines[0] == (
+        "50% load: mean TTFT mean |error| 60.0% (target within 5%, missed by 55.0%; bias -60.0%); not resolvable "
+        "here: the real engine differed from itself by 70.0%, above the target (the error is within that)"
+    )
+    assert lines[1].endswith("bias -60.0%)")  # p90: the engine repeated itself within 2%: a real miss
+    level["real_repeat"]["ttft_s.mean"] = 0.30
+    assert missed_targets({"levels": [level]})[0].endswith("(the error is larger than that)")
+    assert resolvable(level, "ttft_s.mean", 0.05) is False and resolvable(level, "ttft_s.p90", 0.10) is True
+    assert resolvable(level, "e2e_s.mean", 0.05) is None  # not repeated
 
 
 def test_a_schema_1_report_is_judged_on_its_per_seed_errors():

@@ -199,7 +199,7 @@ def test_a_run_being_written_is_never_deleted(tmp_path):
         if writer.poll() is None:
             writer.kill()
     run = load_run(results, "r")
-    assert run.summary["status"] == "done" and len(run.requests) == 8  # every row kept
+    assert run.summary.status == "done" and len(run.requests) == 8  # every row kept
     assert delete_run(results, "r") == results / "r" and not (results / "r").exists()  # once it has ended
 
 
@@ -305,14 +305,16 @@ def test_a_hostile_metrics_page_never_costs_the_run_its_rows(tmp_path):
         finally:
             server.stop()
         run = load_run(tmp_path, run_id)
-        assert outcome.status == "done" and run.summary["status"] == "done", (label, outcome.error)
+        assert outcome.status == "done" and run.summary.status == "done", (label, outcome.error)
         assert len(run.requests) == 6 and (tmp_path / run_id / "timeseries.parquet").is_file(), label
-        telemetry = run.summary["telemetry"]
-        assert telemetry["scrapes"] > 0 and elapsed < 60, (label, telemetry, elapsed)
+        telemetry = run.summary.telemetry
+        assert telemetry is not None and telemetry.scrapes and elapsed < 60, (label, telemetry, elapsed)
         if label == "larger than the cap":
-            assert telemetry["too_large"] == telemetry["scrapes"], telemetry
+            assert telemetry.too_large == telemetry.scrapes, telemetry
         else:
-            assert telemetry["samples_dropped"] >= 4 * telemetry["scrapes"], telemetry
+            assert telemetry.samples_dropped is not None and telemetry.samples_dropped >= 4 * telemetry.scrapes, (
+                telemetry
+            )
             assert run.timeseries["running"].isna().all() and run.timeseries["kv_usage"].isna().all()
 
 
@@ -326,8 +328,8 @@ def test_a_row_no_column_can_hold_is_left_out_and_counted_and_the_summary_writte
     writer.add_sample(good | {"t_s": 1.0, "running": 4})
     writer.close("done", {"requests": 0})
     run = load_run(tmp_path, "w")
-    assert run.summary["status"] == "done" and run.summary["rows_rejected"] == {"timeseries": 1}
-    assert list(run.timeseries["running"]) == [3, 4] and "out of range" in run.summary["error"]
+    assert run.summary.status == "done" and run.summary.rows_rejected == {"timeseries": 1}
+    assert list(run.timeseries["running"]) == [3, 4] and "out of range" in run.summary.error
 
 
 # -- 4. deleting a study, all or nothing -----------------------------------------------------------
@@ -466,8 +468,8 @@ def test_a_killed_study_reads_interrupted_and_resumes_to_the_same_statistics(tmp
     kept_started = summary_of(first)["started_at_unix_s"]
 
     record = read_study(results / "k")
-    statuses = {run["run_id"]: run["status"] for run in record["runs"]}
-    assert record["status"] == "interrupted" and "--resume k" in record["error"]
+    statuses = {run.run_id: run.status for run in record.runs}
+    assert record.status == "interrupted" and "--resume k" in str(getattr(record, "error", None))
     assert statuses["k-fcfs-s0"] == "done" and statuses["k-fcfs-s1"] == "interrupted"
     assert statuses["k-slo-sa-s2"] == "pending"
     shown = runners_cli("show", "k", "--out", results)
@@ -479,11 +481,11 @@ def test_a_killed_study_reads_interrupted_and_resumes_to_the_same_statistics(tmp
     assert resumed.returncode == 0, resumed.stderr
     assert "1 kept" in resumed.stdout.splitlines()[0] or "kept" in resumed.stdout.splitlines()[0]
     record = read_study(results / "k")
-    assert record["status"] == "done" and len(record["resumed_at"]) == 1
-    assert [run["status"] for run in record["runs"]] == ["done"] * 6
+    assert record.status == "done" and record.resumed_at is not None and len(record.resumed_at) == 1
+    assert [run.status for run in record.runs] == ["done"] * 6
     assert summary_of(first)["started_at_unix_s"] == kept_started  # the finished member was kept, not rerun
     fresh = runners_cli("run", *study_args, "--run-id", "f", "--out", results)
     assert fresh.returncode == 0, fresh.stderr
-    assert read_study(results / "f")["statistics"] == record["statistics"]  # same plan, same seeds, same numbers
+    assert read_study(results / "f").statistics == record.statistics  # same plan, same seeds, same numbers
     refused = runners_cli("run", "--resume", "k", "--out", results)
     assert refused.returncode == 2 and "nothing to resume" in refused.stderr

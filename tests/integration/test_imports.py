@@ -43,26 +43,26 @@ def test_vllm_file_is_recomputed_from_its_per_request_lists(tmp_path):
     rows = run.requests.sort_values("arrival_s").reset_index(drop=True)
     # the file's own lists against its own figures: what we read is what vLLM summarised
     assert abs(np.mean(raw["ttfts"]) - raw["mean_ttft_ms"] / 1000) < 1e-9
-    assert len(rows) == raw["num_prompts"] == 50 and run.summary["completed"] == raw["completed"] == 50
-    assert run.summary["failed"] == 0 and int(rows["output_tokens"].sum()) == raw["total_output_tokens"] == 2400
+    assert len(rows) == raw["num_prompts"] == 50 and run.summary.completed == raw["completed"] == 50
+    assert run.summary.failed == 0 and int(rows["output_tokens"].sum()) == raw["total_output_tokens"] == 2400
     assert int(rows["input_tokens"].sum()) == raw["total_input_tokens"] == 4810
     # ours from arrival = vLLM's from sending + the client queue, request by request (start order = arrival order here)
     order = np.argsort(np.asarray(raw["start_times"]) - np.asarray(raw["queue_times"]), kind="stable")
     expected_ttft = (np.asarray(raw["ttfts"]) + np.asarray(raw["queue_times"]))[order]
     assert np.allclose(rows["ttft_s"], expected_ttft, rtol=0, atol=1e-9)
-    assert abs(run.summary["ttft_s"]["mean"] - np.mean(expected_ttft)) < 1e-9
+    assert abs(run.summary.ttft_s.mean - np.mean(expected_ttft)) < 1e-9
     # TPOT and ITL have vLLM's definitions: the file's own means, to 1e-9 s
-    assert abs(run.summary["tpot_s"]["mean"] - raw["mean_tpot_ms"] / 1000) < 1e-9
-    assert abs(run.summary["itl_s"]["mean"] - raw["mean_itl_ms"] / 1000) < 1e-9
-    assert abs(run.summary["tpot_s"]["median"] - raw["median_tpot_ms"] / 1000) < 1e-9
-    imported = run.summary["imported"]
+    assert abs(run.summary.tpot_s.mean - raw["mean_tpot_ms"] / 1000) < 1e-9
+    assert abs(run.summary.itl_s.mean - raw["mean_itl_ms"] / 1000) < 1e-9
+    assert abs(run.summary.tpot_s.median - raw["median_tpot_ms"] / 1000) < 1e-9
+    imported = run.summary.imported
     assert imported["label"] == "imported from vLLM bench serve 0.32.0" == run.config["label"]
     assert imported["metrics"]["ttft_s"] == "recomputed" and imported["metrics"]["slo_attainment"] == "not measured"
-    assert run.summary["slo_attainment"] is None and run.summary["G"] is None
+    assert run.summary.slo_attainment is None and run.summary.G is None
     # the source is copied unchanged and left unchanged
     assert sha(folder / imported["source_file"]) == sha(VLLM) == before
-    listed = {record["run_id"]: record for record in list_runs(tmp_path)}
-    assert listed["v"]["status"] == "done" and listed["v"]["imported"]["tool"] == "vllm-bench"
+    listed = {record.run_id: record for record in list_runs(tmp_path)}
+    assert listed["v"].status == "done" and listed["v"].imported["tool"] == "vllm-bench"
 
 
 def test_vllm_file_without_version_says_so():
@@ -80,14 +80,12 @@ def test_guidellm_file_gives_one_run_per_benchmark(tmp_path):
         run = load_run(tmp_path, f"g-b{index}")
         stats = benchmark["requests"]["successful"]
         metrics = benchmark["metrics"]
-        assert len(run.requests) == len(stats) == 40 and run.summary["completed"] == 40
-        assert run.summary["arrival_rate_rps"] == benchmark["config"]["strategy"]["rate"] == [2.0, 4.0][index]
-        assert run.summary["imported"]["label"] == "imported from GuideLLM 0.8.1"
+        assert len(run.requests) == len(stats) == 40 and run.summary.completed == 40
+        assert run.summary.arrival_rate_rps == benchmark["config"]["strategy"]["rate"] == [2.0, 4.0][index]
+        assert run.summary.imported["label"] == "imported from GuideLLM 0.8.1"
         # GuideLLM's inter-token latency is our TPOT; every reply has 48 tokens, so its token weighting is even
         assert {int(n) for n in run.requests["output_tokens"]} == {48}
-        assert (
-            abs(run.summary["tpot_s"]["mean"] - metrics["inter_token_latency_ms"]["successful"]["mean"] / 1000) < 1e-9
-        )
+        assert abs(run.summary.tpot_s.mean - metrics["inter_token_latency_ms"]["successful"]["mean"] / 1000) < 1e-9
         # its TTFT starts at sending: ours = theirs + (request_start - targeted_start), request by request
         by_id = run.requests.set_index("request_id")
         for stat in stats:
@@ -96,11 +94,11 @@ def test_guidellm_file_gives_one_run_per_benchmark(tmp_path):
             theirs = stat["time_to_first_token_ms"] / 1000 + timings["request_start"] - timings["targeted_start"]
             assert abs(ours - theirs) < 1e-6
         # GuideLLM's TPOT includes the first token: kept beside ours, never as ours
-        definitions = {d["tool_metric"]: d for d in run.summary["imported"]["definitions"]}
+        definitions = {d["tool_metric"]: d for d in run.summary.imported["definitions"]}
         tpot = definitions["time_per_output_token_ms"]
         assert tpot["metric"] == "tpot_s" and "includes the first token" in tpot["note"]
         assert abs(tpot["tool_value"] - metrics["time_per_output_token_ms"]["successful"]["mean"] / 1000) < 1e-12
-        assert run.summary["tpot_s"]["mean"] < tpot["tool_value"]
+        assert run.summary.tpot_s.mean < tpot["tool_value"]
 
 
 # -- AIPerf -----------------------------------------------------------------------------------------
@@ -108,8 +106,8 @@ def test_aiperf_records_recomputed_with_the_servers_token_count(tmp_path):
     records = [json.loads(line) for line in AIPERF_RECORDS.read_text().splitlines()]
     import_file(AIPERF_RECORDS, tmp_path, name="a")
     run = load_run(tmp_path, "a")
-    assert run.summary["imported"]["label"] == "imported from AIPerf 0.13.0"  # from the aggregate file beside it
-    assert len(run.requests) == len(records) == 50 and run.summary["completed"] == 50
+    assert run.summary.imported["label"] == "imported from AIPerf 0.13.0"  # from the aggregate file beside it
+    assert len(run.requests) == len(records) == 50 and run.summary.completed == 50
     by_id = run.requests.set_index("request_id")
     for record in records:
         metadata, metrics = record["metadata"], record["metrics"]
@@ -123,22 +121,22 @@ def test_aiperf_records_recomputed_with_the_servers_token_count(tmp_path):
         assert abs(row["tpot_s"] * 47 - metrics["inter_token_latency"]["value"] / 1000 * (osl - 1)) < 1e-9
         assert abs(sum(metrics["inter_chunk_latency"]["value"]) / 1000 - (latency - ttft)) < 1e-9
     gaps = np.concatenate([np.asarray(r["metrics"]["inter_chunk_latency"]["value"]) / 1000 for r in records])
-    assert abs(run.summary["itl_s"]["mean"] - gaps.mean()) < 1e-12
+    assert abs(run.summary.itl_s.mean - gaps.mean()) < 1e-12
 
 
 def test_aiperf_aggregate_maps_run_level_figures(tmp_path):
     raw = json.loads(AIPERF_AGGREGATE.read_text())
     import_file(AIPERF_AGGREGATE, tmp_path, name="agg")
     run = load_run(tmp_path, "agg")
-    assert len(run.requests) == 0 and run.summary["requests"] == 50 and run.summary["completed"] == 50
-    assert abs(run.summary["ttft_s"]["mean"] - raw["time_to_first_token"]["avg"] / 1000) < 1e-12
-    assert abs(run.summary["tpot_s"]["p90"] - raw["inter_token_latency"]["p90"] / 1000) < 1e-12
-    provenance = run.summary["imported"]["metrics"]
+    assert len(run.requests) == 0 and run.summary.requests == 50 and run.summary.completed == 50
+    assert abs(run.summary.ttft_s.mean - raw["time_to_first_token"]["avg"] / 1000) < 1e-12
+    assert abs(run.summary.tpot_s.p90 - raw["inter_token_latency"]["p90"] / 1000) < 1e-12
+    provenance = run.summary.imported["metrics"]
     assert provenance["ttft_s.mean"] == "mapped" and provenance["G"] == "not measured"
-    assert run.summary["request_throughput_rps"] is None  # AIPerf's throughput is not defined as ours
+    assert run.summary.request_throughput_rps is None  # AIPerf's throughput is not defined as ours
     assert any(
         d["tool_metric"] == "inter_token_latency" and d["metric"] == "tpot_s"
-        for d in run.summary["imported"]["definitions"]
+        for d in run.summary.imported["definitions"]
     )
 
 
@@ -182,7 +180,7 @@ def test_a_taken_name_is_refused_before_anything_is_written(tmp_path):
     with pytest.raises(ConfigError, match="'g-b1' already exists"):
         import_file(GUIDELLM, tmp_path, name="g")
     assert not (tmp_path / "g-b0").exists()  # the first benchmark was not written either
-    assert load_run(tmp_path, "g-b1").summary["imported"]["tool"] == "vllm-bench"
+    assert load_run(tmp_path, "g-b1").summary.imported["tool"] == "vllm-bench"
 
 
 def test_upload_errors_name_the_uploaded_file(tmp_path):
@@ -223,7 +221,7 @@ def test_export_of_a_schedlab_run_uses_vllms_definitions(tmp_path):
     assert abs(data["mean_ttft_ms"] - from_send.mean() * 1000) < 1e-9
     queue = (rows["dispatch_s"] - rows["arrival_s"]).to_numpy()
     assert abs(data["mean_client_queue_time_ms"] - queue.mean() * 1000) < 1e-9  # held time is reported, not hidden
-    assert abs(data["mean_tpot_ms"] - run.summary["tpot_s"]["mean"] * 1000) < 1e-9
+    assert abs(data["mean_tpot_ms"] - run.summary.tpot_s.mean * 1000) < 1e-9
     assert data["completed"] == 50 and data["num_prompts"] == 50 and data["itls"] == [[]] * 50
 
 
@@ -293,7 +291,7 @@ def test_results_page_upload_imports_and_refuses_a_bad_file(page_results):
     app.button(key="import_button").click().run()
     assert not app.exception, app.exception
     assert any("Imported 1 run(s): agg" in block.value for block in app.success)
-    assert load_run(page_results, "agg").summary["imported"]["tool"] == "aiperf"
+    assert load_run(page_results, "agg").summary.imported["tool"] == "aiperf"
     app.get("file_uploader")[0].upload("cut.json", GUIDELLM.read_bytes()[:5000]).run()
     app.text_input(key="import_name").input("cut").run()
     app.button(key="import_button").click().run()
@@ -331,5 +329,5 @@ def test_guidellms_incomplete_requests_import_as_cancelled_not_failed(tmp_path):
     source.write_text(json.dumps(raw))
     [folder] = import_file(source, tmp_path / "results", name="g")
     run = load_run(tmp_path / "results", folder.name)
-    assert (run.summary["completed"], run.summary["cancelled"], run.summary["failed"]) == (37, 3, 0)
-    assert run.summary["requests"] == 40 and run.summary["not_run"] == 0
+    assert (run.summary.completed, run.summary.cancelled, run.summary.failed) == (37, 3, 0)
+    assert run.summary.requests == 40 and run.summary.not_run == 0

@@ -80,8 +80,8 @@ def test_a_run_where_every_request_failed_fails_with_exit_code_1(server, tmp_pat
     reason = "6 of 6 requests failed (error rate 1 > max_error_rate 0.5)"
     assert code == 1 and "run all-failed: failed" in out and f"reason: {reason}" in out, out
     run = load_run(results_dir, "all-failed")
-    assert run.summary["status"] == "failed" and run.summary["error"] == reason
-    assert run.summary["failure_gate"] == {
+    assert run.summary.status == "failed" and run.summary.error == reason
+    assert run.summary.failure_gate is not None and run.summary.failure_gate.model_dump(exclude_unset=True) == {
         "max_error_rate": 0.5,
         "error_rate": 1.0,
         "errors": 6,
@@ -94,15 +94,20 @@ def test_a_run_where_every_request_failed_fails_with_exit_code_1(server, tmp_pat
 def test_the_gate_trips_only_above_max_error_rate(server, tmp_path, results_dir, capsys):
     path = dataset(tmp_path, 3, 6)  # 3 of the 6 requests fail: rate 0.5 is not above 0.5
     assert attach_run(server, "half", path, results_dir) == 0
-    gate = load_run(results_dir, "half").summary["failure_gate"]
-    assert gate == {"max_error_rate": 0.5, "error_rate": 0.5, "errors": 3, "ran": 6, "tripped": False}
+    gate = load_run(results_dir, "half").summary.failure_gate
+    assert gate is not None and gate.model_dump(exclude_unset=True) == {
+        "max_error_rate": 0.5,
+        "error_rate": 0.5,
+        "errors": 3,
+        "ran": 6,
+        "tripped": False,
+    }
     assert attach_run(server, "strict", path, results_dir, "--max-error-rate", "0.25") == 1
     assert (
-        load_run(results_dir, "strict").summary["error"]
-        == "3 of 6 requests failed (error rate 0.5 > max_error_rate 0.25)"
+        load_run(results_dir, "strict").summary.error == "3 of 6 requests failed (error rate 0.5 > max_error_rate 0.25)"
     )
     assert attach_run(server, "off", dataset(tmp_path, 6, 6), results_dir, "--max-error-rate", "1") == 0
-    assert load_run(results_dir, "off").summary["status"] == "done"
+    assert load_run(results_dir, "off").summary.status == "done"
     capsys.readouterr()
 
 
@@ -165,7 +170,7 @@ def test_secrets_reach_the_server_but_are_never_written(tmp_path, results_dir, c
         text = (folder / name).read_text()
         for secret in ("env-secret-1", "sk-secret-2", "hf_secret3", "pw-secret-4"):
             assert secret not in text, (name, secret)
-    assert load_run(results_dir, "secret").summary["status"] == "done"
+    assert load_run(results_dir, "secret").summary.status == "done"
 
 
 def test_a_dashboard_job_keeps_its_secrets_out_of_job_json_and_still_passes_them(tmp_path, results_dir):

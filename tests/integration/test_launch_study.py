@@ -45,10 +45,10 @@ def test_the_default_form_is_a_study_whose_schedulers_differ_at_every_seed(resul
 
     job = wait(start_job(result.spec, results_dir))
     assert job.state == "done", job
-    assert [run["status"] for run in job.runs] == ["done"] * 10
+    assert [run.status for run in job.runs] == ["done"] * 10
     record = read_study(results_dir / study.study_id)  # written as the CLI writes it
-    assert record["status"] == "done" and record["baseline"] == "fcfs" and record["seeds"] == [0, 1, 2, 3, 4]
-    assert record["statistics"]["slo_attainment"]["vs_baseline"]["slo-sa"]["n_pairs"] == 5
+    assert record.status == "done" and record.baseline == "fcfs" and record.seeds == [0, 1, 2, 3, 4]
+    assert record.statistics["slo_attainment"].vs_baseline["slo-sa"].n_pairs == 5
     for seed in study.seeds:
         tables = [requests_of(results_dir, f"{study.study_id}-{name}-s{seed}") for name in study.schedulers]
         assert not identical_decisions(tables), f"fcfs and slo-sa made identical decisions at seed {seed}"
@@ -158,10 +158,10 @@ def test_cancel_stops_the_running_members_keeps_their_rows_and_skips_the_rest(re
     cancel_job(folder)
     job = wait(folder, 30)
     assert job.state == "cancelled"
-    statuses = [run["status"] for run in job.runs]
+    statuses = [run.status for run in job.runs]
     assert statuses[0] == "cancelled" and set(statuses) == {"cancelled", "skipped"}, statuses
     record = read_study(results_dir / spec.study.study_id)
-    assert record["status"] == "cancelled" and [run["status"] for run in record["runs"]] == statuses
+    assert record.status == "cancelled" and [run.status for run in record.runs] == statuses
     for run, status in zip(spec.runs, statuses):
         if status == "skipped":
             assert not (results_dir / run.run_id).exists()

@@ -216,7 +216,7 @@ def test_launch_failure_is_recorded_with_the_log(results_dir):
     outcome = execute_run(parse_config(config), results_dir)
     assert outcome.status == "failed" and "no GPU found" in outcome.error
     run = load_run(results_dir, "nolaunch")
-    assert run.summary["status"] == "failed" and (run.folder / "server-0.log").exists()
+    assert run.summary.status == "failed" and (run.folder / "server-0.log").exists()
 
 
 def test_cancel_reaches_a_health_probe_that_never_answers(tmp_path):

@@ -159,7 +159,7 @@ def test_a_livelocked_run_ends_at_once_as_stalled_with_every_row_kept(results_di
 def test_a_finished_run_with_clears_counts_latency_from_arrival(results_dir):
     # alpha = 0.1, beta = 0.2: requests are cleared and resent, and all finish
     outcome = burst(results_dir, "abc", {"name": "alpha-beta-clear", "params": {"alpha": 0.1, "beta": 0.2}})
-    assert outcome.status == "done" and outcome.summary["preemptions"] > 0
+    assert outcome.status == "done" and outcome.summary.preemptions > 0
     run = load_run(results_dir, "abc")
     requests = run.requests
     resent = requests[requests["slices"] > 1]

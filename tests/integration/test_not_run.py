@@ -123,13 +123,13 @@ def test_a_cancelled_simulator_run(results_dir):
     outcome = execute_run(config, results_dir, progress=lambda done, total: ran.append(done), should_stop=stop)
     data = load_run(results_dir, "cut")
     rows, summary = data.requests, data.summary
-    assert outcome.status == summary["status"] == "cancelled"
+    assert outcome.status == summary.status == "cancelled"
     finished = rows["error"].isna()
     sent = rows["dispatch_s"].notna()
     assert (rows.loc[~finished, "error"] == "cancelled").all()
     not_run, cancelled = int((~finished & ~sent).sum()), int((~finished & sent).sum())
     assert not_run > 0 and cancelled > 0 and 100 <= finished.sum() < 300
-    assert (summary["requests"], summary["completed"], summary["failed"], summary["cancelled"], summary["not_run"]) == (
+    assert (summary.requests, summary.completed, summary.failed, summary.cancelled, summary.not_run) == (
         300,
         int(finished.sum()),
         0,
@@ -137,10 +137,10 @@ def test_a_cancelled_simulator_run(results_dir):
         not_run,
     )
     met = int(rows.loc[finished, "slo_met"].sum())
-    assert summary["slo_met"] == met
-    assert summary["slo_attainment"] == pytest.approx(met / finished.sum())  # not met / 300
+    assert summary.slo_met == met
+    assert summary.slo_attainment == pytest.approx(met / finished.sum())  # not met / 300
     assert ran[-1] == 300 - not_run  # progress ends at the requests that ran
-    assert ran_text(summary["requests"], summary["not_run"], summary["status"]) == (
+    assert ran_text(summary.requests, summary.not_run, summary.status) == (
         f"{300 - not_run:,} of 300 requests ran ({not_run:,} not run: cancelled)"
     )
 
@@ -159,17 +159,17 @@ def test_a_run_that_hits_its_time_limit_fails_in_flight_requests_and_does_not_ru
     outcome = execute_run(config, results_dir)
     data = load_run(results_dir, "limit")
     rows, summary = data.requests, data.summary
-    assert outcome.status == "failed" and "max_duration_s" in summary["error"]
+    assert outcome.status == "failed" and "max_duration_s" in summary.error
     finished = rows["error"].isna()
     sent = rows["dispatch_s"].notna()
     failed, not_run = int((~finished & sent).sum()), int((~finished & ~sent).sum())
     assert failed > 0 and not_run > 0
     assert (rows.loc[~finished & ~sent, "arrival_s"] > 0).all()
-    assert (summary["completed"], summary["failed"], summary["cancelled"], summary["not_run"]) == (
+    assert (summary.completed, summary.failed, summary.cancelled, summary.not_run) == (
         int(finished.sum()),
         failed,
         0,
         not_run,
     )
     met = int(rows["slo_met"].sum())
-    assert summary["slo_attainment"] == pytest.approx(met / (finished.sum() + failed))
+    assert summary.slo_attainment == pytest.approx(met / (finished.sum() + failed))

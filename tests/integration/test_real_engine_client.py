@@ -252,7 +252,7 @@ def test_failures_are_recorded_and_the_stop_rule_applies(lmdeploy, results_dir, 
     failed = requests[requests["error"].notna()]
     assert outcome.status == "done" and len(failed) > 0
     assert failed["error"].str.startswith("HTTP 500").all()
-    assert outcome.summary["failed"] == len(failed) and outcome.summary["completed"] == 20 - len(failed)
+    assert outcome.summary.failed == len(failed) and outcome.summary.completed == 20 - len(failed)
     data.update(run_id="stopper")
     data["engine"]["on_failure"] = "stop"
     outcome = execute_run(parse_config(data), results_dir)

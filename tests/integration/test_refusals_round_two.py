@@ -38,22 +38,24 @@ def test_warm_up_against_a_server_that_never_answers_stops_at_the_first_wave(ser
     started = time.monotonic()
     outcome = execute_run(parse_config(data), tmp_path)
     elapsed = time.monotonic() - started
-    warmup = outcome.summary["warmup"]
+    warmup = outcome.summary.warmup
+    assert warmup is not None and warmup.stopped is not None and warmup.duration_s is not None
     assert elapsed < 15, elapsed  # was 63 waves' worth of request timeouts
-    assert warmup["waves"] == 1 and warmup["requests"] == 1 and warmup["failed"] == 1, warmup
-    assert warmup["waves_planned"] == 6 and "warm-up stopped at wave 1 of 6" in warmup["stopped"]
-    assert "each allowed 0.5 s" in warmup["stopped"] and warmup["duration_s"] < 5
-    assert load_run(tmp_path, "w").summary["warmup"] == warmup  # in the saved summary too
+    assert warmup.waves == 1 and warmup.requests == 1 and warmup.failed == 1, warmup
+    assert warmup.waves_planned == 6 and "warm-up stopped at wave 1 of 6" in warmup.stopped
+    assert "each allowed 0.5 s" in warmup.stopped and warmup.duration_s < 5
+    assert load_run(tmp_path, "w").summary.warmup == warmup  # in the saved summary too
 
 
 def test_warm_up_is_recorded_so_the_servers_counters_reconcile(server_factory, tmp_path):
     server = server_factory()
     outcome = execute_run(parse_config(config_for(server, "ok", requests=4, warmup_concurrency=WAVES)), tmp_path)
-    warmup = outcome.summary["warmup"]
-    assert outcome.status == "done" and warmup["stopped"] is None and warmup["waves"] == 6
-    assert warmup["requests"] == sum(WAVES) == 63 and warmup["failed"] == 0
-    assert warmup["output_tokens"] == 16 * 63 == 1008  # the tokens the engine counted that the run did not
-    assert server.posts == warmup["requests"] + outcome.summary["server_requests"]  # every request accounted for
+    warmup = outcome.summary.warmup
+    assert warmup is not None and warmup.requests is not None
+    assert outcome.status == "done" and warmup.stopped is None and warmup.waves == 6
+    assert warmup.requests == sum(WAVES) == 63 and warmup.failed == 0
+    assert warmup.output_tokens == 16 * 63 == 1008  # the tokens the engine counted that the run did not
+    assert server.posts == warmup.requests + outcome.summary.server_requests  # every request accounted for
 
 
 def test_the_cli_says_when_warm_up_stopped(server_factory, tmp_path, capsys):
@@ -222,7 +224,7 @@ def test_a_token_whose_chunk_has_a_malformed_usage_is_kept(server_factory, tmp_p
     server = server_factory(behaviour="malformed", chunk=bad, good_tokens=5)
     outcome = execute_run(parse_config(config_for(server, "u", requests=2)), tmp_path)
     rows = load_run(tmp_path, "u").requests
-    assert outcome.summary["failed"] == 2
+    assert outcome.summary.failed == 2
     assert list(rows["output_tokens"]) == [6, 6]  # the 5 good tokens and the one beside the bad usage
     assert all("usage.completion_tokens is not a count" in error for error in rows["error"])
 

@@ -95,13 +95,11 @@ def test_comparison_names_runs_shows_every_metric_and_badges_by_shown_values(res
     rows = table.set_index("metric")
     fcfs = load_run(results, "demo-overload-fcfs-s0").summary
     static = load_run(results, "demo-overload-static-s0").summary
-    assert rows.loc["SLO attainment (%)", "fcfs (baseline)"] == f"{100 * fcfs['slo_attainment']:.1f}"
-    shown_change = round(100 * static["slo_attainment"], 1) - round(100 * fcfs["slo_attainment"], 1)
-    assert rows.loc["SLO attainment (%)", "static"] == (
-        f"{100 * static['slo_attainment']:.1f} ({shown_change:+.1f} pts)"
-    )
+    assert rows.loc["SLO attainment (%)", "fcfs (baseline)"] == f"{100 * fcfs.slo_attainment:.1f}"
+    shown_change = round(100 * static.slo_attainment, 1) - round(100 * fcfs.slo_attainment, 1)
+    assert rows.loc["SLO attainment (%)", "static"] == (f"{100 * static.slo_attainment:.1f} ({shown_change:+.1f} pts)")
     assert rows.loc["completed requests", "static"] == "1000 (=)"  # equal: '=', no colour
-    assert rows.loc["TPOT mean (ms)", "fcfs (baseline)"] == f"{1000 * fcfs['tpot_s']['mean']:.1f}"
+    assert rows.loc["TPOT mean (ms)", "fcfs (baseline)"] == f"{1000 * fcfs.tpot_s.mean:.1f}"
     for label in ("TTFT median (s)", "ITL mean (ms)", "queue mean (s)", "input throughput (tok/s)"):
         assert rows.loc[label, "static"] != "-"
     # colours from the shown values and the catalog's direction: equal reads '=' with no colour

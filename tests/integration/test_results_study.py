@@ -21,6 +21,7 @@ from runners.compare import COMPARISON_METRICS
 from runners.metrics.catalog import metric
 from runners.metrics.seed_statistics import SINGLE_SEED_NOTE
 from runners.result_store import load_run, read_summary
+from runners.store.models import RunSummary, StudyRecord, StudyRun
 from runners.study import read_study, study_statistics
 from runners.study_charts import metric_bars, pooled_cdfs
 from runners.study_view import (
@@ -126,17 +127,18 @@ def make_capacity_study(out: Path) -> None:
             summary = json.loads((template / "summary.json").read_text())
             summary.update(run_id=run_id, scheduler=name, slo_attainment=value, arrival_rate_rps=rate)
             write_json(out / run_id / "summary.json", summary)
-            summaries[run_id] = summary
-            runs.append(
-                {"run_id": run_id, "scheduler": name, "seed": seed, "rate": rate, "status": "done", "error": None}
-            )
+            summaries[run_id] = RunSummary.model_validate(summary)
+            runs.append(StudyRun(run_id=run_id, scheduler=name, seed=seed, rate=rate, status="done", error=None))
     shutil.rmtree(template)
     by_rate = [
         {
             "rate": rate,
-            "statistics": study_statistics(
-                [r for r in runs if r["rate"] == rate], summaries, "fcfs", ["fcfs", "slo-sa"], relative=False
-            ),
+            "statistics": {
+                key: statistics.model_dump(mode="python", exclude_unset=True)
+                for key, statistics in study_statistics(
+                    [r for r in runs if r.rate == rate], summaries, "fcfs", ["fcfs", "slo-sa"], relative=False
+                ).items()
+            },
         }
         for rate in RATES
     ]
@@ -153,7 +155,7 @@ def make_capacity_study(out: Path) -> None:
             "created_at": "2020-01-01T00:00:00Z",
             "finished_at": "2020-01-01T00:01:00Z",
             "rates": list(RATES),
-            "runs": runs,
+            "runs": [run.model_dump(mode="python", exclude_unset=True) for run in runs],
             "statistics": {},
             "statistics_by_rate": by_rate,
         },
@@ -169,7 +171,7 @@ def results(made, tmp_path, monkeypatch) -> Path:
     return folder
 
 
-def record_of(results: Path, study_id: str) -> dict:
+def record_of(results: Path, study_id: str) -> StudyRecord:
     return read_study(results / study_id)
 
 
@@ -212,9 +214,9 @@ def test_list_studies_newest_first_and_a_damaged_study_listed_with_its_problem(r
     (results / "broken" / "study.json").write_text('{"schema_version": 1, "study_id": "broken"')
     (results / "linked").symlink_to(results / "st")  # a link is never read as a study
     studies = list_studies(results)
-    assert [s["study_id"] for s in studies] == ["calm", "st", "cap", "broken"]
-    assert studies[-1]["status"] == "damaged" and "study.json" in studies[-1]["problem"]
-    assert studies[1]["baseline"] == "fcfs" and studies[1]["seeds"] == [0, 1, 2]
+    assert [s.study_id for s in studies] == ["calm", "st", "cap", "broken"]
+    assert studies[-1].status == "damaged" and "study.json" in studies[-1].problem
+    assert studies[1].baseline == "fcfs" and studies[1].seeds == [0, 1, 2]
 
 
 def test_study_member_runs_loads_exact_ids_inside_the_folder_and_reports_the_missing(results):
@@ -236,26 +238,26 @@ def test_study_member_runs_loads_exact_ids_inside_the_folder_and_reports_the_mis
 
 def test_statistics_frame_shows_study_json_numbers_formatted_by_the_catalog(results):
     record = record_of(results, "st")
-    frame = statistics_frame(record, record["statistics"]).set_index(["key", "scheduler"])
+    frame = statistics_frame(record, record.statistics).set_index(["key", "scheduler"])
     summaries = {
         (name, seed): read_summary(results / f"st-{name}-s{seed}") for name in ("fcfs", "slo-sa") for seed in SEEDS
     }
     # attainment by hand from the member summaries: mean and Student t interval (t(0.975, 2) = 4.3027)
-    values = np.array([summaries[("slo-sa", seed)]["slo_attainment"] for seed in SEEDS]) * 100
+    values = np.array([summaries[("slo-sa", seed)].slo_attainment for seed in SEEDS]) * 100
     half = 4.302652729911275 * values.std(ddof=1) / np.sqrt(3)
     row = frame.loc[("slo_attainment", "slo-sa")]
     assert row["mean [95% CI]"] == f"{values.mean():.1f} [{values.mean() - half:.1f}, {values.mean() + half:.1f}]"
-    diffs = [summaries[("slo-sa", s)]["slo_attainment"] - summaries[("fcfs", s)]["slo_attainment"] for s in SEEDS]
+    diffs = [summaries[("slo-sa", s)].slo_attainment - summaries[("fcfs", s)].slo_attainment for s in SEEDS]
     assert row["seeds better"] == f"{sum(d > 0 for d in diffs)} of 3 seeds"
-    pair = record["statistics"]["slo_attainment"]["vs_baseline"]["slo-sa"]
+    pair = record.statistics["slo_attainment"].vs_baseline["slo-sa"]
     assert row["change vs fcfs [95% CI]"] == (
-        f"{pair['diff_mean'] * 100:+.1f} pts [{pair['ci_low'] * 100:.1f}, {pair['ci_high'] * 100:.1f}]"
+        f"{pair.diff_mean * 100:+.1f} pts [{pair.ci_low * 100:.1f}, {pair.ci_high * 100:.1f}]"
     )
-    assert row["verdict"] == pair["verdict"] and row["judged"]
+    assert row["verdict"] == pair.verdict and row["judged"]
     assert frame.loc[("slo_attainment", "fcfs"), "verdict"] == "baseline"
     # TPOT in ms, G in 1/s; contention is described, never judged
-    tpot = record["statistics"]["tpot_s.mean"]["schedulers"]["fcfs"]
-    assert frame.loc[("tpot_s.mean", "fcfs"), "mean [95% CI]"].startswith(f"{tpot['mean'] * 1000:.1f} [")
+    tpot = record.statistics["tpot_s.mean"].schedulers["fcfs"]
+    assert frame.loc[("tpot_s.mean", "fcfs"), "mean [95% CI]"].startswith(f"{tpot.mean * 1000:.1f} [")
     peak = frame.loc[("contention.waiting_peak", "slo-sa")]
     assert peak["verdict"] == "" and not peak["judged"] and "describes the setting" in peak["note"]
     assert set(frame.index.get_level_values("key")) == {m.key for m in COMPARISON_METRICS if not m.real_engines_only}
@@ -274,14 +276,14 @@ def test_statistics_frame_shows_study_json_numbers_formatted_by_the_catalog(resu
 def test_a_scheduler_with_exactly_the_baselines_results_is_named(results):
     record = record_of(results, "st")
     assert same_as_baseline(record) == {} and same_as_baseline_lines(record) == []
-    for key, entry in record["statistics"].items():
-        pair = entry["vs_baseline"].get("slo-sa")
-        if pair and pair["n_pairs"] and not key.startswith("queue_s."):  # where requests waited may differ
-            pair.update(diff_mean=0.0, ci_low=0.0, ci_high=0.0)
-    record["statistics_by_rate"][0]["statistics"] = record["statistics"]
+    for key, entry in record.statistics.items():
+        pair = entry.vs_baseline.get("slo-sa")
+        if pair and pair.n_pairs and not key.startswith("queue_s."):  # where requests waited may differ
+            pair.diff_mean, pair.ci_low, pair.ci_high = 0.0, 0.0, 0.0
+    record.statistics_by_rate[0].statistics = record.statistics
     assert same_as_baseline(record) == {"slo-sa": [6.0]}
     assert same_as_baseline_lines(record)[0].startswith("slo-sa got exactly fcfs's results at every seed")
-    record["statistics"]["tpot_s.p99"]["vs_baseline"]["slo-sa"]["diff_mean"] = 0.001
+    record.statistics["tpot_s.p99"].vs_baseline["slo-sa"].diff_mean = 0.001
     assert same_as_baseline(record) == {}
 
 
@@ -306,7 +308,7 @@ def test_capacity_per_seed_then_its_interval_and_paired_difference_by_hand(resul
     assert stats.loc["slo-sa", "seeds better"] == "2 of 2 seeds (1 dropped)"
     assert stats.loc["slo-sa", "verdict"] == "no difference"
     # a failed member: that seed has no capacity for its scheduler
-    record["runs"][0]["status"] = "failed"
+    record.runs[0].status = "failed"
     failed = capacity_per_seed(record, member_summaries(results, record), 0.8)
     assert failed.set_index(["scheduler", "seed"]).loc[("fcfs", 0), "reason"] == "no result at 1.00 req/s"
 
@@ -315,11 +317,11 @@ def test_capacity_per_seed_then_its_interval_and_paired_difference_by_hand(resul
 def test_metric_bars_draw_the_interval_in_display_units_and_say_when_one_seed_has_none(results):
     record = record_of(results, "st")
     fig = metric_bars(record, "slo_attainment")
-    stats = record["statistics"]["slo_attainment"]["schedulers"]["slo-sa"]
+    stats = record.statistics["slo_attainment"].schedulers["slo-sa"]
     bar = next(trace for trace in fig.data if trace.name == "slo-sa")
-    assert bar.y[0] == pytest.approx(stats["mean"] * 100)
-    assert bar.error_y.array[0] == pytest.approx((stats["ci_high"] - stats["mean"]) * 100)
-    assert bar.error_y.arrayminus[0] == pytest.approx((stats["mean"] - stats["ci_low"]) * 100)
+    assert bar.y[0] == pytest.approx(stats.mean * 100)
+    assert bar.error_y.array[0] == pytest.approx((stats.ci_high - stats.mean) * 100)
+    assert bar.error_y.arrayminus[0] == pytest.approx((stats.mean - stats.ci_low) * 100)
     assert fig.layout.yaxis.title.text == "SLO attainment (%)"
     single = metric_bars(record_of(results, "calm"), "G")
     assert all(trace.error_y.visible is False for trace in single.data)
@@ -355,18 +357,17 @@ def test_results_page_shows_a_study_with_intervals_verdicts_and_k_of_n(results):
     element, shown = tables[0]
     for _, row in shown.iterrows():
         entry = metric(next(m.key for m in COMPARISON_METRICS if m.label == row["metric"]))
-        stats = record["statistics"][entry.key]["schedulers"][row["scheduler"]]
-        assert row["n"] == stats["n"] == 3
+        stats = record.statistics[entry.key].schedulers[row["scheduler"]]
+        assert row["n"] == stats.n == 3
         assert (
-            row["mean [95% CI]"] == f"{entry.format(stats['mean'])} "
-            f"{entry.format_interval(stats['ci_low'], stats['ci_high'])}"
+            row["mean [95% CI]"] == f"{entry.format(stats.mean)} {entry.format_interval(stats.ci_low, stats.ci_high)}"
         )
-        pair = record["statistics"][entry.key]["vs_baseline"].get(row["scheduler"])
+        pair = record.statistics[entry.key].vs_baseline.get(row["scheduler"])
         if pair:
-            assert row["verdict"] == pair["verdict"]
-            assert row["seeds better"] == f"{pair['wins']} of {pair['n_pairs']} seeds"
+            assert row["verdict"] == pair.verdict
+            assert row["seeds better"] == f"{pair.wins} of {pair.n_pairs} seeds"
             assert row["change vs fcfs [95% CI]"] == (
-                f"{entry.format_change(pair['diff_mean'])} {entry.format_interval(pair['ci_low'], pair['ci_high'])}"
+                f"{entry.format_change(pair.diff_mean)} {entry.format_interval(pair.ci_low, pair.ci_high)}"
             )
     # verdicts coloured: better green, worse red, no difference grey; baseline and contention rows never
     colours = cell_colours(element)
@@ -472,4 +473,4 @@ def test_results_page_deletes_a_whole_study_after_confirmation(results):
     assert not app.exception, app.exception
     assert not (results / "st").exists() and not any(results.glob("st-*"))
     assert (results / "calm").exists() and (results / "calm-fcfs-s0").exists()
-    assert "st" not in [study["study_id"] for study in list_studies(results)]
+    assert "st" not in [study.study_id for study in list_studies(results)]

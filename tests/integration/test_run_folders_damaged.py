@@ -107,11 +107,11 @@ def test_a_damaged_run_is_listed_as_such_and_the_rest_still_work(results, varian
     state = "damaged" if variant in DAMAGED else "incomplete"
     corrupt(results / "bad")
 
-    records = {run["run_id"]: run for run in result_store.list_runs(results)}
+    records = {run.run_id: run for run in result_store.list_runs(results)}
     assert set(records) == {"good-a", "good-b", "bad"}
-    assert records["bad"]["status"] == state and reason in records["bad"]["problem"], records["bad"]
-    assert records["good-a"]["status"] == records["good-b"]["status"] == "done"
-    assert records["good-a"]["rows"] == 5
+    assert records["bad"].status == state and reason in records["bad"].problem, records["bad"]
+    assert records["good-a"].status == records["good-b"].status == "done"
+    assert records["good-a"].rows == 5
 
     code, out, err = cli(["list", "--out", str(results)], capsys)
     assert code == 0 and not err
@@ -142,6 +142,6 @@ def test_a_folder_without_run_files_is_not_a_run(results, capsys):
     (results / "notes").mkdir()
     (results / "notes" / "readme.txt").write_text("mine")
     (results / "README.md").write_text("a file")
-    assert {run["run_id"] for run in result_store.list_runs(results)} == {"good-a", "good-b", "bad"}
+    assert {run.run_id for run in result_store.list_runs(results)} == {"good-a", "good-b", "bad"}
     code, _, err = cli(["delete", "notes", "--out", str(results)], capsys)
     assert code == 2 and "not a run folder" in err and (results / "notes" / "readme.txt").exists()

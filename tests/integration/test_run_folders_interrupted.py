@@ -58,7 +58,7 @@ def test_a_killed_run_is_interrupted_with_its_rows_so_far(killed, results_dir, c
     assert isinstance(saved["writer"]["pid"], int) and saved["writer"]["pid"] != os.getpid()
 
     record = result_store.list_runs(results_dir)[0]
-    assert record["status"] == "interrupted" and record["rows"] == 3 and "has ended" in record["error"]
+    assert record.status == "interrupted" and record.rows == 3 and "has ended" in record.error
     code, out, _ = cli(["list", "--out", str(results_dir)], capsys)
     row = next(line for line in out.splitlines() if line.startswith("killed"))
     assert code == 0 and "interrupted" in row and " 3/10 " in row  # rows so far, of the planned 10
@@ -81,11 +81,11 @@ def test_a_live_writer_is_running_and_cannot_be_renamed(results_dir):
     writer.add_request({"request_id": "r0", "task": "chat", "arrival_s": 0.0})
     writer.flush({"requests_total": 4})
     record = result_store.list_runs(results_dir)[0]
-    assert record["status"] == "running" and record["rows"] == 1
+    assert record.status == "running" and record.rows == 1
     with pytest.raises(result_store.SchedlabError, match="still running"):
         result_store.rename_run(results_dir, "alive", "other")
     writer.close("done", {})
-    assert result_store.list_runs(results_dir)[0]["status"] == "done"
+    assert result_store.list_runs(results_dir)[0].status == "done"
 
 
 def write_running(results_dir: Path, name: str, writer: dict | None) -> None:
@@ -114,7 +114,7 @@ def test_which_writers_count_as_gone(results_dir):
     write_running(results_dir, "me", me)
     write_running(results_dir, "old-summary", None)  # before writers were recorded: left as it is
     write_running(results_dir, "other-host", {"pid": exited.pid, "hostname": host + "-elsewhere"})
-    statuses = {run["run_id"]: run["status"] for run in result_store.list_runs(results_dir)}
+    statuses = {run.run_id: run.status for run in result_store.list_runs(results_dir)}
     zombie.wait()
     expected = {
         "exited": "interrupted",

@@ -146,8 +146,8 @@ def test_a_symlinked_run_folder_is_refused_and_its_target_kept(tree, capsys):
     code, _, err = cli(["show", "linked", "--out", str(results)], capsys)
     assert refused(code, err) and "symbolic link" in err
     assert snapshot(tree, skip=results) == before and (results / "linked").is_symlink()
-    listed = {run["run_id"]: run for run in result_store.list_runs(results)}
-    assert listed["linked"]["status"] == "damaged" and "symbolic link" in listed["linked"]["problem"]
+    listed = {run.run_id: run for run in result_store.list_runs(results)}
+    assert listed["linked"].status == "damaged" and "symbolic link" in listed["linked"].problem
 
 
 @pytest.mark.parametrize("written_id", ["../outside-run", "ABSOLUTE"])
@@ -161,9 +161,9 @@ def test_ids_written_in_summaries_never_address_folders(tree, written_id):
     shutil.copytree(results / "good-b", results / "evil")
     summary.write_text(summary.read_text().replace('"run_id": "x"', f'"run_id": "{written}"'))
     before = snapshot(tree, skip=results)
-    records = {run["run_id"]: run for run in result_store.list_runs(results)}
+    records = {run.run_id: run for run in result_store.list_runs(results)}
     assert set(records) == {"good-a", "good-b", "ok-run", "evil"}
-    assert records["evil"]["status"] == "damaged" and "run_id" in records["evil"]["problem"]
+    assert records["evil"].status == "damaged" and "run_id" in records["evil"].problem
     with pytest.raises(SchedlabError, match="not renamed"):
         result_store.rename_run(results, "evil", "renamed")
     for direct in (written, "../outside-run", str(tree / "outside-run")):
@@ -171,7 +171,7 @@ def test_ids_written_in_summaries_never_address_folders(tree, written_id):
             result_store.delete_run(results, direct)
         with pytest.raises(SchedlabError):
             result_store.rename_run(results, direct, "renamed")
-    result_store.delete_run(results, records["evil"]["run_id"])
+    result_store.delete_run(results, records["evil"].run_id)
     assert not (results / "evil").exists() and not (tree / "renamed").exists()
     assert snapshot(tree, skip=results) == before
 

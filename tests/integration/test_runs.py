@@ -31,9 +31,9 @@ def fcfs_and_static(tmp_path_factory):
 def test_fcfs_beats_static_on_attainment_and_g(fcfs_and_static):
     folder, fcfs, static = fcfs_and_static
     assert fcfs.status == static.status == "done"
-    assert fcfs.summary["completed"] == static.summary["completed"] == 500
-    assert fcfs.summary["slo_attainment"] > static.summary["slo_attainment"] + 0.5
-    assert fcfs.summary["G"] > 10 * static.summary["G"]
+    assert fcfs.summary.completed == static.summary.completed == 500
+    assert fcfs.summary.slo_attainment > static.summary.slo_attainment + 0.5
+    assert fcfs.summary.G > 10 * static.summary.G
 
 
 def test_result_files_follow_the_contract(fcfs_and_static):
@@ -65,7 +65,7 @@ def test_result_files_follow_the_contract(fcfs_and_static):
         "preemptions",
     ):
         assert key in data.summary, key
-    assert set(data.summary["ttft_s"]) == {"mean", "median", "p90", "p99"}
+    assert data.summary.ttft_s is not None and data.summary.ttft_s.model_fields_set == {"mean", "median", "p90", "p99"}
     # the config is enough to rerun: it parses back and names the seed and scheduler
     rerun = parse_config(data.config["config"])
     assert rerun.workload.seed == 0 and rerun.scheduler.name == "fcfs"
@@ -110,7 +110,7 @@ def test_same_seed_same_numbers_and_two_instances(results_dir):
     a, b = load_run(results_dir, "a").requests, load_run(results_dir, "b").requests
     pd.testing.assert_frame_equal(a, b)
     assert set(a["instance"]) == {0, 1}
-    assert first.summary["G"] == second.summary["G"]
+    assert first.summary.G == second.summary.G
 
 
 def test_small_cache_preempts_and_counts_it(results_dir):
@@ -120,8 +120,8 @@ def test_small_cache_preempts_and_counts_it(results_dir):
         engine={"kv_capacity_tokens": 4096},
     )
     data = load_run(results_dir, outcome.run_id)
-    assert outcome.status == "done" and outcome.summary["preemptions"] > 0
-    assert data.requests["preemptions"].sum() == outcome.summary["preemptions"]
+    assert outcome.status == "done" and outcome.summary.preemptions > 0
+    assert data.requests["preemptions"].sum() == outcome.summary.preemptions
     assert data.timeseries["preemptions"].is_monotonic_increasing
 
 
@@ -136,8 +136,8 @@ def test_cancel_keeps_partial_results(results_dir):
         parse_config({"workload": {"requests": 300}, "run_id": "cut"}), results_dir, should_stop=stop_after_a_while
     )
     data = load_run(results_dir, "cut")
-    assert outcome.status == "cancelled" and data.summary["status"] == "cancelled"
-    assert "cancelled" in data.summary["error"]
+    assert outcome.status == "cancelled" and data.summary.status == "cancelled"
+    assert "cancelled" in data.summary.error
     assert len(data.requests) == 300  # every request accounted for
     done = data.requests[data.requests["error"].isna()]
     assert 0 < len(done) < 300 and (data.requests["error"].dropna() == "cancelled").all()
@@ -157,7 +157,7 @@ def test_a_crashing_policy_fails_the_run_but_keeps_measurements(results_dir, mon
     monkeypatch.setitem(registry.SCHEDULERS, "exploding", ExplodingPolicy)
     outcome = run(results_dir, run_id="boom", scheduler={"name": "exploding"})
     data = load_run(results_dir, "boom")
-    assert outcome.status == "failed" and "RuntimeError: policy bug" in data.summary["error"]
+    assert outcome.status == "failed" and "RuntimeError: policy bug" in data.summary.error
     assert len(data.requests) == 500
     assert data.requests["error"].isna().sum() >= 1  # the completed request is kept with its timings
 

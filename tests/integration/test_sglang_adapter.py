@@ -161,7 +161,7 @@ def test_attached_run_sizes_every_request_for_the_server_and_none_fails(sglang, 
     assert engine["instances"][0]["kind"] == "sglang" and engine["instances"][0]["version"] == "0.5.23"
     ts = run.timeseries
     assert ts["running"].max() >= 1 and ts["kv_usage"].dropna().between(0, 1).all()
-    assert run.summary["server_ttft_mean_s"] is not None
+    assert run.summary.server_ttft_mean_s is not None
 
 
 def test_chat_stream_counts_tokens_not_the_role_or_finish_chunks(sglang):

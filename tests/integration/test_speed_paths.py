@@ -177,7 +177,7 @@ def test_a_run_leaves_nothing_frozen(tmp_path):
         "run_id": "small",
     }
     outcome = execute_run(parse_config(config), tmp_path)
-    assert outcome.status == "done" and outcome.summary["completed"] == 20
+    assert outcome.status == "done" and outcome.summary.completed == 20
     assert gc.get_freeze_count() == 0
     tiny_cache = parse_config({**config, "run_id": "refused", "engine": {"kind": "sim", "kv_capacity_tokens": 64}})
     with pytest.raises(ConfigError, match="engine.kv_capacity_tokens"):  # refused inside the run: unfrozen after

@@ -115,7 +115,7 @@ def test_study_is_paired_and_its_file_matches_the_member_statistics(results_dir,
     pair = attainment["vs_baseline"]["slo-sa"]
     assert f"{pair['wins']}/3" in line and pair["verdict"] in line and "[" in line
     # the study folder is not a run; its members are
-    listed = {r["run_id"]: r["status"] for r in list_runs(results_dir)}
+    listed = {r.run_id: r.status for r in list_runs(results_dir)}
     assert "st" not in listed and len(listed) == 6 and set(listed.values()) == {"done"}
 
 
@@ -168,7 +168,7 @@ def test_cancel_skips_the_rest_and_keeps_study_json(results_dir, capsys, monkeyp
         should_stop=lambda: len(started) > 0,
     )
     record = study_record(results_dir, "st")
-    assert record == json.loads(json.dumps(result.record))
+    assert record == result.record.model_dump(mode="json", exclude_unset=True)
     assert [r["status"] for r in record["runs"]] == ["cancelled", "skipped", "skipped", "skipped"]
     assert record["status"] == "cancelled" and (results_dir / "st-fcfs-s0" / "summary.json").is_file()
 
@@ -283,6 +283,16 @@ def test_study_from_a_config_file_with_one_scheduler(tmp_path, results_dir, caps
             '{"schema_version": 1, "study_id": "st", "baseline": "fcfs", "runs": [],'
             ' "schedulers": ["fcfs", 3], "statistics": {}}',
             "'schedulers' is not a list",
+        ),
+        (
+            '{"schema_version": 3, "study_id": "st", "baseline": "fcfs", "statistics": {},'
+            ' "runs": [{"run_id": "st-fcfs-s0", "scheduler": "fcfs", "seed": "3"}]}',
+            "'runs[0].seed' is '3': input should be a valid integer; expected a study record",
+        ),
+        (
+            '{"schema_version": 3, "study_id": "st", "baseline": "fcfs", "statistics": {},'
+            ' "runs": [{"run_id": "st-fcfs-s0", "scheduler": "fcfs", "seed": 0, "rate": "fast"}]}',
+            "'runs[0].rate' is 'fast': input should be a number; expected a study record",
         ),
     ],
 )

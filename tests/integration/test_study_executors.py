@@ -20,7 +20,8 @@ from runners.cli import main
 from runners.config import parse_config
 from runners.executors import Execution, choose_execution
 from runners.result_store import inspect_run
-from runners.study import execute_member, plan_study, run_study
+from runners.store.models import StudyExecution, StudyRecord
+from runners.study import execute_member, plan_study, read_study, run_study
 
 ROOT = Path(__file__).resolve().parents[2]
 #: Summary fields that record wall-clock time or the writing process, not what was measured.
@@ -41,13 +42,13 @@ def small_plan(study_id: str, seeds=(0, 1), requests: int = 40, **trials):
     )
 
 
-def measured(results: Path, record: dict) -> dict:
+def measured(results: Path, record: StudyRecord) -> dict:
     """Per member: its summary without wall-clock fields, and its request and time-series rows."""
     out = {}
-    for run in record["runs"]:
-        folder = results / run["run_id"]
+    for run in record.runs:
+        folder = results / str(run.run_id)
         summary = json.loads((folder / "summary.json").read_text())
-        out[run["run_id"]] = (
+        out[run.run_id] = (
             {key: value for key, value in summary.items() if key not in WALL_CLOCK},
             pd.read_parquet(folder / "requests.parquet"),
             pd.read_parquet(folder / "timeseries.parquet"),
@@ -69,7 +70,7 @@ def serial_study(tmp_path_factory):
     results = tmp_path_factory.mktemp("serial")
     plan = small_plan("st")
     result = run_study(plan, results, execution=choose_execution(plan, workers=1))
-    assert result.record["execution"] == {"executor": "serial", "workers": 1}
+    assert result.record.execution == StudyExecution(executor="serial", workers=1)
     return results, result.record
 
 
@@ -92,7 +93,7 @@ def test_two_workers_give_identical_results(serial_study, results_dir, capsys, m
     # slo-sa differs from fcfs here, so equal files mean equal decisions, not an idle engine
     reference = measured(results, record)
     assert not reference["st-fcfs-s0"][1]["finish_s"].equals(reference["st-slo-sa-s0"][1]["finish_s"])
-    assert_same(reference, measured(results_dir, parallel))
+    assert_same(reference, measured(results_dir, read_study(results_dir / "st")))
     assert parallel["statistics"] == json.loads((results / "st" / "study.json").read_text())["statistics"]
 
 
@@ -110,8 +111,8 @@ def test_ray_gives_identical_results(serial_study, results_dir):
         )
     finally:
         ray.shutdown()
-    assert result.record["status"] == "done" and result.record["execution"] == {"executor": "ray", "workers": None}
-    assert seen == {run["run_id"]: 40 for run in record["runs"]}
+    assert result.record.status == "done" and result.record.execution == StudyExecution(executor="ray", workers=None)
+    assert seen == {run.run_id: 40 for run in record.runs}
     assert_same(measured(results, record), measured(results_dir, result.record))
 
 
@@ -144,7 +145,7 @@ def test_a_member_that_raises_or_kills_its_worker_fails_alone(results_dir):
     finally:
         del sys.modules["parent_only_marker"]
     record = json.loads((results_dir / "cr" / "study.json").read_text())
-    assert record == json.loads(json.dumps(result.record)) and record["status"] == "failed"
+    assert record == result.record.model_dump(mode="json", exclude_unset=True) and record["status"] == "failed"
     runs = {run["run_id"]: (run["status"], run["error"]) for run in record["runs"]}
     assert runs["cr-slo-sa-s0"] == ("failed", "RuntimeError: engine exploded")
     status, error = runs["cr-fcfs-s1"]
@@ -166,7 +167,7 @@ def test_a_member_that_raises_or_kills_its_worker_fails_alone(results_dir):
     ), runs
     assert all(error is None for status, error in others.values() if status == "done"), runs
     # what the dead worker's run measured stays in its folder, marked interrupted
-    assert inspect_run(results_dir / "cr-fcfs-s1")["status"] == "interrupted"
+    assert inspect_run(results_dir / "cr-fcfs-s1").status == "interrupted"
     # statistics count the done runs only
     attainment = record["statistics"]["slo_attainment"]["schedulers"]
     assert attainment["slo-sa"]["n"] == (runs["cr-slo-sa-s1"][0] == "done")
@@ -192,7 +193,7 @@ def test_stop_cancels_running_runs_and_skips_the_rest(results_dir):
     assert [run["status"] for run in record["runs"]] == ["cancelled", "cancelled"] + ["skipped"] * 4
     for run in record["runs"][:2]:  # the two running runs kept what they measured
         summary = inspect_run(results_dir / run["run_id"])
-        assert summary["status"] == "cancelled" and summary["rows"] == 2000
+        assert summary.status == "cancelled" and summary.rows == 2000
     assert not any((results_dir / run["run_id"]).exists() for run in record["runs"][2:])
 
 

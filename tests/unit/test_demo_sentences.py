@@ -31,28 +31,21 @@ from runners.demo import (
 )
 from runners.demo import strategy_notes as notes
 from runners.result_store import RunData
+from runners.store.models import MetricStatistics, PairedComparison, SeedSummary, StudyRecord
 
 pytestmark = pytest.mark.unit
 SEEDS = list(range(10))
 
 
-def pair(diff: float, low: float, high: float, wins: int, verdict: str, n: int = 10) -> dict:
-    return {
-        "n_pairs": n,
-        "dropped": 0,
-        "diff_mean": diff,
-        "ci_low": low,
-        "ci_high": high,
-        "wins": wins,
-        "verdict": verdict,
-    }
+def pair(diff: float, low: float, high: float, wins: int, verdict: str, n: int = 10) -> PairedComparison:
+    return PairedComparison(n_pairs=n, dropped=0, diff_mean=diff, ci_low=low, ci_high=high, wins=wins, verdict=verdict)
 
 
-def stats(mean: float, low: float, high: float, n: int = 10) -> dict:
-    return {"n": n, "mean": mean, "median": mean, "ci_low": low, "ci_high": high}
+def stats(mean: float, low: float, high: float, n: int = 10) -> SeedSummary:
+    return SeedSummary(n=n, mean=mean, median=mean, ci_low=low, ci_high=high)
 
 
-def record(attainment: dict, **entries: dict) -> dict:
+def record(attainment: dict, **entries: dict) -> StudyRecord:
     """fcfs the baseline, slo-sa and mcsf; ``attainment``: scheduler -> its vs_baseline entry."""
     names = ["fcfs", *attainment]
     statistics = {
@@ -66,14 +59,17 @@ def record(attainment: dict, **entries: dict) -> dict:
             "schedulers": {name: stats(1.0, 0.9, 1.1) for name in names},
             "vs_baseline": versus,
         }
-    return {
-        "study_id": "demo-overload",
-        "baseline": "fcfs",
-        "schedulers": names,
-        "seeds": SEEDS,
-        "oracles": {},
-        "statistics": statistics,
-    }
+    return StudyRecord.model_validate(
+        {
+            "study_id": "demo-overload",
+            "baseline": "fcfs",
+            "schedulers": names,
+            "seeds": SEEDS,
+            "runs": [],
+            "oracles": {},
+            "statistics": statistics,
+        }
+    )
 
 
 # -- deciding from the interval's numbers -----------------------------------------------------------
@@ -85,7 +81,7 @@ def test_clear_direction_reads_the_interval_in_the_metrics_direction():
     assert clear_direction(task_tail_key("code"), pair(40.0, 30.0, 50.0, 0, "no difference")) == "worse"
     assert clear_direction("slo_attainment", pair(0.05, 0.0, 0.1, 9, "better")) is None  # touches zero
     assert clear_direction("slo_attainment", pair(0.03, -0.01, 0.07, 7, "better")) is None  # includes zero
-    assert clear_direction("slo_attainment", {"diff_mean": 0.1, "ci_low": None, "ci_high": None}) is None
+    assert clear_direction("slo_attainment", PairedComparison(diff_mean=0.1, ci_low=None, ci_high=None)) is None
     assert clear_direction("slo_attainment", pair(0.1, 0.2, 0.05, 9, "better")) is None  # not an interval
     assert clear_direction("slo_attainment", None) is None
 
@@ -104,7 +100,7 @@ def test_the_headline_never_names_a_winner_whose_paired_interval_includes_zero()
     )
     assert "**mcsf**" not in text.split("met clearly more")[0]
     assert card_verdict(
-        SchedulerResult("mcsf", 10, 0.53, 0.5, 0.56, rec["statistics"]["slo_attainment"]["vs_baseline"]["mcsf"]), "fcfs"
+        SchedulerResult("mcsf", 10, 0.53, 0.5, 0.56, rec.statistics["slo_attainment"].vs_baseline["mcsf"]), "fcfs"
     ) == ("no clear difference from fcfs (7 of 10 seeds better)")
 
 
@@ -128,7 +124,7 @@ def test_the_headline_says_when_nobody_wins():
 
 def test_an_oracle_is_labelled_in_the_headline_and_the_notes():
     rec = record({"mcsf": pair(0.3, 0.25, 0.35, 10, "better")})
-    rec["oracles"] = {"mcsf": ["oracle: each request's target output length (output_predictor oracle)"]}
+    rec.oracles = {"mcsf": ["oracle: each request's target output length (output_predictor oracle)"]}
     assert headline(rec).startswith("**mcsf (oracle)** met clearly more SLOs than fcfs")
     assert who_pays_sentence(rec, "mcsf").startswith("**mcsf (oracle)** meets more SLOs than fcfs")
     said = " ".join(notes([rec], lambda paper: f"paper {paper}"))
@@ -144,7 +140,7 @@ def test_who_gains_and_who_pays_in_plain_words():
         G={"slo-sa": pair(0.001, -0.001, 0.003, 6, "better")},  # a lying verdict: the interval includes 0
         slo_attainment_by_task__chat={"slo-sa": pair(0.2, 0.15, 0.25, 10, "better")},
     )
-    tails = {task_tail_key("code"): {"schedulers": {}, "vs_baseline": {"slo-sa": pair(40.0, 30.0, 50.0, 0, "worse")}}}
+    tails = {task_tail_key("code"): MetricStatistics(vs_baseline={"slo-sa": pair(40.0, 30.0, 50.0, 0, "worse")})}
     assert who_pays_sentence(rec, "slo-sa", tails) == (
         "**slo-sa** meets more SLOs than fcfs (+12.0 points, 95% interval +8.0 to +16.0 points, better at 10 of 10 "
         "seeds); who gains: chat requests meet their SLO more often (chat on time +20.0 points, 95% interval +15.0 "
@@ -222,22 +218,28 @@ def test_task_tails_are_summarised_over_seeds_and_paired_by_seed():
         ]
         for name, values in run_seeds.items()
     }
-    rec = {
-        "baseline": "fcfs",
-        "schedulers": ["fcfs", "mcsf"],
-        "runs": [
-            {"run_id": f"d-{name}-s{seed}", "scheduler": name, "seed": seed} for name in run_seeds for seed in (0, 1)
-        ],
-    }
+    rec = StudyRecord.model_validate(
+        {
+            "study_id": "d",
+            "baseline": "fcfs",
+            "schedulers": ["fcfs", "mcsf"],
+            "runs": [
+                {"run_id": f"d-{name}-s{seed}", "scheduler": name, "seed": seed}
+                for name in run_seeds
+                for seed in (0, 1)
+            ],
+            "statistics": {},
+        }
+    )
     tails = task_tail_statistics(rec, runs)
     code = tails[task_tail_key("code")]
-    assert code["schedulers"]["fcfs"]["mean"] == 15.0 and code["schedulers"]["mcsf"]["mean"] == 22.5
-    versus = code["vs_baseline"]["mcsf"]
-    assert versus["diff_mean"] == 7.5 and versus["wins"] == 0 and versus["n_pairs"] == 2
-    assert versus["ci_low"] == pytest.approx(7.5 - 12.7062 * 2.5, abs=1e-3)
-    assert versus["ci_high"] == pytest.approx(7.5 + 12.7062 * 2.5, abs=1e-3)
+    assert code.schedulers["fcfs"].mean == 15.0 and code.schedulers["mcsf"].mean == 22.5
+    versus = code.vs_baseline["mcsf"]
+    assert versus.diff_mean == 7.5 and versus.wins == 0 and versus.n_pairs == 2
+    assert versus.ci_low == pytest.approx(7.5 - 12.7062 * 2.5, abs=1e-3)
+    assert versus.ci_high == pytest.approx(7.5 + 12.7062 * 2.5, abs=1e-3)
     assert clear_direction(task_tail_key("code"), versus) is None
-    assert tails[task_tail_key("chat")]["vs_baseline"]["mcsf"]["diff_mean"] == 0.0
+    assert tails[task_tail_key("chat")].vs_baseline["mcsf"].diff_mean == 0.0
 
 
 # -- tables and the regime's words ------------------------------------------------------------------
@@ -279,10 +281,10 @@ def test_the_tail_and_task_tables_state_means_intervals_and_changes():
         ],
     ]
     extra = {
-        task_tail_key(task): {
-            "schedulers": {"fcfs": stats(30.0, 27.0, 33.0), "mcsf": stats(70.0, 60.0, 80.0)},
-            "vs_baseline": {"mcsf": pair(40.0, 30.0, 50.0, 0, "worse")},
-        }
+        task_tail_key(task): MetricStatistics(
+            schedulers={"fcfs": stats(30.0, 27.0, 33.0), "mcsf": stats(70.0, 60.0, 80.0)},
+            vs_baseline={"mcsf": pair(40.0, 30.0, 50.0, 0, "worse")},
+        )
         for task in ("chat", "code")
     }
     tasks = task_frame(rec, extra).set_index(["task", "outcome", "strategy"])
@@ -303,7 +305,12 @@ def test_the_tail_and_task_tables_state_means_intervals_and_changes():
 
 
 def test_a_regime_says_its_load_and_how_long_the_queue_grew():
-    rec = {"statistics": {"contention.waiting_peak": {"schedulers": {"fcfs": stats(285.4, 263.0, 308.0)}}}}
+    rec = StudyRecord(
+        study_id="demo-overload",
+        baseline="fcfs",
+        runs=[],
+        statistics={"contention.waiting_peak": MetricStatistics(schedulers={"fcfs": stats(285.4, 263.0, 308.0)})},
+    )
     overload = regime_text(demo_regime("overload"), rec)
     assert overload.startswith("Requests arrive at 4 per second, about 151% of the 2.65 per second")
     assert "overload" in overload and overload.endswith(

@@ -101,14 +101,14 @@ def run(results, run_id, scheduler, params=None, **engine):
 
 def test_a_run_records_what_its_policy_knew_and_names_every_oracle(results_dir):
     plain = run(results_dir, "plain", "slo-sa")
-    assert plain.summary["oracle"] == [] and oracle_tag(plain.summary) == ""
+    assert plain.summary.oracle == [] and oracle_tag(plain.summary) == ""
     assert scheduler_display(plain.summary) == "slo-sa"
     knowledge = json.loads((plain.folder / "config.json").read_text())["resolved"]["knowledge"]
     assert set(knowledge["calibration"]) == {"chat", "code"}
     assert knowledge["calibration"]["chat"]["count"] == CALIBRATION_SAMPLE
     assert knowledge["planning_model"]["source"] == "fitted" and knowledge["planning_model"]["fit"]["mape_decode"] > 0
     oracle = run(results_dir, "oracle", "slo-sa", {"output_prior": "workload"}, planning_model="engine-truth")
-    assert oracle.summary["oracle"] == [
+    assert oracle.summary.oracle == [
         "oracle: the mean and spread of this run's own output lengths (output_prior workload-oracle)",
         "oracle: the simulated engine's own latency model (engine.planning_model engine-truth)",
     ]

@@ -48,15 +48,15 @@ def run(results, run_id, scheduler, requests=150, rate=None, **settings):
 def test_mcsf_never_overflows_and_beats_alpha_protect(results_dir):
     # MC-SF's own setting: known output lengths (an oracle the user chooses, labelled as one)
     mcsf = run(results_dir, "mcsf", {"name": "mcsf", "params": {"output_predictor": "oracle"}})
-    assert mcsf.summary["oracle"] == ["oracle: each request's exact output length (output_predictor oracle)"]
+    assert mcsf.summary.oracle == ["oracle: each request's exact output length (output_predictor oracle)"]
     # engine-preempt: the paper's clear-on-overflow livelocks alpha-protect in this burst
     # (tests/integration/test_memory_overflow.py); here the engine's preemption handles the overflows
     greedy = run(
         results_dir, "greedy", {"name": "alpha-protect", "params": {"alpha": 0.1, "overflow": "engine-preempt"}}
     )
     assert mcsf.status == greedy.status == "done"
-    assert mcsf.summary["preemptions"] == 0
-    assert mcsf.summary["e2e_s"]["mean"] < greedy.summary["e2e_s"]["mean"]
+    assert mcsf.summary.preemptions == 0
+    assert mcsf.summary.e2e_s.mean < greedy.summary.e2e_s.mean
     assert load_run(results_dir, "mcsf").timeseries["kv_usage"].max() <= 1.0
 
 

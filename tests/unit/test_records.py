@@ -99,3 +99,37 @@ def test_a_new_run_and_engine_record_are_written_through_the_records(tmp_path):
     summary = RunSummary.model_validate(json.loads(text))
     assert record_json(summary) == text and summary.status == "done" and summary.requests == 6
     assert summary.oracle == [] and list(json.loads(text))[:3] == ["schema_version", "run_id", "engine"]
+
+
+def test_the_store_reads_summaries_as_records(tmp_path):
+    """Readers return the record: list_runs / load_run give RunEntry, with the computed run_id and
+    rows, and the file's own fields typed (nested sections are records too)."""
+    from runners.result_store import RunWriter, list_runs, load_run
+    from runners.store.models import Distribution, RunEntry
+
+    writer = RunWriter(tmp_path, "typed", {}, {"engine": "sim", "scheduler": "fcfs"})
+    writer.close("done", {"completed": 3, "G": 1.5, "ttft_s": {"mean": 0.25, "p99": 0.5}, "tool_field": 7})
+    [entry] = list_runs(tmp_path)
+    assert isinstance(entry, RunEntry) and entry.run_id == "typed" and entry.rows == 0 and entry.problem is None
+    run = load_run(tmp_path, "typed")
+    assert run.summary.completed == 3 and run.summary.G == 1.5 and run.summary.scheduler == "fcfs"
+    assert isinstance(run.summary.ttft_s, Distribution) and run.summary.ttft_s.p99 == 0.5
+    assert run.summary.ttft_s.median is None and run.summary.tool_field == 7  # kept, not declared
+
+
+def test_a_summary_the_record_refuses_is_listed_as_damaged(tmp_path):
+    """A field of the wrong type that the quick check does not cover (cancelled is a count) makes
+    the run damaged, with one line naming the field, and never hides the healthy run beside it."""
+    from runners.errors import SchedlabError
+    from runners.result_store import RunWriter, list_runs, load_run
+
+    for name in ("good", "bad"):
+        RunWriter(tmp_path, name, {}, {"started_at": "2026-01-01"}).close("done", {"completed": 1})
+    summary = json.loads((tmp_path / "bad" / "summary.json").read_text())
+    (tmp_path / "bad" / "summary.json").write_text(json.dumps({**summary, "cancelled": "three"}))
+    entries = {entry.run_id: entry for entry in list_runs(tmp_path)}
+    assert entries["good"].status == "done" and entries["bad"].status == "damaged"
+    assert entries["bad"].problem.startswith("summary.json: cancelled is 'three'; ")
+    assert "integer" in entries["bad"].problem
+    with pytest.raises(SchedlabError, match="run 'bad' is damaged: summary.json: cancelled is 'three'"):
+        load_run(tmp_path, "bad")

@@ -23,7 +23,7 @@ def test_rows_survive_a_crash_before_close(results_dir):
     # the process dies here: no close()
     run = load_run(results_dir, "crashy")
     assert list(run.requests["request_id"]) == ["r0", "r1", "r2", "r3"]  # flushed parts are readable
-    assert run.summary["status"] == "running" and run.summary["completed"] == 4
+    assert run.summary.status == "running" and run.summary.completed == 4
 
 
 def test_close_merges_parts_and_records_status(results_dir):
@@ -40,14 +40,14 @@ def test_close_merges_parts_and_records_status(results_dir):
     assert files == ["config.json", "requests.parquet", "summary.json", "timeseries.parquet"]
     run = load_run(results_dir, "ok")
     assert len(run.requests) == 5 and len(run.timeseries) == 5
-    assert run.summary["status"] == "cancelled" and run.summary["error"] == "cancelled by the user"
-    assert run.summary["schema_version"] == 5 and run.config["config"] == {"a": 1}
+    assert run.summary.status == "cancelled" and run.summary.error == "cancelled by the user"
+    assert run.summary.schema_version == 5 and run.config["config"] == {"a": 1}
 
 
 def test_list_load_delete_and_names(results_dir):
     for name, started in [("older", "2026-01-01"), ("newer", "2026-02-01")]:
         RunWriter(results_dir, name, {}, {"started_at": started}).close("done", {})
-    assert [s["run_id"] for s in list_runs(results_dir)] == ["newer", "older"]
+    assert [s.run_id for s in list_runs(results_dir)] == ["newer", "older"]
     assert load_run(results_dir, "new").run_id == "newer"  # unique prefix
     with pytest.raises(ConfigError, match="already exists"):
         RunWriter(results_dir, "older", {}, {})

@@ -7,6 +7,7 @@ from __future__ import annotations
 from types import SimpleNamespace
 
 from runners.compare import run_display_names, run_job_label
+from runners.store.models import RunEntry
 
 
 def _run(
@@ -16,7 +17,7 @@ def _run(
     config = {"config": {"workload": {"seed": seed}}}
     if label is not None:
         summary["notes"] = label  # where the Launch page records its job's label
-    return SimpleNamespace(run_id=run_id, summary=summary, config=config)
+    return SimpleNamespace(run_id=run_id, summary=RunEntry.model_validate(summary), config=config)
 
 
 def test_display_names_show_the_scheduler_and_only_what_differs():
@@ -54,17 +55,17 @@ def test_display_names_carry_a_differing_job_label_engine_and_stay_unique():
     twins = [_run("x", "fcfs"), _run("y", "fcfs")]
     assert run_display_names(twins) == {"x": "fcfs", "y": "fcfs #2"}
     # bare summaries work too (no config: no seed)
-    assert run_display_names([{"run_id": "s", "scheduler": "mcsf"}]) == {"s": "mcsf"}
+    assert run_display_names([RunEntry(run_id="s", scheduler="mcsf")]) == {"s": "mcsf"}
 
 
 def test_job_label_is_the_runs_notes_and_an_imported_runs_source_is_not_a_job_label():
-    assert run_job_label({}, {}) is None
-    assert run_job_label({"notes": " rate study "}) == "rate study"
-    assert run_job_label({}, {"config": {"notes": "from config"}}) == "from config"
-    assert run_job_label({"notes": ""}, {"config": {"notes": "  "}}) is None
+    assert run_job_label(RunEntry(), {}) is None
+    assert run_job_label(RunEntry(notes=" rate study ")) == "rate study"
+    assert run_job_label(RunEntry(), {"config": {"notes": "from config"}}) == "from config"
+    assert run_job_label(RunEntry(notes=""), {"config": {"notes": "  "}}) is None
     assert (
         run_job_label(
-            {"imported": {"label": "imported from vllm 0.9"}}, {"label": "imported from vllm 0.9", "imported": {}}
+            RunEntry(imported={"label": "imported from vllm 0.9"}), {"label": "imported from vllm 0.9", "imported": {}}
         )
         is None
     )
@@ -111,25 +112,29 @@ def test_badge_direction_comes_from_the_catalog_and_shares_change_in_points():
 
 
 def test_comparison_view_rows_columns_and_verdicts_by_hand():
-    base = {
-        "run_id": "a",
-        "scheduler": "fcfs",
-        "slo_attainment": 0.953333,
-        "e2e_s": {"mean": 11.6004},
-        "tpot_s": {"mean": 0.0412, "median": 0.040},
-        "total_throughput_tps": 1500.0,
-        "output_throughput_tps": 1000.0,
-        "itl_s": {"mean": 0.0301},
-    }
-    other = {
-        "run_id": "b",
-        "scheduler": "slo-sa",
-        "slo_attainment": 0.90,
-        "e2e_s": {"mean": 11.6001},
-        "tpot_s": {"mean": 0.0390},
-        "total_throughput_tps": 1400.0,
-        "output_throughput_tps": 1000.0,
-    }
+    base = RunEntry.model_validate(
+        {
+            "run_id": "a",
+            "scheduler": "fcfs",
+            "slo_attainment": 0.953333,
+            "e2e_s": {"mean": 11.6004},
+            "tpot_s": {"mean": 0.0412, "median": 0.040},
+            "total_throughput_tps": 1500.0,
+            "output_throughput_tps": 1000.0,
+            "itl_s": {"mean": 0.0301},
+        }
+    )
+    other = RunEntry.model_validate(
+        {
+            "run_id": "b",
+            "scheduler": "slo-sa",
+            "slo_attainment": 0.90,
+            "e2e_s": {"mean": 11.6001},
+            "tpot_s": {"mean": 0.0390},
+            "total_throughput_tps": 1400.0,
+            "output_throughput_tps": 1000.0,
+        }
+    )
     texts, verdicts = comparison_view([other, base], baseline="a")
     assert list(texts.columns) == ["metric", "fcfs (baseline)", "slo-sa"]
     rows = texts.set_index("metric")
@@ -176,7 +181,7 @@ def _configured(
         "code": {"kind": "synthetic", "path": None},
     }
     config = {"config": {"workload": workload, "engine": {"kind": engine, "instances": 1}}}
-    summary = {"run_id": run_id, "scheduler": scheduler, "engine": engine, "arrival_rate_rps": rate}
+    summary = RunEntry(run_id=run_id, scheduler=scheduler, engine=engine, arrival_rate_rps=rate)
     return SimpleNamespace(run_id=run_id, summary=summary, config=config)
 
 
@@ -208,7 +213,7 @@ def test_csv_and_html_exports_carry_each_runs_config_seed_and_versions():
     runs = [_configured("a", "fcfs", seed=3), _configured("b", "slo-sa", seed=3)]
     for run in runs:
         run.config["versions"] = {"schedlab": "0.1.0", "python": "3.11.7"}
-        run.summary.update(slo_attainment=0.5)
+        run.summary.slo_attainment = 0.5
     table = comparison_table([run.summary for run in runs], "a")
     text = csv_with_provenance(table, runs)
     header = [line for line in text.splitlines() if line.startswith("#")]
@@ -223,8 +228,8 @@ def test_csv_and_html_exports_carry_each_runs_config_seed_and_versions():
 def test_comparison_html_has_every_row_ids_on_hover_coloured_badges_and_escapes():
     from runners.compare import comparison_html
 
-    base = {"run_id": "r<1>", "scheduler": "fcfs", "slo_attainment": 0.9, "preemptions": 2}
-    other = {"run_id": "r2", "scheduler": "a&b", "slo_attainment": 0.8, "preemptions": 2}
+    base = RunEntry(run_id="r<1>", scheduler="fcfs", slo_attainment=0.9, preemptions=2)
+    other = RunEntry(run_id="r2", scheduler="a&b", slo_attainment=0.8, preemptions=2)
     texts, verdicts = comparison_view([base, other], baseline="r<1>")
     page = comparison_html(texts, verdicts, ["r<1>", "r2"])
     assert "<th title='run r&lt;1&gt;' style='text-align:right'>fcfs (baseline)</th>" in page
@@ -237,17 +242,19 @@ def test_comparison_html_has_every_row_ids_on_hover_coloured_badges_and_escapes(
 def test_an_imported_run_adds_the_definition_column_last():
     from runners.compare import comparison_html
 
-    own = {"run_id": "own", "scheduler": "fcfs", "tpot_s": {"mean": 0.04}}
-    theirs = {
-        "run_id": "theirs",
-        "tpot_s": {"mean": 0.05},
-        "imported": {
-            "label": "imported from GuideLLM 0.8.1",
-            "tool_name": "GuideLLM",
-            "metrics": {"slo_attainment": "not measured"},
-            "definitions": [{"metric": "tpot_s", "tool_metric": "time_per_output_token_ms", "tool_value": 0.045}],
-        },
-    }
+    own = RunEntry.model_validate({"run_id": "own", "scheduler": "fcfs", "tpot_s": {"mean": 0.04}})
+    theirs = RunEntry.model_validate(
+        {
+            "run_id": "theirs",
+            "tpot_s": {"mean": 0.05},
+            "imported": {
+                "label": "imported from GuideLLM 0.8.1",
+                "tool_name": "GuideLLM",
+                "metrics": {"slo_attainment": "not measured"},
+                "definitions": [{"metric": "tpot_s", "tool_metric": "time_per_output_token_ms", "tool_value": 0.045}],
+            },
+        }
+    )
     texts, verdicts = comparison_view([own, theirs], baseline="own")
     assert list(texts.columns) == ["metric", "fcfs (baseline)", "imported from GuideLLM 0.8.1", "definition"]
     rows = texts.set_index("metric")

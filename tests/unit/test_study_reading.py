@@ -12,7 +12,8 @@ from runners.compare import COMPARISON_METRICS, comparison_table
 from runners.errors import SchedlabError
 from runners.metrics.catalog import REQUEST_METRICS, RUN_METRICS, TABLE_METRICS, metric, metric_by_label
 from runners.result_store import list_runs
-from runners.study import delete_study, identical_decisions_note
+from runners.store.models import RunEntry
+from runners.study import delete_study, identical_decisions_note, read_study
 
 # no queue: 20 requests at 0.5 req/s on 256 slots, every scheduler dispatches on arrival
 CALM = ["--engine", "sim", "--requests", "20", "--rate", "0.5", "--quiet"]
@@ -33,8 +34,7 @@ def test_an_uncontended_study_says_its_schedulers_made_identical_decisions(resul
     )
     assert code == 0, err
     assert "these runs made identical decisions" in out and "engine.max_num_seqs" in out
-    record = json.loads((results_dir / "calm" / "study.json").read_text())
-    note = identical_decisions_note(results_dir, record)
+    note = identical_decisions_note(results_dir, read_study(results_dir / "calm"))
     assert note is not None and note in out
     peak = max(
         json.loads((results_dir / f"calm-{name}-s{seed}" / "summary.json").read_text())["contention"]["waiting_peak"]
@@ -53,8 +53,7 @@ def test_a_contended_study_has_no_identical_decisions_note(results_dir, capsys):
     )
     assert code == 0, err
     assert "identical decisions" not in out
-    record = json.loads((results_dir / "busy" / "study.json").read_text())
-    assert identical_decisions_note(results_dir, record) is None
+    assert identical_decisions_note(results_dir, read_study(results_dir / "busy")) is None
 
 
 def test_delete_a_study_removes_it_and_its_members_only(results_dir, capsys):
@@ -106,7 +105,10 @@ def test_delete_study_refuses_a_record_that_names_foreign_runs(results_dir, caps
 def test_every_table_reads_one_catalog():
     assert COMPARISON_METRICS is RUN_METRICS
     summary = {"run_id": "a", "slo_attainment": 0.5, "tpot_s": {"mean": 0.0241}, "G": 0.0125}
-    table = comparison_table([summary, {**summary, "run_id": "b", "slo_attainment": 0.75}], "a")
+    table = comparison_table(
+        [RunEntry.model_validate(summary), RunEntry.model_validate({**summary, "run_id": "b", "slo_attainment": 0.75})],
+        "a",
+    )
     # the single-run table reads TABLE_METRICS (RUN_METRICS with medians, ITL, queue time and
     # input tokens/s); studies keep RUN_METRICS, so study.json does not change
     assert list(table["metric"]) == [m.label for m in TABLE_METRICS if not m.real_engines_only]

@@ -174,7 +174,7 @@ def test_an_unsupported_vllm_version_refuses_to_start(tiny_model, tmp_path):
     config = engine_run(tiny_model, "engine-old-vllm", {"SCHEDLAB_ENGINE_VLLM_VERSION": "0.31.0"}, requests=2)
     config["engine"]["startup_timeout_s"] = 300
     outcome = execute_run(parse_config(config), tmp_path / "results")
-    assert outcome.summary["status"] == "failed"
+    assert outcome.summary.status == "failed"
     # the run's error quotes the plugin's own line, not only vLLM's generic last lines
     assert "support vLLM 0.32.x; this server runs vLLM '0.31.0'" in (outcome.error or ""), outcome.error
     logs = list((tmp_path / "results").rglob("server-0.log"))
@@ -199,7 +199,7 @@ def test_a_plugin_that_raises_mid_run_stops_the_run_and_keeps_what_was_measured(
     config["engine"]["warmup_concurrency"] = []
     config["max_duration_s"] = 300
     outcome = execute_run(parse_config(config), tmp_path / "results")
-    assert outcome.summary["status"] == "failed"
+    assert outcome.summary.status == "failed"
     # the run's error quotes the plugin's exception from the server log
     assert "DynamicMemoryScheduler failed at step 150" in (outcome.error or ""), outcome.error
     assert "server 0 log (server-0.log), last lines:" in outcome.error

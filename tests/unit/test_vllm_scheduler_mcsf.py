@@ -242,7 +242,7 @@ def test_the_priority_policy_is_refused_at_start_up(tiny_model, tmp_path):
         scheduling_policy="priority",
     )
     outcome = execute_run(parse_config(config), tmp_path / "results")
-    assert outcome.summary["status"] == "failed"
+    assert outcome.summary.status == "failed"
     assert "engine-mcsf orders vLLM's waiting queue itself" in (outcome.error or ""), outcome.error
     assert "--scheduling-policy fcfs" in outcome.error
     leftover = subprocess.run(["pgrep", "-f", f"--model {tiny_model}"], capture_output=True, text=True)

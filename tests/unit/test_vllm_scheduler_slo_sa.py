@@ -262,7 +262,7 @@ def test_slo_sa_in_the_real_cpu_vllm_serves_in_plan_order(tiny_model, tmp_path):
     )
     execute_run(parse_config(config), tmp_path / "results")
     run = load_run(tmp_path / "results", "engine-slo-sa")
-    assert run.summary["status"] == "done", run.summary.get("error")
+    assert run.summary.status == "done", run.summary.error
     requests = run.requests
     assert len(requests) == 20 and requests["error"].isna().all()
     assert (requests["output_tokens"] == requests["target_output_tokens"]).all()

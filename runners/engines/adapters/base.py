@@ -23,7 +23,7 @@ from pydantic import BaseModel, FieldSerializationInfo, field_serializer
 
 from runners.engines.openai_client import Endpoint
 from runners.engines.real_config import ApiKind, ClientOptions, LaunchOptions, redact_args, redacting
-from runners.workload.tokens import TokenizeAPI
+from runners.engines.server_tokens import TokenizeAPI
 
 
 @dataclass(frozen=True)
