@@ -34,7 +34,6 @@ from runners.charts import (
     sweep_charts,
 )
 from runners.compare import (
-    COMPARISON_METRICS,
     capacities,
     comparison_html,
     comparison_table,
@@ -53,7 +52,7 @@ from runners.errors import SchedlabError
 from runners.imports import IMPORTERS, import_bytes
 from runners.json_values import is_stored
 from runners.knowledge import scheduler_display
-from runners.metrics.catalog import REQUEST_METRICS, metric
+from runners.metrics.catalog import REQUEST_METRICS, RUN_METRICS, metric
 from runners.metrics.contention import identical_decisions, identical_decisions_message
 from runners.metrics.seed_statistics import SINGLE_SEED_NOTE
 from runners.store.models import RunSummary, StudyRecord
@@ -474,7 +473,7 @@ def _study_charts(record: StudyRecord, counts: dict, stamp: float) -> None:
     """Bars of the chosen metrics over seeds, and the pooled CDFs."""
     study_id, rates = record.study_id, counts["rates"]
     st.markdown("#### Charts")
-    judged = [entry for entry in COMPARISON_METRICS if not entry.real_engines_only]
+    judged = [entry for entry in RUN_METRICS if not entry.real_engines_only]
     labels = {entry.label: entry.key for entry in judged}
     picked = st.multiselect(
         "Metrics (mean over seeds, 95% CI error bars)",

@@ -25,7 +25,6 @@ from runners.workload.slo import TASKS
 from runners.workload.tokens import tokenization_label
 
 __all__ = [
-    "COMPARISON_METRICS",
     "Metric",
     "summary_value",
     "percent_change",
@@ -49,10 +48,6 @@ __all__ = [
     "definition_details",
     "tokenization_note",
 ]
-
-
-#: The rows of the study statistics (runners.study): the run-metric catalog.
-COMPARISON_METRICS: tuple[Metric, ...] = RUN_METRICS
 
 
 # -- display names --------------------------------------------------------------------------------
@@ -402,7 +397,7 @@ def definition_notes(summaries: Sequence[RunSummary], key: str, detailed: bool =
     unit; with ``detailed``, how the definitions differ), the value was mapped from the tool's
     run-level figure, or the tool did not measure it."""
     head = key.split(".")[0]
-    entry = next((m for m in COMPARISON_METRICS if m.key == key), None)
+    entry = next((m for m in RUN_METRICS if m.key == key), None)
     notes: list[str] = []
     for summary in summaries:
         record = summary.imported

@@ -15,7 +15,7 @@ study adds ``results/<study_id>/study.json`` (a contract, see README "Result fil
   runs used, one sentence each: runners.knowledge; absent: none); versions 1 and 2 still read;
 - ``runs``: ``{run_id, scheduler, seed, rate, status, error}`` for every planned run (status
   ``pending`` before it ran, ``skipped`` when the study was cancelled first);
-- ``statistics``: for each metric key of :data:`runners.compare.COMPARISON_METRICS`,
+- ``statistics``: for each metric key of :data:`runners.metrics.catalog.RUN_METRICS`,
   ``{"schedulers": {name: {n, mean, median, ci_low, ci_high, note}}, "vs_baseline": {name:
   {n_pairs, dropped, diff_mean, ci_low, ci_high, wins, verdict, note}}}`` (definitions in
   :mod:`runners.metrics.seed_statistics`), values in the summary's stored units (seconds,
@@ -46,13 +46,12 @@ import pandas as pd
 import pyarrow as pa
 from pydantic import ValidationError
 
-from runners.compare import COMPARISON_METRICS, Metric, summary_value
 from runners.config import MAX_STUDY_SEEDS, RunConfig, TrialsConfig, config_record
 from runners.errors import ConfigError, SchedlabError, shortened
 from runners.executors import Execution, MemberTask, Outcome, choose_execution, run_members
 from runners.input_model import MAX_SEED
 from runners.knowledge import ORACLE_TAG, summary_oracles
-from runners.metrics.catalog import STUDY_HEADLINE_KEYS
+from runners.metrics.catalog import RUN_METRICS, STUDY_HEADLINE_KEYS, Metric, summary_value
 from runners.metrics.seed_statistics import SINGLE_SEED_NOTE, paired_comparison, relative_change, summarize
 from runners.registry import check_engine_for, make_policy, scheduler_params
 from runners.result_store import (
@@ -242,8 +241,7 @@ def study_statistics(
 ) -> dict[str, MetricStatistics]:
     """:func:`metric_statistics` for every metric of the catalog, keyed by metric key."""
     return {
-        metric.key: metric_statistics(metric, runs, summaries, baseline, schedulers, relative)
-        for metric in COMPARISON_METRICS
+        metric.key: metric_statistics(metric, runs, summaries, baseline, schedulers, relative) for metric in RUN_METRICS
     }
 
 
@@ -577,7 +575,7 @@ def study_table(record: StudyRecord, keys: Iterable[str] = STUDY_HEADLINE_KEYS) 
     """Rows (header first) of the study's headline: per metric and scheduler, the mean with its
     95% interval over seeds; for each non-baseline scheduler the paired difference with the
     baseline, its interval, seeds won and the verdict."""
-    catalog = {metric.key: metric for metric in COMPARISON_METRICS}
+    catalog = {metric.key: metric for metric in RUN_METRICS}
     rows = [
         [
             "metric",

@@ -20,10 +20,10 @@ from typing import Any
 
 import pandas as pd
 
-from runners.compare import COMPARISON_METRICS, capacity_at
+from runners.compare import capacity_at
 from runners.errors import SchedlabError
 from runners.json_values import dotted_value, is_stored
-from runners.metrics.catalog import Metric
+from runners.metrics.catalog import RUN_METRICS, Metric
 from runners.metrics.seed_statistics import SINGLE_SEED_NOTE, paired_comparison, summarize
 from runners.result_store import RunData, folder_entries, load_run, read_summary, results_folder
 from runners.run_ids import RUN_ID_PATTERN
@@ -326,7 +326,7 @@ def change_text(metric: Metric, pair: PairedComparison) -> str:
 
 
 def statistics_frame(
-    record: StudyRecord, statistics: Mapping[str, MetricStatistics], metrics: Iterable[Metric] = COMPARISON_METRICS
+    record: StudyRecord, statistics: Mapping[str, MetricStatistics], metrics: Iterable[Metric] = RUN_METRICS
 ) -> pd.DataFrame:
     """One row per metric and scheduler: ``metric``, ``scheduler``, ``n`` (seeds with a value),
     ``mean [95% CI]``, ``change vs <baseline> [95% CI]``, ``relative change [95% CI]``,

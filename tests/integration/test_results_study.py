@@ -17,8 +17,7 @@ import pytest
 
 from runners.charts import latency_cdfs
 from runners.cli import main
-from runners.compare import COMPARISON_METRICS
-from runners.metrics.catalog import metric
+from runners.metrics.catalog import RUN_METRICS, metric
 from runners.metrics.seed_statistics import SINGLE_SEED_NOTE
 from runners.result_store import load_run, read_summary
 from runners.store.models import RunSummary, StudyRecord, StudyRun
@@ -260,7 +259,7 @@ def test_statistics_frame_shows_study_json_numbers_formatted_by_the_catalog(resu
     assert frame.loc[("tpot_s.mean", "fcfs"), "mean [95% CI]"].startswith(f"{tpot.mean * 1000:.1f} [")
     peak = frame.loc[("contention.waiting_peak", "slo-sa")]
     assert peak["verdict"] == "" and not peak["judged"] and "describes the setting" in peak["note"]
-    assert set(frame.index.get_level_values("key")) == {m.key for m in COMPARISON_METRICS if not m.real_engines_only}
+    assert set(frame.index.get_level_values("key")) == {m.key for m in RUN_METRICS if not m.real_engines_only}
     assert study_counts(record) | {"by_status": None} == {
         "runs": 6,
         "by_status": None,
@@ -356,7 +355,7 @@ def test_results_page_shows_a_study_with_intervals_verdicts_and_k_of_n(results):
     assert len(tables) == 1
     element, shown = tables[0]
     for _, row in shown.iterrows():
-        entry = metric(next(m.key for m in COMPARISON_METRICS if m.label == row["metric"]))
+        entry = metric(next(m.key for m in RUN_METRICS if m.label == row["metric"]))
         stats = record.statistics[entry.key].schedulers[row["scheduler"]]
         assert row["n"] == stats.n == 3
         assert (

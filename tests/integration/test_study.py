@@ -11,9 +11,9 @@ import pytest
 
 import runners.benchmark
 from runners.cli import main
-from runners.compare import COMPARISON_METRICS, summary_value
 from runners.config import parse_config
 from runners.errors import ConfigError
+from runners.metrics.catalog import RUN_METRICS, summary_value
 from runners.metrics.seed_statistics import paired_comparison, relative_change, summarize
 from runners.result_store import list_runs, read_summary
 from runners.study import MAX_RUNS_UNCONFIRMED, check_size, parse_seeds, plan_study
@@ -91,9 +91,9 @@ def test_study_is_paired_and_its_file_matches_the_member_statistics(results_dir,
         for name in ("fcfs", "slo-sa")
         for seed in (0, 1, 2)
     }
-    assert set(record["statistics"]) == {metric.key for metric in COMPARISON_METRICS}
+    assert set(record["statistics"]) == {metric.key for metric in RUN_METRICS}
     assert record["rates"] == [] and record["statistics_by_rate"] == [{"rate": 6.0, "statistics": record["statistics"]}]
-    for metric in COMPARISON_METRICS:
+    for metric in RUN_METRICS:
         values = {
             name: {seed: summary_value(summaries[(name, seed)], metric.key) for seed in (0, 1, 2)}
             for name in ("fcfs", "slo-sa")

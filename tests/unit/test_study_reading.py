@@ -8,7 +8,7 @@ import json
 import pytest
 
 from runners.cli import main
-from runners.compare import COMPARISON_METRICS, comparison_table
+from runners.compare import comparison_table
 from runners.errors import SchedlabError
 from runners.metrics.catalog import REQUEST_METRICS, RUN_METRICS, TABLE_METRICS, metric, metric_by_label
 from runners.result_store import list_runs
@@ -103,7 +103,6 @@ def test_delete_study_refuses_a_record_that_names_foreign_runs(results_dir, caps
 
 # -- the catalog ---------------------------------------------------------------------------------------
 def test_every_table_reads_one_catalog():
-    assert COMPARISON_METRICS is RUN_METRICS
     summary = {"run_id": "a", "slo_attainment": 0.5, "tpot_s": {"mean": 0.0241}, "G": 0.0125}
     table = comparison_table(
         [RunEntry.model_validate(summary), RunEntry.model_validate({**summary, "run_id": "b", "slo_attainment": 0.75})],
