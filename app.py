@@ -7,11 +7,11 @@ from __future__ import annotations
 import pandas as pd
 import streamlit as st
 
-from runners import result_store
 from runners.engines.discovery import find_engines
 from runners.errors import SchedlabError
-from runners.knowledge import scheduler_display
 from runners.registry import SCHEDULERS
+from runners.run.knowledge import scheduler_display
+from runners.store import result_store
 
 
 def home() -> None:

@@ -17,8 +17,8 @@ from pathlib import Path
 
 from bench.common import measured, write_report
 from bench.vllm_cpu_common import launched_vllm, tiny_model
-from runners.benchmark import execute_run
-from runners.config import parse_config
+from runners.run.benchmark import execute_run
+from runners.run.config import parse_config
 
 
 def main() -> None:

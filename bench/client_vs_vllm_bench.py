@@ -116,7 +116,7 @@ def make_workload(model: Path, folder: Path, requests: int, input_len: int, outp
 
 def schedlab_order(dataset: Path, model: Path, requests: int) -> list[str]:
     """The prompts in the order schedlab sends them (its seeded shuffle), so vLLM sends that order too."""
-    from runners.config import parse_config
+    from runners.run.config import parse_config
     from runners.workload.builder import build_workload
     from runners.workload.slo import TaskSLO
 
@@ -326,8 +326,8 @@ def child(job_file: str) -> None:
     """Runs one schedlab run (in its own process, so its CPU time is its own) and prints its summary."""
     import importlib
 
-    from runners.benchmark import execute_run
-    from runners.config import parse_config
+    from runners.run.benchmark import execute_run
+    from runners.run.config import parse_config
 
     job = json.loads(Path(job_file).read_text())
     for target, value in job["patch"].items():

@@ -54,8 +54,8 @@ from bench.reproduction_study import (
     run_rows,
 )
 from bench.vllm_cpu_common import tiny_model, tiny_sla_target_s, vllm_engine
-from runners.executors import Outcome
-from runners.study import StudyMember
+from runners.study.executors import Outcome
+from runners.study.runner import StudyMember
 
 SMALL_KV = {"num_gpu_blocks_override": 24, "max_model_len": 1024}
 FILTERS = {"max_total_tokens": 640}

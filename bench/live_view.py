@@ -2,7 +2,7 @@
 
 Starts a background job exactly as the Launch page does: the simulator paced at real time
 (pace 1), 32 instances, 3,000 requests arriving as a Poisson process at 50 req/s. Every
-second, as the page's fragment does, it reads the run folder (runners.live.read_live), builds
+second, as the page's fragment does, it reads the run folder (runners.views.live.read_live), builds
 the two live figures and serialises them (what Streamlit sends), and also runs the whole Launch
 page under AppTest. It reports:
   - refresh cost: seconds per refresh (read + figures + JSON), and per full page run;
@@ -32,11 +32,11 @@ OUT = RESULTS / "live_view.json"
 def main() -> None:
     from streamlit.testing.v1 import AppTest
 
-    import runners.result_store as store
-    from runners.charts import live_instance_series, live_latency_scatter
-    from runners.config import parse_config
-    from runners.jobs import new_job_spec, read_job, start_job
-    from runners.live import read_live
+    import runners.store.result_store as store
+    from runners.app.jobs import new_job_spec, read_job, start_job
+    from runners.run.config import parse_config
+    from runners.views.charts import live_instance_series, live_latency_scatter
+    from runners.views.live import read_live
 
     with tempfile.TemporaryDirectory() as scratch:
         results = Path(scratch)

@@ -20,8 +20,8 @@ from typing import Any
 from bench.client_vs_vllm_bench import make_workload
 from bench.common import ROOT, measured
 from bench.vllm_cpu_common import launched_vllm, tiny_model
-from runners.benchmark import execute_run
-from runners.config import parse_config
+from runners.run.benchmark import execute_run
+from runners.run.config import parse_config
 
 TARGET = ROOT / "tests" / "data" / "peer_results" / "schedlab-fcfs-openai-tiny"
 REQUESTS, INPUT_LEN, OUTPUT_LEN, RATE = 50, 96, 48, 3.0

@@ -3,7 +3,7 @@ the step model, then run one workload on the real engine and on the simulator an
 
 Steps: launch the CPU vLLM (tiny random Llama, max_num_seqs 64, max_num_batched_tokens 2048);
 measure pure prefill, pure decode and mixed steps with the step profiler
-(:func:`runners.profiler.measure_steps`); fit on the same samples both the linear step model (the
+(:func:`runners.app.profiler.measure_steps`); fit on the same samples both the linear step model (the
 default for profiles) and the SLO-aware paper's eq. 14-15 phase model, each 5-fold
 cross-validated; for each arrival rate run the same workload (same seed, same tokenizer so token
 counts match) with FCFS on the real engine and on the simulator with each profile (and the older
@@ -29,17 +29,17 @@ from typing import Any
 
 from bench.common import RESULTS, measured, write_report
 from bench.vllm_cpu_common import TINY_ENGINE, launched_vllm, measure_engine_steps, tiny_model
-from runners.benchmark import execute_run
-from runners.config import parse_config
+from runners.app.profiler import fit_step_profile, read_step_samples, write_step_samples
 from runners.engines.profile import load_profile
-from runners.profiler import fit_step_profile, read_step_samples, write_step_samples
+from runners.run.benchmark import execute_run
+from runners.run.config import parse_config
 
 # the bundled profile (tiny-cpu-vllm.profile.yaml) and its samples are bench/sim_fidelity.py's, with its report
 PROFILE = RESULTS / "tiny-cpu-vllm.profile-cv.yaml"
 PHASE_PROFILE = RESULTS / "tiny-cpu-vllm.profile-phase.yaml"
 GRID_PROFILE = RESULTS / "tiny-cpu-vllm.profile-grid.yaml"
 SAMPLES = RESULTS / "tiny-cpu-vllm.profile-cv-samples.csv"
-SOURCE = f"bench/profile_validation.py: {TINY_ENGINE}; steps measured by runners.profiler.measure_steps"
+SOURCE = f"bench/profile_validation.py: {TINY_ENGINE}; steps measured by runners.app.profiler.measure_steps"
 ENGINE = {"kv_capacity_tokens": 524288, "block_size": 128, "max_num_seqs": 64, "max_num_batched_tokens": 2048}
 
 

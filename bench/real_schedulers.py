@@ -19,9 +19,9 @@ from pathlib import Path
 
 from bench.common import markdown_table, measured, write_report
 from bench.vllm_cpu_common import TINY_PROFILE, launched_vllm, tiny_model
-from runners.benchmark import execute_run
-from runners.config import parse_config
 from runners.registry import SCHEDULERS
+from runners.run.benchmark import execute_run
+from runners.run.config import parse_config
 
 
 def main() -> None:

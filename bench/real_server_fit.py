@@ -25,7 +25,7 @@ from pathlib import Path
 
 from bench.common import ROOT, write_report
 from bench.vllm_cpu_common import launched_vllm, tiny_model
-from runners.result_store import load_run
+from runners.store.result_store import load_run
 
 
 def main() -> None:

@@ -5,7 +5,7 @@ verdict per row (issue 11), on the simulator (Qwen2.5-7B preset) and, with --rea
 Writes results/reproduction/reproduction_<engine>.md, .csv, .json (how the table was made: the
 command, the scale, the date) and .seeds.json (every row's identity and per-seed values, from which
 --render recomputes every row). Every row is a paired study (bench/reproduction_study.py on
-runners.study / runners.executors / runners.metrics.seed_statistics): at each seed both sides get
+runners.study.runner / runners.study.executors / runners.metrics.seed_statistics): at each seed both sides get
 the identical workload and arrival times; the row states its role (the one **claim** row of a paper
 claim, or a **supporting** row), the baseline's and our mean with 95% intervals, the mean change
 (relative; Fieller's interval below 10 seeds, BCa from 10), the paired difference (Student t
@@ -24,7 +24,7 @@ and the verdict with its reason. Rows (which is each claim's row: the row builde
          the 1,024 slots (supporting: that gain comes from the slots, not the algorithm).
          dynamic-sla vs static (000 Table II): capacity = the highest arrival rate (swept in steps
          of 0.5 req/s) at which >= 90% of requests meet TPOT <= 50 ms AND TTFT <= 10 s, per seed
-         (runners.compare.capacity_at: every lower rate must meet it too; linear between the last
+         (runners.views.compare.capacity_at: every lower rate must meet it too; linear between the last
          rate that meets it and the first that does not).
   C      scls vs static batching (SLS), vs FCFS with a cap of 16 in flight (ILS) and vs uncapped
          FCFS (001): request throughput and mean response time, Poisson arrivals, 2 instances.
@@ -92,8 +92,8 @@ from bench.reproduction_study import (
     without_warmup,
 )
 from bench.vllm_cpu_common import TINY_PROFILE, launched_vllm, tiny_model, tiny_sla_target_s
-from runners.executors import Outcome
-from runners.study_plan import StudyMember
+from runners.study.executors import Outcome
+from runners.study.plan import StudyMember
 
 OUT = ROOT / "results" / "reproduction"
 PROFILE = TINY_PROFILE

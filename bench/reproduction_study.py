@@ -2,14 +2,14 @@
 quantities, the paired statistics of runners.metrics.seed_statistics, and the verdict rule.
 
 - An :class:`Arm` is one scheduler with its settings (engine, workload, SLOs, parameters). It is
-  planned with :func:`runners.study.plan_study` at every seed of the table (and, for a capacity,
+  planned with :func:`runners.study.runner.plan_study` at every seed of the table (and, for a capacity,
   at every rate of its sweep), so at one seed every arm gets the identical workload and arrival
   times (they depend only on ``workload.*`` and the seed): the comparisons are paired by seed.
-  All arms' runs go to one :func:`runners.executors.run_members` call: simulator runs in
+  All arms' runs go to one :func:`runners.study.executors.run_members` call: simulator runs in
   parallel worker processes, real-engine runs one at a time.
 - A :class:`Measure` turns one or more arms' runs into one number per seed: a run metric
   (``metric``, a summary key of the catalog), a capacity (``capacity``: the highest arrival rate
-  of a sweep at which SLO attainment stays >= the target, :func:`runners.compare.capacity_at`),
+  of a sweep at which SLO attainment stays >= the target, :func:`runners.views.compare.capacity_at`),
   the least-squares slope of a metric over the request count n (``slope``, one arm per n), or the
   best of several measures at each seed (``best``: 003's "best baseline").
 - A :class:`RowSpec` compares two measures (baseline, ours) against the paper's :class:`Claim`;
@@ -39,9 +39,6 @@ from typing import Any, Literal
 
 import numpy as np
 
-from runners.compare import capacity_at, summary_value
-from runners.config import parse_config
-from runners.executors import Outcome, choose_execution, run_members
 from runners.metrics.catalog import Metric, metric
 from runners.metrics.seed_statistics import (
     BCA_MIN_PAIRS,
@@ -55,7 +52,10 @@ from runners.metrics.seed_statistics import (
     summarize,
 )
 from runners.registry import scheduler_class
-from runners.study import StudyMember, StudyPlan, execute_member, plan_study
+from runners.run.config import parse_config
+from runners.study.executors import Outcome, choose_execution, run_members
+from runners.study.runner import StudyMember, StudyPlan, execute_member, plan_study
+from runners.views.compare import capacity_at, summary_value
 
 #: The significance level of every verdict (family-wise over a table's claim rows).
 ALPHA = 0.05
@@ -136,7 +136,7 @@ def quantity_display(kind: str, key: str) -> Metric:
 @dataclass(frozen=True)
 class Measure:
     """A per-seed number from arms' runs. ``kind``: ``metric`` (summary ``key`` of one arm),
-    ``capacity`` (one arm with ``rates``: :func:`runners.compare.capacity_at` of ``key``, SLO
+    ``capacity`` (one arm with ``rates``: :func:`runners.views.compare.capacity_at` of ``key``, SLO
     attainment, at ``target``), ``slope`` (one arm per n of ``xs``: least-squares slope of
     ``key`` over n), ``best`` (``parts``, measures of one quantity: at each seed the best value
     among them by the quantity's direction; a part without a value at a seed is left out there;
@@ -814,7 +814,7 @@ def execute(
     on_finish: Callable[[StudyMember, Outcome], None] | None = None,
     log: Callable[[str], None] = print,
 ) -> Results:
-    """Run ``members`` with :func:`runners.executors.run_members` (simulator: a pool of worker
+    """Run ``members`` with :func:`runners.study.executors.run_members` (simulator: a pool of worker
     processes, default all cores, the longest runs first; real engines: one at a time, in
     order), printing progress with a remaining-time estimate; the outcomes by (arm, seed, rate)."""
     plan = StudyPlan(

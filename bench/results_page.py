@@ -28,8 +28,8 @@ OUT = RESULTS / "results_page.json"
 
 
 def make_runs(results: Path) -> list[str]:
-    from runners.benchmark import execute_run
-    from runners.config import parse_config
+    from runners.run.benchmark import execute_run
+    from runners.run.config import parse_config
 
     ids = []
     for seed in range(4):
@@ -59,7 +59,7 @@ def make_runs(results: Path) -> list[str]:
 def apptest_times(results: Path, ids: list[str]) -> dict:
     from streamlit.testing.v1 import AppTest
 
-    import runners.result_store as store
+    import runners.store.result_store as store
 
     store.DEFAULT_RESULTS_DIR = results
     app = AppTest.from_file(str(ROOT / "app.py"), default_timeout=300).run()
@@ -94,7 +94,7 @@ def browser_times(results: Path, ids: list[str]) -> dict | None:
     try:
         from urllib.parse import quote
 
-        from runners.charts import CHART_VIEWS
+        from runners.views.charts import CHART_VIEWS
 
         report: dict[str, Any] = {}
         with sync_playwright() as playwright:

@@ -19,9 +19,9 @@ import statistics
 import time
 
 from bench.common import markdown_table, write_report
-from runners.config import parse_config
 from runners.engines.sim_config import SimulatorConfig
 from runners.registry import SCHEDULERS, make_policy
+from runners.run.config import parse_config
 from runners.schedulers.base import InstanceInfo
 from runners.workload.builder import build_workload
 from runners.workload.slo import PAPER_SLOS

@@ -36,8 +36,7 @@ from pathlib import Path
 
 from bench.common import RESULTS
 from bench.vllm_cpu_common import TINY_ENGINE, TINY_PROFILE, launched_vllm, measure_engine_steps, tiny_model
-from runners.benchmark import execute_run
-from runners.config import parse_config
+from runners.app.profiler import INTERFERENCE_KIND, fit_step_profile, fit_table, read_step_samples, write_step_samples
 from runners.engines.fidelity import (
     FIDELITY_SCHEMA,
     compare_level,
@@ -49,7 +48,8 @@ from runners.engines.fidelity import (
 )
 from runners.engines.profile import load_profile
 from runners.errors import SchedlabError
-from runners.profiler import INTERFERENCE_KIND, fit_step_profile, fit_table, read_step_samples, write_step_samples
+from runners.run.benchmark import execute_run
+from runners.run.config import parse_config
 
 PROFILE = TINY_PROFILE
 SAMPLES = RESULTS / "tiny-cpu-vllm.profile-samples.csv"
@@ -57,7 +57,7 @@ REPORT_JSON = RESULTS / "sim_fidelity.json"
 REPORT_MD = RESULTS / "sim_fidelity.md"
 SOURCE = (
     f"bench/sim_fidelity.py: {TINY_ENGINE}; steps and serving overhead measured by "
-    "runners.profiler.measure_steps (seed 0)"
+    "runners.app.profiler.measure_steps (seed 0)"
 )
 CAPACITY_SEED = 1000
 FIRST_VALIDATION_SEED = 401  # 101-103, 201-203 and 301-303 were looked at while the model was built (README)

@@ -32,8 +32,8 @@ TARGET_BIG_MIB = 2048.0
 
 CHILD = r"""
 import json, resource, sys, time
-from runners.config import parse_config
-from runners.benchmark import execute_run, prepare_run
+from runners.run.config import parse_config
+from runners.run.benchmark import execute_run, prepare_run
 mode, requests, rate, out = sys.argv[1], int(sys.argv[2]), float(sys.argv[3]), sys.argv[4]
 # a million requests at 4 req/s take ~250,000 simulated seconds, past the default limit of a day
 limit = min(max(86_400.0, 4 * requests / rate), 2_000_000.0)

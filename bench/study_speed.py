@@ -47,10 +47,10 @@ def study_config(schedulers: list[str], seeds: int, rates: list[float], requests
 def time_study(config: dict, executor: str) -> dict:
     """Run the study with ``executor`` in a fresh results folder: wall time (s) and the runs'
     (status, SLO attainment, G) by run id."""
-    from runners.config import parse_config
-    from runners.executors import Execution, choose_execution
+    from runners.run.config import parse_config
     from runners.store.models import RunSummary
-    from runners.study import plan_study, run_study
+    from runners.study.executors import Execution, choose_execution
+    from runners.study.runner import plan_study, run_study
 
     plan = plan_study(parse_config(config))
     extra: dict = {}

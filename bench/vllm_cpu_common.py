@@ -15,8 +15,8 @@ from typing import TYPE_CHECKING, Any
 from bench.common import RESULTS, ROOT
 
 if TYPE_CHECKING:
+    from runners.app.profiler import StepSample
     from runners.engines.real_engine import RealEngine, RealInstance
-    from runners.profiler import StepSample
 
 #: The bundled tiny-CPU profile (fitted and written by bench/sim_fidelity.py, with its fidelity
 #: report): what the model-based policies plan with on the CPU vLLM.
@@ -82,8 +82,8 @@ def launched_vllm(model: Path, log_folder: Path, **overrides: Any) -> Iterator[R
     """The CPU vLLM launched on the tiny model with :func:`vllm_engine`'s config (``overrides`` on
     top), up for the body of the ``with``; yields the started RealEngine (``.config``,
     ``.instances``), its server logs in ``log_folder``."""
-    from runners.config import parse_config
     from runners.engines.real_engine import RealEngine
+    from runners.run.config import parse_config
 
     engine = RealEngine(config=parse_config({"engine": vllm_engine(model, **overrides)}).engine, log_folder=log_folder)
     try:
@@ -97,9 +97,9 @@ def measure_engine_steps(
     instance: RealInstance, max_num_batched_tokens: int, phases: Collection[str] | None = None
 ) -> list[StepSample]:
     """The launched instance's steps, measured by the step profiler
-    (:func:`runners.profiler.measure_steps`, its default grid; ``phases``: those only, default
+    (:func:`runners.app.profiler.measure_steps`, its default grid; ``phases``: those only, default
     all), its progress printed."""
-    from runners.profiler import PHASES, StepGrid, measure_steps
+    from runners.app.profiler import PHASES, StepGrid, measure_steps
 
     return asyncio.run(
         measure_steps(

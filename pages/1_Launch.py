@@ -1,9 +1,9 @@
 """Launch page: configure engine, workload, SLOs, schedulers and seeds; start a background job; watch it live.
 
-Thin: fields become a job (a study of every scheduler at every seed) through runners.launch_form,
-jobs run in a worker process (runners.jobs, runners.worker -> runners.study), the offered load is
-estimated by runners.capacity_estimate, and the live view reads the run folder and the study's
-study.json (runners.live, runners.charts).
+Thin: fields become a job (a study of every scheduler at every seed) through runners.app.launch_form,
+jobs run in a worker process (runners.app.jobs, runners.app.worker -> runners.study.runner), the offered load is
+estimated by runners.run.capacity_estimate, and the live view reads the run folder and the study's
+study.json (runners.views.live, runners.views.charts).
 """
 
 from __future__ import annotations
@@ -17,14 +17,8 @@ import pandas as pd
 import streamlit as st
 from streamlit.delta_generator import DeltaGenerator
 
-from runners import result_store
-from runners.capacity_estimate import low_load_warning
-from runners.charts import live_instance_series, live_latency_scatter
-from runners.engines.adapters import ADAPTERS, FormField
-from runners.engines.profile import PRESETS
-from runners.errors import SchedlabError
-from runners.jobs import FINAL_STATES, JobStatus, cancel_job, list_jobs, start_job
-from runners.launch_form import (
+from runners.app.jobs import FINAL_STATES, JobStatus, cancel_job, list_jobs, start_job
+from runners.app.launch_form import (
     DEFAULT_SCHEDULERS,
     FORM_DEFAULTS,
     build_job,
@@ -35,12 +29,18 @@ from runners.launch_form import (
     save_upload,
     study_size,
 )
-from runners.live import LiveSnapshot, StudyProgress, job_eta_s, job_run_rows, read_live, read_study_progress
+from runners.engines.adapters import ADAPTERS, FormField
+from runners.engines.profile import PRESETS
+from runners.errors import SchedlabError
 from runners.metrics.catalog import metric
 from runners.registry import ENGINES, SCHEDULERS, check_engine_for, parameter_specs
+from runners.run.capacity_estimate import low_load_warning
+from runners.store import result_store
 from runners.store.models import JobRunStatus, StudyRun
-from runners.study import MAX_RUNS_UNCONFIRMED, identical_decisions_note
+from runners.study.runner import MAX_RUNS_UNCONFIRMED, identical_decisions_note
 from runners.timestamps import parse_utc_stamp
+from runners.views.charts import live_instance_series, live_latency_scatter
+from runners.views.live import LiveSnapshot, StudyProgress, job_eta_s, job_run_rows, read_live, read_study_progress
 from runners.workload.slo import PAPER_SLOS, TASKS
 
 st.set_page_config(page_title="schedlab · Launch", layout="wide")

@@ -5,8 +5,8 @@ sweeps with interval bands and capacity per seed; single runs compared with % ch
 baseline and every chart (one seed: no interval, said on the page); rate sweeps with capacity;
 export (CSV, HTML, PNG).
 
-Thin: tables come from runners.compare and runners.study_view, figures from runners.charts and
-runners.study_charts, files from runners.result_store and runners.study.
+Thin: tables come from runners.views.compare and runners.views.study_view, figures from runners.views.charts and
+runners.views.study_charts, files from runners.store.result_store and runners.study.runner.
 """
 
 from __future__ import annotations
@@ -21,8 +21,24 @@ import streamlit as st
 from streamlit.delta_generator import DeltaGenerator
 
 from pages._cached_runs import load_member, load_run_cached, summary_stamp
-from runners import result_store
-from runners.charts import (
+from runners.errors import SchedlabError
+from runners.imports import IMPORTERS, import_bytes
+from runners.json_values import is_stored
+from runners.metrics.catalog import REQUEST_METRICS, RUN_METRICS, metric
+from runners.metrics.contention import identical_decisions, identical_decisions_message
+from runners.metrics.seed_statistics import SINGLE_SEED_NOTE
+from runners.run.knowledge import scheduler_display
+from runners.store import result_store
+from runners.store.models import RunSummary, StudyRecord
+from runners.study.runner import (
+    STUDY_FILE,
+    delete_study,
+    identical_decisions_note,
+    read_study,
+    study_error,
+    study_lines,
+)
+from runners.views.charts import (
     CHART_VIEWS,
     COMPARISON_CHARTS,
     LOG_X_CHARTS,
@@ -33,7 +49,7 @@ from runners.charts import (
     comparison_chart,
     sweep_charts,
 )
-from runners.compare import (
+from runners.views.compare import (
     capacities,
     comparison_html,
     comparison_table,
@@ -48,17 +64,8 @@ from runners.compare import (
     tokenization_note,
     workload_differences,
 )
-from runners.errors import SchedlabError
-from runners.imports import IMPORTERS, import_bytes
-from runners.json_values import is_stored
-from runners.knowledge import scheduler_display
-from runners.metrics.catalog import REQUEST_METRICS, RUN_METRICS, metric
-from runners.metrics.contention import identical_decisions, identical_decisions_message
-from runners.metrics.seed_statistics import SINGLE_SEED_NOTE
-from runners.store.models import RunSummary, StudyRecord
-from runners.study import STUDY_FILE, delete_study, identical_decisions_note, read_study, study_error, study_lines
-from runners.study_charts import capacity_chart, metric_bars, pooled_cdfs, sweep_bands
-from runners.study_view import (
+from runners.views.study_charts import capacity_chart, metric_bars, pooled_cdfs, sweep_bands
+from runners.views.study_view import (
     HIDDEN_COLUMNS,
     StudyEntry,
     capacity_per_seed,

@@ -11,9 +11,16 @@ from typing import Literal
 import streamlit as st
 
 from pages._cached_runs import load_member
-from runners import result_store
-from runners.charts import kv_overlay
-from runners.demo import (
+from runners.app.jobs import new_job_spec, start_job
+from runners.engines.fidelity import PAPER_PRESET_LABEL
+from runners.errors import SchedlabError
+from runners.metrics.catalog import RUN_METRICS
+from runners.schedulers.papers import title
+from runners.store import result_store
+from runners.store.models import StudyRecord
+from runners.store.result_store import RunData
+from runners.views.charts import kv_overlay
+from runners.views.demo import (
     DEMO_KV_TOKENS,
     DEMO_REGIMES,
     DEMO_SEEDS,
@@ -39,15 +46,8 @@ from runners.demo import (
     task_tail_statistics,
     who_pays_sentence,
 )
-from runners.engines.fidelity import PAPER_PRESET_LABEL
-from runners.errors import SchedlabError
-from runners.jobs import new_job_spec, start_job
-from runners.metrics.catalog import RUN_METRICS
-from runners.result_store import RunData
-from runners.schedulers.papers import title
-from runners.store.models import StudyRecord
-from runners.study_charts import metric_bars, pooled_cdfs
-from runners.study_view import HIDDEN_COLUMNS, statistics_frame, study_member_runs
+from runners.views.study_charts import metric_bars, pooled_cdfs
+from runners.views.study_view import HIDDEN_COLUMNS, statistics_frame, study_member_runs
 from runners.workload.slo import PAPER_SLOS
 
 st.set_page_config(page_title="schedlab · Demo", layout="wide")

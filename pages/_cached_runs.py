@@ -8,7 +8,7 @@ from pathlib import Path
 
 import streamlit as st
 
-from runners import result_store
+from runners.store import result_store
 
 
 def summary_stamp(folder: Path) -> float:

@@ -16,6 +16,6 @@ def _stopped_before_work(signum: int, frame: object) -> None:
 
 signal.signal(signal.SIGTERM, _stopped_before_work)
 
-from runners.cli import main  # noqa: E402 - after the handler, so a SIGTERM while importing exits 130
+from runners.app.cli import main  # noqa: E402 - after the handler, so a SIGTERM while importing exits 130
 
 raise SystemExit(main())

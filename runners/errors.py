@@ -58,7 +58,7 @@ def error_location(loc: "tuple[object, ...]") -> str:
     return ".".join(parts)
 
 
-#: What a command interrupted before its own stop handling began says (Ctrl-C: runners.cli.main;
+#: What a command interrupted before its own stop handling began says (Ctrl-C: runners.app.cli.main;
 #: SIGTERM: runners/__main__.py); it exits 130.
 STOPPED_LINE = "stopped: interrupted by a signal"
 #: Longest piece of the user's input an error message quotes, characters.

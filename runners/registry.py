@@ -1,5 +1,5 @@
-"""The one registry of scheduler and engine names. The CLI and the dashboard list from here,
-so adding a scheduler is: write the class, add it to SCHEDULER_CLASSES."""
+"""The scheduler and engine names (a :class:`runners.registries.Registry` each). The CLI and the
+dashboard list from here, so adding a scheduler is: write the class, add it to SCHEDULER_CLASSES."""
 
 from __future__ import annotations
 
@@ -13,8 +13,8 @@ from pydantic import ValidationError
 
 # the engine kinds live beside the engines; imported here so the UI and CLI find both lists in one place
 from runners.engines.kinds import ENGINES, EngineEntry, engine_entry  # noqa: F401
-from runners.engines.vllm_scheduler import attach_instructions
-from runners.errors import ConfigError, UnknownNameError, format_validation_error
+from runners.errors import ConfigError, format_validation_error
+from runners.registries import Registry
 from runners.schedulers.base import SchedulerPolicy
 from runners.schedulers.dynamic_batching import DynamicMemoryPolicy, DynamicSLAPolicy
 from runners.schedulers.fcfs import FCFSPolicy
@@ -28,6 +28,7 @@ from runners.schedulers.memory_constrained import AlphaBetaClearPolicy, AlphaPro
 from runners.schedulers.slice_level import SCLSPolicy
 from runners.schedulers.slo_aware import SLOAwarePolicy, SLOExhaustivePolicy
 from runners.schedulers.static_batching import StaticBatchingPolicy
+from runners.schedulers.vllm import attach_instructions
 
 SCHEDULER_CLASSES: tuple[type[SchedulerPolicy[Any]], ...] = (
     FCFSPolicy,
@@ -45,13 +46,13 @@ SCHEDULER_CLASSES: tuple[type[SchedulerPolicy[Any]], ...] = (
     EngineSLOAwarePolicy,
     EngineMCSFPolicy,
 )
-SCHEDULERS: dict[str, type[SchedulerPolicy[Any]]] = {cls.name: cls for cls in SCHEDULER_CLASSES}
+SCHEDULERS: Registry[type[SchedulerPolicy[Any]]] = Registry(
+    "scheduler", "scheduler.name", ((cls.name, cls) for cls in SCHEDULER_CLASSES)
+)
 
 
 def scheduler_class(name: str) -> type[SchedulerPolicy[Any]]:
-    if name not in SCHEDULERS:
-        raise UnknownNameError("scheduler.name", name, list(SCHEDULERS))
-    return SCHEDULERS[name]
+    return SCHEDULERS.lookup(name)
 
 
 def check_engine_for(scheduler: str, engine_kind: str) -> None:

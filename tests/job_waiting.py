@@ -1,12 +1,12 @@
-"""Waiting for a dashboard job (runners.jobs) to stream rows or to end, for the tests that start one."""
+"""Waiting for a dashboard job (runners.app.jobs) to stream rows or to end, for the tests that start one."""
 
 from __future__ import annotations
 
 import time
 from pathlib import Path
 
-from runners.jobs import JobStatus, read_job
-from runners.live import LiveSnapshot, read_live
+from runners.app.jobs import JobStatus, read_job
+from runners.views.live import LiveSnapshot, read_live
 
 
 def wait_for_job_folder(folder: Path, timeout_s: float = 120.0) -> JobStatus:

@@ -55,9 +55,9 @@ def run_to_completion(config: dict[str, Any], results: Path, scheduler_cls: str)
     its server log's text)."""
     import json
 
-    from runners.benchmark import execute_run
-    from runners.config import parse_config
-    from runners.result_store import load_run
+    from runners.run.benchmark import execute_run
+    from runners.run.config import parse_config
+    from runners.store.result_store import load_run
 
     execute_run(parse_config(config), results)
     run = load_run(results, config["run_id"])

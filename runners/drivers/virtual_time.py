@@ -17,13 +17,14 @@ import math
 import time
 from collections.abc import Callable, Sequence
 
-from runners.drivers.base import DriverResult, TimeseriesRow
+from runners.drivers.base import DriverResult
 from runners.drivers.watchdog import CANCELLED, time_limit_message
 from runners.engines.latency_model import LatencyModel
 from runners.engines.simulator import SimulatedInstance
 from runners.errors import RunCancelled, RunStopped
-from runners.recording import RunRecorder
 from runners.schedulers.base import Completion, InstanceInfo, SchedulerPolicy, TelemetrySample
+from runners.store.recording import RunRecorder
+from runners.store.timeseries import TimeseriesRow
 from runners.workload.requests import Request
 
 STEP_END, WAKE, ADMIT = 0, 1, 2

@@ -33,7 +33,7 @@ from typing import Any
 
 import aiohttp
 
-from runners.drivers.base import DriverResult, TimeseriesRow
+from runners.drivers.base import DriverResult
 from runners.drivers.watchdog import CANCELLED, DeadInstance, RunState, Watchdog
 from runners.engines.engine_decisions import SAMPLE_COLUMNS, EngineDecisionTracker, decisions_path
 from runners.engines.gpu import GPUMonitor
@@ -50,8 +50,9 @@ from runners.engines.telemetry import (
     read_metrics_page,
 )
 from runners.errors import RunCancelled, RunStopped
-from runners.recording import RunRecorder
 from runners.schedulers.base import Completion, Dispatch, InstanceInfo, PolicyError, SchedulerPolicy, TelemetrySample
+from runners.store.recording import RunRecorder
+from runners.store.timeseries import TimeseriesRow
 from runners.workload.requests import Request
 
 #: Seconds between two looks at ``should_stop``: a cancel takes effect within about this long.

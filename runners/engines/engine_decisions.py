@@ -3,7 +3,7 @@
 A vLLM server launched with one of schedlab's scheduler classes appends one JSON object per
 recorded step to its decisions file (``$SCHEDLAB_ENGINE_DECISIONS`` in the server's environment,
 ``engine-decisions-{instance}.jsonl`` in the run folder; the fields are listed in
-:mod:`runners.engines.vllm_scheduler.base`). The wall-clock driver reads each instance's file at
+:mod:`runners.schedulers.vllm.base`). The wall-clock driver reads each instance's file at
 every telemetry sample with an :class:`EngineDecisionTracker`, which turns the decisions recorded
 since the previous sample into the time series' ``engine_*`` columns (:data:`SAMPLE_COLUMNS`).
 
@@ -22,7 +22,11 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from runners.engines.vllm_scheduler import DECISIONS_ENV
+#: The environment variable naming the file the in-engine scheduler writes its decisions to (the
+#: contract with runners.schedulers.vllm's classes, which write it).
+DECISIONS_ENV = "SCHEDLAB_ENGINE_DECISIONS"
+#: Prefix of the decision lines in the server log.
+DECISION_LOG_PREFIX = "SCHEDLAB_DECISION "
 
 #: The time-series columns a tracker fills (all requests; None when nothing is known):
 #: ``engine_limit``: the running limit of the latest decision; ``engine_held_back``: the waiting

@@ -23,9 +23,9 @@ from typing import IO, Any, TypeVar
 from urllib.error import URLError
 from urllib.request import urlopen
 
+from runners.engines.engine_decisions import DECISION_LOG_PREFIX
 from runners.engines.openai_client import redact
 from runners.engines.real_config import is_secret_flag, redact_args
-from runners.engines.vllm_scheduler import DECISION_LOG_PREFIX
 from runners.errors import RunCancelled, SchedlabError
 
 #: Text in a server log that says the server crashed (a Python traceback; vLLM's engine core died).

@@ -8,7 +8,7 @@ as that error grows). So the simulator's policies get, by default (``engine.plan
 ``fitted``), what the profiler gives them on a real engine:
 
 1. a profile of the simulated engine: for every point of the profiler's default grid
-   (:class:`runners.profiler.ProfileGrid`: batch sizes 1-16, prompts of 32-512 tokens, 16 or 64
+   (:class:`runners.app.profiler.ProfileGrid`: batch sizes 1-16, prompts of 32-512 tokens, 16 or 64
    output tokens) a batch of equal requests is run on a fresh simulated instance of the same size
    and limits (virtual time, chunked prefill and all), and the same two samples are taken as from a
    real engine: the slowest time to first token (prefill) and the mean gap between tokens after the
@@ -44,7 +44,7 @@ from runners.engines.latency_model import LatencyModel, PhaseCoefficients
 from runners.engines.simulator import SimulatedInstance
 
 PlanningSource = Literal["fitted", "engine-truth"]
-#: The profiler's default grid (runners.profiler.ProfileGrid reads these), kept here so that
+#: The profiler's default grid (runners.app.profiler.ProfileGrid reads these), kept here so that
 #: fitting on the simulator does not import the profiler's HTTP client: batch sizes, prompt and
 #: output tokens.
 GRID_BATCHES: tuple[int, ...] = (1, 2, 4, 8, 16)

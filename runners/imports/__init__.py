@@ -30,8 +30,9 @@ from runners.imports.base import (
     source_copy_name,
     write_run,
 )
-from runners.result_store import DEFAULT_RESULTS_DIR
-from runners.run_ids import validate_run_id
+from runners.registries import Registry
+from runners.store.result_store import DEFAULT_RESULTS_DIR
+from runners.store.run_ids import validate_run_id
 
 __all__ = ["IMPORTERS", "Importer", "ImportFormatError", "import_file", "import_bytes", "parse_file", "importer_names"]
 
@@ -54,19 +55,26 @@ def _importer(module: ModuleType, format: str) -> Importer:
     return Importer(module.NAME, module.TITLE, module.DESCRIPTION, format, module.sniff, module.parse)
 
 
-IMPORTERS: dict[str, Importer] = {
-    vllm_bench.NAME: _importer(vllm_bench, "json"),
-    guidellm.NAME: _importer(guidellm, "json"),
-    aiperf.NAME: _importer(aiperf, "json"),
-    aiperf.RECORDS_NAME: Importer(
-        aiperf.RECORDS_NAME,
-        aiperf.TITLE,
-        aiperf.RECORDS_DESCRIPTION,
-        "jsonl",
-        aiperf.sniff_records,
-        aiperf.parse_records,
+IMPORTERS: Registry[Importer] = Registry(
+    "importer",
+    "tool",
+    (
+        (importer.name, importer)
+        for importer in (
+            _importer(vllm_bench, "json"),
+            _importer(guidellm, "json"),
+            _importer(aiperf, "json"),
+            Importer(
+                aiperf.RECORDS_NAME,
+                aiperf.TITLE,
+                aiperf.RECORDS_DESCRIPTION,
+                "jsonl",
+                aiperf.sniff_records,
+                aiperf.parse_records,
+            ),
+        )
     ),
-}
+)
 
 
 def importer_names() -> list[str]:

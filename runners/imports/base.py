@@ -41,8 +41,8 @@ import runners
 from runners.errors import SchedlabError
 from runners.metrics.request_metrics import request_latencies
 from runners.metrics.run_metrics import LATENCY_COLUMNS, summarize_requests
-from runners.result_store import REQUEST_COLUMNS, RunWriter
-from runners.run_ids import validate_run_id
+from runners.store.result_store import REQUEST_COLUMNS, RunWriter
+from runners.store.run_ids import validate_run_id
 from runners.timestamps import utc_stamp
 
 #: An imported request has no task of ours; it is counted as a chat request (the CDF panels

@@ -12,7 +12,7 @@ from typing import Any
 
 from runners.imports import IMPORTERS, import_file
 from runners.imports.export_vllm_bench import FORMATS, export_run
-from runners.result_store import DEFAULT_RESULTS_DIR, load_run
+from runners.store.result_store import DEFAULT_RESULTS_DIR, load_run
 
 
 def command_import(args: argparse.Namespace) -> int:

@@ -32,9 +32,9 @@ import pandas as pd
 
 from runners.json_values import as_dict
 from runners.metrics.run_metrics import distribution
-from runners.output_paths import STDOUT, checked_output_file
-from runners.result_store import DEFAULT_RESULTS_DIR, RunData, load_run, write_json_atomic
 from runners.store.models import RunSummary
+from runners.store.output_paths import STDOUT, checked_output_file
+from runners.store.result_store import DEFAULT_RESULTS_DIR, RunData, load_run, write_json_atomic
 
 FORMATS = ("vllm-bench",)
 

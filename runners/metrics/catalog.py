@@ -28,6 +28,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from runners.json_values import dotted_value, is_stored
+from runners.registries import Registry
 
 
 @dataclass(frozen=True)
@@ -199,24 +200,22 @@ STUDY_HEADLINE_KEYS: tuple[str, ...] = (
     "contention.waiting_peak",
 )
 
-_BY_KEY = {metric.key: metric for metric in TABLE_METRICS + REQUEST_METRICS}
+#: Every run and request metric by key (a summary path or request column); keys are unique.
+METRICS: Registry[Metric] = Registry("metric", "metric", ((m.key, m) for m in TABLE_METRICS + REQUEST_METRICS))
+#: Every time-series metric by column.
+TIMESERIES: Registry[Metric] = Registry("time-series metric", "metric", ((m.key, m) for m in TIMESERIES_METRICS))
 _BY_LABEL = {metric.label: metric for metric in TABLE_METRICS}
-assert len(_BY_KEY) == len(TABLE_METRICS) + len(REQUEST_METRICS), "metric keys must be unique"
 assert len(_BY_LABEL) == len(TABLE_METRICS), "run metric labels must be unique"
 
 
 def metric(key: str) -> Metric:
     """The catalog entry of ``key`` (a summary path or request column); KeyError otherwise."""
-    return _BY_KEY[key]
-
-
-_TIMESERIES_BY_KEY = {metric.key: metric for metric in TIMESERIES_METRICS}
-assert len(_TIMESERIES_BY_KEY) == len(TIMESERIES_METRICS), "time-series metric keys must be unique"
+    return METRICS[key]
 
 
 def timeseries_metric(column: str) -> Metric:
     """The catalog entry of time-series ``column``; KeyError otherwise."""
-    return _TIMESERIES_BY_KEY[column]
+    return TIMESERIES[column]
 
 
 def metric_by_label(label: str) -> Metric | None:

@@ -31,7 +31,7 @@ OUTCOMES: tuple[str, ...] = ("completed", "failed", "cancelled", "not_run")
 #: The ``error`` of a request in flight when the run was cancelled (the run's status).
 CANCELLED = "cancelled"
 #: The ``error`` values a run's end writes on the requests it cut off (the run's status:
-#: runners.benchmark); with ``dispatch_s`` null the request was never sent: not run.
+#: runners.run.benchmark); with ``dispatch_s`` null the request was never sent: not run.
 RUN_END_ERRORS: tuple[str, ...] = (CANCELLED, "failed")
 
 

@@ -58,7 +58,7 @@ class Dispatch:
     ``priority`` (lower runs first) reaches engines that accept it (vLLM's priority policy,
     the simulator's priority mode); others ignore it. ``engine_args``: per-request values for
     an in-engine scheduler (vLLM's ``vllm_xargs``, read by the scheduler class as
-    ``request.sampling_params.extra_args``; names in runners.engines.vllm_scheduler); engines
+    ``request.sampling_params.extra_args``; names in runners.schedulers.vllm); engines
     that do not accept them (and the simulator) ignore them.
     """
 

@@ -59,7 +59,6 @@ from typing import Literal
 from pydantic import Field, ValidationError, model_validator
 from typing_extensions import TypeVar
 
-from runners.engines.vllm_scheduler import SLAWindowParams, check_window
 from runners.errors import ConfigError
 from runners.input_model import field_error
 from runners.schedulers.base import Completion, Decision, InstanceInfo, PolicyParams, SchedulerPolicy, TelemetrySample
@@ -81,6 +80,7 @@ from runners.schedulers.predictors import (
     RunningMoments,
     prior_moments,
 )
+from runners.schedulers.vllm import SLAWindowParams, check_window
 from runners.workload.requests import Request
 
 #: B_max where neither ``b_max`` nor the engine gives one: vLLM's default max_num_seqs.

@@ -1,6 +1,6 @@
 """The pure decision functions of 000's dynamic batching (Alg. 1 memory, Alg. 2 SLA), shared by
 the client-side policies (:mod:`runners.schedulers.dynamic_batching`) and the in-engine vLLM
-scheduler (:mod:`runners.engines.vllm_scheduler.dynamic_mem`): one function, two callers, so the
+scheduler (:mod:`runners.schedulers.vllm.dynamic_mem`): one function, two callers, so the
 twins cannot drift.
 
 Standard library only: the in-engine caller runs inside the vLLM server's Python, which has

@@ -1,5 +1,5 @@
 """The client side of schedlab's in-engine schedulers (``engine-<name>``): the policy runs inside
-vLLM as its scheduler class (runners/engines/vllm_scheduler/), so the client sends every request
+vLLM as its scheduler class (runners/schedulers/vllm/), so the client sends every request
 on arrival, as FCFS does, and the engine decides what runs. Its parameters are the in-engine
 class's; the run writes them into its folder for the server (see ``launch_settings``)."""
 
@@ -12,15 +12,6 @@ from typing import ClassVar
 from pydantic import Field
 from typing_extensions import TypeVar
 
-from runners.engines.vllm_scheduler import (
-    E2E_SLO_ARG,
-    PREDICTED_OUTPUT_ARG,
-    TPOT_SLO_ARG,
-    TTFT_SLO_ARG,
-    EngineDynamicMemoryParams,
-    EngineDynamicSLAParams,
-    EngineMCSFParams,
-)
 from runners.schedulers.base import Completion, Decision, InstanceInfo, P, PolicyParams
 from runners.schedulers.fcfs import DispatchOnArrival
 from runners.schedulers.papers import cite
@@ -30,6 +21,15 @@ from runners.schedulers.predictors import (
     OutputPriorParams,
 )
 from runners.schedulers.slo_aware import SLOPlanParams
+from runners.schedulers.vllm import (
+    E2E_SLO_ARG,
+    PREDICTED_OUTPUT_ARG,
+    TPOT_SLO_ARG,
+    TTFT_SLO_ARG,
+    EngineDynamicMemoryParams,
+    EngineDynamicSLAParams,
+    EngineMCSFParams,
+)
 from runners.workload.requests import Request
 
 

@@ -197,7 +197,7 @@ def history_moments(folder: str | Path | None) -> dict[str, RunningMoments]:
     ``folder`` (rows of its requests.parquet with no error and output_tokens >= 1).
     SchedlabError, one line, when ``folder`` is None (no output_history given), not a readable
     run folder or holds none."""
-    from runners.result_store import REQUEST_COLUMNS, read_summary, read_table  # the store imports pandas
+    from runners.store.result_store import REQUEST_COLUMNS, read_summary, read_table  # the store imports pandas
 
     if folder is None:
         raise SchedlabError("output_prior 'history' needs a previous run's folder (output_history); none was given")

@@ -71,7 +71,7 @@ MAX_ANNEALING_MOVES = 10_000_000
 
 class SLOPlanParams(InputModel):
     """The plan's own settings (batch cap and annealing), shared by slo-sa and its in-engine twin
-    engine-slo-sa (:class:`runners.engines.vllm_scheduler.EngineSLOAwareParams`)."""
+    engine-slo-sa (:class:`runners.schedulers.vllm.EngineSLOAwareParams`)."""
 
     max_batch: int | None = Field(
         title="largest planned batch",

@@ -25,9 +25,9 @@ from pydantic import BaseModel, ConfigDict
 #: A number that is not a count: an int stays an int, a float a float (as written).
 Number = int | float
 
-#: summary.json's schema version (the history of each version: runners.result_store).
+#: summary.json's schema version (the history of each version: runners.store.result_store).
 SUMMARY_SCHEMA_VERSION = 5
-#: study.json's schema version (the history: runners.study).
+#: study.json's schema version (the history: runners.study.runner).
 STUDY_SCHEMA_VERSION = 3
 #: status.json's and engine.json's schema versions (both versioned from issue 26; a file without
 #: ``schema_version`` is version 0, written before).
@@ -49,7 +49,7 @@ def record_json(record: BaseModel) -> str:
 
 # -- summary.json -------------------------------------------------------------------------------
 class WriterIdentity(Record):
-    """The process that writes a run or study folder (runners.result_store.writer_identity)."""
+    """The process that writes a run or study folder (runners.store.result_store.writer_identity)."""
 
     pid: int | None = None
     hostname: str | None = None
@@ -76,7 +76,7 @@ class Contention(Record):
 
 
 class FailureGate(Record):
-    """The run's failure rule and whether it tripped (runners.benchmark.failure_gate)."""
+    """The run's failure rule and whether it tripped (runners.run.benchmark.failure_gate)."""
 
     max_error_rate: Number | None = None
     error_rate: Number | None = None
@@ -175,7 +175,7 @@ class RunSummary(Record):
 
 
 class RunEntry(RunSummary):
-    """A run as the result store lists it (runners.result_store.inspect_run): its summary with
+    """A run as the result store lists it (runners.store.result_store.inspect_run): its summary with
     ``run_id`` = the folder's name, ``status`` ``interrupted`` when its writer is gone and ``rows``
     = its request rows so far; or, for a run that cannot be read, only ``run_id``, ``status``
     (``damaged`` | ``incomplete``) and ``problem`` (why). Never written to a file."""
@@ -258,7 +258,7 @@ class StudyExecution(Record):
 
 class StudyRecord(Record):
     """``study.json``: the plan, each member's status and the statistics over seeds (prose:
-    runners.study's module docstring). Version 2 added ``oracles``, version 3 ``config``,
+    runners.study.runner's module docstring). Version 2 added ``oracles``, version 3 ``config``,
     ``writer`` and ``resumed_at``."""
 
     schema_version: int = 1
@@ -290,7 +290,7 @@ class JobRunStatus(Record):
 
 
 class JobStatusRecord(Record):
-    """A job's ``status.json`` (runners.jobs, runners.worker): its state, the worker's process,
+    """A job's ``status.json`` (runners.app.jobs, runners.app.worker): its state, the worker's process,
     the run under way (index), each run's status and when this was written (Unix seconds)."""
 
     schema_version: int = 0

@@ -12,9 +12,9 @@ pytestmark = needs_vllm
 
 
 def test_the_time_series_carries_the_engines_decisions(tiny_model, tmp_path):
-    from runners.benchmark import execute_run
-    from runners.config import parse_config
-    from runners.result_store import load_run
+    from runners.run.benchmark import execute_run
+    from runners.run.config import parse_config
+    from runners.store.result_store import load_run
 
     # 24 KV blocks of 128 tokens, 64 slots; every busy step recorded, so the samples' admitted counts
     # add up to the file's

@@ -20,7 +20,7 @@ pytestmark = needs_vllm
 
 @pytest.fixture
 def results(monkeypatch, results_dir: Path) -> Path:
-    monkeypatch.setattr("runners.result_store.DEFAULT_RESULTS_DIR", results_dir)
+    monkeypatch.setattr("runners.store.result_store.DEFAULT_RESULTS_DIR", results_dir)
     # the launched servers inherit the dashboard's environment: the CPU build's KV space, no hub
     monkeypatch.setenv("VLLM_CPU_KVCACHE_SPACE", "1")
     monkeypatch.setenv("HF_HUB_OFFLINE", "1")
@@ -28,8 +28,8 @@ def results(monkeypatch, results_dir: Path) -> Path:
 
 
 def test_the_launch_page_runs_an_in_engine_scheduler_beside_its_twin_on_vllm(results, tiny_model):
-    from runners.compare import run_display_names
-    from runners.result_store import load_run
+    from runners.store.result_store import load_run
+    from runners.views.compare import run_display_names
     from tests.integration.test_results_page_app import comparison
 
     app = open_page("pages/1_Launch.py")

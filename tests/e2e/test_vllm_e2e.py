@@ -14,9 +14,9 @@ from pathlib import Path
 
 import pytest
 
-from runners.benchmark import execute_run
-from runners.config import parse_config
-from runners.result_store import load_run
+from runners.run.benchmark import execute_run
+from runners.run.config import parse_config
+from runners.store.result_store import load_run
 from tests.real_vllm import VLLM_PYTHON, vllm_run_config
 
 if not VLLM_PYTHON:

@@ -6,7 +6,7 @@ with ``stream_options.include_usage``).
 The engine is one loop: a step lasts ``step_s`` seconds, and every running request gets one token
 out of it (its first token is its prefill). Every request that arrives (the HTTP handler runs)
 takes ``arrival_s`` seconds from the engine: the next step lasts that much longer. That is the
-front-end cost the step profiler's interference phase measures (runners/profiler.py), with a
+front-end cost the step profiler's interference phase measures (runners/app/profiler.py), with a
 known answer. A prompt's token count is its number of words. A real aiohttp server on a loopback
 port, run in a background thread.
 """

@@ -3,7 +3,7 @@
 Some inputs hang (a spin on NaN arrival times, a numba kernel told to iterate 10**18 times),
 exhaust memory or recurse without bound. In the pytest process they would stop the whole suite,
 so each case runs in a child forked from a long-lived server process that has already imported
-``runners`` (a fork costs milliseconds, no re-import). The child calls ``runners.cli.main(argv)``
+``runners`` (a fork costs milliseconds, no re-import). The child calls ``runners.app.cli.main(argv)``
 (or one named function) directly, exactly as the tests would in-process, with:
 
 - ``sys.stdout`` / ``sys.stderr`` captured (like capsys), the file descriptors sent to a file;
@@ -40,12 +40,12 @@ from typing import Any
 
 ROOT = Path(__file__).resolve().parents[2]
 PRELOAD = (
-    "runners.cli",
-    "runners.benchmark",
-    "runners.config",
-    "runners.result_store",
-    "runners.compare",
-    "runners.charts",
+    "runners.app.cli",
+    "runners.run.benchmark",
+    "runners.run.config",
+    "runners.store.result_store",
+    "runners.views.compare",
+    "runners.views.charts",
     "runners.registry",
     "runners.engines.profile",
     "runners.workload.builder",
@@ -134,7 +134,7 @@ def _run_in_child(request: dict[str, Any], result_path: str) -> None:
         started = time.perf_counter()
         try:
             if request["kind"] == "cli":
-                from runners.cli import main
+                from runners.app.cli import main
 
                 answer["rc"] = _jsonable(main(list(request["argv"])))
             else:
@@ -228,7 +228,7 @@ def _serve() -> None:
 def _warm_up() -> None:
     """Run every scheduler once on 3 requests so its numba kernels are compiled in the server:
     children inherit them instead of each compiling for seconds (or being killed mid-compile)."""
-    from runners.cli import main
+    from runners.app.cli import main
     from runners.registry import SCHEDULERS
     from tests.fuzzing.seeds import tiny_workload_args, write_dataset
 
@@ -351,7 +351,7 @@ class Sandbox:
         env: dict[str, str] | None = None,
         patch_paths: dict[str, str] | None = None,
     ) -> Outcome:
-        """``runners.cli.main(argv)`` in a fresh child."""
+        """``runners.app.cli.main(argv)`` in a fresh child."""
         return self._ask(
             {
                 "kind": "cli",

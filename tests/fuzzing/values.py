@@ -156,7 +156,7 @@ def _walk(model: Any, prefix: str) -> list[Field]:
 
 def config_fields() -> list[Field]:
     """Every leaf of the run config for the simulator engine, from the pydantic models."""
-    from runners.config import RunConfig
+    from runners.run.config import RunConfig
 
     return [f for f in _walk(RunConfig, "") if f.dotted != "scheduler.params"]
 

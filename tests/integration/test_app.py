@@ -11,8 +11,8 @@ from pathlib import Path
 import pytest
 from streamlit.testing.v1 import AppTest
 
-from runners.demo import DEMO_SCHEDULERS
-from runners.jobs import list_jobs
+from runners.app.jobs import list_jobs
+from runners.views.demo import DEMO_SCHEDULERS
 
 ROOT = Path(__file__).resolve().parents[2]
 BUNDLED = ROOT / "results"
@@ -29,7 +29,7 @@ def open_page(page: str | None = None) -> AppTest:
 
 @pytest.fixture
 def results(monkeypatch, results_dir: Path) -> Path:
-    monkeypatch.setattr("runners.result_store.DEFAULT_RESULTS_DIR", results_dir)
+    monkeypatch.setattr("runners.store.result_store.DEFAULT_RESULTS_DIR", results_dir)
     return results_dir
 
 
@@ -57,8 +57,8 @@ def errors_text(app: AppTest) -> str:
 
 
 def test_home_page_lists_engines_schedulers_and_runs(results):
-    from runners.benchmark import execute_run
-    from runners.config import parse_config
+    from runners.run.benchmark import execute_run
+    from runners.run.config import parse_config
 
     execute_run(parse_config({"workload": {"requests": 20}, "run_id": "home-run"}), results)
     app = open_page()
@@ -149,7 +149,7 @@ def test_launch_on_the_simulator_completes_and_appears_in_results(results):
     # mean (not the last instantaneous telemetry sample); the elapsed time is on the charts' clock,
     # simulated seconds, labelled so
     from runners.metrics.catalog import metric
-    from runners.result_store import load_run
+    from runners.store.result_store import load_run
 
     shown = load_run(results, job.run_ids[-1])  # the live view shows the job's last run once it ended
     cards = {card.label: card.value for card in app.metric}
@@ -191,7 +191,7 @@ def launch_clicked(app: AppTest) -> str:
 def test_a_launch_selects_the_new_job_with_its_cancel_button(results):
     """Issue 15 defect 1: after a second launch the Jobs panel showed the previous job, and the new
     one had no Cancel button until picked by hand."""
-    from runners.jobs import cancel_job, jobs_root, read_job
+    from runners.app.jobs import cancel_job, jobs_root, read_job
 
     app = open_page("pages/1_Launch.py")
     app.text_input(key="f:workload.requests").input("2000").run()  # 800 s at 2.5 req/s: still running below
@@ -288,7 +288,7 @@ def test_scheduler_parameters_are_labelled_by_their_title_with_their_description
 def test_a_results_folder_that_cannot_hold_the_job_is_one_error_on_the_page(monkeypatch, tmp_path):
     not_a_folder = tmp_path / "results"
     not_a_folder.write_text("a file where the results folder should be")
-    monkeypatch.setattr("runners.result_store.DEFAULT_RESULTS_DIR", not_a_folder)
+    monkeypatch.setattr("runners.store.result_store.DEFAULT_RESULTS_DIR", not_a_folder)
     app = open_page("pages/1_Launch.py")
     app.text_input(key="f:workload.requests").input("5").run()
     app.button[0].click().run()
@@ -303,7 +303,7 @@ def test_results_page_compares_two_bundled_runs_with_every_chart(results):
     app = open_page("pages/2_Results.py")
     assert set(app.multiselect(key="compare_runs").value) == {"demo-overload-fcfs-s0", "demo-overload-static-s0"}
     app.selectbox(key="baseline").set_value("demo-overload-fcfs-s0").run()
-    from runners.result_store import load_run
+    from runners.store.result_store import load_run
     from tests.integration.test_results_page_app import comparison
 
     table, _, titles = comparison(app)  # headers: display names, run ids in their tooltips
@@ -313,7 +313,7 @@ def test_results_page_compares_two_bundled_runs_with_every_chart(results):
     static = load_run(results, "demo-overload-static-s0").summary.slo_attainment
     assert row[column["demo-overload-fcfs-s0"]] == f"{100 * fcfs:.1f}"  # a share: one decimal, its change in points
     assert row[column["demo-overload-static-s0"]] == f"{100 * static:.1f} ({100 * (static - fcfs):+.1f} pts)"
-    from runners.charts import CHART_VIEWS, COMPARISON_CHARTS
+    from runners.views.charts import CHART_VIEWS, COMPARISON_CHARTS
 
     assert len(app.get("plotly_chart")) == len(CHART_VIEWS["Overview"])
     drawn = 0
@@ -345,8 +345,8 @@ def test_results_page_renames_and_deletes(results):
 
 
 def test_results_page_draws_a_sweep_with_capacity(results):
-    from runners.benchmark import execute_run
-    from runners.config import parse_config
+    from runners.run.benchmark import execute_run
+    from runners.run.config import parse_config
 
     for rate in (1.0, 4.0):
         for scheduler in ("fcfs", "static"):
@@ -450,8 +450,8 @@ def test_launch_and_results_pages_say_how_far_a_simulated_run_can_be_trusted(res
 
 
 def test_the_launch_page_offers_in_engine_schedulers_only_with_a_launched_vllm(results):
-    from runners.engines.vllm_scheduler import attach_instructions
     from runners.registry import ENGINES, SCHEDULERS
+    from runners.schedulers.vllm import attach_instructions
 
     in_engine = [name for name, cls in SCHEDULERS.items() if cls.in_engine]
     assert in_engine

@@ -14,7 +14,10 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from runners.charts import (
+from runners.metrics.catalog import metric, timeseries_metric
+from runners.store.models import RunEntry, StudyRecord
+from runners.store.result_store import RunData
+from runners.views.charts import (
     AXIS_BLOCK_PX,
     COMPARISON_CHARTS,
     LEGEND_ROW_PX,
@@ -30,10 +33,7 @@ from runners.charts import (
     sweep_charts,
     ttft_tpot_scatter,
 )
-from runners.metrics.catalog import metric, timeseries_metric
-from runners.result_store import RunData
-from runners.store.models import RunEntry, StudyRecord
-from runners.study_charts import pooled_cdfs
+from runners.views.study_charts import pooled_cdfs
 
 PAPER_SLOS = {"chat": {"ttft_s": 10.0, "tpot_s": 0.05}, "code": {"e2e_s": 30.0}}
 
@@ -284,7 +284,7 @@ def _ancestors(node, target, path=()):
 def test_results_page_wires_log_x_full_width_and_the_png_picker(monkeypatch, results_dir):
     from streamlit.testing.v1 import AppTest
 
-    monkeypatch.setattr("runners.result_store.DEFAULT_RESULTS_DIR", results_dir)
+    monkeypatch.setattr("runners.store.result_store.DEFAULT_RESULTS_DIR", results_dir)
     for name in ("demo-overload-fcfs-s0", "demo-overload-static-s0", "demo-overload-slo-sa-s0"):
         shutil.copytree(ROOT / "results" / name, results_dir / name)
     app = AppTest.from_file(str(ROOT / "app.py"), default_timeout=120).run()
@@ -313,7 +313,7 @@ def test_results_page_wires_log_x_full_width_and_the_png_picker(monkeypatch, res
 
 
 def test_study_bars_and_bands_run_0_to_100_for_percent_with_units_on_hover():
-    from runners.study_charts import metric_bars, sweep_bands
+    from runners.views.study_charts import metric_bars, sweep_bands
 
     stats = {
         "fcfs": {"mean": 0.5, "ci_low": 0.4, "ci_high": 0.6, "n": 3},
@@ -369,7 +369,7 @@ def test_the_live_charts_say_when_their_clock_is_simulated(runs):
 
 
 def test_slo_labels_turn_left_near_the_right_edge_so_they_stay_on_the_plot(runs):
-    from runners.charts import label_side
+    from runners.views.charts import label_side
 
     assert label_side(10.0, (0.0, 100.0)) == "left" and label_side(90.0, (0.0, 100.0)) == "right"
     assert label_side(10.0, (1.0, 1000.0), log=True) == "left"  # a third of the way on a log axis

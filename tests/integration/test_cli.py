@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from runners.cli import main
+from runners.app.cli import main
 
 ROOT = Path(__file__).resolve().parents[2]
 

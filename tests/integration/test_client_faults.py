@@ -11,13 +11,13 @@ from pathlib import Path
 
 import pytest
 
-from runners.benchmark import execute_run
-from runners.config import parse_config
 from runners.engines.openai_client import MalformedChunk, parse_chunk, redact
 from runners.errors import ConfigError
-from runners.result_store import load_run
+from runners.run.benchmark import execute_run
+from runners.run.config import parse_config
 from runners.schedulers.base import Decision
 from runners.schedulers.fcfs import FCFSPolicy
+from runners.store.result_store import load_run
 from tests.fakes.fault_server import FaultServer
 
 #: A run that hangs would be ended by this limit: every run here must finish well before it.

@@ -8,12 +8,12 @@ import json
 import pandas as pd
 import pytest
 
-from runners.benchmark import execute_run
-from runners.compare import comparison_table
-from runners.config import parse_config
 from runners.metrics.contention import contention, identical_decisions, identical_decisions_message
-from runners.result_store import load_run
+from runners.run.benchmark import execute_run
+from runners.run.config import parse_config
 from runners.store.models import RunSummary
+from runners.store.result_store import load_run
+from runners.views.compare import comparison_table
 
 HINT = "create contention with a higher rate, fewer slots (engine.max_num_seqs) or less KV"
 
@@ -186,7 +186,7 @@ def test_a_wall_clock_run_records_what_the_gateway_holds(results_dir):
 
 
 def test_contention_rows_describe_the_setting_and_are_never_coloured():
-    from runners.compare import change_is_good
+    from runners.views.compare import change_is_good
 
     assert change_is_good("requests waiting, peak", 50.0) is None
     assert change_is_good("time with a queue (%)", -20.0) is None

@@ -15,15 +15,15 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from runners.benchmark import execute_run
-from runners.charts import cdf_points
-from runners.compare import capacities, capacity_at, comparison_table, percent_change, sweep_frame
-from runners.config import parse_config
+from runners.app.jobs import cancel_job, list_jobs, new_job_spec, read_job, start_job
 from runners.errors import ConfigError
-from runners.jobs import cancel_job, list_jobs, new_job_spec, read_job, start_job
-from runners.live import job_eta_s, job_run_rows, qualified, read_live
-from runners.result_store import RunWriter, list_runs, load_run, rename_run
+from runners.run.benchmark import execute_run
+from runners.run.config import parse_config
 from runners.store.models import JobRunStatus, RunEntry
+from runners.store.result_store import RunWriter, list_runs, load_run, rename_run
+from runners.views.charts import cdf_points
+from runners.views.compare import capacities, capacity_at, comparison_table, percent_change, sweep_frame
+from runners.views.live import job_eta_s, job_run_rows, qualified, read_live
 from tests.job_waiting import wait_for_job_folder as wait
 from tests.job_waiting import wait_for_streamed_rows
 
@@ -355,7 +355,7 @@ def test_rename_moves_the_folder_and_rewrites_the_ids(results_dir):
 
 
 def test_html_export_is_standalone_and_png_export_renders(results_dir):
-    from runners.charts import COMPARISON_CHARTS, ExportUnavailable, chart_png, charts_html, comparison_chart
+    from runners.views.charts import COMPARISON_CHARTS, ExportUnavailable, chart_png, charts_html, comparison_chart
 
     execute_run(parse_config({"run_id": "one", "workload": {"requests": 20}}), results_dir)
     run = load_run(results_dir, "one")
@@ -374,7 +374,7 @@ def test_html_export_is_standalone_and_png_export_renders(results_dir):
 
 
 def test_launch_form_builds_a_sweep_and_names_a_bad_upload(results_dir):
-    from runners.launch_form import build_job, save_upload
+    from runners.app.launch_form import build_job, save_upload
 
     result = build_job(
         {

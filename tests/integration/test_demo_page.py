@@ -19,7 +19,11 @@ import pandas as pd
 import pytest
 from test_app import BUNDLED, open_page
 
-from runners.demo import (
+from runners.metrics.catalog import metric
+from runners.store.models import RunEntry, StudyRecord
+from runners.store.result_store import RunData, load_run
+from runners.study.runner import read_study
+from runners.views.demo import (
     DEMO_BASELINE,
     DEMO_REGIMES,
     DEMO_SCHEDULERS,
@@ -32,18 +36,14 @@ from runners.demo import (
     task_tail_statistics,
     who_pays_sentence,
 )
-from runners.metrics.catalog import metric
-from runners.result_store import RunData, load_run
-from runners.store.models import RunEntry, StudyRecord
-from runners.study import read_study
-from runners.study_view import study_member_runs
+from runners.views.study_view import study_member_runs
 
 ATTAINMENT, G = metric("slo_attainment"), metric("G")
 
 
 @pytest.fixture
 def demo_results(monkeypatch, results_dir: Path) -> Path:
-    monkeypatch.setattr("runners.result_store.DEFAULT_RESULTS_DIR", results_dir)
+    monkeypatch.setattr("runners.store.result_store.DEFAULT_RESULTS_DIR", results_dir)
     for folder in sorted(BUNDLED.glob("demo*")):
         shutil.copytree(folder, results_dir / folder.name)
     return results_dir
@@ -248,8 +248,8 @@ def test_a_cache_never_filled_is_not_said_to_fill():
 def test_see_every_metric_opens_each_regimes_study_on_the_results_page(demo_results):
     """With a newer study beside them (listed first on the Results page), each link still opens
     its regime's study: its query names the study, and the Results page shows the demo's schedulers."""
-    from runners.config import parse_config
-    from runners.study import plan_study, run_study
+    from runners.run.config import parse_config
+    from runners.study.runner import plan_study, run_study
 
     other = parse_config(
         {
@@ -279,7 +279,7 @@ def test_see_every_metric_opens_each_regimes_study_on_the_results_page(demo_resu
 
 def test_the_live_rerun_is_one_seed_of_the_chosen_regime(demo_results, monkeypatch):
     started = []
-    monkeypatch.setattr("runners.jobs.start_job", lambda spec, root: started.append(spec) or root / ".jobs" / "x")
+    monkeypatch.setattr("runners.app.jobs.start_job", lambda spec, root: started.append(spec) or root / ".jobs" / "x")
     app = open_page("pages/3_Demo.py")
     below = next(regime for regime in DEMO_REGIMES if regime.key == "below")
     assert app.selectbox(key="demo-regime").value.key == "overload"  # the default: the earlier demo's regime
@@ -301,7 +301,7 @@ def test_the_live_rerun_is_one_seed_of_the_chosen_regime(demo_results, monkeypat
 
 
 def test_without_the_bundle_each_regime_says_how_to_make_it(monkeypatch, results_dir):
-    monkeypatch.setattr("runners.result_store.DEFAULT_RESULTS_DIR", results_dir)
+    monkeypatch.setattr("runners.store.result_store.DEFAULT_RESULTS_DIR", results_dir)
     (results_dir / "demo-below-fcfs-s0").mkdir()  # a stray member without its study
     app = open_page("pages/3_Demo.py")
     assert not app.exception

@@ -14,8 +14,10 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from runners.cli import main
-from runners.demo import (
+from runners.app.cli import main
+from runners.errors import SchedlabError
+from runners.store.result_store import read_summary
+from runners.views.demo import (
     BELOW_RATE_RPS,
     BELOW_SHARE,
     CAPACITY_SEEDS,
@@ -40,8 +42,6 @@ from runners.demo import (
     measure_capacity,
     read_demo_study,
 )
-from runners.errors import SchedlabError
-from runners.result_store import read_summary
 
 ROOT = Path(__file__).resolve().parents[2]
 BUNDLED = ROOT / "results"
@@ -50,7 +50,7 @@ BELOW, OVERLOAD = (demo_regime(key) for key in ("below", "overload"))
 
 @pytest.fixture
 def results(monkeypatch, results_dir: Path) -> Path:
-    monkeypatch.setattr("runners.result_store.DEFAULT_RESULTS_DIR", results_dir)
+    monkeypatch.setattr("runners.store.result_store.DEFAULT_RESULTS_DIR", results_dir)
     return results_dir
 
 

@@ -19,16 +19,16 @@ from runners.engines.launcher import ServerProcess
 from runners.engines.openai_client import Endpoint
 from runners.engines.real_config import ClientOptions
 from runners.engines.real_engine import RealEngine, RealInstance
-from runners.engines.vllm_scheduler import DECISIONS_ENV
-from runners.recording import RunRecorder
 from runners.registry import make_policy
-from runners.result_store import SCHEMA_VERSION, TIMESERIES_COLUMNS, load_run, read_table
+from runners.schedulers.vllm import DECISIONS_ENV
+from runners.store.recording import RunRecorder
+from runners.store.result_store import SCHEMA_VERSION, TIMESERIES_COLUMNS, load_run, read_table
 
 ROOT = Path(__file__).resolve().parents[2]
 
 
 def decision(step: int, limit: int, admitted: int = 0, held_back: int = 0, **extra) -> dict:
-    """A decision as runners/engines/vllm_scheduler/base.py records it (its documented fields)."""
+    """A decision as runners/schedulers/vllm/base.py records it (its documented fields)."""
     return {
         "step": step,
         "t": 1_700_000_000.0 + step,
@@ -273,8 +273,8 @@ def _series(rows: list[tuple]) -> pd.DataFrame:
 
 
 def test_the_batch_size_chart_draws_the_engine_limit_summed_over_instances(tmp_path):
-    from runners.charts import batch_size_over_time
-    from runners.result_store import RunData
+    from runners.store.result_store import RunData
+    from runners.views.charts import batch_size_over_time
 
     engine = _series([(0.25, 0, 5, 8, 0), (0.25, 1, 3, 6, 2), (0.5, 0, 8, 8, 4), (0.5, 1, 6, 6, 1)])
     plain = _series([(0.25, 0, 4, None, None), (0.5, 0, 7, None, None)])
@@ -299,8 +299,8 @@ def test_the_batch_size_chart_draws_the_engine_limit_summed_over_instances(tmp_p
 
 
 def test_the_live_view_shows_the_engine_limit_per_instance_and_as_numbers(tmp_path):
-    from runners.charts import live_instance_series
-    from runners.live import latest_engine_state
+    from runners.views.charts import live_instance_series
+    from runners.views.live import latest_engine_state
 
     series = _series([(0.25, 0, 5, 8, 0), (0.25, 1, 3, None, None), (0.5, 0, 8, 7, 4), (0.5, 1, 6, None, None)])
     fig = live_instance_series(series)

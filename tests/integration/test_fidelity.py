@@ -7,8 +7,7 @@ import math
 import pytest
 import yaml
 
-from runners.benchmark import execute_run
-from runners.config import parse_config
+from runners.app.profiler import StepSample, fit_serving_overhead, fit_step_profile, fit_table
 from runners.engines.fidelity import (
     compare_level,
     fidelity_sentence,
@@ -23,7 +22,8 @@ from runners.engines.fidelity import (
 from runners.engines.latency_model import LatencyModel, LinearStepModel, ServingOverhead
 from runners.engines.profile import load_profile
 from runners.errors import ConfigError, SchedlabError
-from runners.profiler import StepSample, fit_serving_overhead, fit_step_profile, fit_table
+from runners.run.benchmark import execute_run
+from runners.run.config import parse_config
 from runners.store.models import RunSummary
 
 STEP = {
@@ -88,7 +88,7 @@ def test_the_per_prompt_token_term_and_no_overhead_profile(tmp_path):
             "workload": {"requests": 1, "seed": 3, "arrival": {"process": "all-at-once"}},
         }
     )
-    from runners.benchmark import prepare_run
+    from runners.run.benchmark import prepare_run
 
     prompt = prepare_run(config).workload.requests[0].input_tokens
     assert delayed.ttft_s.mean - engine_only.ttft_s.mean == pytest.approx(prompt * 1e-3, abs=1e-12)

@@ -2,7 +2,7 @@
 replay and profile files (issue 9, "Tests").
 
 Each test generates its cases from a fixed seed (``SCHEDLAB_FUZZ_SEED``, default 1234; scale the
-count with ``SCHEDLAB_FUZZ_SCALE``), runs ``runners.cli.main(argv)`` for each in a sandboxed
+count with ``SCHEDLAB_FUZZ_SCALE``), runs ``runners.app.cli.main(argv)`` for each in a sandboxed
 child (tests/fuzzing/sandbox.py: a hang or a memory blow-up is reported, not suffered), and
 asserts once, listing every failure class with an example input. Properties, for every case:
 

@@ -39,8 +39,8 @@ def sandbox():
 
 @pytest.fixture(scope="module")
 def real_run(tmp_path_factory) -> Path:
-    """One real run folder, made once: ``runners.cli.main(['run', ..., '--run-id', 'x'])``."""
-    from runners.cli import main
+    """One real run folder, made once: ``runners.app.cli.main(['run', ..., '--run-id', 'x'])``."""
+    from runners.app.cli import main
 
     base = tmp_path_factory.mktemp("real-run")
     dataset = write_dataset(base)
@@ -254,7 +254,7 @@ def test_corrupted_saved_runs(sandbox, real_run, tmp_path):
         before = tree_digest(sentinel)
         problems: list[tuple[str, str]] = []
 
-        runs = sandbox.call("runners.result_store:list_runs", str(results), timeout_s=TIMEOUT_S)
+        runs = sandbox.call("runners.store.result_store:list_runs", str(results), timeout_s=TIMEOUT_S)
         if runs.problem():
             problems.append(
                 (
@@ -298,7 +298,7 @@ def test_corrupted_saved_runs(sandbox, real_run, tmp_path):
 def _page_problems(results: Path, monkeypatch, bad_name: str = "bad") -> list[tuple[str, str]]:
     from streamlit.testing.v1 import AppTest
 
-    monkeypatch.setattr("runners.result_store.DEFAULT_RESULTS_DIR", results)
+    monkeypatch.setattr("runners.store.result_store.DEFAULT_RESULTS_DIR", results)
     problems: list[tuple[str, str]] = []
 
     def exception_of(app) -> str | None:
@@ -441,7 +441,7 @@ def test_run_names_never_reach_outside_the_results_folder(sandbox, real_run, tmp
         if command == "rename":
             new_id = rng.choice(["renamed", "../escaped", "/tmp/escaped", "a" * 300, "", "beta", "ok-2"])
             outcome = sandbox.call(
-                "runners.result_store:rename_run", str(results), name, new_id, cwd=cwd, timeout_s=TIMEOUT_S
+                "runners.store.result_store:rename_run", str(results), name, new_id, cwd=cwd, timeout_s=TIMEOUT_S
             )
             case_input = f"rename_run(results, {name!r}, {new_id!r}) in a cwd holding good-a/summary.json"
             problems = []
@@ -522,7 +522,7 @@ def test_run_ids_read_from_files_never_reach_outside(sandbox, real_run, tmp_path
                 (victim / "summary.json").write_text(json.dumps({**summary, "run_id": absolute}))
             before = tree_digest(base, skip=results)
             problems: list[tuple[str, str]] = []
-            listed = sandbox.call("runners.result_store:list_runs", str(results), cwd=cwd, timeout_s=TIMEOUT_S)
+            listed = sandbox.call("runners.store.result_store:list_runs", str(results), cwd=cwd, timeout_s=TIMEOUT_S)
             if listed.problem():
                 problems.append((f"list_runs: {listed.problem()[:120]}", ""))
             ids = [r.get("run_id") for r in listed.value or [] if isinstance(r, dict)]
@@ -535,11 +535,11 @@ def test_run_ids_read_from_files_never_reach_outside(sandbox, real_run, tmp_path
                     continue
                 if action == "delete":
                     outcome = sandbox.call(
-                        "runners.result_store:delete_run", str(results), listed_id, cwd=cwd, timeout_s=TIMEOUT_S
+                        "runners.store.result_store:delete_run", str(results), listed_id, cwd=cwd, timeout_s=TIMEOUT_S
                     )
                 else:
                     outcome = sandbox.call(
-                        "runners.result_store:rename_run",
+                        "runners.store.result_store:rename_run",
                         str(results),
                         listed_id,
                         "renamed",
@@ -602,7 +602,7 @@ def test_killed_runs_are_not_running_forever(sandbox, tmp_path):
         if "(running)" in show.out:
             problems.append(("show says a killed run is running", show.out.splitlines()[0] if show.out else ""))
         rename = sandbox.call(
-            "runners.result_store:rename_run", str(results), "killed", "killed-renamed", timeout_s=TIMEOUT_S
+            "runners.store.result_store:rename_run", str(results), "killed", "killed-renamed", timeout_s=TIMEOUT_S
         )
         if rename.raised:
             problems.append(("a killed run cannot be renamed", rename.raised["last_line"]))

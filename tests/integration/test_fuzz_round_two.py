@@ -91,7 +91,7 @@ def summary_of(folder: Path) -> dict:
 
 
 def make_run(results: Path, run_id: str, dataset: Path, *extra: str) -> None:
-    from runners.cli import main
+    from runners.app.cli import main
 
     argv = ["run", "--engine", "sim", "--requests", "4", "--run-id", run_id, "--out", str(results), "--quiet"]
     assert main([*argv, *tiny_workload_args(dataset), *extra]) == 0
@@ -183,7 +183,7 @@ def test_export_writes_only_a_regular_file_outside_run_folders(sandbox, tmp_path
 # -- 2. deleting a run that is being written -------------------------------------------------------
 def test_a_run_being_written_is_never_deleted(tmp_path):
     from runners.errors import SchedlabError
-    from runners.result_store import delete_run, load_run
+    from runners.store.result_store import delete_run, load_run
 
     results = tmp_path / "results"
     dataset = write_dataset(tmp_path)
@@ -207,7 +207,7 @@ def test_the_results_page_refuses_to_delete_a_run_being_written(tmp_path, monkey
     from streamlit.testing.v1 import AppTest
 
     results = tmp_path / "results"
-    monkeypatch.setattr("runners.result_store.DEFAULT_RESULTS_DIR", results)
+    monkeypatch.setattr("runners.store.result_store.DEFAULT_RESULTS_DIR", results)
     dataset = write_dataset(tmp_path)
     writer = paced_writer(results, "live", dataset)
     try:
@@ -283,10 +283,10 @@ def test_parse_metrics_keeps_only_finite_in_range_values_and_counts_the_rest():
 
 
 def test_a_hostile_metrics_page_never_costs_the_run_its_rows(tmp_path):
-    from runners.benchmark import execute_run
-    from runners.config import parse_config
     from runners.engines.telemetry import METRICS_MAX_BYTES
-    from runners.result_store import load_run
+    from runners.run.benchmark import execute_run
+    from runners.run.config import parse_config
+    from runners.store.result_store import load_run
     from tests.fakes.fault_server import FaultServer
     from tests.integration.test_client_faults import config_for
 
@@ -319,7 +319,7 @@ def test_a_hostile_metrics_page_never_costs_the_run_its_rows(tmp_path):
 
 
 def test_a_row_no_column_can_hold_is_left_out_and_counted_and_the_summary_written(tmp_path):
-    from runners.result_store import TIMESERIES_COLUMNS, RunWriter, load_run
+    from runners.store.result_store import TIMESERIES_COLUMNS, RunWriter, load_run
 
     writer = RunWriter(tmp_path, "w", {"config": {}}, {"engine": "sim", "scheduler": "fcfs"})
     good = dict.fromkeys(TIMESERIES_COLUMNS) | {"t_s": 0.5, "instance": 0, "running": 3}
@@ -334,7 +334,7 @@ def test_a_row_no_column_can_hold_is_left_out_and_counted_and_the_summary_writte
 
 # -- 4. deleting a study, all or nothing -----------------------------------------------------------
 def _study(results: Path, dataset: Path, study_id: str) -> list[str]:
-    from runners.cli import main
+    from runners.app.cli import main
 
     argv = ["run", "--engine", "sim", "--requests", "3", "--scheduler", "fcfs,slo-sa", "--seeds", "2"]
     argv += ["--run-id", study_id, "--out", str(results), "--quiet", "--workers", "1", *tiny_workload_args(dataset)]
@@ -376,7 +376,7 @@ def test_a_study_is_deleted_all_or_nothing(sandbox, tmp_path):
                     if outcome.rc != 2:
                         problems.append(("not refused", shorten(outcome.out or outcome.err, 200)))
                 else:
-                    outcome = sandbox.call("runners.study:delete_study", str(results), "st", timeout_s=TIMEOUT_S)
+                    outcome = sandbox.call("runners.study.runner:delete_study", str(results), "st", timeout_s=TIMEOUT_S)
                     problems = (
                         []
                         if outcome.raised and outcome.raised["type"] == "SchedlabError"
@@ -391,7 +391,7 @@ def test_a_study_is_deleted_all_or_nothing(sandbox, tmp_path):
 
 
 def _this_writer() -> dict:
-    from runners.result_store import writer_identity
+    from runners.store.result_store import writer_identity
 
     return writer_identity()
 
@@ -400,7 +400,7 @@ def test_the_results_page_deletes_a_study_all_or_nothing(tmp_path, monkeypatch):
     from streamlit.testing.v1 import AppTest
 
     results = tmp_path / "results"
-    monkeypatch.setattr("runners.result_store.DEFAULT_RESULTS_DIR", results)
+    monkeypatch.setattr("runners.store.result_store.DEFAULT_RESULTS_DIR", results)
     members = _study(results, write_dataset(tmp_path), "st")
     os.rename(results / members[-1], tmp_path / "moved")
     (results / members[-1]).symlink_to(tmp_path / "moved")
@@ -419,8 +419,8 @@ KEYS = ["sk-fuzz-0123456789abcdef", "plainkey-7d2f9c41e8", "Zq9xv3T7mK2pL8wN"]
 
 
 def test_no_written_file_holds_the_api_key_whatever_the_server_echoes(tmp_path, monkeypatch):
-    from runners.benchmark import execute_run
-    from runners.config import parse_config
+    from runners.run.benchmark import execute_run
+    from runners.run.config import parse_config
     from tests.fakes.fault_server import FaultServer
     from tests.integration.test_client_faults import config_for
 
@@ -453,7 +453,7 @@ def test_no_written_file_holds_the_api_key_whatever_the_server_echoes(tmp_path, 
 
 # -- 6. killed studies, resumed ------------------------------------------------------------------------
 def test_a_killed_study_reads_interrupted_and_resumes_to_the_same_statistics(tmp_path):
-    from runners.study import read_study
+    from runners.study.runner import read_study
 
     results = tmp_path / "results"
     dataset = write_dataset(tmp_path)

@@ -20,7 +20,7 @@ from runners.errors import ConfigError, SchedlabError
 from runners.imports import IMPORTERS, import_bytes, import_file, parse_file
 from runners.imports.cli import add_subcommands
 from runners.imports.export_vllm_bench import export_run, vllm_bench_json
-from runners.result_store import list_runs, load_run
+from runners.store.result_store import list_runs, load_run
 
 DATA = Path(__file__).resolve().parents[1] / "data" / "peer_results"
 VLLM = DATA / "vllm-bench-serve.json"
@@ -247,7 +247,7 @@ def test_cli_import_and_export_through_add_subcommands(tmp_path, capsys):
 def page_results(monkeypatch, tmp_path) -> Path:
     folder = tmp_path / "res"
     folder.mkdir()
-    monkeypatch.setattr("runners.result_store.DEFAULT_RESULTS_DIR", folder)
+    monkeypatch.setattr("runners.store.result_store.DEFAULT_RESULTS_DIR", folder)
     shutil.copytree(SCHEDLAB_RUN, folder / "schedlab")
     import_file(VLLM, folder, name="vllm", tool_version="0.32.0")
     import_file(GUIDELLM, folder, name="guidellm")

@@ -11,8 +11,8 @@ from pathlib import Path
 
 import pytest
 
-from runners.cli import main
-from runners.result_store import load_run
+from runners.app.cli import main
+from runners.store.result_store import load_run
 from tests.fakes.lmdeploy_server import FakeLMDeploy
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -176,8 +176,8 @@ def test_secrets_reach_the_server_but_are_never_written(tmp_path, results_dir, c
 def test_a_dashboard_job_keeps_its_secrets_out_of_job_json_and_still_passes_them(tmp_path, results_dir):
     """The dashboard's job folder is written for the pages to read: job.json holds *** where the
     config has secrets, and the worker gets the real values on its stdin."""
-    from runners.config import parse_config
-    from runners.jobs import list_jobs, new_job_spec, start_job
+    from runners.app.jobs import list_jobs, new_job_spec, start_job
+    from runners.run.config import parse_config
 
     data, record = config_with_secrets(tmp_path)
     folder = start_job(new_job_spec([parse_config(data)], label="secret job"), results_dir)
@@ -201,9 +201,9 @@ def test_a_dashboard_job_keeps_its_secrets_out_of_job_json_and_still_passes_them
 def test_the_worker_refuses_a_spec_on_stdin_for_another_job(tmp_path, results_dir, monkeypatch, capsys):
     import io
 
-    from runners.config import parse_config
-    from runners.jobs import jobs_root, new_job_spec
-    from runners.result_store import write_json_atomic
+    from runners.app.jobs import jobs_root, new_job_spec
+    from runners.run.config import parse_config
+    from runners.store.result_store import write_json_atomic
 
     spec = new_job_spec([parse_config({"workload": {"requests": 3}})])
     folder = jobs_root(results_dir) / spec.job_id

@@ -1,5 +1,5 @@
-"""The Launch page's studies (runners.launch_form, runners.jobs, runners.worker): the Seeds
-field makes one study of every scheduler at every seed, run through runners.study in the
+"""The Launch page's studies (runners.app.launch_form, runners.app.jobs, runners.app.worker): the Seeds
+field makes one study of every scheduler at every seed, run through runners.study.runner in the
 background worker (study.json as the CLI writes it, cancel skips what has not started); bad
 seeds, a baseline outside the study and an unconfirmed huge study are errors under their fields;
 the default form is a setting where fcfs and slo-sa make different decisions at every seed, and
@@ -14,13 +14,13 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from runners.benchmark import execute_run
-from runners.config import parse_config
-from runners.jobs import JobSpec, cancel_job, read_job, start_job
-from runners.launch_form import DEFAULT_SCHEDULERS, build_job, default_form_values, preview_load
-from runners.live import live_cards, read_study_progress
+from runners.app.jobs import JobSpec, cancel_job, read_job, start_job
+from runners.app.launch_form import DEFAULT_SCHEDULERS, build_job, default_form_values, preview_load
 from runners.metrics.contention import identical_decisions
-from runners.study import MAX_RUNS_UNCONFIRMED, STUDY_FILE, read_study
+from runners.run.benchmark import execute_run
+from runners.run.config import parse_config
+from runners.study.runner import MAX_RUNS_UNCONFIRMED, STUDY_FILE, read_study
+from runners.views.live import live_cards, read_study_progress
 from tests.job_waiting import wait_for_job_folder as wait
 from tests.job_waiting import wait_for_streamed_rows
 
@@ -202,7 +202,7 @@ def test_the_live_view_shows_tpot_in_ms_with_catalog_labels():
 def test_the_launch_page_shows_the_offered_load_and_puts_seed_errors_under_the_seeds_field(monkeypatch, results_dir):
     from streamlit.testing.v1 import AppTest
 
-    monkeypatch.setattr("runners.result_store.DEFAULT_RESULTS_DIR", results_dir)
+    monkeypatch.setattr("runners.store.result_store.DEFAULT_RESULTS_DIR", results_dir)
     root = Path(__file__).resolve().parents[2]
     app = AppTest.from_file(str(root / "app.py"), default_timeout=60).run()
     app.switch_page("pages/1_Launch.py").run()
@@ -233,7 +233,4 @@ def test_an_in_engine_scheduler_on_the_simulator_is_an_error_under_the_scheduler
     result = build_job(values, ["fcfs", "engine-dynamic-mem"])
     assert not result.ok
     assert "engine-dynamic-mem runs inside vLLM" in result.errors["schedulers"]
-    assert (
-        "--scheduler-cls runners.engines.vllm_scheduler.dynamic_mem.DynamicMemoryScheduler"
-        in result.errors["schedulers"]
-    )
+    assert "--scheduler-cls runners.schedulers.vllm.dynamic_mem.DynamicMemoryScheduler" in result.errors["schedulers"]

@@ -10,15 +10,15 @@ from pathlib import Path
 
 import pytest
 
-from runners.benchmark import execute_run
-from runners.config import parse_config
 from runners.engines.adapters.lmdeploy import LMDeployConfig
 from runners.engines.adapters.sglang import SGLangAdapter
 from runners.engines.adapters.vllm import VLLMAdapter, VLLMConfig
 from runners.engines.launcher import EngineStartError, ServerProcess, free_port
 from runners.engines.real_engine import kv_capacity_from_log
 from runners.errors import RunCancelled
-from runners.result_store import load_run
+from runners.run.benchmark import execute_run
+from runners.run.config import parse_config
+from runners.store.result_store import load_run
 
 ROOT = Path(__file__).resolve().parents[2]
 FAKE_LMDEPLOY = [sys.executable, str(ROOT / "tests" / "fakes" / "lmdeploy_server.py")]

@@ -6,12 +6,12 @@ from __future__ import annotations
 
 import pytest
 
-from runners.benchmark import execute_run
-from runners.config import parse_config
 from runners.errors import ConfigError
-from runners.result_store import load_run
+from runners.run.benchmark import execute_run
+from runners.run.config import parse_config
 from runners.schedulers.base import Completion, InstanceInfo, PolicyStalled, TelemetrySample
 from runners.schedulers.memory_constrained import AlphaBetaClearPolicy, AlphaBetaParams, AlphaParams, AlphaProtectPolicy
+from runners.store.result_store import load_run
 from runners.workload.requests import Request
 from runners.workload.slo import TaskSLO
 

@@ -6,12 +6,12 @@ from __future__ import annotations
 
 import pytest
 
-from runners.benchmark import execute_run
-from runners.config import parse_config
 from runners.metrics.outcomes import outcome_counts, outcome_of, ran_text
 from runners.metrics.run_metrics import summarize_requests
-from runners.recording import RunRecorder
-from runners.result_store import load_run
+from runners.run.benchmark import execute_run
+from runners.run.config import parse_config
+from runners.store.recording import RunRecorder
+from runners.store.result_store import load_run
 from runners.workload.requests import Request
 from runners.workload.slo import TaskSLO
 

@@ -10,14 +10,14 @@ import aiohttp
 import pytest
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, generate_latest
 
-from runners.benchmark import execute_run
-from runners.config import parse_config
 from runners.drivers.wall_clock import _InstanceTelemetry
 from runners.engines.adapters.vllm import VLLMAdapter
 from runners.engines.openai_client import Endpoint, build_payload, stream_request
 from runners.engines.real_engine import detect_kind
 from runners.engines.telemetry import mean_between, parse_metrics
-from runners.result_store import load_run
+from runners.run.benchmark import execute_run
+from runners.run.config import parse_config
+from runners.store.result_store import load_run
 from tests.fakes.lmdeploy_server import FakeLMDeploy
 
 

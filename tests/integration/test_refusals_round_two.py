@@ -16,10 +16,10 @@ from pathlib import Path
 
 import pytest
 
-from runners.benchmark import execute_run
-from runners.cli import main
-from runners.config import parse_config
-from runners.result_store import load_run
+from runners.app.cli import main
+from runners.run.benchmark import execute_run
+from runners.run.config import parse_config
+from runners.store.result_store import load_run
 from tests.fuzzing.checks import Failures, expect_refused, outcome_problems, run_folders, shorten
 from tests.fuzzing.sandbox import get_sandbox
 from tests.fuzzing.seeds import tiny_workload_args, write_dataset
@@ -128,7 +128,7 @@ def test_a_model_card_with_an_impossible_context_length_is_one_line(server_facto
 
 @pytest.mark.parametrize("study_id", ["../x", "/abs", "..", ".jobs", "a/b", ""])
 def test_a_job_whose_study_id_is_a_path_is_refused_in_one_line(study_id, tmp_path, capsys):
-    from runners.jobs import StudySpec, new_job_spec
+    from runners.app.jobs import StudySpec, new_job_spec
 
     spec = new_job_spec(
         [parse_config({"engine": {"kind": "sim"}, "workload": {"requests": 3}, "run_id": "x-fcfs-s0"})],
@@ -211,7 +211,7 @@ def test_a_file_of_many_benchmarks_is_copied_once_and_linked_into_each_run(tmp_p
     copies = [folder / "source-six.json" for folder in folders]
     assert len(folders) == 6 and all(path.read_bytes() == source.read_bytes() for path in copies)
     assert len({path.stat().st_ino for path in copies}) == 1 and copies[0].stat().st_nlink == 6
-    from runners.result_store import delete_run
+    from runners.store.result_store import delete_run
 
     delete_run(tmp_path / "results", folders[0].name)  # the others keep their copy
     assert copies[1].read_bytes() == source.read_bytes()
@@ -270,7 +270,7 @@ def test_sigterm_while_starting_exits_130(after_s, tmp_path):
 
 
 def test_a_study_listing_50000_runs_shows_fast_and_lists_a_bounded_number(tmp_path):
-    from runners.study import LISTED_PROBLEMS
+    from runners.study.runner import LISTED_PROBLEMS
 
     dataset = write_dataset(tmp_path)
     assert main(["run", "--engine", "sim", "--requests", "3", "--scheduler", "fcfs,slo-sa", "--seeds", "2",

@@ -12,16 +12,16 @@ import re
 import pandas as pd
 import pytest
 
-from runners.benchmark import execute_run
-from runners.config import parse_config
 from runners.metrics.catalog import TABLE_METRICS
-from runners.result_store import load_run
+from runners.run.benchmark import execute_run
+from runners.run.config import parse_config
+from runners.store.result_store import load_run
 from tests.integration.test_app import bundle, open_page
 
 
 @pytest.fixture
 def results(monkeypatch, results_dir):
-    monkeypatch.setattr("runners.result_store.DEFAULT_RESULTS_DIR", results_dir)
+    monkeypatch.setattr("runners.store.result_store.DEFAULT_RESULTS_DIR", results_dir)
     return results_dir
 
 
@@ -135,7 +135,7 @@ def test_exports_carry_config_seed_versions_and_per_run_downloads(results):
     keys = {button.proto.id for button in app.get("download_button")}
     for key in ("csv", "export_requests_csv", "export_requests_parquet", "export_summary", "export_config"):
         assert any(key in proto_id for proto_id in keys), key
-    from runners.compare import comparison_table, csv_with_provenance
+    from runners.views.compare import comparison_table, csv_with_provenance
 
     loaded = [load_run(results, "a-fcfs"), load_run(results, "b-fcfs")]
     text = csv_with_provenance(comparison_table([r.summary for r in loaded], "a-fcfs"), loaded)

@@ -15,15 +15,15 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from runners.charts import latency_cdfs
-from runners.cli import main
+from runners.app.cli import main
 from runners.metrics.catalog import RUN_METRICS, metric
 from runners.metrics.seed_statistics import SINGLE_SEED_NOTE
-from runners.result_store import load_run, read_summary
 from runners.store.models import RunSummary, StudyRecord, StudyRun
-from runners.study import read_study, study_statistics
-from runners.study_charts import metric_bars, pooled_cdfs
-from runners.study_view import (
+from runners.store.result_store import load_run, read_summary
+from runners.study.runner import read_study, study_statistics
+from runners.views.charts import latency_cdfs
+from runners.views.study_charts import metric_bars, pooled_cdfs
+from runners.views.study_view import (
     VERDICT_COLOURS,
     capacity_per_seed,
     capacity_statistics,
@@ -166,7 +166,7 @@ def results(made, tmp_path, monkeypatch) -> Path:
     """A fresh copy of the three studies, as the pages' results folder."""
     folder = tmp_path / "results"
     shutil.copytree(made, folder)
-    monkeypatch.setattr("runners.result_store.DEFAULT_RESULTS_DIR", folder)
+    monkeypatch.setattr("runners.store.result_store.DEFAULT_RESULTS_DIR", folder)
     return folder
 
 

@@ -13,8 +13,8 @@ from pathlib import Path
 
 import pytest
 
-from runners import result_store
-from runners.cli import main
+from runners.app.cli import main
+from runners.store import result_store
 
 
 @pytest.fixture(scope="module")

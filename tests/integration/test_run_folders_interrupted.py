@@ -18,16 +18,16 @@ from pathlib import Path
 
 import pytest
 
-from runners import result_store
-from runners.cli import main
-from runners.live import read_live
+from runners.app.cli import main
+from runners.store import result_store
+from runners.views.live import read_live
 
 ROOT = Path(__file__).resolve().parents[2]
 
 # A writer that flushes 3 of 10 planned rows, then dies by SIGKILL (no close, no final summary).
 KILLED_WRITER = """
 import os, signal, sys
-from runners.result_store import RunWriter
+from runners.store.result_store import RunWriter
 writer = RunWriter(sys.argv[1], "killed", {"config": {"run_id": "killed"}},
                    {"engine": "sim", "scheduler": "fcfs", "started_at": "2026-03-01T00:00:00Z"})
 for i in range(3):

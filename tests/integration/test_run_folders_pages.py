@@ -11,8 +11,8 @@ from pathlib import Path
 
 import pytest
 
-from runners.cli import main
-from runners.demo import DEMO_SCHEDULERS
+from runners.app.cli import main
+from runners.views.demo import DEMO_SCHEDULERS
 from tests.integration.test_app import open_page
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -36,7 +36,7 @@ def results(monkeypatch, tmp_path, real_run) -> Path:
     """good-a, good-b, and one run for each kind of damage; the newest has its requests cut in half."""
     folder = tmp_path / "res"
     folder.mkdir()
-    monkeypatch.setattr("runners.result_store.DEFAULT_RESULTS_DIR", folder)
+    monkeypatch.setattr("runners.store.result_store.DEFAULT_RESULTS_DIR", folder)
     shutil.copytree(real_run, tmp_path / "outside-run")
     names = [
         "good-a",
@@ -114,7 +114,7 @@ def test_home_page_lists_damaged_runs(results):
 def test_demo_page_leaves_out_a_damaged_bundled_run(monkeypatch, results_dir):
     """The study's numbers come from study.json; a member whose files are damaged is left out of
     the charts and named."""
-    monkeypatch.setattr("runners.result_store.DEFAULT_RESULTS_DIR", results_dir)
+    monkeypatch.setattr("runners.store.result_store.DEFAULT_RESULTS_DIR", results_dir)
     for folder in BUNDLED.glob("demo*"):
         shutil.copytree(folder, results_dir / folder.name)
     (results_dir / "demo-overload-static-s3" / "summary.json").write_text('"oops"')
@@ -129,7 +129,7 @@ def test_demo_page_leaves_out_a_damaged_bundled_run(monkeypatch, results_dir):
 
 
 def test_demo_page_with_a_damaged_study_record_says_how_to_remake_it(monkeypatch, results_dir):
-    monkeypatch.setattr("runners.result_store.DEFAULT_RESULTS_DIR", results_dir)
+    monkeypatch.setattr("runners.store.result_store.DEFAULT_RESULTS_DIR", results_dir)
     for folder in BUNDLED.glob("demo*"):
         shutil.copytree(folder, results_dir / folder.name)
     for study in ("demo-below", "demo-overload"):

@@ -2,7 +2,7 @@
 
 A sentinel tree surrounds a temporary results folder: a copy of a real run next to it, files
 and folders outside it, and a ``good-a/summary.json`` in the current directory. Every critical
-command of the issue goes through ``runners.cli.main``; nothing outside the results folder may
+command of the issue goes through ``runners.app.cli.main``; nothing outside the results folder may
 change, and a refused command exits 2 with one line.
 """
 
@@ -17,9 +17,9 @@ from pathlib import Path
 
 import pytest
 
-from runners import result_store
-from runners.cli import main
+from runners.app.cli import main
 from runners.errors import SchedlabError
+from runners.store import result_store
 
 ROOT = Path(__file__).resolve().parents[2]
 

@@ -6,11 +6,11 @@ import pandas as pd
 import pytest
 
 from runners import registry
-from runners.benchmark import execute_run
-from runners.config import parse_config
 from runners.metrics.sawtooth import sawtooth_cycles
-from runners.result_store import REQUEST_COLUMNS, TIMESERIES_COLUMNS, load_run
+from runners.run.benchmark import execute_run
+from runners.run.config import parse_config
 from runners.schedulers.fcfs import FCFSPolicy
+from runners.store.result_store import REQUEST_COLUMNS, TIMESERIES_COLUMNS, load_run
 
 
 def run(results_dir, **overrides):

@@ -23,13 +23,13 @@ from dataclasses import dataclass, field
 import pytest
 from aiohttp import web
 
-from runners.benchmark import execute_run, prepare_run
-from runners.config import parse_config
 from runners.engines.adapters.vllm import VLLMAdapter, VLLMConfig
 from runners.engines.real_config import AttachConfig
 from runners.engines.real_engine import context_from_model_folder, resolve_tokenization
 from runners.engines.server_tokens import _SERVER_COUNTERS, ServerTokenCounter, TokenizerUnavailable
-from runners.result_store import load_run
+from runners.run.benchmark import execute_run, prepare_run
+from runners.run.config import parse_config
+from runners.store.result_store import load_run
 from runners.workload.builder import OVER_CONTEXT, ContextLengthFilter
 from runners.workload.conversations import LengthFilter
 from tests.fakes.threaded_server import ThreadedServer

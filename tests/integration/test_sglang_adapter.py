@@ -14,8 +14,6 @@ from pathlib import Path
 import aiohttp
 import pytest
 
-from runners.benchmark import execute_run, prepare_run
-from runners.config import parse_config
 from runners.engines.adapters import ADAPTERS, detect_adapter
 from runners.engines.adapters.sglang import SGLangAdapter, SGLangConfig
 from runners.engines.openai_client import stream_request
@@ -24,7 +22,9 @@ from runners.engines.real_engine import RealEngine, detect_kind, resolve_tokeniz
 from runners.engines.telemetry import parse_metrics
 from runners.errors import ConfigError
 from runners.registry import ENGINES
-from runners.result_store import load_run
+from runners.run.benchmark import execute_run, prepare_run
+from runners.run.config import parse_config
+from runners.store.result_store import load_run
 from runners.workload.builder import OVER_CONTEXT
 from tests.fakes.sglang_server import FakeSGLang, word_tokens
 
@@ -264,7 +264,7 @@ def test_a_dead_sglang_launch_says_so(tmp_path):
 
 
 def test_cli_run_and_show_say_how_tokens_were_counted(sglang, results_dir, capsys):
-    from runners.cli import main
+    from runners.app.cli import main
 
     sglang.context_length = 700
     code = main(
@@ -294,7 +294,7 @@ def test_cli_run_and_show_say_how_tokens_were_counted(sglang, results_dir, capsy
 
 
 def test_cli_says_when_the_approximation_counted_and_no_limit_was_known(results_dir, capsys):
-    from runners.cli import main
+    from runners.app.cli import main
     from tests.fakes.lmdeploy_server import FakeLMDeploy
 
     fake = FakeLMDeploy(has_encode=False).start()

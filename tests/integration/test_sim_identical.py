@@ -25,9 +25,9 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from runners.benchmark import execute_run
-from runners.config import parse_config
-from runners.result_store import REQUEST_COLUMNS, TIMESERIES_COLUMNS, load_run
+from runners.run.benchmark import execute_run
+from runners.run.config import parse_config
+from runners.store.result_store import REQUEST_COLUMNS, TIMESERIES_COLUMNS, load_run
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -146,9 +146,9 @@ def test_results_identical_to_golden(name, tmp_path):
 @pytest.mark.parametrize("name", ["fcfs-preempt", "scls-2inst"])
 def test_itl_from_counted_gaps_matches_the_list(name, tmp_path, monkeypatch):
     """Big runs take ITL percentiles from (gap, count) pairs instead of the list of every gap
-    (runners.recording.ITL_LIST_LIMIT): the same median, p90 and p99 bit for bit, the mean
+    (runners.store.recording.ITL_LIST_LIMIT): the same median, p90 and p99 bit for bit, the mean
     summed in another order (1e-12 relative)."""
-    monkeypatch.setattr("runners.recording.ITL_LIST_LIMIT", 0)
+    monkeypatch.setattr("runners.store.recording.ITL_LIST_LIMIT", 0)
     *_, summary = run_config(name, tmp_path)
     golden = json.loads((GOLDEN / f"{name}.summary.json").read_text())
     for key in ("median", "p90", "p99"):

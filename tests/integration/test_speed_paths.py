@@ -15,13 +15,13 @@ import numpy as np
 import pyarrow.parquet as pq
 import pytest
 
-from runners import result_store
-from runners.benchmark import execute_run, failure_gate
-from runners.config import parse_config
 from runners.errors import ConfigError, DatasetError
 from runners.metrics.run_metrics import distribution, weighted_distribution
-from runners.recording import RunRecorder
-from runners.result_store import RunWriter
+from runners.run.benchmark import execute_run, failure_gate
+from runners.run.config import parse_config
+from runners.store import result_store
+from runners.store.recording import RunRecorder
+from runners.store.result_store import RunWriter
 from runners.workload.builder import WorkloadConfig, build_workload
 from runners.workload.conversations import iter_entries_from_file, read_entries_from_file
 from runners.workload.requests import Request

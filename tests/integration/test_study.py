@@ -1,4 +1,4 @@
-"""Studies (runners/study.py and `run --seeds`): seed lists, the paired design, study.json against
+"""Studies (runners/study/runner.py and `run --seeds`): seed lists, the paired design, study.json against
 the statistics of its member summaries, a failed member, baseline choice, the size guard, and
 show / compare of a study id. Tiny simulator runs (20 requests, 3 seeds)."""
 
@@ -9,14 +9,14 @@ import json
 import pandas as pd
 import pytest
 
-import runners.benchmark
-from runners.cli import main
-from runners.config import parse_config
+import runners.run.benchmark
+from runners.app.cli import main
 from runners.errors import ConfigError
 from runners.metrics.catalog import RUN_METRICS, summary_value
 from runners.metrics.seed_statistics import paired_comparison, relative_change, summarize
-from runners.result_store import list_runs, read_summary
-from runners.study import MAX_RUNS_UNCONFIRMED, check_size, parse_seeds, plan_study
+from runners.run.config import parse_config
+from runners.store.result_store import list_runs, read_summary
+from runners.study.runner import MAX_RUNS_UNCONFIRMED, check_size, parse_seeds, plan_study
 
 # a queue forms (one slot, 6 req/s): schedulers differ
 SMALL = ["--engine", "sim", "--requests", "20", "--rate", "6", "--set", "engine.max_num_seqs=1", "--quiet"]
@@ -120,14 +120,14 @@ def test_study_is_paired_and_its_file_matches_the_member_statistics(results_dir,
 
 
 def test_failed_member_is_dropped_pairwise_and_the_rest_run(results_dir, capsys, monkeypatch):
-    real = runners.benchmark.execute_run
+    real = runners.run.benchmark.execute_run
 
     def crashing(config, *args, **kwargs):
         if config.run_id == "st-slo-sa-s1":
             raise RuntimeError("engine exploded")
         return real(config, *args, **kwargs)
 
-    monkeypatch.setattr(runners.benchmark, "execute_run", crashing)
+    monkeypatch.setattr(runners.run.benchmark, "execute_run", crashing)
     code, out, _ = cli(
         [
             "run",
@@ -150,7 +150,7 @@ def test_failed_member_is_dropped_pairwise_and_the_rest_run(results_dir, capsys,
 
 
 def test_cancel_skips_the_rest_and_keeps_study_json(results_dir, capsys, monkeypatch):
-    from runners.study import run_study
+    from runners.study.runner import run_study
 
     config = parse_config(
         {

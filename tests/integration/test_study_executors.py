@@ -1,4 +1,4 @@
-"""Study execution (runners/executors.py, run_study, `run --workers/--executor`): identical results
+"""Study execution (runners/study/executors.py, run_study, `run --workers/--executor`): identical results
 one at a time, on 2 worker processes and on a local Ray; a member that raises or whose worker
 process dies is a failed run and the rest go on; a stop cancels the running runs and skips the
 rest; workers are spawned (nothing of the parent leaks in, no streamlit); real engines run one at
@@ -16,12 +16,12 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from runners.cli import main
-from runners.config import parse_config
-from runners.executors import Execution, choose_execution
-from runners.result_store import inspect_run
+from runners.app.cli import main
+from runners.run.config import parse_config
 from runners.store.models import StudyExecution, StudyRecord
-from runners.study import execute_member, plan_study, read_study, run_study
+from runners.store.result_store import inspect_run
+from runners.study.executors import Execution, choose_execution
+from runners.study.runner import execute_member, plan_study, read_study, run_study
 
 ROOT = Path(__file__).resolve().parents[2]
 #: Summary fields that record wall-clock time or the writing process, not what was measured.
@@ -246,14 +246,14 @@ SMALL = [
     ],
 )
 def test_bad_execution_flags_are_one_line(flags, expected, results_dir, capsys, monkeypatch):
-    monkeypatch.setattr("runners.executors.ray_installed", lambda: False)
+    monkeypatch.setattr("runners.study.executors.ray_installed", lambda: False)
     assert main([*SMALL, *flags, "--out", str(results_dir)]) == 2
     captured = capsys.readouterr()
     assert captured.err == expected and captured.out == "" and list(results_dir.iterdir()) == []
 
 
 def test_ray_address_without_ray_is_one_line(results_dir, capsys, monkeypatch):
-    monkeypatch.setattr("runners.executors.ray_installed", lambda: False)
+    monkeypatch.setattr("runners.study.executors.ray_installed", lambda: False)
     monkeypatch.setenv("RAY_ADDRESS", "ray://head:10001")
     assert main([*SMALL, "--out", str(results_dir)]) == 2
     assert capsys.readouterr().err == (

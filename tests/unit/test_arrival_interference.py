@@ -7,14 +7,7 @@ import asyncio
 
 import pytest
 
-from runners.benchmark import execute_run
-from runners.config import parse_config
-from runners.engines.latency_model import LatencyModel, LinearStepModel, ServingOverhead
-from runners.engines.openai_client import Endpoint
-from runners.engines.profile import EngineProfile, load_profile
-from runners.engines.simulator import SimulatedInstance
-from runners.errors import SchedlabError
-from runners.profiler import (
+from runners.app.profiler import (
     INTERFERENCE_KIND,
     StepGrid,
     StepSample,
@@ -24,6 +17,13 @@ from runners.profiler import (
     read_step_samples,
     write_step_samples,
 )
+from runners.engines.latency_model import LatencyModel, LinearStepModel, ServingOverhead
+from runners.engines.openai_client import Endpoint
+from runners.engines.profile import EngineProfile, load_profile
+from runners.engines.simulator import SimulatedInstance
+from runners.errors import SchedlabError
+from runners.run.benchmark import execute_run
+from runners.run.config import parse_config
 from tests.fakes.step_engine_server import StepEngineServer
 
 STEP = LinearStepModel(

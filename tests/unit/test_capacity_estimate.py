@@ -1,4 +1,4 @@
-"""The engine capacity estimate (runners.capacity_estimate): its formula on numbers worked by
+"""The engine capacity estimate (runners.run.capacity_estimate): its formula on numbers worked by
 hand, and against the throughput of real simulator runs offered four times the estimate.
 
 Measured on the simulator (fcfs, seed 0, throughput = 60% of the requests / time between the
@@ -16,8 +16,9 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from runners.benchmark import execute_run
-from runners.capacity_estimate import (
+from runners.engines.latency_model import LatencyModel, PhaseCoefficients
+from runners.run.benchmark import execute_run
+from runners.run.capacity_estimate import (
     LengthProfile,
     estimate_capacity,
     fluid_occupancy,
@@ -25,8 +26,7 @@ from runners.capacity_estimate import (
     needed_batch,
     offered_load,
 )
-from runners.config import parse_config
-from runners.engines.latency_model import LatencyModel, PhaseCoefficients
+from runners.run.config import parse_config
 
 
 def test_formula_on_a_hand_worked_example():
@@ -138,7 +138,7 @@ def test_a_real_engine_gets_no_estimate_in_words(tmp_path):
     load = offered_load(parse_config({"engine": {"kind": "vllm", "model": str(tmp_path)}}))
     assert load.estimate is None and load.share is None and not load.low
     assert "No capacity estimate for a real engine (vllm)" in load.text
-    from runners.launch_form import preview_load
+    from runners.app.launch_form import preview_load
 
     [form] = preview_load({"engine.kind": "openai"})  # on the Launch page, before its URL is even typed
     assert form.estimate is None and "No capacity estimate for a real engine (openai)" in form.text

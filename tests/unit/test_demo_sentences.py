@@ -11,7 +11,9 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from runners.demo import (
+from runners.store.models import MetricStatistics, PairedComparison, SeedSummary, StudyRecord
+from runners.store.result_store import RunData
+from runners.views.demo import (
     INTERVAL_WORDING,
     MCSF_TASK_ONLY,
     SchedulerResult,
@@ -29,9 +31,7 @@ from runners.demo import (
     task_tail_statistics,
     who_pays_sentence,
 )
-from runners.demo import strategy_notes as notes
-from runners.result_store import RunData
-from runners.store.models import MetricStatistics, PairedComparison, SeedSummary, StudyRecord
+from runners.views.demo import strategy_notes as notes
 
 pytestmark = pytest.mark.unit
 SEEDS = list(range(10))

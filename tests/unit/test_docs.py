@@ -83,10 +83,10 @@ def test_slug_matches_github() -> None:
 def test_cited_paths_are_found_and_checked() -> None:
     # the extraction itself: a real path, a placeholder path, a non-repository path, a code block
     sample = (
-        "see `runners/study.py`, `results/<run_id>/`, `vllm/benchmarks/serve.py` and `bench/`\n"
-        "```\nrunners/config.py -> pages/3_Demo.py\n```\n"
+        "see `runners/study/runner.py`, `results/<run_id>/`, `vllm/benchmarks/serve.py` and `bench/`\n"
+        "```\nrunners/run/config.py -> pages/3_Demo.py\n```\n"
     )
-    assert cited_paths(sample) == {"runners/study.py", "bench/", "runners/config.py", "pages/3_Demo.py"}
+    assert cited_paths(sample) == {"runners/study/runner.py", "bench/", "runners/run/config.py", "pages/3_Demo.py"}
     assert "runners/engines/simulator.py" in cited_paths(design_text())
 
 
@@ -162,10 +162,10 @@ def resolve_dotted(name: str) -> str | None:
 
 
 def test_resolve_dotted_refuses_what_is_not_there() -> None:
-    assert resolve_dotted("runners.result_store.SCHEMA_VERSION") is None
+    assert resolve_dotted("runners.store.result_store.SCHEMA_VERSION") is None
     assert resolve_dotted("runners.schedulers.base.SchedulerPolicy.decide") is None
     assert resolve_dotted("runners.metrics.seed_statistics") is None
-    assert resolve_dotted("runners.result_store.NO_SUCH_NAME") is not None
+    assert resolve_dotted("runners.store.result_store.NO_SUCH_NAME") is not None
     assert resolve_dotted("runners.no_such_module.thing") is not None
     assert resolve_dotted("runners.schedulers.base.SchedulerPolicy.no_such_method") is not None
 

@@ -8,13 +8,12 @@ import pytest
 from pydantic import ValidationError
 from scipy.stats import norm
 
-from runners.benchmark import execute_run
-from runners.config import parse_config
 from runners.drivers.virtual_time import VirtualTimeDriver
 from runners.engines.latency_model import LatencyModel, PhaseCoefficients
 from runners.engines.simulator import SimulatedInstance
 from runners.errors import ConfigError
-from runners.recording import RunRecorder
+from runners.run.benchmark import execute_run
+from runners.run.config import parse_config
 from runners.schedulers.base import Completion, InstanceInfo, TelemetrySample
 from runners.schedulers.dynamic_batching import (
     DynamicMemoryParams,
@@ -32,6 +31,7 @@ from runners.schedulers.dynamic_batching import (
 )
 from runners.schedulers.fcfs import FCFSPolicy
 from runners.schedulers.predictors import RunningMoments
+from runners.store.recording import RunRecorder
 from runners.workload.requests import Request
 from runners.workload.slo import TaskSLO
 

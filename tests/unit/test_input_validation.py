@@ -13,13 +13,13 @@ from pathlib import Path
 import pytest
 from pydantic import BaseModel
 
-from runners.cli import main
-from runners.config import RunConfig, parse_config
+from runners.app.cli import main
 from runners.engines.latency_model import PhaseCoefficients
 from runners.engines.profile import QWEN25_7B_2XV100, EngineProfile
 from runners.errors import ConfigError
 from runners.registry import SCHEDULERS
-from runners.result_store import load_run
+from runners.run.config import RunConfig, parse_config
+from runners.store.result_store import load_run
 from runners.workload.arrivals import ArrivalConfig, arrival_times, read_timestamps
 from runners.workload.conversations import read_entries_from_file
 

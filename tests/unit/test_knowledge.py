@@ -7,11 +7,11 @@ import math
 import numpy as np
 import pytest
 
-from runners.benchmark import _calibrated_engine_params, execute_run
-from runners.config import parse_config
 from runners.engines.planning_model import PROFILE_NOISE, fit_phase_coefficients, planning_model
 from runners.engines.sim_config import SimulatorConfig
-from runners.knowledge import oracle_tag, scheduler_display
+from runners.run.benchmark import _calibrated_engine_params, execute_run
+from runners.run.config import parse_config
+from runners.run.knowledge import oracle_tag, scheduler_display
 from runners.schedulers.in_engine import EngineDynamicMemoryPolicyParams
 from runners.workload.builder import CALIBRATION_SAMPLE, WorkloadConfig, build_workload
 from runners.workload.slo import TaskSLO

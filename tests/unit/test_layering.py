@@ -19,21 +19,23 @@ def modules_after(statement: str) -> set[str]:
 
 def test_a_config_loads_without_policies_numba_or_the_result_store():
     loaded = modules_after(
-        "from runners.config import RunConfig, read_config_file\n"
+        "from runners.run.config import RunConfig, read_config_file\n"
         "RunConfig.model_validate({'workload': {'requests': 3}})"
     )
-    assert "runners.config" in loaded
-    for module in ("numba", "runners.schedulers", "runners.registry", "runners.result_store", "pandas"):
+    assert "runners.run.config" in loaded
+    for module in ("numba", "runners.schedulers", "runners.registry", "runners.store.result_store", "pandas"):
         assert module not in loaded, f"importing the config loaded {module}"
 
 
 def test_checking_a_config_loads_the_policies_then():
-    loaded = modules_after("from runners.config import parse_config\nparse_config({'workload': {'requests': 3}})")
+    loaded = modules_after("from runners.run.config import parse_config\nparse_config({'workload': {'requests': 3}})")
     assert "runners.schedulers.fcfs" in loaded  # make_policy validates the scheduler's parameters
 
 
 def test_runners_never_imports_streamlit():
-    loaded = modules_after("import runners.cli, runners.registry, runners.benchmark, runners.charts, runners.study")
+    loaded = modules_after(
+        "import runners.app.cli, runners.registry, runners.run.benchmark, runners.views.charts, runners.study.runner"
+    )
     assert "streamlit" not in loaded
 
 
@@ -41,13 +43,13 @@ def test_the_type_checkers_engine_union_lists_the_engine_kinds():
     """config.EngineConfig is written out for mypy; at run time it is built from the kinds."""
     import typing
 
-    from runners.config import RunConfig
     from runners.engines.adapters.lmdeploy import LMDeployConfig
     from runners.engines.adapters.sglang import SGLangConfig
     from runners.engines.adapters.vllm import VLLMConfig
     from runners.engines.kinds import ENGINES
     from runners.engines.real_config import AttachConfig
     from runners.engines.sim_config import SimulatorConfig
+    from runners.run.config import RunConfig
 
     written = {SimulatorConfig, VLLMConfig, LMDeployConfig, SGLangConfig, AttachConfig}  # as in config.py
     assert {entry.config for entry in ENGINES.values()} == written

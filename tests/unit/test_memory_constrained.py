@@ -5,10 +5,10 @@ from __future__ import annotations
 
 import numpy as np
 
-from runners.benchmark import execute_run
-from runners.config import parse_config
-from runners.result_store import load_run
+from runners.run.benchmark import execute_run
+from runners.run.config import parse_config
 from runners.schedulers.memory_constrained import admit_shortest_first
+from runners.store.result_store import load_run
 
 EMPTY = np.zeros(0)
 

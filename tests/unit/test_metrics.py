@@ -11,7 +11,7 @@ import pytest
 from runners.metrics.request_metrics import inter_token_latencies, request_latencies
 from runners.metrics.run_metrics import distribution, g_metric, summarize_requests
 from runners.metrics.sawtooth import sawtooth_cycles
-from runners.result_store import REQUEST_COLUMNS
+from runners.store.result_store import REQUEST_COLUMNS
 from runners.workload.slo import TaskSLO
 
 

@@ -11,7 +11,6 @@ import pytest
 
 from runners.errors import ConfigError
 from runners.registry import make_policy, scheduler_parameters
-from runners.result_store import RunWriter
 from runners.schedulers.predictors import (
     OutputLengthPredictor,
     OutputPriorParams,
@@ -21,6 +20,7 @@ from runners.schedulers.predictors import (
     oracle_knowledge,
     prior_moments,
 )
+from runners.store.result_store import RunWriter
 from runners.workload.requests import Request
 from runners.workload.slo import TaskSLO
 

@@ -7,11 +7,11 @@ import asyncio
 import numpy as np
 import pytest
 
-from runners.cli import main
+from runners.app.cli import main
+from runners.app.profiler import ProfileGrid, ProfileSample, fit_phase, fit_profile, measure
 from runners.engines.openai_client import Endpoint
 from runners.engines.profile import QWEN25_7B_2XV100, load_profile
 from runners.errors import SchedlabError
-from runners.profiler import ProfileGrid, ProfileSample, fit_phase, fit_profile, measure
 from tests.fakes.lmdeploy_server import FakeLMDeploy
 
 
@@ -108,7 +108,7 @@ def test_fitted_profile_file_loads_into_the_simulator(tmp_path):
 
 
 def test_fit_table_for_both_latency_models():
-    from runners.profiler import fit_table
+    from runners.app.profiler import fit_table
 
     phase = fit_table(QWEN25_7B_2XV100)
     assert (

@@ -9,8 +9,8 @@ from pathlib import Path
 
 import pytest
 
-from runners.benchmark import execute_run
-from runners.config import parse_config
+from runners.run.benchmark import execute_run
+from runners.run.config import parse_config
 from runners.store.models import (
     JobStatusRecord,
     RunSummary,
@@ -104,8 +104,8 @@ def test_a_new_run_and_engine_record_are_written_through_the_records(tmp_path):
 def test_the_store_reads_summaries_as_records(tmp_path):
     """Readers return the record: list_runs / load_run give RunEntry, with the computed run_id and
     rows, and the file's own fields typed (nested sections are records too)."""
-    from runners.result_store import RunWriter, list_runs, load_run
     from runners.store.models import Distribution, RunEntry
+    from runners.store.result_store import RunWriter, list_runs, load_run
 
     writer = RunWriter(tmp_path, "typed", {}, {"engine": "sim", "scheduler": "fcfs"})
     writer.close("done", {"completed": 3, "G": 1.5, "ttft_s": {"mean": 0.25, "p99": 0.5}, "tool_field": 7})
@@ -121,7 +121,7 @@ def test_a_summary_the_record_refuses_is_listed_as_damaged(tmp_path):
     """A field of the wrong type that the quick check does not cover (cancelled is a count) makes
     the run damaged, with one line naming the field, and never hides the healthy run beside it."""
     from runners.errors import SchedlabError
-    from runners.result_store import RunWriter, list_runs, load_run
+    from runners.store.result_store import RunWriter, list_runs, load_run
 
     for name in ("good", "bad"):
         RunWriter(tmp_path, name, {}, {"started_at": "2026-01-01"}).close("done", {"completed": 1})

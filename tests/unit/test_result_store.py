@@ -7,7 +7,7 @@ import json
 import pytest
 
 from runners.errors import ConfigError, SchedlabError
-from runners.result_store import RunWriter, delete_run, list_runs, load_run
+from runners.store.result_store import RunWriter, delete_run, list_runs, load_run
 
 
 def row(i: int) -> dict:
@@ -70,8 +70,8 @@ def test_summary_is_never_half_written(results_dir):
 def test_a_json_number_python_cannot_convert_is_a_named_error_and_a_job_file_reads_as_none(tmp_path):
     """A 5,000-digit integer is valid JSON that Python refuses to convert (ValueError, not a
     JSONDecodeError): one SchedlabError naming the file, and None for a job's files."""
-    from runners.jobs import read_json_or_none
-    from runners.result_store import read_json_object
+    from runners.app.jobs import read_json_or_none
+    from runners.store.result_store import read_json_object
 
     path = tmp_path / "status.json"
     path.write_text('{"state": ' + "1" * 5000 + "}")
@@ -81,8 +81,8 @@ def test_a_json_number_python_cannot_convert_is_a_named_error_and_a_job_file_rea
 
 
 def test_job_files_have_no_size_limit_and_run_files_do(tmp_path):
-    from runners import result_store
-    from runners.jobs import read_json_or_none
+    from runners.app.jobs import read_json_or_none
+    from runners.store import result_store
 
     path = tmp_path / "job.json"
     path.write_text('{"runs": [' + ", ".join(["1"] * 200) + "]}")

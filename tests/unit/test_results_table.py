@@ -6,8 +6,8 @@ from __future__ import annotations
 
 from types import SimpleNamespace
 
-from runners.compare import run_display_names, run_job_label
 from runners.store.models import RunEntry
+from runners.views.compare import run_display_names, run_job_label
 
 
 def _run(
@@ -76,7 +76,8 @@ import io  # noqa: E402
 
 import pandas as pd  # noqa: E402
 
-from runners.compare import (  # noqa: E402
+from runners.metrics.catalog import TABLE_METRICS, metric, summary_value  # noqa: E402
+from runners.views.compare import (  # noqa: E402
     change_badge,
     comparison_table,
     comparison_view,
@@ -84,7 +85,6 @@ from runners.compare import (  # noqa: E402
     html_with_provenance,
     workload_differences,
 )
-from runners.metrics.catalog import TABLE_METRICS, metric, summary_value  # noqa: E402
 
 
 def test_values_equal_at_display_precision_are_equal_and_neutral():
@@ -226,7 +226,7 @@ def test_csv_and_html_exports_carry_each_runs_config_seed_and_versions():
 
 
 def test_comparison_html_has_every_row_ids_on_hover_coloured_badges_and_escapes():
-    from runners.compare import comparison_html
+    from runners.views.compare import comparison_html
 
     base = RunEntry(run_id="r<1>", scheduler="fcfs", slo_attainment=0.9, preemptions=2)
     other = RunEntry(run_id="r2", scheduler="a&b", slo_attainment=0.8, preemptions=2)
@@ -240,7 +240,7 @@ def test_comparison_html_has_every_row_ids_on_hover_coloured_badges_and_escapes(
 
 
 def test_an_imported_run_adds_the_definition_column_last():
-    from runners.compare import comparison_html
+    from runners.views.compare import comparison_html
 
     own = RunEntry.model_validate({"run_id": "own", "scheduler": "fcfs", "tpot_s": {"mean": 0.04}})
     theirs = RunEntry.model_validate(

@@ -17,8 +17,8 @@ import numpy as np
 import pytest
 from numba import njit
 
-from runners.config import parse_config
 from runners.registry import make_policy
+from runners.run.config import parse_config
 from runners.schedulers.base import Completion, Decision, InstanceInfo, SchedulerPolicy, TelemetrySample
 from runners.schedulers.memory_constrained import (
     AlphaBetaParams,

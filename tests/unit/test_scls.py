@@ -9,10 +9,9 @@ import numpy as np
 import pytest
 from pydantic import ValidationError
 
-from runners.benchmark import execute_run
-from runners.config import parse_config
 from runners.engines.profile import QWEN25_7B_2XV100
-from runners.result_store import load_run
+from runners.run.benchmark import execute_run
+from runners.run.config import parse_config
 from runners.schedulers.base import Completion, InstanceInfo
 from runners.schedulers.slice_level import (
     SCLSParams,
@@ -21,6 +20,7 @@ from runners.schedulers.slice_level import (
     dp_batches_linear,
     ranges_from,
 )
+from runners.store.result_store import load_run
 from runners.workload.requests import Request
 from runners.workload.slo import TaskSLO
 

@@ -6,8 +6,8 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from runners.benchmark import execute_run
-from runners.config import parse_config
+from runners.run.benchmark import execute_run
+from runners.run.config import parse_config
 from runners.schedulers.slo_aware import PlanInputs, SLOAwareParams, plan_annealing, plan_exhaustive
 
 INF = np.inf
@@ -132,9 +132,9 @@ def test_slo_sa_needs_a_latency_model_on_real_engines():
 from runners.drivers.virtual_time import VirtualTimeDriver  # noqa: E402
 from runners.engines.sim_config import SimulatorConfig  # noqa: E402
 from runners.engines.simulator import SimulatedInstance  # noqa: E402
-from runners.recording import RunRecorder  # noqa: E402
 from runners.registry import make_policy  # noqa: E402
 from runners.schedulers.base import Completion, InstanceInfo  # noqa: E402
+from runners.store.recording import RunRecorder  # noqa: E402
 from runners.workload.requests import Request  # noqa: E402
 from runners.workload.slo import TaskSLO  # noqa: E402
 

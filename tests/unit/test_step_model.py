@@ -8,11 +8,7 @@ import numpy as np
 import pytest
 import yaml
 
-from runners.engines.latency_model import LatencyModel, LinearStepModel, PhaseCoefficients
-from runners.engines.profile import QWEN25_7B_2XV100, EngineProfile, load_profile
-from runners.engines.sim_config import SimulatorConfig
-from runners.errors import ConfigError, SchedlabError
-from runners.profiler import (
+from runners.app.profiler import (
     StepSample,
     cross_validate,
     fit_step_model,
@@ -21,6 +17,10 @@ from runners.profiler import (
     read_step_samples,
     write_step_samples,
 )
+from runners.engines.latency_model import LatencyModel, LinearStepModel, PhaseCoefficients
+from runners.engines.profile import QWEN25_7B_2XV100, EngineProfile, load_profile
+from runners.engines.sim_config import SimulatorConfig
+from runners.errors import ConfigError, SchedlabError
 
 # fixed 4 ms, 0.1 ms per prompt token, 0.5 ms per decode, 1 us per context token, 0.2 ms per request
 STEP = LinearStepModel(
@@ -215,7 +215,7 @@ def test_fit_step_profile_and_samples_csv(tmp_path):
 
 
 def test_decode_and_mixed_steps_from_token_times():
-    from runners.profiler import _mixed_sample, decode_samples
+    from runners.app.profiler import _mixed_sample, decode_samples
 
     a = [0.0, 0.01, 0.02, 0.03, 0.04]
     b = [0.001, 0.011, 0.021, 0.031, 0.041]

@@ -7,13 +7,13 @@ import json
 
 import pytest
 
-from runners.cli import main
-from runners.compare import comparison_table
+from runners.app.cli import main
 from runners.errors import SchedlabError
 from runners.metrics.catalog import REQUEST_METRICS, RUN_METRICS, TABLE_METRICS, metric, metric_by_label
-from runners.result_store import list_runs
 from runners.store.models import RunEntry
-from runners.study import delete_study, identical_decisions_note, read_study
+from runners.store.result_store import list_runs
+from runners.study.runner import delete_study, identical_decisions_note, read_study
+from runners.views.compare import comparison_table
 
 # no queue: 20 requests at 0.5 req/s on 256 slots, every scheduler dispatches on arrival
 CALM = ["--engine", "sim", "--requests", "20", "--rate", "0.5", "--quiet"]

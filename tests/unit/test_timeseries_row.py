@@ -1,4 +1,4 @@
-"""The one typed time-series row (runners.drivers.base.TimeseriesRow) and the schema derived from it."""
+"""The one typed time-series row (runners.store.timeseries.TimeseriesRow) and the schema derived from it."""
 
 from __future__ import annotations
 
@@ -7,10 +7,10 @@ import math
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from runners import result_store
-from runners.drivers.base import TIMESERIES_COLUMNS, TimeseriesRow
-from runners.recording import RunRecorder
-from runners.result_store import RunWriter
+from runners.store import result_store
+from runners.store.recording import RunRecorder
+from runners.store.result_store import RunWriter
+from runners.store.timeseries import TIMESERIES_COLUMNS, TimeseriesRow
 from runners.workload.requests import Request
 from runners.workload.slo import TaskSLO
 

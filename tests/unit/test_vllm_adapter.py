@@ -9,8 +9,8 @@ def test_vllm_launch_with_an_in_engine_scheduler_class():
     # issue 14: --scheduler-cls, and schedlab's own classes importable by the server's Python
     import os
 
-    from runners.config import parse_config
     from runners.engines.adapters.vllm import ROOT, VLLMAdapter
+    from runners.run.config import parse_config
 
     engine = parse_config(
         {
@@ -18,12 +18,12 @@ def test_vllm_launch_with_an_in_engine_scheduler_class():
                 "kind": "vllm",
                 "model": "/m",
                 "env": {"PYTHONPATH": "/extra"},
-                "scheduler_cls": "runners.engines.vllm_scheduler.dynamic_mem.X",
+                "scheduler_cls": "runners.schedulers.vllm.dynamic_mem.X",
             }
         }
     ).engine
     command = VLLMAdapter.server_command(engine, 8000)
-    assert command[command.index("--scheduler-cls") + 1] == "runners.engines.vllm_scheduler.dynamic_mem.X"
+    assert command[command.index("--scheduler-cls") + 1] == "runners.schedulers.vllm.dynamic_mem.X"
     assert VLLMAdapter.server_env(engine) == {"PYTHONPATH": os.pathsep.join([str(ROOT), "/extra"])}
     plain = parse_config({"engine": {"kind": "vllm", "model": "/m"}}).engine
     assert "--scheduler-cls" not in VLLMAdapter.server_command(plain, 8000) and VLLMAdapter.server_env(plain) == {}
@@ -34,9 +34,9 @@ def test_vllm_launch_with_an_in_engine_scheduler_class():
 
 
 def test_an_in_engine_scheduler_needs_a_vllm_that_schedlab_launches():
-    from runners.benchmark import prepare_run
-    from runners.config import parse_config
     from runners.errors import ConfigError
+    from runners.run.benchmark import prepare_run
+    from runners.run.config import parse_config
 
     for engine in ({"kind": "sim"}, {"kind": "openai", "urls": "http://127.0.0.1:9"}):
         with pytest.raises(ConfigError) as caught:
@@ -46,15 +46,15 @@ def test_an_in_engine_scheduler_needs_a_vllm_that_schedlab_launches():
                 )
             )
         assert caught.value.field == "scheduler.name"
-        assert "--scheduler-cls runners.engines.vllm_scheduler.dynamic_mem.DynamicMemoryScheduler" in str(caught.value)
+        assert "--scheduler-cls runners.schedulers.vllm.dynamic_mem.DynamicMemoryScheduler" in str(caught.value)
 
 
 def test_the_launch_gets_the_class_its_parameters_and_a_decisions_file_per_instance(tmp_path):
     import json
 
-    from runners.benchmark import _engine_with_scheduler
-    from runners.config import parse_config
     from runners.registry import make_policy
+    from runners.run.benchmark import _engine_with_scheduler
+    from runners.run.config import parse_config
 
     config = parse_config(
         {
@@ -64,7 +64,7 @@ def test_the_launch_gets_the_class_its_parameters_and_a_decisions_file_per_insta
     )
     policy = make_policy("engine-dynamic-mem", {"eps_m": 0.1})
     engine = _engine_with_scheduler(config, policy, tmp_path)
-    assert engine.scheduler_cls == "runners.engines.vllm_scheduler.dynamic_mem.DynamicMemoryScheduler"
+    assert engine.scheduler_cls == "runners.schedulers.vllm.dynamic_mem.DynamicMemoryScheduler"
     assert engine.env["A"] == "1"
     assert json.loads(open(engine.env["SCHEDLAB_ENGINE_PARAMS"]).read())["eps_m"] == 0.1
     assert engine.env["SCHEDLAB_ENGINE_DECISIONS"] == str(tmp_path / "engine-decisions-{instance}.jsonl")

@@ -1,4 +1,4 @@
-"""schedlab's in-engine vLLM schedulers (runners/engines/vllm_scheduler): the shared Alg. 1
+"""schedlab's in-engine vLLM schedulers (runners/schedulers/vllm): the shared Alg. 1
 decision functions and the version check without vLLM; the real CPU vLLM loading
 engine-dynamic-mem with ``--scheduler-cls`` (needs ``SCHEDLAB_VLLM_PYTHON``, under the CPU lock).
 """
@@ -13,14 +13,6 @@ from pathlib import Path
 
 import pytest
 
-from runners.engines.vllm_scheduler import (
-    IN_ENGINE_PARAMS,
-    EngineDynamicMemoryParams,
-    load_params,
-    scheduler_class,
-    supported_version,
-    version_error,
-)
 from runners.schedulers import dynamic_batching
 from runners.schedulers.dynamic_batching_core import (
     batch_capacity_tokens,
@@ -29,10 +21,18 @@ from runners.schedulers.dynamic_batching_core import (
     memory_limit,
     normal_quantile,
 )
+from runners.schedulers.vllm import (
+    IN_ENGINE_PARAMS,
+    EngineDynamicMemoryParams,
+    load_params,
+    scheduler_class,
+    supported_version,
+    version_error,
+)
 from tests.real_vllm import needs_vllm, run_to_completion, vllm_run_config
 
 ROOT = Path(__file__).resolve().parents[2]
-ENGINE_CLASS = "runners.engines.vllm_scheduler.dynamic_mem.DynamicMemoryScheduler"
+ENGINE_CLASS = "runners.schedulers.vllm.dynamic_mem.DynamicMemoryScheduler"
 
 
 # --- without vLLM ------------------------------------------------------------------------------
@@ -42,7 +42,7 @@ def test_the_registry_and_the_client_side_import_without_vllm():
     """The registry, the in-engine classes' vLLM-free decision functions and the client policies
     load in a Python without vLLM (every engine-* scheduler's test relies on this one)."""
     code = (
-        "import sys, runners.engines.vllm_scheduler as m, runners.engines.vllm_scheduler.mcsf_core, "
+        "import sys, runners.schedulers.vllm as m, runners.schedulers.vllm.mcsf_core, "
         "runners.schedulers.in_engine; "
         "assert not any(n == 'vllm' or n.startswith('vllm.') for n in sys.modules); "
         "print(m.IN_ENGINE_SCHEDULERS['engine-dynamic-mem'])"
@@ -136,7 +136,7 @@ def test_params_from_the_file_named_by_the_environment(tmp_path):
 
 def engine_run(model: Path, run_id: str, env: dict[str, str], requests: int = 20) -> dict:
     """A run of scheduler engine-dynamic-mem as a user starts it: schedlab launches the CPU vLLM
-    with the class, its parameters and the decisions file (runners.benchmark)."""
+    with the class, its parameters and the decisions file (runners.run.benchmark)."""
     return vllm_run_config(model, run_id, "engine-dynamic-mem", {"eps_m": 0.05}, env, requests)
 
 
@@ -168,8 +168,8 @@ def test_dynamic_mem_in_the_real_cpu_vllm(tiny_model, tmp_path):
 
 @needs_vllm
 def test_an_unsupported_vllm_version_refuses_to_start(tiny_model, tmp_path):
-    from runners.benchmark import execute_run
-    from runners.config import parse_config
+    from runners.run.benchmark import execute_run
+    from runners.run.config import parse_config
 
     config = engine_run(tiny_model, "engine-old-vllm", {"SCHEDLAB_ENGINE_VLLM_VERSION": "0.31.0"}, requests=2)
     config["engine"]["startup_timeout_s"] = 300
@@ -187,9 +187,9 @@ def test_an_unsupported_vllm_version_refuses_to_start(tiny_model, tmp_path):
 
 @needs_vllm
 def test_a_plugin_that_raises_mid_run_stops_the_run_and_keeps_what_was_measured(tiny_model, tmp_path):
-    from runners.benchmark import execute_run
-    from runners.config import parse_config
-    from runners.result_store import load_run
+    from runners.run.benchmark import execute_run
+    from runners.run.config import parse_config
+    from runners.store.result_store import load_run
 
     # requests of at most 256 tokens (seed 1: outputs of 23 to 196 tokens): the short ones among the
     # first admitted finish within 150 steps, the longest need more than 150 steps by themselves;

@@ -1,5 +1,5 @@
 """engine-mcsf, 003 MC-SF as a vLLM scheduler class: the queue order, the predicted output and the
-admission count by hand (without vLLM: runners.engines.vllm_scheduler.mcsf_core, the functions
+admission count by hand (without vLLM: runners.schedulers.vllm.mcsf_core, the functions
 the class calls), agreement with the client-side mcsf, the client policy's engine arguments; then
 the real CPU vLLM running engine-mcsf (needs ``SCHEDLAB_VLLM_PYTHON``, under the CPU lock).
 """
@@ -13,7 +13,12 @@ from pathlib import Path
 import pytest
 from pydantic import ValidationError
 
-from runners.engines.vllm_scheduler import (
+from runners.registry import make_policy, scheduler_class
+from runners.schedulers import memory_constrained
+from runners.schedulers.base import InstanceInfo
+from runners.schedulers.in_engine import EngineMCSFPolicy
+from runners.schedulers.memory_constrained import MCSFPolicy
+from runners.schedulers.vllm import (
     CLIENT_TWINS,
     IN_ENGINE_PARAMS,
     IN_ENGINE_SCHEDULERS,
@@ -22,7 +27,7 @@ from runners.engines.vllm_scheduler import (
     launch_settings,
     mcsf_core,
 )
-from runners.engines.vllm_scheduler.mcsf_core import (
+from runners.schedulers.vllm.mcsf_core import (
     capacity_tokens,
     demand_peak,
     mcsf_admissions,
@@ -30,16 +35,11 @@ from runners.engines.vllm_scheduler.mcsf_core import (
     remaining_steps,
     shortest_first_key,
 )
-from runners.registry import make_policy, scheduler_class
-from runners.schedulers import memory_constrained
-from runners.schedulers.base import InstanceInfo
-from runners.schedulers.in_engine import EngineMCSFPolicy
-from runners.schedulers.memory_constrained import MCSFPolicy
 from runners.workload.requests import Request
 from runners.workload.slo import TaskSLO
 from tests.real_vllm import needs_vllm, run_to_completion, vllm_run_config
 
-ENGINE_CLASS = "runners.engines.vllm_scheduler.mcsf.MCSFScheduler"
+ENGINE_CLASS = "runners.schedulers.vllm.mcsf.MCSFScheduler"
 
 
 def _request(rid: str, prompt: int, output: int, arrival: float = 0.0, task: str = "chat") -> Request:
@@ -230,8 +230,8 @@ def test_mcsf_in_the_real_cpu_vllm(tiny_model, tmp_path):
 
 @needs_vllm
 def test_the_priority_policy_is_refused_at_start_up(tiny_model, tmp_path):
-    from runners.benchmark import execute_run
-    from runners.config import parse_config
+    from runners.run.benchmark import execute_run
+    from runners.run.config import parse_config
 
     config = vllm_run_config(
         tiny_model,

@@ -12,14 +12,6 @@ import subprocess
 import pytest
 from pydantic import ValidationError
 
-from runners.engines.vllm_scheduler import (
-    CLIENT_TWINS,
-    IN_ENGINE_PARAMS,
-    IN_ENGINE_SCHEDULERS,
-    EngineDynamicSLAParams,
-    SLAWindowParams,
-    load_params,
-)
 from runners.schedulers import dynamic_batching, dynamic_batching_core
 from runners.schedulers.dynamic_batching import DynamicSLAParams
 from runners.schedulers.dynamic_batching_core import (
@@ -29,9 +21,17 @@ from runners.schedulers.dynamic_batching_core import (
     sla_batch_size,
     sla_window_update,
 )
+from runners.schedulers.vllm import (
+    CLIENT_TWINS,
+    IN_ENGINE_PARAMS,
+    IN_ENGINE_SCHEDULERS,
+    EngineDynamicSLAParams,
+    SLAWindowParams,
+    load_params,
+)
 from tests.real_vllm import needs_vllm, run_to_completion, vllm_run_config
 
-ENGINE_CLASS = "runners.engines.vllm_scheduler.dynamic_mem.DynamicSLAScheduler"
+ENGINE_CLASS = "runners.schedulers.vllm.dynamic_mem.DynamicSLAScheduler"
 
 
 # --- without vLLM ------------------------------------------------------------------------------

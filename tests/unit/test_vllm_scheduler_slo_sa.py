@@ -15,7 +15,18 @@ import pytest
 import yaml
 
 from runners.engines.latency_model import LatencyModel, PhaseCoefficients
-from runners.engines.vllm_scheduler import (
+from runners.errors import ConfigError
+from runners.registry import SCHEDULERS, make_policy
+from runners.schedulers.base import InstanceInfo
+from runners.schedulers.slo_aware import (
+    SLOAwareParams,
+    SLOPlanParams,
+    plan_annealing,
+    plan_exhaustive,
+    plan_inputs,
+    slot_wait_s,
+)
+from runners.schedulers.vllm import (
     CLIENT_TWINS,
     E2E_SLO_ARG,
     IN_ENGINE_PARAMS,
@@ -28,29 +39,18 @@ from runners.engines.vllm_scheduler import (
     launch_settings,
     load_params,
 )
-from runners.engines.vllm_scheduler.slo_sa_plan import (
+from runners.schedulers.vllm.slo_sa_plan import (
     RunningRequest,
     WaitingRequest,
     plan_waiting,
     remaining_s,
     request_args,
 )
-from runners.errors import ConfigError
-from runners.registry import SCHEDULERS, make_policy
-from runners.schedulers.base import InstanceInfo
-from runners.schedulers.slo_aware import (
-    SLOAwareParams,
-    SLOPlanParams,
-    plan_annealing,
-    plan_exhaustive,
-    plan_inputs,
-    slot_wait_s,
-)
 from runners.workload.requests import Request
 from runners.workload.slo import TaskSLO
 from tests.real_vllm import needs_vllm, vllm_run_config
 
-ENGINE_CLASS = "runners.engines.vllm_scheduler.slo_sa.SLOAwareScheduler"
+ENGINE_CLASS = "runners.schedulers.vllm.slo_sa.SLOAwareScheduler"
 
 # prefill 0.1 s and decode 0.01 s per step whatever the batch: a request of n output tokens runs
 # 0.1 + 0.01 (n - 1) seconds
@@ -248,9 +248,9 @@ def tiny_profile(folder: Path) -> Path:
 
 @needs_vllm
 def test_slo_sa_in_the_real_cpu_vllm_serves_in_plan_order(tiny_model, tmp_path):
-    from runners.benchmark import execute_run
-    from runners.config import parse_config
-    from runners.result_store import load_run
+    from runners.run.benchmark import execute_run
+    from runners.run.config import parse_config
+    from runners.store.result_store import load_run
 
     config = vllm_run_config(
         tiny_model,

@@ -1,7 +1,7 @@
 """The engine adapters: one module per serving engine (see :mod:`runners.engines.adapters.base`).
 
 Every module of this package that defines an :class:`EngineAdapter` subclass is found here, so
-adding an engine is adding its module: the config union (``runners.config``), the registry, the
+adding an engine is adding its module: the config union (``runners.run.config``), the registry, the
 CLI, telemetry's metric names, attach-time detection, discovery and the Launch page read
 :data:`ADAPTERS`.
 """
@@ -12,6 +12,7 @@ import importlib
 import pkgutil
 
 from runners.engines.adapters.base import Availability, Capabilities, EngineAdapter, FormField, MetricNames
+from runners.registries import Registry
 
 __all__ = [
     "ADAPTERS",
@@ -53,7 +54,7 @@ class GenericOpenAI(EngineAdapter):
 
 
 #: Engine name -> adapter, in the order pages and help list them.
-ADAPTERS: dict[str, type[EngineAdapter]] = _discover()
+ADAPTERS: Registry[type[EngineAdapter]] = Registry("engine", "engine.kind", _discover().items())
 
 
 def adapter_for(kind: str) -> type[EngineAdapter]:

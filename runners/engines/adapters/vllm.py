@@ -56,7 +56,7 @@ class VLLMConfig(LaunchConfig):
         default=None,
         pattern=r"^[A-Za-z_]\w*(\.[A-Za-z_]\w*)+$",
         description="vLLM --scheduler-cls: the engine's scheduler class as a qualified name (mod.Class); "
-        "schedlab's own in-engine schedulers (runners.engines.vllm_scheduler...) are put on the "
+        "schedlab's own in-engine schedulers (runners.schedulers.vllm...) are put on the "
         "server's PYTHONPATH, nothing is installed into the vLLM environment",
     )
 

@@ -1,11 +1,11 @@
 """The job worker: ``python -m runners worker <job folder> --results <root>``.
 
-Runs the job's configs one after the other with :func:`runners.benchmark.execute_run`,
+Runs the job's configs one after the other with :func:`runners.run.benchmark.execute_run`,
 reporting to ``status.json`` after each change. A ``cancel`` flag file or SIGTERM stops the
 current run (it keeps its rows, status ``cancelled``) and skips the rest. One failed run does
 not stop the job: the next scheduler still runs, so a comparison keeps what it can.
 
-A job with a ``study`` runs its members through :func:`runners.study.run_study`, exactly as the
+A job with a ``study`` runs its members through :func:`runners.study.runner.run_study`, exactly as the
 CLI does (``results/<study_id>/study.json`` with the statistics), with the same cancel and
 failure rules; the members' statuses come from study.json.
 """
@@ -22,9 +22,9 @@ from typing import Any
 
 from pydantic import ValidationError
 
-from runners.benchmark import execute_run
+from runners.app.jobs import JOBS_FOLDER, JobSpec, cancel_requested, read_json_or_none, write_status
 from runners.errors import SchedlabError, format_validation_error
-from runners.jobs import JOBS_FOLDER, JobSpec, cancel_requested, read_json_or_none, write_status
+from runners.run.benchmark import execute_run
 from runners.store.models import JobRunStatus, StudyRecord
 
 LIVE_FLUSH_S = 0.5  # rows reach disk at least this often, for the live view (seconds)
@@ -136,9 +136,9 @@ def _run_study_job(
     should_stop: Callable[[], bool],
     report: Callable[..., None],
 ) -> str:
-    """Run the job's study with :func:`runners.study.run_study` and report each member's status
+    """Run the job's study with :func:`runners.study.runner.run_study` and report each member's status
     (read from study.json as each member starts, and from the final record)."""
-    from runners.study import STUDY_FILE, StudyMember, StudyPlan, run_study
+    from runners.study.runner import STUDY_FILE, StudyMember, StudyPlan, run_study
 
     study = spec.study
     assert study is not None

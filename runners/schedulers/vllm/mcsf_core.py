@@ -16,8 +16,8 @@ from typing import Any
 
 import numpy as np
 
-from runners.engines.vllm_scheduler import PREDICTED_OUTPUT_ARG
 from runners.schedulers.memory_constrained import admit_shortest_first
+from runners.schedulers.vllm import PREDICTED_OUTPUT_ARG
 
 #: Where a request's predicted output came from (decision field names end with these).
 FROM_EXTRA_ARGS = "extra_args"

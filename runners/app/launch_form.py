@@ -9,10 +9,10 @@ arrive as the text the user typed (the page draws them as text inputs, so what i
 what the field shows: a browser number input keeps its last valid value while it shows an invalid
 one); the models parse them, and text that is no number, or out of bounds, is an error under its
 field like any other. With the Seeds
-field (``trials.seeds``) the launch is one study, planned by :func:`runners.study.plan_study`
+field (``trials.seeds``) the launch is one study, planned by :func:`runners.study.runner.plan_study`
 exactly as the CLI's ``--seeds`` (every scheduler x rate x seed, paired by seed). The page's
 defaults (:data:`FORM_DEFAULTS`) and its offered-load preview (:func:`preview_load`,
-:mod:`runners.capacity_estimate`) live here too, so tests can run what the page would.
+:mod:`runners.run.capacity_estimate`) live here too, so tests can run what the page would.
 """
 
 from __future__ import annotations
@@ -29,15 +29,15 @@ from typing import Any
 from pydantic import ValidationError
 
 from runners import paths
-from runners.benchmark import prepare_run
-from runners.capacity_estimate import OfferedLoad, offered_load, real_engine_load
-from runners.config import RunConfig, set_dotted
+from runners.app.jobs import JobSpec, StudySpec, SweepSpec, new_job_spec
 from runners.errors import ConfigError, DatasetError, SchedlabError, error_location, validation_message
-from runners.jobs import JobSpec, StudySpec, SweepSpec, new_job_spec
 from runners.metrics.catalog import metric
 from runners.registry import check_engine_for, parameter_specs, scheduler_class
-from runners.result_store import DEFAULT_RESULTS_DIR
-from runners.study import MAX_RUNS_UNCONFIRMED, check_size, new_study_id, parse_seeds, plan_study
+from runners.run.benchmark import prepare_run
+from runners.run.capacity_estimate import OfferedLoad, offered_load, real_engine_load
+from runners.run.config import RunConfig, set_dotted
+from runners.store.result_store import DEFAULT_RESULTS_DIR
+from runners.study.runner import MAX_RUNS_UNCONFIRMED, check_size, new_study_id, parse_seeds, plan_study
 from runners.workload.slo import TASKS
 
 UPLOADS_FOLDER = ".uploads"
@@ -45,7 +45,7 @@ LIST_FIELDS = {"engine.gpus", "engine.urls"}
 ARGS_FIELDS = {"engine.extra_args"}
 #: Form fields that are not config paths (read by build_job itself).
 FORM_ONLY = ("scheduler.", "sweep.", "job.", "trials.")
-#: The CLI flags runners.study names in its errors -> the Launch page's fields.
+#: The CLI flags runners.study.runner names in its errors -> the Launch page's fields.
 STUDY_FLAGS = {
     "--baseline": "trials.baseline",
     "--seeds": "trials.seeds",
@@ -57,7 +57,7 @@ STUDY_FLAGS = {
 
 #: The Launch page's defaults (dotted field -> value), where they differ from the run config's.
 #: Chosen so the pre-selected schedulers can differ: 2.5 req/s is about 130% of the simulator's
-#: estimated capacity with 16 slots (1.94 req/s, runners.capacity_estimate), so requests queue
+#: estimated capacity with 16 slots (1.94 req/s, runners.run.capacity_estimate), so requests queue
 #: (the project default, 256 slots at 4 req/s, never queued: identical decisions); five seeds of
 #: 200 requests each make a study of a few seconds' simulation work, about 15 s at 100x pace
 #: (tests/integration/test_launch_study.py checks that the decisions differ at every seed).
@@ -304,7 +304,7 @@ def _study(
     sweep_id: str | None,
     errors: dict[str, str],
 ) -> tuple[list[RunConfig], StudySpec | None]:
-    """The members of the study (every scheduler x rate x seed) as :func:`runners.study.plan_study`
+    """The members of the study (every scheduler x rate x seed) as :func:`runners.study.runner.plan_study`
     plans them, each with its own scheduler's parameters; errors keyed by field."""
     trials: dict[str, Any] = {
         "seeds": seeds,
@@ -440,7 +440,7 @@ def build_job(values: dict[str, Any], schedulers: list[str], check_workload: boo
     ``sweep.rates`` (text "1, 2, 4") and ``sweep.target`` (0-1) make a rate sweep;
     ``trials.seeds`` (text: a count N = seeds 0..N-1, or a list "3, 7, 11") makes the launch one
     study of every scheduler (x rate) at every seed, compared with ``trials.baseline`` (blank:
-    the first scheduler); more than :data:`runners.study.MAX_RUNS_UNCONFIRMED` runs need
+    the first scheduler); more than :data:`runners.study.runner.MAX_RUNS_UNCONFIRMED` runs need
     ``trials.confirm``. ``slo.<task>.tpot_ms`` is the TPOT limit in milliseconds.
     ``job.label`` names the job. ``check_workload`` also builds the workload once, so a
     malformed dataset file or an impossible SLO preset is reported before launch."""

@@ -31,8 +31,8 @@ from typing import Any
 import numpy as np
 
 from runners.engines.latency_model import LatencyModel
-from runners.engines.vllm_scheduler import E2E_SLO_ARG, PREDICTED_OUTPUT_ARG, TPOT_SLO_ARG, TTFT_SLO_ARG
 from runners.schedulers.slo_aware import SLOPlanParams, plan_annealing, plan_inputs_of, slot_wait_s
+from runners.schedulers.vllm import E2E_SLO_ARG, PREDICTED_OUTPUT_ARG, TPOT_SLO_ARG, TTFT_SLO_ARG
 
 INF = math.inf
 

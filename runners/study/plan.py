@@ -1,11 +1,11 @@
-"""A study's planned runs (runners.study plans them, runners.executors runs them): the records
+"""A study's planned runs (runners.study.runner plans them, runners.study.executors runs them): the records
 both sides share, in a module of their own so the executors need not import the study."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from runners.config import RunConfig
+from runners.run.config import RunConfig
 
 
 @dataclass(frozen=True)
@@ -31,5 +31,5 @@ class StudyPlan:
     members: list[StudyMember]
     rates: list[float] = field(default_factory=list)
     workers: int | None = None  # runs at once (config trials.workers); None: all cores
-    executor: str | None = None  # serial | process | ray (config trials.executor); None: see runners.executors
+    executor: str | None = None  # serial | process | ray (config trials.executor); None: see runners.study.executors
     config: RunConfig | None = None  # the study's own config (recorded in study.json for --resume)

@@ -31,7 +31,8 @@ from runners.errors import SchedlabError
 from runners.json_values import is_stored
 from runners.metrics.catalog import metric, summary_value, timeseries_metric
 from runners.metrics.run_metrics import summarize_requests
-from runners.result_store import (
+from runners.store.models import JobRunStatus, RunEntry, StudyRecord, StudyRun
+from runners.store.result_store import (
     DAMAGED,
     INCOMPLETE,
     REQUEST_COLUMNS,
@@ -40,7 +41,6 @@ from runners.result_store import (
     inspect_run,
     read_table,
 )
-from runners.store.models import JobRunStatus, RunEntry, StudyRecord, StudyRun
 from runners.timestamps import parse_utc_stamp
 
 _PART_CACHE: "OrderedDict[tuple[str, int, int], pa.Table]" = OrderedDict()
@@ -294,7 +294,7 @@ class StudyProgress:
 def read_study_progress(results_root: str | Path, study_id: str) -> StudyProgress | None:
     """The progress of study ``study_id`` in ``results_root``; None before its study.json exists
     or when it cannot be read."""
-    from runners.study import read_study
+    from runners.study.runner import read_study
 
     folder = Path(results_root) / study_id
     try:

@@ -26,7 +26,7 @@ Inputs per waiting request (:mod:`.slo_sa_plan`): tokens to prefill, the predict
 client sent (``PREDICTED_OUTPUT_ARG``, from slo-sa's own output-length predictor; else
 max_tokens), its TTFT/TPOT/E2E SLOs (``TTFT_SLO_ARG``, ``TPOT_SLO_ARG``, ``E2E_SLO_ARG``; none:
 no limit) and the time it has waited since vLLM received it (``arrival_time``). The latency
-model is the run's (``prefill``/``decode`` of :class:`~runners.engines.vllm_scheduler.EngineSLOAwareParams`,
+model is the run's (``prefill``/``decode`` of :class:`~runners.schedulers.vllm.EngineSLOAwareParams`,
 written by the launcher from engine.profile). Waiting requests that hold KV blocks
 (``kv_holding_waiting``, e.g. asynchronous KV loads) are drained by vLLM before the queue and
 are not planned.
@@ -54,9 +54,9 @@ from vllm.v1.core.sched.request_queue import SchedulingPolicy
 from vllm.v1.request import Request
 
 from runners.engines.latency_model import LatencyModel
-from runners.engines.vllm_scheduler import IN_ENGINE_PARAMS, EngineSLOAwareParams, load_params
-from runners.engines.vllm_scheduler.base import SchedlabScheduler, logger
-from runners.engines.vllm_scheduler.slo_sa_plan import (
+from runners.schedulers.vllm import IN_ENGINE_PARAMS, EngineSLOAwareParams, load_params
+from runners.schedulers.vllm.base import SchedlabScheduler, logger
+from runners.schedulers.vllm.slo_sa_plan import (
     EnginePlan,
     RunningRequest,
     WaitingRequest,

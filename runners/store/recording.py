@@ -13,13 +13,13 @@ import numpy as np
 import pandas as pd
 import pyarrow as pa
 
-from runners.drivers.base import TimeseriesRow
 from runners.metrics.contention import contention
 from runners.metrics.outcomes import outcome_of
 from runners.metrics.request_metrics import inter_token_latencies
 from runners.metrics.run_metrics import distribution, summarize_requests, weighted_distribution
-from runners.result_store import REQUEST_COLUMNS, RunWriter, table_from_rows
 from runners.schedulers.base import Dispatch, PolicyError
+from runners.store.result_store import REQUEST_COLUMNS, RunWriter, table_from_rows
+from runners.store.timeseries import TimeseriesRow
 from runners.workload.requests import Request
 
 
@@ -364,7 +364,7 @@ class RunRecorder:
 
     def fail_unfinished(self, reason: str, now: float) -> int:
         """Close every unfinished request's row with ``error`` = ``reason``; returns how many. With
-        a run's end status as ``reason`` (``cancelled``, ``failed``: runners.benchmark), a request
+        a run's end status as ``reason`` (``cancelled``, ``failed``: runners.run.benchmark), a request
         never sent is *not run* and one in flight when the run was cancelled is *cancelled*, not
         failed (:mod:`runners.metrics.outcomes`); any other reason (a stalled scheduler) fails
         them all."""

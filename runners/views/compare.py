@@ -2,7 +2,7 @@
 with each scheduler's capacity at an SLO-attainment target.
 
 Everything here works on run summaries (:class:`runners.store.models.RunSummary` records of
-``summary.json``: cheap to load for many runs); the charts in :mod:`runners.charts` read the
+``summary.json``: cheap to load for many runs); the charts in :mod:`runners.views.charts` read the
 request and time-series tables.
 """
 
@@ -17,8 +17,8 @@ import pandas as pd
 
 from runners.engines.fidelity import fidelity_sentence
 from runners.json_values import as_dict
-from runners.knowledge import scheduler_display
 from runners.metrics.catalog import RUN_METRICS, TABLE_METRICS, Metric, metric_by_label, summary_value
+from runners.run.knowledge import scheduler_display
 from runners.store.models import RunEntry, RunSummary
 from runners.workload.arrivals import RATE_PROCESSES
 from runners.workload.slo import TASKS
@@ -53,7 +53,7 @@ __all__ = [
 # -- display names --------------------------------------------------------------------------------
 def _parts(run: Any) -> tuple[RunSummary, dict[str, Any]]:
     """(summary, config.json) of a loaded run (anything with ``summary`` and ``config``, e.g.
-    :class:`runners.result_store.RunData`) or of a bare summary (config then empty); an empty
+    :class:`runners.store.result_store.RunData`) or of a bare summary (config then empty); an empty
     summary for a run without one."""
     if isinstance(run, RunSummary):
         return run, {}
@@ -65,7 +65,7 @@ def _parts(run: Any) -> tuple[RunSummary, dict[str, Any]]:
 def run_job_label(summary: RunSummary, config: dict[str, Any] | None = None) -> str | None:
     """The label of the job that made the run, or None when it has none: the run's ``notes``
     (summary.json, else config.json's run config), where the Launch page records its job's label
-    (runners.launch_form: the label the user typed, or the default "fcfs vs slo-sa · 5 seeds")."""
+    (runners.app.launch_form: the label the user typed, or the default "fcfs vs slo-sa · 5 seeds")."""
     run_config = (config or {}).get("config")
     candidates = [summary.notes, run_config.get("notes") if isinstance(run_config, dict) else None]
     return next((value.strip() for value in candidates if isinstance(value, str) and value.strip()), None)
@@ -80,7 +80,7 @@ def run_seed(config: dict[str, Any]) -> int | None:
 
 def run_display_names(runs: Sequence[Any]) -> dict[str, str]:
     """run id -> the name a person reads for each of the compared ``runs`` (loaded runs with
-    ``summary`` and ``config``, e.g. :class:`runners.result_store.RunData`, or bare summaries),
+    ``summary`` and ``config``, e.g. :class:`runners.store.result_store.RunData`, or bare summaries),
     in their order: the scheduler, then the engine, the job label, the seed and the
     arrival rate (req/s) each only where they differ among ``runs``, e.g. ``slo-sa · seed 3`` or
     ``fcfs · 2.5 req/s``; names still alike get ``#2``, ``#3`` in order. The run id stays the

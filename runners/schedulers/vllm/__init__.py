@@ -32,6 +32,7 @@ from typing import ClassVar, Literal
 
 from pydantic import Field, model_validator
 
+from runners.engines.engine_decisions import DECISIONS_ENV
 from runners.engines.latency_model import LatencyModel, PhaseCoefficients
 from runners.errors import ConfigError
 from runners.input_model import InputModel, field_error
@@ -39,10 +40,10 @@ from runners.schedulers.slo_aware import SLOPlanParams
 
 #: schedlab scheduler name -> qualified class name for vLLM's ``--scheduler-cls``.
 IN_ENGINE_SCHEDULERS: dict[str, str] = {
-    "engine-dynamic-mem": "runners.engines.vllm_scheduler.dynamic_mem.DynamicMemoryScheduler",
-    "engine-dynamic-sla": "runners.engines.vllm_scheduler.dynamic_mem.DynamicSLAScheduler",
-    "engine-mcsf": "runners.engines.vllm_scheduler.mcsf.MCSFScheduler",
-    "engine-slo-sa": "runners.engines.vllm_scheduler.slo_sa.SLOAwareScheduler",
+    "engine-dynamic-mem": "runners.schedulers.vllm.dynamic_mem.DynamicMemoryScheduler",
+    "engine-dynamic-sla": "runners.schedulers.vllm.dynamic_mem.DynamicSLAScheduler",
+    "engine-mcsf": "runners.schedulers.vllm.mcsf.MCSFScheduler",
+    "engine-slo-sa": "runners.schedulers.vllm.slo_sa.SLOAwareScheduler",
 }
 
 #: The client-side policy each in-engine scheduler shares its decision logic with.
@@ -60,13 +61,10 @@ SUPPORTED_VLLM_VERSIONS: tuple[str, ...] = ("0.32",)
 
 #: Environment variable names (the contract with the launcher; see the module docstring).
 PARAMS_ENV = "SCHEDLAB_ENGINE_PARAMS"
-DECISIONS_ENV = "SCHEDLAB_ENGINE_DECISIONS"
 DECISION_INTERVAL_ENV = "SCHEDLAB_ENGINE_DECISION_INTERVAL_S"
 VERSION_OVERRIDE_ENV = "SCHEDLAB_ENGINE_VLLM_VERSION"
 FAIL_AT_STEP_ENV = "SCHEDLAB_ENGINE_FAIL_AT_STEP"
 
-#: Prefix of the decision lines in the server log.
-DECISION_LOG_PREFIX = "SCHEDLAB_DECISION "
 
 #: Per-request values the client sends with a request for the engine's scheduler class (vLLM's
 #: ``vllm_xargs``; the class reads ``request.sampling_params.extra_args``). Flat names: vLLM takes

@@ -36,10 +36,10 @@ one (engine-mcsf's client policy sends the same prediction the client-side mcsf 
 capped at max_tokens, as the client does not cap it either.
 
 Contract with the launcher (environment of the vLLM server): ``PYTHONPATH`` includes schedlab's
-repository root; ``--scheduler-cls runners.engines.vllm_scheduler.mcsf.MCSFScheduler``; vLLM's
+repository root; ``--scheduler-cls runners.schedulers.vllm.mcsf.MCSFScheduler``; vLLM's
 scheduling policy fcfs (priority is refused at start-up: MC-SF orders the queue itself);
 ``SCHEDLAB_ENGINE_PARAMS`` = path of a JSON object of
-:class:`~runners.engines.vllm_scheduler.EngineMCSFParams` (unset: defaults);
+:class:`~runners.schedulers.vllm.EngineMCSFParams` (unset: defaults);
 ``SCHEDLAB_ENGINE_DECISIONS`` = JSON-lines file for the decisions. Fields this class adds to
 :mod:`.base`'s (all describe the plan made before the step; ``admitted``, ``running`` and
 ``waiting`` are after it): ``holding`` (requests holding a running slot before the step),
@@ -62,9 +62,9 @@ from vllm.v1.core.sched.output import SchedulerOutput
 from vllm.v1.core.sched.request_queue import SchedulingPolicy
 from vllm.v1.request import Request
 
-from runners.engines.vllm_scheduler import IN_ENGINE_PARAMS, PREDICTED_OUTPUT_ARG, EngineMCSFParams, load_params
-from runners.engines.vllm_scheduler.base import SchedlabScheduler, logger
-from runners.engines.vllm_scheduler.mcsf_core import (
+from runners.schedulers.vllm import IN_ENGINE_PARAMS, PREDICTED_OUTPUT_ARG, EngineMCSFParams, load_params
+from runners.schedulers.vllm.base import SchedlabScheduler, logger
+from runners.schedulers.vllm.mcsf_core import (
     FROM_EXTRA_ARGS,
     FROM_MAX_TOKENS,
     capacity_tokens,

@@ -19,8 +19,8 @@ import yaml
 
 from runners.errors import ConfigError, SchedlabError
 from runners.json_values import is_stored
-from runners.knowledge import scheduler_display
 from runners.metrics.seed_statistics import SINGLE_SEED_NOTE
+from runners.run.knowledge import scheduler_display
 from runners.store.models import RunSummary, StudyRecord
 
 
@@ -60,7 +60,7 @@ def _parse_value(text: str) -> Any:
 
 
 def build_run_config(args: argparse.Namespace) -> Any:
-    from runners.config import parse_config, read_config_file, set_dotted
+    from runners.run.config import parse_config, read_config_file, set_dotted
 
     data = read_config_file(args.config) if args.config else {}
     get = lambda name: getattr(args, name, None)  # noqa: E731 - the profile command has fewer flags
@@ -104,7 +104,7 @@ def build_run_config(args: argparse.Namespace) -> Any:
         set_dotted(data, "scheduler.name", names[0])
         set_dotted(data, "trials.schedulers", names)
     if get("seeds") is not None:
-        from runners.study import parse_seeds
+        from runners.study.runner import parse_seeds
 
         if get("seed") is not None:
             raise ConfigError("--seeds", "cannot be combined with --seed; expected one of them")
@@ -168,8 +168,8 @@ RESUME_FLAGS = ("resume", "out", "workers", "executor", "quiet", "yes", "handler
 def _resume_study(args: argparse.Namespace) -> int:
     """``run --resume STUDY``: finish an interrupted or cancelled study's missing members with
     the plan and seeds its study.json records, keeping the members that ran to their end."""
-    from runners.executors import choose_execution
-    from runners.study import prepare_resume
+    from runners.study.executors import choose_execution
+    from runners.study.runner import prepare_resume
 
     given = sorted(
         name for name, value in vars(args).items() if name not in RESUME_FLAGS and value not in (None, [], False)
@@ -193,12 +193,12 @@ def _resume_study(args: argparse.Namespace) -> int:
 
 
 def command_run(args: argparse.Namespace) -> int:
-    from runners.benchmark import execute_run
+    from runners.run.benchmark import execute_run
 
     if getattr(args, "resume", None) is not None:
         return _resume_study(args)
     config = build_run_config(args)
-    from runners.study import is_study
+    from runners.study.runner import is_study
 
     if is_study(config):
         return _run_study(args, config)
@@ -234,8 +234,8 @@ def command_run(args: argparse.Namespace) -> int:
 
 def _run_study(args: argparse.Namespace, config: Any) -> int:
     """Run a study (schedulers x seeds), then print its headline table with intervals."""
-    from runners.executors import choose_execution
-    from runners.study import check_size, plan_study
+    from runners.study.executors import choose_execution
+    from runners.study.runner import check_size, plan_study
 
     plan = plan_study(config)
     check_size(plan, bool(getattr(args, "yes", False)))
@@ -246,7 +246,7 @@ def _run_study(args: argparse.Namespace, config: Any) -> int:
 
 def _study_to_its_end(args: argparse.Namespace, plan: Any, execution: Any, requests: int, resume: Any = None) -> int:
     """Run ``plan`` (the members ``resume`` does not keep) under one progress bar, then report it."""
-    from runners.study import run_study
+    from runners.study.runner import run_study
 
     result = _with_study_progress(
         plan,
@@ -290,7 +290,7 @@ def _with_study_progress(plan: Any, requests: int, quiet: bool, run: Callable[..
 
 
 def _print_study(record: StudyRecord, root: str | Path) -> None:
-    from runners.study import identical_decisions_note, study_lines, study_tables
+    from runners.study.runner import identical_decisions_note, study_lines, study_tables
 
     print(
         f"schedulers: {', '.join(record.schedulers)}; baseline {record.baseline}; "
@@ -310,7 +310,7 @@ def _print_study(record: StudyRecord, root: str | Path) -> None:
 # -- list / show / compare / delete ----------------------------------------------------------------
 def command_list(args: argparse.Namespace) -> int:
     from runners.metrics.catalog import metric
-    from runners.result_store import DAMAGED, INCOMPLETE, INTERRUPTED, list_runs
+    from runners.store.result_store import DAMAGED, INCOMPLETE, INTERRUPTED, list_runs
 
     runs = list_runs(args.out)
     if not runs:
@@ -366,8 +366,8 @@ def _tokenization_lines(config: Any) -> list[str]:
 
 
 def command_show(args: argparse.Namespace) -> int:
-    from runners.result_store import load_run
-    from runners.study import find_study, read_study
+    from runners.store.result_store import load_run
+    from runners.study.runner import find_study, read_study
 
     study = find_study(args.out, args.run)
     if study is not None:
@@ -391,8 +391,8 @@ def command_show(args: argparse.Namespace) -> int:
 
 
 def command_compare(args: argparse.Namespace) -> int:
-    from runners.result_store import load_run
-    from runners.study import find_study, read_study
+    from runners.store.result_store import load_run
+    from runners.study.runner import find_study, read_study
 
     studies = [find_study(args.out, name) for name in args.runs]
     if any(studies):
@@ -441,10 +441,7 @@ def command_profile(args: argparse.Namespace) -> int:
 
     from tqdm import tqdm
 
-    from runners.engines.adapters import adapter_for
-    from runners.engines.real_engine import RealEngine
-    from runners.engines.sim_config import SimulatorConfig
-    from runners.profiler import (
+    from runners.app.profiler import (
         ProfileGrid,
         ProfileSample,
         StepGrid,
@@ -457,6 +454,9 @@ def command_profile(args: argparse.Namespace) -> int:
         write_samples,
         write_step_samples,
     )
+    from runners.engines.adapters import adapter_for
+    from runners.engines.real_engine import RealEngine
+    from runners.engines.sim_config import SimulatorConfig
 
     config = build_run_config(args)
     engine_config = config.engine
@@ -555,9 +555,9 @@ def _int_list(text: str, flag: str) -> list[int]:
 
 
 def command_delete(args: argparse.Namespace) -> int:
-    from runners.result_store import delete_run
-    from runners.run_ids import RUN_ID_PATTERN
-    from runners.study import STUDY_FILE, delete_study
+    from runners.store.result_store import delete_run
+    from runners.store.run_ids import RUN_ID_PATTERN
+    from runners.study.runner import STUDY_FILE, delete_study
 
     if RUN_ID_PATTERN.match(args.run) and (Path(args.out) / args.run / STUDY_FILE).is_file():
         deleted = delete_study(args.out, args.run)
@@ -600,7 +600,7 @@ def command_schedulers(args: argparse.Namespace) -> int:
 
 
 def command_worker(args: argparse.Namespace) -> int:
-    from runners.worker import run_job
+    from runners.app.worker import run_job
 
     state = run_job(args.job, args.results, sys.stdin.read() if args.spec_stdin else None)
     return 0 if state in ("done", "cancelled") else 1
@@ -609,8 +609,8 @@ def command_worker(args: argparse.Namespace) -> int:
 def command_demo(args: argparse.Namespace) -> int:
     """Rerun the Demo's studies (one per load regime: six schedulers x seeds 0..9 each) and print
     each one's table."""
-    from runners.demo import DEMO_REQUESTS, demo_plan, make_demo_studies
-    from runners.result_store import results_folder
+    from runners.store.result_store import results_folder
+    from runners.views.demo import DEMO_REQUESTS, demo_plan, make_demo_studies
 
     results_folder(args.out)  # a file or device as --out: one line, before minutes of runs
     parent = Path(args.out).parent
@@ -628,7 +628,7 @@ def command_demo(args: argparse.Namespace) -> int:
 
 
 def make_parser() -> argparse.ArgumentParser:
-    from runners.result_store import DEFAULT_RESULTS_DIR
+    from runners.store.result_store import DEFAULT_RESULTS_DIR
 
     parser = argparse.ArgumentParser(prog="python -m runners", description="schedlab: benchmark LLM-serving schedulers")
     sub = parser.add_subparsers(dest="command", required=True)

@@ -16,7 +16,7 @@ from runners.engines.real_config import REDACT_SECRETS
 from runners.engines.sim_config import SimulatorConfig
 from runners.errors import ConfigError, format_validation_error
 from runners.input_model import MAX_SEED, InputModel, field_error
-from runners.run_ids import validate_run_id
+from runners.store.run_ids import validate_run_id
 from runners.workload.builder import WorkloadConfig
 from runners.workload.slo import SLOConfig
 
@@ -64,7 +64,7 @@ class TrialsConfig(InputModel):
     executor: Literal["serial", "process", "ray"] | None = Field(
         default=None,
         description="where the runs execute (CLI --executor): serial, process (a pool of worker "
-        "processes, the default) or ray (also chosen by RAY_ADDRESS); see runners.executors",
+        "processes, the default) or ray (also chosen by RAY_ADDRESS); see runners.study.executors",
     )
 
     @field_validator("seeds", "rates", "schedulers", mode="before")

@@ -14,7 +14,7 @@ changes nothing and any page can re-attach by reading the job folder. Layout::
 
 The worker is started with an argument list (never a shell) in its own session, so it outlives
 the Streamlit server's request handling; cancel is a flag file the run's ``should_stop`` polls,
-then the run's servers are stopped and its partial rows kept (see ``runners.benchmark``).
+then the run's servers are stopped and its partial rows kept (see ``runners.run.benchmark``).
 """
 
 from __future__ import annotations
@@ -29,18 +29,18 @@ from typing import Any
 
 from pydantic import BaseModel, Field, ValidationError, field_validator
 
-from runners.config import RunConfig
 from runners.engines.real_config import REDACT_SECRETS
 from runners.errors import SchedlabError
-from runners.result_store import (
+from runners.run.config import RunConfig
+from runners.store.models import JOB_STATUS_SCHEMA_VERSION, JobRunStatus, JobStatusRecord
+from runners.store.result_store import (
     DEFAULT_RESULTS_DIR,
     process_alive,
     read_json_object,
     write_json_atomic,
     write_record,
 )
-from runners.run_ids import RUN_ID_PATTERN, new_run_id
-from runners.store.models import JOB_STATUS_SCHEMA_VERSION, JobRunStatus, JobStatusRecord
+from runners.store.run_ids import RUN_ID_PATTERN, new_run_id
 from runners.timestamps import id_stamp, utc_stamp
 
 JOBS_FOLDER = ".jobs"
@@ -55,9 +55,9 @@ class SweepSpec(BaseModel):
 
 
 class StudySpec(BaseModel):
-    """A job that is one study (:mod:`runners.study`): its ``runs`` are the study's members in
+    """A job that is one study (:mod:`runners.study.runner`): its ``runs`` are the study's members in
     plan order (every scheduler at every seed, and rate for a sweep), each with its own scheduler
-    parameters; the worker runs them with :func:`runners.study.run_study`, which writes
+    parameters; the worker runs them with :func:`runners.study.runner.run_study`, which writes
     ``results/<study_id>/study.json``. Rates in req/s, empty when the study has one rate."""
 
     study_id: str
@@ -177,7 +177,7 @@ def start_job(spec: JobSpec, results_root: str | Path = DEFAULT_RESULTS_DIR) -> 
         stderr=subprocess.STDOUT,
         stdin=subprocess.PIPE,
         start_new_session=True,
-        cwd=str(Path(__file__).resolve().parents[1]),
+        cwd=str(Path(__file__).resolve().parents[2]),
         env=env,
     )
     log.close()

@@ -46,10 +46,9 @@ from vllm.v1.core.sched.async_scheduler import AsyncScheduler
 from vllm.v1.core.sched.output import SchedulerOutput
 from vllm.v1.core.sched.scheduler import Scheduler
 
-from runners.engines.vllm_scheduler import (
+from runners.engines.engine_decisions import DECISION_LOG_PREFIX, DECISIONS_ENV
+from runners.schedulers.vllm import (
     DECISION_INTERVAL_ENV,
-    DECISION_LOG_PREFIX,
-    DECISIONS_ENV,
     FAIL_AT_STEP_ENV,
     VERSION_OVERRIDE_ENV,
     version_error,

@@ -1,15 +1,15 @@
 """Plotly figures for the dashboard (comparison, sweeps, live view, demo) and their export.
 
-Every function takes plain data (run summaries, :class:`runners.result_store.RunData`, data
+Every function takes plain data (run summaries, :class:`runners.store.result_store.RunData`, data
 frames) and returns a ``plotly.graph_objects.Figure``; nothing here imports streamlit. Long
 series are thinned before drawing (min and max of each bin kept, so a memory sawtooth keeps its
 peaks and troughs), which is what keeps a 20-run comparison fast. Metric labels, units and scales
 come from the catalog (:mod:`runners.metrics.catalog`): one unit per quantity, TPOT in ms in
 every chart and every tooltip; a percent axis runs 0-100 (:func:`percent_axis`). Runs are named
-by their display names (:func:`runners.compare.run_display_names`, or the caller's run id -> name
+by their display names (:func:`runners.views.compare.run_display_names`, or the caller's run id -> name
 mapping) and every tooltip ends with the run id. Legends sit under the x axis and the figure grows
 by their rows (:func:`apply_layout`), so labels and legends never overlap at any number of runs. A
-study's figures (error bars, pooled CDFs, interval bands) are in :mod:`runners.study_charts`.
+study's figures (error bars, pooled CDFs, interval bands) are in :mod:`runners.views.study_charts`.
 """
 
 from __future__ import annotations
@@ -24,10 +24,10 @@ import plotly.graph_objects as go
 import plotly.io as pio
 from plotly.subplots import make_subplots
 
-from runners.compare import run_display_names, summary_value
 from runners.metrics.catalog import Metric, metric, timeseries_metric
-from runners.result_store import RunData
 from runners.store.models import RunSummary
+from runners.store.result_store import RunData
+from runners.views.compare import run_display_names, summary_value
 from runners.workload.slo import TASKS
 
 TASK_COLOURS = {"chat": "#1f77b4", "code": "#ff7f0e"}
@@ -130,7 +130,7 @@ def percent_axis(fig: go.Figure, entry: Metric, axis: str = "y", **selector: Any
 # -- names and tooltips ----------------------------------------------------------------------------
 def display_names(runs: Sequence[Any], names: Mapping[str, str] | None = None) -> dict[str, str]:
     """run id -> the name a chart shows for each of ``runs`` (loaded runs or summaries):
-    ``names`` where given (the caller's), else :func:`runners.compare.run_display_names`; a run
+    ``names`` where given (the caller's), else :func:`runners.views.compare.run_display_names`; a run
     whose summary names no scheduler keeps its run id."""
     ids = [str(run.run_id) for run in runs]
     if names is not None:
@@ -694,7 +694,7 @@ def comparison_chart(
     names: Mapping[str, str] | None = None,
 ) -> go.Figure:
     """One comparison chart by its key (see COMPARISON_CHARTS); runs named by ``names`` (run id
-    -> display name), by default :func:`runners.compare.run_display_names` of ``runs``; ``log_x``:
+    -> display name), by default :func:`runners.views.compare.run_display_names` of ``runs``; ``log_x``:
     a log latency axis for the CDFs (LOG_X_CHARTS), ignored by the others."""
     shown = display_names(runs if runs else summaries, names)
     return COMPARISON_CHARTS[name](summaries, runs, shown, log_x)

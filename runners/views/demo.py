@@ -24,7 +24,7 @@ study seed was run at them:
   and 2.570: the plateau). 0.8 x 2.6455 = 2.116, rounded to 0.1 req/s: :data:`BELOW_RATE_RPS` = 2.1
   (79% of capacity). Reproduce (about 2 s)::
 
-      python -c "from runners.demo import measure_capacity; print(measure_capacity())"
+      python -c "from runners.views.demo import measure_capacity; print(measure_capacity())"
 
   A check at the same exploration seeds before the study ran: fcfs at 2.1 req/s met 98-99% of
   SLOs, at most 1-12 requests waiting: below capacity. tests/integration/test_demo_study.py
@@ -32,7 +32,7 @@ study seed was run at them:
 - ``demo-overload``, **overload**: 4 req/s (:data:`OVERLOAD_RATE_RPS`, the rate of the earlier
   one-regime demo, about 151% of capacity): a queue grows all run long.
 
-Each study (:mod:`runners.study`) runs the six schedulers at each of the seeds 0..9, fixed in
+Each study (:mod:`runners.study.runner`) runs the six schedulers at each of the seeds 0..9, fixed in
 advance (never chosen by outcome), paired by seed (at one seed every scheduler gets the identical
 requests and arrival times), fcfs the baseline. Members are the runs
 ``<study id>-<scheduler>-s<seed>``; the study record is ``results/<study id>/study.json``.
@@ -61,26 +61,26 @@ from typing import Any, Literal, TypeGuard
 import numpy as np
 import pandas as pd
 
-from runners.config import RunConfig, parse_config
 from runners.errors import SchedlabError
 from runners.json_values import is_stored
-from runners.knowledge import display_name as scheduler_name
-from runners.knowledge import scheduler_display
 from runners.metrics.catalog import Metric, metric, timeseries_metric
 from runners.metrics.sawtooth import sawtooth_cycles
 from runners.metrics.seed_statistics import SINGLE_SEED_NOTE, paired_comparison, summarize
-from runners.result_store import (
+from runners.run.config import RunConfig, parse_config
+from runners.run.knowledge import display_name as scheduler_name
+from runners.run.knowledge import scheduler_display
+from runners.store.models import MetricStatistics, PairedComparison, SeedSummary, StudyRecord
+from runners.store.result_store import (
     DEFAULT_RESULTS_DIR,
     RunData,
     delete_run,
     owned_run_folder,
     results_folder,
 )
-from runners.run_ids import RUN_ID_PATTERN
-from runners.store.models import MetricStatistics, PairedComparison, SeedSummary, StudyRecord
-from runners.study import STUDY_FILE, StudyMember, StudyPlan, StudyResult, plan_study, read_study, run_study
-from runners.study_view import change_text, mean_text, wins_text
+from runners.store.run_ids import RUN_ID_PATTERN
+from runners.study.runner import STUDY_FILE, StudyMember, StudyPlan, StudyResult, plan_study, read_study, run_study
 from runners.timestamps import id_stamp
+from runners.views.study_view import change_text, mean_text, wins_text
 from runners.workload.slo import TASKS
 
 #: The earlier one-regime demo's study id (overload only; removed by ``python -m runners demo``)
@@ -262,7 +262,7 @@ def measure_capacity(
     kept); each run's completed requests per second (summary ``request_throughput_rps``).
     SchedlabError when a run served nearly all it was offered (then the rate did not exceed
     capacity and the number is not one)."""
-    from runners.benchmark import execute_run
+    from runners.run.benchmark import execute_run
 
     config = parse_config(
         {
@@ -551,7 +551,7 @@ def clear_direction(key: str, pair: PairedComparison | None) -> Direction | None
 
 
 def display_name(record: StudyRecord, name: str) -> str:
-    """A study's scheduler as the Demo names it: :func:`runners.knowledge.display_name`,
+    """A study's scheduler as the Demo names it: :func:`runners.run.knowledge.display_name`,
     `` (oracle)`` added when the study records an oracle for its runs (study.json ``oracles``)."""
     return scheduler_name(name, (record.oracles or {}).get(name)) or name
 

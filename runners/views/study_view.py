@@ -3,9 +3,9 @@ and the frames of the Results page (per-scheduler mean with its 95% interval, th
 against the baseline with its interval, the verdict and seeds won; capacity at a target SLO
 attainment per seed for a study over rates, then its interval and paired difference).
 
-Statistics come from study.json (:mod:`runners.study` computes them once, from the member
+Statistics come from study.json (:mod:`runners.study.runner` computes them once, from the member
 summaries); capacity is computed here from the member summaries, per seed, with
-:func:`runners.compare.capacity_at`, and summarized over seeds with
+:func:`runners.views.compare.capacity_at`, and summarized over seeds with
 :mod:`runners.metrics.seed_statistics`. Member runs are read by the exact ids study.json lists,
 inside the results folder only: never a prefix, a path or a symbolic link. Nothing here imports
 streamlit.
@@ -20,13 +20,10 @@ from typing import Any
 
 import pandas as pd
 
-from runners.compare import capacity_at
 from runners.errors import SchedlabError
 from runners.json_values import dotted_value, is_stored
 from runners.metrics.catalog import RUN_METRICS, Metric
 from runners.metrics.seed_statistics import SINGLE_SEED_NOTE, paired_comparison, summarize
-from runners.result_store import RunData, folder_entries, load_run, read_summary, results_folder
-from runners.run_ids import RUN_ID_PATTERN
 from runners.store.models import (
     MetricStatistics,
     Number,
@@ -36,7 +33,10 @@ from runners.store.models import (
     StudyRecord,
     StudyRun,
 )
-from runners.study import STUDY_FILE, read_study, relative_text
+from runners.store.result_store import RunData, folder_entries, load_run, read_summary, results_folder
+from runners.store.run_ids import RUN_ID_PATTERN
+from runners.study.runner import STUDY_FILE, read_study, relative_text
+from runners.views.compare import capacity_at
 
 #: Capacity: the highest arrival rate (req/s) at which SLO attainment stays at or above a target.
 CAPACITY = Metric("capacity_rps", "capacity (req/s)", True, "req/s", 1.0, 2)
@@ -94,7 +94,7 @@ def _number(value: Any) -> bool:
 
 
 def record_problem(record: StudyRecord) -> str | None:
-    """What in a study record (already checked by :func:`runners.study.read_study`) the pages
+    """What in a study record (already checked by :func:`runners.study.runner.read_study`) the pages
     could not show: rates that are not finite numbers, run entries without their fields,
     statistics per rate without their statistics. None when it can be shown."""
     if not all(_number(rate) for rate in record.rates):
@@ -210,7 +210,7 @@ def member_summaries(
     read: Callable[[Path], RunSummary] | None = None,
 ) -> dict[str, RunSummary]:
     """run id -> summary of every member that ended done (summaries only: cheap for hundreds of
-    runs). ``read`` (folder) -> summary replaces :func:`runners.result_store.read_summary`; an
+    runs). ``read`` (folder) -> summary replaces :func:`runners.store.result_store.read_summary`; an
     unreadable member is left out and reported in ``problems``."""
     read = read or read_summary
     summaries = {}
@@ -428,7 +428,7 @@ def sweep_statistics(record: StudyRecord, key: str) -> pd.DataFrame:
 
 def capacity_per_seed(record: StudyRecord, summaries: Mapping[str, RunSummary], target: float) -> pd.DataFrame:
     """Capacity (req/s) at SLO attainment >= ``target`` for each scheduler and seed of a study over
-    rates: :func:`runners.compare.capacity_at` over that seed's rates. Columns ``scheduler``,
+    rates: :func:`runners.views.compare.capacity_at` over that seed's rates. Columns ``scheduler``,
     ``seed``, ``capacity_rps`` (None: no capacity), ``at_least`` (every rate met the target: the
     capacity is at least the highest rate), ``reason`` (why there is none: below the lowest rate,
     or a run of that seed missing)."""

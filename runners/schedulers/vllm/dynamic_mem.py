@@ -12,7 +12,7 @@ sees, not the rule:
   shared by several counts once), times the block size (:func:`~runners.schedulers.dynamic_batching_core.batch_capacity_tokens`). The client can
   only estimate it from the engine's configured capacity.
 * E[l_in], Var l_in: the prompt lengths of every request the engine has been given (tokens).
-* E[l_out], Var l_out: ``output_prior`` (:class:`~runners.engines.vllm_scheduler.EngineDynamicMemoryParams`)
+* E[l_out], Var l_out: ``output_prior`` (:class:`~runners.schedulers.vllm.EngineDynamicMemoryParams`)
   - ``max_tokens`` (default): the arrived requests' max_tokens (schedlab sends each request's
   target length as max_tokens; a request without one gets vLLM's default, the rest of the context
   window, which makes the limit very cautious); ``given``: output_mean/output_std (weight
@@ -25,7 +25,7 @@ sees, not the rule:
   nor above B_max (``b_max``, default the engine's max_num_seqs).
 
 Contract with the launcher (environment of the vLLM server): ``PYTHONPATH`` includes schedlab's
-repository root; ``--scheduler-cls runners.engines.vllm_scheduler.dynamic_mem.DynamicMemoryScheduler``;
+repository root; ``--scheduler-cls runners.schedulers.vllm.dynamic_mem.DynamicMemoryScheduler``;
 ``SCHEDLAB_ENGINE_PARAMS`` = path of a JSON object of EngineDynamicMemoryParams (unset: defaults);
 ``SCHEDLAB_ENGINE_DECISIONS`` = JSON-lines file for the decisions (see :mod:`.base` for the fields;
 this class adds ``eta_tokens``, ``footprint_mean`` and ``footprint_std`` in tokens, ``decoding`` (requests) and ``sized``:
@@ -71,14 +71,6 @@ from vllm.v1.core.sched.async_scheduler import AsyncScheduler
 from vllm.v1.core.sched.output import SchedulerOutput
 from vllm.v1.request import Request, RequestStatus
 
-from runners.engines.vllm_scheduler import (
-    IN_ENGINE_PARAMS,
-    EngineDynamicMemoryParams,
-    EngineDynamicSLAParams,
-    check_window,
-    load_params,
-)
-from runners.engines.vllm_scheduler.base import SchedlabScheduler
 from runners.schedulers.dynamic_batching_core import (
     StepSLAController,
     batch_capacity_tokens,
@@ -86,6 +78,14 @@ from runners.schedulers.dynamic_batching_core import (
     memory_limit,
 )
 from runners.schedulers.predictors import RunningMoments
+from runners.schedulers.vllm import (
+    IN_ENGINE_PARAMS,
+    EngineDynamicMemoryParams,
+    EngineDynamicSLAParams,
+    check_window,
+    load_params,
+)
+from runners.schedulers.vllm.base import SchedlabScheduler
 
 _FINISHED_NORMALLY = (RequestStatus.FINISHED_STOPPED, RequestStatus.FINISHED_LENGTH_CAPPED)
 

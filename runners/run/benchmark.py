@@ -16,7 +16,6 @@ from typing import Any
 import numpy as np
 
 import runners
-from runners.config import RunConfig, config_record
 from runners.drivers.base import Driver
 from runners.drivers.virtual_time import VirtualTimeDriver
 from runners.drivers.wall_clock import WallClockDriver
@@ -29,18 +28,19 @@ from runners.engines.real_config import LaunchOptions, redact_args
 from runners.engines.real_engine import RealEngine, check_api_key, config_secrets, resolve_tokenization
 from runners.engines.sim_config import ResolvedSimulator, SimulatorConfig
 from runners.engines.simulator import SimulatedInstance
-from runners.engines.vllm_scheduler import EngineDynamicMemoryParams, launch_settings
 from runners.errors import ConfigError, RunCancelled, RunStopped
-from runners.knowledge import run_oracles
 from runners.metrics.run_metrics import distribution
-from runners.recording import RunRecorder
 from runners.registry import check_engine_for, make_policy
-from runners.result_store import DEFAULT_RESULTS_DIR, RunWriter, write_record
-from runners.run_ids import new_run_id
+from runners.run.config import RunConfig, config_record
+from runners.run.knowledge import run_oracles
 from runners.schedulers.base import PolicyParams, PolicyStalled, SchedulerPolicy
 from runners.schedulers.dynamic_batching import mixture_moments
 from runners.schedulers.predictors import calibration_moments
+from runners.schedulers.vllm import EngineDynamicMemoryParams, launch_settings
 from runners.store.models import ENGINE_RECORD_SCHEMA_VERSION, EngineRecord, RunSummary
+from runners.store.recording import RunRecorder
+from runners.store.result_store import DEFAULT_RESULTS_DIR, RunWriter, write_record
+from runners.store.run_ids import new_run_id
 from runners.timestamps import utc_stamp
 from runners.workload.builder import Workload, build_workload
 from runners.workload.slo import TaskSLO

@@ -12,7 +12,7 @@ study adds ``results/<study_id>/study.json`` (a contract, see README "Result fil
   study's config as config.json holds a run's: secrets as ``***``), from which ``run --resume``
   rebuilds the same plan, ``writer`` (the writing process, as a run summary's) and ``resumed_at``
   (the times the study was resumed); version 3 added ``oracles`` (scheduler -> the oracles its
-  runs used, one sentence each: runners.knowledge; absent: none); versions 1 and 2 still read;
+  runs used, one sentence each: runners.run.knowledge; absent: none); versions 1 and 2 still read;
 - ``runs``: ``{run_id, scheduler, seed, rate, status, error}`` for every planned run (status
   ``pending`` before it ran, ``skipped`` when the study was cancelled first);
 - ``statistics``: for each metric key of :data:`runners.metrics.catalog.RUN_METRICS`,
@@ -24,12 +24,12 @@ study adds ``results/<study_id>/study.json`` (a contract, see README "Result fil
   ``statistics_by_rate``: ``[{rate, statistics}]``, the same per arrival rate; with several
   rates ``statistics`` is empty (means across rates mean nothing).
 
-A study folder holds only study.json, so :func:`runners.result_store.list_runs` never takes it
+A study folder holds only study.json, so :func:`runners.store.result_store.list_runs` never takes it
 for a run; it appears at once, complete (written in a hidden folder, then renamed). It also records
 ``execution`` (``{executor, workers}``: how the runs executed; the results do not depend on it).
 
 Runs are independent tasks (:func:`execute_member`): simulator runs execute in parallel in worker
-processes (default: all cores) or on Ray, real-engine runs one at a time (:mod:`runners.executors`).
+processes (default: all cores) or on Ray, real-engine runs one at a time (:mod:`runners.study.executors`).
 """
 
 from __future__ import annotations
@@ -46,24 +46,13 @@ import pandas as pd
 import pyarrow as pa
 from pydantic import ValidationError
 
-from runners.config import MAX_STUDY_SEEDS, RunConfig, TrialsConfig, config_record
 from runners.errors import ConfigError, SchedlabError, shortened
-from runners.executors import Execution, MemberTask, Outcome, choose_execution, run_members
 from runners.input_model import MAX_SEED
-from runners.knowledge import ORACLE_TAG, summary_oracles
 from runners.metrics.catalog import RUN_METRICS, STUDY_HEADLINE_KEYS, Metric, summary_value
 from runners.metrics.seed_statistics import SINGLE_SEED_NOTE, paired_comparison, relative_change, summarize
 from runners.registry import check_engine_for, make_policy, scheduler_params
-from runners.result_store import (
-    INTERRUPTED,
-    inspect_run,
-    read_json_file,
-    results_folder,
-    write_record,
-    writer_gone,
-    writer_identity,
-)
-from runners.run_ids import RUN_ID_PATTERN, validate_run_id
+from runners.run.config import MAX_STUDY_SEEDS, RunConfig, TrialsConfig, config_record
+from runners.run.knowledge import ORACLE_TAG, summary_oracles
 from runners.store.models import (
     STUDY_SCHEMA_VERSION,
     MetricStatistics,
@@ -75,11 +64,22 @@ from runners.store.models import (
     StudyRecord,
     StudyRun,
 )
-from runners.study_plan import StudyMember, StudyPlan
+from runners.store.result_store import (
+    INTERRUPTED,
+    inspect_run,
+    read_json_file,
+    results_folder,
+    write_record,
+    writer_gone,
+    writer_identity,
+)
+from runners.store.run_ids import RUN_ID_PATTERN, validate_run_id
+from runners.study.executors import Execution, MemberTask, Outcome, choose_execution, run_members
+from runners.study.plan import StudyMember, StudyPlan
 from runners.timestamps import id_stamp, utc_stamp
 
 #: study.json versions this schedlab reads (1 lacks ``config``, ``writer``, ``resumed_at``; 2
-#: lacks ``oracles``: scheduler -> the oracles its runs used, runners.knowledge; its members'
+#: lacks ``oracles``: scheduler -> the oracles its runs used, runners.run.knowledge; its members'
 #: runs were written before result schema 5, so their G left failed requests out).
 STUDY_SCHEMA_VERSIONS_READ = (1, 2, 3)
 STUDY_FILE = "study.json"
@@ -267,7 +267,7 @@ def execute_member(
 ) -> Outcome:
     """Run one member: (status, summary or None, error). An exception is a failed run, never the
     end of the study; what the run measured stays in its folder."""
-    from runners.benchmark import execute_run
+    from runners.run.benchmark import execute_run
 
     try:
         outcome = execute_run(member.config, results_root, progress=progress, should_stop=should_stop)
@@ -328,7 +328,7 @@ def _record(
 
 
 def study_oracles(runs: Sequence[StudyRun], summaries: Mapping[str, RunSummary]) -> dict[str, list[str]]:
-    """scheduler -> the oracles its finished runs used (runners.knowledge), for the schedulers that used any."""
+    """scheduler -> the oracles its finished runs used (runners.run.knowledge), for the schedulers that used any."""
     found: dict[str, list[str]] = {}
     for run in runs:
         for sentence in summary_oracles(summaries.get(str(run.run_id))):
@@ -384,7 +384,7 @@ def run_study(
     task: MemberTask = execute_member,
     resume: "Resume | None" = None,
 ) -> StudyResult:
-    """Run every member as ``execution`` says (default :func:`runners.executors.choose_execution`
+    """Run every member as ``execution`` says (default :func:`runners.study.executors.choose_execution`
     of the plan: simulator runs in parallel on all cores) and keep study.json current as they end
     (written by this process only, at most every :data:`WRITE_INTERVAL_S` while running, and at
     the end). A failed member keeps the rest going; a stop request cancels the running runs (they
@@ -724,7 +724,7 @@ def delete_study(root: str | Path, study_id: str) -> list[Path]:
     ``<study_id>-``, each checked as ``delete`` checks a run id; members already gone are
     skipped), then the study folder. Returns the deleted folders. SchedlabError, before anything
     is deleted, when a member is still running or the folder is not a study's."""
-    from runners.result_store import deletable_run_folder, delete_run, inspect_run
+    from runners.store.result_store import deletable_run_folder, delete_run, inspect_run
 
     if not isinstance(study_id, str) or not RUN_ID_PATTERN.match(study_id):
         raise SchedlabError(
@@ -791,8 +791,8 @@ def prepare_resume(root: str | Path, study_id: str) -> tuple[StudyPlan, Resume]:
     removed, when the study is still running, done, recorded without its config (schema 1), saved
     without secrets it needs, or its rebuilt plan differs from the runs it lists; then the partial
     folders of the members to run again are removed (all checked first)."""
-    from runners.config import parse_config
-    from runners.result_store import deletable_run_folder, delete_run
+    from runners.run.config import parse_config
+    from runners.store.result_store import deletable_run_folder, delete_run
 
     if not isinstance(study_id, str) or not RUN_ID_PATTERN.match(study_id):
         raise ConfigError("--resume", f"{study_id!r} is not a study id; expected the id 'python -m runners list' shows")

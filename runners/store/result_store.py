@@ -38,11 +38,12 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 from pydantic import BaseModel, ValidationError
 
-# the time-series row is the drivers' (one typed row, its columns derived from it)
-from runners.drivers.base import TIMESERIES_COLUMNS
 from runners.errors import ConfigError, SchedlabError
-from runners.run_ids import RUN_ID_PATTERN, validate_run_id
 from runners.store.models import SUMMARY_SCHEMA_VERSION, RunEntry, RunSummary, record_json
+from runners.store.run_ids import RUN_ID_PATTERN, validate_run_id
+
+# the time-series row is the drivers' (one typed row, its columns derived from it)
+from runners.store.timeseries import TIMESERIES_COLUMNS
 
 #: Version 2 added, without removing or renaming anything of version 1: ``resolved.tokenization`` in
 #: config.json of real-engine runs, and imported runs (``summary.imported``; their config.json holds
@@ -62,13 +63,13 @@ from runners.store.models import SUMMARY_SCHEMA_VERSION, RunEntry, RunSummary, r
 #: column changed, nothing was renamed or removed. Version 5 changed what ``G`` counts (failed
 #: requests are misses whose time until failure is in the denominator; before, they were left
 #: out of both sums: runners.metrics.run_metrics) and added the summary's ``oracle`` (the oracles
-#: the policy used, one sentence each; empty: none; runners.knowledge) and config.json's
+#: the policy used, one sentence each; empty: none; runners.run.knowledge) and config.json's
 #: ``resolved.knowledge`` (the oracles, each task's calibration-sample moments, and on the
 #: simulator the latency model the policy planned with and its error). The scheduler parameter
 #: value ``output_prior: workload`` is read as ``workload-oracle``, what it always was. A run
 #: written before version 5 has no ``oracle``: whether it used one is in its config.json.
 SCHEMA_VERSION = SUMMARY_SCHEMA_VERSION
-DEFAULT_RESULTS_DIR = Path(os.environ.get("SCHEDLAB_RESULTS_DIR") or Path(__file__).resolve().parents[1] / "results")
+DEFAULT_RESULTS_DIR = Path(os.environ.get("SCHEDLAB_RESULTS_DIR") or Path(__file__).resolve().parents[2] / "results")
 
 REQUEST_COLUMNS: dict[str, pa.DataType] = {
     "request_id": pa.string(),

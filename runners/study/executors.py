@@ -50,7 +50,7 @@ from runners.errors import ConfigError, SchedlabError
 
 if TYPE_CHECKING:
     from runners.store.models import RunSummary
-    from runners.study_plan import StudyMember, StudyPlan
+    from runners.study.plan import StudyMember, StudyPlan
 
 #: The executors a study can name.
 EXECUTORS = ("serial", "process", "ray")
@@ -62,7 +62,7 @@ REPORT_INTERVAL_S = 0.25
 #: Seconds this process waits for a finished run before it looks at progress and stop requests.
 POLL_S = 0.1
 
-#: (status, summary or None, error or None) of one run, as :func:`runners.study.execute_member` returns it.
+#: (status, summary or None, error or None) of one run, as :func:`runners.study.runner.execute_member` returns it.
 Outcome = tuple[str, "RunSummary | None", "str | None"]
 #: Runs one member: ``task(member, results_root, progress(done, total), should_stop) -> Outcome``;
 #: a module-level function, so that a worker process can import it.

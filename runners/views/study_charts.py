@@ -1,8 +1,8 @@
 """Plotly figures of a study: per-scheduler means with 95% interval error bars, latency CDFs pooled
 over seeds, sweeps with interval bands, and capacity per seed.
 
-Values come from study.json (:func:`runners.study.read_study`'s :class:`StudyRecord`) or member runs
-(:func:`runners.study_view.study_member_runs`) and are drawn in the catalog's display units
+Values come from study.json (:func:`runners.study.runner.read_study`'s :class:`StudyRecord`) or member runs
+(:func:`runners.views.study_view.study_member_runs`) and are drawn in the catalog's display units
 (:mod:`runners.metrics.catalog`: shares in %, TPOT in ms). Nothing here imports streamlit.
 """
 
@@ -16,7 +16,11 @@ import plotly.graph_objects as go
 import plotly.io as pio
 from plotly.subplots import make_subplots
 
-from runners.charts import (
+from runners.metrics.catalog import metric
+from runners.metrics.seed_statistics import SINGLE_SEED_NOTE
+from runners.store.models import SeedSummary, StudyRecord
+from runners.store.result_store import RunData
+from runners.views.charts import (
     SWEEP_RATE_LABEL,
     apply_layout,
     category_axis,
@@ -31,11 +35,7 @@ from runners.charts import (
     slo_thresholds,
     wrap_name,
 )
-from runners.metrics.catalog import metric
-from runners.metrics.seed_statistics import SINGLE_SEED_NOTE
-from runners.result_store import RunData
-from runners.store.models import SeedSummary, StudyRecord
-from runners.study_view import CAPACITY, ordered_schedulers, statistics_by_rate, sweep_statistics
+from runners.views.study_view import CAPACITY, ordered_schedulers, statistics_by_rate, sweep_statistics
 from runners.workload.slo import TASKS
 
 NO_INTERVAL_HOVER = "1 seed: no interval"
@@ -225,8 +225,8 @@ def sweep_bands(record: StudyRecord, key: str, target: float | None = None) -> g
 
 def capacity_chart(record: StudyRecord, per_seed: pd.DataFrame, statistics: pd.DataFrame, target: float) -> go.Figure:
     """Capacity at ``target`` attainment: each seed a dot, per scheduler the mean with its 95%
-    interval as an error bar (:func:`runners.study_view.capacity_per_seed` and
-    :func:`runners.study_view.capacity_statistics`)."""
+    interval as an error bar (:func:`runners.views.study_view.capacity_per_seed` and
+    :func:`runners.views.study_view.capacity_statistics`)."""
     colours = _colours(record, per_seed["scheduler"].unique() if len(per_seed) else [])
     fig = go.Figure()
     for _, row in statistics.iterrows():

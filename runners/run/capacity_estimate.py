@@ -63,8 +63,8 @@ from runners.workload.slo import TASKS
 from runners.workload.tokens import make_token_counter
 
 if TYPE_CHECKING:
-    from runners.config import RunConfig
     from runners.engines.sim_config import ResolvedSimulator, SimulatorConfig
+    from runners.run.config import RunConfig
 
 #: Below this share of its slots in use (at the end of the arrivals, see :func:`is_low`) an engine
 #: rarely has a queue, so schedulers tend to make identical decisions (every request is
@@ -277,7 +277,7 @@ def real_engine_load(kind: str) -> OfferedLoad:
 
 
 def offered_load(config: RunConfig) -> OfferedLoad:
-    """The offered load of a run config (:class:`runners.config.RunConfig`) against its engine.
+    """The offered load of a run config (:class:`runners.run.config.RunConfig`) against its engine.
     The simulator gets the estimate; a real engine gets a sentence saying why there is none.
     ConfigError / DatasetError when the engine or workload cannot be resolved."""
     from runners.engines.sim_config import SimulatorConfig
