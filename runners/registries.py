@@ -44,8 +44,19 @@ class Registry(Mapping[str, T]):
         except (KeyError, TypeError):
             raise UnknownNameError(self.field, name, list(self._items)) from None
 
+    def unregister(self, name: str) -> T:
+        """Remove ``name`` and return its item (KeyError when it is not registered)."""
+        return self._items.pop(name)
+
     def __getitem__(self, name: str) -> T:
         return self._items[name]
+
+    def __setitem__(self, name: str, item: T) -> None:
+        """``registry[name] = item`` is :meth:`register` (a taken name is refused)."""
+        self.register(name, item)
+
+    def __delitem__(self, name: str) -> None:
+        self.unregister(name)
 
     def __iter__(self) -> Iterator[str]:
         return iter(self._items)

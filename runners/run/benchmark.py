@@ -9,7 +9,7 @@ import platform
 import time
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -24,7 +24,7 @@ from runners.engines.latency_model import LatencyModel
 from runners.engines.openai_client import header_secrets, scrub
 from runners.engines.planning_model import PlanningModel, planning_model
 from runners.engines.profile import load_profile
-from runners.engines.real_config import LaunchOptions, redact_args
+from runners.engines.real_config import ClientOptions, LaunchOptions, redact_args
 from runners.engines.real_engine import RealEngine, check_api_key, config_secrets, resolve_tokenization
 from runners.engines.sim_config import ResolvedSimulator, SimulatorConfig
 from runners.engines.simulator import SimulatedInstance
@@ -301,7 +301,28 @@ def _execute_run(
     policy.on_calibration(prepared.workload.calibration)
     run_id = config.run_id or new_run_id(config.scheduler.name, config.engine.kind)
     oracles = run_oracles(config)
-    header = {
+    writer = RunWriter(
+        results_root,
+        run_id,
+        _config_record(prepared, oracles),
+        _summary_header(config, prepared, oracles),
+        flush_seconds=flush_seconds,
+    )
+    recorder = RunRecorder(prepared.workload.requests, writer, progress)
+    run = _Running(config, prepared, policy, recorder, writer, should_stop)
+    status, error = "done", None
+    try:
+        status, error = run.drive()
+    finally:  # whatever ended the run, what it measured is written
+        status, error, summary = run.finish(status, error)
+        writer.close(status, summary, error)
+    final = RunSummary.model_validate({**writer.header, "status": status, **summary})
+    return RunOutcome(run_id, writer.folder, status, final, error)
+
+
+def _summary_header(config: RunConfig, prepared: PreparedRun, oracles: list[str]) -> dict[str, Any]:
+    """summary.json's header: what runs, on what, when (the run's own fields follow it)."""
+    return {
         "engine": config.engine.kind,
         "scheduler": config.scheduler.name,
         "workload": config.workload.label(),
@@ -316,70 +337,99 @@ def _execute_run(
         "notes": config.notes,
         "oracle": oracles,
     }
-    writer = RunWriter(results_root, run_id, _config_record(prepared, oracles), header, flush_seconds=flush_seconds)
-    recorder = RunRecorder(prepared.workload.requests, writer, progress)
-    status, error = "done", None
+
+
+@dataclass
+class _Running:
+    """One run from its first request to its summary: the driver for its engine (virtual time on
+    the simulator, wall clock on a real engine), how it ended, and what it measured."""
+
+    config: RunConfig
+    prepared: PreparedRun
+    policy: SchedulerPolicy[Any]
+    recorder: RunRecorder
+    writer: RunWriter
+    should_stop: Callable[[], bool] | None
     real_engine: RealEngine | None = None
     driver: Driver | None = None
-    extra: dict[str, Any] = {}
-    wall_start = time.perf_counter()
-    engine = config.engine
-    try:
-        if isinstance(engine, SimulatorConfig):
-            if prepared.simulator is None:  # prepare_run resolves every simulator config
-                raise ConfigError("engine", "the simulator config was not resolved")
-            driver = VirtualTimeDriver(
-                instances=_simulated_instances(engine, prepared.simulator),
-                policy=policy,
-                requests=prepared.workload.requests,
-                recorder=recorder,
-                sample_interval_s=config.sample_interval_s,
-                should_stop=should_stop,
-                max_duration_s=config.max_duration_s,
-                pace=engine.pace,
-                planning_model=prepared.planning.model if prepared.planning else None,
-            )
-            result = driver.run()
-            if result.stalled:
-                status, error = "failed", stalled_message(result.stalled, policy.name)
-        else:
-            real_engine = RealEngine(
-                config=_engine_with_scheduler(config, policy, writer.folder, prepared.latency), log_folder=writer.folder
-            )
-            real_engine.start(should_stop)
-            write_record(writer.folder / "engine.json", EngineRecord, _engine_record(real_engine))
-            driver = WallClockDriver(
-                engine=real_engine,
-                policy=policy,
-                requests=prepared.workload.requests,
-                recorder=recorder,
-                options=engine,
-                sample_interval_s=config.sample_interval_s,
-                should_stop=should_stop,
-                latency_model=prepared.latency,
-                max_duration_s=config.max_duration_s,
-            )
-            driver.run()
-    except (RunCancelled, KeyboardInterrupt) as exc:
-        status, error = "cancelled", str(exc) or "cancelled"
-    except RunStopped as exc:
-        status, error = "failed", str(exc)
-    except PolicyStalled as exc:
-        status, error = "failed", f"stalled: {policy.name}: {exc}"
-    except Exception as exc:  # keep what was measured, then report
-        status, error = "failed", f"{type(exc).__name__}: {exc}"
-    finally:
-        if real_engine is not None:
-            real_engine.stop()
-        now = driver.elapsed_s if driver is not None else 0.0
+    wall_start: float = field(default_factory=time.perf_counter)
+
+    def drive(self) -> tuple[str, str | None]:
+        """Run the driver to its end: ("done", None), or the status and error it ended with
+        (every exception is caught: what was measured is kept)."""
+        try:
+            engine = self.config.engine
+            if isinstance(engine, SimulatorConfig):
+                return self._simulate(engine)
+            self._serve(engine)
+            return "done", None
+        except (RunCancelled, KeyboardInterrupt) as exc:
+            return "cancelled", str(exc) or "cancelled"
+        except RunStopped as exc:
+            return "failed", str(exc)
+        except PolicyStalled as exc:
+            return "failed", f"stalled: {self.policy.name}: {exc}"
+        except Exception as exc:  # keep what was measured, then report
+            return "failed", f"{type(exc).__name__}: {exc}"
+        finally:
+            if self.real_engine is not None:
+                self.real_engine.stop()
+
+    def _simulate(self, engine: SimulatorConfig) -> tuple[str, str | None]:
+        """The simulator in virtual time; a run whose policy stalls fails, saying so."""
+        if self.prepared.simulator is None:  # prepare_run resolves every simulator config
+            raise ConfigError("engine", "the simulator config was not resolved")
+        driver = VirtualTimeDriver(
+            instances=_simulated_instances(engine, self.prepared.simulator),
+            policy=self.policy,
+            requests=self.prepared.workload.requests,
+            recorder=self.recorder,
+            sample_interval_s=self.config.sample_interval_s,
+            should_stop=self.should_stop,
+            max_duration_s=self.config.max_duration_s,
+            pace=engine.pace,
+            planning_model=self.prepared.planning.model if self.prepared.planning else None,
+        )
+        self.driver = driver
+        result = driver.run()
+        if result.stalled:
+            return "failed", stalled_message(result.stalled, self.policy.name)
+        return "done", None
+
+    def _serve(self, engine: ClientOptions) -> None:
+        """A real engine (launched or attached) in wall-clock time; its card in engine.json."""
+        config, folder = self.config, self.writer.folder
+        self.real_engine = RealEngine(
+            config=_engine_with_scheduler(config, self.policy, folder, self.prepared.latency), log_folder=folder
+        )
+        self.real_engine.start(self.should_stop)
+        write_record(folder / "engine.json", EngineRecord, _engine_record(self.real_engine))
+        self.driver = WallClockDriver(
+            engine=self.real_engine,
+            policy=self.policy,
+            requests=self.prepared.workload.requests,
+            recorder=self.recorder,
+            options=engine,
+            sample_interval_s=config.sample_interval_s,
+            should_stop=self.should_stop,
+            latency_model=self.prepared.latency,
+            max_duration_s=config.max_duration_s,
+        )
+        self.driver.run()
+
+    def finish(self, status: str, error: str | None) -> tuple[str, str | None, dict[str, Any]]:
+        """The run's final status, error and summary fields: the failure gate judged on a run
+        that ran to its end, a crashed server's reasons added, unfinished requests given rows."""
+        recorder = self.recorder
+        now = self.driver.elapsed_s if self.driver is not None else 0.0
         # before unfinished requests get a row
-        gate = failure_gate(recorder.finished_count, recorder.failed_count, config.max_error_rate)
+        gate = failure_gate(recorder.finished_count, recorder.failed_count, self.config.max_error_rate)
         if status == "done" and recorder.all_done and gate["tripped"]:
             status, error = "failed", gate["reason"]
         else:
             gate["tripped"] = False  # judged only on a run that ran to its end
-        if status == "failed" and real_engine is not None:
-            crashes = real_engine.crash_reports()  # a server that crashed says why in its log
+        if status == "failed" and self.real_engine is not None:
+            crashes = self.real_engine.crash_reports()  # a server that crashed says why in its log
             if crashes:
                 error = f"{error}\n{crashes}"
         if status != "done" or not recorder.all_done:
@@ -388,14 +438,11 @@ def _execute_run(
         summary["failure_gate"] = {
             key: gate[key] for key in ("max_error_rate", "error_rate", "errors", "ran", "tripped")
         }
-        if isinstance(driver, WallClockDriver):
-            extra = _wall_clock_extras(driver)
-        summary.update(extra)
-        summary["wall_time_s"] = time.perf_counter() - wall_start
+        if isinstance(self.driver, WallClockDriver):
+            summary.update(_wall_clock_extras(self.driver))
+        summary["wall_time_s"] = time.perf_counter() - self.wall_start
         summary["finished_at"] = utc_stamp()
-        writer.close(status, summary, error)
-    final = RunSummary.model_validate({**writer.header, "status": status, **summary})
-    return RunOutcome(run_id, writer.folder, status, final, error)
+        return status, error, summary
 
 
 def failure_gate(ran: int, errors: int, max_error_rate: float) -> dict[str, Any]:

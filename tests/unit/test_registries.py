@@ -18,6 +18,11 @@ def test_a_registry_keeps_order_and_refuses_a_taken_name():
     with pytest.raises(SchedlabError, match="a scheduler needs a non-empty name; got ''"):
         registry.register("", 5)
     assert registry["fcfs"] == 1  # the clash changed nothing
+    assert registry.unregister("mine") == 3 and "mine" not in registry
+    registry["mine"] = 6  # item assignment registers (how tests add one for a while)
+    del registry["mine"]
+    with pytest.raises(SchedlabError, match="two schedulers are named 'fcfs'"):
+        registry["fcfs"] = 7
 
 
 def test_an_unknown_name_names_the_field_and_the_known_names():
