@@ -13,6 +13,7 @@ capabilities), ``real_config`` (options shared by the real-engine configs, and a
 running servers), ``real_engine`` (starting or attaching to the servers of a run), ``launcher``
 (server processes), ``openai_client`` and ``sse`` (the streaming client and its event parser),
 ``telemetry`` (``/metrics`` scrapes), ``gpu`` (GPU memory through NVML), ``engine_decisions``
-(the in-engine schedulers' decision files), ``vllm_scheduler/`` (schedlab's policies as vLLM
-scheduler classes) and ``discovery`` (which engines this machine can drive, for the home page).
+(the in-engine schedulers' decision files; the classes themselves live beside their policies in
+``runners.schedulers.vllm``), ``server_tokens`` (a server's own tokenizer over HTTP) and
+``discovery`` (which engines this machine can drive, for the home page).
 """

@@ -8,7 +8,7 @@ import pytest
 from pydantic import BaseModel
 
 from runners import registry
-from runners.engines import vllm_scheduler
+from runners.schedulers import vllm as vllm_scheduler
 
 
 def _models() -> dict[str, type[BaseModel]]:
