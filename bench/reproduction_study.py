@@ -670,7 +670,7 @@ def _format_row(
         "baseline": baseline_text,
         "ours": ours_text,
         "change": relative_text(relative),
-        "diff": f"{display.format_change(paired.diff_mean)} {display.format_interval(paired.ci_low, paired.ci_high)}",
+        "diff": f"{display.format_change(paired.diff_mean)} {display.format_change_interval(paired.ci_low, paired.ci_high)}",
         "k_of_n": f"{paired.wins}/{paired.n_pairs}",
         "p": shown_p + (f", {test}" if test else ""),
         "verdict": result,

@@ -24,7 +24,7 @@ from pages._cached_runs import load_member, load_run_cached, summary_stamp
 from runners.errors import SchedlabError
 from runners.imports import IMPORTERS, import_bytes
 from runners.json_values import is_stored
-from runners.metrics.catalog import REQUEST_METRICS, RUN_METRICS, metric
+from runners.metrics.catalog import CUT_NOTE, REQUEST_METRICS, RUN_METRICS, metric
 from runners.metrics.contention import identical_decisions, identical_decisions_message
 from runners.metrics.seed_statistics import SINGLE_SEED_NOTE
 from runners.run.knowledge import scheduler_display
@@ -468,7 +468,8 @@ def _study_tables(record: StudyRecord, rates: list) -> None:
         "mean [95% CI]: over seeds, Student t. change: scheduler - baseline per seed (paired), mean and 95% "
         "CI; a change of percentages is in percentage points. relative change: mean / baseline mean - 1, "
         "Fieller's interval below 10 paired seeds, bootstrap (BCa) from 10. seeds better: k of n seeds where the scheduler beat the baseline. "
-        "verdict: better or worse when the 95% interval of the change excludes 0, else no difference."
+        "verdict: better or worse when the 95% interval of the change excludes 0, else no difference. "
+        f"{CUT_NOTE}."
     )
     csv = pd.concat([table.assign(rate_rps=rate) for rate, table in frames]).drop(columns="judged")
     st.download_button(

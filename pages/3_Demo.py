@@ -14,7 +14,7 @@ from pages._cached_runs import load_member
 from runners.app.jobs import new_job_spec, start_job
 from runners.engines.fidelity import PAPER_PRESET_LABEL
 from runners.errors import SchedlabError
-from runners.metrics.catalog import RUN_METRICS
+from runners.metrics.catalog import CUT_NOTE, RUN_METRICS
 from runners.schedulers.papers import title
 from runners.store import result_store
 from runners.store.models import StudyRecord
@@ -138,7 +138,7 @@ def show_regime(regime: DemoRegime, record: StudyRecord) -> None:
         st.caption(
             "Means over seeds with 95% Student t intervals; change = scheduler - baseline per seed (paired), "
             "its 95% interval, and the seeds where the scheduler was better; relative change by bootstrap "
-            "(10 pairs or more) or Fieller's interval (fewer)."
+            f"(10 pairs or more) or Fieller's interval (fewer). {CUT_NOTE}."
         )
     st.page_link(
         "pages/2_Results.py",

@@ -47,6 +47,8 @@ class Metric:
     real_engines_only: bool = False  # a table row only when some shown run has the value
     describes_setting: bool = False  # how contended the run was, not how good the scheduler is: no verdict
     definition: str = ""  # how the value is computed, where a label alone does not say
+    lower: float | None = 0.0  # the smallest value it can take (stored units; None: none)
+    upper: float | None = None  # the largest (1.0 for a share; None: none)
 
     def display(self, value: Any) -> float | None:
         """The stored ``value`` in display units; None when it is not a finite number."""
@@ -68,11 +70,34 @@ class Metric:
         text = self.format(value)
         return None if text == "-" else float(text)
 
+    def value_interval(self, low: Any, high: Any) -> tuple[float | None, float | None, bool]:
+        """An interval of the metric's value (stored units) cut to what the value can be (0 to 1
+        for a share, 0 upward otherwise), and whether it was cut. The metric's true value lies in
+        that range, so the cut interval covers it whenever the uncut one did: the 95% coverage
+        holds (:data:`CUT_NOTE`). Missing ends stay None."""
+        return _cut(low, high, self.lower, self.upper)
+
+    def change_interval(self, low: Any, high: Any) -> tuple[float | None, float | None, bool]:
+        """An interval of a difference of two values (stored units) cut to what a difference can
+        be (-1 to +1 for a share; uncut where the range is open), and whether it was cut."""
+        if self.lower is None or self.upper is None:
+            return _cut(low, high, None, None)
+        span = self.upper - self.lower
+        return _cut(low, high, -span, span)
+
     def format_interval(self, low: Any, high: Any) -> str:
-        """``[low, high]`` of stored values in display units, or ``[no interval]``."""
+        """``[low, high]`` of stored values in display units, cut to the value's range and marked
+        ``*`` when cut (:data:`CUT_NOTE`), or ``[no interval]``."""
+        return self._interval_text(*self.value_interval(low, high))
+
+    def format_change_interval(self, low: Any, high: Any) -> str:
+        """``[low, high]`` of a difference in display units (:meth:`change_interval`)."""
+        return self._interval_text(*self.change_interval(low, high))
+
+    def _interval_text(self, low: float | None, high: float | None, cut: bool) -> str:
         if self.display(low) is None or self.display(high) is None:
             return "[no interval]"
-        return f"[{self.format(low)}, {self.format(high)}]"
+        return f"[{self.format(low)}, {self.format(high)}]" + ("*" if cut else "")
 
     def format_change(self, diff: Any) -> str:
         """A signed difference of stored values in display units; a difference of percentages is
@@ -85,8 +110,33 @@ class Metric:
         return f"{text} {unit}".rstrip()
 
 
+#: The footnote of every interval marked ``*`` (:meth:`Metric.value_interval`).
+CUT_NOTE = (
+    "* the 95% t-interval cut at what the quantity can be (0 to 100% for a share, 0 upward for a time, rate or "
+    "count; -100 to +100 pts for a change of a share): the true value lies in that range, so the cut interval "
+    "covers it whenever the t-interval did and keeps its 95% coverage"
+)
+
+
+def _cut(low: Any, high: Any, lower: float | None, upper: float | None) -> tuple[float | None, float | None, bool]:
+    """(low, high) as floats cut to [lower, upper] (None bounds: open), and whether either moved;
+    an end that is not a finite number is None."""
+
+    def number(value: Any) -> float | None:
+        finite = isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
+        return float(value) if finite else None
+
+    low_value, high_value = number(low), number(high)
+    cut = False
+    if low_value is not None and lower is not None and low_value < lower:
+        low_value, cut = lower, True
+    if high_value is not None and upper is not None and high_value > upper:
+        high_value, cut = upper, True
+    return low_value, high_value, cut
+
+
 def _share(key: str, label: str) -> Metric:
-    return Metric(key, f"{label} (%)", True, "%", 100.0, 1)
+    return Metric(key, f"{label} (%)", True, "%", 100.0, 1, upper=1.0)
 
 
 def _seconds(key: str, label: str) -> Metric:
@@ -141,7 +191,7 @@ RUN_METRICS: tuple[Metric, ...] = (
     Metric(
         "contention.waiting_mean", "requests waiting, time-averaged", False, "requests", 1.0, 2, describes_setting=True
     ),
-    Metric("contention.queued_share", "time with a queue (%)", False, "%", 100.0, 1, describes_setting=True),
+    Metric("contention.queued_share", "time with a queue (%)", False, "%", 100.0, 1, describes_setting=True, upper=1.0),
 )
 
 #: Detail rows of the comparison table, each placed after the RUN_METRICS key it follows.
@@ -181,7 +231,7 @@ REQUEST_METRICS: tuple[Metric, ...] = (
 )
 
 TIMESERIES_METRICS: tuple[Metric, ...] = (
-    Metric("kv_usage", "KV cache used (%)", False, "%", 100.0, 1),
+    Metric("kv_usage", "KV cache used (%)", False, "%", 100.0, 1, upper=1.0),
     Metric("running", "running requests", True, "requests", 1.0, 0),
     # the in-engine scheduler's decisions (runners.engines.engine_decisions); null without one
     Metric("engine_limit", "engine running limit (requests)", True, "requests", 1.0, 0),

@@ -606,7 +606,7 @@ def study_table(record: StudyRecord, keys: Iterable[str] = STUDY_HEADLINE_KEYS) 
             if pair is not None:
                 dropped = f" ({pair.dropped} dropped)" if pair.dropped else ""
                 cells += [
-                    f"{metric.format_change(pair.diff_mean)} {metric.format_interval(pair.ci_low, pair.ci_high)}",
+                    f"{metric.format_change(pair.diff_mean)} {metric.format_change_interval(pair.ci_low, pair.ci_high)}",
                     relative_text(pair.relative),
                     f"{pair.wins}/{pair.n_pairs}{dropped}",
                     str(pair.verdict),

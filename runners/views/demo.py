@@ -487,10 +487,12 @@ def value_text(m: Metric, value: Any) -> str:
 
 
 def interval_text(m: Metric, low: Any, high: Any) -> str:
-    """``70.0 to 82.0%`` in display units; ``no interval`` when either end is missing."""
+    """``70.0 to 82.0%`` in display units, cut to what the value can be (``79.2 to 100.0%*``:
+    runners.metrics.catalog.CUT_NOTE); ``no interval`` when either end is missing."""
     if not (_number(low) and _number(high)):
         return "no interval"
-    return f"{_plain(m, low)} to {_plain(m, high)}{_unit(m)}"
+    low, high, cut = m.value_interval(low, high)
+    return f"{_plain(m, low)} to {_plain(m, high)}{_unit(m)}" + ("*" if cut else "")
 
 
 def _signed(m: Metric, value: Any) -> str:
@@ -608,6 +610,8 @@ def card_interval(key: str, result: SchedulerResult) -> str:
     m = demo_metric(key)
     if not (_number(result.ci_low) and _number(result.ci_high)):
         return SINGLE_SEED_NOTE if result.n == 1 else "no interval"
+    if m.value_interval(result.ci_low, result.ci_high)[2]:  # cut at 0 or 100%: no longer symmetric
+        return f"95% interval {interval_text(m, result.ci_low, result.ci_high)}"
     return (
         f"± {_plain(m, (result.ci_high - result.ci_low) / 2)} (95% interval "
         f"{interval_text(m, result.ci_low, result.ci_high)})"

@@ -58,7 +58,8 @@ def _rate_label(rate: Any) -> str:
 def _bar_point(key: str, stats: SeedSummary) -> tuple[float | None, float | None, float | None, str]:
     """(mean, error above, error below, hover text) of one scheduler's statistics, display units."""
     entry = metric(key)
-    mean, low, high = (entry.display(value) for value in (stats.mean, stats.ci_low, stats.ci_high))
+    cut_low, cut_high, cut = entry.value_interval(stats.ci_low, stats.ci_high)  # never past 0 or 100%
+    mean, low, high = (entry.display(value) for value in (stats.mean, cut_low, cut_high))
     n = stats.n
     if mean is None:
         return None, None, None, "no seed has a value"
@@ -69,7 +70,7 @@ def _bar_point(key: str, stats: SeedSummary) -> tuple[float | None, float | None
         high - mean,
         mean - low,
         f"{entry.format(stats.mean)} {entry.format_interval(stats.ci_low, stats.ci_high)}"
-        f" {entry.unit}, n={n} seeds (95% CI)",
+        f" {entry.unit}, n={n} seeds (95% CI{'; * cut at the possible range' if cut else ''})",
     )
 
 
@@ -178,8 +179,9 @@ def sweep_bands(record: StudyRecord, key: str, target: float | None = None) -> g
         group = frame[frame["scheduler"] == name].sort_values("rate_rps")
         rates = group["rate_rps"].tolist()
         mean = [entry.display(value) for value in group["mean"]]
-        low = [entry.display(value) for value in group["ci_low"]]
-        high = [entry.display(value) for value in group["ci_high"]]
+        cut = [entry.value_interval(lo, hi) for lo, hi in zip(group["ci_low"], group["ci_high"])]  # within 0-100%
+        low = [entry.display(lo) for lo, _, _ in cut]
+        high = [entry.display(hi) for _, hi, _ in cut]
         banded = [(r, lo, hi) for r, lo, hi in zip(rates, low, high) if lo is not None and hi is not None]
         if banded:
             xs = [r for r, _, _ in banded] + [r for r, _, _ in reversed(banded)]

@@ -322,7 +322,7 @@ def mean_text(metric: Metric, stats: SeedSummary) -> str:
 
 def change_text(metric: Metric, pair: PairedComparison) -> str:
     """``+3.2 pts [-1.0, 7.4]``: the mean paired difference and its 95% interval."""
-    return f"{metric.format_change(pair.diff_mean)} {metric.format_interval(pair.ci_low, pair.ci_high)}"
+    return f"{metric.format_change(pair.diff_mean)} {metric.format_change_interval(pair.ci_low, pair.ci_high)}"
 
 
 def statistics_frame(

@@ -297,9 +297,9 @@ def test_capacity_per_seed_then_its_interval_and_paired_difference_by_hand(resul
     assert list(table["fcfs"]) == ["2.50", "1.67", "≥ 4.00"]
     assert list(table["slo-sa"]) == ["3.00", "2.40", "below the lowest rate"]
     stats = capacity_statistics(record, per_seed).set_index("scheduler")
-    # fcfs: mean of 2.5, 1.6667, 4 = 2.7222, t(0.975, 2) interval [-0.2151, 5.6595]
-    assert stats.loc["fcfs", "mean [95% CI]"] == "2.72 [-0.22, 5.66]"
-    assert stats.loc["slo-sa", "mean [95% CI]"] == "2.70 [-1.11, 6.51]"
+    # fcfs: mean of 2.5, 1.6667, 4 = 2.7222, t(0.975, 2) interval [-0.2151, 5.6595], cut at 0 req/s
+    assert stats.loc["fcfs", "mean [95% CI]"] == "2.72 [0.00, 5.66]*"
+    assert stats.loc["slo-sa", "mean [95% CI]"] == "2.70 [0.00, 6.51]*"
     # paired over seeds 0 and 1 (seed 2 dropped): diffs 0.5 and 0.7333, t(0.975, 1) = 12.706
     assert stats.loc["slo-sa", "diff_mean"] == pytest.approx(0.616667, abs=1e-6)
     assert stats.loc["slo-sa", "diff_low"] == pytest.approx(-0.865724, abs=1e-5)
@@ -366,7 +366,7 @@ def test_results_page_shows_a_study_with_intervals_verdicts_and_k_of_n(results):
             assert row["verdict"] == pair.verdict
             assert row["seeds better"] == f"{pair.wins} of {pair.n_pairs} seeds"
             assert row["change vs fcfs [95% CI]"] == (
-                f"{entry.format_change(pair.diff_mean)} {entry.format_interval(pair.ci_low, pair.ci_high)}"
+                f"{entry.format_change(pair.diff_mean)} {entry.format_change_interval(pair.ci_low, pair.ci_high)}"
             )
     # verdicts coloured: better green, worse red, no difference grey; baseline and contention rows never
     colours = cell_colours(element)
@@ -429,7 +429,7 @@ def test_results_page_capacity_per_seed_of_a_rate_study(results):
     assert list(per_seed["slo-sa"]) == ["3.00", "2.40", "below the lowest rate"]
     summary = next(frame for frame in frames if "seeds better" in frame.columns and "metric" not in frame.columns)
     summary = summary.set_index("scheduler")
-    assert summary.loc["fcfs", "mean [95% CI]"] == "2.72 [-0.22, 5.66]"
+    assert summary.loc["fcfs", "mean [95% CI]"] == "2.72 [0.00, 5.66]*"
     assert summary.loc["slo-sa", "change vs fcfs [95% CI]"] == "+0.62 req/s [-0.87, 2.10]"
     assert summary.loc["slo-sa", "seeds better"] == "2 of 2 seeds (1 dropped)"
     charts = [chart.proto.id for chart in app.get("plotly_chart")]
