@@ -246,3 +246,17 @@ def test_other_design_citation_pattern() -> None:
 
 def test_no_file_cites_a_design_document_other_than_docs_design() -> None:
     assert other_design_citations() == []
+
+
+def test_the_readme_states_the_collected_test_count() -> None:
+    """README.md's test count is generated (tools/readme_test_count.py --write), never typed: it
+    equals what the test command collects."""
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location("readme_test_count", ROOT / "tools" / "readme_test_count.py")
+    assert spec is not None and spec.loader is not None
+    tool = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(tool)
+    assert tool.stated((ROOT / "README.md").read_text()) == tool.collected(), (
+        "README.md's test count is stale: run python tools/readme_test_count.py --write"
+    )
