@@ -27,6 +27,7 @@ from runners.app.launch_form import (
     preview_load,
     results_link,
     save_upload,
+    single_runs_warning,
     study_size,
 )
 from runners.engines.adapters import ADAPTERS, FormField
@@ -644,6 +645,8 @@ for sentence, warning, fidelity in preview:
         st.caption(f"Fidelity: {fidelity}.")
 if planned is not None:
     st.caption(f"This launch is one study of {planned:,} run(s).")
+elif single := single_runs_warning(form_values()):
+    st.warning(single, icon="⚠️")
 st.button("Launch", type="primary", on_click=launch, key="launch")
 if st.session_state.get(ERRORS):
     st.error(f"{len(st.session_state[ERRORS])} field(s) need attention; each error is shown under its field.")

@@ -125,6 +125,19 @@ def results_link(spec: JobSpec) -> dict[str, str]:
     return {"runs": ",".join(run_ids), "baseline": run_ids[0], **params}
 
 
+#: Said before launch when the Seeds field is blank (issue 27 defect 13).
+SINGLE_RUNS_WARNING = (
+    "Seeds is blank: each scheduler runs once, at seed 0, with no study. Its figures carry no 95% interval "
+    "and no verdict (differences of one seed can flip with the next); give a count, e.g. 5, for a paired study."
+)
+
+
+def single_runs_warning(values: dict[str, Any]) -> str | None:
+    """:data:`SINGLE_RUNS_WARNING` when the launch makes single runs (the Seeds field blank), else None."""
+    text = values.get("trials.seeds")
+    return SINGLE_RUNS_WARNING if text is None or not str(text).strip() else None
+
+
 def study_size(values: dict[str, Any], schedulers: Sequence[str]) -> int | None:
     """How many runs the launch makes as a study (schedulers x seeds x rates); None when the
     Seeds field is blank or not valid yet (the launch names the error)."""

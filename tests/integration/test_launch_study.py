@@ -14,7 +14,7 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from runners.app.jobs import JobSpec, cancel_job, read_job, start_job
+from runners.app.jobs import JobSpec, cancel_job, list_jobs, read_job, start_job
 from runners.app.launch_form import DEFAULT_SCHEDULERS, build_job, default_form_values, preview_load
 from runners.metrics.contention import identical_decisions
 from runners.run.benchmark import execute_run
@@ -234,3 +234,22 @@ def test_an_in_engine_scheduler_on_the_simulator_is_an_error_under_the_scheduler
     assert not result.ok
     assert "engine-dynamic-mem runs inside vLLM" in result.errors["schedulers"]
     assert "--scheduler-cls runners.schedulers.vllm.dynamic_mem.DynamicMemoryScheduler" in result.errors["schedulers"]
+
+
+def test_blank_seeds_are_warned_about_before_launch(monkeypatch, results_dir):
+    """Single runs (Seeds blank) carry no interval: the page says so before the Launch button is
+    pressed, and says nothing of the kind for a study."""
+    from streamlit.testing.v1 import AppTest
+
+    from runners.app.launch_form import SINGLE_RUNS_WARNING, single_runs_warning
+
+    assert single_runs_warning({"trials.seeds": " "}) == SINGLE_RUNS_WARNING
+    assert single_runs_warning({"trials.seeds": "5"}) is None
+    monkeypatch.setattr("runners.store.result_store.DEFAULT_RESULTS_DIR", results_dir)
+    root = Path(__file__).resolve().parents[2]
+    app = AppTest.from_file(str(root / "app.py"), default_timeout=60).run()
+    app.switch_page("pages/1_Launch.py").run()
+    assert not any("Seeds is blank" in box.value for box in app.warning)  # the default is a study
+    app.text_input(key="f:trials.seeds").set_value("").run()
+    assert any(box.value == SINGLE_RUNS_WARNING for box in app.warning)
+    assert not list_jobs(results_dir)  # nothing launched: said before launch
