@@ -91,6 +91,7 @@ class JobSpec(BaseModel):
     runs: list[RunConfig] = Field(min_length=1)
     sweep: SweepSpec | None = None
     study: StudySpec | None = None
+    baseline: str | None = None  # single runs: the scheduler they are compared with (a study has its own)
 
 
 @dataclass
@@ -129,10 +130,15 @@ def jobs_root(results_root: str | Path = DEFAULT_RESULTS_DIR) -> Path:
 
 
 def new_job_spec(
-    configs: list[RunConfig], label: str = "", sweep: SweepSpec | None = None, study: StudySpec | None = None
+    configs: list[RunConfig],
+    label: str = "",
+    sweep: SweepSpec | None = None,
+    study: StudySpec | None = None,
+    baseline: str | None = None,
 ) -> JobSpec:
     """A job for ``configs``, giving each run without a ``run_id`` a fresh one now, so pages can
-    follow them before they start. ``study``: the configs are that study's members."""
+    follow them before they start. ``study``: the configs are that study's members; ``baseline``:
+    for single runs, the scheduler they are compared with."""
     stamp = id_stamp()
     job_id = f"job-{stamp}-{os.urandom(2).hex()}"
     runs = []
@@ -146,6 +152,7 @@ def new_job_spec(
         runs=runs,
         sweep=sweep,
         study=study,
+        baseline=baseline,
     )
 
 

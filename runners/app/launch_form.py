@@ -117,12 +117,14 @@ def parameter_label(name: str, field: str) -> tuple[str, str]:
 def results_link(spec: JobSpec) -> dict[str, str]:
     """The Results page's query parameters that open what ``spec`` ran: its study (compared with
     the study's baseline, the first scheduler unless another was chosen), or its runs with the
-    first run (the first scheduler) as the baseline; ``label``: the job's label."""
+    first run of the chosen baseline scheduler as the baseline (the first run when none was
+    chosen); ``label``: the job's label."""
     params = {"label": spec.label} if spec.label else {}
     if spec.study is not None:
         return {"study": spec.study.study_id, **params}
     run_ids = [str(run.run_id) for run in spec.runs if run.run_id]
-    return {"runs": ",".join(run_ids), "baseline": run_ids[0], **params}
+    chosen = [str(run.run_id) for run in spec.runs if run.run_id and run.scheduler.name == spec.baseline]
+    return {"runs": ",".join(run_ids), "baseline": (chosen or run_ids)[0], **params}
 
 
 #: Said before launch when the Seeds field is blank (issue 27 defect 13).
@@ -470,8 +472,10 @@ def build_job(values: dict[str, Any], schedulers: list[str], check_workload: boo
         configs, study = _study(data, values, schedulers, params, seeds, rates, sweep_id, errors)
         if errors:
             return FormResult(errors=_form_keys(errors, values))
+    baseline = None
     if study is None:
         configs = _single_runs(data, schedulers, params, rates, sweep_id, errors)
+        baseline = _single_runs_baseline(values, schedulers, errors)
     if errors or not configs:
         return FormResult(errors=_form_keys(errors or {"schedulers": "choose at least one scheduler"}, values))
     errors = _launch_errors(configs, schedulers, data, check_workload)
@@ -481,7 +485,19 @@ def build_job(values: dict[str, Any], schedulers: list[str], check_workload: boo
     # every run records the job's label: RunConfig.notes, saved as config.json's config.notes and
     # summary.json's notes (existing fields of the result contract); notes given in the form win
     configs = [config if config.notes else config.model_copy(update={"notes": label}) for config in configs]
-    return FormResult(spec=new_job_spec(configs, label=label, sweep=sweep, study=study))
+    return FormResult(spec=new_job_spec(configs, label=label, sweep=sweep, study=study, baseline=baseline))
+
+
+def _single_runs_baseline(values: dict[str, Any], schedulers: list[str], errors: dict[str, str]) -> str | None:
+    """The Baseline field for single runs (the scheduler "Compare these runs" opens against):
+    None when blank; an error under the field when it is not one of the chosen schedulers."""
+    if _blank(values.get("trials.baseline")):
+        return None
+    baseline = str(values["trials.baseline"]).strip()
+    if baseline not in schedulers:
+        errors["trials.baseline"] = f"{baseline!r} is not one of the chosen schedulers ({', '.join(schedulers)})"
+        return None
+    return baseline
 
 
 def _form_keys(errors: dict[str, str], values: dict[str, Any]) -> dict[str, str]:

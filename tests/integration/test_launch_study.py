@@ -15,7 +15,7 @@ import pandas as pd
 import pytest
 
 from runners.app.jobs import JobSpec, cancel_job, list_jobs, read_job, start_job
-from runners.app.launch_form import DEFAULT_SCHEDULERS, build_job, default_form_values, preview_load
+from runners.app.launch_form import DEFAULT_SCHEDULERS, build_job, default_form_values, preview_load, results_link
 from runners.metrics.contention import identical_decisions
 from runners.run.benchmark import execute_run
 from runners.run.config import parse_config
@@ -253,3 +253,16 @@ def test_blank_seeds_are_warned_about_before_launch(monkeypatch, results_dir):
     app.text_input(key="f:trials.seeds").set_value("").run()
     assert any(box.value == SINGLE_RUNS_WARNING for box in app.warning)
     assert not list_jobs(results_dir)  # nothing launched: said before launch
+
+
+def test_single_runs_open_against_the_chosen_baseline():
+    """Blank Seeds, baseline slo-sa: "Compare these runs" opens with the slo-sa run as the baseline
+    (it opened with the first scheduler's whatever was chosen); a baseline not chosen is refused."""
+    result = build_job({"trials.seeds": "", "trials.baseline": "slo-sa"}, ["fcfs", "slo-sa"], check_workload=False)
+    assert result.ok and result.spec is not None and result.spec.study is None
+    fcfs, slo_sa = (str(run.run_id) for run in result.spec.runs)
+    assert results_link(result.spec) == {"runs": f"{fcfs},{slo_sa}", "baseline": slo_sa, "label": result.spec.label}
+    blank = build_job({"trials.seeds": ""}, ["fcfs", "slo-sa"], check_workload=False).spec
+    assert blank is not None and results_link(blank)["baseline"] == str(blank.runs[0].run_id)
+    errors = build_job({"trials.seeds": "", "trials.baseline": "mcsf"}, ["fcfs", "slo-sa"], check_workload=False).errors
+    assert errors == {"trials.baseline": "'mcsf' is not one of the chosen schedulers (fcfs, slo-sa)"}
