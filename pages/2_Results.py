@@ -74,6 +74,8 @@ from runners.views.study_view import (
     list_studies,
     member_records,
     member_summaries,
+    nothing_to_compare,
+    planned_setting,
     same_as_baseline_lines,
     study_counts,
     study_frames,
@@ -393,6 +395,10 @@ def show_study(record: StudyEntry) -> None:
     counts = study_counts(record)
     summaries, problems = study_summaries_cached(str(ROOT), study_id, stamp)
     _study_header(record, counts, summaries, problems, stamp)
+    empty = nothing_to_compare(record)
+    if empty is not None:  # no verdicts on 0 of 0 seeds, no empty charts
+        st.info(empty)
+        return
     _study_tables(record, counts["rates"])
     _study_charts(record, counts, stamp)
     if counts["rates"]:
@@ -405,7 +411,7 @@ def _study_header(
 ) -> None:
     """The study's setting line, its counts, and every warning about what it can show."""
     study_id = record.study_id
-    setting = study_setting(summaries)
+    setting = study_setting(summaries) or planned_setting(record)  # before any member finished: as planned
     seeds, rates = counts["seeds"], counts["rates"]
     rate_text = (
         ", ".join(format(rate, ".4g") for rate in rates)

@@ -262,6 +262,27 @@ def study_setting(summaries: Mapping[str, RunSummary]) -> dict[str, Any]:
     return setting
 
 
+def planned_setting(record: StudyRecord) -> dict[str, Any]:
+    """The setting the study was planned with (study.json's ``config``, schema 3+), in the keys of
+    :func:`study_setting`: what the header shows before any member has a summary. Empty for a
+    study without a config or one this version cannot read."""
+    from runners.run.config import RunConfig  # the config model loads the engine kinds
+
+    if not record.config:
+        return {}
+    try:
+        config = RunConfig.model_validate(record.config)
+    except ValueError:
+        return {}
+    return {
+        "engine": config.engine.kind,
+        "workload": config.workload.label(),
+        "requests_total": config.workload.requests,
+        "instances": config.engine.instances,
+        "arrival_process": config.workload.arrival.process,
+    }
+
+
 def statistics_by_rate(record: StudyRecord) -> list[tuple[Number | None, dict[str, MetricStatistics]]]:
     """(rate in req/s or None, statistics) per arrival rate of the study, in its order."""
     by_rate = [entry for entry in record.statistics_by_rate if is_stored(entry, "statistics")]
@@ -325,6 +346,23 @@ def change_text(metric: Metric, pair: PairedComparison) -> str:
     return f"{metric.format_change(pair.diff_mean)} {metric.format_change_interval(pair.ci_low, pair.ci_high)}"
 
 
+#: A comparison row where no seed has both the scheduler's and the baseline's value.
+NOT_COMPARED = "not compared: no seed has finished runs of both it and the baseline"
+
+
+def nothing_to_compare(record: StudyRecord) -> str | None:
+    """What to say instead of tables and charts when no member run of the study has finished
+    (no scheduler has a value at any seed); None once there is something to show."""
+    if any(stats.n for entry in record.statistics.values() for stats in entry.schedulers.values()):
+        return None
+    runs = member_records(record, status=None)
+    done = sum(1 for run in runs if run.status == "done")
+    return (
+        f"Nothing to compare yet: no member run has finished with values ({done} of {len(runs)} runs done, "
+        f"study {record.status or 'pending'}). The tables and charts appear once a seed has finished."
+    )
+
+
 def statistics_frame(
     record: StudyRecord, statistics: Mapping[str, MetricStatistics], metrics: Iterable[Metric] = RUN_METRICS
 ) -> pd.DataFrame:
@@ -363,6 +401,8 @@ def statistics_frame(
                 row["note"] = "describes the setting (how contended the runs were): no verdict"
             elif name == baseline:
                 row["verdict"] = "baseline"
+            elif pair is not None and pair.n_pairs == 0:  # no seed has both: nothing was compared
+                row.update({"verdict": "-", "seeds better": "0 of 0", "note": NOT_COMPARED})
             elif pair is not None:
                 row.update(
                     {

@@ -18,7 +18,7 @@ import pytest
 from runners.app.cli import main
 from runners.metrics.catalog import RUN_METRICS, metric
 from runners.metrics.seed_statistics import SINGLE_SEED_NOTE
-from runners.store.models import RunSummary, StudyRecord, StudyRun
+from runners.store.models import RunSummary, StudyRecord, StudyRun, record_json
 from runners.store.result_store import load_run, read_summary
 from runners.study.runner import read_study, study_statistics
 from runners.views.charts import latency_cdfs
@@ -473,3 +473,26 @@ def test_results_page_deletes_a_whole_study_after_confirmation(results):
     assert not (results / "st").exists() and not any(results.glob("st-*"))
     assert (results / "calm").exists() and (results / "calm-fcfs-s0").exists()
     assert "st" not in [study.study_id for study in list_studies(results)]
+
+
+def test_a_study_with_no_finished_seed_says_there_is_nothing_to_compare_yet(results):
+    """Issue 27 defect 9: before any member finishes, the page gives the planned setting (not
+    "engine ?"), says there is nothing to compare, and shows no verdict on 0 of 0 seeds and no
+    empty chart."""
+    record = record_of(results, "st")
+    runs = [run.model_copy(update={"status": "pending"}) for run in record.runs]
+    statistics = study_statistics(runs, {}, record.baseline, record.schedulers)
+    pending = record.model_copy(update={"status": "running", "runs": runs, "statistics": statistics})
+    pair = statistics["G"].vs_baseline["slo-sa"]
+    assert pair.n_pairs == 0 and pair.verdict == "no difference"  # as study.json records it
+    frame = statistics_frame(pending, statistics).set_index(["key", "scheduler"])
+    assert frame.loc[("G", "slo-sa"), "verdict"] == "-" and frame.loc[("G", "slo-sa"), "seeds better"] == "0 of 0"
+    for run in record.runs:
+        shutil.rmtree(results / str(run.run_id))
+    (results / "st" / "study.json").write_text(record_json(pending))
+    app = open_study("st")
+    header = " ".join(block.value for block in app.markdown)
+    assert "**engine** sim" in header and "**requests per run** 20" in header and "?" not in header.split("arrival")[0]
+    assert any(box.value.startswith("Nothing to compare yet: no member run has finished") for box in app.info)
+    assert not [frame for frame in app.dataframe if "verdict" in frame.value.columns]  # no 0-of-0 statistics table
+    assert not app.get("plotly_chart")  # no empty charts
