@@ -291,9 +291,7 @@ def _reported_status(statuses: dict[str, JobRunStatus | StudyRun], run_id: str |
 def _run_live(run_id: str, snapshot: LiveSnapshot) -> None:
     """The live run: its progress, error, cards, charts and server logs."""
     eta = f", about {snapshot.eta_s:.0f} s left (wall clock)" if snapshot.eta_s is not None else ""
-    st.progress(
-        snapshot.fraction, text=f"{run_id}: {snapshot.done} / {snapshot.total} requests ({snapshot.status}{eta})"
-    )
+    st.progress(snapshot.fraction, text=f"{run_id}: {snapshot.progress_text(eta)}")
     if snapshot.error:
         st.error(f"Run {snapshot.status}: {snapshot.error}")
     clock_help = "the clock of the charts' time axes" + (

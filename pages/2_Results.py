@@ -59,6 +59,7 @@ from runners.views.compare import (
     fidelity_note,
     html_with_provenance,
     imported_label,
+    partial_runs_note,
     run_display_names,
     sweep_frame,
     tokenization_note,
@@ -627,6 +628,9 @@ if loaded:
     )
     st.query_params["baseline"] = baseline
     summaries = [run.summary for run in loaded]
+    partial = partial_runs_note(summaries)
+    if partial:  # issue 27: a partial run never passes for a whole one
+        st.warning(partial, icon="⚠️")
     table = comparison_table(summaries, baseline)  # full precision: the CSV
     texts, verdicts = comparison_view(loaded, baseline, names)
     # one HTML table: every row (no inner scroll), cells wrap on a narrow page, run ids on hover

@@ -428,6 +428,11 @@ def command_compare(args: argparse.Namespace) -> int:
     print(_table(rows))
     print(f"change = run - {runs[0].run_id}, in the metric's unit (pts: percentage points)")
     print(SINGLE_SEED_NOTE)
+    from runners.views.compare import partial_runs_note
+
+    partial = partial_runs_note(summaries)
+    if partial:
+        print(partial)
     from runners.metrics.contention import identical_decisions, identical_decisions_message
 
     message = identical_decisions_message(summaries, identical_decisions([run.requests for run in runs]))

@@ -200,6 +200,7 @@ _DETAIL_AFTER: dict[str, tuple[Metric, ...]] = {
         Metric("input_throughput_tps", "input throughput (tok/s)", True, "tok/s", 1.0, 1),
         Metric("total_throughput_tps", "total throughput (tok/s)", True, "tok/s", 1.0, 1),
     ),
+    "failed": (_count("cancelled", "cancelled requests"), _count("not_run", "requests never sent")),
     "ttft_s.mean": (_seconds("ttft_s.median", "TTFT median"),),
     "tpot_s.mean": (_milliseconds("tpot_s.median", "TPOT median"),),
     "tpot_s.p99": (

@@ -173,6 +173,24 @@ class RunSummary(Record):
     rows_rejected: dict[str, int] | None = None  # version 4+, only when rows were left out
     error: str | None = None
 
+    def partial(self) -> str | None:
+        """Why the run's figures cover only part of what it planned, in one line (``cancelled:
+        143 of 200 requests completed, 41 cancelled, 16 never sent``), or None for a run that
+        ran every request to an end of its own (status done, nothing cancelled or never sent).
+        Still-running, failed, cancelled and interrupted runs are partial; a record without a
+        status (a hand-made summary) is not judged (None)."""
+        cancelled, not_run = self.cancelled or 0, self.not_run or 0
+        if self.status is None or (self.status == "done" and not cancelled and not not_run):
+            return None
+        planned = self.requests_total if self.requests_total is not None else self.requests
+        parts = [f"{self.completed or 0:,} of {planned:,} requests completed" if planned else "no request completed"]
+        parts += [
+            f"{count:,} {what}"
+            for count, what in ((self.failed or 0, "failed"), (cancelled, "cancelled"), (not_run, "never sent"))
+            if count
+        ]
+        return f"{self.status}: " + ", ".join(parts)
+
 
 class RunEntry(RunSummary):
     """A run as the result store lists it (runners.store.result_store.inspect_run): its summary with

@@ -25,6 +25,8 @@ from runners.workload.slo import TASKS
 from runners.workload.tokens import tokenization_label
 
 __all__ = [
+    "PARTIAL_MARK",
+    "partial_runs_note",
     "Metric",
     "summary_value",
     "percent_change",
@@ -83,8 +85,8 @@ def run_display_names(runs: Sequence[Any]) -> dict[str, str]:
     ``summary`` and ``config``, e.g. :class:`runners.store.result_store.RunData`, or bare summaries),
     in their order: the scheduler, then the engine, the job label, the seed and the
     arrival rate (req/s) each only where they differ among ``runs``, e.g. ``slo-sa · seed 3`` or
-    ``fcfs · 2.5 req/s``; names still alike get ``#2``, ``#3`` in order. The run id stays the
-    key: show it on hover (help, tooltips)."""
+    ``fcfs · 2.5 req/s``; names still alike get ``#2``, ``#3`` in order; a partial run's name ends
+    in :data:`PARTIAL_MARK`. The run id stays the key: show it on hover (help, tooltips)."""
     facts = []
     for run in runs:
         summary, config = _parts(run)
@@ -97,6 +99,7 @@ def run_display_names(runs: Sequence[Any]) -> dict[str, str]:
                 "label": run_job_label(summary, config),
                 "seed": run_seed(config),
                 "rate": float(rate) if isinstance(rate, (int, float)) and not isinstance(rate, bool) else None,
+                "partial": summary.partial() is not None,
             }
         )
     varies = {field: len({fact[field] for fact in facts}) > 1 for field in ("engine", "label", "seed", "rate")}
@@ -116,8 +119,26 @@ def run_display_names(runs: Sequence[Any]) -> dict[str, str]:
         ]
         name = " · ".join(pieces)
         seen[name] = seen.get(name, 0) + 1
-        names[str(fact["run_id"])] = name if seen[name] == 1 else f"{name} #{seen[name]}"
+        name = name if seen[name] == 1 else f"{name} #{seen[name]}"
+        names[str(fact["run_id"])] = name + (f" {PARTIAL_MARK}" if fact["partial"] else "")
     return names
+
+
+#: Appended to the name of a run that did not run all it planned, wherever the name is shown.
+PARTIAL_MARK = "(partial)"
+
+
+def partial_runs_note(summaries: Sequence[RunSummary]) -> str | None:
+    """One sentence when some compared runs are partial (:meth:`RunSummary.partial`): which, why,
+    and that a change against them compares different sets of requests; None when all are whole."""
+    partial = [(summary.run_id, reason) for summary in summaries if (reason := summary.partial())]
+    if not partial:
+        return None
+    listed = "; ".join(f"{run_id} ({reason})" for run_id, reason in partial)
+    return (
+        f"{len(partial)} of {len(summaries)} runs are partial: {listed}. Their figures cover only the requests "
+        "that ran, so a change against them compares different sets of requests: no verdict should rest on it."
+    )
 
 
 def percent_change(new: float | None, base: float | None) -> float | None:

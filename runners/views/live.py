@@ -30,6 +30,7 @@ import pyarrow.parquet as pq
 from runners.errors import SchedlabError
 from runners.json_values import is_stored
 from runners.metrics.catalog import metric, summary_value, timeseries_metric
+from runners.metrics.outcomes import outcome_counts
 from runners.metrics.run_metrics import summarize_requests
 from runners.store.models import JobRunStatus, RunEntry, StudyRecord, StudyRun
 from runners.store.result_store import (
@@ -102,10 +103,26 @@ class LiveSnapshot:
     #: the latest time on the run's own clock (the charts' x axes), seconds: the last telemetry
     #: sample or finished request; simulated seconds on the simulator; None before either
     run_clock_s: float | None = None
+    #: requests in flight when the run was cancelled, and requests never sent (the run ended first)
+    cancelled: int = 0
+    not_run: int = 0
 
     @property
     def fraction(self) -> float:
+        """The share of the planned requests that ran to an end of their own (0-1)."""
         return min(1.0, self.done / self.total) if self.total else 0.0
+
+    def progress_text(self, note: str = "") -> str:
+        """``143 / 200 requests (cancelled: 41 cancelled, 16 never sent)``: requests that ran to
+        an end of their own of those planned, the status, what did not run, then ``note`` (e.g.
+        the time left) inside the brackets."""
+        left = [
+            f"{count:,} {what}"
+            for count, what in ((self.cancelled, "cancelled"), (self.not_run, "never sent"))
+            if count
+        ]
+        said = f": {', '.join(left)}" if left else ""
+        return f"{self.done:,} / {self.total:,} requests ({self.status}{said}{note})"
 
     @property
     def simulated(self) -> bool:
@@ -210,14 +227,15 @@ def read_live(folder: str | Path, now: float | None = None) -> LiveSnapshot | No
     if not isinstance(config_total, int) or isinstance(config_total, bool):
         config_total = None
     total = int(summary.requests_total or config_total or len(requests))
-    done = int(len(requests))
+    outcomes = outcome_counts(requests)
+    done = outcomes["completed"] + outcomes["failed"]  # cancelled and never-sent rows did not run to an end
     status = str(summary.status) if is_stored(summary, "status") else "running"
     started = summary.started_at_unix_s or parse_utc_stamp(summary.started_at)
     finished = parse_utc_stamp(summary.finished_at)
     current = now if now is not None else time.time()
     elapsed = None
-    if started is not None:
-        elapsed = (finished if finished is not None and status != "running" else current) - started
+    if started is not None:  # the finish stamp has whole seconds: never below 0
+        elapsed = max(0.0, (finished if finished is not None and status != "running" else current) - started)
     eta = None
     if status == "running" and elapsed is not None and done:
         eta = elapsed * (total - done) / done
@@ -250,6 +268,8 @@ def read_live(folder: str | Path, now: float | None = None) -> LiveSnapshot | No
         logs=log_tails(path),
         engine=engine,
         run_clock_s=max(clocks) if clocks else None,
+        cancelled=outcomes["cancelled"],
+        not_run=outcomes["not_run"],
     )
 
 

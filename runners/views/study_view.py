@@ -353,7 +353,8 @@ NOT_COMPARED = "not compared: no seed has finished runs of both it and the basel
 def nothing_to_compare(record: StudyRecord) -> str | None:
     """What to say instead of tables and charts when no member run of the study has finished
     (no scheduler has a value at any seed); None once there is something to show."""
-    if any(stats.n for entry in record.statistics.values() for stats in entry.schedulers.values()):
+    tables = [statistics for _, statistics in statistics_by_rate(record)] + [record.statistics]
+    if any(stats.n for table in tables for entry in table.values() for stats in entry.schedulers.values()):
         return None
     runs = member_records(record, status=None)
     done = sum(1 for run in runs if run.status == "done")

@@ -12,6 +12,9 @@ from runners.run.benchmark import execute_run
 from runners.run.config import parse_config
 from runners.store.recording import RunRecorder
 from runners.store.result_store import load_run
+from runners.views.charts import display_names
+from runners.views.compare import comparison_table, partial_runs_note, run_display_names
+from runners.views.live import read_live
 from runners.workload.requests import Request
 from runners.workload.slo import TaskSLO
 
@@ -143,6 +146,30 @@ def test_a_cancelled_simulator_run(results_dir):
     assert ran_text(summary.requests, summary.not_run, summary.status) == (
         f"{300 - not_run:,} of 300 requests ran ({not_run:,} not run: cancelled)"
     )
+
+    # issue 27 defect 1: a partial run says so wherever it appears
+    done = int(finished.sum())
+    reason = f"cancelled: {done:,} of 300 requests completed, {cancelled:,} cancelled, {not_run:,} never sent"
+    assert summary.partial() == reason
+    same = {"requests": 300, "arrival": {"process": "poisson", "rate": 8}}
+    whole = execute_run(parse_config({"run_id": "whole", "workload": same}), results_dir)
+    assert whole.summary.partial() is None
+    pair = [load_run(results_dir, "whole"), data]
+    names = run_display_names(pair)
+    assert names == {"whole": "fcfs", "cut": "fcfs #2 (partial)"}  # in tables and chart legends alike
+    assert display_names(pair) == names
+    note = partial_runs_note([run.summary for run in pair])
+    assert note is not None and note.startswith(f"1 of 2 runs are partial: cut ({reason}).")
+    table = comparison_table([run.summary for run in pair], "whole").set_index("metric")
+    assert (table.loc["cancelled requests", "cut"], table.loc["requests never sent", "cut"]) == (cancelled, not_run)
+    assert (table.loc["cancelled requests", "whole"], table.loc["requests never sent", "whole"]) == (0, 0)
+    snapshot = read_live(results_dir / "cut")
+    assert snapshot is not None and (snapshot.done, snapshot.total) == (done, 300)  # not 300 / 300
+    assert (
+        snapshot.progress_text()
+        == f"{done:,} / 300 requests (cancelled: {cancelled:,} cancelled, {not_run:,} never sent)"
+    )
+    assert snapshot.fraction == pytest.approx(done / 300) and snapshot.elapsed_s is not None and snapshot.elapsed_s >= 0
 
 
 def test_a_run_that_hits_its_time_limit_fails_in_flight_requests_and_does_not_run_the_rest(results_dir):

@@ -482,7 +482,10 @@ def test_a_study_with_no_finished_seed_says_there_is_nothing_to_compare_yet(resu
     record = record_of(results, "st")
     runs = [run.model_copy(update={"status": "pending"}) for run in record.runs]
     statistics = study_statistics(runs, {}, record.baseline, record.schedulers)
-    pending = record.model_copy(update={"status": "running", "runs": runs, "statistics": statistics})
+    by_rate = [entry.model_copy(update={"statistics": statistics}) for entry in record.statistics_by_rate]
+    pending = record.model_copy(
+        update={"status": "running", "runs": runs, "statistics": statistics, "statistics_by_rate": by_rate}
+    )
     pair = statistics["G"].vs_baseline["slo-sa"]
     assert pair.n_pairs == 0 and pair.verdict == "no difference"  # as study.json records it
     frame = statistics_frame(pending, statistics).set_index(["key", "scheduler"])

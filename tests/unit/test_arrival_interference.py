@@ -148,8 +148,8 @@ def _run(tmp_path, name: str, cost: float, arrival: dict) -> dict:
 def test_a_run_pays_only_for_requests_that_arrive_while_the_engine_runs(tmp_path):
     poisson = {"process": "poisson", "rate": 20.0}
     free, charged = _run(tmp_path, "free", 0.0, poisson), _run(tmp_path, "charged", 0.002, poisson)
-    assert charged["tpot_s"]["mean"] > free["tpot_s"]["mean"]
-    assert charged["e2e_s"]["mean"] > free["e2e_s"]["mean"]
+    assert charged.tpot_s.mean > free.tpot_s.mean
+    assert charged.e2e_s.mean > free.e2e_s.mean
     # all at once: every request is dispatched before the engine runs any, so nothing is charged
     burst = {"process": "all-at-once"}
-    assert _run(tmp_path, "burst-free", 0.0, burst)["e2e_s"] == _run(tmp_path, "burst-charged", 0.002, burst)["e2e_s"]
+    assert _run(tmp_path, "burst-free", 0.0, burst).e2e_s == _run(tmp_path, "burst-charged", 0.002, burst).e2e_s

@@ -75,17 +75,17 @@ def run(results, scheduler, **engine):
 def test_dynamic_mem_avoids_preemption_that_a_bigger_static_cap_causes(results_dir):
     greedy = run(results_dir, {"name": "fcfs"})
     dynamic = run(results_dir, {"name": "dynamic-mem"})
-    assert greedy["preemptions"] > 0
-    assert dynamic["preemptions"] < greedy["preemptions"]
-    assert dynamic["completed"] == 300
+    assert greedy.preemptions > 0
+    assert dynamic.preemptions < greedy.preemptions
+    assert dynamic.completed == 300
 
 
 def test_dynamic_sla_keeps_tpot_near_its_target(results_dir):
     loose = run(results_dir, {"name": "fcfs"}, kv_capacity_tokens=800_000)
     sla = run(results_dir, {"name": "dynamic-sla", "params": {"d_sla_s": 0.030}}, kv_capacity_tokens=800_000)
-    assert loose["tpot_s"]["mean"] > 0.035
-    assert sla["tpot_s"]["median"] < loose["tpot_s"]["median"]
-    assert sla["completed"] == 300
+    assert loose.tpot_s.mean > 0.035
+    assert sla.tpot_s.median < loose.tpot_s.median
+    assert sla.completed == 300
 
 
 # -- where Alg. 1's numbers come from: warm prior, blocks, B_max ---------------------------------

@@ -121,8 +121,8 @@ def test_scls_serves_everything_in_slices(results_dir):
 def test_scls_beats_static_batching_on_throughput(results_dir):
     static = run(results_dir, "static", {"name": "static", "params": {"batch_size": 16}}, requests=200).summary
     scls = run(results_dir, "scls2", {"name": "scls"}, requests=200).summary
-    assert scls["request_throughput_rps"] > static["request_throughput_rps"]
-    assert scls["e2e_s"]["mean"] < static["e2e_s"]["mean"]
+    assert scls.request_throughput_rps > static.request_throughput_rps
+    assert scls.e2e_s.mean < static.e2e_s.mean
 
 
 def test_fcfs_with_a_conservative_cap(results_dir):

@@ -113,8 +113,8 @@ def run(results, scheduler, **workload):
 def test_slo_sa_beats_fcfs_on_g_on_the_simulator(results_dir):
     fcfs = run(results_dir, {"name": "fcfs"})
     sa = run(results_dir, {"name": "slo-sa", "params": {"max_batch": 4}})
-    assert sa["G"] > fcfs["G"] and sa["slo_attainment"] >= fcfs["slo_attainment"]
-    assert sa["completed"] == 40
+    assert sa.G > fcfs.G and sa.slo_attainment >= fcfs.slo_attainment
+    assert sa.completed == 40
 
 
 def test_slo_sa_needs_a_latency_model_on_real_engines():
