@@ -148,10 +148,25 @@ def percent_change(new: float | None, base: float | None) -> float | None:
     return (new - base) / abs(base) * 100.0
 
 
+#: The comparison table's change columns: ``change <run id>``, in the unit of ``change unit``.
+CHANGE_PREFIX = "change "
+CHANGE_UNIT = "change unit"
+
+
+def _change(metric: Metric, new: float | None, base: float | None) -> float | None:
+    """A run's change against the baseline as :func:`comparison_table` gives it: percentage points
+    for a share, percent of the baseline's value otherwise (None where undefined)."""
+    if metric.unit == "%":
+        return None if new is None or base is None else metric.display(new - base)
+    return percent_change(new, base)
+
+
 def comparison_table(summaries: Sequence[RunSummary], baseline: str) -> pd.DataFrame:
     """One row per metric of :data:`runners.metrics.catalog.TABLE_METRICS`: each run's value
-    (display units, full precision: the CSV export) and, for every other run, the % change
-    against ``baseline`` (a run id among ``summaries``) in a ``Δ% <run>`` column."""
+    (display units, full precision: the CSV export) and, for every other run, its change against
+    ``baseline`` (a run id among ``summaries``) in a ``change <run>`` column, in the unit the page
+    reads it in (the ``change unit`` column): percentage points for a share (the difference of
+    the two percentages), percent (of the baseline's value) for any other metric."""
     by_id = {str(s.run_id): s for s in summaries}
     if baseline not in by_id:
         raise ValueError(f"baseline {baseline!r} is not among the compared runs: {', '.join(by_id)}")
@@ -166,7 +181,8 @@ def comparison_table(summaries: Sequence[RunSummary], baseline: str) -> pd.DataF
             value = summary_value(by_id[run_id], metric.key)
             row[run_id] = metric.display(value)
         for run_id in order[1:]:
-            row[f"Δ% {run_id}"] = percent_change(summary_value(by_id[run_id], metric.key), base)
+            row[f"{CHANGE_PREFIX}{run_id}"] = _change(metric, summary_value(by_id[run_id], metric.key), base)
+        row[CHANGE_UNIT] = "pts" if metric.unit == "%" else "%"
         if any(imported_label(by_id[run_id]) for run_id in order):
             row["definition"] = "; ".join(definition_notes([by_id[run_id] for run_id in order], metric.key)) or None
         rows.append(row)
@@ -376,13 +392,19 @@ def export_provenance(runs: Sequence[Any], names: dict[str, str] | None = None) 
 def csv_with_provenance(table: pd.DataFrame, runs: Sequence[Any], names: dict[str, str] | None = None) -> str:
     """``table`` as CSV preceded by ``# `` comment lines naming each run (id, name, scheduler,
     seed, label, versions) and its config as one line of JSON (``pandas.read_csv(...,
-    comment="#")`` reads the table back)."""
+    comment="#")`` reads the table back). Its columns are headed by the runs' names, as on the
+    page (the comment lines map each name to its run id)."""
     lines = ["# schedlab comparison export: one line per run, then its config as JSON"]
+    shown: dict[str, str] = {}
     for record in export_provenance(runs, names):
         config = record.pop("config")
+        shown[str(record["run_id"])] = str(record["name"])
         lines.append("# run " + json.dumps(record, sort_keys=True, default=str, ensure_ascii=False))
         lines.append("# config " + json.dumps(config, sort_keys=True, default=str, ensure_ascii=False))
-    return "\n".join(lines) + "\n" + table.to_csv(index=False)
+    headers = {**shown, **{f"{CHANGE_PREFIX}{run_id}": f"{CHANGE_PREFIX}{name}" for run_id, name in shown.items()}}
+    if len(set(headers.values())) < len(headers):  # names that clash: keep the unique run ids
+        headers = {}
+    return "\n".join(lines) + "\n" + table.rename(columns=headers).to_csv(index=False)
 
 
 def html_with_provenance(page: str, runs: Sequence[Any], names: dict[str, str] | None = None) -> str:

@@ -63,16 +63,18 @@ def test_comparison_table_percent_change_by_hand():
         preemptions=4,
     )
     table = comparison_table([other, base], baseline="a").set_index("metric")
-    assert list(table.columns) == ["a", "b", "Δ% b"]
+    assert list(table.columns) == ["a", "b", "change b", "change unit"]
     assert table.loc["SLO attainment (%)", "a"] == pytest.approx(80.0)
-    assert table.loc["SLO attainment (%)", "Δ% b"] == pytest.approx(-25.0)  # (0.6 - 0.8) / 0.8
-    assert table.loc["G (1/s)", "Δ% b"] == pytest.approx(50.0)
-    assert table.loc["E2E mean (s)", "Δ% b"] == pytest.approx(-20.0)
-    assert table.loc["E2E p90 (s)", "Δ% b"] == pytest.approx(50.0)
+    # a share changes in percentage points, as the page reads it (issue 27: it was -25, a relative %)
+    assert table.loc["SLO attainment (%)", "change b"] == pytest.approx(-20.0)  # 60 - 80 pts
+    assert table.loc["SLO attainment (%)", "change unit"] == "pts"
+    assert table.loc["G (1/s)", "change b"] == pytest.approx(50.0) and table.loc["G (1/s)", "change unit"] == "%"
+    assert table.loc["E2E mean (s)", "change b"] == pytest.approx(-20.0)
+    assert table.loc["E2E p90 (s)", "change b"] == pytest.approx(50.0)
     assert table.loc["TPOT mean (ms)", "b"] == pytest.approx(50.0)  # shown in ms
-    assert table.loc["SLO attainment, chat (%)", "Δ% b"] == pytest.approx(50.0)
-    assert pd.isna(table.loc["SLO attainment, code (%)", "Δ% b"])  # no baseline value
-    assert pd.isna(table.loc["preemptions", "Δ% b"])  # baseline 0: undefined
+    assert table.loc["SLO attainment, chat (%)", "change b"] == pytest.approx(25.0)  # 75 - 50 pts
+    assert pd.isna(table.loc["SLO attainment, code (%)", "change b"])  # no baseline value
+    assert pd.isna(table.loc["preemptions", "change b"])  # baseline 0: undefined
     with pytest.raises(ValueError, match="baseline 'z'"):
         comparison_table([base], baseline="z")
     assert percent_change(3.0, -2.0) == pytest.approx(250.0)

@@ -141,7 +141,9 @@ def test_exports_carry_config_seed_versions_and_per_run_downloads(results):
     text = csv_with_provenance(comparison_table([r.summary for r in loaded], "a-fcfs"), loaded)
     assert '"seed": 4' in text and '"schedlab":' in text
     back = pd.read_csv(io.StringIO(text), comment="#")
-    assert set(back.columns) >= {"metric", "a-fcfs", "b-fcfs"}
+    # headed as the page heads them (issue 27: they were raw run ids); the comment lines map names to ids
+    assert list(back.columns) == ["metric", "fcfs · seed 4", "fcfs · seed 5", "change fcfs · seed 5", "change unit"]
+    assert '"name": "fcfs · seed 4"' in text and '"run_id": "a-fcfs"' in text
 
 
 def test_sweep_capacity_table_has_readable_headers(results):

@@ -220,7 +220,7 @@ def test_csv_and_html_exports_carry_each_runs_config_seed_and_versions():
     assert '"seed": 3' in header[1] and '"schedlab": "0.1.0"' in header[1] and '"run_id": "a"' in header[1]
     assert header[2].startswith("# config ") and '"requests": 200' in header[2]
     back = pd.read_csv(io.StringIO(text), comment="#")
-    assert back.set_index("metric").loc["SLO attainment (%)", "a"] == 50.0
+    assert back.set_index("metric").loc["SLO attainment (%)", "fcfs"] == 50.0  # headed by the run's name
     page = html_with_provenance("<html><body><h1>t</h1></body></html>", runs)
     assert page.index("<footer>") < page.index("</body>") and "seed 3" in page and "0.1.0" in page
 

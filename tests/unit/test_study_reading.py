@@ -114,7 +114,7 @@ def test_every_table_reads_one_catalog():
     assert {m.key for m in RUN_METRICS} <= {m.key for m in TABLE_METRICS}
     row = table.set_index("metric").loc[metric("tpot_s.mean").label]
     assert row["a"] == pytest.approx(24.1)  # TPOT in ms
-    assert table.set_index("metric").loc["SLO attainment (%)", "Δ% b"] == pytest.approx(50.0)
+    assert table.set_index("metric").loc["SLO attainment (%)", "change b"] == pytest.approx(25.0)  # 75 - 50 pts
     assert metric_by_label("TPOT mean (ms)") is metric("tpot_s.mean")
 
 
