@@ -9,15 +9,13 @@ study.json (runners.views.live, runners.views.charts).
 from __future__ import annotations
 
 import json
-import time
 from collections.abc import Sequence
-from pathlib import Path
 
-import pandas as pd
 import streamlit as st
 from streamlit.delta_generator import DeltaGenerator
 
-from runners.app.jobs import FINAL_STATES, JobStatus, cancel_job, list_jobs, start_job
+from pages._job_panel import JOB_SELECT, jobs_panel
+from runners.app.jobs import start_job
 from runners.app.launch_form import (
     DEFAULT_SCHEDULERS,
     FORM_DEFAULTS,
@@ -25,7 +23,6 @@ from runners.app.launch_form import (
     field_text,
     parameter_label,
     preview_load,
-    results_link,
     save_upload,
     single_runs_warning,
     study_size,
@@ -37,19 +34,13 @@ from runners.metrics.catalog import metric
 from runners.registry import ENGINES, SCHEDULERS, check_engine_for, parameter_specs
 from runners.run.capacity_estimate import low_load_warning
 from runners.store import result_store
-from runners.store.models import JobRunStatus, StudyRun
-from runners.study.runner import MAX_RUNS_UNCONFIRMED, identical_decisions_note
-from runners.timestamps import parse_utc_stamp
-from runners.views.charts import live_instance_series, live_latency_scatter
-from runners.views.live import LiveSnapshot, StudyProgress, job_eta_s, job_run_rows, read_live, read_study_progress
+from runners.study.runner import MAX_RUNS_UNCONFIRMED
 from runners.workload.slo import PAPER_SLOS, TASKS
 
 st.set_page_config(page_title="schedlab · Launch", layout="wide")
 ROOT = result_store.DEFAULT_RESULTS_DIR
 FIELD = "f:"  # session-state prefix of every form field; the rest of the key is the config path
 ERRORS = "launch_errors"
-JOB_SELECT = "job_select"  # the Jobs panel's drop-down: the job the live view follows
-CARDS_PER_ROW = 4
 STORE_ERROR = "launch_store_error"
 PACES = {"as fast as possible": None, "100x": 100.0, "10x": 10.0, "real time": 1.0}
 DEFAULT_PACE = "100x"
@@ -185,150 +176,7 @@ st.caption(
 
 # -- live view ---------------------------------------------------------------------------------
 st.header("Jobs")
-
-
-def job_label(job) -> str:
-    """The drop-down's text for a job: id, label and its state now."""
-    return f"{job.job_id} · {job.spec.label} · {job.state}"
-
-
-@st.fragment(run_every=1.0)
-def jobs_panel() -> None:
-    """The job drop-down and the live view of the job it shows, redrawn every second (labels follow
-    each job's state); a launch selects the new job (``launch`` sets the drop-down's state)."""
-    root = result_store.DEFAULT_RESULTS_DIR
-    jobs = list_jobs(root)
-    if not jobs:
-        st.info("No jobs yet. Configure one below; it appears here and keeps running if you close the page.")
-        return
-    names = [job.job_id for job in jobs]
-    by_id = {job.job_id: job for job in jobs}
-    if st.session_state.get(JOB_SELECT) not in names:  # first visit, or the followed job is gone
-        watched = st.session_state.get("watch_job")
-        st.session_state[JOB_SELECT] = (
-            watched if watched in names else next((job.job_id for job in jobs if job.active), names[0])
-        )
-    selected = st.selectbox("Job", names, key=JOB_SELECT, format_func=lambda name: job_label(by_id[name]))
-    st.session_state["watch_job"] = selected
-    live_view(by_id[selected], root)
-
-
-def live_view(job: JobStatus, root: Path) -> None:
-    """One job: its state, Cancel while it runs, every run with its results, the running run live."""
-    _job_header(job)
-    run_id, snapshot, progress = _job_progress(job, root)
-    if run_id is None:
-        st.caption("Starting the worker…")
-        return
-    if snapshot is None:
-        st.caption(f"Waiting for {run_id} to start…")
-        return
-    _run_live(run_id, snapshot)
-    if not job.active:
-        _job_end(job, root, progress)
-
-
-def _job_header(job: JobStatus) -> None:
-    """The job's label, state and study, and Cancel while it runs."""
-    job_id = job.job_id
-    study = job.spec.study
-    head = st.columns([3, 1])
-    with head[0]:
-        st.markdown(
-            f"**{job.spec.label or job.job_id}** — state **{job.state}**, "
-            f"{len(job.spec.runs)} run(s)"
-            + (f", study **{study.study_id}**, baseline {study.baseline}" if study else "")
-        )
-    with head[1]:
-        if job.active and st.button("Cancel job", key=f"cancel-{job_id}"):
-            cancel_job(job.folder)
-            st.toast("Cancel requested: the current run stops and keeps its rows; runs not started are skipped")
-
-
-def _job_progress(job: JobStatus, root: Path) -> tuple[str | None, LiveSnapshot | None, StudyProgress | None]:
-    """The job's progress bar and its runs' table; the run to show live (the current one, else the
-    last one started), its snapshot, and the study's progress (None: not a study)."""
-    study = job.spec.study
-    progress = read_study_progress(root, study.study_id) if study is not None else None
-    statuses: dict[str, JobRunStatus | StudyRun] = {str(entry.run_id): entry for entry in job.runs}
-    if progress is not None:  # a study's statuses come from its study.json
-        statuses.update({str(entry.run_id): entry for entry in progress.record.runs if entry.status != "pending"})
-    run_id = job.current_run_id if job.active else None
-    run_id = run_id or next(
-        (run.run_id for run in reversed(job.spec.runs) if run.run_id is not None and (root / run.run_id).exists()), None
-    )
-    snapshot = read_live(root / run_id) if run_id is not None else None
-    current = snapshot.fraction if snapshot is not None and snapshot.status == "running" else 0.0
-    if progress is not None:
-        finished = progress.finished
-    else:
-        finished = sum(_reported_status(statuses, run.run_id) in (*FINAL_STATES, "skipped") for run in job.spec.runs)
-    job_eta = (
-        job_eta_s(time.time() - created, finished, len(job.spec.runs), current)
-        if job.active and (created := parse_utc_stamp(job.spec.created_at)) is not None
-        else None
-    )
-    if progress is not None or len(job.spec.runs) > 1:
-        text = progress.text() if progress is not None else f"{finished} of {len(job.spec.runs)} runs finished"
-        if job_eta is not None:
-            text += f" — about {job_eta:,.0f} s left for the whole job (wall clock)"
-        share = progress.fraction(current) if progress is not None else (finished + current) / len(job.spec.runs)
-        st.progress(min(1.0, share), text=text)
-    with st.expander(
-        f"Runs of this job ({len(job.spec.runs)}): each one's results once it ends", expanded=len(job.spec.runs) <= 12
-    ):
-        table = pd.DataFrame(job_run_rows(root, job.spec.runs, statuses, snapshot))
-        st.dataframe(table.dropna(axis=1, how="all"), hide_index=True)  # no error column without errors
-    return run_id, snapshot, progress
-
-
-def _reported_status(statuses: dict[str, JobRunStatus | StudyRun], run_id: str | None) -> str:
-    """The status the worker or the study last reported for run ``run_id`` ("None": none yet)."""
-    entry = statuses.get(str(run_id))
-    return str(entry.status if entry is not None else None)
-
-
-def _run_live(run_id: str, snapshot: LiveSnapshot) -> None:
-    """The live run: its progress, error, cards, charts and server logs."""
-    eta = f", about {snapshot.eta_s:.0f} s left (wall clock)" if snapshot.eta_s is not None else ""
-    st.progress(snapshot.fraction, text=f"{run_id}: {snapshot.progress_text(eta)}")
-    if snapshot.error:
-        st.error(f"Run {snapshot.status}: {snapshot.error}")
-    clock_help = "the clock of the charts' time axes" + (
-        ": simulated seconds, not wall time (the Speed setting only paces them)" if snapshot.simulated else ""
-    )
-    cards: list[tuple[str, str, str | None]] = [(label, value, None) for label, value in snapshot.cards()]
-    cards += [snapshot.throughput_card(), (*snapshot.clock_card(), clock_help)]
-    cards += [(label, value, None) for label, value in snapshot.engine_cards()]  # an in-engine scheduler's
-    for start in range(0, len(cards), CARDS_PER_ROW):  # rows of four: labels stay whole at 1,024 px
-        for cell, (label, value, help_text) in zip(st.columns(CARDS_PER_ROW), cards[start : start + CARDS_PER_ROW]):
-            cell.metric(label, value, help=help_text)
-    # the time axes say which clock they run on (simulated seconds on the simulator)
-    st.plotly_chart(live_latency_scatter(snapshot.requests, simulated=snapshot.simulated), key=f"live-lat-{run_id}")
-    st.plotly_chart(live_instance_series(snapshot.timeseries, simulated=snapshot.simulated), key=f"live-ts-{run_id}")
-    for name, tail in snapshot.logs.items():
-        with st.expander(f"{name} (last lines)", expanded=snapshot.status == "failed"):
-            st.code(tail or "(empty)", language=None)
-
-
-def _job_end(job: JobStatus, root: Path, progress: StudyProgress | None) -> None:
-    """A finished job: the identical-decisions note of its study, and the link to compare its runs."""
-    study = job.spec.study
-    if progress is not None and progress.finished and study is not None:
-        notes = st.session_state.setdefault("identical_notes", {})  # read the members' rows once
-        if study.study_id not in notes:
-            notes[study.study_id] = identical_decisions_note(root, progress.record)
-        if notes[study.study_id]:
-            st.warning(notes[study.study_id])
-    st.page_link(
-        "pages/2_Results.py",
-        label="Compare these runs on the Results page",
-        icon="📊",
-        query_params=results_link(job.spec),
-    )
-
-
-jobs_panel()
+jobs_panel()  # pages/_job_panel.py
 
 st.header("New job")
 # -- engine ------------------------------------------------------------------------------------
