@@ -14,6 +14,14 @@ from runners.run.knowledge import scheduler_display
 from runners.store import result_store
 
 
+#: The Home page's links to the other pages: file, label, icon.
+HOME_LINKS = (
+    ("pages/1_Launch.py", "Launch runs and watch them live", "🚀"),
+    ("pages/2_Results.py", "Compare saved runs and studies", "📊"),
+    ("pages/3_Demo.py", "Demo: a ready comparison of six schedulers", "🎬"),
+)
+
+
 def home() -> None:
     """The Home page."""
     st.title("schedlab")
@@ -25,10 +33,8 @@ def home() -> None:
         "request's arrival. Watch TTFT, TPOT, end-to-end latency, KV-cache memory and batch size stream in, then "
         "compare runs on SLO attainment, G, throughput and capacity."
     )
-    links = st.columns(3)
-    links[0].page_link("pages/1_Launch.py", label="Launch runs and watch them live", icon="🚀")
-    links[1].page_link("pages/2_Results.py", label="Compare saved runs", icon="📊")
-    links[2].page_link("pages/3_Demo.py", label="Demo: a ready comparison", icon="🎬")
+    for page, label, icon in HOME_LINKS:  # one under the other: no label is cut at 1,024 px
+        st.page_link(page, label=label, icon=icon)
 
     left, right = st.columns(2)
     with left:

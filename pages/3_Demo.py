@@ -30,6 +30,7 @@ from runners.views.demo import (
     DemoRegime,
     card_delta,
     card_interval,
+    card_unit,
     card_value,
     card_verdict,
     clear_direction,
@@ -54,10 +55,10 @@ st.set_page_config(page_title="schedlab · Demo", layout="wide")
 ROOT = result_store.DEFAULT_RESULTS_DIR
 
 
-def cards(record: StudyRecord, key: str, delta_color: Literal["normal", "inverse"], per_row: int = 6) -> None:
-    """One card per scheduler, ``per_row`` to a row: its mean over seeds, under it ± half its 95%
-    interval; the change against the baseline (grey when the paired interval includes zero) and
-    the verdict in words."""
+def cards(record: StudyRecord, key: str, delta_color: Literal["normal", "inverse"], per_row: int = 3) -> None:
+    """One card per scheduler, ``per_row`` to a row (three: value, name and change stay whole at a
+    1,024 px window): its mean over seeds, under it ± half its 95% interval; the change against the
+    baseline (grey when the paired interval includes zero) and the verdict in words."""
     results = scheduler_results(record, key)
     cells = [cell for start in range(0, len(results), per_row) for cell in st.columns(per_row)]
     for cell, result in zip(cells, results):
@@ -96,8 +97,8 @@ def show_regime(regime: DemoRegime, record: StudyRecord) -> None:
 
     st.markdown("**Share of requests served on time** (SLO attainment)")
     cards(record, "slo_attainment", "normal")
-    st.markdown("**G**: requests on time per second they spent in the system (higher is better)")
-    cards(record, "G", "normal", per_row=3)  # G's values are long (0.003128 1/s): three to a row
+    st.markdown(f"**G{card_unit('G')}**: requests on time per second they spent in the system (higher is better)")
+    cards(record, "G", "normal")
 
     st.markdown("**The tail**: the slowest 1% of requests, time to the first token (TTFT) and to the full answer (E2E)")
     table = tail_frame(record)

@@ -151,7 +151,7 @@ class EngineProfile(InputModel):
 #: are its Table 2 (milliseconds there, seconds here).
 QWEN25_7B_2XV100 = EngineProfile(
     name="qwen2.5-7b-2xv100-vllm",
-    source="SLO-aware scheduling paper (004) Table 2; KV capacity from Qwen2.5-7B's shape",
+    source="SLO-aware scheduling paper (Huang et al.) Table 2; KV capacity from Qwen2.5-7B's shape",
     prefill=PhaseCoefficients.from_milliseconds(0.1, 5.7, 0.01, 43.67),
     decode=PhaseCoefficients.from_milliseconds(0.0002, 0.275, 0.00088, 15.85),
     model=ModelShape(layers=28, kv_heads=4, head_dim=128, dtype_bytes=2, weight_bytes=7.61e9 * 2),

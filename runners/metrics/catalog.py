@@ -160,8 +160,8 @@ RUN_METRICS: tuple[Metric, ...] = (
         "G (1/s)",
         True,
         "1/s",
-        definition="requests meeting their SLO / seconds every judged request spent in the system (004 eq. 2-3, "
-        "sums over all requests): a completed request counts its E2E, a failed one is a miss that counts "
+        definition="requests meeting their SLO / seconds every judged request spent in the system "
+        "(eq. 2-3 of Huang et al.'s SLO-aware scheduling paper, sums over all requests): a completed request counts its E2E, a failed one is a miss that counts "
         "its time from arrival to failure; cancelled and never-sent requests are left out (schema 5; "
         "before it, failed requests were left out of both sums)",
     ),

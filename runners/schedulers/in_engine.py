@@ -55,7 +55,7 @@ class EngineDynamicMemoryPolicyParams(EngineDynamicMemoryParams, InEnginePolicyP
 class EngineDynamicMemoryPolicy(InEnginePolicy[EngineDynamicMemoryPolicyParams]):
     name = "engine-dynamic-mem"
     summary = (
-        "000 Alg. 1 inside vLLM: each step the engine's running limit comes from its free KV blocks "
+        "The memory-aware dynamic batching (Alg. 1) inside vLLM: each step the engine's running limit comes from its free KV blocks "
         "(block-exact); the client sends on arrival. Needs a vLLM launched by schedlab"
     )
     paper = cite("000", "Alg. 1, as a vLLM scheduler class")
@@ -70,7 +70,7 @@ class EngineDynamicSLAPolicyParams(EngineDynamicSLAParams, InEnginePolicyParams)
 class EngineDynamicSLAPolicy(InEnginePolicy[EngineDynamicSLAPolicyParams]):
     name = "engine-dynamic-sla"
     summary = (
-        "000 Alg. 2 inside vLLM: each step the engine's running limit follows a window moved by its own "
+        "The SLA-constrained dynamic batching (Alg. 2) inside vLLM: each step the engine's running limit follows a window moved by its own "
         "measured step time against D_SLA, capped by Alg. 1's block-exact limit; the client sends on "
         "arrival. Needs a vLLM launched by schedlab"
     )
@@ -146,7 +146,7 @@ class EngineMCSFPolicy(PredictingInEnginePolicy[EngineMCSFPolicyParams]):
 
     name = "engine-mcsf"
     summary = (
-        "003 MC-SF inside vLLM: the engine orders its queue shortest predicted output first and admits "
+        "MC-SF (KV-cache-constrained online scheduling) inside vLLM: the engine orders its queue shortest predicted output first and admits "
         "while the future KV peak fits its blocks; the client sends on arrival with each request's "
         "prediction. Needs a vLLM launched by schedlab"
     )
@@ -171,7 +171,7 @@ class EngineSLOAwarePolicy(PredictingInEnginePolicy[EngineSLOAwarePolicyParams])
 
     name = "engine-slo-sa"
     summary = (
-        "004's SLO-aware simulated-annealing plan inside vLLM: the engine reorders its waiting queue in the "
+        "The SLO-aware simulated-annealing plan inside vLLM: the engine reorders its waiting queue in the "
         "latest plan's order whenever it changes, at most max_batch running; the client sends on arrival "
         "with each request's prediction and SLOs. Needs a vLLM launched by schedlab and engine.profile"
     )

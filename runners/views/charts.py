@@ -27,11 +27,10 @@ from plotly.subplots import make_subplots
 from runners.metrics.catalog import Metric, metric, timeseries_metric
 from runners.store.models import RunSummary
 from runners.store.result_store import RunData
+from runners.views.colours import TASK_PATTERNS, run_colours, scheduler_colour, task_symbol
 from runners.views.compare import run_display_names, summary_value
 from runners.workload.slo import TASKS
 
-TASK_COLOURS = {"chat": "#1f77b4", "code": "#ff7f0e"}
-MET_SYMBOLS = {True: "circle", False: "x"}
 #: How each task's SLO lines and boxes are drawn: neutral grey (the run colours stay the runs'),
 #: the task told apart by the dash and by its label.
 SLO_COLOUR = "#555555"
@@ -255,11 +254,13 @@ COMPARISON_CHART_TITLES: dict[str, str] = {
 
 def attainment_bars(summaries: Sequence[RunSummary], names: Mapping[str, str] | None = None) -> go.Figure:
     """SLO attainment per run: overall, chat and code, in % (the catalog's display unit), on a
-    0-100 axis; runs named by their display names (``names``: run id -> name), id on hover."""
+    0-100 axis; runs named by their display names (``names``: run id -> name), id on hover. Each
+    run's bars take its scheduler's colour; overall, chat and code are told apart by fill pattern."""
     fig = go.Figure()
     shown = display_names(summaries, names)
     ids = [run_label(s) for s in summaries]
     labels = [wrap_name(shown[run_id]) for run_id in ids]
+    colours = run_colours([s.scheduler for s in summaries])
     for key, part in (
         ("slo_attainment", "overall"),
         ("slo_attainment_by_task.chat", "chat"),
@@ -271,6 +272,7 @@ def attainment_bars(summaries: Sequence[RunSummary], names: Mapping[str, str] | 
             name=part,
             x=labels,
             y=[entry.display(v) for v in values],
+            marker={"color": colours, "pattern": {"shape": TASK_PATTERNS[part], "fgcolor": "#333333"}},
             text=[None if v is None else f"{entry.format(v)}{entry.unit}" for v in values],
             textposition="auto",
             cliponaxis=False,
@@ -291,6 +293,7 @@ def g_bars(summaries: Sequence[RunSummary], names: Mapping[str, str] | None = No
     ids = [run_label(s) for s in summaries]
     entry = metric("G")
     values = [summary_value(s, "G") for s in summaries]
+    colours = run_colours([s.scheduler for s in summaries])  # each run in its scheduler's colour
     fig = go.Figure(
         go.Bar(
             x=[wrap_name(shown[run_id]) for run_id in ids],
@@ -298,7 +301,7 @@ def g_bars(summaries: Sequence[RunSummary], names: Mapping[str, str] | None = No
             text=[None if v is None else entry.format(v) for v in values],
             textposition="auto",
             cliponaxis=False,
-            marker_color="#2ca02c",
+            marker_color=colours,
             name=quantity(entry),
             customdata=[[shown[run_id], run_id] for run_id in ids],
             hovertemplate=f"<b>%{{customdata[0]}}</b><br>{hover_safe(quantity(entry))}: "
@@ -394,10 +397,9 @@ def latency_cdfs(
     tasks = TASKS
     shown = display_names(runs, names)
     fig = make_subplots(rows=1, cols=2, subplot_titles=list(tasks), shared_yaxes=True)
-    palette = pio.templates["plotly_white"].layout.colorway
+    colours = run_colours([run.summary.scheduler for run in runs])
     points = point_share(2 * len(runs), 400)
-    for index, run in enumerate(runs):
-        colour = palette[index % len(palette)]
+    for run, colour in zip(runs, colours):
         frame = run.requests
         for col, task in enumerate(tasks, start=1):
             values = frame.loc[frame["task"] == task, column] * entry.scale if len(frame) else []
@@ -429,11 +431,11 @@ def ttft_tpot_scatter(runs: Sequence[RunData], seed: int = 0, names: Mapping[str
     entry says."""
     fig = go.Figure()
     shown = display_names(runs, names)
-    palette = pio.templates["plotly_white"].layout.colorway
+    colours = run_colours([run.summary.scheduler for run in runs])
     rng = np.random.default_rng(seed)
     points = point_share(len(runs), MAX_SCATTER_POINTS) // 3  # markers cost far more to draw than line points
     ttft, tpot = metric("ttft_s"), metric("tpot_s")
-    for index, run in enumerate(runs):
+    for run, colour in zip(runs, colours):
         frame = run.requests.dropna(subset=["ttft_s", "tpot_s"]) if len(run.requests) else run.requests
         if len(frame) > points:
             frame = frame.iloc[np.sort(rng.choice(len(frame), points, replace=False))]
@@ -443,7 +445,12 @@ def ttft_tpot_scatter(runs: Sequence[RunData], seed: int = 0, names: Mapping[str
             y=frame["tpot_s"] * tpot.scale,
             mode="markers",
             name=name,
-            marker={"color": palette[index % len(palette)], "size": 5, "opacity": 0.6},
+            marker={
+                "color": colour,
+                "symbol": [task_symbol(task) for task in frame["task"]],
+                "size": 5,
+                "opacity": 0.6,
+            },
             text=frame["task"],
             hovertemplate=_run_hover(
                 name,
@@ -575,10 +582,9 @@ def timeseries_overlay(
     fig = go.Figure()
     shown = display_names(runs, names)
     points = point_share(len(runs), MAX_SERIES_POINTS, floor=200)
-    palette = pio.templates["plotly_white"].layout.colorway
+    colours = run_colours([run.summary.scheduler for run in runs])
     when = f"{RUN_TIME_LABEL.split(' (')[0]} %{{x:.1f}} s"
-    for index, run in enumerate(runs):
-        colour = palette[index % len(palette)]
+    for run, colour in zip(runs, colours):
         name = shown[run.run_id]
         series = _per_time(run.timeseries, column, how) * entry.scale
         if smooth_samples > 1 and len(series):
@@ -705,8 +711,8 @@ SWEEP_RATE_LABEL = "arrival rate (req/s)"
 
 
 def sweep_charts(frame: pd.DataFrame, target: float) -> dict[str, go.Figure]:
-    """SLO attainment (0-100%) and G against arrival rate, a line per scheduler; the target as a
-    line."""
+    """SLO attainment (0-100%) and G against arrival rate, a line per scheduler in its colour; the
+    target as a line."""
     attainment, g = go.Figure(), go.Figure()
     share, g_metric = metric("slo_attainment"), metric("G")
     for scheduler, group in frame.groupby("scheduler", sort=True):
@@ -717,6 +723,7 @@ def sweep_charts(frame: pd.DataFrame, target: float) -> dict[str, go.Figure]:
                 y=group[column] * entry.scale,
                 mode="lines+markers",
                 name=str(scheduler),
+                line={"color": scheduler_colour(str(scheduler))},
                 cliponaxis=False,
                 customdata=group["run_id"],
                 hovertemplate=f"<b>{hover_safe(scheduler)}</b><br>%{{x:.4g}} req/s<br>"
@@ -741,10 +748,12 @@ def sweep_charts(frame: pd.DataFrame, target: float) -> dict[str, go.Figure]:
 
 
 # -- live view -------------------------------------------------------------------------------------
-def live_latency_scatter(requests: pd.DataFrame, simulated: bool = False) -> go.Figure:
+def live_latency_scatter(requests: pd.DataFrame, simulated: bool = False, scheduler: str | None = None) -> go.Figure:
     """TTFT, TPOT and E2E of each finished request against its finish time (seconds since the run
-    started; ``simulated``: the simulator's clock, said on the axis), coloured by task, marked by
-    SLO met (circle) or missed (x)."""
+    started; ``simulated``: the simulator's clock, said on the axis), in the colour of the run's
+    ``scheduler``; the task told by the marker (:data:`runners.views.colours.TASK_SYMBOLS`), filled
+    when its SLO was met, open when missed."""
+    colour = scheduler_colour(scheduler)
     shown = [metric(column) for column in ("ttft_s", "tpot_s", "e2e_s")]
     fig = make_subplots(rows=1, cols=3, subplot_titles=[entry.label for entry in shown])
     frame = requests.dropna(subset=["finish_s"]) if len(requests) else requests
@@ -762,7 +771,7 @@ def live_latency_scatter(requests: pd.DataFrame, simulated: bool = False) -> go.
                     name=name,
                     legendgroup=name,
                     showlegend=col == 1,
-                    marker={"color": TASK_COLOURS[task], "symbol": MET_SYMBOLS[met], "size": 6, "opacity": 0.7},
+                    marker={"color": colour, "symbol": task_symbol(task, met), "size": 6, "opacity": 0.7},
                     row=1,
                     col=col,
                     hovertemplate=f"<b>{name}</b><br>finished at %{{x:.1f}} s<br>"
@@ -772,19 +781,20 @@ def live_latency_scatter(requests: pd.DataFrame, simulated: bool = False) -> go.
     return apply_layout(fig, "Per-request latency as requests finish", height=340)
 
 
-def live_instance_series(timeseries: pd.DataFrame, simulated: bool = False) -> go.Figure:
+def live_instance_series(timeseries: pd.DataFrame, simulated: bool = False, scheduler: str | None = None) -> go.Figure:
     """KV-cache usage (0-100%) and batch size (running requests) per instance over run time
-    (``simulated``: the simulator's clock, said on the axis); beside the batch size, an in-engine
+    (``simulated``: the simulator's clock, said on the axis), in the colour of the run's
+    ``scheduler`` (each further instance a lighter shade); beside the batch size, an in-engine
     scheduler's running limit (dashed) and held-back requests (dotted) for the instances that
     record them."""
     kv, running = timeseries_metric("kv_usage"), timeseries_metric("running")
     fig = make_subplots(rows=1, cols=2, subplot_titles=[kv.label, running.label])
-    palette = pio.templates["plotly_white"].layout.colorway
     when = f"{RUN_TIME_LABEL.split(' (')[0]} %{{x:.1f}} s"
     if len(timeseries):
-        for index, (instance, group) in enumerate(timeseries.groupby("instance", sort=True)):
+        groups = list(timeseries.groupby("instance", sort=True))
+        colours = run_colours([scheduler] * len(groups))
+        for (instance, group), colour in zip(groups, colours):
             group = group.sort_values("t_s")
-            colour = palette[index % len(palette)]
             name = f"instance {instance}"
             for col, entry in ((1, kv), (2, running)):
                 t, y = thin_series(group["t_s"], group[entry.key].astype(float) * entry.scale)

@@ -596,12 +596,22 @@ def scheduler_results(record: StudyRecord, key: str, extra: ExtraStatistics | No
 
 
 def card_value(key: str, result: SchedulerResult) -> str:
-    """A card's value: the mean over seeds in display units (``83.2%``); ``(1 seed)`` added when
-    the study has one seed."""
+    """A card's value: the mean over seeds in display units, with its unit when that is ``%``
+    (``83.2%``) and without it otherwise (``0.005981``: :func:`card_unit` heads the cards, so the
+    value stays whole in a card a third of a 1,024 px page wide); ``(1 seed)`` added when the study
+    has one seed."""
     m = demo_metric(key)
     if not _number(result.mean):
         return "-"
-    return f"{value_text(m, result.mean)} (1 seed)" if result.n == 1 else value_text(m, result.mean)
+    text = value_text(m, result.mean) if m.unit == "%" else _plain(m, result.mean)
+    return f"{text} (1 seed)" if result.n == 1 else text
+
+
+def card_unit(key: str) -> str:
+    """The unit the cards of ``key`` give their values in, for their heading: ``" (1/s)"``; empty
+    for a share (its values carry the ``%``)."""
+    m = demo_metric(key)
+    return f" ({m.unit})" if m.unit and m.unit != "%" else ""
 
 
 def card_interval(key: str, result: SchedulerResult) -> str:
@@ -885,14 +895,16 @@ def _outcome_rows(
 
 
 def _columns(record: StudyRecord, first: Sequence[str]) -> list[str]:
+    """The columns of a tails or tasks table: ``first``, the strategy, its verdict and seeds better,
+    then the mean and the change, whose intervals make them the widest."""
     baseline = record.baseline
-    return [
+    return [  # verdict and seeds better right after the names: visible at 1,024 px before the wide columns
         *first,
         "strategy",
-        "mean [95% interval]",
-        f"change vs {baseline} [95% interval]",
         "verdict",
         "seeds better",
+        "mean [95% interval]",
+        f"change vs {baseline} [95% interval]",
     ]
 
 

@@ -13,7 +13,6 @@ from typing import Any
 
 import pandas as pd
 import plotly.graph_objects as go
-import plotly.io as pio
 from plotly.subplots import make_subplots
 
 from runners.metrics.catalog import metric
@@ -35,20 +34,16 @@ from runners.views.charts import (
     slo_thresholds,
     wrap_name,
 )
+from runners.views.colours import rgba, scheduler_colour
 from runners.views.study_view import CAPACITY, ordered_schedulers, statistics_by_rate, sweep_statistics
 from runners.workload.slo import TASKS
 
 NO_INTERVAL_HOVER = "1 seed: no interval"
 
 
-def _palette() -> list[str]:
-    return list(pio.templates["plotly_white"].layout.colorway)
-
-
-def _colours(record: StudyRecord, names: Sequence[str]) -> dict[str, str]:
-    palette = _palette()
-    order = ordered_schedulers(record, names)
-    return {name: palette[index % len(palette)] for index, name in enumerate(order)}
+def _colours(names: Sequence[str]) -> dict[str, str]:
+    """Each scheduler's colour, the same in every chart (:func:`runners.views.colours.scheduler_colour`)."""
+    return {name: scheduler_colour(name) for name in names}
 
 
 def _rate_label(rate: Any) -> str:
@@ -83,7 +78,7 @@ def metric_bars(record: StudyRecord, key: str) -> go.Figure:
     several = len(by_rate) > 1
     per_rate = [(rate, statistics[key].schedulers if key in statistics else {}) for rate, statistics in by_rate]
     names = ordered_schedulers(record, {name for _, per in per_rate for name in per})
-    colours = _colours(record, names)
+    colours = _colours(names)
     fig = go.Figure()
     for name in names:
         xs, ys, plus, minus, hover = [], [], [], [], []
@@ -132,9 +127,8 @@ def pooled_cdfs(runs_by_scheduler: Mapping[str, Sequence[RunData]], column: str,
     ``log_x``: a logarithmic latency axis (zero values are not drawn)."""
     entry = metric(column)
     fig = make_subplots(rows=1, cols=len(TASKS), subplot_titles=list(TASKS), shared_yaxes=True)
-    palette = _palette()
     points = point_share(len(TASKS) * max(1, len(runs_by_scheduler)), 400)
-    for index, (name, runs) in enumerate(runs_by_scheduler.items()):
+    for name, runs in runs_by_scheduler.items():
         frames = [run.requests[["task", column]] for run in runs if len(run.requests) and column in run.requests]
         pooled = pd.concat(frames, ignore_index=True) if frames else pd.DataFrame(columns=["task", column])
         label = f"{name} ({len(runs)} seed{'s' if len(runs) != 1 else ''}, {len(pooled):,} requests)"
@@ -148,7 +142,7 @@ def pooled_cdfs(runs_by_scheduler: Mapping[str, Sequence[RunData]], column: str,
                 name=label,
                 legendgroup=name,
                 showlegend=col == 1,
-                line={"color": palette[index % len(palette)]},
+                line={"color": scheduler_colour(name)},
                 row=1,
                 col=col,
                 hovertemplate=cdf_hover(entry, task, label),
@@ -161,19 +155,13 @@ def pooled_cdfs(runs_by_scheduler: Mapping[str, Sequence[RunData]], column: str,
     return apply_layout(fig, f"{entry.label} CDF per task, requests pooled over seeds")
 
 
-def _rgba(colour: str, alpha: float) -> str:
-    colour = colour.lstrip("#")
-    red, green, blue = (int(colour[i : i + 2], 16) for i in (0, 2, 4))
-    return f"rgba({red},{green},{blue},{alpha})"
-
-
 def sweep_bands(record: StudyRecord, key: str, target: float | None = None) -> go.Figure:
     """Metric ``key`` against arrival rate for a study over rates: per scheduler the mean over
     seeds as a line and its 95% interval as a band, in display units; ``target`` (stored units,
     e.g. an attainment of 0.9) as a dotted line."""
     entry = metric(key)
     frame = sweep_statistics(record, key)
-    colours = _colours(record, frame["scheduler"].unique())
+    colours = _colours(frame["scheduler"].unique())
     fig = go.Figure()
     for name in ordered_schedulers(record, frame["scheduler"].unique()):
         group = frame[frame["scheduler"] == name].sort_values("rate_rps")
@@ -190,7 +178,7 @@ def sweep_bands(record: StudyRecord, key: str, target: float | None = None) -> g
                 x=xs,
                 y=ys,
                 fill="toself",
-                fillcolor=_rgba(colours[name], 0.18),
+                fillcolor=rgba(colours[name], 0.18),
                 mode="lines",
                 line={"width": 0},
                 name=f"{name} 95% CI",
@@ -229,7 +217,7 @@ def capacity_chart(record: StudyRecord, per_seed: pd.DataFrame, statistics: pd.D
     """Capacity at ``target`` attainment: each seed a dot, per scheduler the mean with its 95%
     interval as an error bar (:func:`runners.views.study_view.capacity_per_seed` and
     :func:`runners.views.study_view.capacity_statistics`)."""
-    colours = _colours(record, per_seed["scheduler"].unique() if len(per_seed) else [])
+    colours = _colours(per_seed["scheduler"].unique() if len(per_seed) else [])
     fig = go.Figure()
     for _, row in statistics.iterrows():
         name = row["scheduler"]
@@ -241,7 +229,7 @@ def capacity_chart(record: StudyRecord, per_seed: pd.DataFrame, statistics: pd.D
             x=[name],
             y=[mean],
             name=name,
-            marker_color=_rgba(colours.get(name, "#888888"), 0.5),
+            marker_color=rgba(colours.get(name, scheduler_colour(name)), 0.5),
             error_y={
                 "type": "data",
                 "array": [row["ci_high"] - mean if has else 0],

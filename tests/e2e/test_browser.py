@@ -212,3 +212,51 @@ def test_a_second_launch_is_followed_at_once_with_its_cancel_button(dashboard, b
     assert (new / "cancel").exists()
     assert page.locator("[data-testid='stException']").count() == 0
     page.close()
+
+
+#: Text cut by its box (an ellipsis or a hidden overflow) at a 1,024 px window, as JavaScript: the
+#: leaf elements of the page's main area whose text is wider than the box that shows it.
+CUT_TEXT_JS = """() => {
+  const main = document.querySelector("[data-testid='stMain']") || document.body;
+  const clips = (el) => {
+    const style = getComputedStyle(el);
+    return style.textOverflow === "ellipsis" || ["hidden", "clip"].includes(style.overflowX);
+  };
+  const cut = [];
+  for (const el of main.querySelectorAll("p, span, label, div, h1, h2, h3, h4, button")) {
+    if (el.children.length || !el.textContent.trim() || !el.offsetParent) continue;
+    const range = document.createRange();
+    range.selectNodeContents(el);
+    const right = range.getBoundingClientRect().right;
+    for (let box = el, depth = 0; box && box !== main && depth < 6; box = box.parentElement, depth++) {
+      if (!clips(box)) continue;
+      const edge = box.getBoundingClientRect().right;
+      if (box.scrollWidth > box.clientWidth + 1 || right > edge + 1) { cut.push(el.textContent.trim()); }
+      break;
+    }
+  }
+  return cut;
+}"""
+#: Pages checked for cut text at 1,024 px, and the text that says each has drawn.
+NARROW_PAGES = [
+    ("", "Latest runs"),
+    ("Launch", "Launch runs"),
+    ("Demo", "Which scheduler serves more users on time?"),
+]
+
+
+@pytest.mark.parametrize("path,text", NARROW_PAGES)
+def test_no_label_is_cut_at_1024_px(dashboard, browser, tmp_path, path, text):
+    """Issue 27, defect 11: at a 1,024 px window no page link, card label, field label or radio
+    option is cut ("Demo: a ready comparis", "output throughput, run mean (t...")."""
+    url, _ = dashboard
+    page = browser.new_page(viewport={"width": 1024, "height": 1000})
+    page.goto(f"{url}/{path}", timeout=60_000)
+    page.get_by_text(text).first.wait_for(timeout=60_000)
+    if path == "Demo":
+        page.locator(".js-plotly-plot").nth(2).wait_for(timeout=60_000)
+    page.wait_for_timeout(2500)
+    cut = page.evaluate(CUT_TEXT_JS)
+    page.screenshot(path=str(shots_folder(tmp_path) / f"narrow-{path.lower() or 'home'}.png"), full_page=True)
+    page.close()
+    assert not cut, f"text cut at 1,024 px on /{path}: {cut}"

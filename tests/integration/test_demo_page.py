@@ -103,6 +103,7 @@ def test_each_regime_states_attainment_and_g_with_intervals_and_seeds_better(app
     n = len(record.seeds)
     cards = tab.metric
     assert [card.label for card in cards] == list(DEMO_SCHEDULERS) * 2  # attainment, then G
+    assert any(markdown.value.startswith("**G (1/s)**") for markdown in tab.markdown)
     under = [caption.value for caption in tab.caption][: 2 * len(DEMO_SCHEDULERS)]
     for row, (key, m) in enumerate((("slo_attainment", ATTAINMENT), ("G", G))):
         entry = record.statistics[key]
@@ -111,7 +112,8 @@ def test_each_regime_states_attainment_and_g_with_intervals_and_seeds_better(app
             stats = entry.schedulers[name]
             low, high = plain(m.format(stats.ci_low)), plain(m.format(stats.ci_high))
             unit = "%" if m.unit == "%" else f" {m.unit}"
-            assert card.value == f"{plain(m.format(stats.mean))}{unit}"
+            # a share's card carries its %; G's unit heads its cards ("G (1/s)"), so the value stays whole
+            assert card.value == f"{plain(m.format(stats.mean))}{unit if m.unit == '%' else ''}"
             half = plain(m.format((stats.ci_high - stats.ci_low) / 2))
             assert caption.startswith(f"± {half} (95% interval {low} to {high}{unit}); ")
             if name == DEMO_BASELINE:

@@ -255,29 +255,29 @@ def test_the_tail_and_task_tables_state_means_intervals_and_changes():
     assert list(tails.columns) == [
         "tail",
         "strategy",
+        "verdict",  # before the wide columns: seen at 1,024 px
+        "seeds better",
         "mean [95% interval]",
         "change vs fcfs [95% interval]",
-        "verdict",
-        "seeds better",
     ]
     assert tails.values.tolist() == [
-        ["TTFT p99 (s)", "fcfs", "1.000 [0.900, 1.100]", "", "baseline", ""],
+        ["TTFT p99 (s)", "fcfs", "baseline", "", "1.000 [0.900, 1.100]", ""],
         [
             "TTFT p99 (s)",
             "mcsf",
-            "1.000 [0.900, 1.100]",
-            "+166.300 s [151.400, 181.200]",
             "clearly worse",
             "0 of 10 seeds",
+            "1.000 [0.900, 1.100]",
+            "+166.300 s [151.400, 181.200]",
         ],
-        ["E2E p99 (s)", "fcfs", "1.000 [0.900, 1.100]", "", "baseline", ""],
+        ["E2E p99 (s)", "fcfs", "baseline", "", "1.000 [0.900, 1.100]", ""],
         [
             "E2E p99 (s)",
             "mcsf",
-            "1.000 [0.900, 1.100]",
-            "-2.000 s [-5.000, 1.000]",
             "no clear difference",
             "4 of 10 seeds",
+            "1.000 [0.900, 1.100]",
+            "-2.000 s [-5.000, 1.000]",
         ],
     ]
     extra = {
@@ -290,18 +290,18 @@ def test_the_tail_and_task_tables_state_means_intervals_and_changes():
     tasks = task_frame(rec, extra).set_index(["task", "outcome", "strategy"])
     assert len(tasks) == 2 * 2 * 2  # tasks x outcomes x strategies
     assert tasks.loc[("chat", "on time (%)", "mcsf")].tolist() == [
-        "100.0 [90.0, 100.0]*",  # a share's interval cut at 100% (the stored t-interval reaches 110)
-        "+60.0 pts [56.0, 64.0]",
         "clearly better",
         "10 of 10 seeds",
+        "100.0 [90.0, 100.0]*",  # a share's interval cut at 100% (the stored t-interval reaches 110)
+        "+60.0 pts [56.0, 64.0]",
     ]
     assert tasks.loc[("code", "E2E p99 (s)", "mcsf")].tolist() == [
-        "70.000 [60.000, 80.000]",
-        "+40.000 s [30.000, 50.000]",
         "clearly worse",
         "0 of 10 seeds",
+        "70.000 [60.000, 80.000]",
+        "+40.000 s [30.000, 50.000]",
     ]
-    assert tasks.loc[("code", "E2E p99 (s)", "fcfs")].tolist() == ["30.000 [27.000, 33.000]", "", "baseline", ""]
+    assert tasks.loc[("code", "E2E p99 (s)", "fcfs")].tolist() == ["baseline", "", "30.000 [27.000, 33.000]", ""]
 
 
 def test_a_regime_says_its_load_and_how_long_the_queue_grew():

@@ -65,3 +65,24 @@ def test_paper_titles_are_the_papers_first_lines():
         text = next(seeds.glob(f"{paper_id}_*.txt")).read_text(encoding="utf-8")
         first = next(line.strip() for line in text.splitlines() if line.strip())
         assert first == paper.title, paper_id
+
+
+def test_no_text_a_reader_sees_names_a_paper_by_its_number():
+    """Summaries, parameter help, metric definitions and the simulator's settings name a paper by its
+    title or authors, never "000 Alg. 1" or "004's" (issue 27, defect 11)."""
+    import re
+
+    from runners.engines.sim_config import SimulatorConfig
+    from runners.metrics.catalog import RUN_METRICS
+
+    number = re.compile(r"(?<![\d.,])00[0-4](?![\d])")
+    texts = {f"{name}.summary": cls.summary for name, cls in registry.SCHEDULERS.items()}
+    for name, cls in registry.SCHEDULERS.items():
+        for field, info in cls.Params.model_fields.items():
+            texts[f"{name}.{field}"] = f"{info.title} {info.description}"
+    for entry in RUN_METRICS:
+        texts[f"metric {entry.key}"] = f"{entry.label} {entry.definition}"
+    for field, info in SimulatorConfig.model_fields.items():
+        texts[f"sim {field}"] = f"{info.title} {info.description}"
+    offenders = {where: text for where, text in texts.items() if number.search(text or "")}
+    assert not offenders, offenders
