@@ -20,18 +20,22 @@ from runners.app.launch_form import (
     DEFAULT_SCHEDULERS,
     FORM_DEFAULTS,
     build_job,
+    engine_field_defaults,
     field_text,
+    for_engine,
+    group_label,
     parameter_label,
     preview_load,
     save_upload,
     single_runs_warning,
     study_size,
+    unavailable_note,
 )
 from runners.engines.adapters import ADAPTERS, FormField
 from runners.engines.profile import PRESETS
 from runners.errors import SchedlabError
 from runners.metrics.catalog import metric
-from runners.registry import ENGINES, SCHEDULERS, check_engine_for, parameter_specs
+from runners.registry import ENGINES, SCHEDULERS, parameter_specs
 from runners.run.capacity_estimate import low_load_warning
 from runners.store import result_store
 from runners.study.runner import MAX_RUNS_UNCONFIRMED
@@ -56,24 +60,36 @@ def key(path: str) -> str:
     return FIELD + path
 
 
-def scheduler_unavailable(engine_kind: str) -> dict[str, str]:
-    """Scheduler name -> why it cannot run on ``engine_kind`` (registry.check_engine_for, the
-    check the CLI and the job builder make), for the schedulers that cannot."""
-    reasons = {}
-    for name in SCHEDULERS:
-        try:
-            check_engine_for(name, engine_kind)
-        except SchedlabError as exc:
-            reasons[name] = getattr(exc, "message", str(exc))
-    return reasons
+#: The fields whose errors this run of the page showed under them (the page runs top to bottom
+#: on every interaction, so this starts empty each time).
+shown: set[str] = set()
 
 
-def error_under(*paths: str) -> None:
-    """Show the errors of these fields right under them."""
+def error_under(*paths: str, label: str | None = None) -> None:
+    """Show the errors of these fields right under them, each named by ``label`` (the field's
+    label as the form shows it) or the place's name (launch_form.group_label), never its config path."""
     for path in paths:
+        shown.add(path)
         message = st.session_state.get(ERRORS, {}).get(path)
         if message:
-            st.error(f"**{path}**: {message}", icon="⚠️")
+            st.error(f"**{label or group_label(path)}**: {message}", icon="⚠️")
+
+
+def engine_changed() -> None:
+    """Radio callback: the engine fields every engine shares a widget for (the same key) are
+    written through the Session State API, which the browser adopts (a removed value is not: the
+    browser kept showing, and sent back, the simulator's 16 slots as vLLM's --max-num-seqs), and
+    the errors of the last launch that concern the engine are dropped (their fields may be gone)."""
+    defaults = engine_field_defaults(st.session_state.get(key("engine.kind"), "sim"))
+    for name in [name for name in st.session_state if isinstance(name, str) and name.startswith(FIELD + "engine.")]:
+        if name != key("engine.kind") and isinstance(st.session_state[name], str):
+            st.session_state[name] = defaults.get(name[len(FIELD) :], "")
+    errors = st.session_state.get(ERRORS) or {}
+    st.session_state[ERRORS] = {
+        path: message
+        for path, message in errors.items()
+        if not path.startswith("engine") and path not in ("schedulers", "trials.baseline")
+    }
 
 
 def number(label: str, path: str, value=None, help: str | None = None, placeholder: str | None = None):
@@ -87,12 +103,12 @@ def number(label: str, path: str, value=None, help: str | None = None, placehold
         help=help,
         placeholder=placeholder or ("blank = the default" if value is None else None),
     )
-    error_under(path)
+    error_under(path, label=label)
 
 
 def text(label: str, path: str, value: str = "", help: str | None = None, placeholder: str | None = None):
     st.text_input(label, key=key(path), value=value, help=help, placeholder=placeholder)
-    error_under(path)
+    error_under(path, label=label)
 
 
 def adapter_input(field: FormField) -> None:
@@ -104,15 +120,18 @@ def adapter_input(field: FormField) -> None:
         number(field.label, field.path, None, help=field.help or None)
     elif field.widget == "choice":
         st.selectbox(field.label, list(field.choices), key=key(field.path), help=field.help or None)
-        error_under(field.path)
+        error_under(field.path, label=field.label)
     elif field.flag_value is True:
         st.checkbox(field.label, value=True, key=key(field.path), help=field.help or None)
+        error_under(field.path, label=field.label)
     else:
         st.checkbox(field.label, key=f"ui:flag:{field.path}", help=field.help or None)
+        error_under(field.path, label=field.label)
 
 
 def form_values() -> dict:
-    """The form's fields as dotted config path -> value (what build_job reads)."""
+    """The form's fields as dotted config path -> value (what build_job reads), without the
+    engine fields the chosen engine does not offer (launch_form.for_engine)."""
     values = {
         name[len(FIELD) :]: value
         for name, value in st.session_state.items()
@@ -126,7 +145,7 @@ def form_values() -> dict:
     for field in adapter.form_fields if adapter else ():
         if field.widget == "flag" and field.flag_value is not True and st.session_state.get(f"ui:flag:{field.path}"):
             values[field.path] = field.flag_value
-    return values
+    return for_engine(values)
 
 
 @st.cache_data(max_entries=32, show_spinner=False)
@@ -189,10 +208,11 @@ kind = st.radio(
     horizontal=True,
     format_func=lambda name: f"{name}: {ENGINES[name].summary}",
     # the simulator's default of 16 slots is no default for a real server's --max-num-seqs
-    on_change=lambda: st.session_state.pop(key("engine.max_num_seqs"), None),
+    on_change=engine_changed,
 )
-error_under("engine.kind", "engine")
-columns: Sequence[DeltaGenerator] = st.columns(4)
+error_under("engine.kind", "engine", label="Engine")
+# the simulator's preset name and profile path need half the row each (a quarter cut them at 1,024 px)
+columns: Sequence[DeltaGenerator] = st.columns(2 if kind == "sim" else 4)
 if kind == "sim":
     with columns[0]:
         st.selectbox(
@@ -201,7 +221,8 @@ if kind == "sim":
             key=key("engine.preset"),
             help='Latency coefficients and KV capacity of a measured engine (docs/design.md, "The simulated engine")',
         )
-        error_under("engine.preset")
+        error_under("engine.preset", label="Profile preset")
+    with columns[1]:
         text(
             "Profile file (optional)",
             "engine.profile",
@@ -209,16 +230,17 @@ if kind == "sim":
             help="a profile from `python -m runners profile` or bench/sim_fidelity.py (which adds its fidelity "
             "report against the real engine); overrides the preset",
         )
-    with columns[1]:
+    columns = st.columns(3)
+    with columns[0]:
         number("Instances", "engine.instances", 1)
-    with columns[2]:
+    with columns[1]:
         number(
             "KV capacity per instance (tokens)",
             "engine.kv_capacity_tokens",
             None,
             help="blank = the preset's capacity (813,104 tokens for Qwen2.5-7B on 2 x V100)",
         )
-    with columns[3]:
+    with columns[2]:
         number(
             "max_num_seqs",
             "engine.max_num_seqs",
@@ -251,7 +273,7 @@ if kind == "sim":
             "run); engine-truth: the simulator's own model, which no deployment has (an oracle: its results "
             "are labelled so)",
         )
-        error_under("engine.planning_model")
+        error_under("engine.planning_model", label="Latency model the scheduler plans with")
     with plan_columns[1]:
         number(
             "Injected latency-model error (relative std)",
@@ -363,7 +385,7 @@ with columns[0]:
         help="poisson: exponential gaps; gamma: burstiness as vLLM's benchmark; all-at-once: the "
         "papers' offline setting",
     )
-    error_under("workload.arrival.process")
+    error_under("workload.arrival.process", label="Arrival process")
 with columns[1]:
     if process != "all-at-once":
         number("Rate (req/s)", "workload.arrival.rate", FORM_DEFAULTS["workload.arrival.rate"])
@@ -401,7 +423,8 @@ error_under("slo", "slo.preset")
 
 # -- schedulers --------------------------------------------------------------------------------
 st.subheader("Schedulers")
-unavailable = scheduler_unavailable(kind)  # engine-* ones unless schedlab launches the vLLM
+note = unavailable_note(kind)  # engine-* ones unless schedlab launches the vLLM
+unavailable = note.schedulers if note is not None else []
 offered = [name for name in SCHEDULERS if name not in unavailable]
 if "schedulers" in st.session_state:  # chosen under another engine: drop what this one cannot run
     st.session_state["schedulers"] = [name for name in st.session_state["schedulers"] if name in offered]
@@ -418,14 +441,9 @@ chosen = st.multiselect(
     "inside a vLLM that schedlab launches (its --scheduler-cls): they are offered only "
     "with engine vllm.",
 )
-if unavailable:
-    st.caption(
-        "Not offered with engine "
-        + kind
-        + ": "
-        + "; ".join(f"**{name}**: {reason}" for name, reason in unavailable.items())
-    )
-error_under("schedulers")
+if note is not None:
+    st.caption(note.text, help=note.details)  # once, however many schedulers it names
+error_under("schedulers", label="Schedulers to compare")
 st.selectbox(
     "Baseline",
     [""] + offered,
@@ -433,7 +451,7 @@ st.selectbox(
     format_func=lambda name: name or (f"the first scheduler ({chosen[0]})" if chosen else "the first scheduler"),
     help="the scheduler the others are compared with (paired by seed: difference, 95% interval, wins, verdict)",
 )
-error_under("trials.baseline")
+error_under("trials.baseline", label="Baseline")
 for name in chosen:
     cls = SCHEDULERS[name]
     with st.expander(f"{name} — {cls.summary}"):
@@ -462,7 +480,7 @@ for name in chosen:
                         help=help_text,
                         placeholder="blank = the default" if spec.default is None else None,
                     )
-                error_under(path)
+                error_under(path, label=label)
 
 # -- sweep + launch ----------------------------------------------------------------------------
 st.subheader("Rate sweep (optional)")
@@ -473,11 +491,11 @@ if sweep:
         text("Rates (req/s)", "sweep.rates", "1, 2, 4, 8")
     with columns[1]:
         st.slider("Capacity target: SLO attainment", 0.5, 1.0, 0.9, 0.01, key=key("sweep.target"))
-        error_under("sweep.target")
+        error_under("sweep.target", label="Capacity target: SLO attainment")
 planned = study_size(form_values(), chosen)
 if planned is not None and planned > MAX_RUNS_UNCONFIRMED:
     st.checkbox(f"Run a study of {planned:,} runs (more than {MAX_RUNS_UNCONFIRMED:,})", key=key("trials.confirm"))
-error_under("trials.confirm")
+error_under("trials.confirm", label="Confirmation")
 text("Job label (optional)", "job.label")
 
 # -- offered load: could the schedulers differ? ------------------------------------------------
@@ -494,8 +512,13 @@ if planned is not None:
 elif single := single_runs_warning(form_values()):
     st.warning(single, icon="⚠️")
 st.button("Launch", type="primary", on_click=launch, key="launch")
-if st.session_state.get(ERRORS):
-    st.error(f"{len(st.session_state[ERRORS])} field(s) need attention; each error is shown under its field.")
+if errors := st.session_state.get(ERRORS):
+    elsewhere = {path: message for path, message in errors.items() if path not in shown}  # no field on the page now
+    st.error(
+        f"{len(errors)} field(s) need attention"
+        + ("; each error is shown under its field." if not elsewhere else ":")
+        + "".join(f"\n- **{group_label(path)}**: {message}" for path, message in elsewhere.items())
+    )
 if st.session_state.get(STORE_ERROR):
     st.error(st.session_state.pop(STORE_ERROR))
 if st.session_state.get("launched"):

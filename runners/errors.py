@@ -35,6 +35,20 @@ class UnknownNameError(ConfigError):
         super().__init__(field, f"unknown name {name!r}; expected one of: {', '.join(sorted(known))}")
 
 
+class EnvironmentProblem(SchedlabError):
+    """What was asked cannot run on this machine as it is, whatever the run's own settings: the
+    engine is not installed in the chosen Python, the model folder does not exist (nor is the id
+    in the hub cache when the hub is off), a port is taken, a server is unreachable. ``field``:
+    the dotted config path to change (``engine.python``). Found before launch
+    (:mod:`runners.app.preflight`); a study stops at the first member that meets one
+    (:func:`runners.study.runner.environment_failure`): every later member would meet it too."""
+
+    def __init__(self, field: str, message: str) -> None:
+        self.field = field
+        self.message = message
+        super().__init__(f"{field}: {message}")
+
+
 class RunStopped(Exception):
     """A run stopped early by its own rule (failure rule, dead engine, time limit); ``str`` says why."""
 

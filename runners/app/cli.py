@@ -198,7 +198,10 @@ def command_run(args: argparse.Namespace) -> int:
     if getattr(args, "resume", None) is not None:
         return _resume_study(args)
     config = build_run_config(args)
+    from runners.app.preflight import check
     from runners.study.runner import is_study
+
+    check(config)  # a launch that cannot succeed here (engine missing, no model, busy port) starts nothing
 
     if is_study(config):
         return _run_study(args, config)

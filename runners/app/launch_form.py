@@ -21,18 +21,23 @@ import copy
 import hashlib
 import re
 import shlex
-from collections.abc import Sequence
+import types
+import typing
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from pydantic import ValidationError
+from pydantic import BaseModel, ValidationError
+from pydantic.fields import FieldInfo
 
 from runners import paths
+from runners.app import preflight
 from runners.app.jobs import JobSpec, StudySpec, SweepSpec, new_job_spec
-from runners.errors import ConfigError, DatasetError, SchedlabError, error_location, validation_message
+from runners.engines.adapters import ADAPTERS
+from runners.errors import ConfigError, DatasetError, SchedlabError, error_location, shortened, validation_message
 from runners.metrics.catalog import metric
-from runners.registry import check_engine_for, parameter_specs, scheduler_class
+from runners.registry import SCHEDULERS, check_engine_for, parameter_specs, scheduler_class
 from runners.run.benchmark import prepare_run
 from runners.run.capacity_estimate import OfferedLoad, offered_load, real_engine_load
 from runners.run.config import RunConfig, set_dotted
@@ -74,6 +79,188 @@ DEFAULT_SCHEDULERS: tuple[str, ...] = ("fcfs", "slo-sa")
 DEFAULT_PACE = 100.0
 
 
+#: The simulator's fields on the form (config paths; ``engine.pace`` from its Speed slider,
+#: ``engine.scheduling_policy`` from its priority box).
+SIM_FIELDS = (
+    "engine.preset",
+    "engine.profile",
+    "engine.instances",
+    "engine.kv_capacity_tokens",
+    "engine.max_num_seqs",
+    "engine.pace",
+    "engine.scheduling_policy",
+    "engine.planning_model",
+    "engine.planning_error",
+)
+#: The fields of every engine schedlab launches, before its adapter's own (FormField.path).
+LAUNCH_FIELDS = ("engine.model", "engine.instances", "engine.gpus", "engine.profile", "engine.extra_args")
+#: The fields of attached servers.
+ATTACH_FIELDS = ("engine.urls", "engine.model", "engine.api_key_env", "engine.profile", "engine.scheduling_policy")
+
+
+def engine_fields(kind: str) -> frozenset[str]:
+    """The ``engine.*`` config paths the form offers for engine ``kind`` (``engine.kind`` too): a
+    field of another engine (the simulator's 16 slots after a switch to vLLM) never reaches a
+    run of this one (:func:`build_job` drops it)."""
+    if kind == "sim":
+        own: tuple[str, ...] = SIM_FIELDS
+    elif (adapter := ADAPTERS.get(kind)) is not None and adapter.config is not None:
+        own = LAUNCH_FIELDS + tuple(form_field.path for form_field in adapter.form_fields)
+    else:
+        own = ATTACH_FIELDS
+    return frozenset(("engine.kind", *own))
+
+
+def engine_field_defaults(kind: str) -> dict[str, str]:
+    """What the engine fields shared between engines show once engine ``kind`` is chosen: blank
+    (the engine's own default) except one instance and, on the simulator, its 16 slots
+    (:data:`FORM_DEFAULTS`); the page writes these when the engine changes."""
+    values = {"engine.instances": "1"}
+    if kind == "sim":
+        values["engine.max_num_seqs"] = field_text(FORM_DEFAULTS["engine.max_num_seqs"])
+    return values
+
+
+def for_engine(values: Mapping[str, Any]) -> dict[str, Any]:
+    """``values`` without the ``engine.*`` fields that the chosen engine (``engine.kind``,
+    default sim) does not offer (:func:`engine_fields`)."""
+    offered = engine_fields(str(values.get("engine.kind") or "sim"))
+    return {key: value for key, value in values.items() if not key.startswith("engine.") or key in offered}
+
+
+#: Names of the form's places that hold errors but are no single input.
+GROUP_LABELS = {
+    "engine": "Engine",
+    "engine.kind": "Engine",
+    "engine.ports": "Server ports",
+    "workload": "Workload",
+    "workload.ratio": "Chat and code shares",
+    "slo": "SLOs",
+    "slo.preset": "SLO preset",
+    "schedulers": "Schedulers to compare",
+    "trials.confirm": "Confirmation",
+    "config": "Settings",
+}
+
+
+def group_label(path: str) -> str:
+    """How the form names ``path`` where no input of its own labels it: :data:`GROUP_LABELS`,
+    ``chat SLO`` for ``slo.chat``, else the last part of the path in words."""
+    if path in GROUP_LABELS:
+        return GROUP_LABELS[path]
+    parts = path.split(".")
+    if len(parts) == 2 and parts[0] == "slo":
+        return f"{parts[1]} SLO"
+    return parts[-1].replace("_", " ")
+
+
+_WHOLE_TYPES = {"int_parsing", "int_type", "int_from_float"}
+_NUMBER_TYPES = {"float_parsing", "float_type", "finite_number"}
+_BOUND_TYPES = {"greater_than", "greater_than_equal", "less_than", "less_than_equal"}
+
+
+def _models_in(annotation: Any) -> list[type[BaseModel]]:
+    if isinstance(annotation, type) and issubclass(annotation, BaseModel):
+        return [annotation]
+    if typing.get_origin(annotation) in (typing.Union, types.UnionType, typing.Annotated):
+        return [model for arg in typing.get_args(annotation) for model in _models_in(arg)]
+    return []
+
+
+def field_info(path: str, engine_kind: str = "sim") -> FieldInfo | None:
+    """The model field behind the form's ``path``: a scheduler parameter
+    (``scheduler.<name>.<param>``), or a run config path (``engine.max_num_seqs`` of engine
+    ``engine_kind``'s config); None when there is none."""
+    parts = path.split(".")
+    if parts[0] == "scheduler" and len(parts) == 3:
+        try:
+            return scheduler_class(parts[1]).Params.model_fields.get(parts[2])
+        except SchedlabError:
+            return None
+    model: type[BaseModel] | None = RunConfig
+    info = None
+    for part in parts:
+        if model is None or (info := model.model_fields.get(part)) is None:
+            return None
+        models = _models_in(info.annotation)
+        tagged = [m for m in models if "kind" in m.model_fields and m.model_fields["kind"].default == engine_kind]
+        model = tagged[0] if tagged else models[0] if len(models) == 1 else None
+    return info
+
+
+def _whole(info: FieldInfo | None) -> bool:
+    return info is not None and int in {info.annotation, *typing.get_args(info.annotation)}
+
+
+def bounds_text(info: FieldInfo | None) -> str:
+    """A field's bounds in words: ``from 1 to 1,000,000``, ``> 0``, ``<= 1``; "" without any.
+    A whole-number field's ``> 0`` reads ``>= 1``."""
+    if info is None:
+        return ""
+    whole = _whole(info)
+    low = high = None
+    low_open = high_open = False
+    for item in info.metadata:
+        if getattr(item, "gt", None) is not None:
+            low, low_open = item.gt, True
+        if getattr(item, "ge", None) is not None:
+            low, low_open = item.ge, False
+        if getattr(item, "lt", None) is not None:
+            high, high_open = item.lt, True
+        if getattr(item, "le", None) is not None:
+            high, high_open = item.le, False
+    if whole and low is not None and low_open:
+        low, low_open = low + 1, False
+    if whole and high is not None and high_open:
+        high, high_open = high - 1, False
+
+    def shown(value: Any) -> str:
+        return f"{value:,}" if isinstance(value, int) else f"{value:g}"
+
+    if low is not None and high is not None and not low_open and not high_open:
+        return f"from {shown(low)} to {shown(high)}"
+    parts = []
+    if low is not None:
+        parts.append(f"{'>' if low_open else '>='} {shown(low)}")
+    if high is not None:
+        parts.append(f"{'<' if high_open else '<='} {shown(high)}")
+    return " and ".join(parts)
+
+
+def form_message(item: Mapping[str, Any], info: FieldInfo | None = None) -> str:
+    """One validation error as the form says it under the field (its label goes before it): a
+    plain sentence with what was expected and what was typed, ``expected a whole number from 1
+    to 1,000,000, got 'abc'``, not pydantic's wording; ``info``: the field (its type and
+    bounds), when known. Errors of other kinds keep their message (:func:`validation_message`)."""
+    kind = str(item.get("type", ""))
+    value = item.get("input")
+    got = "" if value is None or isinstance(value, (dict, list)) else f", got {shortened(repr(value))}"
+    bounds = bounds_text(info)
+    bounds = f" {bounds}" if bounds else ""
+    number = "a whole number" if kind in _WHOLE_TYPES or _whole(info) else "a number"
+    if kind in _WHOLE_TYPES | _NUMBER_TYPES:
+        return f"expected {number}{bounds}{got}"
+    if kind in _BOUND_TYPES:
+        ctx = item.get("ctx") or {}
+        if not bounds:
+            sign = {"greater_than": ">", "greater_than_equal": ">=", "less_than": "<", "less_than_equal": "<="}[kind]
+            bounds = f" {sign} {next(iter(ctx.values()), '')}"
+        return f"expected {number}{bounds}{got}"
+    if kind in ("bool_parsing", "bool_type"):
+        return f"expected yes or no{got}"
+    if kind == "literal_error":
+        return f"expected one of {(item.get('ctx') or {}).get('expected', 'the listed values')}{got}"
+    if kind == "missing":
+        return "required: expected a value"
+    return validation_message(item)
+
+
+def _message(item: Mapping[str, Any], path: str, data: Mapping[str, Any]) -> str:
+    """:func:`form_message` of an error at form field ``path`` of the config ``data``."""
+    kind = (data.get("engine") or {}).get("kind", "sim") if isinstance(data.get("engine"), dict) else "sim"
+    return form_message(item, field_info(path, str(kind)))
+
+
 def default_form_values(schedulers: Sequence[str] = DEFAULT_SCHEDULERS) -> dict[str, Any]:
     """What the Launch page submits when nothing is changed: :data:`FORM_DEFAULTS`, the default
     pace, and every parameter of ``schedulers`` at its registry default (as the page draws it)."""
@@ -112,6 +299,39 @@ def parameter_label(name: str, field: str) -> tuple[str, str]:
         description += "."
     parts = [description, f"Default: {default}.", f"Config key: `{field}`."]
     return label, " ".join(part for part in parts if part)
+
+
+@dataclass(frozen=True)
+class UnavailableNote:
+    """The schedulers an engine cannot run, said once under the scheduler list: ``text`` (one
+    line) and ``details`` (each scheduler's full reason, for a tooltip)."""
+
+    schedulers: list[str]
+    text: str
+    details: str
+
+
+def unavailable_note(engine_kind: str) -> UnavailableNote | None:
+    """Which schedulers cannot run on ``engine_kind`` (registry.check_engine_for, the check the
+    CLI and :func:`build_job` make), in one sentence however many they are (the in-engine ones
+    share their reason: they run inside a vLLM that schedlab launches); None when all can."""
+    reasons: dict[str, str] = {}
+    for name in SCHEDULERS:
+        try:
+            check_engine_for(name, engine_kind)
+        except ConfigError as exc:
+            reasons[name] = exc.message
+    if not reasons:
+        return None
+    inside = [name for name in reasons if scheduler_class(name).in_engine]
+    others = [f"{name} ({reasons[name]})" for name in reasons if name not in inside]
+    parts = (
+        [f"{', '.join(inside)}: they run inside vLLM, so schedlab must launch the server (engine vllm)"]
+        if inside
+        else []
+    )
+    text = f"Not offered with engine {engine_kind}: " + "; ".join(parts + others) + "."
+    return UnavailableNote(list(reasons), text, "\n\n".join(reasons.values()))
 
 
 def results_link(spec: JobSpec) -> dict[str, str]:
@@ -279,7 +499,8 @@ def _scheduler_params(name: str, values: dict[str, Any], errors: dict[str, str])
         model = scheduler_class(name).Params.model_validate(params)
     except ValidationError as exc:
         for item in exc.errors():
-            errors[prefix + _error_key(item.get("loc", ()))] = validation_message(item)
+            path = prefix + _error_key(item.get("loc", ()))
+            errors[path] = _message(item, path, {})
         return params
     return {key: getattr(model, key) for key in params}  # "0.95" typed -> 0.95
 
@@ -335,7 +556,8 @@ def _study(
         base = RunConfig.model_validate(config)
     except ValidationError as exc:
         for item in exc.errors():
-            errors.setdefault(_error_key(item.get("loc", ())), validation_message(item))
+            path = _error_key(item.get("loc", ()))
+            errors.setdefault(path, _message(item, path, data))
         return [], None
     try:
         plan = plan_study(base, new_study_id())
@@ -381,7 +603,7 @@ def _sweep(
             if rates:
                 sweep = SweepSpec(rates_rps=rates, target_attainment=float(values.get("sweep.target") or 0.9))
         except ValidationError as exc:
-            errors["sweep.target"] = "; ".join(validation_message(item) for item in exc.errors())
+            errors["sweep.target"] = "; ".join(form_message(item) for item in exc.errors())
     if not rates:
         rates = [None]
     sweep_id = None
@@ -412,7 +634,8 @@ def _single_runs(
                 configs.append(RunConfig.model_validate(config))
             except ValidationError as exc:
                 for item in exc.errors():
-                    errors.setdefault(_error_key(item.get("loc", ())), validation_message(item))
+                    path = _error_key(item.get("loc", ()))
+                    errors.setdefault(path, _message(item, path, data))
                 return configs
     return configs
 
@@ -448,7 +671,9 @@ def _job_label(values: dict[str, Any], schedulers: list[str], study: StudySpec |
     return label
 
 
-def build_job(values: dict[str, Any], schedulers: list[str], check_workload: bool = True) -> FormResult:
+def build_job(
+    values: dict[str, Any], schedulers: list[str], check_workload: bool = True, check_machine: bool = True
+) -> FormResult:
     """Validate the form and build the job; nothing is started here.
 
     ``values``: dotted field -> value (see module doc); ``sweep.enabled`` (bool),
@@ -458,7 +683,12 @@ def build_job(values: dict[str, Any], schedulers: list[str], check_workload: boo
     the first scheduler); more than :data:`runners.study.runner.MAX_RUNS_UNCONFIRMED` runs need
     ``trials.confirm``. ``slo.<task>.tpot_ms`` is the TPOT limit in milliseconds.
     ``job.label`` names the job. ``check_workload`` also builds the workload once, so a
-    malformed dataset file or an impossible SLO preset is reported before launch."""
+    malformed dataset file or an impossible SLO preset is reported before launch;
+    ``check_machine`` refuses a launch this machine cannot run (:func:`runners.app.preflight.refusals`:
+    the engine not installed in its Python, a model folder that does not exist, a busy port, a
+    malformed server URL). ``engine.*`` fields the chosen engine does not offer are dropped
+    (:func:`for_engine`)."""
+    values = for_engine(values)
     errors: dict[str, str] = {}
     if not schedulers:
         errors["schedulers"] = "choose at least one scheduler"
@@ -479,6 +709,8 @@ def build_job(values: dict[str, Any], schedulers: list[str], check_workload: boo
     if errors or not configs:
         return FormResult(errors=_form_keys(errors or {"schedulers": "choose at least one scheduler"}, values))
     errors = _launch_errors(configs, schedulers, data, check_workload)
+    if check_machine:  # every run of a job has the same engine
+        errors = {**preflight.refusals(configs[0]), **errors}
     if errors:
         return FormResult(errors=_form_keys(errors, values))
     label = _job_label(values, schedulers, study)

@@ -117,7 +117,7 @@ class SCLSParams(PolicyParams):
         description="lambda in T = max(lambda * min load, Gamma) (eq. 12), a factor below 1 (paper: 0.5)",
     )
     min_interval_slices: float = Field(
-        title="shortest interval (Gamma, slices)",
+        title="Gamma in slice times (shortest interval)",
         default=1.0,
         gt=0,
         le=1000,
@@ -126,7 +126,7 @@ class SCLSParams(PolicyParams):
         "(the paper's 3 s / 6 s were about one such slice on its engines)",
     )
     min_interval_s: float | None = Field(
-        title="shortest interval (Gamma, s)",
+        title="Gamma in seconds (replaces slice times)",
         default=None,
         gt=0,
         le=86_400.0,

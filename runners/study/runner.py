@@ -14,7 +14,9 @@ study adds ``results/<study_id>/study.json`` (a contract, see README "Result fil
   (the times the study was resumed); version 3 added ``oracles`` (scheduler -> the oracles its
   runs used, one sentence each: runners.run.knowledge; absent: none); versions 1 and 2 still read;
 - ``runs``: ``{run_id, scheduler, seed, rate, status, error}`` for every planned run (status
-  ``pending`` before it ran, ``skipped`` when the study was cancelled first);
+  ``pending`` before it ran, ``skipped`` when the study was cancelled first, or stopped when a
+  member failed for a reason of this machine: then its ``error`` says which and why, and the
+  study is ``failed``);
 - ``statistics``: for each metric key of :data:`runners.metrics.catalog.RUN_METRICS`,
   ``{"schedulers": {name: {n, mean, median, ci_low, ci_high, note}}, "vs_baseline": {name:
   {n_pairs, dropped, diff_mean, ci_low, ci_high, wins, verdict, note}}}`` (definitions in
@@ -46,7 +48,7 @@ import pandas as pd
 import pyarrow as pa
 from pydantic import ValidationError
 
-from runners.errors import ConfigError, SchedlabError, shortened
+from runners.errors import ConfigError, EnvironmentProblem, SchedlabError, shortened
 from runners.input_model import MAX_SEED
 from runners.metrics.catalog import RUN_METRICS, STUDY_HEADLINE_KEYS, Metric, summary_value
 from runners.metrics.seed_statistics import SINGLE_SEED_NOTE, paired_comparison, relative_change, summarize
@@ -271,11 +273,43 @@ def execute_member(
 
     try:
         outcome = execute_run(member.config, results_root, progress=progress, should_stop=should_stop)
+    except EnvironmentProblem as exc:  # named by its type, as a failed run's errors are: environment_failure reads it
+        return "failed", None, f"{type(exc).__name__}: {exc}"
     except SchedlabError as exc:
         return "failed", None, str(exc)
     except Exception as exc:
         return "failed", None, f"{type(exc).__name__}: {exc}"
     return outcome.status, outcome.summary, outcome.error
+
+
+#: How the error of a run that failed for a reason of this machine begins (the run's error is
+#: ``<exception type>: <message>``): its engine's server did not start (the engine not installed
+#: in its Python, the model not found, the port busy: runners.engines.launcher.EngineStartError),
+#: or a check of the machine refused it (runners.errors.EnvironmentProblem).
+ENVIRONMENT_ERRORS = ("EngineStartError: ", f"{EnvironmentProblem.__name__}: ")
+#: What an attached server that does not answer at all makes a run's error say.
+UNREACHABLE_SERVER = "did not answer GET /v1/models"
+
+
+def environment_failure(outcome: Outcome) -> str | None:
+    """The error of a member that failed for a reason of this machine, which every later member
+    of its study would meet too (:data:`ENVIRONMENT_ERRORS`, an attached server that does not
+    answer); None for any other outcome (a failure of the run's own: its scheduler, its requests)."""
+    status, _, error = outcome
+    if status != "failed" or not error:
+        return None
+    if error.startswith(ENVIRONMENT_ERRORS) or UNREACHABLE_SERVER in error.split("\n", 1)[0]:
+        return error
+    return None
+
+
+def environment_skip_reason(run_id: str, error: str) -> str:
+    """What a member skipped after ``run_id`` failed for a reason of this machine records."""
+    first = shortened(error.strip().splitlines()[0] if error.strip() else error, 300)
+    return (
+        f"not run: {run_id} failed for a reason of this machine, which every run of the study would meet "
+        f"({first}); fix it, then launch the study again"
+    )
 
 
 def _record(
@@ -387,8 +421,12 @@ def run_study(
     """Run every member as ``execution`` says (default :func:`runners.study.executors.choose_execution`
     of the plan: simulator runs in parallel on all cores) and keep study.json current as they end
     (written by this process only, at most every :data:`WRITE_INTERVAL_S` while running, and at
-    the end). A failed member keeps the rest going; a stop request cancels the running runs (they
-    keep what they measured) and skips the rest. ``progress(done, total, member)`` reports each
+    the end). A failed member keeps the rest going, unless it failed for a reason of this machine
+    (:func:`environment_failure`: the engine not installed, its server not started, the model not
+    found, a busy port): then the study stops there, the rest ``skipped`` with that reason
+    (:func:`environment_skip_reason`) and the study ``failed``, instead of every member failing
+    the same way. A stop request cancels the running runs (they keep what they measured) and skips
+    the rest. ``progress(done, total, member)`` reports each
     member's completed requests (several members may be running). ``task``: the function that
     runs one member (module-level, so that a worker process can import it). ``resume``: the state
     of an interrupted study (:func:`prepare_resume`): its finished members are kept, only the
@@ -421,6 +459,10 @@ def run_study(
     folder = base / plan.study_id
     created: list[Path] = []
     written = time.monotonic()
+    halted: list[str] = []  # the skip reason, once a member failed for a reason of this machine
+
+    def stop_requested() -> bool:
+        return bool(halted) or bool(should_stop and should_stop())
 
     def on_start() -> None:  # once the executor is ready (Ray reached): nothing written before
         if resume is not None:
@@ -432,9 +474,14 @@ def run_study(
     def on_finish(member: StudyMember, outcome: Outcome) -> None:
         nonlocal written
         status, summary, error = outcome
+        if status == "skipped" and halted and error is None:
+            error = halted[0]
         by_id[member.run_id].status, by_id[member.run_id].error = status, error
         if status == "done" and summary is not None:
             summaries[member.run_id] = summary
+        problem = environment_failure(outcome)
+        if problem is not None and not halted:
+            halted.append(environment_skip_reason(member.run_id, problem))
         if time.monotonic() - written >= WRITE_INTERVAL_S:
             write_study(folder / STUDY_FILE, record("running"))
             written = time.monotonic()
@@ -445,13 +492,22 @@ def run_study(
 
     try:
         to_run = [member for member in plan.members if member.run_id not in kept]
-        run_members(execution, to_run, base, task, on_progress, on_finish, should_stop, on_start)
+        run_members(execution, to_run, base, task, on_progress, on_finish, stop_requested, on_start)
     finally:  # also when leaving on an exception: study.json says what ended how
         for run in runs:
             if run.status in ("pending", "running"):
                 run.status = "skipped"
+                run.error = run.error or (halted[0] if halted else None)
         statuses = {run.status for run in runs}
-        final = "cancelled" if statuses & {"cancelled", "skipped"} else "failed" if statuses - {"done"} else "done"
+        final = (
+            "failed"
+            if halted
+            else "cancelled"
+            if statuses & {"cancelled", "skipped"}
+            else "failed"
+            if statuses - {"done"}
+            else "done"
+        )
         result = record(final, _now())
         if created:
             write_study(folder / STUDY_FILE, result)

@@ -143,11 +143,9 @@ def test_an_invalid_number_field_starts_nothing(dashboard, browser, tmp_path):
     requests.wait_for(timeout=60_000)
     requests.fill("0")  # no Enter
     page.get_by_role("button", name="Launch", exact=True).click()
-    page.get_by_text("workload.requests").first.wait_for(timeout=30_000)
-    assert (
-        "greater than 0"
-        in page.locator("[data-testid='stAlert']").filter(has_text="workload.requests").first.inner_text()
-    )
+    wanted = "Requests: expected a whole number from 1 to 1,000,000, got '0'"  # the field's label, plain words
+    page.get_by_text(wanted).first.wait_for(timeout=30_000)
+    assert wanted in page.locator("[data-testid='stAlert']").filter(has_text="Requests").first.inner_text()
     page.wait_for_timeout(2000)
     assert job_count(results) == before, "a job started from a form that shows an invalid field"
     assert page.get_by_text("Started job").count() == 0

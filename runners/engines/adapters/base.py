@@ -13,10 +13,14 @@ config union, the CLI, the registry, telemetry and the Launch page all read the 
 from __future__ import annotations
 
 import importlib.util
+import os
 import re
 import shutil
-from collections.abc import Callable
+import subprocess
+import sys
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any, ClassVar, Literal
 
 from pydantic import BaseModel, FieldSerializationInfo, field_serializer
@@ -24,6 +28,15 @@ from pydantic import BaseModel, FieldSerializationInfo, field_serializer
 from runners.engines.openai_client import Endpoint
 from runners.engines.real_config import ApiKind, ClientOptions, LaunchOptions, redact_args, redacting
 from runners.engines.server_tokens import TokenizeAPI
+
+#: Longest wait for another Python to say whether it has an engine's package, seconds.
+PYTHON_PROBE_TIMEOUT_S = 30.0
+#: Exit code of :data:`FIND_SPEC_CODE` when the package is missing.
+MODULE_MISSING_CODE = 3
+#: Run by another Python: exit 0 when the package named by its argument can be imported (nothing is imported).
+FIND_SPEC_CODE = (
+    f"import importlib.util, sys; sys.exit(0 if importlib.util.find_spec(sys.argv[1]) else {MODULE_MISSING_CODE})"
+)
 
 
 @dataclass(frozen=True)
@@ -160,13 +173,60 @@ class EngineAdapter:
         )
 
     @classmethod
+    def package(cls) -> str | None:
+        """The top-level package a launch imports (``vllm`` of ``vllm.entrypoints...``), if any."""
+        return cls.module.split(".")[0] if cls.module else None
+
+    @classmethod
+    def installed_in(cls, python: str, env: Mapping[str, str] | None = None) -> bool | None:
+        """Whether :meth:`package` can be imported by the interpreter ``python``: this one is
+        asked with ``importlib.util.find_spec``, another in a subprocess (nothing is imported,
+        at most :data:`PYTHON_PROBE_TIMEOUT_S`); None when that Python cannot be run or asked."""
+        package = cls.package()
+        if package is None:
+            return None
+        if _same_file(python, sys.executable):
+            return importlib.util.find_spec(package) is not None
+        try:
+            done = subprocess.run(
+                [python, "-c", FIND_SPEC_CODE, package],
+                env={**os.environ, **(env or {})},
+                stdin=subprocess.DEVNULL,
+                capture_output=True,
+                timeout=PYTHON_PROBE_TIMEOUT_S,
+            )
+        except (OSError, subprocess.SubprocessError):
+            return None
+        return {0: True, MODULE_MISSING_CODE: False}.get(done.returncode)
+
+    @classmethod
+    def known_pythons(cls) -> list[str]:
+        """Interpreters of environments this engine is known to be installed in besides this
+        one (none by default; vLLM: ``SCHEDLAB_VLLM_PYTHON``, ``.venv-vllm``)."""
+        return []
+
+    @classmethod
     def availability(cls) -> Availability:
-        """Installed here (its module importable, or its CLI on PATH)?"""
-        if cls.module and importlib.util.find_spec(cls.module.split(".")[0]) is not None:
-            return Availability(cls.name, True, f"{cls.module.split('.')[0]} importable in this Python: launchable")
+        """Installed here (its module importable in this Python, or its CLI on PATH)? The Home
+        page's check; :meth:`launch_problem` asks the same of the Python a launch names."""
+        if cls.installed_in(sys.executable):
+            return Availability(cls.name, True, f"{cls.package()} importable in this Python: launchable")
         if cls.cli and shutil.which(cls.cli):
             return Availability(cls.name, True, f"{cls.cli} found at {shutil.which(cls.cli)}: launchable")
         return Availability(cls.name, False, cls.install_hint)
+
+    @classmethod
+    def launch_problem(cls, config: Any) -> tuple[str, str] | None:
+        """(field, sentence) when the launch ``config`` cannot start its server on this machine:
+        the program of its command is not found (the config's ``command``, else the engine's
+        CLI); None when it can. :class:`PythonModuleAdapter` also asks its Python for the module."""
+        command = list(getattr(config, "command", None) or ([cls.cli] if cls.cli else []))
+        if command and not program_found(command[0]):
+            return (
+                "engine.kind",
+                f"{command[0]!r} is not found on this machine (PATH); {cls.name} is {cls.install_hint}",
+            )
+        return None
 
 
 def python_form_field(engine: str) -> FormField:
@@ -178,6 +238,24 @@ def python_form_field(engine: str) -> FormField:
         "text",
         f"{engine} pins its own torch: point at its venv",
     )
+
+
+def program_found(program: str) -> bool:
+    """Whether ``program`` (a name looked up on PATH, or a path) can be run here."""
+    if os.sep in program or (os.altsep and os.altsep in program):
+        path = Path(program).expanduser()
+        return path.is_file() and os.access(path, os.X_OK)
+    return shutil.which(program) is not None
+
+
+def _same_file(one: str, other: str) -> bool:
+    """Whether two interpreter paths (or names on PATH) are the same file, links not followed: a
+    virtual environment's ``bin/python`` links to its base interpreter but has its own packages."""
+
+    def where(program: str) -> str:
+        return os.path.abspath(os.path.expanduser(shutil.which(program) or program))
+
+    return where(one) == where(other)
 
 
 class PythonModuleAdapter(EngineAdapter):
@@ -207,6 +285,29 @@ class PythonModuleAdapter(EngineAdapter):
     @classmethod
     def served_model(cls, config: Any) -> str:
         return str(config.served_model_name)
+
+    @classmethod
+    def launch_problem(cls, config: Any) -> tuple[str, str] | None:
+        """Also: the module is installed in the config's ``python`` (the field
+        ``engine.python``), when the config launches ``python -m`` (no ``command`` of its own)."""
+        if getattr(config, "command", None):
+            return super().launch_problem(config)
+        python, package = str(config.python), cls.package()
+        if not program_found(python):
+            return (
+                "engine.python",
+                f"{python!r} is not a Python on this machine; expected the Python of the environment {package} is installed in",
+            )
+        if cls.installed_in(python, getattr(config, "env", None)) is False:
+            elsewhere = [
+                known for known in cls.known_pythons() if not _same_file(known, python) and cls.installed_in(known)
+            ]
+            hint = f": {elsewhere[0]} has it" if elsewhere else f" ({cls.install_hint})"
+            return (
+                "engine.python",
+                f"{package} is not installed in {python}; expected the Python of its environment{hint}",
+            )
+        return None
 
 
 def positive_int(value: object) -> int | None:

@@ -68,6 +68,7 @@ class VLLMAdapter(PythonModuleAdapter):
     config = VLLMConfig
     owned_by = ("vllm",)
     module = "vllm.entrypoints.openai.api_server"
+    install_hint = "not installed here: install it in its own environment (README) or attach to a running server"
     model_flag = "--model"
     context_flag = "--max-model-len"
     kv_log_pattern = re.compile(r"(?:GPU|CPU) KV cache size:\s*([\d,]+)\s*tokens")
@@ -142,16 +143,22 @@ class VLLMAdapter(PythonModuleAdapter):
         return config.max_model_len
 
     @classmethod
+    def known_pythons(cls) -> list[str]:
+        """The Pythons of vLLM environments named by ``SCHEDLAB_VLLM_PYTHON`` or at ``.venv-vllm``, where they exist."""
+        candidates = (os.environ.get("SCHEDLAB_VLLM_PYTHON"), str(ROOT / ".venv-vllm" / "bin" / "python"))
+        return [candidate for candidate in candidates if candidate and Path(candidate).exists()]
+
+    @classmethod
     def availability(cls) -> Availability:
-        """Importable here, or a vLLM environment known by SCHEDLAB_VLLM_PYTHON or .venv-vllm."""
+        """Importable here, or a vLLM environment known by SCHEDLAB_VLLM_PYTHON or .venv-vllm
+        (:meth:`known_pythons`: the Launch form points at it when its Python field lacks vLLM)."""
         found = super().availability()
         if found.available:
             return found
-        for candidate in (os.environ.get("SCHEDLAB_VLLM_PYTHON"), str(ROOT / ".venv-vllm" / "bin" / "python")):
-            if candidate and Path(candidate).exists():
-                return Availability(cls.name, True, f"vLLM environment at {candidate}: launchable")
-        return Availability(
-            cls.name,
-            False,
-            "not installed here: install it in its own environment (README) or attach to a running server",
-        )
+        for candidate in cls.known_pythons():
+            return Availability(
+                cls.name,
+                True,
+                f"vLLM environment at {candidate}: launchable with it as the Launch form's Python of the vLLM environment",
+            )
+        return Availability(cls.name, False, cls.install_hint)
