@@ -85,6 +85,13 @@ class Metric:
         span = self.upper - self.lower
         return _cut(low, high, -span, span)
 
+    def relative_interval(self, low: Any, high: Any) -> tuple[float | None, float | None, bool]:
+        """An interval of a relative change (a fraction: -0.25 is -25%) cut to what it can be: a
+        quantity that is never negative cannot fall by more than all of it, so the low end stops
+        at -100% (no cut for a metric that can be negative; the high end is open: a baseline near
+        zero allows any rise). Returns (low, high, cut)."""
+        return _cut(low, high, -1.0 if self.lower is not None and self.lower >= 0 else None, None)
+
     def format_interval(self, low: Any, high: Any) -> str:
         """``[low, high]`` of stored values in display units, cut to the value's range and marked
         ``*`` when cut (:data:`CUT_NOTE`), or ``[no interval]``."""
@@ -113,7 +120,7 @@ class Metric:
 #: The footnote of every interval marked ``*`` (:meth:`Metric.value_interval`).
 CUT_NOTE = (
     "* the 95% t-interval cut at what the quantity can be (0 to 100% for a share, 0 upward for a time, rate or "
-    "count; -100 to +100 pts for a change of a share): the true value lies in that range, so the cut interval "
+    "count; -100 to +100 pts for a change of a share; -100% upward for a relative change): the true value lies in that range, so the cut interval "
     "covers it whenever the t-interval did and keeps its 95% coverage"
 )
 

@@ -663,7 +663,7 @@ def study_table(record: StudyRecord, keys: Iterable[str] = STUDY_HEADLINE_KEYS) 
                 dropped = f" ({pair.dropped} dropped)" if pair.dropped else ""
                 cells += [
                     f"{metric.format_change(pair.diff_mean)} {metric.format_change_interval(pair.ci_low, pair.ci_high)}",
-                    relative_text(pair.relative),
+                    relative_text(pair.relative, metric),
                     f"{pair.wins}/{pair.n_pairs}{dropped}",
                     str(pair.verdict),
                 ]
@@ -673,12 +673,22 @@ def study_table(record: StudyRecord, keys: Iterable[str] = STUDY_HEADLINE_KEYS) 
     return rows
 
 
-def relative_text(relative: RelativeChange | None) -> str:
-    """``+12.3% [4.1, 20.5]`` from a comparison's ``relative`` entry; ``-`` when it has none."""
+def relative_text(relative: RelativeChange | None, metric: Metric | None = None) -> str:
+    """``+12.3% [4.1, 20.5]`` from a comparison's ``relative`` entry; ``-`` when it has none. With
+    the ``metric`` it changes, the interval is cut to what the change can be (``[-100.0,
+    -20.5]*``: :meth:`runners.metrics.catalog.Metric.relative_interval`, marked as CUT_NOTE says)."""
     if relative is None or relative.change is None:
         return "-"
-    low, high = relative.ci_low, relative.ci_high
-    interval = f"[{low * 100:+.1f}, {high * 100:+.1f}]" if low is not None and high is not None else "[no interval]"
+    low, high, cut = (
+        metric.relative_interval(relative.ci_low, relative.ci_high)
+        if metric is not None
+        else (relative.ci_low, relative.ci_high, False)
+    )
+    interval = (
+        f"[{low * 100:+.1f}, {high * 100:+.1f}]" + ("*" if cut else "")
+        if low is not None and high is not None
+        else "[no interval]"
+    )
     return f"{relative.change * 100:+.1f}% {interval}"
 
 

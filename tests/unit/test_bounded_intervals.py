@@ -54,3 +54,18 @@ def test_a_bar_chart_never_draws_an_interval_past_100_percent():
     assert bar.y[0] == pytest.approx(84.0)
     assert bar.y[0] + bar.error_y.array[0] == pytest.approx(100.0)  # not 104.6
     assert "cut at the possible range" in str(bar.to_plotly_json())  # the hover says so: not silent
+
+
+def test_a_relative_change_never_falls_below_minus_100_percent():
+    """A Fieller interval of a ratio can reach below -100% (-138% here); a quantity that is never
+    negative cannot fall by more than all of it, so the text cuts it there and marks it."""
+    from runners.store.models import RelativeChange
+    from runners.study.runner import relative_text
+
+    relative = RelativeChange(n_pairs=3, change=-0.60, ci_low=-1.38, ci_high=-0.205, method="fieller")
+    assert relative_text(relative, metric("G")) == "-60.0% [-100.0, -20.5]*"
+    assert relative_text(relative) == "-60.0% [-138.0, -20.5]"  # no metric: no range known, as stored
+    inside = RelativeChange(n_pairs=3, change=-0.10, ci_low=-0.30, ci_high=0.10, method="fieller")
+    assert relative_text(inside, metric("G")) == "-10.0% [-30.0, +10.0]"
+    assert metric("tpot_s.mean").relative_interval(-1.5, 4.0) == (-1.0, 4.0, True)  # the high end is open
+    assert "-100% upward for a relative change" in CUT_NOTE
