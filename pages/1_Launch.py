@@ -280,7 +280,8 @@ if kind == "sim":
             "engine.planning_error",
             None,
             help="0 to 1: each latency coefficient the scheduler plans with is multiplied by 1 + error x a "
-            "standard normal draw (004 Fig. 10's sensitivity study); blank = 0",
+            "standard normal draw (the sensitivity study of Fig. 10 in Huang et al.'s SLO-aware scheduling "
+            "paper); blank = 0",
         )
 elif kind in ADAPTERS:
     adapter = ADAPTERS[kind]

@@ -57,7 +57,8 @@ class SimulatorConfig(InputModel):
         ge=0,
         le=1,
         description="a known error on the policy's latency model: each coefficient times max(0, 1 + e z), "
-        "z standard normal from the workload seed (Fig. 10's sensitivity study in Huang et al.'s SLO-aware scheduling paper); 0 to 1",
+        "z standard normal from the workload seed (the sensitivity study of Fig. 10 in Huang et al.'s "
+        "SLO-aware scheduling paper); 0 to 1",
     )
     pace: float | None = Field(
         default=None,
