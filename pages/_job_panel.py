@@ -5,20 +5,26 @@ with runners.views.charts."""
 
 from __future__ import annotations
 
-import time
 from pathlib import Path
 
 import pandas as pd
 import streamlit as st
 
-from runners.app.jobs import FINAL_STATES, JobStatus, cancel_job, list_jobs
+from runners.app.jobs import JobStatus, cancel_job, list_jobs
 from runners.app.launch_form import results_link
 from runners.store import result_store
 from runners.store.models import JobRunStatus, StudyRun
 from runners.study.runner import identical_decisions_note
-from runners.timestamps import parse_utc_stamp
 from runners.views.charts import live_instance_series, live_latency_scatter
-from runners.views.live import LiveSnapshot, StudyProgress, job_eta_s, job_run_rows, read_live, read_study_progress
+from runners.views.live import (
+    LiveSnapshot,
+    StudyProgress,
+    job_progress,
+    job_run_rows,
+    job_run_states,
+    read_live,
+    read_study_progress,
+)
 
 JOB_SELECT = "job_select"  # the Jobs panel's drop-down: the job the live view follows
 CARDS_PER_ROW = 4
@@ -87,50 +93,37 @@ def _job_progress(job: JobStatus, root: Path) -> tuple[str | None, LiveSnapshot 
     last one started), its snapshot, and the study's progress (None: not a study)."""
     study = job.spec.study
     progress = read_study_progress(root, study.study_id) if study is not None else None
-    statuses: dict[str, JobRunStatus | StudyRun] = {str(entry.run_id): entry for entry in job.runs}
+    reported: dict[str, JobRunStatus | StudyRun] = {str(entry.run_id): entry for entry in job.runs}
     if progress is not None:  # a study's statuses come from its study.json
-        statuses.update({str(entry.run_id): entry for entry in progress.record.runs if entry.status != "pending"})
+        reported.update({str(entry.run_id): entry for entry in progress.record.runs if entry.status != "pending"})
     run_id = job.current_run_id if job.active else None
     run_id = run_id or next(
         (run.run_id for run in reversed(job.spec.runs) if run.run_id is not None and (root / run.run_id).exists()), None
     )
     snapshot = read_live(root / run_id) if run_id is not None else None
-    current = snapshot.fraction if snapshot is not None and snapshot.status == "running" else 0.0
-    if progress is not None:
-        finished = progress.finished
-    else:
-        finished = sum(_reported_status(statuses, run.run_id) in (*FINAL_STATES, "skipped") for run in job.spec.runs)
-    job_eta = (
-        job_eta_s(time.time() - created, finished, len(job.spec.runs), current)
-        if job.active and (created := parse_utc_stamp(job.spec.created_at)) is not None
-        else None
-    )
+    states = job_run_states(root, job.spec.runs, reported)  # after the snapshot: the folders say last
+    execution = progress.record.execution if progress is not None else None
+    workers = execution.workers if execution is not None and execution.workers else 1
+    overall = job_progress(job.spec.runs, states, workers)
     if progress is not None or len(job.spec.runs) > 1:
-        text = progress.text() if progress is not None else f"{finished} of {len(job.spec.runs)} runs finished"
-        if job_eta is not None:
-            text += f" — about {job_eta:,.0f} s left for the whole job (wall clock)"
-        share = progress.fraction(current) if progress is not None else (finished + current) / len(job.spec.runs)
-        st.progress(min(1.0, share), text=text)
+        st.progress(overall.fraction(), text=overall.text(study.study_id if study is not None else None))
     with st.expander(
         f"Runs of this job ({len(job.spec.runs)}): each one's results once it ends", expanded=len(job.spec.runs) <= 12
     ):
-        table = pd.DataFrame(job_run_rows(root, job.spec.runs, statuses, snapshot))
+        table = pd.DataFrame(job_run_rows(root, job.spec.runs, reported, snapshot, states))
         st.dataframe(table.dropna(axis=1, how="all"), hide_index=True)  # no error column without errors
     return run_id, snapshot, progress
 
 
-def _reported_status(statuses: dict[str, JobRunStatus | StudyRun], run_id: str | None) -> str:
-    """The status the worker or the study last reported for run ``run_id`` ("None": none yet)."""
-    entry = statuses.get(str(run_id))
-    return str(entry.status if entry is not None else None)
-
-
 def _run_live(run_id: str, snapshot: LiveSnapshot) -> None:
-    """The live run: its progress, error, cards, charts and server logs."""
-    eta = f", about {snapshot.eta_s:.0f} s left (wall clock)" if snapshot.eta_s is not None else ""
-    st.progress(snapshot.fraction, text=f"{run_id}: {snapshot.progress_text(eta)}")
-    if snapshot.error:
-        st.error(f"Run {snapshot.status}: {snapshot.error}")
+    """The live run: its progress, how it ended (a cancel in neutral colour, a failure in red),
+    cards, charts and server logs."""
+    eta = f" — {snapshot.eta.text()}" if snapshot.eta is not None else ""
+    st.progress(snapshot.fraction, text=f"{run_id}: {snapshot.progress_text()}{eta}")
+    notice = snapshot.notice()
+    if notice is not None:
+        kind, text = notice
+        (st.info if kind == "info" else st.error)(text)
     clock_help = "the clock of the charts' time axes" + (
         ": simulated seconds, not wall time (the Speed setting only paces them)" if snapshot.simulated else ""
     )

@@ -26,8 +26,10 @@ from runners.app.jobs import JOBS_FOLDER, JobSpec, cancel_requested, read_json_o
 from runners.errors import SchedlabError, format_validation_error
 from runners.run.benchmark import execute_run
 from runners.store.models import JobRunStatus, StudyRecord
+from runners.store.result_store import INCOMPLETE, inspect_run
 
-LIVE_FLUSH_S = 0.5  # rows reach disk at least this often, for the live view (seconds)
+#: Seconds between two looks at the cancel flag file (a stat): a cancel reaches the run within this.
+CANCEL_POLL_S = 0.05
 
 
 def read_job_spec(folder: Path, given: str | None = None) -> JobSpec:
@@ -77,7 +79,7 @@ def run_job(folder: str | Path, results_root: str | Path, given_spec: str | None
     def should_stop() -> bool:
         nonlocal checked, stop
         now = time.monotonic()
-        if now - checked >= 0.2:  # a stat() at most five times a second
+        if now - checked >= CANCEL_POLL_S:  # a stat() at most twenty times a second
             checked = now
             stop = terminated["flag"] or cancel_requested(folder)
         return stop
@@ -96,7 +98,7 @@ def run_job(folder: str | Path, results_root: str | Path, given_spec: str | None
         runs[index].status = "running"
         report("running", index)
         try:
-            outcome = execute_run(config, results_root, should_stop=should_stop, flush_seconds=LIVE_FLUSH_S)
+            outcome = execute_run(config, results_root, should_stop=should_stop)  # rows flushed for the live view
             _set_status(runs[index], outcome.status, outcome.error)
             if outcome.status == "cancelled":
                 state = "cancelled"
@@ -162,6 +164,11 @@ def _run_study_job(
             number = index.get(entry.run_id)
             if number is not None and entry.status not in ("pending", "running"):
                 _set_status(runs[number], entry.status, entry.error)
+        for run in runs:  # study.json is rewritten at most once a second: a run's folder says it ended first
+            if run.status == "running" and run.run_id is not None:
+                ended = inspect_run(Path(results_root) / run.run_id)
+                if ended.status not in ("running", INCOMPLETE):
+                    _set_status(run, ended.status, ended.error or ended.problem)
 
     def progress(done: int, total: int, member: StudyMember) -> None:
         """Several members may run at once (a process pool): each is marked running as its first

@@ -5,9 +5,14 @@ samples. After every batch of events at one instant the policy is asked to decid
 something it can see happened), dispatches join the chosen instance's queue, and idle
 instances with work start their next step. Each telemetry sample carries ``decode_step_s``,
 the mean duration (seconds) of the instance's steps that decoded since the previous sample
-(None if none did). No wall clock is read: a run is a pure function of
+(None if none did). No measured value reads the wall clock: a run is a pure function of
 its config and seed. ``pace`` (simulated seconds per wall second) only adds sleeps between
 events so a person can watch the run; it never changes a measured value.
+
+The wall clock is read for two chores only, at every pace: at least every :data:`LOOK_S` the
+driver asks ``should_stop`` (and before every batch of dispatches), so a cancel stops
+dispatching at once and the requests in flight end as cancelled; and it lets the recorder
+flush (rows and samples reach the run folder for the live view every ``flush_seconds``).
 """
 
 from __future__ import annotations
@@ -29,6 +34,9 @@ from runners.workload.requests import Request
 
 STEP_END, WAKE, ADMIT = 0, 1, 2
 MIN_STEP_S = 1e-6
+#: Longest wall time (seconds) between two looks at ``should_stop`` and at the recorder's flush,
+#: sleeps of a paced run included.
+LOOK_S = 0.05
 
 
 class VirtualTimeDriver:
@@ -71,6 +79,7 @@ class VirtualTimeDriver:
         self._admitting: dict[int, tuple[str, int, int, int, int]] = {}
         self._admitting_ids: dict[str, int] = {}
         self.elapsed_s = 0.0  # simulated seconds since the run's start, as far as the run has got
+        self._next_look = 0.0  # perf_counter() of the next look at should_stop and the flush
 
     def _push(self, time_s: float, kind: int, payload: int) -> None:
         self._counter += 1
@@ -112,6 +121,8 @@ class VirtualTimeDriver:
                 del self._admitting[payload]
             for instance in self.instances:
                 instance.cancel(request_id)
+        if decision.dispatches and self.should_stop is not None and self.should_stop():
+            raise RunCancelled(CANCELLED)  # nothing more is dispatched after a cancel
         for dispatch in decision.dispatches:
             record, max_tokens = self.recorder.check_dispatch(dispatch, self.policy.name, len(self.instances))
             prompt = record.request.input_tokens + record.output_tokens
@@ -171,17 +182,27 @@ class VirtualTimeDriver:
                 recorder.finish(seq.request_id, now)
         return bool(outcome.first_tokens or outcome.finished)
 
-    def _wait_for_wall_clock(self, now: float, wall_start: float, pace: float) -> None:
-        """Sleep until ``now`` simulated seconds map onto the wall clock at ``pace`` simulated
-        seconds per wall second; flush and honour a cancel while waiting, so a paced run streams
-        to its folder and stops promptly."""
-        delay = wall_start + now / pace - time.perf_counter()
-        if delay <= 0.002:
+    def _look(self) -> None:
+        """At most every :data:`LOOK_S` of wall time: RunCancelled when ``should_stop`` says so,
+        else let the recorder flush what is due."""
+        wall = time.perf_counter()
+        if wall < self._next_look:
             return
-        self.recorder.maybe_flush()
+        self._next_look = wall + LOOK_S
         if self.should_stop is not None and self.should_stop():
             raise RunCancelled(CANCELLED)
-        time.sleep(delay)
+        self.recorder.maybe_flush()
+
+    def _wait_for_wall_clock(self, now: float, wall_start: float, pace: float) -> None:
+        """Sleep until ``now`` simulated seconds map onto the wall clock at ``pace`` simulated
+        seconds per wall second, in slices of at most :data:`LOOK_S` with a look (cancel, flush)
+        after each, so a paced run streams to its folder and stops promptly at any pace."""
+        while True:
+            delay = wall_start + now / pace - time.perf_counter()
+            if delay <= 0.002:
+                return
+            time.sleep(min(delay, LOOK_S))
+            self._look()
 
     def run(self) -> DriverResult:
         """Serve every request (or stop: RunCancelled on a cancel, RunStopped at the time limit);
@@ -209,15 +230,12 @@ class VirtualTimeDriver:
         next_arrival = 0
         next_sample = 0.0
         now = 0.0
-        iterations = 0
         events = self._events
         recorder = self.recorder
         wall_start = time.perf_counter()
         records = len(recorder.records)
         while recorder.finished_count != records:
-            iterations += 1
-            if self.should_stop is not None and iterations % 256 == 0 and self.should_stop():
-                raise RunCancelled(CANCELLED)
+            self._look()
             arrival_time = requests[next_arrival].arrival_s if next_arrival < total else math.inf
             event_time = events[0][0] if events else math.inf
             if arrival_time == math.inf and event_time == math.inf:
@@ -242,8 +260,6 @@ class VirtualTimeDriver:
             if noticed:
                 self._apply(now)
             self._start_idle(now)
-            if iterations % 512 == 0:
-                recorder.maybe_flush()
         return now
 
     def _arrivals(self, next_arrival: int, now: float) -> int:

@@ -18,8 +18,9 @@ reply shorter than asked (the request ends there with what arrived, counted as a
 mismatch: it is never re-sent), or a failure (the error says why; what arrived is kept). So a
 request costs at most one server request per dispatch, plus the one re-send of a request a
 server dropped unanswered. Nothing a request task raises is lost: it fails that request. A stop
-request (``should_stop``) is polled every ``STOP_POLL_S`` and ends whatever the run is waiting
-on, warm-up included. The rules that stop a run early (a stalled policy, an exited server, the
+request (``should_stop``) is polled every ``STOP_POLL_S`` and before every batch of dispatches,
+and ends whatever the run is waiting on, warm-up included: nothing more is dispatched, and the
+requests in flight end as cancelled. The rules that stop a run early (a stalled policy, an exited server, the
 time limit) are :class:`runners.drivers.watchdog.Watchdog`'s, checked at every telemetry sample.
 """
 
@@ -196,6 +197,8 @@ class WallClockDriver:
 
     # -- policy calls ------------------------------------------------------------------------
     def _decide(self) -> None:
+        if self._finished.is_set():
+            return  # the run is over (cancelled, stopped): nothing more is dispatched
         now = self.now()
         decision = self.policy.decide(now)
         for request_id in decision.cancels:
@@ -203,6 +206,10 @@ class WallClockDriver:
             if task is not None:
                 self._cancelled.add(task)
                 task.cancel()  # aiohttp closes the stream; the server aborts the request
+        if decision.dispatches and self.watchdog.cancel_requested():  # asked before every dispatch too
+            self.cancelled = True
+            self._stop(CANCELLED)
+            return
         for dispatch in decision.dispatches:
             self._dispatch(dispatch, now)
         self._wake_at = decision.wake_at

@@ -45,6 +45,11 @@ from runners.timestamps import utc_stamp
 from runners.workload.builder import Workload, build_workload
 from runners.workload.slo import TaskSLO
 
+#: Longest wall time (seconds) finished rows and telemetry samples wait in memory before they reach
+#: the run folder, where the dashboard's live view reads them: a run at 100x pace lasts about a
+#: second, so every run (a study's members too) streams at least this often.
+LIVE_FLUSH_S = 0.5
+
 
 @dataclass
 class PreparedRun:
@@ -264,12 +269,15 @@ def execute_run(
     results_root: str | Path = DEFAULT_RESULTS_DIR,
     progress: Callable[[int, int], None] | None = None,
     should_stop: Callable[[], bool] | None = None,
-    flush_seconds: float = 2.0,
+    flush_seconds: float = LIVE_FLUSH_S,
 ) -> RunOutcome:
     """Run ``config`` and save it. Input errors raise before anything is written; once the run
     folder exists, a failure or cancel closes it with its partial data and the reason.
     ``flush_seconds``: longest wall time finished rows wait in memory before they reach disk
-    (the dashboard's live view reads them from there)."""
+    (the dashboard's live view reads them from there). ``should_stop``: polled by the driver
+    before it dispatches and at least every 0.05 s (the simulator) or 0.1 s (a real engine); when
+    it says yes, nothing more is dispatched, requests in flight end as cancelled and the rows
+    so far are kept."""
     with _collector_skips_older_objects():
         return _execute_run(config, results_root, progress, should_stop, flush_seconds)
 

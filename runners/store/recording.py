@@ -4,6 +4,7 @@ bridge to the result store. Both drivers (virtual time and wall clock) use it.""
 from __future__ import annotations
 
 import threading
+import time
 from array import array
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
@@ -213,6 +214,9 @@ ITL_LIST_LIMIT = 20_000_000
 
 _largest = np.maximum.reduce
 
+#: Most of the wall time the interim summaries (summary.json while a run goes) may take.
+SUMMARY_COST_SHARE = 0.05
+
 
 @dataclass
 class RunRecorder:
@@ -234,6 +238,7 @@ class RunRecorder:
         self._gaps = _Gaps()
         # (t_s, instance, waiting, gateway_pending) of every sample, for the contention summary
         self._samples = {name: array("d") for name in ("t_s", "instance", "waiting", "gateway_pending")}
+        self._summary_after = 0.0  # time.monotonic() before which no interim summary is computed
 
     @property
     def rows(self) -> RowsView:
@@ -406,10 +411,18 @@ class RunRecorder:
         return self.writer is not None and self.writer.due()
 
     def flush(self) -> None:
-        """Write buffered rows, and an interim summary every ``flush_seconds`` (may run in a worker
-        thread)."""
-        if self.writer is not None:
-            self.writer.flush(self.summary(include_itl=False) if self.writer.summary_due() else None)
+        """Write buffered rows, and an interim summary every ``flush_seconds`` and no more often
+        than :data:`SUMMARY_COST_SHARE` of the wall time allows (a summary is a pass over every
+        row so far: on a run of a million rows it can cost more than the flush interval). May
+        run in a worker thread."""
+        if self.writer is None:
+            return
+        summary = None
+        if self.writer.summary_due() and time.monotonic() >= self._summary_after:
+            started = time.monotonic()
+            summary = self.summary(include_itl=False)
+            self._summary_after = started + (time.monotonic() - started) / SUMMARY_COST_SHARE
+        self.writer.flush(summary)
 
     def maybe_flush(self) -> None:
         if self.flush_due():

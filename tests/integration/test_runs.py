@@ -127,14 +127,16 @@ def test_small_cache_preempts_and_counts_it(results_dir):
 
 
 def test_cancel_keeps_partial_results(results_dir):
-    calls = {"n": 0}
+    ended = {"n": 0}
 
-    def stop_after_a_while():
-        calls["n"] += 1
-        return calls["n"] > 3  # checked every 256 driver events
+    def progress(done, total):
+        ended["n"] = done
 
     outcome = execute_run(
-        parse_config({"workload": {"requests": 300}, "run_id": "cut"}), results_dir, should_stop=stop_after_a_while
+        parse_config({"workload": {"requests": 300}, "run_id": "cut"}),
+        results_dir,
+        progress=progress,
+        should_stop=lambda: ended["n"] >= 50,  # asked before each dispatch and every 0.05 s
     )
     data = load_run(results_dir, "cut")
     assert outcome.status == "cancelled" and data.summary.status == "cancelled"
