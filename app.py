@@ -13,7 +13,6 @@ from runners.registry import SCHEDULERS
 from runners.run.knowledge import scheduler_display
 from runners.store import result_store
 
-
 #: The Home page's links to the other pages: file, label, icon.
 HOME_LINKS = (
     ("pages/1_Launch.py", "Launch runs and watch them live", "🚀"),

@@ -76,8 +76,11 @@ from runners.views.study_view import (
     member_records,
     member_summaries,
     nothing_to_compare,
+    partial_members,
+    partial_members_note,
     planned_setting,
     same_as_baseline_lines,
+    statistics_html,
     study_counts,
     study_frames,
     study_member_runs,
@@ -93,6 +96,14 @@ ROOT = result_store.DEFAULT_RESULTS_DIR
 def chart_cached(name: str, keys: tuple[tuple[str, float], ...], log_x: bool = False):
     runs = [load_run_cached(folder, stamp) for folder, stamp in keys]
     return comparison_chart(name, [run.summary for run in runs], runs, log_x=log_x)
+
+
+@st.cache_data(show_spinner="Writing the run's requests…", max_entries=8)
+def requests_file_cached(folder: str, stamp: float, kind: str) -> bytes:
+    """The requests table of the run in ``folder`` (``stamp``: its summary_stamp) as a file:
+    ``csv`` or ``parquet`` bytes, made once per version of the run."""
+    requests = load_run_cached(folder, stamp).requests
+    return requests.to_csv(index=False).encode() if kind == "csv" else requests.to_parquet(index=False)
 
 
 def study_stamp(study_id: str) -> float:
@@ -400,7 +411,7 @@ def show_study(record: StudyEntry) -> None:
     if empty is not None:  # no verdicts on 0 of 0 seeds, no empty charts
         st.info(empty)
         return
-    _study_tables(record, counts["rates"])
+    _study_tables(record, counts["rates"], summaries)
     _study_charts(record, counts, stamp)
     if counts["rates"]:
         _study_sweep(record, summaries)
@@ -463,24 +474,39 @@ def _study_header(
         st.info(SINGLE_SEED_NOTE)
 
 
-def _study_tables(record: StudyRecord, rates: list) -> None:
-    """The statistics tables (one per rate) and their CSV."""
+def _study_tables(record: StudyRecord, rates: list, summaries: dict[str, RunSummary]) -> None:
+    """The statistics tables (one per rate, each grouped by metric, headline first) with the
+    partial members named beside them, and their CSV."""
     study_id = record.study_id
-    frames = study_frames(record)
+    partial = partial_members(record, summaries)
+    note = partial_members_note(record, partial)
+    if note:  # issue 27: a partial member never passes for a whole one
+        st.warning(note, icon="⚠️")
+    frames = study_frames(record, partial)
     for index, (rate, table) in enumerate(frames):
         if rates:
             st.markdown(f"**At {format(rate, '.4g')} req/s**")
-        st.dataframe(styled_verdicts(table), hide_index=True, key=f"study_table_{index}")
+        # HTML tables: every row in the page's flow (no inner scroll), verdict and k of n beside the
+        # metric's name, cells that wrap on a narrow page (issue 27 defect 2)
+        with st.container(key=f"study_table_{index}"):
+            st.markdown(statistics_html(table), unsafe_allow_html=True)
     st.caption(
+        "verdict: better or worse when the 95% interval of the change excludes 0, else no difference. "
+        "seeds better: k of n seeds where the scheduler beat the baseline. (n k) beside a mean: only k "
+        "seeds have a value. "
         "mean [95% CI]: over seeds, Student t. change: scheduler - baseline per seed (paired), mean and 95% "
         "CI; a change of percentages is in percentage points. relative change: mean / baseline mean - 1, "
-        "Fieller's interval below 10 paired seeds, bootstrap (BCa) from 10. seeds better: k of n seeds where the scheduler beat the baseline. "
-        "verdict: better or worse when the 95% interval of the change excludes 0, else no difference. "
+        "Fieller's interval below 10 paired seeds, bootstrap (BCa) from 10. "
         f"{CUT_NOTE}."
     )
     csv = pd.concat([table.assign(rate_rps=rate) for rate, table in frames]).drop(columns="judged")
     st.download_button(
-        "Download statistics (CSV)", csv.to_csv(index=False).encode(), f"{study_id}.csv", "text/csv", key="study_csv"
+        "Download statistics (CSV)",
+        csv.to_csv(index=False).encode(),
+        f"{study_id}.csv",
+        "text/csv",
+        key="study_csv",
+        on_click="ignore",
     )
 
 
@@ -676,6 +702,7 @@ if loaded:
         "comparison.csv",
         "text/csv",
         key="csv",
+        on_click="ignore",
         help="Full-precision values; '#' lines first name each run with its "
         "seed, versions and config (pandas: read_csv(..., comment='#')).",
     )
@@ -736,6 +763,7 @@ if loaded:
                 "comparison.html",
                 "text/html",
                 key="html",
+                on_click="ignore",
             )
     with columns[1]:
         which = st.selectbox("Chart as PNG", list(COMPARISON_CHARTS), key="png_chart", format_func=chart_title)
@@ -746,7 +774,9 @@ if loaded:
                 st.warning(str(exc))
         if st.session_state.get("export_png"):
             name, data = st.session_state["export_png"]
-            st.download_button(f"Download '{chart_title(name)}' (PNG)", data, f"{name}.png", "image/png", key="png")
+            st.download_button(
+                f"Download '{chart_title(name)}' (PNG)", data, f"{name}.png", "image/png", key="png", on_click="ignore"
+            )
     st.markdown("**One run's data**")
     columns = st.columns([2, 1, 1, 1, 1])
     picked_run = columns[0].selectbox(
@@ -757,20 +787,29 @@ if loaded:
         format_func=lambda run_id: f"{names.get(run_id, run_id)}  ({run_id})",
     )
     picked = next(run for run in loaded if run.run_id == picked_run)
-    columns[1].download_button(  # callables: built only when clicked (a big run's requests)
+    # Issue 27 defect 10: a per-run download failed to start when clicked while the page reran (a
+    # download click reran it, Streamlit's default). Their data were callables, whose file Streamlit
+    # keeps only while the latest run shows the button and drops at the end of any session's run (the
+    # Launch page's Jobs panel runs every second): the click found it gone. Now every download leaves
+    # the page as it is (on_click="ignore") and the requests are bytes made once per run version
+    # (cached), a file the page keeps while it shows the button.
+    picked_key = keys[compared.index(picked_run)]
+    columns[1].download_button(
         "Requests (CSV)",
-        lambda: picked.requests.to_csv(index=False).encode(),
+        requests_file_cached(*picked_key, "csv"),
         f"{picked_run}-requests.csv",
         "text/csv",
         key="export_requests_csv",
+        on_click="ignore",
         help="requests.parquet as CSV: one row per request, seconds",
     )
     columns[2].download_button(
         "Requests (Parquet)",
-        lambda: picked.requests.to_parquet(index=False),
+        requests_file_cached(*picked_key, "parquet"),
         f"{picked_run}-requests.parquet",
         "application/octet-stream",
         key="export_requests_parquet",
+        on_click="ignore",
     )
     json_files = (
         ("summary", result_store.entry_fields(picked.summary), "the run's summary.json"),
@@ -783,6 +822,7 @@ if loaded:
             f"{picked_run}-{name}.json",
             "application/json",
             key=f"export_{name}",
+            on_click="ignore",
             help=tooltip,
         )
 
@@ -817,7 +857,12 @@ else:
     for name, fig in sweep_charts(sweep, target).items():
         st.plotly_chart(fig, key=f"sweep-{name}")
     st.download_button(
-        "Download sweep (CSV)", sweep.to_csv(index=False).encode(), f"{sweep_id}.csv", "text/csv", key="sweep_csv"
+        "Download sweep (CSV)",
+        sweep.to_csv(index=False).encode(),
+        f"{sweep_id}.csv",
+        "text/csv",
+        key="sweep_csv",
+        on_click="ignore",
     )
     with st.expander("Sweep runs"):
         st.code(json.dumps([m.run_id for m in swept], indent=1), language="json")

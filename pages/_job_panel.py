@@ -27,7 +27,7 @@ from runners.views.live import (
 )
 
 JOB_SELECT = "job_select"  # the Jobs panel's drop-down: the job the live view follows
-CARDS_PER_ROW = 4
+CARDS_PER_ROW = 3  # labels stay whole at 1,024 px (four cut 'elapsed, simulated (s)')
 
 
 def job_label(job) -> str:
@@ -130,12 +130,19 @@ def _run_live(run_id: str, snapshot: LiveSnapshot) -> None:
     cards: list[tuple[str, str, str | None]] = [(label, value, None) for label, value in snapshot.cards()]
     cards += [snapshot.throughput_card(), (*snapshot.clock_card(), clock_help)]
     cards += [(label, value, None) for label, value in snapshot.engine_cards()]  # an in-engine scheduler's
-    for start in range(0, len(cards), CARDS_PER_ROW):  # rows of four: labels stay whole at 1,024 px
+    for start in range(0, len(cards), CARDS_PER_ROW):
         for cell, (label, value, help_text) in zip(st.columns(CARDS_PER_ROW), cards[start : start + CARDS_PER_ROW]):
             cell.metric(label, value, help=help_text)
     # the time axes say which clock they run on (simulated seconds on the simulator)
-    st.plotly_chart(live_latency_scatter(snapshot.requests, simulated=snapshot.simulated), key=f"live-lat-{run_id}")
-    st.plotly_chart(live_instance_series(snapshot.timeseries, simulated=snapshot.simulated), key=f"live-ts-{run_id}")
+    scheduler = snapshot.header.scheduler  # the charts in its colour, as on every page
+    st.plotly_chart(
+        live_latency_scatter(snapshot.requests, simulated=snapshot.simulated, scheduler=scheduler),
+        key=f"live-lat-{run_id}",
+    )
+    st.plotly_chart(
+        live_instance_series(snapshot.timeseries, simulated=snapshot.simulated, scheduler=scheduler),
+        key=f"live-ts-{run_id}",
+    )
     for name, tail in snapshot.logs.items():
         with st.expander(f"{name} (last lines)", expanded=snapshot.status == "failed"):
             st.code(tail or "(empty)", language=None)

@@ -89,11 +89,17 @@ def run_job(folder: str | Path, results_root: str | Path, given_spec: str | None
 
     if spec.study is not None:
         return _run_study_job(spec, runs, results_root, should_stop, report)
+    from runners.study.runner import environment_failure, environment_skip_reason
+
     state = "done"
+    stopped_by: tuple[str, str] | None = None  # (run id, error) of a run that failed for a reason of this machine
     for index, config in enumerate(spec.runs):
         if terminated["flag"] or cancel_requested(folder):
             runs[index].status = "skipped"
             state = "cancelled"
+            continue
+        if stopped_by is not None:  # every later run would meet it too: skip, saying why
+            _set_status(runs[index], "skipped", environment_skip_reason(*stopped_by))
             continue
         runs[index].status = "running"
         report("running", index)
@@ -105,6 +111,9 @@ def run_job(folder: str | Path, results_root: str | Path, given_spec: str | None
         except Exception as exc:  # input errors raise before the run folder exists
             _set_status(runs[index], "failed", f"{type(exc).__name__}: {exc}")
             traceback.print_exc()
+        error = environment_failure((runs[index].status or "", None, runs[index].error))
+        if error is not None:
+            stopped_by = (str(runs[index].run_id), error)
     state = _final_state(runs, state == "cancelled")
     report(state, None, _first_error(runs))
     return state
@@ -122,11 +131,13 @@ def _first_error(runs: list[JobRunStatus]) -> str | None:
 
 
 def _final_state(runs: list[JobRunStatus], cancelled: bool) -> str:
-    """``cancelled`` when stopped; ``failed`` when every run failed; else ``done`` (a failed run
-    among others keeps what the others measured)."""
+    """``cancelled`` when stopped; ``failed`` when every run that ran failed (the others skipped
+    after a failure of this machine); else ``done`` (a failed run among others keeps what the
+    others measured)."""
     if cancelled:
         return "cancelled"
-    if runs and all(run.status == "failed" for run in runs):
+    ran = [run for run in runs if run.status != "skipped"]
+    if ran and all(run.status == "failed" for run in ran):
         return "failed"
     return "done"
 
@@ -197,6 +208,8 @@ def _run_study_job(
         return "failed"
     sync(result.record)
     state = _final_state(runs, result.record.status == "cancelled")
+    if state == "done" and result.record.status == "failed":  # stopped at a member that failed for this machine
+        state = "failed"
     report(state, None, _first_error(runs))
     return state
 

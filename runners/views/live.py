@@ -178,17 +178,19 @@ class LiveSnapshot:
         ``output_throughput_tps`` (output tokens over the run's duration, the figure the Results
         page and the CLI show), labelled as the run's mean."""
         entry = metric("output_throughput_tps")
+        short = f"output {entry.unit}"  # the card's label: whole at a third of a 1,024 px page
         if self.status == "running":
             return (
-                qualified(entry.label, "now"),
+                f"{short}, now",
                 entry.format(self.tokens_per_s),
-                "instantaneous: output tokens per second over the latest telemetry sample, all instances",
+                f"{entry.label}, instantaneous: output tokens per second over the latest telemetry sample, all "
+                "instances",
             )
         return (
-            qualified(entry.label, "run mean"),
+            f"{short}, run mean",
             entry.format(summary_value(self.header, entry.key)),
-            "the run's mean: output tokens of its completed requests over its duration (summary.json), as on "
-            "the Results page",
+            f"{entry.label}, the run's mean: output tokens of its completed requests over its duration "
+            "(summary.json), as on the Results page",
         )
 
     def cards(self) -> list[tuple[str, str]]:
@@ -216,13 +218,6 @@ def live_cards(metrics: dict[str, Any], keys: tuple[str, ...] = LIVE_METRIC_KEYS
         entry = metric(key)
         cards.append((entry.label, entry.format(summary_value(metrics, key))))
     return cards
-
-
-def qualified(label: str, qualifier: str) -> str:
-    """A catalog label with a qualifier before its unit: ("output throughput (tok/s)", "now") ->
-    "output throughput, now (tok/s)"."""
-    name, bracket, unit = label.rpartition(" (")
-    return f"{name}, {qualifier} ({unit}" if bracket and label.endswith(")") else f"{label}, {qualifier}"
 
 
 #: A run's (or a job's) ETA is measured from the rate so far once this share of its planned

@@ -13,6 +13,7 @@ streamlit.
 
 from __future__ import annotations
 
+import html
 import math
 from collections.abc import Callable, Iterable, Mapping
 from pathlib import Path
@@ -36,7 +37,7 @@ from runners.store.models import (
 from runners.store.result_store import RunData, folder_entries, load_run, read_summary, results_folder
 from runners.store.run_ids import RUN_ID_PATTERN
 from runners.study.runner import STUDY_FILE, read_study, relative_text
-from runners.views.compare import capacity_at
+from runners.views.compare import PARTIAL_MARK, capacity_at
 
 #: Capacity: the highest arrival rate (req/s) at which SLO attainment stays at or above a target.
 CAPACITY = Metric("capacity_rps", "capacity (req/s)", True, "req/s", 1.0, 2)
@@ -364,19 +365,129 @@ def nothing_to_compare(record: StudyRecord) -> str | None:
     )
 
 
+#: The study table's metric groups, headline first: (title, metric keys in the order shown). A
+#: metric of the catalog that no group lists is shown last, under :data:`OTHER_GROUP`.
+METRIC_GROUPS: tuple[tuple[str, tuple[str, ...]], ...] = (
+    (
+        "SLO attainment, G and throughput",
+        (
+            "slo_attainment",
+            "G",
+            "goodput_rps",
+            "request_throughput_rps",
+            "output_throughput_tps",
+            "slo_attainment_by_task.chat",
+            "slo_attainment_by_task.code",
+        ),
+    ),
+    ("Latency: means and p99", ("ttft_s.mean", "ttft_s.p99", "tpot_s.mean", "tpot_s.p99", "e2e_s.mean", "e2e_s.p99")),
+    ("Latency: p90 and queue", ("ttft_s.p90", "tpot_s.p90", "e2e_s.p90", "queue_s.mean")),
+    (
+        "Requests and duration",
+        (
+            "completed",
+            "failed",
+            "preemptions",
+            "output_length_mismatches",
+            "resent_requests",
+            "server_requests",
+            "duration_s",
+        ),
+    ),
+    (
+        "Contention: how contended the runs were",
+        ("contention.waiting_peak", "contention.waiting_mean", "contention.queued_share"),
+    ),
+)
+OTHER_GROUP = "Other"
+assert {key for _, keys in METRIC_GROUPS for key in keys} <= {entry.key for entry in RUN_METRICS}
+
+
+def grouped_metrics(metrics: Iterable[Metric]) -> list[tuple[str, Metric]]:
+    """(group title, metric) for ``metrics`` in the study table's order: :data:`METRIC_GROUPS`
+    first (headline metrics first), then the metrics no group lists, in their given order."""
+    given = list(metrics)
+    by_key = {entry.key: entry for entry in given}
+    ordered = [(title, by_key[key]) for title, keys in METRIC_GROUPS for key in keys if key in by_key]
+    listed = {entry.key for _, entry in ordered}
+    return ordered + [(OTHER_GROUP, entry) for entry in given if entry.key not in listed]
+
+
+def partial_members(record: StudyRecord, summaries: Mapping[str, RunSummary]) -> dict[str, str]:
+    """run id -> why the member is partial (:meth:`RunSummary.partial`) for every member that
+    study.json counts as done (so its figures are in the statistics) while its summary says it
+    covers only part of its plan, in the study's order. Members that ended cancelled or failed
+    are not here: the statistics leave them out (their seeds are dropped pairwise)."""
+    found = {}
+    for run in member_records(record):
+        summary = summaries.get(str(run.run_id))
+        reason = summary.partial() if summary is not None else None
+        if reason:
+            found[str(run.run_id)] = reason
+    return found
+
+
+def partial_seeds(record: StudyRecord, partial: Mapping[str, str], rate: Any = None) -> dict[str, list[Any]]:
+    """Scheduler -> the seeds (in order) at which its member at ``rate`` (None: any) is one of the
+    ``partial`` members (:func:`partial_members`)."""
+    found: dict[str, list[Any]] = {}
+    for run in member_records(record):
+        if str(run.run_id) in partial and (rate is None or run.rate == rate):
+            found.setdefault(str(run.scheduler), []).append(run.seed)
+    return {name: sorted(seeds, key=lambda seed: str(seed).zfill(12)) for name, seeds in found.items()}
+
+
+def _seeds_text(seeds: Iterable[Any]) -> str:
+    listed = sorted(set(seeds), key=lambda seed: str(seed).zfill(12))
+    return ("seed " if len(listed) == 1 else "seeds ") + ", ".join(map(str, listed))
+
+
+def _joined(*parts: object) -> str:
+    """The non-empty ``parts`` as text, joined by ``; ``."""
+    return "; ".join(str(part) for part in parts if part)
+
+
+def partial_members_note(record: StudyRecord, partial: Mapping[str, str]) -> str | None:
+    """What the page says beside the statistics when some members are partial: which (scheduler,
+    seed, rate, run id, why), that they are included in the statistics, and that a verdict
+    pairing one of them compares different sets of requests; None when no member is."""
+    if not partial:
+        return None
+    several_rates = len(record.rates) > 1
+    listed = []
+    for run in member_records(record):
+        if str(run.run_id) in partial:
+            where = f", {run.rate:.4g} req/s" if several_rates and run.rate is not None else ""
+            listed.append(f"{run.scheduler} seed {run.seed}{where} ({run.run_id}: {partial[str(run.run_id)]})")
+    return (
+        f"{len(listed)} member run(s) counted as done are partial: {'; '.join(listed)}. They stay in the "
+        "statistics as study.json records them, but their figures cover only the requests that ran: a verdict "
+        f"marked {PARTIAL_MARK} pairs one of them with a run of another set of requests, so no conclusion "
+        "should rest on it. (Members that ended cancelled or failed are left out: their seeds are dropped.)"
+    )
+
+
 def statistics_frame(
-    record: StudyRecord, statistics: Mapping[str, MetricStatistics], metrics: Iterable[Metric] = RUN_METRICS
+    record: StudyRecord,
+    statistics: Mapping[str, MetricStatistics],
+    metrics: Iterable[Metric] = RUN_METRICS,
+    partial: Mapping[str, Iterable[Any]] | None = None,
 ) -> pd.DataFrame:
-    """One row per metric and scheduler: ``metric``, ``scheduler``, ``n`` (seeds with a value),
-    ``mean [95% CI]``, ``change vs <baseline> [95% CI]``, ``relative change [95% CI]``,
-    ``seeds better`` (k of n), ``verdict`` (better / worse / no difference; ``baseline`` on the
-    baseline's rows; empty for metrics that describe the setting, which get no verdict) and
-    ``note``; hidden helpers ``key`` and ``judged`` (whether the verdict may be coloured).
-    Values formatted by the catalog, in display units."""
+    """One row per metric and scheduler, the metrics grouped headline first
+    (:func:`grouped_metrics`): ``metric``, ``scheduler``, ``verdict`` (better / worse / no
+    difference; ``baseline`` on the baseline's rows; empty for metrics that describe the setting,
+    which get no verdict), ``seeds better`` (k of n), ``n`` (seeds with a value), ``mean [95%
+    CI]``, ``change vs <baseline> [95% CI]``, ``relative change [95% CI]`` and ``note``: the short
+    columns a reader needs first, before the wide ones. Hidden helpers: ``group`` (the metric's
+    group title), ``key``, ``judged`` (whether the verdict may be coloured) and ``pairs_partial``
+    (the verdict pairs a partial run). ``partial``: scheduler -> seeds whose member is partial at
+    this rate (:func:`partial_seeds`), named in the notes. Values formatted by the catalog, in
+    display units."""
     baseline = record.baseline
     change_column = f"change vs {baseline} [95% CI]"
+    partial = {name: list(seeds) for name, seeds in (partial or {}).items()}
     rows = []
-    for metric in metrics:
+    for group, metric in grouped_metrics(metrics):
         entry = statistics.get(metric.key)
         per = entry.schedulers if entry is not None else {}
         if not per or (metric.real_engines_only and not any(stats.n for stats in per.values())):
@@ -385,18 +496,21 @@ def statistics_frame(
         for name in ordered_schedulers(record, per):
             stats = per.get(name) or SeedSummary()
             pair = versus.get(name)
+            own = partial.get(name, [])
             row = {
                 "metric": metric.label,
                 "scheduler": name,
+                "verdict": "",
+                "seeds better": "",
                 "n": stats.n,
                 "mean [95% CI]": mean_text(metric, stats),
                 change_column: "",
                 "relative change [95% CI]": "",
-                "seeds better": "",
-                "verdict": "",
                 "note": stats.note or "",
+                "group": group,
                 "key": metric.key,
                 "judged": False,
+                "pairs_partial": False,
             }
             if metric.describes_setting:
                 row["note"] = "describes the setting (how contended the runs were): no verdict"
@@ -405,6 +519,7 @@ def statistics_frame(
             elif pair is not None and pair.n_pairs == 0:  # no seed has both: nothing was compared
                 row.update({"verdict": "-", "seeds better": "0 of 0", "note": NOT_COMPARED})
             elif pair is not None:
+                paired = set(own) | set(partial.get(baseline, []))
                 row.update(
                     {
                         change_column: change_text(metric, pair),
@@ -413,23 +528,130 @@ def statistics_frame(
                         "verdict": pair.verdict if pair.verdict in VERDICT_COLOURS else "-",
                         "note": pair.note or row["note"],
                         "judged": True,
+                        "pairs_partial": bool(paired),
                     }
                 )
+                if paired:
+                    row["note"] = _joined(f"pairs a partial run at {_seeds_text(paired)}: other requests", row["note"])
+            if own and not row["pairs_partial"]:
+                row["note"] = _joined(f"partial run at {_seeds_text(own)} included", row["note"])
             rows.append(row)
     columns = [
         "metric",
         "scheduler",
+        "verdict",
+        "seeds better",
         "n",
         "mean [95% CI]",
         change_column,
         "relative change [95% CI]",
-        "seeds better",
-        "verdict",
         "note",
+        "group",
         "key",
         "judged",
+        "pairs_partial",
     ]
     return pd.DataFrame(rows, columns=columns)
+
+
+#: The study table's columns under each metric's name, in order (``change`` stands for ``change
+#: vs <baseline> [95% CI]``), with their share of the table's width (%): verdict and k of n first,
+#: so that they stay in view on a narrow page, the wide interval columns after them.
+STUDY_TABLE_WIDTHS: tuple[tuple[str, int], ...] = (
+    ("scheduler", 15),
+    ("verdict", 15),
+    ("seeds better", 10),
+    ("mean [95% CI]", 19),
+    ("change", 22),
+    ("relative change [95% CI]", 19),
+)
+#: A study table cell: small padding, so that six columns fit a 1,024 px page with the sidebar.
+_CELL = "padding:0.15rem 0.35rem;"
+
+
+def _cell(name: str, text: str, style: str = "", extra: str = "") -> str:
+    return f"<td class='{name}' style='{_CELL}{style}'{extra}>{text}</td>"
+
+
+def _class(column: str) -> str:
+    """A column's CSS class: ``scheduler``, ``verdict``, ``seeds-better``, ``mean``, ``change``,
+    ``relative-change``."""
+    return "change" if column.startswith("change vs ") else column.split(" [")[0].replace(" ", "-")
+
+
+def _short_wins(text: str) -> str:
+    """``3 of 5 seeds (1 dropped)`` as the table's narrow column reads it: ``3 of 5 (1 dropped)``."""
+    return text.replace(" seeds", "", 1)
+
+
+def statistics_html(table: pd.DataFrame) -> str:
+    """A :func:`statistics_frame` as the page shows it: one HTML table per metric group (headline
+    first), each under its group's title; in each, a row with the metric's name, then one row per
+    scheduler with its verdict and seeds better (k of n, without the word seeds) first
+    (:data:`STUDY_TABLE_WIDTHS`). Every row is
+    in the page's flow (no inner scroll), columns take fixed shares of the page's width (cells
+    wrap, never wider than the page). Verdicts coloured (:func:`verdict_colour`) and marked
+    :data:`PARTIAL_MARK` where they pair a partial run; ``n`` shown beside the mean only where it
+    is below the table's largest; a note shared by a metric's rows once beside its name, others on
+    a line under their row. Scheduler rows carry ``data-key`` and ``data-scheduler``; every text is
+    escaped."""
+    change_column = next((column for column in table.columns if str(column).startswith("change vs ")), "change")
+    shown = [(change_column if column == "change" else column, width) for column, width in STUDY_TABLE_WIDTHS]
+    head = "".join(
+        f"<th class='{_class(column)}' style='{_CELL}text-align:left'>{html.escape(column)}</th>" for column, _ in shown
+    )
+    colgroup = "".join(f"<col style='width:{width}%'>" for _, width in shown)
+    most = int(table["n"].max()) if len(table) else 0
+    parts = []
+    for group in dict.fromkeys(table["group"]):
+        body = []
+        for key, rows in table[table["group"] == group].groupby("key", sort=False):
+            notes = set(rows["note"])
+            shared = next(iter(notes)) if len(notes) == 1 else ""
+            body.append(
+                f"<tr class='metric'><th colspan='{len(shown)}' style='{_CELL}text-align:left'>"
+                f"{html.escape(str(rows['metric'].iloc[0]))}"
+                + (
+                    f" <span style='font-weight:normal;font-size:0.75rem'>({html.escape(shared)})</span>"
+                    if shared
+                    else ""
+                )
+                + "</th></tr>"
+            )
+            for _, row in rows.iterrows():
+                verdict = str(row["verdict"])
+                verdict_text = html.escape(verdict) + (
+                    f" <span style='white-space:nowrap'>{html.escape(PARTIAL_MARK)}</span>"
+                    if row["pairs_partial"]
+                    else ""
+                )
+                mean = html.escape(str(row["mean [95% CI]"])) + (f" (n {row['n']})" if row["n"] < most else "")
+                cells = [
+                    _cell("scheduler", html.escape(str(row["scheduler"])), "padding-left:0.7rem"),
+                    _cell("verdict", verdict_text, verdict_colour(verdict, bool(row["judged"]))),
+                    _cell("seeds-better", html.escape(_short_wins(str(row["seeds better"])))),
+                    _cell("mean", mean),
+                    _cell("change", html.escape(str(row[change_column]) if change_column in row else "")),
+                    _cell("relative-change", html.escape(str(row["relative change [95% CI]"]))),
+                ]
+                body.append(
+                    f"<tr data-key='{html.escape(str(key), quote=True)}' data-scheduler='"
+                    f"{html.escape(str(row['scheduler']), quote=True)}'>" + "".join(cells) + "</tr>"
+                )
+                if row["note"] and not shared:
+                    body.append(
+                        f"<tr class='note'><td colspan='{len(shown)}' style='{_CELL}padding-left:0.7rem;"
+                        f"font-size:0.75rem'>{html.escape(str(row['scheduler']))}: {html.escape(str(row['note']))}"
+                        "</td></tr>"
+                    )
+        parts.append(
+            "<p class='schedlab-study-group' style='margin:0.8rem 0 0.2rem 0'><strong>"
+            + html.escape(str(group))
+            + "</strong></p><table class='schedlab-study' style='width:100%;table-layout:fixed;"
+            f"overflow-wrap:anywhere;font-size:0.8rem'><colgroup>{colgroup}</colgroup><thead><tr>{head}</tr>"
+            "</thead><tbody>" + "".join(body) + "</tbody></table>"
+        )
+    return "<div class='schedlab-study-tables'>" + "".join(parts) + "</div>"
 
 
 def verdict_colour(verdict: str, judged: bool = True) -> str:
@@ -439,9 +661,15 @@ def verdict_colour(verdict: str, judged: bool = True) -> str:
     return f"color: {colour}; font-weight: 600" if colour else ""
 
 
-def study_frames(record: StudyRecord) -> list[tuple[Number | None, pd.DataFrame]]:
-    """(rate or None, :func:`statistics_frame`) per arrival rate."""
-    return [(rate, statistics_frame(record, statistics)) for rate, statistics in statistics_by_rate(record)]
+def study_frames(
+    record: StudyRecord, partial: Mapping[str, str] | None = None
+) -> list[tuple[Number | None, pd.DataFrame]]:
+    """(rate or None, :func:`statistics_frame`) per arrival rate; ``partial`` (run id -> why, from
+    :func:`partial_members`) names the partial members in each rate's notes and verdicts."""
+    return [
+        (rate, statistics_frame(record, statistics, partial=partial_seeds(record, partial or {}, rate)))
+        for rate, statistics in statistics_by_rate(record)
+    ]
 
 
 # -- rate studies: sweeps and capacity -------------------------------------------------------------
@@ -523,9 +751,11 @@ def capacity_table(record: StudyRecord, per_seed: pd.DataFrame) -> pd.DataFrame:
 #: The numbers behind :func:`capacity_statistics`' text columns (req/s; ``wins`` and ``n_pairs``
 #: seeds), kept for export and not shown.
 CAPACITY_NUMBER_COLUMNS = ("mean", "ci_low", "ci_high", "diff_mean", "diff_low", "diff_high", "wins", "n_pairs")
-#: The tables' columns that a page does not show: ``key`` (the metric's summary key), ``judged``
-#: (whether the verdict may be coloured) and the capacity table's numbers.
-HIDDEN_COLUMNS = ("key", "judged", *CAPACITY_NUMBER_COLUMNS)
+#: The tables' columns that a page does not show as columns: ``group`` (the study table's metric
+#: group: its tables' titles), ``key`` (the metric's summary key), ``judged`` (whether the verdict
+#: may be coloured), ``pairs_partial`` (the verdict pairs a partial run) and the capacity table's
+#: numbers.
+HIDDEN_COLUMNS = ("group", "key", "judged", "pairs_partial", *CAPACITY_NUMBER_COLUMNS)
 
 
 def capacity_statistics(record: StudyRecord, per_seed: pd.DataFrame) -> pd.DataFrame:
@@ -617,7 +847,13 @@ __all__ = [
     "statistics_by_rate",
     "same_as_baseline",
     "same_as_baseline_lines",
+    "METRIC_GROUPS",
+    "grouped_metrics",
+    "partial_members",
+    "partial_seeds",
+    "partial_members_note",
     "statistics_frame",
+    "statistics_html",
     "study_frames",
     "verdict_colour",
     "wins_text",

@@ -169,7 +169,7 @@ def test_a_run_launched_in_the_browser_streams_to_the_end(dashboard, browser, tm
     # issue 15 defect 2: the drop-down's label follows the job's state without a reload
     wait_until_shown(page, "· done", 10)
     assert "starting" not in job_shown(page)
-    page.get_by_text("output throughput, run mean (tok/s)").first.wait_for(timeout=10_000)  # defect 4
+    page.get_by_text("output tok/s, run mean").first.wait_for(timeout=10_000)  # defect 4
     page.get_by_text("elapsed, simulated (s)").first.wait_for(timeout=10_000)
     link = page.get_by_role("link", name="Compare these runs on the Results page")
     assert "study=" in (link.get_attribute("href") or "")  # defect 6: the link opens this job's study

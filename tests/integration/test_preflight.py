@@ -178,3 +178,25 @@ def test_a_failure_of_the_run_itself_keeps_the_study_going(tmp_path):
         ("failed", None, "SchedlabError: engine.urls: http://h:1 did not answer GET /v1/models (x)")
     )
     assert environment_failure(("done", None, None)) is None
+
+
+def test_single_runs_stop_at_the_first_that_fails_for_this_machine_and_the_job_reads_failed(tmp_path):
+    """A job of single runs (blank Seeds) stops as a study does: the first run's engine dies at
+    start-up, the other two are skipped with the reason, and the job's state is failed."""
+    from runners.app.jobs import new_job_spec, read_job
+    from runners.app.worker import run_job
+    from runners.store.result_store import write_json_atomic
+
+    configs = [member.config for member in failing_lmdeploy_study(tmp_path).members]
+    spec = new_job_spec(configs, label="three single runs")
+    folder = tmp_path / "results" / ".jobs" / spec.job_id
+    folder.mkdir(parents=True)
+    write_json_atomic(folder / "job.json", spec.model_dump(mode="json"))
+    assert run_job(folder, tmp_path / "results") == "failed"
+    job = read_job(folder)
+    assert job is not None and job.state == "failed"
+    first, *rest = job.runs
+    assert first.status == "failed" and "EngineStartError" in str(first.error)
+    assert [run.status for run in rest] == ["skipped", "skipped"]
+    assert all(f"not run: {first.run_id} failed for a reason of this machine" in str(run.error) for run in rest)
+    assert not any((tmp_path / "results" / str(run.run_id)).exists() for run in rest)

@@ -158,3 +158,24 @@ def test_sweep_capacity_table_has_readable_headers(results):
         if "scheduler" in frame.value.columns and any(str(column).startswith("rates") for column in frame.value.columns)
     )
     assert list(capacity.columns) == ["scheduler", "capacity at ≥ 90% attainment (req/s)", "lower bound", "rates swept"]
+
+
+def test_downloads_never_rerun_the_page(results):
+    """Issue 27 defect 10: a download click reran the page (Streamlit's default), leaving the other
+    download buttons stale while it ran; a click on one of them sent the id of a deferred file
+    that the rerun had dropped, and no download started (reproduced in headless Chromium: 6 to 8
+    of 16 alternating per-run CSV / Parquet clicks). Every download on the page now leaves the
+    page as it is (on_click='ignore'), and the per-run requests are files the page holds (a URL),
+    not callables whose file Streamlit drops at the end of any session's run."""
+    run(results, "a-fcfs", "fcfs", seed=4)
+    run(results, "b-fcfs", "fcfs", seed=5)
+    app = open_page("pages/2_Results.py")
+    app.multiselect(key="compare_runs").set_value(["a-fcfs", "b-fcfs"]).run()
+    app.button(key="make_html").click().run()
+    assert not app.exception, app.exception
+    buttons = {button.proto.id: button.proto for button in app.get("download_button")}
+    for key in ("-csv", "-html", "export_requests_csv", "export_requests_parquet", "export_summary", "export_config"):
+        assert any(proto_id.endswith(key) for proto_id in buttons), (key, list(buttons))
+    assert {proto_id: proto.ignore_rerun for proto_id, proto in buttons.items()} == dict.fromkeys(buttons, True)
+    per_run = [proto for proto_id, proto in buttons.items() if "export_requests" in proto_id]
+    assert len(per_run) == 2 and all(proto.url and not proto.deferred_file_id for proto in per_run)

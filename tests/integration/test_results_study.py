@@ -7,12 +7,14 @@ member shown as one message."""
 
 from __future__ import annotations
 
+import html
 import json
 import re
 import shutil
 from pathlib import Path
 
 import numpy as np
+import pandas as pd
 import pytest
 
 from runners.app.cli import main
@@ -24,16 +26,20 @@ from runners.study.runner import read_study, study_statistics
 from runners.views.charts import latency_cdfs
 from runners.views.study_charts import metric_bars, pooled_cdfs
 from runners.views.study_view import (
+    METRIC_GROUPS,
     VERDICT_COLOURS,
     capacity_per_seed,
     capacity_statistics,
     capacity_table,
     list_studies,
     member_summaries,
+    partial_members,
+    partial_members_note,
     same_as_baseline,
     same_as_baseline_lines,
     statistics_frame,
     study_counts,
+    study_frames,
     study_member_runs,
 )
 from tests.integration.test_app import open_page
@@ -179,24 +185,57 @@ def table_value(element):
     return value.data if hasattr(value, "data") else value
 
 
-def statistics_tables(app) -> list:
-    """(dataframe element, frame) of the page's study statistics tables."""
-    found = []
-    for element in app.dataframe:
-        frame = table_value(element)
-        if "metric" in frame.columns and "mean [95% CI]" in frame.columns:
-            found.append((element, frame))
-    return found
+STUDY_BLOCK = "<div class='schedlab-study-tables'>"
 
 
-def cell_colours(element) -> dict[int, str]:
-    """Row index -> the CSS colour the page gave that row's verdict cell."""
-    styles = element.proto.arrow_data.styler.styles
-    colours = {}
-    for selectors, colour in re.findall(r"([^{}]+)\{\s*color:\s*(#[0-9a-f]{6})", styles):
-        for row in re.findall(r"_row(\d+)_col\d+", selectors):
-            colours[int(row)] = colour
-    return colours
+def _text(cell: str) -> str:
+    return html.unescape(re.sub(r"<[^>]+>", "", cell)).strip()
+
+
+def parse_study_html(block: str) -> pd.DataFrame:
+    """The rows of one rate's study tables as the page shows them (:func:`statistics_html`), in
+    page order: ``group``, ``metric``, ``key``, ``scheduler``, ``verdict``, ``colour`` (the verdict
+    cell's CSS colour, '' when none), ``seeds better``, ``mean``, ``change``, ``relative``,
+    ``note`` (the row's own note line, else the note shown beside the metric's name), and the
+    ``headers`` of its table."""
+    rows = []
+    for group, table in re.findall(
+        r"<p class='schedlab-study-group'[^>]*><strong>(.*?)</strong></p>(<table.*?</table>)", block
+    ):
+        headers = [_text(cell) for cell in re.findall(r"<th class='[^']*'[^>]*>(.*?)</th>", table)]
+        metric_name = shared = ""
+        for attributes, content in re.findall(r"<tr([^>]*)>(.*?)</tr>", table.split("<tbody>")[1]):
+            if "class='metric'" in attributes:  # the metric's name, and the note its rows share
+                name, _, note = content.partition("<span")
+                metric_name, shared = _text(name), _text("<span" + note)[1:-1] if note else ""
+            elif "class='note'" in attributes:
+                rows[-1]["note"] = _text(content).partition(": ")[2]
+            else:
+                cells = re.findall(r"<td class='([^']*)' style='([^']*)'[^>]*>(.*?)</td>", content)
+                by_class = {name: (style, _text(cell)) for name, style, cell in cells}
+                colour = re.findall(r"color: (#[0-9a-f]{6})", by_class["verdict"][0])
+                rows.append(
+                    {
+                        "group": html.unescape(group),
+                        "metric": metric_name,
+                        "key": re.search(r"data-key='([^']*)'", attributes).group(1),
+                        "scheduler": by_class["scheduler"][1],
+                        "verdict": by_class["verdict"][1],
+                        "colour": colour[0] if colour else "",
+                        "seeds better": by_class["seeds-better"][1],
+                        "mean": by_class["mean"][1],
+                        "change": by_class["change"][1],
+                        "relative": by_class["relative-change"][1],
+                        "note": shared,
+                        "headers": headers,
+                    }
+                )
+    return pd.DataFrame(rows)
+
+
+def statistics_tables(app) -> list[pd.DataFrame]:
+    """The page's study statistics tables, one frame per rate (:func:`parse_study_html`)."""
+    return [parse_study_html(block.value) for block in app.markdown if block.value.startswith(STUDY_BLOCK)]
 
 
 def open_study(study_id: str):
@@ -353,28 +392,30 @@ def test_results_page_shows_a_study_with_intervals_verdicts_and_k_of_n(results):
     record = record_of(results, "st")
     tables = statistics_tables(app)
     assert len(tables) == 1
-    element, shown = tables[0]
+    shown = tables[0]
+    assert len(shown) == 2 * len([m for m in RUN_METRICS if not m.real_engines_only])  # every row, two schedulers
     for _, row in shown.iterrows():
-        entry = metric(next(m.key for m in RUN_METRICS if m.label == row["metric"]))
+        entry = metric(row["key"])
+        assert row["metric"] == entry.label
         stats = record.statistics[entry.key].schedulers[row["scheduler"]]
-        assert row["n"] == stats.n == 3
-        assert (
-            row["mean [95% CI]"] == f"{entry.format(stats.mean)} {entry.format_interval(stats.ci_low, stats.ci_high)}"
-        )
+        assert stats.n == 3  # every seed: no '(n ...)' beside the mean
+        assert row["mean"] == f"{entry.format(stats.mean)} {entry.format_interval(stats.ci_low, stats.ci_high)}"
         pair = record.statistics[entry.key].vs_baseline.get(row["scheduler"])
-        if pair:
+        if pair and not entry.describes_setting:
             assert row["verdict"] == pair.verdict
-            assert row["seeds better"] == f"{pair.wins} of {pair.n_pairs} seeds"
-            assert row["change vs fcfs [95% CI]"] == (
+            assert row["seeds better"] == f"{pair.wins} of {pair.n_pairs}"
+            assert row["change"] == (
                 f"{entry.format_change(pair.diff_mean)} {entry.format_change_interval(pair.ci_low, pair.ci_high)}"
             )
     # verdicts coloured: better green, worse red, no difference grey; baseline and contention rows never
-    colours = cell_colours(element)
-    for index, row in shown.iterrows():
-        expected = VERDICT_COLOURS.get(row["verdict"]) if row["verdict"] in VERDICT_COLOURS else None
-        assert colours.get(index) == expected, (row["metric"], row["scheduler"], row["verdict"])
+    for _, row in shown.iterrows():
+        expected = VERDICT_COLOURS.get(row["verdict"], "")
+        assert row["colour"] == expected, (row["metric"], row["scheduler"], row["verdict"])
     assert any(row["verdict"] == "baseline" for _, row in shown.iterrows())
-    assert not any(colours.get(i) for i, row in shown.iterrows() if row["metric"].startswith("requests waiting"))
+    assert not any(row["colour"] for _, row in shown.iterrows() if row["metric"].startswith("requests waiting"))
+    assert not [
+        frame for frame in app.dataframe if "verdict" in frame.value.columns and "metric" in frame.value.columns
+    ]
     cards = {card.label: card.value for card in app.metric}
     assert cards == {"runs done": "6 of 6", "runs failed": "0", "seeds": "3", "seeds dropped": "0"}
     assert not app.warning  # a queue formed: no identical-decisions warning
@@ -398,9 +439,9 @@ def test_an_uncontended_study_warns_of_identical_decisions_and_its_single_seed(r
         for text in warnings
     ), warnings
     assert SINGLE_SEED_NOTE in [info.value for info in app.info]
-    element, shown = statistics_tables(app)[0]
+    shown = statistics_tables(app)[0]
     row = shown.set_index(["metric", "scheduler"]).loc[("SLO attainment (%)", "slo-sa")]
-    assert row["mean [95% CI]"].endswith("[no interval]") and row["seeds better"] == "0 of 1 seeds"
+    assert row["mean"].endswith("[no interval]") and row["seeds better"] == "0 of 1"
     assert row["verdict"] == "no difference" and "no interval" in row["note"]
 
 
@@ -497,5 +538,99 @@ def test_a_study_with_no_finished_seed_says_there_is_nothing_to_compare_yet(resu
     header = " ".join(block.value for block in app.markdown)
     assert "**engine** sim" in header and "**requests per run** 20" in header and "?" not in header.split("arrival")[0]
     assert any(box.value.startswith("Nothing to compare yet: no member run has finished") for box in app.info)
-    assert not [frame for frame in app.dataframe if "verdict" in frame.value.columns]  # no 0-of-0 statistics table
+    assert not statistics_tables(app)  # no 0-of-0 statistics table
+    assert not [frame for frame in app.dataframe if "verdict" in frame.value.columns]
     assert not app.get("plotly_chart")  # no empty charts
+
+
+# -- issue 27: the study table whole, grouped, verdicts first; partial members named ----------------
+HEADLINE = ["slo_attainment", "G", "goodput_rps", "request_throughput_rps"]
+
+
+def test_statistics_frame_puts_headline_metrics_first_and_verdict_and_k_of_n_before_the_wide_columns(results):
+    """Defect 2: SLO attainment, G, goodput and throughput first, then latency means and p99, the
+    rest after; the verdict and k of n right after the metric and scheduler, before the intervals."""
+    record = record_of(results, "st")
+    frame = statistics_frame(record, record.statistics)
+    keys = list(dict.fromkeys(frame["key"]))
+    assert keys[:4] == HEADLINE
+    latency = keys.index("ttft_s.mean")
+    assert keys[latency : latency + 6] == [
+        "ttft_s.mean",
+        "ttft_s.p99",
+        "tpot_s.mean",
+        "tpot_s.p99",
+        "e2e_s.mean",
+        "e2e_s.p99",
+    ]
+    assert keys.index("ttft_s.p90") > keys.index("e2e_s.p99") and keys[-1].startswith("contention.")
+    columns = list(frame.columns)
+    assert columns[:4] == ["metric", "scheduler", "verdict", "seeds better"]
+    assert columns.index("seeds better") < columns.index("mean [95% CI]") < columns.index("change vs fcfs [95% CI]")
+    groups = list(dict.fromkeys(frame["group"]))
+    assert groups == [title for title, _ in METRIC_GROUPS]
+    assert frame.loc[frame["key"] == "G", "group"].iloc[0] == "SLO attainment, G and throughput"
+
+
+def test_results_page_study_table_groups_every_row_headline_first_without_a_dataframe(results):
+    """Defect 2 on the page: HTML tables in the page's flow (no st.dataframe and its ten-row
+    inner scroll), one per metric group under its title, every metric and scheduler shown, the
+    verdict and k-of-n headers right after the scheduler."""
+    app = open_study("st")
+    (shown,) = statistics_tables(app)
+    record = record_of(results, "st")
+    expected = statistics_frame(record, record.statistics)
+    assert list(zip(shown["key"], shown["scheduler"])) == list(zip(expected["key"], expected["scheduler"]))
+    assert list(dict.fromkeys(shown["key"]))[:4] == HEADLINE
+    assert list(dict.fromkeys(shown["group"])) == [title for title, _ in METRIC_GROUPS]
+    assert shown["headers"].iloc[0] == [
+        "scheduler",
+        "verdict",
+        "seeds better",
+        "mean [95% CI]",
+        "change vs fcfs [95% CI]",
+        "relative change [95% CI]",
+    ]
+    assert not any("study_table" in frame.proto.id for frame in app.dataframe)
+
+
+def make_partial(results: Path, run_id: str, cancelled: int = 4, not_run: int = 2) -> str:
+    """Mark member ``run_id``'s summary as partial (requests cancelled and never sent, as a run
+    stopped early records them); returns its :meth:`RunSummary.partial` text."""
+    path = results / run_id / "summary.json"
+    summary = json.loads(path.read_text())
+    summary.update(cancelled=cancelled, not_run=not_run, completed=summary["completed"] - cancelled - not_run)
+    write_json(path, summary)
+    reason = RunSummary.model_validate(summary).partial()
+    assert reason is not None
+    return reason
+
+
+def test_a_partial_member_is_named_beside_the_study_table_and_marks_the_verdicts_pairing_it(results):
+    """Defect 1 on the study page: a member counted as done whose summary is partial is named
+    (scheduler, seed, run id, why) beside the statistics, which keep it (as study.json does); the
+    verdicts that pair it read '(partial)' with a note naming the seed; the other rows do not."""
+    reason = make_partial(results, "st-slo-sa-s1")
+    assert reason.startswith("done: ") and "4 cancelled, 2 never sent" in reason
+    record = record_of(results, "st")
+    partial = member_summaries(results, record)
+    found = partial_members(record, partial)
+    assert found == {"st-slo-sa-s1": reason}
+    note = partial_members_note(record, found)
+    assert f"slo-sa seed 1 (st-slo-sa-s1: {reason})" in note and "stay in the statistics" in note
+    app = open_study("st")
+    assert any(box.value == note for box in app.warning)
+    (shown,) = statistics_tables(app)
+    slo_sa = shown[(shown["scheduler"] == "slo-sa") & (shown["colour"] != "")]
+    assert len(slo_sa) and all(verdict.endswith("(partial)") for verdict in slo_sa["verdict"])
+    assert all(text.startswith("pairs a partial run at seed 1: other requests") for text in slo_sa["note"])
+    fcfs = shown[shown["scheduler"] == "fcfs"]
+    assert set(fcfs["verdict"]) == {"baseline", ""} and not any("partial" in text for text in fcfs["note"])
+    # a partial baseline member: every verdict pairs it; the baseline's rows say it is included
+    make_partial(results, "st-fcfs-s0")
+    frames = study_frames(record, partial_members(record, member_summaries(results, record)))
+    (_, frame), (_, whole) = frames[0], study_frames(record)[0]
+    judged = frame[frame["judged"]]
+    assert judged["pairs_partial"].all() and judged["note"].str.startswith("pairs a partial run at seeds 0, 1").all()
+    assert frame[frame["verdict"] == "baseline"]["note"].str.startswith("partial run at seed 0 included").all()
+    assert not whole["pairs_partial"].any()  # without summaries: nothing marked
