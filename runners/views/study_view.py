@@ -523,7 +523,7 @@ def statistics_frame(
                 row.update(
                     {
                         change_column: change_text(metric, pair),
-                        "relative change [95% CI]": relative_text(pair.relative),
+                        "relative change [95% CI]": relative_text(pair.relative, metric),
                         "seeds better": wins_text(pair),
                         "verdict": pair.verdict if pair.verdict in VERDICT_COLOURS else "-",
                         "note": pair.note or row["note"],
