@@ -14,7 +14,8 @@ from collections.abc import Sequence
 import streamlit as st
 from streamlit.delta_generator import DeltaGenerator
 
-from pages._job_panel import JOB_SELECT, jobs_panel
+from pages.parts.app_navigation import use_app_navigation
+from pages.parts.job_panel import JOB_SELECT, jobs_panel
 from runners.app.jobs import start_job
 from runners.app.launch_form import (
     DEFAULT_SCHEDULERS,
@@ -41,6 +42,7 @@ from runners.store import result_store
 from runners.study.runner import MAX_RUNS_UNCONFIRMED
 from runners.workload.slo import PAPER_SLOS, TASKS
 
+use_app_navigation()  # a first visit straight to this page: app.py's sidebar, not the folder's
 st.set_page_config(page_title="schedlab · Launch", layout="wide")
 ROOT = result_store.DEFAULT_RESULTS_DIR
 FIELD = "f:"  # session-state prefix of every form field; the rest of the key is the config path
@@ -195,7 +197,7 @@ st.caption(
 
 # -- live view ---------------------------------------------------------------------------------
 st.header("Jobs")
-jobs_panel()  # pages/_job_panel.py
+jobs_panel()  # pages/parts/job_panel.py
 
 st.header("New job")
 # -- engine ------------------------------------------------------------------------------------

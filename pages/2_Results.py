@@ -20,7 +20,8 @@ import pandas as pd
 import streamlit as st
 from streamlit.delta_generator import DeltaGenerator
 
-from pages._cached_runs import load_member, load_run_cached, summary_stamp
+from pages.parts.app_navigation import use_app_navigation
+from pages.parts.cached_runs import load_member, load_run_cached, summary_stamp
 from runners.errors import SchedlabError
 from runners.imports import IMPORTERS, import_bytes
 from runners.json_values import is_stored
@@ -88,6 +89,7 @@ from runners.views.study_view import (
     verdict_colour,
 )
 
+use_app_navigation()  # a first visit straight to this page: app.py's sidebar, not the folder's
 st.set_page_config(page_title="schedlab · Results", layout="wide")
 ROOT = result_store.DEFAULT_RESULTS_DIR
 

@@ -10,7 +10,8 @@ from typing import Literal
 
 import streamlit as st
 
-from pages._cached_runs import load_member
+from pages.parts.app_navigation import use_app_navigation
+from pages.parts.cached_runs import load_member
 from runners.app.jobs import new_job_spec, start_job
 from runners.engines.fidelity import PAPER_PRESET_LABEL
 from runners.errors import SchedlabError
@@ -51,6 +52,7 @@ from runners.views.study_charts import metric_bars, pooled_cdfs
 from runners.views.study_view import HIDDEN_COLUMNS, statistics_frame, study_member_runs
 from runners.workload.slo import PAPER_SLOS
 
+use_app_navigation()  # a first visit straight to this page: app.py's sidebar, not the folder's
 st.set_page_config(page_title="schedlab · Demo", layout="wide")
 ROOT = result_store.DEFAULT_RESULTS_DIR
 
