@@ -13,15 +13,12 @@ import sys
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Any
-
-import yaml
+from typing import TYPE_CHECKING, Any
 
 from runners.errors import ConfigError, SchedlabError
-from runners.json_values import is_stored
-from runners.metrics.seed_statistics import SINGLE_SEED_NOTE
-from runners.run.knowledge import scheduler_display
-from runners.store.models import RunSummary, StudyRecord
+
+if TYPE_CHECKING:  # imported where used: --help loads no more than argparse (issue 28)
+    from runners.store.models import RunSummary, StudyRecord
 
 
 def _metric_rows(summaries: Sequence[RunSummary]) -> list[list[str]]:
@@ -51,6 +48,8 @@ def _table(rows: list[list[str]]) -> str:
 
 # -- run -------------------------------------------------------------------------------------------
 def _parse_value(text: str) -> Any:
+    import yaml
+
     try:
         return yaml.safe_load(text)
     except yaml.YAMLError:
@@ -312,7 +311,9 @@ def _print_study(record: StudyRecord, root: str | Path) -> None:
 
 # -- list / show / compare / delete ----------------------------------------------------------------
 def command_list(args: argparse.Namespace) -> int:
+    from runners.json_values import is_stored
     from runners.metrics.catalog import metric
+    from runners.run.knowledge import scheduler_display
     from runners.store.result_store import DAMAGED, INCOMPLETE, INTERRUPTED, list_runs
 
     runs = list_runs(args.out)
@@ -369,6 +370,7 @@ def _tokenization_lines(config: Any) -> list[str]:
 
 
 def command_show(args: argparse.Namespace) -> int:
+    from runners.json_values import is_stored
     from runners.store.result_store import load_run
     from runners.study.runner import find_study, read_study
 
@@ -394,6 +396,8 @@ def command_show(args: argparse.Namespace) -> int:
 
 
 def command_compare(args: argparse.Namespace) -> int:
+    from runners.metrics.seed_statistics import SINGLE_SEED_NOTE
+    from runners.run.knowledge import scheduler_display
     from runners.store.result_store import load_run
     from runners.study.runner import find_study, read_study
 
@@ -635,31 +639,30 @@ def command_demo(args: argparse.Namespace) -> int:
     return next((code for code in codes if code != 0), 0)
 
 
-def make_parser() -> argparse.ArgumentParser:
-    from runners.store.result_store import DEFAULT_RESULTS_DIR
+#: How every results-folder flag's default reads; the folder itself is resolved when a command runs
+#: (:func:`_results_defaults`), so ``--help`` imports nothing of the result store.
+RESULTS_DEFAULT_TEXT = "results/, or $SCHEDLAB_RESULTS_DIR"
 
-    parser = argparse.ArgumentParser(prog="python -m runners", description="schedlab: benchmark LLM-serving schedulers")
-    sub = parser.add_subparsers(dest="command", required=True)
 
-    def add_out(p: argparse.ArgumentParser) -> None:
-        p.add_argument("--out", default=str(DEFAULT_RESULTS_DIR), help="results folder (default: results/)")
+def _add_out(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--out", default=None, help=f"results folder (default: {RESULTS_DEFAULT_TEXT})")
 
-    from runners.registry import ENGINES
 
-    launched = ", ".join(name for name in ENGINES if name not in ("sim", "openai"))
+def _add_engine_flags(p: argparse.ArgumentParser) -> None:
+    from runners.engines.kind_names import ENGINE_KINDS, LAUNCHED_KINDS
 
-    def add_engine_flags(p: argparse.ArgumentParser) -> None:
-        p.add_argument("--config", help="YAML or JSON run config; flags override it")
-        p.add_argument("--engine", help=f"engine kind: {' | '.join(ENGINES)} (openai: attach by --url)")
-        p.add_argument("--model", help=f"model folder to launch ({launched}) or served model name (openai)")
-        p.add_argument("--url", help="openai: base URL(s) of running servers, comma-separated")
-        p.add_argument("--python", help="vllm: the Python of the environment vLLM is installed in")
-        p.add_argument(
-            "--set", action="append", metavar="KEY=VALUE", help="any config field, e.g. engine.max_num_seqs=64"
-        )
+    p.add_argument("--config", help="YAML or JSON run config; flags override it")
+    p.add_argument("--engine", help=f"engine kind: {' | '.join(ENGINE_KINDS)} (openai: attach by --url)")
+    p.add_argument(
+        "--model", help=f"model folder to launch ({', '.join(LAUNCHED_KINDS)}) or served model name (openai)"
+    )
+    p.add_argument("--url", help="openai: base URL(s) of running servers, comma-separated")
+    p.add_argument("--python", help="vllm: the Python of the environment vLLM is installed in")
+    p.add_argument("--set", action="append", metavar="KEY=VALUE", help="any config field, e.g. engine.max_num_seqs=64")
 
-    run = sub.add_parser("run", help="run one benchmark and save it under results/")
-    add_engine_flags(run)
+
+def _build_run(run: argparse.ArgumentParser) -> None:
+    _add_engine_flags(run)
     run.add_argument("--tokenizer", help="local tokenizer folder for exact token counts (usually the model folder)")
     run.add_argument("--scheduler", help="scheduler name (see 'schedulers'); several, comma-separated, make a study")
     run.add_argument(
@@ -707,11 +710,12 @@ def make_parser() -> argparse.ArgumentParser:
         "failed (default 0.5; 1 = off)",
     )
     run.add_argument("--quiet", action="store_true", help="no progress bar")
-    add_out(run)
+    _add_out(run)
     run.set_defaults(handler=command_run)
 
-    profile = sub.add_parser("profile", help="fit the latency model to a real engine and save a profile")
-    add_engine_flags(profile)
+
+def _build_profile(profile: argparse.ArgumentParser) -> None:
+    _add_engine_flags(profile)
     profile.add_argument("--out", required=True, help="profile file to write (.yaml or .json)")
     profile.add_argument("--name", help="profile name (default: the file's stem)")
     profile.add_argument(
@@ -730,43 +734,47 @@ def make_parser() -> argparse.ArgumentParser:
     profile.add_argument("--repeats", type=int, default=2)
     profile.set_defaults(handler=command_profile)
 
-    listing = sub.add_parser("list", help="list saved runs")
-    add_out(listing)
+
+def _build_list(listing: argparse.ArgumentParser) -> None:
+    _add_out(listing)
     listing.set_defaults(handler=command_list)
 
-    show = sub.add_parser("show", help="show one run's summary, or a study's statistics")
+
+def _build_show(show: argparse.ArgumentParser) -> None:
     show.add_argument("run", help="run id, unique prefix, or folder; or a study id")
-    add_out(show)
+    _add_out(show)
     show.set_defaults(handler=command_show)
 
-    compare = sub.add_parser("compare", help="headline metrics side by side, %% change against the first")
+
+def _build_compare(compare: argparse.ArgumentParser) -> None:
     compare.add_argument("runs", nargs="+", help="run ids, unique prefixes, or folders; or one study id")
-    add_out(compare)
+    _add_out(compare)
     compare.set_defaults(handler=command_compare)
 
-    delete = sub.add_parser("delete", help="delete a saved run")
+
+def _build_delete(delete: argparse.ArgumentParser) -> None:
     delete.add_argument("run", help="the exact run id (as 'list' shows it), never a path or pattern")
-    add_out(delete)
+    _add_out(delete)
     delete.set_defaults(handler=command_delete)
 
-    schedulers = sub.add_parser("schedulers", help="list schedulers, their parameters, and engines")
+
+def _build_schedulers(schedulers: argparse.ArgumentParser) -> None:
     schedulers.set_defaults(handler=command_schedulers)
 
-    schemas = sub.add_parser("schemas", help="print or write the result files' JSON Schemas (docs/schemas/)")
+
+def _build_schemas(schemas: argparse.ArgumentParser) -> None:
     schemas.add_argument("--write", metavar="FOLDER", help="write <name>.schema.json files into FOLDER")
     schemas.set_defaults(handler=command_schemas)
 
-    demo = sub.add_parser(
-        "demo",
-        help="rerun the Demo page's studies and rewrite results/demo-below/, results/demo-overload/ and their runs "
-        "<study>-<scheduler>-s<seed>",
-    )
-    add_out(demo)
+
+def _build_demo(demo: argparse.ArgumentParser) -> None:
+    _add_out(demo)
     demo.set_defaults(handler=command_demo)
 
-    worker = sub.add_parser("worker", help="execute a dashboard job folder (started by the dashboard)")
+
+def _build_worker(worker: argparse.ArgumentParser) -> None:
     worker.add_argument("job", help="results/.jobs/<job_id> folder")
-    worker.add_argument("--results", default=str(DEFAULT_RESULTS_DIR), help="results folder")
+    worker.add_argument("--results", default=None, help=f"results folder (default: {RESULTS_DEFAULT_TEXT})")
     worker.add_argument(
         "--spec-stdin",
         action="store_true",
@@ -774,10 +782,63 @@ def make_parser() -> argparse.ArgumentParser:
     )
     worker.set_defaults(handler=command_worker)
 
-    from runners.imports.cli import add_subcommands as add_import_subcommands
 
-    add_import_subcommands(sub)  # import FILE (vLLM bench, GuideLLM, AIPerf) and export RUN
+def _build_import(importer: argparse.ArgumentParser) -> None:
+    from runners.imports.cli import build_import
+
+    build_import(importer)
+
+
+def _build_export(exporter: argparse.ArgumentParser) -> None:
+    from runners.imports.cli import build_export
+
+    build_export(exporter)
+
+
+#: The commands of ``python -m runners``: name -> (one line for the command list, the function that
+#: adds its arguments). Only the command being run gets its arguments (and imports what they
+#: name), so ``--help`` and a command's own ``--help`` load no more than they show.
+COMMANDS: dict[str, tuple[str, Callable[[argparse.ArgumentParser], None]]] = {
+    "run": ("run one benchmark and save it under results/", _build_run),
+    "profile": ("fit the latency model to a real engine and save a profile", _build_profile),
+    "list": ("list saved runs", _build_list),
+    "show": ("show one run's summary, or a study's statistics", _build_show),
+    "compare": ("headline metrics side by side, %% change against the first", _build_compare),
+    "delete": ("delete a saved run", _build_delete),
+    "schedulers": ("list schedulers, their parameters, and engines", _build_schedulers),
+    "schemas": ("print or write the result files' JSON Schemas (docs/schemas/)", _build_schemas),
+    "demo": (
+        "rerun the Demo page's studies and rewrite results/demo-below/, results/demo-overload/ and their runs "
+        "<study>-<scheduler>-s<seed>",
+        _build_demo,
+    ),
+    "worker": ("execute a dashboard job folder (started by the dashboard)", _build_worker),
+    "import": ("import a vLLM bench serve, GuideLLM or AIPerf result file as run(s)", _build_import),
+    "export": ("write a saved run as a vLLM bench serve-compatible JSON", _build_export),
+}
+
+
+def make_parser(argv: Sequence[str] | None = None) -> argparse.ArgumentParser:
+    """The command-line parser. With ``argv``, only the command it names gets its arguments
+    (none for ``--help`` alone); without, every command does."""
+    parser = argparse.ArgumentParser(prog="python -m runners", description="schedlab: benchmark LLM-serving schedulers")
+    sub = parser.add_subparsers(dest="command", required=True)
+    chosen = next((word for word in argv if not word.startswith("-")), None) if argv is not None else None
+    for name, (help_text, build) in COMMANDS.items():
+        command = sub.add_parser(name, help=help_text)
+        if argv is None or name == chosen:
+            build(command)
     return parser
+
+
+def _results_defaults(args: argparse.Namespace) -> None:
+    """Fill the results-folder flags left out with the result store's folder (read now, not when
+    the parser is built)."""
+    for flag in ("out", "results"):
+        if flag in vars(args) and getattr(args, flag) is None:
+            from runners.store.result_store import DEFAULT_RESULTS_DIR
+
+            setattr(args, flag, str(DEFAULT_RESULTS_DIR))
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -786,8 +847,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     from runners.errors import ERROR_LINE_CHARS, STOPPED_LINE, shortened
 
     try:
-        parser = make_parser()
-        args = parser.parse_args(argv)
+        words = list(sys.argv[1:] if argv is None else argv)
+        args = make_parser(words).parse_args(words)
+        _results_defaults(args)
         return int(args.handler(args))
     except SchedlabError as exc:
         print(f"error: {shortened(str(exc), ERROR_LINE_CHARS)}", file=sys.stderr)

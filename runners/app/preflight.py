@@ -48,7 +48,12 @@ def refusals(config: RunConfig, environ: Mapping[str, str] | None = None) -> dic
     launch = adapter.launch_problem(engine)
     if launch is not None:
         found[launch[0]] = launch[1]
-    model = model_problem(str(getattr(engine, "model", "")), {**environ, **engine.env})
+    # a launch by a command of the config's own: that command, not schedlab, says what its model is
+    model = (
+        None
+        if getattr(engine, "command", None)
+        else model_problem(str(getattr(engine, "model", "")), {**environ, **engine.env})
+    )
     if model is not None:
         found["engine.model"] = model
     ports = ports_problem(engine.host, list(engine.ports or []))

@@ -1,5 +1,5 @@
-"""The ``import`` and ``export`` commands (hooked into ``python -m runners`` by
-:func:`add_subcommands`):
+"""The ``import`` and ``export`` commands (their arguments added to ``python -m runners`` by
+:func:`build_import` and :func:`build_export`, only when that command runs):
 
 - ``python -m runners import FILE [--out DIR] [--name RUN_ID] [--tool NAME] [--tool-version V]``
 - ``python -m runners export RUN_ID --format vllm-bench [-o FILE] [--out DIR]``
@@ -10,13 +10,14 @@ from __future__ import annotations
 import argparse
 from typing import Any
 
-from runners.imports import IMPORTERS, import_file
-from runners.imports.export_vllm_bench import FORMATS, export_run
-from runners.store.result_store import DEFAULT_RESULTS_DIR, load_run
+RESULTS_HELP = "results folder (default: results/, or $SCHEDLAB_RESULTS_DIR)"
 
 
 def command_import(args: argparse.Namespace) -> int:
     """Import ``args.file``; prints one line per run written. SchedlabError on a bad file."""
+    from runners.imports import import_file
+    from runners.store.result_store import load_run
+
     folders = import_file(args.file, args.out, name=args.name, tool=args.tool, tool_version=args.tool_version)
     for folder in folders:
         run = load_run(folder.parent, folder.name)
@@ -31,25 +32,25 @@ def command_import(args: argparse.Namespace) -> int:
 
 def command_export(args: argparse.Namespace) -> int:
     """Export run ``args.run`` as ``args.format``; prints the file written."""
+    from runners.imports.export_vllm_bench import export_run
+
     path = export_run(args.run, args.out, args.output, args.format)
     if path is not None:  # None: written to standard output, which carries only the JSON
         print(f"wrote {path}")
     return 0
 
 
-def add_subcommands(subparsers: Any) -> None:
-    """Add ``import`` and ``export`` to the ``python -m runners`` subparsers."""
-    importer = subparsers.add_parser(
-        "import",
-        help="import a vLLM bench serve, GuideLLM or AIPerf result file as run(s)",
-        description="Import a result file of another tool into the result store, as runs labelled "
+def build_import(importer: argparse.ArgumentParser) -> None:
+    """The ``import`` command's arguments (the readers named in its description)."""
+    from runners.imports import IMPORTERS
+
+    importer.description = (
+        "Import a result file of another tool into the result store, as runs labelled "
         "'imported from <tool> <version>'. Readers: "
-        + "; ".join(f"{name}: {entry.description}" for name, entry in IMPORTERS.items()),
+        + "; ".join(f"{name}: {entry.description}" for name, entry in IMPORTERS.items())
     )
     importer.add_argument("file", help="the tool's result file (it is only read; a copy goes into the run folder)")
-    importer.add_argument(
-        "--out", "--results", dest="out", default=str(DEFAULT_RESULTS_DIR), help="results folder (default: results/)"
-    )
+    importer.add_argument("--out", "--results", dest="out", default=None, help=RESULTS_HELP)
     importer.add_argument("--name", help="run id (a file with several benchmarks: <name>-b<index>)")
     importer.add_argument("--tool", choices=list(IMPORTERS), help="the importer to use (default: detect the format)")
     importer.add_argument(
@@ -57,7 +58,11 @@ def add_subcommands(subparsers: Any) -> None:
     )
     importer.set_defaults(handler=command_import)
 
-    exporter = subparsers.add_parser("export", help="write a saved run as a vLLM bench serve-compatible JSON")
+
+def build_export(exporter: argparse.ArgumentParser) -> None:
+    """The ``export`` command's arguments."""
+    from runners.imports.export_vllm_bench import FORMATS
+
     exporter.add_argument("run", help="run id, unique prefix, or folder")
     exporter.add_argument("--format", choices=FORMATS, default="vllm-bench", help="output format (default vllm-bench)")
     exporter.add_argument(
@@ -66,7 +71,5 @@ def add_subcommands(subparsers: Any) -> None:
         help="file to write: a new or regular file in an existing folder, never inside a run folder; "
         "- for standard output (default: <run id>.vllm-bench.json)",
     )
-    exporter.add_argument(
-        "--out", "--results", dest="out", default=str(DEFAULT_RESULTS_DIR), help="results folder (default: results/)"
-    )
+    exporter.add_argument("--out", "--results", dest="out", default=None, help=RESULTS_HELP)
     exporter.set_defaults(handler=command_export)

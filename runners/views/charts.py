@@ -55,6 +55,11 @@ LEGEND_ROW_PX = 22
 LEGEND_WIDTH_PX = 440
 
 
+def _schedulers(runs: Sequence[RunData]) -> list[str | None]:
+    """Each run's scheduler (None where its summary does not name one), for its colour."""
+    return [getattr(run.summary, "scheduler", None) for run in runs]
+
+
 def cdf_points(values: Any, max_points: int = 400) -> tuple[np.ndarray, np.ndarray]:
     """(sorted values, cumulative fraction) of the finite ``values``, thinned to at most
     ``max_points`` points (evenly in rank) so large runs draw fast; the extremes are kept."""
@@ -260,7 +265,7 @@ def attainment_bars(summaries: Sequence[RunSummary], names: Mapping[str, str] | 
     shown = display_names(summaries, names)
     ids = [run_label(s) for s in summaries]
     labels = [wrap_name(shown[run_id]) for run_id in ids]
-    colours = run_colours([s.scheduler for s in summaries])
+    colours = run_colours([getattr(s, "scheduler", None) for s in summaries])
     for key, part in (
         ("slo_attainment", "overall"),
         ("slo_attainment_by_task.chat", "chat"),
@@ -293,7 +298,7 @@ def g_bars(summaries: Sequence[RunSummary], names: Mapping[str, str] | None = No
     ids = [run_label(s) for s in summaries]
     entry = metric("G")
     values = [summary_value(s, "G") for s in summaries]
-    colours = run_colours([s.scheduler for s in summaries])  # each run in its scheduler's colour
+    colours = run_colours([getattr(s, "scheduler", None) for s in summaries])  # each run in its scheduler's colour
     fig = go.Figure(
         go.Bar(
             x=[wrap_name(shown[run_id]) for run_id in ids],
@@ -397,7 +402,7 @@ def latency_cdfs(
     tasks = TASKS
     shown = display_names(runs, names)
     fig = make_subplots(rows=1, cols=2, subplot_titles=list(tasks), shared_yaxes=True)
-    colours = run_colours([run.summary.scheduler for run in runs])
+    colours = run_colours(_schedulers(runs))
     points = point_share(2 * len(runs), 400)
     for run, colour in zip(runs, colours):
         frame = run.requests
@@ -431,7 +436,7 @@ def ttft_tpot_scatter(runs: Sequence[RunData], seed: int = 0, names: Mapping[str
     entry says."""
     fig = go.Figure()
     shown = display_names(runs, names)
-    colours = run_colours([run.summary.scheduler for run in runs])
+    colours = run_colours(_schedulers(runs))
     rng = np.random.default_rng(seed)
     points = point_share(len(runs), MAX_SCATTER_POINTS) // 3  # markers cost far more to draw than line points
     ttft, tpot = metric("ttft_s"), metric("tpot_s")
@@ -582,7 +587,7 @@ def timeseries_overlay(
     fig = go.Figure()
     shown = display_names(runs, names)
     points = point_share(len(runs), MAX_SERIES_POINTS, floor=200)
-    colours = run_colours([run.summary.scheduler for run in runs])
+    colours = run_colours(_schedulers(runs))
     when = f"{RUN_TIME_LABEL.split(' (')[0]} %{{x:.1f}} s"
     for run, colour in zip(runs, colours):
         name = shown[run.run_id]

@@ -6,7 +6,6 @@ against a real vLLM file, the round trip, the CLI and the Results page."""
 
 from __future__ import annotations
 
-import argparse
 import hashlib
 import json
 import shutil
@@ -18,7 +17,6 @@ import pytest
 
 from runners.errors import ConfigError, SchedlabError
 from runners.imports import IMPORTERS, import_bytes, import_file, parse_file
-from runners.imports.cli import add_subcommands
 from runners.imports.export_vllm_bench import export_run, vllm_bench_json
 from runners.store.result_store import list_runs, load_run
 
@@ -226,9 +224,10 @@ def test_export_of_a_schedlab_run_uses_vllms_definitions(tmp_path):
 
 
 # -- CLI ------------------------------------------------------------------------------------------------
-def test_cli_import_and_export_through_add_subcommands(tmp_path, capsys):
-    parser = argparse.ArgumentParser(prog="python -m runners")
-    add_subcommands(parser.add_subparsers(dest="command", required=True))
+def test_cli_import_and_export_through_the_command_line_parser(tmp_path, capsys):
+    from runners.app.cli import make_parser
+
+    parser = make_parser()  # every command with its arguments (runners.imports.cli's build_import, build_export)
     args = parser.parse_args(["import", str(GUIDELLM), "--results", str(tmp_path), "--name", "g"])
     assert args.handler(args) == 0
     out = capsys.readouterr().out

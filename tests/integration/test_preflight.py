@@ -200,3 +200,16 @@ def test_single_runs_stop_at_the_first_that_fails_for_this_machine_and_the_job_r
     assert [run.status for run in rest] == ["skipped", "skipped"]
     assert all(f"not run: {first.run_id} failed for a reason of this machine" in str(run.error) for run in rest)
     assert not any((tmp_path / "results" / str(run.run_id)).exists() for run in rest)
+
+
+def test_a_launch_by_a_command_of_its_own_is_not_refused_for_its_model_name(tmp_path):
+    """With ``engine.command`` the config's own program decides what ``model`` means (a fake
+    server, a wrapper script): only that program must exist, not a folder by the model's name."""
+    config = parse_config(
+        {"engine": {"kind": "lmdeploy", "model": "internlm-fake-7b", "command": [sys.executable, "-c", "pass"]}}
+    )
+    assert "engine.model" not in preflight.refusals(config, {"HF_HUB_OFFLINE": "1"})
+    missing = parse_config(
+        {"engine": {"kind": "lmdeploy", "model": "internlm-fake-7b", "command": ["no-such-program-x"]}}
+    )
+    assert "no-such-program-x" in preflight.refusals(missing, {"HF_HUB_OFFLINE": "1"}).get("engine.kind", "")

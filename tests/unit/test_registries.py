@@ -46,3 +46,13 @@ def test_the_projects_registries_are_registries():
     assert {"fcfs", "slo-sa", "engine-dynamic-mem"} <= set(SCHEDULERS)
     assert {"vllm", "lmdeploy", "sglang"} <= set(ADAPTERS)
     assert [m.key for m in RUN_METRICS] == [key for key in METRICS if METRICS[key] in RUN_METRICS]
+
+
+def test_the_light_engine_names_are_the_registry_s():
+    """The command line's help names the engines from runners.engines.kind_names (no engine
+    imported); it must list exactly the registry's kinds, in order (issue 28: --help <= 0.3 s)."""
+    from runners.engines.kind_names import ENGINE_KINDS, LAUNCHED_KINDS
+    from runners.engines.kinds import ENGINES
+
+    assert ENGINE_KINDS == tuple(ENGINES)
+    assert LAUNCHED_KINDS == tuple(name for name in ENGINES if name not in ("sim", "openai"))

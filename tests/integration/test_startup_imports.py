@@ -1,0 +1,59 @@
+"""What the command line loads before it answers (issue 28: ``--help`` and a command's own help in
+<= 0.3 s whole process). Timings are noisy on a shared machine, so the check that cannot flake is
+what gets imported: ``--help`` loads argparse and runners.app.cli, not pydantic, pandas, scipy,
+numba or an engine; and ``bench/startup_speed.py --quick`` still runs every timed command with the
+exit codes it expects."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[2]
+#: Modules a help text never needs: each costs 0.05-1 s of imports.
+HEAVY = ("pydantic", "pandas", "pyarrow", "scipy", "numba", "numpy", "aiohttp", "runners.registry", "yaml")
+
+
+def imported(*arguments: str) -> set[str]:
+    """The modules ``python -m runners ARGUMENTS`` imports (from ``-X importtime``)."""
+    done = subprocess.run(
+        [sys.executable, "-X", "importtime", "-m", "runners", *arguments],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    assert done.returncode == 0, done.stderr[-2000:]
+    return {line.rsplit("|", 1)[-1].strip() for line in done.stderr.splitlines() if line.startswith("import time:")}
+
+
+@pytest.mark.parametrize("arguments", [("--help",), ("list", "--help"), ("show", "--help"), ("delete", "--help")])
+def test_help_loads_no_heavy_module(arguments):
+    modules = imported(*arguments)
+    assert "runners.app.cli" in modules
+    heavy = sorted(name for name in modules if name.split(".")[0] in HEAVY or name in HEAVY)
+    assert not heavy, f"{' '.join(arguments)} imports {heavy}"
+
+
+def test_run_help_names_every_engine_without_importing_one():
+    modules = imported("run", "--help")
+    assert not any(name.startswith(("runners.engines.adapters", "runners.registry", "pydantic")) for name in modules)
+    text = subprocess.run(
+        [sys.executable, "-m", "runners", "run", "--help"], cwd=ROOT, capture_output=True, text=True, check=True
+    ).stdout
+    from runners.engines.kinds import ENGINES
+
+    assert f"engine kind: {' | '.join(ENGINES)}" in " ".join(text.split())
+
+
+def test_the_startup_benchmark_runs_in_quick_mode():
+    done = subprocess.run(
+        [sys.executable, "-m", "bench.startup_speed", "--quick"], cwd=ROOT, capture_output=True, text=True, check=False
+    )
+    assert done.returncode == 0, done.stderr[-2000:]
+    for name in ("--help", "run --help", "refusal: run --engine nope", "sim run, 10,000 requests"):
+        assert f"| {name} |" in done.stdout
+    assert "beyond 100 requests" in done.stdout
