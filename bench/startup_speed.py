@@ -70,7 +70,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--quick", action="store_true", help="one repeat, nothing written (CI)")
     args = parser.parse_args(argv)
     figures = measure(1 if args.quick else args.repeats)
-    rows, report = [], {"repeats": 1 if args.quick else args.repeats, "commands": {}}
+    rows: list[list[str]] = []
+    commands: dict[str, dict[str, Any]] = {}
+    report: dict[str, Any] = {"repeats": 1 if args.quick else args.repeats, "commands": commands}
     medians = {name: statistics.median(entry["seconds"]) for name, entry in figures.items()}
     beyond = medians["sim run, 10,000 requests"] - medians["sim run, 100 requests"]
     for name, _, target in COMMANDS:
@@ -82,7 +84,7 @@ def main(argv: list[str] | None = None) -> int:
         else:
             verdict = f"target <= {target} s: " + ("met" if medians[name] <= target else "missed")
         rows.append([name, f"{medians[name]:.3f}", f"{min(values):.3f}-{max(values):.3f}", verdict])
-        report["commands"][name] = {**figures[name], "median_s": medians[name], "target_s": target}
+        commands[name] = {**figures[name], "median_s": medians[name], "target_s": target}
     report["beyond_100_s"] = beyond
     lines = [
         "# Whole-process seconds of the command line (median of paired rounds)",
