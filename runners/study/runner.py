@@ -51,7 +51,6 @@ from pydantic import ValidationError
 from runners.errors import ConfigError, EnvironmentProblem, SchedlabError, shortened
 from runners.input_model import MAX_SEED
 from runners.metrics.catalog import RUN_METRICS, STUDY_HEADLINE_KEYS, Metric, summary_value
-from runners.metrics.seed_statistics import SINGLE_SEED_NOTE, paired_comparison, relative_change, summarize
 from runners.registry import check_engine_for, make_policy, scheduler_params
 from runners.run.config import MAX_STUDY_SEEDS, RunConfig, TrialsConfig, config_record
 from runners.run.knowledge import ORACLE_TAG, summary_oracles
@@ -208,6 +207,9 @@ def metric_statistics(
     the study's run records; ``summaries``: run_id -> summary of the runs that ended done.
     ``relative``: add each comparison's relative change with its interval (Fieller below 10 pairs, BCa from 10)
     (``vs_baseline[name].relative``; a few ms each, so left out while a study runs)."""
+    # scipy.stats (0.5-0.9 s of imports) loads where statistics are computed, not with every run
+    from runners.metrics.seed_statistics import paired_comparison, relative_change, summarize
+
     by_scheduler: dict[str, dict[int | None, float | None]] = {name: {} for name in schedulers}
     for run in plan_runs:
         summary = summaries.get(str(run.run_id))
@@ -733,6 +735,8 @@ def study_lines(record: StudyRecord) -> list[str]:
             f"  ... and {len(troubled) - LISTED_PROBLEMS:,} more runs that did not finish done (see study.json)"
         )
     if len(record.seeds) == 1:
+        from runners.metrics.seed_statistics import SINGLE_SEED_NOTE
+
         lines.append(SINGLE_SEED_NOTE)
     return lines
 
