@@ -15,6 +15,7 @@ import json
 import os
 from collections.abc import Sequence
 from pathlib import Path
+from typing import Any
 
 import pandas as pd
 import streamlit as st
@@ -106,6 +107,14 @@ def requests_file_cached(folder: str, stamp: float, kind: str) -> bytes:
     ``csv`` or ``parquet`` bytes, made once per version of the run."""
     requests = load_run_cached(folder, stamp).requests
     return requests.to_csv(index=False).encode() if kind == "csv" else requests.to_parquet(index=False)
+
+
+def download(where: Any, label: str, data: bytes, file_name: str, mime: str, **kwargs: Any) -> None:
+    """Every download button of the page (``where``: ``st`` or a column). It leaves the page as it is (``on_click="ignore"``):
+    issue 27 defect 10, a download click reran the page (Streamlit's default), and a file Streamlit
+    keeps only while the latest run shows its button was dropped at the end of any session's run
+    (the Launch page's Jobs panel runs every second) before the browser asked for it."""
+    where.download_button(label, data, file_name, mime, on_click="ignore", **kwargs)
 
 
 def study_stamp(study_id: str) -> float:
@@ -502,13 +511,13 @@ def _study_tables(record: StudyRecord, rates: list, summaries: dict[str, RunSumm
         f"{CUT_NOTE}."
     )
     csv = pd.concat([table.assign(rate_rps=rate) for rate, table in frames]).drop(columns="judged")
-    st.download_button(
+    download(
+        st,
         "Download statistics (CSV)",
         csv.to_csv(index=False).encode(),
         f"{study_id}.csv",
         "text/csv",
         key="study_csv",
-        on_click="ignore",
     )
 
 
@@ -698,13 +707,13 @@ if loaded:
     same = identical_runs_cached(keys) if len(keys) > 1 else None
     if same:
         st.warning(same)
-    st.download_button(
+    download(
+        st,
         "Download table (CSV)",
         csv_with_provenance(table, loaded, names).encode(),
         "comparison.csv",
         "text/csv",
         key="csv",
-        on_click="ignore",
         help="Full-precision values; '#' lines first name each run with its "
         "seed, versions and config (pandas: read_csv(..., comment='#')).",
     )
@@ -759,13 +768,13 @@ if loaded:
                 names,
             )
         if st.session_state.get("export_html"):
-            st.download_button(
+            download(
+                st,
                 "Download charts (HTML)",
                 st.session_state["export_html"].encode(),
                 "comparison.html",
                 "text/html",
                 key="html",
-                on_click="ignore",
             )
     with columns[1]:
         which = st.selectbox("Chart as PNG", list(COMPARISON_CHARTS), key="png_chart", format_func=chart_title)
@@ -776,9 +785,7 @@ if loaded:
                 st.warning(str(exc))
         if st.session_state.get("export_png"):
             name, data = st.session_state["export_png"]
-            st.download_button(
-                f"Download '{chart_title(name)}' (PNG)", data, f"{name}.png", "image/png", key="png", on_click="ignore"
-            )
+            download(st, f"Download '{chart_title(name)}' (PNG)", data, f"{name}.png", "image/png", key="png")
     st.markdown("**One run's data**")
     columns = st.columns([2, 1, 1, 1, 1])
     picked_run = columns[0].selectbox(
@@ -789,42 +796,38 @@ if loaded:
         format_func=lambda run_id: f"{names.get(run_id, run_id)}  ({run_id})",
     )
     picked = next(run for run in loaded if run.run_id == picked_run)
-    # Issue 27 defect 10: a per-run download failed to start when clicked while the page reran (a
-    # download click reran it, Streamlit's default). Their data were callables, whose file Streamlit
-    # keeps only while the latest run shows the button and drops at the end of any session's run (the
-    # Launch page's Jobs panel runs every second): the click found it gone. Now every download leaves
-    # the page as it is (on_click="ignore") and the requests are bytes made once per run version
-    # (cached), a file the page keeps while it shows the button.
+    # the requests are bytes made once per run version (cached), a file the page keeps while it shows
+    # the button (see download: a callable's file was dropped before the click asked for it)
     picked_key = keys[compared.index(picked_run)]
-    columns[1].download_button(
+    download(
+        columns[1],
         "Requests (CSV)",
         requests_file_cached(*picked_key, "csv"),
         f"{picked_run}-requests.csv",
         "text/csv",
         key="export_requests_csv",
-        on_click="ignore",
         help="requests.parquet as CSV: one row per request, seconds",
     )
-    columns[2].download_button(
+    download(
+        columns[2],
         "Requests (Parquet)",
         requests_file_cached(*picked_key, "parquet"),
         f"{picked_run}-requests.parquet",
         "application/octet-stream",
         key="export_requests_parquet",
-        on_click="ignore",
     )
     json_files = (
         ("summary", result_store.entry_fields(picked.summary), "the run's summary.json"),
         ("config", picked.config, "the run's config.json: config, resolved settings, versions"),
     )
     for column, (name, record, tooltip) in zip(columns[3:5], json_files):
-        column.download_button(
+        download(
+            column,
             f"{name.capitalize()} (JSON)",
             json.dumps(record, indent=1, default=str).encode(),
             f"{picked_run}-{name}.json",
             "application/json",
             key=f"export_{name}",
-            on_click="ignore",
             help=tooltip,
         )
 
@@ -858,13 +861,13 @@ else:
     )
     for name, fig in sweep_charts(sweep, target).items():
         st.plotly_chart(fig, key=f"sweep-{name}")
-    st.download_button(
+    download(
+        st,
         "Download sweep (CSV)",
         sweep.to_csv(index=False).encode(),
         f"{sweep_id}.csv",
         "text/csv",
         key="sweep_csv",
-        on_click="ignore",
     )
     with st.expander("Sweep runs"):
         st.code(json.dumps([m.run_id for m in swept], indent=1), language="json")
