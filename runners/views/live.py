@@ -374,15 +374,22 @@ def planned_wall_s(config: RunConfig) -> float | None:
 _CONFIGS: dict[str, tuple[tuple[int, int], RunConfig | None]] = {}
 
 
-def run_config_of(folder: Path) -> RunConfig | None:
-    """The run config in ``folder``'s config.json (kept while the file's size and mtime stay);
-    None when it cannot be read or is not a run config this version reads."""
-    path = folder / "config.json"
+def _file_stamp(path: Path) -> tuple[int, int] | None:
+    """(size in bytes, mtime in ns) of ``path``, the key of the caches below; None when it cannot be read."""
     try:
         stat = path.stat()
     except OSError:
         return None
-    stamp = (stat.st_size, stat.st_mtime_ns)
+    return stat.st_size, stat.st_mtime_ns
+
+
+def run_config_of(folder: Path) -> RunConfig | None:
+    """The run config in ``folder``'s config.json (kept while the file's size and mtime stay);
+    None when it cannot be read or is not a run config this version reads."""
+    path = folder / "config.json"
+    stamp = _file_stamp(path)
+    if stamp is None:
+        return None
     cached = _CONFIGS.get(str(folder))
     if cached is not None and cached[0] == stamp:
         return cached[1]
@@ -543,11 +550,9 @@ _SUMMARY_CACHE: dict[str, tuple[tuple[int, int], RunEntry]] = {}
 
 def _finished_summary(folder: Path) -> RunEntry | None:
     """summary.json of a run that ended (kept while its size and mtime stay); None otherwise."""
-    try:
-        stat = (folder / "summary.json").stat()
-    except OSError:
+    stamp = _file_stamp(folder / "summary.json")
+    if stamp is None:
         return None
-    stamp = (stat.st_size, stat.st_mtime_ns)
     cached = _SUMMARY_CACHE.get(str(folder))
     if cached is not None and cached[0] == stamp:
         return cached[1]
