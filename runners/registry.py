@@ -1,5 +1,6 @@
 """The scheduler and engine names (a :class:`runners.registries.Registry` each). The CLI and the
-dashboard list from here, so adding a scheduler is: write the class, add it to SCHEDULER_CLASSES."""
+dashboard list from here, so adding a scheduler is: write the class, add its name and
+``"module:Class"`` to BUILT_IN_SCHEDULERS."""
 
 from __future__ import annotations
 
@@ -13,42 +14,41 @@ from pydantic import ValidationError
 
 # the engine kinds live beside the engines; imported here so the UI and CLI find both lists in one place
 from runners.engines.kinds import ENGINES, EngineEntry, engine_entry  # noqa: F401
-from runners.errors import ConfigError, format_validation_error
+from runners.errors import ConfigError, SchedlabError, format_validation_error
 from runners.registries import Registry
 from runners.schedulers.base import SchedulerPolicy
-from runners.schedulers.dynamic_batching import DynamicMemoryPolicy, DynamicSLAPolicy
-from runners.schedulers.fcfs import FCFSPolicy
-from runners.schedulers.in_engine import (
-    EngineDynamicMemoryPolicy,
-    EngineDynamicSLAPolicy,
-    EngineMCSFPolicy,
-    EngineSLOAwarePolicy,
-)
-from runners.schedulers.memory_constrained import AlphaBetaClearPolicy, AlphaProtectPolicy, MCSFPolicy
-from runners.schedulers.slice_level import SCLSPolicy
-from runners.schedulers.slo_aware import SLOAwarePolicy, SLOExhaustivePolicy
-from runners.schedulers.static_batching import StaticBatchingPolicy
-from runners.schedulers.vllm import attach_instructions
 
-SCHEDULER_CLASSES: tuple[type[SchedulerPolicy[Any]], ...] = (
-    FCFSPolicy,
-    StaticBatchingPolicy,
-    SLOAwarePolicy,
-    SLOExhaustivePolicy,
-    DynamicMemoryPolicy,
-    DynamicSLAPolicy,
-    SCLSPolicy,
-    MCSFPolicy,
-    AlphaProtectPolicy,
-    AlphaBetaClearPolicy,
-    EngineDynamicMemoryPolicy,
-    EngineDynamicSLAPolicy,
-    EngineSLOAwarePolicy,
-    EngineMCSFPolicy,
+#: Every built-in scheduler: (name, "module:Class"). Classes are imported on first use, so listing
+#: names or running FCFS does not load slo-sa's numba kernels or the vLLM plugin.
+BUILT_IN_SCHEDULERS: tuple[tuple[str, str], ...] = (
+    ("fcfs", "runners.schedulers.fcfs:FCFSPolicy"),
+    ("static", "runners.schedulers.static_batching:StaticBatchingPolicy"),
+    ("slo-sa", "runners.schedulers.slo_aware:SLOAwarePolicy"),
+    ("slo-exhaustive", "runners.schedulers.slo_aware:SLOExhaustivePolicy"),
+    ("dynamic-mem", "runners.schedulers.dynamic_batching:DynamicMemoryPolicy"),
+    ("dynamic-sla", "runners.schedulers.dynamic_batching:DynamicSLAPolicy"),
+    ("scls", "runners.schedulers.slice_level:SCLSPolicy"),
+    ("mcsf", "runners.schedulers.memory_constrained:MCSFPolicy"),
+    ("alpha-protect", "runners.schedulers.memory_constrained:AlphaProtectPolicy"),
+    ("alpha-beta-clear", "runners.schedulers.memory_constrained:AlphaBetaClearPolicy"),
+    ("engine-dynamic-mem", "runners.schedulers.in_engine:EngineDynamicMemoryPolicy"),
+    ("engine-dynamic-sla", "runners.schedulers.in_engine:EngineDynamicSLAPolicy"),
+    ("engine-slo-sa", "runners.schedulers.in_engine:EngineSLOAwarePolicy"),
+    ("engine-mcsf", "runners.schedulers.in_engine:EngineMCSFPolicy"),
 )
-SCHEDULERS: Registry[type[SchedulerPolicy[Any]]] = Registry(
-    "scheduler", "scheduler.name", ((cls.name, cls) for cls in SCHEDULER_CLASSES)
-)
+
+
+def _check_policy(name: str, item: object) -> None:
+    """SchedlabError unless ``item`` is a SchedulerPolicy subclass whose ``name`` is ``name``."""
+    if not (isinstance(item, type) and issubclass(item, SchedulerPolicy)):
+        raise SchedlabError(f"scheduler {name!r}: {item!r} is not a SchedulerPolicy class")
+    if item.name != name:
+        raise SchedlabError(f"scheduler {name!r}: the class {item.__qualname__} calls itself {item.name!r}")
+
+
+SCHEDULERS: Registry[type[SchedulerPolicy[Any]]] = Registry("scheduler", "scheduler.name")
+for _name, _target in BUILT_IN_SCHEDULERS:
+    SCHEDULERS.register_deferred(_name, _target, _check_policy)
 
 
 def scheduler_class(name: str) -> type[SchedulerPolicy[Any]]:
@@ -60,6 +60,8 @@ def check_engine_for(scheduler: str, engine_kind: str) -> None:
     ``engine_kind``: an in-engine scheduler needs a vLLM that schedlab launches (the error says
     how to start such a server elsewhere)."""
     if scheduler_class(scheduler).in_engine and engine_kind != "vllm":
+        from runners.schedulers.vllm import attach_instructions
+
         raise ConfigError("scheduler.name", attach_instructions(scheduler))
 
 

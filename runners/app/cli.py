@@ -15,7 +15,8 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from runners.errors import ConfigError, SchedlabError
+from runners.engines.kind_names import ENGINE_KINDS
+from runners.errors import ConfigError, SchedlabError, UnknownNameError
 
 if TYPE_CHECKING:  # imported where used: --help loads no more than argparse (issue 28)
     from runners.store.models import RunSummary, StudyRecord
@@ -59,6 +60,9 @@ def _parse_value(text: str) -> Any:
 
 
 def build_run_config(args: argparse.Namespace) -> Any:
+    engine = getattr(args, "engine", None)
+    if engine is not None and engine not in ENGINE_KINDS:  # refused before the config models load
+        raise UnknownNameError("engine.kind", engine, list(ENGINE_KINDS))
     from runners.run.config import parse_config, read_config_file, set_dotted
 
     data = read_config_file(args.config) if args.config else {}
@@ -192,8 +196,6 @@ def _resume_study(args: argparse.Namespace) -> int:
 
 
 def command_run(args: argparse.Namespace) -> int:
-    from runners.run.benchmark import execute_run
-
     if getattr(args, "resume", None) is not None:
         return _resume_study(args)
     config = build_run_config(args)
@@ -201,6 +203,7 @@ def command_run(args: argparse.Namespace) -> int:
     from runners.study.runner import is_study
 
     check(config)  # a launch that cannot succeed here (engine missing, no model, busy port) starts nothing
+    from runners.run.benchmark import execute_run
 
     if is_study(config):
         return _run_study(args, config)
@@ -649,7 +652,7 @@ def _add_out(p: argparse.ArgumentParser) -> None:
 
 
 def _add_engine_flags(p: argparse.ArgumentParser) -> None:
-    from runners.engines.kind_names import ENGINE_KINDS, LAUNCHED_KINDS
+    from runners.engines.kind_names import LAUNCHED_KINDS
 
     p.add_argument("--config", help="YAML or JSON run config; flags override it")
     p.add_argument("--engine", help=f"engine kind: {' | '.join(ENGINE_KINDS)} (openai: attach by --url)")

@@ -16,12 +16,12 @@ import asyncio
 import json
 import threading
 from collections.abc import Callable, Coroutine, Sequence
-from dataclasses import dataclass
 from typing import Any, TypeVar
 
 import aiohttp
 
 from runners.engines.openai_client import header_secrets, redact
+from runners.engines.tokenize_api import TokenizeAPI
 from runners.errors import SchedlabError
 
 #: /tokenize requests in flight at once while counting a workload's texts.
@@ -57,22 +57,6 @@ def run_coroutine(make: Callable[[], Coroutine[Any, Any, T]]) -> T:
     if "error" in box:
         raise box["error"]
     return box["value"]
-
-
-@dataclass(frozen=True)
-class TokenizeAPI:
-    """How one engine counts tokens over HTTP: ``path`` (POSTed), the JSON body that counts a
-    text's own tokens (``text_body(model, text)``), the body that counts what the server adds to
-    a prompt (``overhead_body(model, api)``: an empty prompt with special tokens, or an empty chat
-    message with the template; None where the engine cannot be asked), and how to read the count
-    and the context limit (tokens; None where the reply has none) from a reply."""
-
-    path: str
-    text_body: Callable[[str, str], dict[str, Any]]
-    overhead_body: Callable[[str, str], dict[str, Any] | None]
-    read_count: Callable[[Any], int | None]
-    read_limit: Callable[[Any], int | None]
-    expected: str  # the reply's shape, for error messages
 
 
 class ServerTokenCounter:

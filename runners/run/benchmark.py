@@ -11,21 +11,18 @@ from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
 import runners
 from runners.drivers.base import Driver
 from runners.drivers.virtual_time import VirtualTimeDriver
-from runners.drivers.wall_clock import WallClockDriver
 from runners.drivers.watchdog import stalled_message
 from runners.engines.latency_model import LatencyModel
-from runners.engines.openai_client import header_secrets, scrub
 from runners.engines.planning_model import PlanningModel, planning_model
 from runners.engines.profile import load_profile
 from runners.engines.real_config import ClientOptions, LaunchOptions, redact_args
-from runners.engines.real_engine import RealEngine, check_api_key, config_secrets, resolve_tokenization
 from runners.engines.sim_config import ResolvedSimulator, SimulatorConfig
 from runners.engines.simulator import SimulatedInstance
 from runners.errors import ConfigError, RunCancelled, RunStopped
@@ -34,9 +31,7 @@ from runners.registry import check_engine_for, make_policy
 from runners.run.config import RunConfig, config_record
 from runners.run.knowledge import run_oracles
 from runners.schedulers.base import PolicyParams, PolicyStalled, SchedulerPolicy
-from runners.schedulers.dynamic_batching import mixture_moments
 from runners.schedulers.predictors import calibration_moments
-from runners.schedulers.vllm import EngineDynamicMemoryParams, launch_settings
 from runners.store.models import ENGINE_RECORD_SCHEMA_VERSION, EngineRecord, RunSummary
 from runners.store.recording import RunRecorder
 from runners.store.result_store import DEFAULT_RESULTS_DIR, RunWriter, write_record
@@ -44,6 +39,10 @@ from runners.store.run_ids import new_run_id
 from runners.timestamps import utc_stamp
 from runners.workload.builder import Workload, build_workload
 from runners.workload.slo import TaskSLO
+
+if TYPE_CHECKING:  # a simulator run imports neither the HTTP client (aiohttp) nor the vLLM plugin
+    from runners.drivers.wall_clock import WallClockDriver
+    from runners.engines.real_engine import RealEngine
 
 #: Longest wall time (seconds) finished rows and telemetry samples wait in memory before they reach
 #: the run folder, where the dashboard's live view reads them: a run at 100x pace lasts about a
@@ -73,7 +72,10 @@ class RunOutcome:
 
 def prepare_run(config: RunConfig) -> PreparedRun:
     """Resolve the engine, build the workload with its SLOs, and check the cache can hold it."""
-    check_api_key(config.engine)
+    if not isinstance(config.engine, SimulatorConfig):
+        from runners.engines.real_engine import check_api_key
+
+        check_api_key(config.engine)
     check_engine_for(config.scheduler.name, config.engine.kind)
     simulator = config.engine.resolve() if isinstance(config.engine, SimulatorConfig) else None
     latency = simulator.latency if simulator else None
@@ -101,6 +103,8 @@ def prepare_run(config: RunConfig) -> PreparedRun:
 
     tokenization = None
     if simulator is None:  # real servers: their tokenizer and their context limit
+        from runners.engines.real_engine import resolve_tokenization
+
         tokenization = resolve_tokenization(config.engine, config.workload.tokenizer)
         workload = build_workload(config.workload, slos_for, tokenization.counter, tokenization.context)
     else:
@@ -154,6 +158,9 @@ def _config_record(prepared: PreparedRun, oracles: list[str]) -> dict[str, Any]:
         "planning_model": prepared.planning.record() if prepared.planning is not None else None,
     }
     if prepared.tokenization is not None:  # read from the servers: scrubbed of the key they were sent
+        from runners.engines.openai_client import scrub
+        from runners.engines.real_engine import config_secrets
+
         resolved["tokenization"] = scrub(prepared.tokenization, config_secrets(config.engine))
     simulator = prepared.simulator
     if simulator is not None:
@@ -186,6 +193,8 @@ def _engine_with_scheduler(
     engine = config.engine
     if not policy.in_engine:
         return engine
+    from runners.schedulers.vllm import launch_settings
+
     if not isinstance(engine, LaunchOptions):  # check_engine_for admits in-engine schedulers on launched engines only
         raise ConfigError(
             "scheduler.name", f"{policy.name} runs inside the engine: it needs an engine schedlab launches"
@@ -209,6 +218,9 @@ def _calibrated_engine_params(
     (the engine does not see tasks) becomes ``given`` moments (tokens) of the calibration sample,
     each task weighted by its share of the run's requests (law of total variance); ``cold``
     where no task has a calibration sample. Other parameters unchanged."""
+    from runners.schedulers.dynamic_batching import mixture_moments
+    from runners.schedulers.vllm import EngineDynamicMemoryParams
+
     if not isinstance(params, EngineDynamicMemoryParams) or params.output_prior != "calibration":
         return params
     moments = calibration_moments(calibration)
@@ -240,6 +252,8 @@ def _engine_record(engine: RealEngine) -> dict[str, Any]:
     """What was launched or attached (no headers: they may hold an API key; the values of
     secret-looking flags in a launch command written as ***). Every string the servers supplied
     (model id, version, kind) is scrubbed of the key they were sent, which a server may echo."""
+    from runners.engines.openai_client import header_secrets, scrub
+
     secrets = [secret for instance in engine.instances for secret in header_secrets(instance.endpoint.headers)]
     return scrub(
         {
@@ -360,6 +374,7 @@ class _Running:
     should_stop: Callable[[], bool] | None
     real_engine: RealEngine | None = None
     driver: Driver | None = None
+    wall_driver: WallClockDriver | None = None  # the driver, when it is the wall-clock one
     wall_start: float = field(default_factory=time.perf_counter)
 
     def drive(self) -> tuple[str, str | None]:
@@ -406,13 +421,16 @@ class _Running:
 
     def _serve(self, engine: ClientOptions) -> None:
         """A real engine (launched or attached) in wall-clock time; its card in engine.json."""
+        from runners.drivers.wall_clock import WallClockDriver
+        from runners.engines.real_engine import RealEngine
+
         config, folder = self.config, self.writer.folder
         self.real_engine = RealEngine(
             config=_engine_with_scheduler(config, self.policy, folder, self.prepared.latency), log_folder=folder
         )
         self.real_engine.start(self.should_stop)
         write_record(folder / "engine.json", EngineRecord, _engine_record(self.real_engine))
-        self.driver = WallClockDriver(
+        self.driver = self.wall_driver = WallClockDriver(
             engine=self.real_engine,
             policy=self.policy,
             requests=self.prepared.workload.requests,
@@ -423,7 +441,7 @@ class _Running:
             latency_model=self.prepared.latency,
             max_duration_s=config.max_duration_s,
         )
-        self.driver.run()
+        self.wall_driver.run()
 
     def finish(self, status: str, error: str | None) -> tuple[str, str | None, dict[str, Any]]:
         """The run's final status, error and summary fields: the failure gate judged on a run
@@ -446,8 +464,8 @@ class _Running:
         summary["failure_gate"] = {
             key: gate[key] for key in ("max_error_rate", "error_rate", "errors", "ran", "tripped")
         }
-        if isinstance(self.driver, WallClockDriver):
-            summary.update(_wall_clock_extras(self.driver))
+        if self.wall_driver is not None:
+            summary.update(_wall_clock_extras(self.wall_driver))
         summary["wall_time_s"] = time.perf_counter() - self.wall_start
         summary["finished_at"] = utc_stamp()
         return status, error, summary

@@ -4,9 +4,10 @@ The executors (``--executor``, config ``trials.executor``):
 
 - ``serial``: one run after the other in this process (studies of real engines always run so:
   their runs share the engine's servers and GPUs, so one runs at a time against them);
-- ``process`` (the default): simulator runs in a pool of worker processes
+- ``process`` (the default for a study big enough): simulator runs in a pool of worker processes
   (:class:`concurrent.futures.ProcessPoolExecutor`), ``--workers`` of them, default
-  ``os.cpu_count()``. Workers are *spawned* (a fresh interpreter each, never a fork of this
+  ``os.cpu_count()``. When the study names no executor, a small study runs serially instead:
+  :func:`estimate_seconds` says when starting the workers would cost more than it saves. Workers are *spawned* (a fresh interpreter each, never a fork of this
   process: pyarrow's thread pools, tqdm's monitor thread and numba's runtime make a fork unsafe)
   and import only what a run needs (never streamlit). A pool of one is the serial executor;
 - ``ray``: each run is a Ray task (``num_cpus=1``, never retried). ``ray.init(address=RAY_ADDRESS)``
@@ -62,6 +63,15 @@ REPORT_INTERVAL_S = 0.25
 #: Seconds this process waits for a finished run before it looks at progress and stop requests.
 POLL_S = 0.1
 
+#: The cost model that picks serial or a process pool when the study names no executor
+#: (:func:`estimate_seconds`): a spawned worker's start (a fresh interpreter importing a run's
+#: modules and loading the numba kernels from their disk cache), seconds; a simulator run's fixed
+#: cost (config, folder, summary), seconds; and its cost per request, seconds. Measured on the
+#: project's 2-core machine by ``python -m bench.study_speed --calibrate`` (bench/results/study_speed.json).
+WORKER_START_S = 1.5
+RUN_FIXED_S = 0.05
+PER_REQUEST_S = 1.0e-4
+
 #: (status, summary or None, error or None) of one run, as :func:`runners.study.runner.execute_member` returns it.
 Outcome = tuple[str, "RunSummary | None", "str | None"]
 #: Runs one member: ``task(member, results_root, progress(done, total), should_stop) -> Outcome``;
@@ -93,7 +103,8 @@ def choose_execution(
 ) -> Execution:
     """The execution of ``plan``: ``workers`` and ``executor`` (CLI flags) before the plan's
     (config ``trials.workers`` / ``trials.executor``), then ``RAY_ADDRESS`` (Ray), then a process
-    pool of ``os.cpu_count()`` workers. Real engines run serially, whatever was asked. ConfigError
+    pool of ``os.cpu_count()`` workers, unless no executor was named and :func:`estimate_seconds`
+    says the study ends sooner serially. Real engines run serially, whatever was asked. ConfigError
     for a worker count below 1, an unknown executor, or Ray asked for but not installed."""
     environ = os.environ if environ is None else environ
     workers = workers if workers is not None else plan.workers
@@ -128,7 +139,30 @@ def choose_execution(
     count = min(workers or os.cpu_count() or 1, max(len(plan.members), 1))
     if kind == "serial" or count == 1:
         return Execution("serial", 1, "runs one at a time in this process")
+    if executor is None:  # no executor named: a pool only where it beats one run after another
+        serial_s, pool_s = estimate_seconds(plan, 1), estimate_seconds(plan, count)
+        if pool_s >= serial_s:
+            return Execution(
+                "serial",
+                1,
+                f"runs one at a time in this process: a small study (about {serial_s:.1f} s of runs) ends "
+                f"sooner than on {count} worker processes (about {pool_s:.1f} s with their start; "
+                "--executor process to use them anyway)",
+            )
     return Execution("process", count, f"runs on {count} worker processes")
+
+
+def estimate_seconds(plan: "StudyPlan", workers: int) -> float:
+    """Estimated wall seconds of ``plan``'s simulator runs on ``workers`` (1: one after the other
+    in this process; more: a pool of spawned workers, each paying :data:`WORKER_START_S` once,
+    the runs spread evenly but never shorter than the longest run), from :data:`RUN_FIXED_S` and
+    :data:`PER_REQUEST_S`."""
+    costs = [RUN_FIXED_S + PER_REQUEST_S * member.config.workload.requests for member in plan.members]
+    if not costs:
+        return 0.0
+    if workers <= 1:
+        return sum(costs)
+    return WORKER_START_S + max(sum(costs) / min(workers, len(costs)), max(costs))
 
 
 def run_members(

@@ -17,7 +17,7 @@ ROOT = Path(__file__).resolve().parents[2]
 HEAVY = ("pydantic", "pandas", "pyarrow", "scipy", "numba", "numpy", "aiohttp", "runners.registry", "yaml")
 
 
-def imported(*arguments: str) -> set[str]:
+def imported(*arguments: str, returncode: int = 0) -> set[str]:
     """The modules ``python -m runners ARGUMENTS`` imports (from ``-X importtime``)."""
     done = subprocess.run(
         [sys.executable, "-X", "importtime", "-m", "runners", *arguments],
@@ -26,7 +26,7 @@ def imported(*arguments: str) -> set[str]:
         text=True,
         check=False,
     )
-    assert done.returncode == 0, done.stderr[-2000:]
+    assert done.returncode == returncode, done.stderr[-2000:]
     return {line.rsplit("|", 1)[-1].strip() for line in done.stderr.splitlines() if line.startswith("import time:")}
 
 
@@ -47,6 +47,34 @@ def test_run_help_names_every_engine_without_importing_one():
     from runners.engines.kinds import ENGINES
 
     assert f"engine kind: {' | '.join(ENGINES)}" in " ".join(text.split())
+
+
+def test_an_unknown_engine_is_refused_before_the_config_models_load():
+    modules = imported("run", "--engine", "nope", "--requests", "10", returncode=2)
+    assert not any(name.split(".")[0] in ("pydantic", "numpy", "aiohttp") for name in modules), sorted(modules)
+
+
+def test_a_simulator_run_of_fcfs_loads_no_other_policy_nor_the_http_client(tmp_path):
+    """Schedulers are imported on first lookup: an FCFS simulator run loads neither slo-sa's numba
+    kernels, the vLLM plugin (runners.schedulers.vllm) nor the HTTP client (aiohttp). (The run's
+    modules are read from sys.modules at its end: a run's own stderr is not ``-X importtime``'s.)"""
+    script = (
+        "import sys\n"
+        "from runners.app.cli import main\n"
+        f"code = main(['run', '--requests', '20', '--quiet', '--out', {str(tmp_path)!r}])\n"
+        "print(code, ' '.join(sorted(sys.modules)))\n"
+    )
+    done = subprocess.run([sys.executable, "-c", script], cwd=ROOT, capture_output=True, text=True, check=True)
+    code, modules = done.stdout.splitlines()[-1].split(" ", 1)
+    names = set(modules.split())
+    assert code == "0" and "runners.schedulers.fcfs" in names
+    loaded = sorted(
+        name
+        for name in names
+        if name.split(".")[0] in ("numba", "aiohttp", "scipy")
+        or name.startswith(("runners.schedulers.vllm", "runners.schedulers.slo_aware", "runners.engines.openai_client"))
+    )
+    assert not loaded, loaded
 
 
 def test_the_startup_benchmark_runs_in_quick_mode():

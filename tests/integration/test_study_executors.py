@@ -20,7 +20,7 @@ from runners.app.cli import main
 from runners.run.config import parse_config
 from runners.store.models import StudyExecution, StudyRecord
 from runners.store.result_store import inspect_run
-from runners.study.executors import Execution, choose_execution
+from runners.study.executors import Execution, choose_execution, estimate_seconds
 from runners.study.runner import execute_member, plan_study, read_study, run_study
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -80,7 +80,7 @@ def test_two_workers_give_identical_results(serial_study, results_dir, capsys, m
     assert (
         main(
             [
-                *"run --engine sim --scheduler fcfs,slo-sa --seeds 2 --requests 40 --rate 6 --set engine.max_num_seqs=1 --quiet --run-id st --workers 2 --out".split(),
+                *"run --engine sim --scheduler fcfs,slo-sa --seeds 2 --requests 40 --rate 6 --set engine.max_num_seqs=1 --quiet --run-id st --workers 2 --executor process --out".split(),
                 str(results_dir),
             ]
         )
@@ -141,7 +141,9 @@ def test_a_member_that_raises_or_kills_its_worker_fails_alone(results_dir):
     plan = small_plan("cr", seeds=(0, 1))
     sys.modules["parent_only_marker"] = types.ModuleType("parent_only_marker")  # a fork would carry it over
     try:
-        result = run_study(plan, results_dir, execution=choose_execution(plan, workers=2), task=crashing_task)
+        result = run_study(
+            plan, results_dir, execution=choose_execution(plan, workers=2, executor="process"), task=crashing_task
+        )
     finally:
         del sys.modules["parent_only_marker"]
     record = json.loads((results_dir / "cr" / "study.json").read_text())
@@ -186,7 +188,7 @@ def test_stop_cancels_running_runs_and_skips_the_rest(results_dir):
         results_dir,
         progress=lambda done, total, m: seen.add(m.run_id),
         should_stop=lambda: len(seen) >= 2,
-        execution=choose_execution(plan, workers=2),
+        execution=choose_execution(plan, workers=2, executor="process"),
     )
     record = json.loads((results_dir / "sp" / "study.json").read_text())
     assert record["status"] == "cancelled"
@@ -203,8 +205,10 @@ def test_execution_choice():
     assert choose_execution(plan, executor="serial", environ={}) == Execution(
         "serial", 1, "runs one at a time in this process"
     )
-    assert choose_execution(plan, workers=64, environ={}) == Execution("process", 6, "runs on 6 worker processes")
-    assert choose_execution(plan, environ={}).workers == min(os.cpu_count() or 1, 6)
+    assert choose_execution(plan, workers=64, executor="process", environ={}) == Execution(
+        "process", 6, "runs on 6 worker processes"
+    )
+    assert choose_execution(plan, executor="process", environ={}).workers == min(os.cpu_count() or 1, 6)
     assert choose_execution(small_plan("ch", workers=3, executor="process"), environ={}).workers == 3  # trials.*
     if importlib.util.find_spec("ray") is not None:
         assert (
@@ -280,3 +284,25 @@ def test_study_speed_bench_at_tiny_scale(tmp_path, capsys):
     assert report["serial_workers"] == 1 and report["process_workers"] == min(os.cpu_count() or 1, 2)
     assert report["process_speedup"] == round(report["serial_wall_s"] / report["process_wall_s"], 2)
     assert f"written to {out}" in capsys.readouterr().out
+
+
+def test_a_study_that_names_no_executor_runs_serially_when_workers_would_cost_more():
+    """The cost model (seconds): 6 runs of 40 requests are 6 x (0.05 + 0.004) = 0.324 s one after
+    the other; on 2 workers 1.5 + 0.324 / 2 = 1.662 s, so serial. 6 runs of 20,000 requests are
+    6 x 2.05 = 12.3 s serially against 1.5 + 6.15 = 7.65 s on 2 workers: the pool."""
+    small = small_plan("sz", seeds=(0, 1, 2))
+    assert estimate_seconds(small, 1) == pytest.approx(0.324)
+    assert estimate_seconds(small, 2) == pytest.approx(1.662)
+    chosen = choose_execution(small, workers=2, environ={})
+    assert chosen.kind == "serial" and chosen.workers == 1
+    assert chosen.note == (
+        "runs one at a time in this process: a small study (about 0.3 s of runs) ends sooner than on 2 worker "
+        "processes (about 1.7 s with their start; --executor process to use them anyway)"
+    )
+    assert choose_execution(small, workers=2, executor="process", environ={}).kind == "process"  # named: honoured
+    big = small_plan("bg", seeds=(0, 1, 2), requests=20_000)
+    assert estimate_seconds(big, 1) == pytest.approx(12.3)
+    assert estimate_seconds(big, 2) == pytest.approx(7.65)
+    assert choose_execution(big, workers=2, environ={}) == Execution("process", 2, "runs on 2 worker processes")
+    # one run longer than the rest bounds the pool's time from below
+    assert estimate_seconds(big, 64) == pytest.approx(1.5 + 2.05)

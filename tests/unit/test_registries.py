@@ -56,3 +56,47 @@ def test_the_light_engine_names_are_the_registry_s():
 
     assert ENGINE_KINDS == tuple(ENGINES)
     assert LAUNCHED_KINDS == tuple(name for name in ENGINES if name not in ("sim", "openai"))
+
+
+def test_a_deferred_item_is_imported_on_its_first_lookup_only():
+    """``register_deferred`` keeps "module:attribute"; listing names and ``in`` import nothing, the
+    first lookup imports and checks the item, and a target that cannot load names itself."""
+    import subprocess
+    import sys
+
+    registry = Registry("scheduler", "scheduler.name")
+    seen: list[tuple[str, object]] = []
+    registry.register_deferred("json-dumps", "json:dumps", lambda name, item: seen.append((name, item)))
+    registry.register_deferred("missing", "runners.no_such_module:Policy")
+    assert list(registry) == ["json-dumps", "missing"] and "missing" in registry and not seen
+    import json
+
+    assert registry["json-dumps"] is json.dumps and seen == [("json-dumps", json.dumps)]
+    assert registry.lookup("json-dumps") is json.dumps and len(seen) == 1  # loaded once
+    with pytest.raises(
+        SchedlabError, match=r"scheduler 'missing': cannot load runners.no_such_module:Policy: No module"
+    ):
+        registry.lookup("missing")
+    with pytest.raises(SchedlabError, match="two schedulers are named 'json-dumps'"):
+        registry.register_deferred("json-dumps", "json:loads")
+    # the project's scheduler registry: names without importing a policy; a class is checked on load
+    script = (
+        "import sys; from runners.registry import SCHEDULERS\n"
+        "names = list(SCHEDULERS); 'slo-sa' in SCHEDULERS\n"
+        "before = 'runners.schedulers.slo_aware' in sys.modules\n"
+        "cls = SCHEDULERS['slo-sa']\n"
+        "print(len(names), before, cls.name, 'runners.schedulers.slo_aware' in sys.modules)\n"
+    )
+    done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, check=True)
+    assert done.stdout.split() == ["14", "False", "slo-sa", "True"]
+
+
+def test_a_scheduler_class_whose_name_differs_from_its_registration_is_refused():
+    from runners.registry import _check_policy
+    from runners.schedulers.fcfs import FCFSPolicy
+
+    _check_policy("fcfs", FCFSPolicy)
+    with pytest.raises(SchedlabError, match="scheduler 'first-come': the class FCFSPolicy calls itself 'fcfs'"):
+        _check_policy("first-come", FCFSPolicy)
+    with pytest.raises(SchedlabError, match="scheduler 'fcfs': 3 is not a SchedulerPolicy class"):
+        _check_policy("fcfs", 3)

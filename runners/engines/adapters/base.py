@@ -21,13 +21,15 @@ import sys
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, ClassVar, Literal
+from typing import TYPE_CHECKING, Any, ClassVar, Literal
 
 from pydantic import BaseModel, FieldSerializationInfo, field_serializer
 
-from runners.engines.openai_client import Endpoint
 from runners.engines.real_config import ApiKind, ClientOptions, LaunchOptions, redact_args, redacting
-from runners.engines.server_tokens import TokenizeAPI
+from runners.engines.tokenize_api import TokenizeAPI
+
+if TYPE_CHECKING:  # the client (aiohttp) loads only when a run talks to a server
+    from runners.engines.openai_client import Endpoint
 
 #: Longest wait for another Python to say whether it has an engine's package, seconds.
 PYTHON_PROBE_TIMEOUT_S = 30.0
@@ -160,6 +162,8 @@ class EngineAdapter:
         scheduling_policy: str = "fcfs",
     ) -> Endpoint:
         """The client's view of one server of this engine."""
+        from runners.engines.openai_client import Endpoint
+
         able = cls.capabilities(scheduling_policy)
         return Endpoint(
             base_url,

@@ -19,7 +19,7 @@ from pydantic import Field
 
 from runners.engines.adapters.base import EngineAdapter, FormField, LaunchConfig, MetricNames, reply_count
 from runners.engines.real_config import optional_flags
-from runners.engines.server_tokens import TokenizeAPI
+from runners.engines.tokenize_api import TokenizeAPI
 
 
 class LMDeployConfig(LaunchConfig):
