@@ -19,9 +19,9 @@ seeds x 20 requests as the whole command ``python -m runners run ...`` with ``--
 :func:`runners.study.executors.choose_execution`), taken in turn, median of the repeats.
 
 ``--calibrate`` measures the cost model's constants (``runners.study.executors``): seconds per
-request and per run from serial fcfs runs of 100 and 5,000 requests in this process, and a worker's
-start from a 2-worker pool of 2 tiny runs against the same runs serially; it prints them beside
-the constants in use.
+request and per run from serial runs of 100 and 1,000 requests of each of the study's schedulers
+in this process, and a worker's start from a 2-worker pool of 2 tiny runs against the same runs
+serially; it prints them beside the constants in use.
 
 Results are printed and saved to bench/results/study_speed.json (``--out`` elsewhere).
 
@@ -154,24 +154,34 @@ def time_small_study(repeats: int) -> dict[str, Any]:
     }
 
 
-def calibrate() -> dict[str, float]:
-    """The cost model's constants as measured here (seconds; see the module docstring)."""
+def calibrate(schedulers: list[str]) -> dict[str, float]:
+    """The cost model's constants as measured here (seconds; see the module docstring): per
+    request and per run from serial runs of 100 and 1,000 requests at 4 req/s, averaged over
+    ``schedulers``; a worker's start from a 2-worker pool of 2 tiny runs against the same serially."""
     from runners.run.benchmark import execute_run
     from runners.run.config import parse_config
     from runners.study.executors import Execution
     from runners.study.runner import plan_study, run_study
 
-    def serial_run(requests: int) -> float:
-        config = parse_config({"engine": {"kind": "sim"}, "workload": {"requests": requests, "arrival": {"rate": 4}}})
+    def serial_run(scheduler: str, requests: int) -> float:
+        config = parse_config(
+            {
+                "engine": {"kind": "sim"},
+                "scheduler": {"name": scheduler},
+                "workload": {"requests": requests, "arrival": {"rate": 4}},
+            }
+        )
         with tempfile.TemporaryDirectory() as folder:
             start = time.perf_counter()
             execute_run(config, folder)
             return time.perf_counter() - start
 
-    serial_run(100)  # warm-up: imports
-    small = statistics.median(serial_run(100) for _ in range(5))
-    large = statistics.median(serial_run(5000) for _ in range(3))
-    per_request = (large - small) / 4900
+    small, large = [], []
+    for scheduler in schedulers:
+        serial_run(scheduler, 100)  # warm-up: imports, numba kernels from their cache
+        small.append(statistics.median(serial_run(scheduler, 100) for _ in range(3)))
+        large.append(statistics.median(serial_run(scheduler, 1000) for _ in range(3)))
+    per_request = (statistics.mean(large) - statistics.mean(small)) / 900
     tiny = study_config(["fcfs", "slo-sa"], 1, [4.0], 20)
     walls = {}
     for kind, execution in (("serial", Execution("serial", 1, "")), ("process", Execution("process", 2, ""))):
@@ -182,7 +192,7 @@ def calibrate() -> dict[str, float]:
             walls[kind] = time.perf_counter() - start
     return {
         "per_request_s": per_request,
-        "run_fixed_s": max(small - 100 * per_request, 0.0),
+        "run_fixed_s": max(statistics.mean(small) - 100 * per_request, 0.0),
         "worker_start_s": walls["process"] - walls["serial"] / 2,
     }
 
@@ -239,7 +249,7 @@ def main(argv: list[str] | None = None) -> int:
         from runners.study import executors
 
         report["calibration"] = {
-            "measured": calibrate(),
+            "measured": calibrate(schedulers),
             "in_use": {
                 "per_request_s": executors.PER_REQUEST_S,
                 "run_fixed_s": executors.RUN_FIXED_S,

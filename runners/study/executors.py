@@ -69,8 +69,8 @@ POLL_S = 0.1
 #: cost (config, folder, summary), seconds; and its cost per request, seconds. Measured on the
 #: project's 2-core machine by ``python -m bench.study_speed --calibrate`` (bench/results/study_speed.json).
 WORKER_START_S = 1.5
-RUN_FIXED_S = 0.05
-PER_REQUEST_S = 1.0e-4
+RUN_FIXED_S = 0.15
+PER_REQUEST_S = 2.0e-4
 
 #: (status, summary or None, error or None) of one run, as :func:`runners.study.runner.execute_member` returns it.
 Outcome = tuple[str, "RunSummary | None", "str | None"]

@@ -287,22 +287,22 @@ def test_study_speed_bench_at_tiny_scale(tmp_path, capsys):
 
 
 def test_a_study_that_names_no_executor_runs_serially_when_workers_would_cost_more():
-    """The cost model (seconds): 6 runs of 40 requests are 6 x (0.05 + 0.004) = 0.324 s one after
-    the other; on 2 workers 1.5 + 0.324 / 2 = 1.662 s, so serial. 6 runs of 20,000 requests are
-    6 x 2.05 = 12.3 s serially against 1.5 + 6.15 = 7.65 s on 2 workers: the pool."""
+    """The cost model (seconds): 6 runs of 40 requests are 6 x (0.15 + 0.008) = 0.948 s one after
+    the other; on 2 workers 1.5 + 0.948 / 2 = 1.974 s, so serial. 6 runs of 10,000 requests are
+    6 x 2.15 = 12.9 s serially against 1.5 + 6.45 = 7.95 s on 2 workers: the pool."""
     small = small_plan("sz", seeds=(0, 1, 2))
-    assert estimate_seconds(small, 1) == pytest.approx(0.324)
-    assert estimate_seconds(small, 2) == pytest.approx(1.662)
+    assert estimate_seconds(small, 1) == pytest.approx(0.948)
+    assert estimate_seconds(small, 2) == pytest.approx(1.974)
     chosen = choose_execution(small, workers=2, environ={})
     assert chosen.kind == "serial" and chosen.workers == 1
     assert chosen.note == (
-        "runs one at a time in this process: a small study (about 0.3 s of runs) ends sooner than on 2 worker "
-        "processes (about 1.7 s with their start; --executor process to use them anyway)"
+        "runs one at a time in this process: a small study (about 0.9 s of runs) ends sooner than on 2 worker "
+        "processes (about 2.0 s with their start; --executor process to use them anyway)"
     )
     assert choose_execution(small, workers=2, executor="process", environ={}).kind == "process"  # named: honoured
-    big = small_plan("bg", seeds=(0, 1, 2), requests=20_000)
-    assert estimate_seconds(big, 1) == pytest.approx(12.3)
-    assert estimate_seconds(big, 2) == pytest.approx(7.65)
+    big = small_plan("bg", seeds=(0, 1, 2), requests=10_000)
+    assert estimate_seconds(big, 1) == pytest.approx(12.9)
+    assert estimate_seconds(big, 2) == pytest.approx(7.95)
     assert choose_execution(big, workers=2, environ={}) == Execution("process", 2, "runs on 2 worker processes")
     # one run longer than the rest bounds the pool's time from below
-    assert estimate_seconds(big, 64) == pytest.approx(1.5 + 2.05)
+    assert estimate_seconds(big, 64) == pytest.approx(1.5 + 2.15)
