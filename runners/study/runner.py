@@ -42,10 +42,8 @@ import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-import pandas as pd
-import pyarrow as pa
 from pydantic import ValidationError
 
 from runners.errors import ConfigError, EnvironmentProblem, SchedlabError, shortened
@@ -78,6 +76,9 @@ from runners.store.run_ids import RUN_ID_PATTERN, validate_run_id
 from runners.study.executors import Execution, MemberTask, Outcome, choose_execution, run_members
 from runners.study.plan import StudyMember, StudyPlan
 from runners.timestamps import id_stamp, utc_stamp
+
+if TYPE_CHECKING:
+    import pandas as pd
 
 #: study.json versions this schedlab reads (1 lacks ``config``, ``writer``, ``resumed_at``; 2
 #: lacks ``oracles``: scheduler -> the oracles its runs used, runners.run.knowledge; its members'
@@ -743,6 +744,9 @@ def study_lines(record: StudyRecord) -> list[str]:
 
 def _decision_table(folder: Path) -> pd.DataFrame | None:
     """The columns of a member's requests.parquet that record its decisions; None when unreadable."""
+    import pandas as pd
+    import pyarrow as pa
+
     from runners.metrics.contention import DECISION_COLUMNS
 
     try:
