@@ -246,15 +246,11 @@ def main(argv: list[str] | None = None) -> int:
     if args.small_repeats:
         report["small_study"] = time_small_study(args.small_repeats)
     if args.calibrate:
-        from runners.study import executors
+        from runners.study.executors import PER_REQUEST_S, RUN_FIXED_S, WORKER_START_S
 
         report["calibration"] = {
             "measured": calibrate(schedulers),
-            "in_use": {
-                "per_request_s": executors.PER_REQUEST_S,
-                "run_fixed_s": executors.RUN_FIXED_S,
-                "worker_start_s": executors.WORKER_START_S,
-            },
+            "in_use": {"per_request_s": PER_REQUEST_S, "run_fixed_s": RUN_FIXED_S, "worker_start_s": WORKER_START_S},
         }
     for key, value in report.items():
         print(f"{key:24s} {value}")
