@@ -9,9 +9,14 @@ distinct random prompts (so prefix caching cannot help). From each point it take
 - a decode sample (b, mean context l_in + l_out / 2, mean gap between tokens streamed after the
   batch's last first token, when only decode steps run).
 
-Prompt lengths are the engine's own counts (``usage.prompt_tokens``). Coefficients are fitted by
-non-negative least squares (scipy.optimize.nnls) on [b*l, b, l, 1]; the fit error is reported as
-RMSE (seconds) and mean absolute percentage error per phase, as SCLS Fig. 10 does.
+Prompts are made-up words cut to an exact number of tokens by the server's own tokenizer (its
+tokenize endpoint, else the model folder its ``/v1/models`` card names, as a run attached to it
+counts: :class:`PromptTokens`), so a grid point of l tokens is l tokens of that model, not l * 4
+characters; a point that would not fit the server's context limit is refused (the request grid)
+or left out (the step profiler). Prompt lengths are then fitted as the engine counted them
+(``usage.prompt_tokens``). Coefficients are fitted by non-negative least squares
+(scipy.optimize.nnls) on [b*l, b, l, 1]; the fit error is reported as RMSE (seconds) and mean
+absolute percentage error per phase, as SCLS Fig. 10 does.
 """
 
 from __future__ import annotations
@@ -48,6 +53,7 @@ from runners.engines.profile import EngineProfile
 from runners.engines.telemetry import read_metrics_page
 from runners.errors import SchedlabError
 from runners.workload.synthetic import made_up_vocabulary
+from runners.workload.tokens import TokenCounter
 
 
 class ProfileGrid(BaseModel):
@@ -87,11 +93,133 @@ def fit_phase(batch: Sequence[float], length: Sequence[float], seconds: Sequence
         raise SchedlabError(f"profile: {exc}") from None
 
 
-def _prompt(tokens: int, rng: np.random.Generator, vocabulary: list[str]) -> str:
-    """Random made-up words of about ``tokens`` tokens (4 characters each)."""
-    words = [vocabulary[i] for i in rng.integers(len(vocabulary), size=max(1, tokens))]
-    text = " ".join(words)
-    return text[: max(4, tokens * 4)]
+#: Most rounds of short fillers appended to a prompt of whole words to reach its exact token count.
+FILL_ROUNDS = 16
+#: The short texts tried, each round, to add the tokens a prompt of whole words falls short by.
+FILLERS: tuple[str, ...] = (" a", " 0", " .", "a", ".")
+
+
+class PromptTokens:
+    """Prompts of an exact number of tokens, as ``counter`` (the server's tokenizer) counts a
+    prompt's own text, and the server's context limit: ``context_tokens`` (prompt + overhead +
+    output, tokens; None when the server reports none) and ``overhead`` (tokens the server adds
+    to every prompt: BOS, a chat template). ``source`` says where the counts come from."""
+
+    def __init__(
+        self,
+        counter: TokenCounter,
+        rng: np.random.Generator,
+        vocabulary: list[str],
+        overhead: int = 0,
+        context_tokens: int | None = None,
+        source: str = "",
+    ) -> None:
+        self.counter = counter
+        self.rng = rng
+        self.vocabulary = vocabulary
+        self.overhead = overhead
+        self.context_tokens = context_tokens
+        self.source = source or getattr(counter, "name", "")
+
+    @classmethod
+    def for_endpoint(
+        cls, endpoint: Endpoint, rng: np.random.Generator, vocabulary: list[str], tokenizer: str | None = None
+    ) -> PromptTokens:
+        """The counter and limit a run attached to ``endpoint`` would use
+        (:func:`runners.engines.real_engine.resolve_tokenization`: ``tokenizer`` when given, else
+        the server's tokenize endpoint, else the model folder its card names, else the
+        4-characters-per-token approximation), with what the server adds to each prompt."""
+        from runners.engines.real_config import AttachConfig
+        from runners.engines.real_engine import resolve_tokenization
+        from runners.engines.server_tokens import TokenizerUnavailable
+
+        auth = endpoint.headers.get("Authorization", "")
+        attached = AttachConfig(
+            urls=[endpoint.base_url],
+            model=endpoint.model,
+            api=endpoint.api,
+            api_key=auth.removeprefix("Bearer ") if auth.startswith("Bearer ") else None,
+        )
+        found = resolve_tokenization(attached, tokenizer)
+        if found.context is not None:
+            return cls(
+                found.counter,
+                rng,
+                vocabulary,
+                found.context.prompt_overhead_tokens,
+                found.context.max_tokens,
+                found.record["source"],
+            )
+        overhead = getattr(found.counter, "overhead_tokens", None)
+        try:
+            added = overhead(endpoint.api) if callable(overhead) else 0
+        except TokenizerUnavailable:
+            added = 0
+        return cls(found.counter, rng, vocabulary, added, None, found.record["source"])
+
+    def fits(self, prompt_tokens: int, output_tokens: int) -> bool:
+        """Whether a prompt of ``prompt_tokens`` tokens asking for ``output_tokens`` fits the context."""
+        return self.context_tokens is None or prompt_tokens + self.overhead + output_tokens <= self.context_tokens
+
+    def longest_output(self, prompt_tokens: int, wanted: int) -> int:
+        """``wanted`` output tokens, or fewer where a prompt of ``prompt_tokens`` leaves less room."""
+        if self.context_tokens is None:
+            return wanted
+        return max(0, min(wanted, self.context_tokens - self.overhead - prompt_tokens))
+
+    def _words(self, count: int) -> list[str]:
+        return [self.vocabulary[i] for i in self.rng.integers(len(self.vocabulary), size=count)]
+
+    def make(self, targets: Sequence[int]) -> list[str]:
+        """One prompt of random made-up words per target, each of exactly that many tokens by the
+        counter where whole words and :data:`FILLERS` can make it (else the closest below):
+        the longest run of words that stays within the target (found by bisection, every
+        prompt's candidate counted in one batch), then fillers added one round at a time."""
+        targets = [max(1, int(n)) for n in targets]
+        if not targets:
+            return []
+        count = self.counter.count
+        words = [self._words(n + 8) for n in targets]
+        while True:  # enough words to reach the target
+            totals = count([" ".join(w) for w in words])
+            short = [i for i, (total, n) in enumerate(zip(totals, targets)) if total < n]
+            if not short:
+                break
+            for i in short:
+                words[i] += self._words(len(words[i]))
+        low, high = [0] * len(targets), [len(w) for w in words]
+        while True:  # the longest prefix of whole words within the target
+            open_ = [i for i in range(len(targets)) if high[i] - low[i] > 1]
+            if not open_:
+                break
+            middles = {i: (low[i] + high[i]) // 2 for i in open_}
+            for i, total in zip(open_, count([" ".join(words[i][: middles[i]]) for i in open_])):
+                if total <= targets[i]:
+                    low[i] = middles[i]
+                else:
+                    high[i] = middles[i]
+        texts = [" ".join(w[:h]) for w, h in zip(words, high)]
+        texts = [
+            high_text if total == n else " ".join(w[:lo])
+            for high_text, total, n, w, lo in zip(texts, count(texts), targets, words, low)
+        ]
+        for _ in range(FILL_ROUNDS):  # short by less than a word: add fillers
+            totals = count(texts)
+            short = [i for i, (total, n) in enumerate(zip(totals, targets)) if total < n]
+            if not short:
+                break
+            tries = [texts[i] + filler for i in short for filler in FILLERS]
+            counted = count(tries)
+            grew = False
+            for k, i in enumerate(short):
+                options = list(zip(counted[k * len(FILLERS) : (k + 1) * len(FILLERS)], FILLERS))
+                fitting = [(total, filler) for total, filler in options if total <= targets[i]]
+                if fitting:
+                    texts[i] += max(fitting, key=lambda option: option[0])[1]
+                    grew = True
+            if not grew:
+                break
+        return texts
 
 
 async def _batch(
@@ -109,17 +237,29 @@ def _raise_on_failure(results: Sequence[StreamResult], what: str) -> None:
         raise SchedlabError(f"profile: {what}: {failed[0]}")
 
 
+#: Prompt tokens of the warm-up requests (8 tokens out each), fewer where the context is smaller.
+WARMUP_PROMPT_TOKENS = 64
+
+
 async def _warm_up(
-    session: aiohttp.ClientSession,
-    endpoint: Endpoint,
-    requests: int,
-    rng: np.random.Generator,
-    vocabulary: list[str],
-    timeout_s: float,
+    session: aiohttp.ClientSession, endpoint: Endpoint, requests: int, tokens: PromptTokens, timeout_s: float
 ) -> None:
     """``requests`` short requests (64-token prompts, 8 tokens out) at once, not measured."""
     if requests:
-        await _batch(session, endpoint, [_prompt(64, rng, vocabulary) for _ in range(requests)], 8, timeout_s)
+        length = WARMUP_PROMPT_TOKENS
+        if tokens.context_tokens is not None:
+            length = max(1, min(length, tokens.context_tokens - tokens.overhead - 8))
+        await _batch(session, endpoint, tokens.make([length] * requests), 8, timeout_s)
+
+
+def _prompt_tokens(
+    endpoint: Endpoint, rng: np.random.Generator, tokens: PromptTokens | None, tokenizer: str | None
+) -> PromptTokens:
+    """``tokens`` when given, else the server's own (:meth:`PromptTokens.for_endpoint`), drawing
+    its words from ``rng``."""
+    if tokens is not None:
+        return tokens
+    return PromptTokens.for_endpoint(endpoint, rng, made_up_vocabulary(400, rng), tokenizer)
 
 
 async def measure(
@@ -128,19 +268,30 @@ async def measure(
     timeout_s: float = 600.0,
     seed: int = 0,
     progress: Callable[[int, int], None] | None = None,
+    tokens: PromptTokens | None = None,
+    tokenizer: str | None = None,
 ) -> list[ProfileSample]:
-    """Measure every grid point ``repeats`` times against one server."""
+    """Measure every grid point ``repeats`` times against one server, prompts of exact token
+    counts by ``tokens`` (default: the server's tokenizer, or the folder ``tokenizer``).
+    SchedlabError before anything is sent when a point does not fit the server's context."""
     rng = np.random.default_rng(seed)
-    vocabulary = made_up_vocabulary(400, rng)
+    tokens = _prompt_tokens(endpoint, rng, tokens, tokenizer)
     points = [(b, i, o) for b in grid.batch_sizes for i in grid.input_tokens for o in grid.output_tokens]
+    too_long = sorted({(i, o) for _, i, o in points if not tokens.fits(i, o)})
+    if too_long:
+        raise SchedlabError(
+            f"profile: prompt and output tokens {', '.join(f'{i} + {o}' for i, o in too_long)} do not fit the "
+            f"server's context of {tokens.context_tokens} tokens ({tokens.overhead} added to every prompt); "
+            "choose smaller --input-tokens or --output-tokens"
+        )
     total = len(points) * grid.repeats
     samples: list[ProfileSample] = []
     async with aiohttp.ClientSession(connector=aiohttp.TCPConnector(limit=0)) as session:
-        await _warm_up(session, endpoint, grid.warmup_requests, rng, vocabulary, timeout_s)
+        await _warm_up(session, endpoint, grid.warmup_requests, tokens, timeout_s)
         done = 0
         for _ in range(grid.repeats):
             for batch, input_tokens, output_tokens in points:
-                prompts = [_prompt(input_tokens, rng, vocabulary) for _ in range(batch)]
+                prompts = tokens.make([input_tokens] * batch)
                 results = await _batch(session, endpoint, prompts, output_tokens, timeout_s)
                 _raise_on_failure(results, f"request failed at batch {batch}, input {input_tokens}")
                 ttfts = [r.chunk_times[0] - r.sent_at for r in results]
@@ -152,7 +303,7 @@ async def measure(
                     decoding = [t for t in r.chunk_times if t >= all_prefilled]
                     if len(decoding) >= 3:
                         per_token.append((decoding[-1] - decoding[0]) / (len(decoding) - 1))
-                prompt_lengths = [r.prompt_tokens or input_tokens for r in results]
+                prompt_lengths = [r.prompt_tokens or input_tokens + tokens.overhead for r in results]
                 outputs = [r.output_tokens for r in results]
                 mean_in = float(np.mean(prompt_lengths))
                 samples.append(
@@ -427,23 +578,29 @@ class _Profiling:
     grid: StepGrid
     max_num_batched_tokens: int
     timeout_s: float
-    rng: np.random.Generator
-    vocabulary: list[str]
+    tokens: PromptTokens
     say: Callable[[str], None]
 
     def prompt(self, tokens: int) -> str:
-        return _prompt(tokens, self.rng, self.vocabulary)
+        """One prompt of exactly ``tokens`` tokens (the server's count of its text)."""
+        return self.tokens.make([tokens])[0]
 
     def decoding(self, requests: int, prompt_tokens: int, output_tokens: int) -> _Streams:
-        """``requests`` requests of ``prompt_tokens``-token prompts streaming ``output_tokens`` tokens."""
-        prompts = [self.prompt(prompt_tokens) for _ in range(requests)]
-        return _Streams(self.session, self.endpoint, prompts, output_tokens, self.timeout_s)
+        """``requests`` requests of ``prompt_tokens``-token prompts streaming ``output_tokens``
+        tokens (fewer where the server's context leaves less room)."""
+        prompts = self.tokens.make([prompt_tokens] * requests)
+        output = self.tokens.longest_output(prompt_tokens, output_tokens)
+        return _Streams(self.session, self.endpoint, prompts, output, self.timeout_s)
 
     async def prefill(self) -> list[StepSample]:
-        """Pure prefill: one request alone, the engine's own prefill time (and the front end's share)."""
+        """Pure prefill: one request alone, the engine's own prefill time (and the front end's share);
+        prompts the server's context cannot hold (with one output token) are left out."""
         samples: list[StepSample] = []
         for tokens in self.grid.prefill_prompt_tokens:
-            if tokens > self.max_num_batched_tokens:
+            if tokens + self.tokens.overhead > self.max_num_batched_tokens:
+                continue
+            if not self.tokens.fits(tokens, 1):
+                self.say(f"prefill {tokens} tokens: left out, over the context of {self.tokens.context_tokens}")
                 continue
             for _ in range(self.grid.prefill_repeats):
                 samples += await self._one_prefill(tokens)
@@ -451,8 +608,9 @@ class _Profiling:
         return samples
 
     async def _one_prefill(self, tokens: int) -> list[StepSample]:
+        prompt = self.prompt(tokens)
         before = await _scrape(self.session, self.endpoint)
-        result = await stream_request(self.session, self.endpoint, self.prompt(tokens), 1, timeout_s=self.timeout_s)
+        result = await stream_request(self.session, self.endpoint, prompt, 1, timeout_s=self.timeout_s)
         _raise_on_failure([result], f"prefill of {tokens} tokens failed")
         await asyncio.sleep(0.05)  # the metrics are recorded just after the response
         after = await _scrape(self.session, self.endpoint)
@@ -463,7 +621,7 @@ class _Profiling:
             )
         prefill_s = _increment(before, after, "vllm:request_prefill_time_seconds_sum")
         queue_s = _increment(before, after, "vllm:request_queue_time_seconds_sum")
-        counted = int(result.prompt_tokens or tokens)
+        counted = int(result.prompt_tokens or tokens + self.tokens.overhead)
         samples = []
         if result.chunk_times:  # the front end's share of the client's TTFT (ServingOverhead)
             outside = result.chunk_times[0] - result.sent_at - prefill_s - queue_s
@@ -487,7 +645,7 @@ class _Profiling:
                 start = await streams.all_started()
                 results = await asyncio.gather(*streams.tasks)
                 _raise_on_failure(results, f"decode load of {batch} failed")
-                prompt_mean = float(np.mean([r.prompt_tokens or prompt_tokens for r in results]))
+                prompt_mean = float(np.mean([r.prompt_tokens or prompt_tokens + self.tokens.overhead for r in results]))
                 samples.extend(decode_samples(streams.times, prompt_mean, start, grid.decode_windows))
                 self.say(f"decode batch {batch}, prompts {prompt_tokens}")
         return samples
@@ -500,28 +658,32 @@ class _Profiling:
                 (p, l)
                 for p in grid.mixed_prefills
                 for l in grid.mixed_prompt_tokens
-                if p * l + decodes <= self.max_num_batched_tokens
+                if p * (l + self.tokens.overhead) + decodes <= self.max_num_batched_tokens and self.tokens.fits(l, 1)
             ] * grid.mixed_repeats
             if not combos:
                 continue
+            # every prompt counted before the decoders start: counting blocks this thread
+            injected = [self.tokens.make([tokens] * prefills) for prefills, tokens in combos]
             streams = self.decoding(decodes, self.short, grid.mixed_decode_output_tokens)
             try:
                 await streams.all_started()
                 await asyncio.sleep(0.1)
-                for prefills, tokens in combos:
-                    samples += await self._one_injection(streams, decodes, prefills, tokens)
+                for (_, tokens), prompts in zip(combos, injected):
+                    samples += await self._one_injection(streams, decodes, prompts, tokens)
             finally:
                 await streams.cancel()
             self.say(f"mixed with {decodes} decoding")
         return samples
 
-    async def _one_injection(self, streams: _Streams, decodes: int, prefills: int, tokens: int) -> list[StepSample]:
+    async def _one_injection(
+        self, streams: _Streams, decodes: int, prompts: list[str], tokens: int
+    ) -> list[StepSample]:
         before = await _scrape(self.session, self.endpoint)
-        prompts = [self.prompt(tokens) for _ in range(prefills)]
         results = await _batch(self.session, self.endpoint, prompts, 1, self.timeout_s)
         _raise_on_failure(results, "mixed prefill failed")
         await asyncio.sleep(0.05)  # a few decode steps between injections
         samples = []
+        tokens += self.tokens.overhead  # as the server counts a prompt, where its usage does not say
         overhead = _busy_overhead_sample(before, await _scrape(self.session, self.endpoint), results, tokens, decodes)
         if overhead is not None:
             samples.append(overhead)
@@ -529,7 +691,7 @@ class _Profiling:
             streams.times,
             [r.chunk_times[0] for r in results],
             sum(r.prompt_tokens or tokens for r in results),
-            self.short,
+            self.short + self.tokens.overhead,  # the decoders' prompts as the server counts them
         )
         if sample is not None and sample.prefill_tokens + decodes <= self.max_num_batched_tokens:
             samples.append(sample)  # else the prompts were chunked over several steps
@@ -545,13 +707,14 @@ class _Profiling:
             for rate in grid.interference_rates
         ]
         for decodes, rate in turns:
+            arrivals = self.tokens.make([grid.interference_prompt_tokens] * _arrivals_cap(rate))  # before the decoders
             window = await _interference_window(
                 self.session,
                 self.endpoint,
                 self.decoding(decodes, self.short, grid.interference_output_tokens),
                 rate,
-                [self.prompt(grid.interference_prompt_tokens) for _ in range(_arrivals_cap(rate))],
-                self.rng,
+                arrivals,
+                self.tokens.rng,
                 self.timeout_s,
             )
             if window is not None:
@@ -573,14 +736,17 @@ async def measure_steps(
     seed: int = 0,
     progress: Callable[[str], None] | None = None,
     phases: Collection[str] = PHASES,
+    tokens: PromptTokens | None = None,
+    tokenizer: str | None = None,
 ) -> list[StepSample]:
     """Run the controlled loads of ``phases`` (module notes above; default all, in
-    :data:`PHASES` order) against one idle server."""
+    :data:`PHASES` order) against one idle server, prompts of exact token counts by ``tokens``
+    (default: the server's tokenizer, or the folder ``tokenizer``) within its context."""
     unknown = sorted(set(phases) - set(PHASES))
     if unknown:
         raise SchedlabError(f"profile: unknown phase(s) {unknown}; known: {', '.join(PHASES)}")
     rng = np.random.default_rng(seed)
-    vocabulary = made_up_vocabulary(400, rng)
+    tokens = _prompt_tokens(endpoint, rng, tokens, tokenizer)
     samples: list[StepSample] = []
     async with aiohttp.ClientSession(connector=aiohttp.TCPConnector(limit=0)) as session:
         run = _Profiling(
@@ -589,11 +755,10 @@ async def measure_steps(
             grid,
             max_num_batched_tokens,
             timeout_s,
-            rng,
-            vocabulary,
+            tokens,
             progress or (lambda message: None),
         )
-        await _warm_up(session, endpoint, grid.warmup_requests, rng, vocabulary, timeout_s)
+        await _warm_up(session, endpoint, grid.warmup_requests, tokens, timeout_s)
         steps = {"prefill": run.prefill, "decode": run.decode, "mixed": run.mixed, "interference": run.interference}
         for phase in PHASES:
             if phase in phases:

@@ -8,6 +8,13 @@ shape as the local ones).
 every count remembered per server and model. ``overhead_tokens`` is what the server adds to every
 prompt on top of its text (BOS for completions; the chat template's tokens for chat), so the
 context check can count a prompt as the server will.
+
+Not every endpoint does what its body asks: SGLang's current serving_tokenize.py drops
+``add_special_tokens`` and tokenizes a prompt as a completion request, BOS included, where its
+0.5.4-era file honoured the field. So the counter tokenizes the empty text once, with the first
+texts it counts: whatever comes back for it (0 where the body is honoured) is what the endpoint
+adds to every text (:attr:`ServerTokenCounter.text_offset`), and is taken off each count, so a
+BOS is counted once (in the overhead), not twice.
 """
 
 from __future__ import annotations
@@ -84,6 +91,9 @@ class ServerTokenCounter:
         self.timeout_s = timeout_s
         self.name = f"server:{self.base_url}{api.path} ({model})"
         self.max_model_len: int | None = None  # as the last reply reported it
+        #: tokens the endpoint adds to every text although the body asks for none (the empty
+        #: text's count, asked with the first texts); None until then
+        self.text_offset: int | None = None
         self._counts: dict[str, int] = {}
         self._overhead: dict[str, int] = {}
         self.requests_sent = 0
@@ -138,11 +148,19 @@ class ServerTokenCounter:
                     task.cancel()
 
     def count(self, texts: Sequence[str]) -> list[int]:
+        """The tokens of each text's own, without what the endpoint adds to every text (the first
+        call also asks for the empty text, which measures that: :attr:`text_offset`)."""
         counts = self._counts
         new = [text for text in dict.fromkeys(texts) if text not in counts]
         if new:
+            if self.text_offset is None and "" not in new:
+                new.insert(0, "")
             bodies = [self.api.text_body(self.model, text) for text in new]
-            counts.update(zip(new, run_coroutine(lambda: self._count_all(bodies))))
+            raw = dict(zip(new, run_coroutine(lambda: self._count_all(bodies))))
+            if self.text_offset is None:
+                self.text_offset = raw[""]
+            offset = self.text_offset
+            counts.update((text, max(0, tokens - offset)) for text, tokens in raw.items())
         return [counts[text] for text in texts]
 
     def overhead_tokens(self, api: str = "completions") -> int:

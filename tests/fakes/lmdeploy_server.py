@@ -14,6 +14,15 @@ Errors use LMDeploy's flat body ``{"message", "type", "code", "param", "object":
 The fake's tokenizer: ``len(text) // 4`` ids per text, plus BOS with ``add_bos``, the count its
 usage reports for a prompt.
 
+Metrics switch (lmdeploy/cli/utils.py, api_server.py ``mount_metrics``): ``version="0.10"`` is
+v0.10.x, whose ``/metrics`` is 404 unless started with ``--enable-metrics`` (its ``--help`` lists
+that flag); ``version="0.11"`` (the default) is v0.11.0 and later, metrics on unless
+``--disable-metrics``. The inter-token histograms are filled as lmdeploy/metrics/stats.py
+(``IterationStats.update_from_output``) fills them: once per engine output, not per token, each
+output after the first carrying ``tokens_per_output`` tokens streamed in one chunk;
+``lmdeploy:iter_token_latency`` observes the gap since the previous output and
+``lmdeploy:time_per_output_token_seconds`` that gap over the output's tokens.
+
 It is a real HTTP server (aiohttp) on a loopback port, run in a background thread. Tokens come
 out every ``token_delay_s``; at most ``max_batch`` requests run at once (others wait), so
 running/waiting and KV usage move like an engine's. Prompts containing ``FAIL500`` get an HTTP
@@ -50,6 +59,8 @@ class FakeLMDeploy(ThreadedServer):
     kv_capacity_tokens: int = 20_000
     usage_style: str = "final"  # "final" (v0.10) or "separate" (main)
     has_encode: bool = True
+    metrics_enabled: bool = True  # False: /metrics is 404 (v0.10 without --enable-metrics, or --disable-metrics)
+    tokens_per_output: int = 1  # tokens each engine output after the first carries (one stream chunk)
     port: int = 0
     requests_seen: list[dict] = field(default_factory=list)
 
@@ -66,8 +77,13 @@ class FakeLMDeploy(ThreadedServer):
             registry=self.registry,
             buckets=[0.001, 0.01, 0.05, 0.1, 0.5, 1, 5, 10],
         )
+        gap_buckets = [0.005, 0.01, 0.025, 0.05, 0.075, 0.1, 0.15, 0.2, 0.3, 0.4, 0.5, 0.75, 1.0, 2.5, 5.0]
+        self.tpot = Histogram(
+            "lmdeploy:time_per_output_token_seconds", "tpot", labels, registry=self.registry, buckets=gap_buckets
+        )
+        self.itl = Histogram("lmdeploy:iter_token_latency", "itl", labels, registry=self.registry, buckets=gap_buckets)
         self._labels = {"model_name": self.model_name, "engine": "0"}
-        for metric in (self.running, self.waiting, self.cache, self.ttft):
+        for metric in (self.running, self.waiting, self.cache, self.ttft, self.tpot, self.itl):
             metric.labels(**self._labels)  # as LMDeploy's loggers do: series exist from start-up
         self._session = 0
         self._kv_tokens = 0
@@ -109,6 +125,8 @@ class FakeLMDeploy(ThreadedServer):
         return web.json_response({"input_ids": encoded_all, "length": [len(item) for item in encoded_all]})
 
     async def metrics(self, request: web.Request) -> web.Response:
+        if not self.metrics_enabled:  # mount_metrics mounted no route: FastAPI's 404
+            return web.json_response({"detail": "Not Found"}, status=404)
         return web.Response(body=generate_latest(self.registry), content_type="text/plain")
 
     async def completions(self, request: web.Request) -> web.StreamResponse:
@@ -140,23 +158,32 @@ class FakeLMDeploy(ThreadedServer):
         response = web.StreamResponse(headers={"Content-Type": "text/event-stream"})
         try:
             await response.prepare(request)
-            for index in range(max_tokens):
-                await asyncio.sleep(self.token_delay_s)
+            index, previous = 0, arrived
+            while index < max_tokens:
+                new = 1 if index == 0 else min(self.tokens_per_output, max_tokens - index)
+                await asyncio.sleep(self.token_delay_s * new)
+                now = time.perf_counter()
                 if index == 0:
-                    self.ttft.labels(**self._labels).observe(time.perf_counter() - arrived)
+                    self.ttft.labels(**self._labels).observe(now - arrived)
+                else:  # stats.py: itl = the gap since the previous output, tpot = itl / its new tokens
+                    self.itl.labels(**self._labels).observe(now - previous)
+                    self.tpot.labels(**self._labels).observe((now - previous) / new)
+                previous = now
                 if "DROPME" in prompt and index == 2:
                     request.transport.close()
                     return response
                 if "SLOWME" in prompt:
                     await asyncio.sleep(30)
-                self._kv_tokens += 1
-                used += 1
+                self._kv_tokens += new
+                used += new
                 self.cache.labels(**self._labels).set(min(1.0, self._kv_tokens / self.kv_capacity_tokens))
-                last = index == max_tokens - 1
+                text = "".join(f"t{i} " for i in range(index, index + new))
+                index += new
+                last = index == max_tokens
                 if chat:  # ChatCompletionStreamResponse: role on every chunk, no separate role chunk
                     delta = {
                         "role": "assistant",
-                        "content": f"t{index} ",
+                        "content": text,
                         "reasoning_content": None,
                         "gen_tokens": None,
                         "tool_calls": [],
@@ -166,7 +193,7 @@ class FakeLMDeploy(ThreadedServer):
                 else:
                     choice = {
                         "index": 0,
-                        "text": f"t{index} ",
+                        "text": text,
                         "logprobs": None,
                         "gen_tokens": None,
                         "finish_reason": "length" if last else None,
@@ -223,6 +250,10 @@ def main(argv: list[str] | None = None) -> None:
     so schedlab's LMDeploy launch path can start this server in place of the real one."""
     import argparse
 
+    # --fake-version picks the LMDeploy whose command line (and --help) this one copies
+    version_parser = argparse.ArgumentParser(add_help=False)
+    version_parser.add_argument("--fake-version", choices=["0.10", "0.11"], default="0.11")
+    version, rest = version_parser.parse_known_args(argv)
     parser = argparse.ArgumentParser(prog="fake lmdeploy serve api_server")
     parser.add_argument("model_path")
     parser.add_argument("--server-name", default="0.0.0.0")
@@ -233,13 +264,23 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--cache-max-entry-count", type=float, default=0.8)
     parser.add_argument("--session-len", type=int, default=None)
     parser.add_argument("--tp", type=int, default=1)
+    if version.fake_version == "0.10":  # lmdeploy/cli/utils.py of v0.10.2
+        parser.add_argument("--enable-metrics", action="store_true", default=False, help="enable metrics system")
+    else:  # v0.11.0 and later
+        parser.add_argument("--disable-metrics", action="store_true", default=False, help="disable metrics system")
     parser.add_argument("--die-after", type=float, default=None, help="test only: exit with code 9 after S seconds")
-    args = parser.parse_args(argv)
+    args = parser.parse_args(rest)
     server = FakeLMDeploy(
-        model_name=args.model_name or args.model_path, max_batch=args.max_batch_size, port=args.server_port
+        model_name=args.model_name or args.model_path,
+        max_batch=args.max_batch_size,
+        port=args.server_port,
+        metrics_enabled=args.enable_metrics if version.fake_version == "0.10" else not args.disable_metrics,
     )
     server.start()
-    print(f"fake LMDeploy {LMDEPLOY_FORMAT_VERSION} serving {server.model_name} on {server.url}", flush=True)
+    print(
+        f"fake LMDeploy {version.fake_version} {LMDEPLOY_FORMAT_VERSION} serving {server.model_name} on {server.url}",
+        flush=True,
+    )
     serve_until_signalled(server, args.die_after)
 
 

@@ -9,9 +9,9 @@ observability/metrics_collector.py), checked against 0.5.6.post2:
   "owned_by": "sglang", "root", "parent": null, "max_model_len": <context length>}]}``;
 - ``GET /server_info``: the server arguments flat, plus ``status``, ``max_total_num_tokens``,
   ``max_req_input_len``, ``version``; no ``/version`` route;
-- ``POST /v1/tokenize`` (and ``/tokenize``): ``{"model", "prompt", "add_special_tokens"}`` (or
-  ``messages`` + ``add_generation_prompt``) -> ``{"tokens", "count", "max_model_len"}`` where
-  ``max_model_len`` is the tokenizer's own limit (131072 here), not the server's context;
+- ``POST /v1/tokenize`` (and ``/tokenize``): ``{"model", "prompt"}`` or ``{"model", "messages"}``
+  -> ``{"tokens", "count", "max_model_len"}`` where ``max_model_len`` is the tokenizer's own limit
+  (131072 here), not the server's context (versions below);
 - streams: compact JSON (no spaces) in ``data: <json>\\n\\n`` events; completions chunks
   ``{"id": <32 hex>, "object": "text_completion", "created", "model": <as sent>, "choices":
   [{"index", "text", "logprobs": null, "finish_reason", "matched_stop": null}], "usage": null}``
@@ -22,7 +22,20 @@ observability/metrics_collector.py), checked against 0.5.6.post2:
   "code": 400}``, with SGLang's context-length messages, even for streams (0.5.23);
 - ``/metrics`` only when started with ``enable_metrics`` (``--enable-metrics``): the ``sglang:``
   names with labels ``model_name``, ``engine_type``, ``tp_rank``, ``pp_rank``, ``moe_ep_rank`` (the
-  tokenizer-side histograms with ``model_name``, ``engine_type``, ``is_streaming``).
+  tokenizer-side histograms with ``model_name``, ``engine_type``, ``is_streaming``);
+- the scheduler's gauges (running, queued, token usage) on SGLang's schedule
+  (srt/managers/scheduler_metrics_mixin.py ``log_prefill_stats`` / ``log_decode_stats``, called
+  from the scheduler's loop): at each prefill batch (running = the requests already running
+  before it, queued = those still waiting) and every ``decode_log_interval`` decode steps
+  (``--decode-log-interval``, default 40; running = the decode batch, finished requests
+  included), never while idle, so they lag and keep their last values once the server drains.
+  A decode step is one ``token_delay_s`` tick while any request runs;
+- ``POST /v1/tokenize`` in two versions (``tokenize_style``): ``"completion"`` (the current
+  srt/entrypoints/openai/serving_tokenize.py: ``add_special_tokens`` is dropped and a ``prompt`` is
+  tokenized as a completion request, so BOS is always added; ``messages`` go through a chat
+  request, whose template always ends with the generation prompt: no ``add_generation_prompt``
+  field) and ``"prompt"`` (the 0.5.4-era file: ``prompt`` only, ``add_special_tokens`` honoured,
+  a body without ``prompt`` refused with HTTP 400).
 
 The tokenizer is a stand-in: one token per whitespace-separated word (BOS added with special
 tokens), so its counts differ from 4 characters per token and a client that does not ask the
@@ -64,6 +77,12 @@ def word_tokens(text: str) -> list[int]:
     return [sum(word.encode()) % 30_000 + 3 for word in text.split()]
 
 
+def chat_tokens(messages: list[dict]) -> list[int]:
+    """The stand-in chat template: BOS, role markers around each message, the generation prompt."""
+    text = " ".join(f"<|{m.get('role')}|> {m.get('content', '')} <|end|>" for m in messages)
+    return [1] + word_tokens(text) + [2]
+
+
 @dataclass
 class FakeSGLang(ThreadedServer):
     served_model_name: str = "sglang-fake"
@@ -75,6 +94,8 @@ class FakeSGLang(ThreadedServer):
     enable_metrics: bool = True
     enable_priority_scheduling: bool = False
     schedule_low_priority_values_first: bool = False
+    decode_log_interval: int = 40  # SGLang's default; a launch by schedlab passes 1
+    tokenize_style: str = "completion"  # "completion" (current serving_tokenize.py) or "prompt" (0.5.4-era)
     port: int = 0
     requests_seen: list[dict] = field(default_factory=list)
     tokenize_seen: list[dict] = field(default_factory=list)
@@ -133,6 +154,8 @@ class FakeSGLang(ThreadedServer):
         self._running = 0
         self._waiting: list[tuple[float, int, asyncio.Future]] = []
         self._arrivals = 0
+        self._decode_steps = 0
+        self._ticker: asyncio.Task | None = None
         self._started_at = time.monotonic()
         self._init_thread()
 
@@ -152,6 +175,7 @@ class FakeSGLang(ThreadedServer):
             "enable_priority_scheduling": self.enable_priority_scheduling,
             "schedule_low_priority_values_first": self.schedule_low_priority_values_first,
             "enable_metrics": self.enable_metrics,
+            "decode_log_interval": self.decode_log_interval,
         }
 
     def _sort_key(self, priority: object) -> float:
@@ -159,17 +183,41 @@ class FakeSGLang(ThreadedServer):
             return 0.0
         return float(priority) if self.schedule_low_priority_values_first else -float(priority)
 
+    def _log_stats(self, running: int) -> None:
+        """What ``log_prefill_stats`` / ``log_decode_stats`` publish: the scheduler's gauges now."""
+        self.running.labels(**self._scheduler_labels).set(running)
+        self.queued.labels(**self._scheduler_labels).set(len(self._waiting))
+        self.usage.labels(**self._scheduler_labels).set(min(1.0, self._kv_tokens / self.max_total_tokens))
+
+    async def _decode_loop(self) -> None:
+        """The scheduler's decode steps: one per ``token_delay_s`` while any request runs; every
+        ``decode_log_interval``-th logs the gauges (none while idle)."""
+        while True:
+            await asyncio.sleep(self.token_delay_s)
+            if self._running > 0:
+                self._decode_steps += 1
+                if self._decode_steps % self.decode_log_interval == 0:
+                    self._log_stats(self._running)
+
+    def on_loop(self, loop: asyncio.AbstractEventLoop) -> None:
+        self._ticker = loop.create_task(self._decode_loop())
+
+    def on_stopping(self) -> None:
+        if self._ticker is not None:
+            self._ticker.cancel()
+
     async def _admit(self, priority: object) -> None:
-        """Wait for one of the ``max_running_requests`` slots (queue order: priority, then arrival)."""
+        """Wait for one of the ``max_running_requests`` slots (queue order: priority, then
+        arrival); once admitted, its prefill batch logs the gauges."""
         if self._running < self.max_running_requests and not self._waiting:
             self._running += 1
-            return
-        future = asyncio.get_running_loop().create_future()
-        self._arrivals += 1
-        self._waiting.append((self._sort_key(priority), self._arrivals, future))
-        self._waiting.sort(key=lambda item: (item[0], item[1]))
-        self.queued.labels(**self._scheduler_labels).set(len(self._waiting))
-        await future
+        else:
+            future = asyncio.get_running_loop().create_future()
+            self._arrivals += 1
+            self._waiting.append((self._sort_key(priority), self._arrivals, future))
+            self._waiting.sort(key=lambda item: (item[0], item[1]))
+            await future
+        self._log_stats(self._running - 1)  # log_prefill_stats: running_bs, the batch it joins
 
     def _release(self) -> None:
         self._running -= 1
@@ -178,7 +226,6 @@ class FakeSGLang(ThreadedServer):
             if not future.done():
                 self._running += 1
                 future.set_result(None)
-        self.queued.labels(**self._scheduler_labels).set(len(self._waiting))
 
     # -- handlers -------------------------------------------------------------------------------
     async def health(self, request: web.Request) -> web.Response:
@@ -217,13 +264,18 @@ class FakeSGLang(ThreadedServer):
     async def tokenize(self, request: web.Request) -> web.Response:
         body = await request.json()
         self.tokenize_seen.append(body)
+        if self.tokenize_style == "prompt":  # 0.5.4-era TokenizeRequest: prompt (required), add_special_tokens
+            if "prompt" not in body:
+                return self._error("1 validation error for TokenizeRequest\nprompt\n  Field required")
+            special = [1] if body.get("add_special_tokens", True) else []
+            return self._tokens(special + word_tokens(str(body["prompt"])))
         if ("prompt" in body) == ("messages" in body):
-            return self._error("Exactly one of 'prompt' or 'messages' must be provided")
-        if "messages" in body:  # a stand-in chat template: role markers around each message
-            text = " ".join(f"<|{m.get('role')}|> {m.get('content', '')} <|end|>" for m in body["messages"])
-            tokens = [1] + word_tokens(text) + ([2] if body.get("add_generation_prompt") else [])
-        else:
-            tokens = ([1] if body.get("add_special_tokens", True) else []) + word_tokens(str(body["prompt"]))
+            return self._error("Exactly one of 'prompt' or 'messages' must be provided.")
+        if "messages" in body:  # a chat request: the template, generation prompt always added
+            return self._tokens(chat_tokens(body["messages"]))
+        return self._tokens([1] + word_tokens(str(body["prompt"])))  # a completion request: BOS always
+
+    def _tokens(self, tokens: list[int]) -> web.Response:
         reply = {"tokens": tokens, "count": len(tokens), "max_model_len": TOKENIZER_MAX_LENGTH}
         return web.Response(text=compact(reply), content_type="application/json")
 
@@ -234,10 +286,7 @@ class FakeSGLang(ThreadedServer):
         if chat:
             messages = body.get("messages") or []
             prompt = " ".join(str(m.get("content", "")) for m in messages if isinstance(m, dict))
-            text = " ".join(
-                f"<|{m.get('role')}|> {m.get('content', '')} <|end|>" for m in messages if isinstance(m, dict)
-            )
-            input_tokens = 1 + len(word_tokens(text)) + 1  # as /tokenize with add_generation_prompt
+            input_tokens = len(chat_tokens([m for m in messages if isinstance(m, dict)]))
         else:
             prompt = str(body.get("prompt", ""))
             input_tokens = 1 + len(word_tokens(prompt))
@@ -268,9 +317,8 @@ class FakeSGLang(ThreadedServer):
         arrived = time.perf_counter()
         await self._admit(body.get("priority"))
         self.started_order.append(prompt)
-        self.running.labels(**self._scheduler_labels).set(self._running)
         used = input_tokens
-        self._kv_tokens += used
+        self._kv_tokens += used  # allocated after the prefill batch logged its stats
         response = web.StreamResponse(headers={"Content-Type": "text/event-stream"})
         kind = "chat.completion.chunk" if chat else "text_completion"
 
@@ -304,9 +352,6 @@ class FakeSGLang(ThreadedServer):
                 last_token = now
                 self._kv_tokens += 1
                 used += 1
-                self.usage.labels(**self._scheduler_labels).set(
-                    round(min(1.0, self._kv_tokens / self.max_total_tokens), 2)
-                )
                 last = index == max_tokens - 1
                 if chat:
                     choice = {
@@ -353,9 +398,7 @@ class FakeSGLang(ThreadedServer):
             pass
         finally:
             self._kv_tokens -= used
-            self.usage.labels(**self._scheduler_labels).set(round(max(0.0, self._kv_tokens / self.max_total_tokens), 2))
             self._release()
-            self.running.labels(**self._scheduler_labels).set(self._running)
         return response
 
     # -- lifecycle -----------------------------------------------------------------------------
@@ -395,6 +438,7 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--enable-priority-scheduling", action="store_true")
     parser.add_argument("--schedule-low-priority-values-first", action="store_true")
     parser.add_argument("--enable-metrics", action="store_true")
+    parser.add_argument("--decode-log-interval", type=int, default=40)
     parser.add_argument("--die-after", type=float, default=None, help="test only: exit with code 9 after S seconds")
     args = parser.parse_args(argv)
     server = FakeSGLang(
@@ -405,6 +449,7 @@ def main(argv: list[str] | None = None) -> None:
         enable_metrics=args.enable_metrics,
         enable_priority_scheduling=args.enable_priority_scheduling,
         schedule_low_priority_values_first=args.schedule_low_priority_values_first,
+        decode_log_interval=args.decode_log_interval,
         warmup_s=0.3,
         port=args.port,
     )

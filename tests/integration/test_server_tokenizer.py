@@ -187,13 +187,14 @@ def test_server_counter_counts_with_the_servers_tokenizer_once_per_text(server):
     texts = ["hello world", "abc", "hello world", "x" * 101]
     assert counter.count(texts) == [6, 2, 6, 51]
     sent = [body["prompt"] for body in server.tokenize_bodies]
-    assert sorted(sent) == sorted(["hello world", "abc", "x" * 101])  # the duplicate is asked once
+    # the duplicate is asked once; the empty text measures what the endpoint adds to every text (0 here)
+    assert sorted(sent) == sorted(["", "hello world", "abc", "x" * 101]) and counter.text_offset == 0
     assert all(
         body == {"model": "tiny", "prompt": body["prompt"], "add_special_tokens": False}
         for body in server.tokenize_bodies
     )
     assert counter.count(["abc", "x" * 101, "abcd"]) == [2, 51, 2]
-    assert len(server.tokenize_bodies) == 4  # only "abcd" was new
+    assert len(server.tokenize_bodies) == 5  # only "abcd" was new
     assert counter.max_model_len == 2048
     # what the server adds to every prompt: BOS for completions, the template for chat
     assert counter.overhead_tokens("completions") == 1
@@ -205,7 +206,7 @@ def test_server_counter_many_texts_concurrently(server):
     counter = ServerTokenCounter(server.url, "tiny", VLLMAdapter.tokenize_api, concurrency=8)
     texts = [f"text number {i}" + "y" * (i % 7) for i in range(300)]
     assert counter.count(texts) == [fake_count(text) for text in texts]
-    assert len(server.tokenize_bodies) == 300
+    assert len(server.tokenize_bodies) == 301  # and the empty text, once
 
 
 def test_a_server_without_tokenize_is_reported_not_counted():

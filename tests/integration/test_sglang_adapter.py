@@ -8,6 +8,7 @@ from __future__ import annotations
 import asyncio
 import json
 import sys
+import time
 import urllib.request
 from pathlib import Path
 
@@ -19,6 +20,7 @@ from runners.engines.adapters.sglang import SGLangAdapter, SGLangConfig
 from runners.engines.openai_client import stream_request
 from runners.engines.real_config import AttachConfig
 from runners.engines.real_engine import RealEngine, detect_kind, resolve_tokenization
+from runners.engines.server_tokens import ServerTokenCounter, TokenizerUnavailable
 from runners.engines.telemetry import parse_metrics
 from runners.errors import ConfigError
 from runners.registry import ENGINES
@@ -26,7 +28,7 @@ from runners.run.benchmark import execute_run, prepare_run
 from runners.run.config import parse_config
 from runners.store.result_store import load_run
 from runners.workload.builder import OVER_CONTEXT
-from tests.fakes.sglang_server import FakeSGLang, word_tokens
+from tests.fakes.sglang_server import FakeSGLang, chat_tokens, word_tokens
 
 ROOT = Path(__file__).resolve().parents[2]
 FAKE_SGLANG = [sys.executable, str(ROOT / "tests" / "fakes" / "sglang_server.py")]
@@ -81,6 +83,8 @@ def test_sglang_argument_list():
         "--port",
         "30001",
         "--enable-metrics",
+        "--decode-log-interval",
+        "1",
         "--max-running-requests",
         "64",
         "--context-length",
@@ -94,6 +98,8 @@ def test_sglang_argument_list():
         "--api-key",
         "k",
     ]
+    own = SGLangConfig(model="/m", extra_args=["--decode-log-interval=10"]).server_command(1)
+    assert "--decode-log-interval" not in own and own[-1] == "--decode-log-interval=10"  # the user's stands
     able = SGLangAdapter.capabilities("priority")
     assert able.min_tokens and able.priority and not SGLangAdapter.capabilities("fcfs").priority
 
@@ -240,7 +246,7 @@ def test_sglang_launch_path_runs_and_stops(results_dir):
     run = load_run(results_dir, "sgl-launch")
     assert run.requests["error"].isna().all() and len(run.requests) == 12
     log = (run.folder / "server-0.log").read_text()
-    assert "--model-path qwen-fake" in log and "--enable-metrics" in log and "fired up" in log
+    assert "--model-path qwen-fake" in log and "--enable-metrics --decode-log-interval 1" in log and "fired up" in log
     engine = json.loads((run.folder / "engine.json").read_text())
     assert engine["instances"][0]["kv_capacity_tokens"] == 20_000
 
@@ -328,3 +334,62 @@ def test_cli_says_when_the_approximation_counted_and_no_limit_was_known(results_
         "or model tokenizer; requests may not fit the server's context"
     ) in out
     assert "context limit: unknown, requests not sized to it; tried: no /v1/models card reports max_model_len" in out
+
+
+@pytest.mark.parametrize("style", ["completion", "prompt"])
+def test_each_text_is_counted_once_whichever_tokenize_the_server_has(style):
+    # current serving_tokenize.py adds BOS to every prompt whatever add_special_tokens says; the
+    # 0.5.4-era one honours it: either way a prompt is its words plus one BOS, counted once
+    server = FakeSGLang(tokenize_style=style).start()
+    try:
+        counter = ServerTokenCounter(server.url, "sglang-fake", SGLangAdapter.tokenize_api)
+        assert counter.count(["one two three", "four"]) == [3, 1]
+        assert counter.text_offset == (1 if style == "completion" else 0)
+        assert counter.overhead_tokens("completions") == 1
+        if style == "completion":  # the chat template, generation prompt included
+            assert counter.overhead_tokens("chat") == len(chat_tokens([{"role": "user", "content": ""}])) == 4
+        else:  # no messages before the chat tokenize
+            with pytest.raises(TokenizerUnavailable, match="HTTP 400"):
+                counter.overhead_tokens("chat")
+        endpoint = SGLangAdapter.endpoint(server.url, "sglang-fake", "completions")
+
+        async def one():
+            async with aiohttp.ClientSession() as session:
+                return await stream_request(session, endpoint, "one two three", 2)
+
+        assert asyncio.run(one()).prompt_tokens == 3 + counter.overhead_tokens("completions")
+    finally:
+        server.stop()
+
+
+def scrape(server: FakeSGLang):
+    return parse_metrics(urllib.request.urlopen(server.url + "/metrics").read().decode())
+
+
+@pytest.mark.parametrize("interval", [40, 1])
+def test_gauges_follow_sglangs_logging_schedule_and_outlive_the_drain(interval):
+    # scheduler_metrics_mixin.py: gauges are set at each prefill batch and every
+    # decode_log_interval decode steps, never while idle
+    server = FakeSGLang(decode_log_interval=interval, token_delay_s=0.02).start()
+    endpoint = SGLangAdapter.endpoint(server.url, "sglang-fake", "completions")
+
+    async def two() -> tuple:
+        async with aiohttp.ClientSession() as session:
+            both = asyncio.gather(*(stream_request(session, endpoint, f"p{i} a b", 15) for i in range(2)))
+            await asyncio.sleep(0.15)
+            middle = await asyncio.to_thread(scrape, server)
+            return middle, await both
+
+    try:
+        middle, results = asyncio.run(two())
+        assert all(result.error is None for result in results)
+        time.sleep(0.2)  # idle: nothing logs
+        drained = scrape(server)
+        info = json.loads(urllib.request.urlopen(server.url + "/server_info").read())
+    finally:
+        server.stop()
+    # 40: only the two prefills logged (0, then 1 already running); 1: every decode step (2 running)
+    assert middle.running == (1 if interval == 40 else 2)
+    assert drained.running >= 1 and drained.waiting == 0  # stale: nothing runs, the gauge says otherwise
+    assert drained.kv_usage is not None and drained.kv_usage > 0
+    assert info["decode_log_interval"] == interval  # what an attached server's lag can be read from

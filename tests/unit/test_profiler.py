@@ -8,11 +8,16 @@ import numpy as np
 import pytest
 
 from runners.app.cli import main
-from runners.app.profiler import ProfileGrid, ProfileSample, fit_phase, fit_profile, measure
+from runners.app.profiler import ProfileGrid, ProfileSample, PromptTokens, fit_phase, fit_profile, measure
+from runners.engines.adapters.sglang import SGLangAdapter
 from runners.engines.openai_client import Endpoint
 from runners.engines.profile import QWEN25_7B_2XV100, load_profile
+from runners.engines.server_tokens import _SERVER_COUNTERS
 from runners.errors import SchedlabError
+from runners.workload.synthetic import made_up_vocabulary
+from runners.workload.tokens import ApproximateTokenCounter
 from tests.fakes.lmdeploy_server import FakeLMDeploy
+from tests.fakes.sglang_server import FakeSGLang
 
 
 def test_fit_recovers_table2_coefficients_from_noise_free_points():
@@ -137,3 +142,54 @@ def test_fit_table_for_both_latency_models():
     )
     rows = fit_table(step)
     assert rows[1] == ["fixed_s", "0.002"] and rows[-1] == ["out-of-fold MAPE mixed", "29.4% (n=48)"]
+
+
+class _Counter:
+    """A tokenizer that is not 4 characters per token: ``rule(text)`` tokens per text."""
+
+    def __init__(self, rule) -> None:
+        self.rule = rule
+        self.name = "test"
+
+    def count(self, texts):
+        return [self.rule(text) for text in texts]
+
+
+@pytest.mark.parametrize(
+    "counter",
+    [
+        _Counter(lambda text: len(text.split())),  # a word a token
+        _Counter(lambda text: -(-len(text) // 3)),  # 3 characters a token, rounded up
+        _Counter(lambda text: len(text.replace(" ", ""))),  # a character a token, spaces free
+        ApproximateTokenCounter(),
+    ],
+)
+def test_prompts_have_exact_token_counts_by_the_counter(counter):
+    rng = np.random.default_rng(3)
+    tokens = PromptTokens(counter, rng, made_up_vocabulary(400, rng))
+    targets = [1, 7, 64, 513, 64]
+    prompts = tokens.make(targets)
+    assert counter.count(prompts) == targets
+    assert prompts[2] != prompts[4]  # fresh words each time: no shared prefix to cache
+
+
+@pytest.fixture()
+def word_server():
+    """SGLang's wire format with a word-per-token tokenizer and a 256-token context."""
+    fake = FakeSGLang(context_length=256, token_delay_s=0.002, max_running_requests=16).start()
+    yield fake
+    fake.stop()
+    _SERVER_COUNTERS.clear()
+
+
+def test_profile_prompts_are_the_servers_tokens_and_fit_its_context(word_server):
+    endpoint = SGLangAdapter.endpoint(word_server.url, "sglang-fake", "completions")
+    grid = ProfileGrid(batch_sizes=[1, 2], input_tokens=[16, 200], output_tokens=[8], repeats=1, warmup_requests=1)
+    samples = asyncio.run(measure(endpoint, grid))
+    # usage.prompt_tokens: the text's words plus BOS; 200 * 4 characters of made-up words are ~130 words
+    assert [s.input_tokens for s in samples] == [17.0, 201.0, 17.0, 201.0]
+    sent = len(word_server.requests_seen)
+    too_long = ProfileGrid(batch_sizes=[1], input_tokens=[16, 248], output_tokens=[8], repeats=1, warmup_requests=0)
+    with pytest.raises(SchedlabError, match=r"248 \+ 8 do not fit the server's context of 256 tokens \(1 added"):
+        asyncio.run(measure(endpoint, too_long))
+    assert len(word_server.requests_seen) == sent  # refused before anything was sent

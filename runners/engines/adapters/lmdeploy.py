@@ -2,17 +2,31 @@
 ``POST /v1/encode``.
 
 Facts from InternLM/lmdeploy's source (lmdeploy/serve/openai/api_server.py, protocol.py,
-lmdeploy/metrics/loggers.py of v0.10-v0.11): no ``min_tokens`` or ``priority`` request field;
-``POST /v1/encode`` ``{"input", "do_preprocess", "add_bos"}`` answered by
-``{"input_ids", "length"}`` (``do_preprocess`` applies the chat template); metrics
+lmdeploy/metrics/loggers.py and stats.py of v0.10.2, v0.11.0 and 0.16.0): no ``min_tokens`` or
+``priority`` request field; ``POST /v1/encode`` ``{"input", "do_preprocess", "add_bos"}`` answered
+by ``{"input_ids", "length"}`` (``do_preprocess`` applies the chat template); metrics
 ``lmdeploy:gpu_cache_usage_perc``, ``lmdeploy:num_requests_running``,
-``lmdeploy:num_requests_waiting``, ``lmdeploy:time_to_first_token_seconds``, the inter-token
-latency histogram ``lmdeploy:iter_token_latency`` (seconds; no ``_seconds`` suffix). It reports no
+``lmdeploy:num_requests_waiting``, ``lmdeploy:time_to_first_token_seconds``. It reports no
 context limit (no ``max_model_len`` on its ``/v1/models`` cards).
+
+Metrics switch (lmdeploy/cli/utils.py, api_server.py ``mount_metrics``): v0.10.x serves no
+``/metrics`` unless started with ``--enable-metrics`` (store_true, default False); from v0.11.0
+metrics are on unless ``--disable-metrics``. A launch asks the command's ``--help`` once which of
+the two it offers (:func:`metrics_flags`) and passes ``--enable-metrics`` where that is the switch,
+so the flag shows in the recorded command.
+
+Inter-token latency (lmdeploy/metrics/stats.py ``IterationStats.update_from_output``, v0.10.2 to
+0.16.0): both histograms are observed once per engine output, not per token;
+``lmdeploy:iter_token_latency`` observes the whole gap since the request's previous output
+(several tokens' worth when an output carries several), ``lmdeploy:time_per_output_token_seconds``
+that gap divided by the output's new tokens. Only the latter is a per-token latency, so it is the
+one read.
 """
 
 from __future__ import annotations
 
+import os
+import subprocess
 from typing import Any, Literal
 
 from pydantic import Field
@@ -34,6 +48,46 @@ class LMDeployConfig(LaunchConfig):
     cache_max_entry_count: float | None = Field(default=None, gt=0, le=1)
     session_len: int | None = Field(default=None, gt=0, le=10_000_000)
     tp: int | None = Field(default=None, gt=0, le=64)
+
+
+#: Longest wait for ``<command> --help`` to list the server's flags, seconds (LMDeploy imports torch first).
+HELP_TIMEOUT_S = 120.0
+#: ``--help`` output per (command, environment), so each command is asked once per process.
+_HELP_TEXT: dict[tuple[tuple[str, ...], tuple[tuple[str, str], ...]], str | None] = {}
+
+
+def _help_text(command: list[str], env: dict[str, str]) -> str | None:
+    """What ``command --help`` prints (stdout and stderr), asked once per command and
+    environment; None when it cannot be run or does not finish within :data:`HELP_TIMEOUT_S`."""
+    key = (tuple(command), tuple(sorted(env.items())))
+    if key not in _HELP_TEXT:
+        try:
+            done = subprocess.run(
+                [*command, "--help"],
+                env={**os.environ, **env},
+                stdin=subprocess.DEVNULL,
+                capture_output=True,
+                text=True,
+                errors="replace",
+                timeout=HELP_TIMEOUT_S,
+            )
+            _HELP_TEXT[key] = done.stdout + done.stderr
+        except (OSError, subprocess.SubprocessError):
+            _HELP_TEXT[key] = None
+    return _HELP_TEXT[key]
+
+
+def metrics_flags(
+    command: list[str], env: dict[str, str] | None = None, extra_args: list[str] | None = None
+) -> list[str]:
+    """The flags that turn ``/metrics`` on for the api_server ``command`` starts:
+    ``["--enable-metrics"]`` where its ``--help`` offers that flag (v0.10.x: metrics off by
+    default), else none (v0.11+: on unless ``--disable-metrics``; or a command whose help cannot
+    be read, which then cannot start either); nothing when ``extra_args`` already has it."""
+    if "--enable-metrics" in (extra_args or []):
+        return []
+    text = _help_text(command, env or {})
+    return ["--enable-metrics"] if text is not None and "--enable-metrics" in text else []
 
 
 def _encode_text(model: str, text: str) -> dict[str, Any]:
@@ -60,7 +114,7 @@ class LMDeployAdapter(EngineAdapter):
         running=("lmdeploy:num_requests_running",),
         waiting=("lmdeploy:num_requests_waiting",),
         ttft=("lmdeploy:time_to_first_token_seconds",),
-        itl=("lmdeploy:iter_token_latency",),
+        itl=("lmdeploy:time_per_output_token_seconds",),  # per token; iter_token_latency is per output
     )
     tokenize_api = TokenizeAPI(
         "/v1/encode",
@@ -98,6 +152,7 @@ class LMDeployAdapter(EngineAdapter):
                 "--tp": config.tp,
             }
         )
+        command += metrics_flags(list(config.command), dict(config.env), list(config.extra_args))
         return command + list(config.extra_args)
 
     @classmethod

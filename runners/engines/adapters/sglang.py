@@ -20,6 +20,21 @@ Metrics (srt/observability/metrics_collector.py): ``sglang:num_running_reqs``,
 ``sglang:num_queue_reqs``, ``sglang:token_usage`` (0-1), ``sglang:max_total_num_tokens`` (the KV
 pool, tokens), ``sglang:time_to_first_token_seconds``, ``sglang:inter_token_latency_seconds``,
 ``sglang:num_retracted_requests_total`` (retractions, SGLang's preemptions).
+
+Gauge schedule (srt/managers/scheduler_metrics_mixin.py ``log_prefill_stats`` and
+``log_decode_stats``, called by srt/managers/scheduler.py on attention-TP rank 0): running,
+queued and token usage are published only at each prefill batch and every
+``--decode-log-interval`` decode steps (default 40), never while idle, so they lag and keep their
+last non-zero values after the queue drains. A launch passes ``--decode-log-interval 1``
+(:data:`DECODE_LOG_INTERVAL`, unless ``extra_args`` sets it), which shows in the recorded command;
+even then the last decode batch's count stays up once the server is idle.
+
+Tokenize (srt/entrypoints/openai/serving_tokenize.py): the 0.5.4-era file takes ``prompt`` only
+and honours ``add_special_tokens``; the current one drops ``add_special_tokens`` and tokenizes a
+``prompt`` as a completion request (special tokens always added) and ``messages`` as a chat
+request (generation prompt always added). :class:`runners.engines.server_tokens.ServerTokenCounter`
+tokenizes a known text once and counts what the endpoint adds to every text, so either version
+counts exactly.
 """
 
 from __future__ import annotations
@@ -40,6 +55,9 @@ from runners.engines.adapters.base import (
     python_form_field,
 )
 from runners.engines.real_config import optional_flags
+
+#: ``--decode-log-interval`` a launch passes: the gauges are published every decode step.
+DECODE_LOG_INTERVAL = 1
 
 
 class SGLangConfig(LaunchConfig):
@@ -125,6 +143,8 @@ class SGLangAdapter(PythonModuleAdapter):
     @classmethod
     def server_command(cls, config: SGLangConfig, port: int) -> list[str]:
         command = cls.module_command(config, port) + ["--enable-metrics"]
+        if not any(arg.split("=", 1)[0] == "--decode-log-interval" for arg in config.extra_args):
+            command += ["--decode-log-interval", str(DECODE_LOG_INTERVAL)]
         command += optional_flags(
             {
                 "--max-running-requests": config.max_running_requests,
