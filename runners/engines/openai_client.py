@@ -4,7 +4,8 @@ Each request asks for exactly the target output: ``max_tokens`` = target, ``igno
 where the engine accepts it, ``min_tokens`` = target, so every scheduler serves the same work.
 ``stream_options.include_usage`` is sent explicitly and the token count is taken from the final
 usage chunk. Every event (parsed by :mod:`runners.engines.sse`) is timestamped with
-``time.perf_counter()`` (monotonic) the moment its ``data:`` line is read. HTTP errors, engine
+``time.perf_counter()`` (monotonic) the moment the piece of the body that completes its ``data:``
+line is read (all the events of one piece share its time). HTTP errors, engine
 error chunks, dropped streams, timeouts and refused connections come back as a result with
 ``error`` set, never as an exception. So do chunks that are valid JSON of an unexpected shape
 (``null``, ``[1, 2]``, ``{"choices": "abc"}``, a usage count that is not a count): the error
@@ -332,18 +333,29 @@ async def _stream_once(
     return result
 
 
+def _pieces(content: Any) -> AsyncIterable[bytes]:
+    """The body as the pieces that arrived: ``iter_any`` (every byte buffered so far, in one
+    piece) where the body has it (aiohttp's ``StreamReader``), else ``content`` itself."""
+    iter_any = getattr(content, "iter_any", None)
+    return iter_any() if iter_any is not None else content
+
+
 async def _read_events(
-    content: AsyncIterable[bytes],
+    content: Any,
     result: StreamResult,
     api: str,
     on_chunk: Callable[[float, bool], None] | None,
     clock: Callable[[], float],
 ) -> bool:
-    """Read the body's events into ``result``, each line timestamped by ``clock`` as it is read.
+    """Read the body's events into ``result``. The body is read as the pieces that arrived, not
+    line by line: one read, one ``clock()`` and one parser call per piece, however many events
+    it holds, so every event is timestamped when its bytes were read and a burst of chunks costs
+    one wake-up of the loop, not three per chunk (``data:`` line, blank line, next look; measured
+    on the CPU vLLM, 128-token replies at 8 req/s: 80,629 line reads for 26,854 events).
     True once ``[DONE]`` arrives; False when the body ends without it, or at a chunk that fails
     the request (``result.error`` is then set)."""
     parser = SSEParser()
-    async for raw in content:
+    async for raw in _pieces(content):
         for event in parser.feed(raw, clock()):
             if event.done:
                 return True

@@ -18,7 +18,9 @@ several ``data:`` lines are not joined: every OpenAI-compatible server sends one
 per line, so a chunk is counted the moment its line arrives, a server or proxy that leaves out
 the blank lines still streams, and a stream cut after a chunk's line keeps that chunk (the
 client has always read streams this way). :meth:`SSEParser.close`, at the end of the stream,
-delivers a last ``data:`` line that never got its line end.
+delivers a last ``data:`` line that never got its line end. A line longer than
+:data:`MAX_LINE_BYTES` raises :class:`LineTooLong` (a server that never ends a line cannot fill
+the client's memory).
 """
 
 from __future__ import annotations
@@ -29,6 +31,14 @@ from dataclasses import dataclass
 DONE = "[DONE]"
 
 _BOM = "\ufeff"
+
+#: Longest line read, bytes: aiohttp's limit for a line of a body read line by line (twice its
+#: 64 KiB read buffer), kept now that the body is read in pieces. An OpenAI chunk line is ~200 B.
+MAX_LINE_BYTES = 2**17
+
+
+class LineTooLong(ValueError):
+    """A line of the stream longer than :data:`MAX_LINE_BYTES`."""
 
 
 @dataclass(frozen=True)
@@ -63,8 +73,12 @@ class SSEParser:
         buffer = self._pending + piece
         lines = buffer.replace(b"\r\n", b"\n").replace(b"\r", b"\n").split(b"\n")
         self._pending = lines.pop()
+        if len(self._pending) > MAX_LINE_BYTES:
+            raise LineTooLong(f"a stream line longer than {MAX_LINE_BYTES} bytes")
         events: list[SSEEvent] = []
         for line in lines:
+            if len(line) > MAX_LINE_BYTES:
+                raise LineTooLong(f"a stream line longer than {MAX_LINE_BYTES} bytes")
             event = self._line(line.decode("utf-8", errors="replace"), at)
             if event is not None:
                 events.append(event)
