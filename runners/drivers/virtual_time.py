@@ -17,10 +17,12 @@ flush (rows and samples reach the run folder for the live view every ``flush_sec
 
 from __future__ import annotations
 
+import gc
 import heapq
 import math
 import time
 from collections.abc import Callable, Sequence
+from operator import attrgetter
 
 from runners.drivers.base import DriverResult
 from runners.drivers.watchdog import CANCELLED, time_limit_message
@@ -28,15 +30,19 @@ from runners.engines.latency_model import LatencyModel
 from runners.engines.simulator import SimulatedInstance
 from runners.errors import RunCancelled, RunStopped
 from runners.schedulers.base import Completion, InstanceInfo, SchedulerPolicy, TelemetrySample
+from runners.schedulers.fcfs import DispatchOnArrival, FCFSPolicy
 from runners.store.recording import RunRecorder
-from runners.store.timeseries import TimeseriesRow
+from runners.store.timeseries import engine_sample_values
 from runners.workload.requests import Request
 
 STEP_END, WAKE, ADMIT = 0, 1, 2
+_arrival_of = attrgetter("arrival_s")
 MIN_STEP_S = 1e-6
 #: Longest wall time (seconds) between two looks at ``should_stop`` and at the recorder's flush,
 #: sleeps of a paced run included.
 LOOK_S = 0.05
+#: Most silent steps (:meth:`VirtualTimeDriver._silent_steps`) applied between two looks.
+SILENT_STEPS = 256
 
 
 class VirtualTimeDriver:
@@ -63,7 +69,7 @@ class VirtualTimeDriver:
         self.pace = pace
         self.max_duration_s = max_duration_s
         self.policy = policy
-        self.requests = sorted(requests, key=lambda r: r.arrival_s)
+        self.requests = sorted(requests, key=_arrival_of)
         self.recorder = recorder
         self.sample_interval_s = sample_interval_s
         self.should_stop = should_stop
@@ -79,6 +85,9 @@ class VirtualTimeDriver:
         self._admitting: dict[int, tuple[str, int, int, int, int]] = {}
         self._admitting_ids: dict[str, int] = {}
         self.elapsed_s = 0.0  # simulated seconds since the run's start, as far as the run has got
+        self._quiet_samples = _samples_change_nothing(policy)
+        # a policy that keeps the base class's on_first_token (a no-op) is not told of first tokens
+        self._first_token_calls = type(policy).on_first_token is not SchedulerPolicy.on_first_token
         self._next_look = 0.0  # perf_counter() of the next look at should_stop and the flush
 
     def _push(self, time_s: float, kind: int, payload: int) -> None:
@@ -88,6 +97,10 @@ class VirtualTimeDriver:
     def _sample(self, now: float) -> None:
         interval = now - self._last_sample_s
         pending = len(self.policy.pending)
+        policy = self.policy
+        recorder = self.recorder
+        # a policy that keeps the base class's on_telemetry (a no-op) is not handed samples
+        telemetry = type(policy).on_telemetry is not SchedulerPolicy.on_telemetry
         for index, instance in enumerate(self.instances):
             tokens = self._tokens_since_sample[index]
             self._tokens_since_sample[index] = 0
@@ -95,22 +108,27 @@ class VirtualTimeDriver:
             decode_step_s = self._decode_time_since_sample[index] / steps if steps else None
             self._decode_steps_since_sample[index] = 0
             self._decode_time_since_sample[index] = 0.0
-            row = TimeseriesRow(
-                t_s=now,
-                instance=index,
-                kv_usage=instance.used_blocks / instance.total_blocks,
-                running=len(instance.running),
-                waiting=instance.waiting_count,
-                preemptions=instance.preemptions_total,
-                tokens_per_s=tokens / interval if interval > 0 else 0.0,
-                gateway_pending=pending,
-                in_flight=len(self.policy.in_flight.get(index, ())),
+            kv_usage = instance.used_blocks / instance.total_blocks
+            running = len(instance.running)
+            waiting = instance.waiting_count
+            preemptions = instance.preemptions_total
+            recorder.sample_values(
+                engine_sample_values(
+                    now,
+                    index,
+                    kv_usage,
+                    running,
+                    waiting,
+                    preemptions,
+                    tokens / interval if interval > 0 else 0.0,
+                    pending,
+                    len(policy.in_flight.get(index, ())),
+                )
             )
-            self.recorder.sample(row)
-            self.policy.on_telemetry(
-                TelemetrySample(index, now, row.kv_usage, row.running, row.waiting, row.preemptions, decode_step_s),
-                now,
-            )
+            if telemetry:
+                policy.on_telemetry(
+                    TelemetrySample(index, now, kv_usage, running, waiting, preemptions, decode_step_s), now
+                )
         self._last_sample_s = now
 
     def _apply(self, now: float) -> None:
@@ -170,8 +188,9 @@ class VirtualTimeDriver:
             self._decode_time_since_sample[index] += outcome.duration_s
         policy = self.policy
         recorder = self.recorder
-        for seq in outcome.first_tokens:
-            policy.on_first_token(seq.request_id, index, now)
+        if self._first_token_calls:
+            for seq in outcome.first_tokens:
+                policy.on_first_token(seq.request_id, index, now)
         for seq in outcome.finished:
             record = recorder.step_tokens(
                 seq.request_id, index, instance.step_times, seq.runs, seq.generated, seq.preemptions
@@ -206,10 +225,23 @@ class VirtualTimeDriver:
 
     def run(self) -> DriverResult:
         """Serve every request (or stop: RunCancelled on a cancel, RunStopped at the time limit);
-        requests the policy never dispatched fail as stalled."""
-        self._begin()
-        now = self._simulate()
-        return self._finish(now)
+        requests the policy never dispatched fail as stalled.
+
+        The objects that exist when the run starts (the workload, one record per request: a
+        million of each in a big run) are hidden from Python's cyclic garbage collector while it
+        goes (``gc.freeze``), so its full collections walk only what the run makes since (they
+        took seconds of a million-request run, growing with the run). Handed back when the run
+        ends unless a caller had frozen objects already (runners.run.benchmark does for the whole
+        run, and hands them all back at its end)."""
+        owner = gc.get_freeze_count() == 0
+        gc.freeze()
+        try:
+            self._begin()
+            now = self._simulate()
+            return self._finish(now)
+        finally:
+            if owner:
+                gc.unfreeze()
 
     def _begin(self) -> None:
         """Show the policy the workload and the instances, at time 0."""
@@ -234,8 +266,10 @@ class VirtualTimeDriver:
         recorder = self.recorder
         wall_start = time.perf_counter()
         records = len(recorder.records)
+        fuse = self.pace is None  # a paced run takes every event on the wall clock
         while recorder.finished_count != records:
-            self._look()
+            if time.perf_counter() >= self._next_look:  # (what _look checks first, without the call)
+                self._look()
             arrival_time = requests[next_arrival].arrival_s if next_arrival < total else math.inf
             event_time = events[0][0] if events else math.inf
             if arrival_time == math.inf and event_time == math.inf:
@@ -260,7 +294,67 @@ class VirtualTimeDriver:
             if noticed:
                 self._apply(now)
             self._start_idle(now)
+            if fuse and events:
+                arrival_time = requests[next_arrival].arrival_s if next_arrival < total else math.inf
+                now, next_sample = self._silent_steps(now, arrival_time, next_sample)
         return now
+
+    def _silent_steps(self, now: float, arrival_s: float, next_sample: float) -> tuple[float, float]:
+        """Apply, in time order, the step ends that the main loop would take next and that no one
+        would notice: steps of steady decoders alone that finish none of them (each gives its
+        decoders one token), ending before the next arrival (``arrival_s``, seconds), before
+        every other event and within the time limit, each followed at once by its instance's
+        next step, while every other instance is busy or has no work (so the main loop would
+        start no other step either). With a policy whose decisions samples cannot change
+        (:func:`_samples_change_nothing`) the samples due before such a step's end are taken
+        here too, in their turn; otherwise the next sample (``next_sample``, seconds) ends the
+        stretch. The same steps, samples, times and tokens as taking them one by one; at most
+        :data:`SILENT_STEPS` steps, so the loop still looks at the wall clock often. Returns the
+        last instant applied and the next sample's time (seconds)."""
+        events = self._events
+        instances = self.instances
+        limit = self.max_duration_s
+        interval = self.sample_interval_s
+        sampling = self._quiet_samples
+        horizon = arrival_s if sampling or arrival_s < next_sample else next_sample
+        for _ in range(SILENT_STEPS):
+            end, _, kind, index = events[0]
+            if kind != STEP_END or end >= horizon or end > limit:
+                break
+            size = len(events)
+            if size > 1 and (events[1][0] <= end or (size > 2 and events[2][0] <= end)):
+                break  # another event at the same instant: the main loop orders them
+            instance = instances[index]
+            if not instance.silent_step() or (len(instances) > 1 and not self._others_settled(index)):
+                break
+            while next_sample <= end:  # (only when sampling: else end < horizon <= next_sample)
+                now = next_sample
+                self.elapsed_s = now
+                self._sample(now)
+                next_sample += interval
+            heapq.heappop(events)
+            self._tokens_since_sample[index] += instance.finish_silent_step(end)
+            self._decode_steps_since_sample[index] += 1
+            self._decode_time_since_sample[index] += instance.step_duration_s
+            now = end
+            self.elapsed_s = now
+            duration = instance.start_step()
+            if duration is not None:
+                self._counter += 1
+                heapq.heappush(
+                    events, (now + (duration if duration > MIN_STEP_S else MIN_STEP_S), self._counter, STEP_END, index)
+                )
+            if not events:
+                break
+        return now, next_sample
+
+    def _others_settled(self, index: int) -> bool:
+        """Whether every instance but ``index`` is busy or has no work (none would start a step)."""
+        return all(
+            instance.busy or not (instance.running or instance.waiting_count)
+            for position, instance in enumerate(self.instances)
+            if position != index
+        )
 
     def _arrivals(self, next_arrival: int, now: float) -> int:
         """Hand the policy every request arriving by ``now`` from index ``next_arrival`` on;
@@ -303,3 +397,20 @@ class VirtualTimeDriver:
             stalled = self.recorder.fail_unfinished(f"never completed: {self.policy.name} stopped dispatching", now)
         self._sample(now)
         return DriverResult(end_s=now, preemptions=sum(i.preemptions_total for i in self.instances), stalled=stalled)
+
+
+def _samples_change_nothing(policy: SchedulerPolicy) -> bool:
+    """Whether a telemetry sample can change nothing ``policy`` decides: FCFS and the dispatch-on-
+    arrival client of the in-engine schedulers (their own ``decide``, a constant in-flight cap)
+    that keep the base class's no-op ``on_telemetry``. Their decisions depend only on the
+    requests pending and in flight, which change only at arrivals and completions (after
+    which they decide anyway), so asking them again at a sample gives nothing. The driver
+    then takes the samples between silent steps without a turn of its main loop."""
+    if not isinstance(policy, DispatchOnArrival):
+        return False
+    kind = type(policy)
+    return (
+        kind.decide is DispatchOnArrival.decide
+        and kind.in_flight_cap in (DispatchOnArrival.in_flight_cap, FCFSPolicy.in_flight_cap)
+        and kind.on_telemetry is SchedulerPolicy.on_telemetry
+    )

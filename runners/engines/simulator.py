@@ -50,7 +50,9 @@ from __future__ import annotations
 import heapq
 from array import array
 from collections import deque
+from collections.abc import Callable
 from dataclasses import dataclass, field
+from functools import partial
 
 from runners.engines.latency_model import LatencyModel
 
@@ -203,11 +205,17 @@ class SimulatedInstance:
         #: no request in the engine since its last step ended (or ever): the next step is an idle start
         self.idle = True
         self._idle_start_s = latency.idle_start_s
+        self._decode_step_time = _decode_step_time(latency)
         #: engine seconds the front end has taken since the last step began (added to the next step)
         self._front_end_s = 0.0
         self.preemptions_total = 0
         self.tokens_total = 0
         self.steps_total = 0
+
+    @property
+    def step_duration_s(self) -> float:
+        """Seconds the step started last takes (what :meth:`start_step` returned)."""
+        return self._step_duration_s
 
     @property
     def kv_capacity_tokens(self) -> int:
@@ -328,6 +336,10 @@ class SimulatedInstance:
     # -- one step ----------------------------------------------------------------------------
     def start_step(self) -> float | None:
         """Choose this step's work; return its duration in seconds, or None if there is none."""
+        if self._lazy_count and not self._explicit and not (self._waiting_heap or self._waiting_fifo):
+            duration = self._start_decode_step()
+            if duration is not None:
+                return duration
         plan = self._plan_whole_batch()
         if plan is None:
             self._unlazify_all()
@@ -338,6 +350,46 @@ class SimulatedInstance:
         if not plan.scheduled and not plan.decode_requests:
             return None
         return self._begin_step(plan)
+
+    def _start_decode_step(self) -> float | None:
+        """Start a step of steady decoders alone (nothing explicit runs, nothing waits) when the
+        token budget and the free blocks suffice: what :meth:`_plan_whole_batch` and
+        :meth:`_begin_step` do for such a step, without building its plan; its duration, seconds.
+        None (and nothing changed) when they do not suffice."""
+        lazy = self._lazy_count
+        step = self.steps_total
+        need = self._lazy_phase[-step % self.block_size]
+        if lazy > self.max_num_batched_tokens or need > self.free_blocks:
+            return None
+        self.free_blocks -= need
+        self._fast = True
+        self.busy = True
+        self._step_decodes = lazy
+        duration = self._decode_step_time(lazy, self._lazy_key_sum + lazy * (step + 1))
+        if self.idle:
+            self.idle = False
+            duration += self._idle_start_s
+        if self._front_end_s:
+            duration += self._front_end_s
+            self._front_end_s = 0.0
+        self._step_duration_s = duration
+        return duration
+
+    def silent_step(self) -> bool:
+        """Whether the step under way computes steady decoders alone and finishes none of them:
+        it gives each one token and changes nothing a policy sees (:meth:`finish_silent_step`)."""
+        return self._fast and not self._scheduled and self.steps_total + 1 not in self._finish_at
+
+    def finish_silent_step(self, now: float) -> int:
+        """:meth:`finish_step` for a step that :meth:`silent_step` says is silent, ending at ``now``
+        (seconds), without building its outcome; returns the tokens it generated (one per steady
+        decoder; the step's duration and decoders are those :meth:`finish_step` would give)."""
+        self.step_times.append(now)
+        self.steps_total += 1
+        self.busy = False
+        tokens = self._lazy_count
+        self.tokens_total += tokens
+        return tokens
 
     def _plan_whole_batch(self) -> _StepPlan | None:
         """The step's plan when every running request gets its whole chunk (token budget and free
@@ -587,3 +639,27 @@ class SimulatedInstance:
 
 def _rank_of(seq: SimSequence) -> int:
     return seq.rank
+
+
+def _decode_step_time(latency: LatencyModel) -> Callable[[int, int], float]:
+    """``latency.step_time(0, 0, decode_requests, decode_context)`` as a function of the last two
+    (seconds), bit for bit: for a linear step model the same terms summed in the same order as
+    :meth:`~runners.engines.latency_model.LinearStepModel.step_time` (its ``sum`` over the
+    features; the prefill-token and idle-start terms are 0.0 here and adding 0.0 changes no
+    sum), without building the feature row for each of a run's millions of steps."""
+    step = latency.step
+    if step is None:
+        return partial(latency.step_time, 0, 0)
+    fixed, per_request, per_context, per_cpu = (
+        step.fixed_s,
+        step.per_decode_request_s,
+        step.per_context_token_s,
+        step.per_request_cpu_s,
+    )
+
+    def linear_time(decode_requests: int, decode_context: int) -> float:
+        if not decode_requests:
+            return 0.0
+        return fixed + per_request * decode_requests + per_context * decode_context + per_cpu * decode_requests
+
+    return linear_time

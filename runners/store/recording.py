@@ -17,10 +17,10 @@ import pyarrow as pa
 from runners.metrics.contention import contention
 from runners.metrics.outcomes import outcome_of
 from runners.metrics.request_metrics import inter_token_latencies
-from runners.metrics.run_metrics import distribution, summarize_requests, weighted_distribution
+from runners.metrics.run_metrics import SUMMARY_COLUMNS, distribution, summarize_requests, weighted_distribution
 from runners.schedulers.base import Dispatch, PolicyError
 from runners.store.result_store import REQUEST_COLUMNS, RunWriter, table_from_rows
-from runners.store.timeseries import TimeseriesRow
+from runners.store.timeseries import TIMESERIES_NAMES, TimeseriesRow
 from runners.workload.requests import Request
 
 
@@ -89,6 +89,9 @@ class RequestRecord:
 
 
 REQUEST_NAMES = tuple(REQUEST_COLUMNS)
+_T_S, _INSTANCE, _WAITING, _PREEMPTIONS, _PENDING = (
+    TIMESERIES_NAMES.index(name) for name in ("t_s", "instance", "waiting", "preemptions", "gateway_pending")
+)
 _REQUEST_SCHEMA = pa.schema([pa.field(name, dtype) for name, dtype in REQUEST_COLUMNS.items()])
 
 
@@ -238,6 +241,7 @@ class RunRecorder:
         self._gaps = _Gaps()
         # (t_s, instance, waiting, gateway_pending) of every sample, for the contention summary
         self._samples = {name: array("d") for name in ("t_s", "instance", "waiting", "gateway_pending")}
+        self._sample_t_s, self._sample_instance, self._sample_waiting, self._sample_pending = self._samples.values()
         self._summary_after = 0.0  # time.monotonic() before which no interim summary is computed
 
     @property
@@ -352,15 +356,21 @@ class RunRecorder:
     def sample(self, row: TimeseriesRow) -> None:
         """One instance's telemetry sample: written to the time series, kept for the contention
         summary, and its preemption count (since the run's start) noted for the instance."""
+        self.sample_values(row.values())
+
+    def sample_values(self, values: tuple) -> None:
+        """:meth:`sample` of a row given as its values in :data:`TIMESERIES_NAMES` order."""
         if self.writer is not None:
-            self.writer.add_sample_values(row.values())
-        if row.preemptions is not None:
-            self.preemptions_by_instance[row.instance] = row.preemptions
-        samples = self._samples
-        samples["t_s"].append(row.t_s)
-        samples["instance"].append(row.instance)
-        samples["waiting"].append(np.nan if row.waiting is None else row.waiting)
-        samples["gateway_pending"].append(row.gateway_pending)
+            self.writer.add_sample_values(values)
+        instance = values[_INSTANCE]
+        preemptions = values[_PREEMPTIONS]
+        if preemptions is not None:
+            self.preemptions_by_instance[instance] = preemptions
+        waiting = values[_WAITING]
+        self._sample_t_s.append(values[_T_S])
+        self._sample_instance.append(instance)
+        self._sample_waiting.append(np.nan if waiting is None else waiting)
+        self._sample_pending.append(values[_PENDING])
 
     # -- summaries ---------------------------------------------------------------------------
     @property
@@ -395,7 +405,8 @@ class RunRecorder:
         """Summary metrics of the rows so far, and ``contention`` of the samples so far
         (:func:`runners.metrics.contention.contention`); ITL percentiles (over every token gap)
         only when ``include_itl``, since they cost a pass over all gaps."""
-        frame = self._rows.table().to_pandas()
+        # the columns the summary reads (not the request ids: a million strings in a big run)
+        frame = self._rows.table().select(list(SUMMARY_COLUMNS)).to_pandas()
         summary = summarize_requests(frame, preemptions=sum(self.preemptions_by_instance.values()))
         summary["itl_s"] = self.itl_distribution() if include_itl else distribution([])
         summary["requests_total"] = len(self.records)

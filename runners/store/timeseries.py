@@ -56,3 +56,49 @@ TIMESERIES_COLUMNS: dict[str, pa.DataType] = {
 }
 TIMESERIES_NAMES: tuple[str, ...] = tuple(TIMESERIES_COLUMNS)
 _row_values = attrgetter(*TIMESERIES_NAMES)
+
+
+#: The columns a simulated engine's sample fills (:func:`engine_sample_values`), in column order;
+#: the others (GPU memory, the in-engine scheduler's decisions) are None in its rows.
+ENGINE_SAMPLE_NAMES: tuple[str, ...] = (
+    "t_s",
+    "instance",
+    "kv_usage",
+    "running",
+    "waiting",
+    "preemptions",
+    "tokens_per_s",
+    "gateway_pending",
+    "in_flight",
+)
+if TIMESERIES_NAMES[: len(ENGINE_SAMPLE_NAMES)] != ENGINE_SAMPLE_NAMES:  # pragma: no cover - a definition error
+    raise AssertionError("TimeseriesRow's leading fields must be ENGINE_SAMPLE_NAMES")
+_UNSET_TAIL = (None,) * (len(TIMESERIES_NAMES) - len(ENGINE_SAMPLE_NAMES))
+
+
+def engine_sample_values(
+    t_s: float,
+    instance: int,
+    kv_usage: float,
+    running: int,
+    waiting: int,
+    preemptions: int,
+    tokens_per_s: float,
+    gateway_pending: int,
+    in_flight: int,
+) -> tuple:
+    """``TimeseriesRow(...).values()`` of a sample with only :data:`ENGINE_SAMPLE_NAMES` set (same
+    units), without building the row: the simulator takes one per instance every quarter second
+    of simulated time, a million in a long run."""
+    return (
+        t_s,
+        instance,
+        kv_usage,
+        running,
+        waiting,
+        preemptions,
+        tokens_per_s,
+        gateway_pending,
+        in_flight,
+        *_UNSET_TAIL,
+    )

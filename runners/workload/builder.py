@@ -135,9 +135,18 @@ class Workload:
     #: the task's dataset (after the same filters) that this run does not send, drawn on a
     #: stream of their own. Empty for a task whose run sends every conversation (or more).
     calibration: dict[str, list[int]] = field(default_factory=dict)
+    #: task -> (input, output) tokens of every request of the task, as :func:`build_workload`
+    #: drew them (in another order than ``requests``: :meth:`mean_lengths` sums integers, which
+    #: is exact in any order), for each task it sent; empty: read the requests
+    lengths: dict[str, tuple[np.ndarray, np.ndarray]] = field(default_factory=dict, repr=False)
 
     def mean_lengths(self, task: str) -> tuple[float, float] | None:
         """Mean (input, output) tokens of one task, or None if the task is absent."""
+        if self.lengths:  # build_workload's: every task it sent has its entry
+            if task not in self.lengths or not self.lengths[task][0].size:
+                return None
+            inputs, outputs = self.lengths[task]
+            return float(np.mean(inputs)), float(np.mean(outputs))
         chosen = [r for r in self.requests if r.task == task]
         if not chosen:
             return None
@@ -197,11 +206,17 @@ def build_workload(
     chosen: list[ConversationPair] = []
     reports: dict[str, dict[str, Any]] = {}
     calibration: dict[str, list[int]] = {}
+    lengths: dict[str, tuple[np.ndarray, np.ndarray]] = {}
     for task in TASKS:
         if counts[task] == 0:
             continue
         pairs, report = load_pairs(getattr(config, task), task, counter, filters)
         indices, oversampled = _sample(pairs, counts[task], rng)
+        drawn = np.asarray(indices, dtype=np.int64)
+        lengths[task] = (
+            np.fromiter((pair.input_tokens for pair in pairs), np.int64, len(pairs))[drawn],
+            np.fromiter((pair.output_tokens for pair in pairs), np.int64, len(pairs))[drawn],
+        )
         calibration[task] = _calibration_outputs(pairs, indices, calibration_rng)
         reports[task] = report.as_dict() | {
             "sampled": counts[task],
@@ -237,7 +252,7 @@ def build_workload(
                 kinds[task],
             )
         )
-    workload = Workload(requests, reports, synthetic=config.is_synthetic, calibration=calibration)
+    workload = Workload(requests, reports, synthetic=config.is_synthetic, calibration=calibration, lengths=lengths)
     if slos is None:
         slos = slos_for(workload)  # type: ignore[operator]
         _check_slos(counts, slos)
