@@ -170,6 +170,26 @@ def pooled_cdf_cached(
     return pooled_cdfs(members, column, log_x), problems
 
 
+@st.cache_resource(show_spinner=False, max_entries=64)
+def metric_bars_cached(root: str, study_id: str, stamp: float, key: str, _record: StudyRecord):
+    """Bars of metric ``key`` over seeds (:func:`metric_bars`), made once per version of the
+    study's study.json (``stamp``), not on every rerun of the page (issue 28)."""
+    return metric_bars(_record, key)
+
+
+@st.cache_data(show_spinner=False, max_entries=32)
+def study_tables_cached(
+    root: str, study_id: str, stamp: float, _record: StudyRecord, _summaries: dict[str, RunSummary]
+) -> tuple[str | None, list[tuple[Any, str]], bytes]:
+    """(note on partial members, [(rate, statistics HTML)], statistics CSV) of the study, made once
+    per version of its study.json (``stamp``; the members' summaries are read per version too)."""
+    partial = partial_members(_record, _summaries)
+    frames = study_frames(_record, partial)
+    csv = pd.concat([table.assign(rate_rps=rate) for rate, table in frames]).drop(columns="judged")
+    tables = [(rate, statistics_html(table)) for rate, table in frames]
+    return partial_members_note(_record, partial), tables, csv.to_csv(index=False).encode()
+
+
 def styled_verdicts(table: pd.DataFrame):
     """The table without its helper columns, verdicts coloured (better green, worse red, no
     difference grey; never for the baseline or a metric that describes the setting)."""
@@ -355,7 +375,9 @@ with st.expander("Manage a run: config, rename, delete"):
             st.error(f"{target} is {entry.status}: {entry.problem}")
         else:
             try:
-                managed = result_store.load_run(ROOT, target).config
+                # the cached reader: this expander shows on every rerun, and reading the run's
+                # tables again each time cost every rerun of the page (issue 28)
+                managed = load_run_cached(str(ROOT / target), summary_stamp(ROOT / target)).config
                 st.json(managed.get("config") or managed.get("imported") or {}, expanded=False)
             except SchedlabError as exc:
                 st.error(str(exc))
@@ -422,7 +444,7 @@ def show_study(record: StudyEntry) -> None:
     if empty is not None:  # no verdicts on 0 of 0 seeds, no empty charts
         st.info(empty)
         return
-    _study_tables(record, counts["rates"], summaries)
+    _study_tables(record, counts["rates"], summaries, stamp)
     _study_charts(record, counts, stamp)
     if counts["rates"]:
         _study_sweep(record, summaries)
@@ -485,22 +507,20 @@ def _study_header(
         st.info(SINGLE_SEED_NOTE)
 
 
-def _study_tables(record: StudyRecord, rates: list, summaries: dict[str, RunSummary]) -> None:
+def _study_tables(record: StudyRecord, rates: list, summaries: dict[str, RunSummary], stamp: float) -> None:
     """The statistics tables (one per rate, each grouped by metric, headline first) with the
     partial members named beside them, and their CSV."""
     study_id = record.study_id
-    partial = partial_members(record, summaries)
-    note = partial_members_note(record, partial)
+    note, tables, csv = study_tables_cached(str(ROOT), study_id, stamp, record, summaries)
     if note:  # issue 27: a partial member never passes for a whole one
         st.warning(note, icon="⚠️")
-    frames = study_frames(record, partial)
-    for index, (rate, table) in enumerate(frames):
+    for index, (rate, table_html) in enumerate(tables):
         if rates:
             st.markdown(f"**At {format(rate, '.4g')} req/s**")
         # HTML tables: every row in the page's flow (no inner scroll), verdict and k of n beside the
         # metric's name, cells that wrap on a narrow page (issue 27 defect 2)
         with st.container(key=f"study_table_{index}"):
-            st.markdown(statistics_html(table), unsafe_allow_html=True)
+            st.markdown(table_html, unsafe_allow_html=True)
     st.caption(
         "verdict: better or worse when the 95% interval of the change excludes 0, else no difference. "
         "seeds better: k of n seeds where the scheduler beat the baseline. (n k) beside a mean: only k "
@@ -510,11 +530,10 @@ def _study_tables(record: StudyRecord, rates: list, summaries: dict[str, RunSumm
         "Fieller's interval below 10 paired seeds, bootstrap (BCa) from 10. "
         f"{CUT_NOTE}."
     )
-    csv = pd.concat([table.assign(rate_rps=rate) for rate, table in frames]).drop(columns="judged")
     download(
         st,
         "Download statistics (CSV)",
-        csv.to_csv(index=False).encode(),
+        csv,
         f"{study_id}.csv",
         "text/csv",
         key="study_csv",
@@ -536,7 +555,8 @@ def _study_charts(record: StudyRecord, counts: dict, stamp: float) -> None:
     left, right = st.columns(2)
     for index, label in enumerate(picked):
         with left if index % 2 == 0 else right:
-            st.plotly_chart(metric_bars(record, labels[label]), key=f"study-bars-{labels[label]}")
+            figure = metric_bars_cached(str(ROOT), study_id, stamp, labels[label], record)
+            st.plotly_chart(figure, key=f"study-bars-{labels[label]}")
 
     cdf_labels = {entry.label: entry.key for entry in REQUEST_METRICS}
     columns = st.columns([2, 1, 2])

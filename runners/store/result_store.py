@@ -31,19 +31,24 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from stat import S_ISREG
+from typing import TYPE_CHECKING, Any
 
-import pandas as pd
-import pyarrow as pa
-import pyarrow.parquet as pq
 from pydantic import BaseModel, ValidationError
 
 from runners.errors import ConfigError, SchedlabError
 from runners.store.models import SUMMARY_SCHEMA_VERSION, RunEntry, RunSummary, record_json
 from runners.store.run_ids import RUN_ID_PATTERN, validate_run_id
 
-# the time-series row is the drivers' (one typed row, its columns derived from it)
-from runners.store.timeseries import TIMESERIES_COLUMNS
+if TYPE_CHECKING:  # pandas and pyarrow load where tables are read or written (issue 28): listing
+    # runs, reading a summary or refusing a run id imports neither
+    import pandas as pd
+    import pyarrow as pa
+
+    #: The ``requests.parquet`` columns, in order, with their Arrow types (:func:`request_columns`).
+    REQUEST_COLUMNS: dict[str, pa.DataType]
+    #: The ``timeseries.parquet`` columns (runners.store.timeseries, the drivers' typed row).
+    TIMESERIES_COLUMNS: dict[str, pa.DataType]
 
 #: Version 2 added, without removing or renaming anything of version 1: ``resolved.tokenization`` in
 #: config.json of real-engine runs, and imported runs (``summary.imported``; their config.json holds
@@ -71,26 +76,28 @@ from runners.store.timeseries import TIMESERIES_COLUMNS
 SCHEMA_VERSION = SUMMARY_SCHEMA_VERSION
 DEFAULT_RESULTS_DIR = Path(os.environ.get("SCHEDLAB_RESULTS_DIR") or Path(__file__).resolve().parents[2] / "results")
 
-REQUEST_COLUMNS: dict[str, pa.DataType] = {
-    "request_id": pa.string(),
-    "task": pa.string(),
-    "arrival_s": pa.float64(),
-    "dispatch_s": pa.float64(),
-    "first_token_s": pa.float64(),
-    "finish_s": pa.float64(),
-    "input_tokens": pa.int64(),
-    "output_tokens": pa.int64(),
-    "target_output_tokens": pa.int64(),
-    "ttft_s": pa.float64(),
-    "tpot_s": pa.float64(),
-    "e2e_s": pa.float64(),
-    "queue_s": pa.float64(),
-    "slo_met": pa.bool_(),
-    "instance": pa.int64(),
-    "slices": pa.int64(),
-    "error": pa.string(),
-    "preemptions": pa.int64(),
-    "itl_max_s": pa.float64(),
+#: The ``requests.parquet`` columns, in order, and their Arrow type names (:func:`request_columns`
+#: gives the types; :data:`REQUEST_COLUMNS` is that mapping, made on first use).
+REQUEST_COLUMN_TYPES: dict[str, str] = {
+    "request_id": "string",
+    "task": "string",
+    "arrival_s": "float64",
+    "dispatch_s": "float64",
+    "first_token_s": "float64",
+    "finish_s": "float64",
+    "input_tokens": "int64",
+    "output_tokens": "int64",
+    "target_output_tokens": "int64",
+    "ttft_s": "float64",
+    "tpot_s": "float64",
+    "e2e_s": "float64",
+    "queue_s": "float64",
+    "slo_met": "bool_",
+    "instance": "int64",
+    "slices": "int64",
+    "error": "string",
+    "preemptions": "int64",
+    "itl_max_s": "float64",
 }
 STATUSES = ("running", "done", "failed", "cancelled")
 INTERRUPTED = "interrupted"  # computed when read: status running, but the writer process is gone
@@ -99,7 +106,39 @@ INCOMPLETE = "incomplete"  # computed when read: a run folder with no (or an emp
 SUMMARY_MAX_BYTES = 16 * 2**20  # a summary is a few kB; anything this big is not one
 
 
+def request_columns() -> dict[str, pa.DataType]:
+    """The ``requests.parquet`` columns, in order, with their Arrow types (imports pyarrow; made
+    once, the same mapping every time)."""
+    columns: dict[str, pa.DataType] | None = globals().get("REQUEST_COLUMNS")
+    if columns is None:
+        import pyarrow as pa
+
+        columns = {name: getattr(pa, kind)() for name, kind in REQUEST_COLUMN_TYPES.items()}
+        globals()["REQUEST_COLUMNS"] = columns
+    return columns
+
+
+def timeseries_columns() -> dict[str, pa.DataType]:
+    """The ``timeseries.parquet`` columns with their Arrow types (runners.store.timeseries, which
+    imports pyarrow)."""
+    from runners.store.timeseries import TIMESERIES_COLUMNS
+
+    return TIMESERIES_COLUMNS
+
+
+def __getattr__(name: str) -> Any:
+    """:data:`REQUEST_COLUMNS` and :data:`TIMESERIES_COLUMNS`, made when first asked for (they
+    need pyarrow)."""
+    if name == "REQUEST_COLUMNS":
+        return request_columns()
+    if name == "TIMESERIES_COLUMNS":
+        return timeseries_columns()
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
+
 def _schema(columns: dict[str, pa.DataType]) -> pa.Schema:
+    import pyarrow as pa
+
     return pa.schema([pa.field(name, dtype) for name, dtype in columns.items()])
 
 
@@ -134,6 +173,8 @@ def write_text_atomic(path: Path, text: str, durable: bool = True) -> None:
 
 
 def _write_parquet_atomic(path: Path, table: pa.Table) -> None:
+    import pyarrow.parquet as pq
+
     temporary = path.with_name(f".{path.name}.tmp")
     pq.write_table(table, temporary)
     os.replace(temporary, path)
@@ -142,6 +183,8 @@ def _write_parquet_atomic(path: Path, table: pa.Table) -> None:
 def table_from_rows(rows: list[tuple], schema: pa.Schema) -> pa.Table:
     """A table of ``rows``, each a tuple of values in ``schema``'s column order (None: null);
     every column converted as :meth:`pyarrow.Table.from_pylist` converts it."""
+    import pyarrow as pa
+
     if not rows:
         return schema.empty_table()
     columns = list(zip(*rows))
@@ -201,6 +244,8 @@ class _PartedTable:
         """``rows`` as a table; when one holds a value its column cannot (an integer past int64,
         text in a number column), that row alone is left out and counted in ``rejected``, so one
         bad value never costs the others."""
+        import pyarrow as pa
+
         try:
             return table_from_rows(rows, self.schema)
         except (OverflowError, TypeError, ValueError, pa.ArrowException):
@@ -216,6 +261,9 @@ class _PartedTable:
 
     def merge(self) -> None:
         """Write ``<stem>.parquet`` from all parts and the buffer, then remove the parts."""
+        import pyarrow as pa
+        import pyarrow.parquet as pq
+
         self.flush()
         parts = sorted(self.folder.glob(f"{self.stem}.part-*.parquet"))
         cached = self.cached or {}
@@ -322,8 +370,8 @@ class RunWriter:
         self.folder = self.root / run_id
         self._make_folder()
         self.header = {"schema_version": SCHEMA_VERSION, "run_id": run_id, **header, "writer": writer_identity()}
-        self.requests = _PartedTable(self.folder, "requests", REQUEST_COLUMNS)
-        self.timeseries = _PartedTable(self.folder, "timeseries", TIMESERIES_COLUMNS)
+        self.requests = _PartedTable(self.folder, "requests", request_columns())
+        self.timeseries = _PartedTable(self.folder, "timeseries", timeseries_columns())
         self.flush_rows = flush_rows
         self.flush_seconds = flush_seconds
         self._last_flush = self._last_summary = time.monotonic()
@@ -384,6 +432,8 @@ class RunWriter:
 
     def close(self, status: str, summary_fields: dict[str, Any], error: str | None = None) -> None:
         """Merge the parts and write the final summary with ``status`` (and ``error``)."""
+        import pyarrow as pa
+
         if status not in STATUSES:
             raise ValueError(f"status must be one of {STATUSES}")
         problems = []
@@ -466,6 +516,16 @@ SUMMARY_FIELDS: dict[str, str] = {
 _NUMBER_MAPPINGS = ("slo_attainment_by_task", "ttft_s", "tpot_s", "e2e_s", "queue_s", "itl_s")
 
 
+#: Per kind, the exact types (JSON's) :func:`_has_type` accepts without a closer look.
+_PLAIN_TYPES: dict[str, tuple[type, ...]] = {
+    _TEXT: (str,),
+    _FLAG: (bool,),
+    _MAPPING: (dict,),
+    _NUMBER: (int, float),
+    _INTEGER: (int,),
+}
+
+
 def _has_type(value: Any, kind: str) -> bool:
     if value is None:
         return True
@@ -491,6 +551,8 @@ def summary_problem(summary: Any) -> str | None:
         return f"summary.json holds {type(summary).__name__ if summary is not None else 'null'}, not an object"
     for name, kind in SUMMARY_FIELDS.items():
         value = summary.get(name)
+        if value is None or type(value) in _PLAIN_TYPES[kind]:  # what JSON gives: no call needed
+            continue
         if not _has_type(value, kind):
             return f"summary.json: {name} is {_shown(value)}; expected {kind}"
     for name in _NUMBER_MAPPINGS:
@@ -549,13 +611,20 @@ def read_json_object(path: Path, max_bytes: int | None = SUMMARY_MAX_BYTES) -> d
 
 
 def read_table(
-    folder: Path, stem: str, columns: dict[str, pa.DataType], read: Callable[[Path], pa.Table] = pq.read_table
+    folder: Path, stem: str, columns: dict[str, pa.DataType], read: Callable[[Path], pa.Table] | None = None
 ) -> pd.DataFrame:
     """Rows of ``<stem>``: the merged file once the run has ended, else every part so far. A run
     may merge (and delete) its parts while they are listed; the read is then tried again.
     ``read`` reads one file (the live view passes a cached reader). A file that is not a
     readable table raises SchedlabError naming it. A column of ``columns`` that the file lacks
-    (written by an older schema version) is added as nulls of its type."""
+    (written by an older schema version) is added as nulls of its type. ``read`` None:
+    :func:`pyarrow.parquet.read_table`."""
+    import pyarrow as pa
+
+    if read is None:
+        import pyarrow.parquet as pq
+
+        read = pq.read_table
     for _ in range(3):
         try:
             merged = folder / f"{stem}.parquet"
@@ -575,6 +644,9 @@ def _with_columns(frame: pd.DataFrame, columns: dict[str, pa.DataType]) -> pd.Da
     missing = [name for name in columns if name not in frame.columns]
     if not missing:
         return frame
+    import pandas as pd
+    import pyarrow as pa
+
     nulls = pa.table({name: pa.nulls(len(frame), columns[name]) for name in missing}).to_pandas()
     nulls.index = frame.index
     return pd.concat([frame, nulls], axis=1)
@@ -586,6 +658,8 @@ def empty_frame(columns: dict[str, pa.DataType]) -> pd.DataFrame:
 
 
 def _read_one(read: Callable[[Path], pa.Table], path: Path) -> pa.Table:
+    import pyarrow as pa
+
     try:
         return read(path)
     except FileNotFoundError:
@@ -602,15 +676,35 @@ def _first_line(exc: BaseException) -> str:
 _ROW_COUNTS: dict[tuple[str, int, int], int] = {}
 
 
+def _footer_rows(path: Path) -> int:
+    """Rows in the parquet file ``path``, from its footer: what ``pyarrow.parquet.read_metadata``
+    gives (same errors), through the reader it wraps, without its file-system lookup (a third of
+    the time of listing runs: issue 28)."""
+    try:
+        from pyarrow._parquet import ParquetReader
+    except ImportError:  # a pyarrow without it: the public call
+        import pyarrow.parquet as pq
+
+        return pq.read_metadata(path).num_rows
+    reader = ParquetReader()
+    reader.open(str(path))
+    try:
+        return reader.metadata.num_rows
+    finally:
+        reader.close()
+
+
 def _file_rows(path: Path) -> int:
     """Rows in one parquet file, from its footer (kept by path, size and mtime)."""
     stat = path.stat()
     key = (str(path), stat.st_size, stat.st_mtime_ns)
     if key not in _ROW_COUNTS:
-        if not path.is_file():
+        if not S_ISREG(stat.st_mode):  # Path.is_file of the same stat
             raise SchedlabError(f"{path}: not a file")
+        import pyarrow as pa
+
         try:
-            rows = pq.read_metadata(path).num_rows
+            rows = _footer_rows(path)
         except (pa.ArrowException, OSError, ValueError) as exc:
             raise SchedlabError(f"{path.name}: not a readable table ({_first_line(exc)})") from None
         if len(_ROW_COUNTS) > 4096:
@@ -725,11 +819,23 @@ def folder_entries(base: Path) -> list[str]:
 def _run_names(base: Path) -> list[str]:
     """Names of the run folders (and run-like entries) in ``base``: valid ids only."""
     names = []
-    for name in folder_entries(base):
+    try:
+        with os.scandir(base) as listing:  # the entries' types come with the listing: no stat each
+            entries = list(listing)
+    except FileNotFoundError:
+        return []
+    except OSError as exc:
+        raise SchedlabError(f"{base}: cannot read the results folder ({exc.strerror or exc})") from None
+    for entry in entries:
+        name = entry.name
         if not RUN_ID_PATTERN.match(name):
             continue
+        try:
+            link, folder = entry.is_symlink(), entry.is_dir()
+        except OSError:
+            link, folder = False, False
         path = base / name
-        if path.is_symlink() or (path.is_dir() and (_is_run_folder(path) or _is_empty(path))):
+        if link or (folder and (_is_run_folder(path) or _is_empty(path))):
             names.append(name)  # an empty folder: a run cut short before its first file (incomplete)
     return names
 
@@ -804,8 +910,8 @@ def load_run(root: str | Path, run: str, allow_path: bool = False) -> RunData:
         folder=folder,
         config=read_json_object(folder / "config.json"),
         summary=summary,
-        requests=read_table(folder, "requests", REQUEST_COLUMNS),
-        timeseries=read_table(folder, "timeseries", TIMESERIES_COLUMNS),
+        requests=read_table(folder, "requests", request_columns()),
+        timeseries=read_table(folder, "timeseries", timeseries_columns()),
     )
 
 
