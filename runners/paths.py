@@ -4,7 +4,14 @@ caller's own "not found" error, naming the field or file, is what the user sees.
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
+
+
+def default_results_dir() -> Path:
+    """The results folder when none is given: ``$SCHEDLAB_RESULTS_DIR``, else ``results/`` in the
+    repository (read when called). :data:`runners.store.result_store.DEFAULT_RESULTS_DIR` holds it."""
+    return Path(os.environ.get("SCHEDLAB_RESULTS_DIR") or Path(__file__).resolve().parents[1] / "results")
 
 
 def is_file(path: str | Path) -> bool:

@@ -375,10 +375,12 @@ def _tokenization_lines(config: Any) -> list[str]:
 def command_show(args: argparse.Namespace) -> int:
     from runners.json_values import is_stored
     from runners.store.result_store import load_run
-    from runners.study.runner import find_study, read_study
+    from runners.study.files import find_study
 
     study = find_study(args.out, args.run)
     if study is not None:
+        from runners.study.runner import read_study
+
         record = read_study(study)
         print(f"study {record.study_id} ({record.status}) in {study}")
         _print_study(record, args.out)
@@ -402,7 +404,8 @@ def command_compare(args: argparse.Namespace) -> int:
     from runners.metrics.seed_statistics import SINGLE_SEED_NOTE
     from runners.run.knowledge import scheduler_display
     from runners.store.result_store import load_run
-    from runners.study.runner import find_study, read_study
+    from runners.study.files import find_study
+    from runners.study.runner import read_study
 
     studies = [find_study(args.out, name) for name in args.runs]
     if any(studies):
@@ -837,11 +840,12 @@ def make_parser(argv: Sequence[str] | None = None) -> argparse.ArgumentParser:
 def _results_defaults(args: argparse.Namespace) -> None:
     """Fill the results-folder flags left out with the result store's folder (read now, not when
     the parser is built)."""
+    store = sys.modules.get("runners.store.result_store")  # loaded (a test may have set its folder): its value
     for flag in ("out", "results"):
         if flag in vars(args) and getattr(args, flag) is None:
-            from runners.store.result_store import DEFAULT_RESULTS_DIR
+            from runners.paths import default_results_dir
 
-            setattr(args, flag, str(DEFAULT_RESULTS_DIR))
+            setattr(args, flag, str(store.DEFAULT_RESULTS_DIR if store else default_results_dir()))
 
 
 def main(argv: Sequence[str] | None = None) -> int:

@@ -58,7 +58,6 @@ from dataclasses import asdict, dataclass
 from typing import Any, Literal
 
 import numpy as np
-from scipy import stats
 
 CONFIDENCE = 0.95
 BOOTSTRAP_RESAMPLES = 9_999
@@ -128,6 +127,8 @@ def _finite(value: Any) -> float | None:
 def mean_interval(values: Sequence[float], confidence: float = CONFIDENCE) -> tuple[float, float] | None:
     """The Student t interval of the mean of ``values`` (at least two); [mean, mean] when they do
     not vary; None for fewer than two values."""
+    from scipy import stats  # imported where used: 1 s of imports a single run never needs
+
     array = np.asarray(values, dtype=float)
     if array.size < 2:
         return None
@@ -158,6 +159,8 @@ def paired_test(differences: Sequence[float]) -> tuple[float | None, str | None]
     """The two-sided p value of "the mean paired difference is 0" and the test's name (see the
     module docstring): paired Student t from :data:`PAIRED_T_MIN_PAIRS` differences up, the exact
     sign-flip permutation test below; (None, None) for fewer than two differences."""
+    from scipy import stats  # imported where used: 1 s of imports a single run never needs
+
     array = np.asarray(differences, dtype=float)
     if array.size < 2:
         return None, None
@@ -265,6 +268,8 @@ def fieller_interval(
     """Fieller's interval for mean(other) / mean(base) over paired values (at least two pairs;
     the ratio itself, not minus 1), see the module docstring; None when it is unbounded (the
     base's mean is not significantly different from 0 at ``confidence``)."""
+    from scipy import stats  # imported where used: 1 s of imports a single run never needs
+
     b = np.asarray(base, dtype=float)
     o = np.asarray(other, dtype=float)
     n = b.size
@@ -291,6 +296,8 @@ def relative_change(
 ) -> RelativeChange:
     """``other`` relative to ``baseline`` (both seed -> value, paired by seed), see the module
     docstring: Fieller's interval below :data:`BCA_MIN_PAIRS` pairs, BCa from there."""
+    from scipy import stats  # imported where used: 1 s of imports a single run never needs
+
     seeds = sorted(set(baseline) & set(other), key=str)
     pairs = [
         (b, o)

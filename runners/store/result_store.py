@@ -37,6 +37,7 @@ from typing import TYPE_CHECKING, Any
 from pydantic import BaseModel, ValidationError
 
 from runners.errors import ConfigError, SchedlabError
+from runners.paths import default_results_dir
 from runners.store.models import SUMMARY_SCHEMA_VERSION, RunEntry, RunSummary, record_json
 from runners.store.run_ids import RUN_ID_PATTERN, validate_run_id
 
@@ -74,7 +75,7 @@ if TYPE_CHECKING:  # pandas and pyarrow load where tables are read or written (i
 #: value ``output_prior: workload`` is read as ``workload-oracle``, what it always was. A run
 #: written before version 5 has no ``oracle``: whether it used one is in its config.json.
 SCHEMA_VERSION = SUMMARY_SCHEMA_VERSION
-DEFAULT_RESULTS_DIR = Path(os.environ.get("SCHEDLAB_RESULTS_DIR") or Path(__file__).resolve().parents[2] / "results")
+DEFAULT_RESULTS_DIR = default_results_dir()
 
 #: The ``requests.parquet`` columns, in order, and their Arrow type names (:func:`request_columns`
 #: gives the types; :data:`REQUEST_COLUMNS` is that mapping, made on first use).

@@ -74,6 +74,7 @@ from runners.store.result_store import (
 )
 from runners.store.run_ids import RUN_ID_PATTERN, validate_run_id
 from runners.study.executors import Execution, MemberTask, Outcome, choose_execution, run_members
+from runners.study.files import STUDY_FILE
 from runners.study.plan import StudyMember, StudyPlan
 from runners.timestamps import id_stamp, utc_stamp
 
@@ -84,7 +85,6 @@ if TYPE_CHECKING:
 #: lacks ``oracles``: scheduler -> the oracles its runs used, runners.run.knowledge; its members'
 #: runs were written before result schema 5, so their G left failed requests out).
 STUDY_SCHEMA_VERSIONS_READ = (1, 2, 3)
-STUDY_FILE = "study.json"
 #: A study of more runs than this needs confirmation (CLI ``--yes``).
 MAX_RUNS_UNCONFIRMED = 1_000
 #: Runs that did not end done listed by name under a study's table (the rest are counted).
@@ -518,24 +518,6 @@ def run_study(
 
 
 # -- reading and showing ---------------------------------------------------------------------------
-def find_study(root: str | Path, name: str) -> Path | None:
-    """The folder of study ``name`` (an id inside ``root``, or a path to a study folder) when it
-    holds study.json; None otherwise (then it may be a run)."""
-    if not isinstance(name, str) or not name.strip():
-        return None
-    candidates = []
-    if RUN_ID_PATTERN.match(name):
-        candidates.append(results_folder(root) / name)
-    candidates.append(Path(name))
-    for folder in candidates:
-        try:
-            if not folder.is_symlink() and (folder / STUDY_FILE).is_file():
-                return folder
-        except OSError:
-            continue
-    return None
-
-
 def read_study(folder: Path) -> StudyRecord:
     """study.json of ``folder`` as its :class:`StudyRecord`, checked for the fields the CLI and
     pages read (SchedlabError, one line, naming the file and the field otherwise), with the live
