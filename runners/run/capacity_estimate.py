@@ -57,7 +57,7 @@ from typing import TYPE_CHECKING, Any, overload
 import numpy as np
 
 from runners.engines.latency_model import LatencyModel
-from runners.workload.builder import WorkloadConfig
+from runners.workload.config import WorkloadConfig
 from runners.workload.conversations import load_pairs
 from runners.workload.slo import TASKS
 from runners.workload.tokens import make_token_counter

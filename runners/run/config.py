@@ -17,7 +17,7 @@ from runners.engines.sim_config import SimulatorConfig
 from runners.errors import ConfigError, format_validation_error
 from runners.input_model import MAX_SEED, InputModel, field_error
 from runners.store.run_ids import validate_run_id
-from runners.workload.builder import WorkloadConfig
+from runners.workload.config import WorkloadConfig
 from runners.workload.slo import SLOConfig
 
 

@@ -15,14 +15,16 @@ from __future__ import annotations
 import csv
 import json
 from pathlib import Path
-from typing import Literal
+from typing import TYPE_CHECKING, Literal
 
-import numpy as np
 from pydantic import Field, model_validator
 
 from runners import paths
 from runners.errors import ConfigError, DatasetError
 from runners.input_model import InputModel
+
+if TYPE_CHECKING:
+    import numpy as np
 
 ArrivalProcess = Literal["all-at-once", "poisson", "gamma", "constant", "replay"]
 #: The processes that take a rate (requests per second).
@@ -63,6 +65,8 @@ def read_timestamps(path: str | Path) -> np.ndarray:
     A CSV header is allowed; the column ``arrival_s`` or ``timestamp`` is used when present,
     else the first column. Timestamps must be finite and non-decreasing.
     """
+    import numpy as np
+
     file = Path(path)
     if not paths.is_file(file):
         raise DatasetError(str(file), "replay file not found (expected one timestamp in seconds per line)")
@@ -125,6 +129,8 @@ def read_timestamps(path: str | Path) -> np.ndarray:
 
 def arrival_times(config: ArrivalConfig, count: int, seed: int) -> np.ndarray:
     """``count`` arrival times in seconds, non-decreasing, the first at 0."""
+    import numpy as np
+
     if count <= 0:
         return np.zeros(0)
     rng = np.random.default_rng(seed)

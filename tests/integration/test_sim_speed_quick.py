@@ -21,7 +21,8 @@ from runners.engines.simulator import SimulatedInstance, _decode_step_time
 from runners.run.benchmark import execute_run
 from runners.run.config import parse_config
 from runners.store.timeseries import TimeseriesRow, engine_sample_values
-from runners.workload.builder import Workload, WorkloadConfig, build_workload
+from runners.workload.builder import Workload, build_workload
+from runners.workload.config import WorkloadConfig
 from runners.workload.slo import TaskSLO
 
 ROOT = Path(__file__).resolve().parents[2]

@@ -22,7 +22,8 @@ from runners.run.config import parse_config
 from runners.store import result_store
 from runners.store.recording import RunRecorder
 from runners.store.result_store import RunWriter
-from runners.workload.builder import WorkloadConfig, build_workload
+from runners.workload.builder import build_workload
+from runners.workload.config import WorkloadConfig
 from runners.workload.conversations import iter_entries_from_file, read_entries_from_file
 from runners.workload.requests import Request
 from runners.workload.slo import TaskSLO

@@ -13,7 +13,8 @@ from runners.run.benchmark import _calibrated_engine_params, execute_run
 from runners.run.config import parse_config
 from runners.run.knowledge import oracle_tag, scheduler_display
 from runners.schedulers.in_engine import EngineDynamicMemoryPolicyParams
-from runners.workload.builder import CALIBRATION_SAMPLE, WorkloadConfig, build_workload
+from runners.workload.builder import CALIBRATION_SAMPLE, build_workload
+from runners.workload.config import WorkloadConfig
 from runners.workload.slo import TaskSLO
 
 SLOS = {"chat": TaskSLO(e2e_s=10.0), "code": TaskSLO(e2e_s=10.0)}

@@ -11,7 +11,8 @@ import pytest
 
 from runners.errors import ConfigError, DatasetError
 from runners.workload.arrivals import ArrivalConfig, arrival_times, read_timestamps
-from runners.workload.builder import MixRatio, WorkloadConfig, build_workload
+from runners.workload.builder import build_workload
+from runners.workload.config import MixRatio, WorkloadConfig
 from runners.workload.conversations import (
     SYNTHETIC_FILES,
     DatasetSource,
