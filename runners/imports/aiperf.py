@@ -30,7 +30,8 @@ from pathlib import Path
 from typing import Any
 
 from runners.imports.base import Definition, ImportedRun, ImportFormatError, RequestTimes, number
-from runners.json_values import as_dict, as_list
+
+# runners.json_values (pydantic) is imported where used, so listing the importers (`import --help`) does not load it
 
 NAME = "aiperf"
 RECORDS_NAME = "aiperf-records"
@@ -59,6 +60,8 @@ def sniff(data: Any) -> str | None:
 
 def parse(path: Path, data: dict[str, Any], tool_version: str | None = None) -> list[ImportedRun]:
     """The run of an aggregate export: run-level figures only, mapped where they are ours."""
+    from runners.json_values import as_dict
+
     run = _aggregate_run(data, tool_version, [])
     run.notes.append("aggregate file only: run-level figures; import profile_export.jsonl for per-request data")
     figures = 0
@@ -86,6 +89,8 @@ def parse(path: Path, data: dict[str, Any], tool_version: str | None = None) -> 
 
 
 def _aggregate_run(data: dict[str, Any], tool_version: str | None, requests: list[RequestTimes]) -> ImportedRun:
+    from runners.json_values import as_dict, as_list
+
     config = as_dict(data.get("input_config"))
     phases = as_list(config.get("phases"))
     rate, process = None, None
@@ -153,14 +158,7 @@ def sniff_records(lines: Any) -> str | None:
 def parse_records(path: Path, lines: list[Any], tool_version: str | None = None) -> list[ImportedRun]:
     """The run of a ``profile_export.jsonl``; the AIPerf version and rate come from the
     ``profile_export_aiperf.json`` beside it when there is one (it is only read)."""
-    aggregate: dict[str, Any] = {}
-    beside = path.with_name(AGGREGATE_FILE)
-    if beside.is_file() and beside != path:
-        try:
-            loaded = json.loads(beside.read_text(encoding="utf-8"))
-            aggregate = loaded if isinstance(loaded, dict) else {}
-        except (OSError, ValueError):
-            aggregate = {}
+    aggregate = aggregate_beside(path)
     records = []
     for index, line in enumerate(lines, start=1):
         if not isinstance(line, dict) or not isinstance(line.get("metadata"), dict):
@@ -173,7 +171,23 @@ def parse_records(path: Path, lines: list[Any], tool_version: str | None = None)
         records.append((index, line))
     if not records:
         raise ImportFormatError(f"{path}: AIPerf records, but none of the profiling phase")
-    raw = [_record(path, index, line) for index, line in records]
+    return records_run(aggregate, tool_version, [read_record(path, index, line) for index, line in records])
+
+
+def aggregate_beside(path: Path) -> dict[str, Any]:
+    """The ``profile_export_aiperf.json`` beside ``path`` (empty when there is none or it is unreadable)."""
+    beside = path.with_name(AGGREGATE_FILE)
+    if beside.is_file() and beside != path:
+        try:
+            loaded = json.loads(beside.read_text(encoding="utf-8"))
+            return loaded if isinstance(loaded, dict) else {}
+        except (OSError, ValueError):
+            return {}
+    return {}
+
+
+def records_run(aggregate: dict[str, Any], tool_version: str | None, raw: list[dict[str, Any]]) -> list[ImportedRun]:
+    """The run of the profiling records ``raw`` (:func:`record_item`'s, in file order)."""
     origin = min(item["arrival"] for item in raw)
     requests = [
         RequestTimes(
@@ -202,7 +216,7 @@ def parse_records(path: Path, lines: list[Any], tool_version: str | None = None)
     return [run]
 
 
-def _record(path: Path, index: int, line: dict[str, Any]) -> dict[str, Any]:
+def read_record(path: Path, index: int, line: dict[str, Any]) -> dict[str, Any]:
     metadata, metrics = line["metadata"], line.get("metrics") or {}
     where = f"{path}: line {index}"
     sent = metadata.get("request_start_ns")
@@ -232,18 +246,49 @@ def _record(path: Path, index: int, line: dict[str, Any]) -> dict[str, Any]:
         if scale is None or not all(number(gap) is not None for gap in gaps_entry["value"]):
             raise ImportFormatError(f"{where}: inter_chunk_latency is not a list of numbers in ms")
         gaps = [float(gap) * scale for gap in gaps_entry["value"]]
-    end = metadata.get("request_end_ns")
+    return record_item(
+        metadata.get("x_request_id"),
+        index,
+        arrival,
+        sent,
+        ttft,
+        latency,
+        metadata.get("request_end_ns"),
+        _metric_value(metrics, "input_sequence_length"),
+        output,
+        gaps,
+        message,
+        usage is None,
+    )
+
+
+def record_item(
+    request_id: Any,
+    index: int,
+    arrival: int,
+    sent: int,
+    ttft: float | None,
+    latency: float | None,
+    end: Any,
+    input_tokens: float | None,
+    output: float | None,
+    gaps: Any,
+    message: str | None,
+    no_usage: bool,
+) -> dict[str, Any]:
+    """One profiling record's times (Unix nanoseconds; ``ttft``, ``latency`` in seconds from
+    sending), token counts and chunk gaps (seconds), from :func:`read_record` or the columnar reader."""
     return {
-        "id": str(metadata.get("x_request_id") or index),
+        "id": str(request_id or index),
         "arrival": arrival,
         "sent": sent,
         "first": None if message or ttft is None else sent + round(ttft * 1e9),
         "finish": (sent + round(latency * 1e9)) if latency is not None else (end if isinstance(end, int) else None),
-        "input": int(_metric_value(metrics, "input_sequence_length") or 0),
+        "input": int(input_tokens or 0),
         "output": int(output or 0),
         "gaps": gaps,
         "error": message,
-        "client_count": usage is None and not message,
+        "client_count": no_usage and not message,
     }
 
 
@@ -283,6 +328,8 @@ def _mean_seconds(entry: Any) -> float | None:
 
 
 def _workload(config: dict[str, Any]) -> str:
+    from runners.json_values import as_dict, as_list
+
     datasets = as_list(config.get("datasets"))
     prompts = as_dict(as_dict(datasets[0]).get("prompts")) if datasets else {}
     isl, osl = number(as_dict(prompts.get("isl")).get("mean")), number(as_dict(prompts.get("osl")).get("mean"))

@@ -25,6 +25,7 @@ Times in rows are seconds since the run's first arrival; token counts are tokens
 from __future__ import annotations
 
 import hashlib
+import math
 import os
 import platform
 import re
@@ -32,18 +33,15 @@ import shutil
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
-
-import numpy as np
-import pandas as pd
+from typing import TYPE_CHECKING, Any
 
 import runners
 from runners.errors import SchedlabError
-from runners.metrics.request_metrics import request_latencies
-from runners.metrics.run_metrics import LATENCY_COLUMNS, summarize_requests
-from runners.store.result_store import REQUEST_COLUMNS, RunWriter
 from runners.store.run_ids import validate_run_id
 from runners.timestamps import utc_stamp
+
+if TYPE_CHECKING:  # numpy, pandas and the result store are imported where used: `import --help` loads none
+    import numpy as np
 
 #: An imported request has no task of ours; it is counted as a chat request (the CDF panels
 #: are per task), and the SLO metrics are left unmeasured since the tools hold no SLO.
@@ -61,8 +59,36 @@ RUN_LEVEL_KEYS = (
     "output_throughput_tps",
     "total_throughput_tps",
 )
-#: The summary metrics recomputed from per-request rows (the distributions' keys included).
-PER_REQUEST_KEYS = (*RUN_LEVEL_KEYS, *LATENCY_COLUMNS)
+#: The ``requests.parquet`` columns in the order :func:`request_values` gives a row's values:
+#: runners.store.result_store's REQUEST_COLUMNS (tests/unit/test_imports_rows.py holds them equal).
+ROW_COLUMNS = (
+    "request_id",
+    "task",
+    "arrival_s",
+    "dispatch_s",
+    "first_token_s",
+    "finish_s",
+    "input_tokens",
+    "output_tokens",
+    "target_output_tokens",
+    "ttft_s",
+    "tpot_s",
+    "e2e_s",
+    "queue_s",
+    "slo_met",
+    "instance",
+    "slices",
+    "error",
+    "preemptions",
+    "itl_max_s",
+)
+
+
+def per_request_keys() -> tuple[str, ...]:
+    """The summary metrics recomputed from per-request rows (the distributions' keys included)."""
+    from runners.metrics.run_metrics import LATENCY_COLUMNS
+
+    return (*RUN_LEVEL_KEYS, *LATENCY_COLUMNS)
 
 
 class ImportFormatError(SchedlabError):
@@ -86,6 +112,16 @@ class RequestTimes:
     output_tokens: int
     itl_s: Sequence[float] | None = None
     error: str | None = None
+
+
+@dataclass
+class WrittenRun:
+    """One run folder an import wrote: the folder, the run it holds, and how many request rows
+    ``requests.parquet`` holds (rows with a value no column can hold are left out by the store)."""
+
+    folder: Path
+    run: ImportedRun
+    rows: int
 
 
 @dataclass
@@ -136,45 +172,76 @@ class ImportedRun:
         return f"imported from {self.tool_name} {self.tool_version or '(version unknown)'}"
 
 
-def request_row(times: RequestTimes) -> dict[str, Any]:
-    """The ``requests.parquet`` row of one imported request: latencies from arrival by
-    :func:`runners.metrics.request_metrics.request_latencies` (the tool's client-side queue,
-    ``sent_s - arrival_s``, is our queue time); no SLO, so ``slo_met`` is False."""
-    gaps = np.asarray(times.itl_s if times.itl_s is not None else [], dtype=float)
-    row: dict[str, Any] = {
-        "request_id": times.request_id,
-        "task": IMPORTED_TASK,
-        "arrival_s": times.arrival_s,
-        "dispatch_s": times.sent_s,
-        "first_token_s": times.first_token_s,
-        "finish_s": times.finish_s,
-        "input_tokens": int(times.input_tokens),
-        "output_tokens": int(times.output_tokens),
-        "target_output_tokens": int(times.output_tokens),
-        "ttft_s": None,
-        "tpot_s": None,
-        "e2e_s": None,
-        "queue_s": times.sent_s - times.arrival_s,
-        "slo_met": False,
-        "instance": 0,
-        "slices": 1,
-        "error": times.error,
-        "preemptions": None,
-        "itl_max_s": float(gaps.max()) if gaps.size else None,
-    }
+def request_values(times: RequestTimes) -> tuple[Any, ...]:
+    """The ``requests.parquet`` row of one imported request, its values in :data:`ROW_COLUMNS`
+    order: latencies from arrival by :func:`runners.metrics.request_metrics.request_latencies`
+    (the tool's client-side queue, ``sent_s - arrival_s``, is our queue time); no SLO, so
+    ``slo_met`` is False. Seconds; token counts in tokens."""
+    from runners.metrics.request_metrics import request_latencies
+
+    itl_max = _largest_gap(times.itl_s)
+    ttft = tpot = e2e = None
+    queue = times.sent_s - times.arrival_s
     if times.error is None and times.first_token_s is not None and times.finish_s is not None:
         latencies = request_latencies(
             times.arrival_s, times.sent_s, times.first_token_s, times.finish_s, times.output_tokens
         )
-        row.update(ttft_s=latencies.ttft_s, tpot_s=latencies.tpot_s, e2e_s=latencies.e2e_s, queue_s=latencies.queue_s)
-    return row
+        ttft, tpot, e2e, queue = latencies.ttft_s, latencies.tpot_s, latencies.e2e_s, latencies.queue_s
+    output = int(times.output_tokens)
+    return (
+        times.request_id,
+        IMPORTED_TASK,
+        times.arrival_s,
+        times.sent_s,
+        times.first_token_s,
+        times.finish_s,
+        int(times.input_tokens),
+        output,
+        output,
+        ttft,
+        tpot,
+        e2e,
+        queue,
+        False,
+        0,
+        1,
+        times.error,
+        None,
+        itl_max,
+    )
 
 
-def imported_summary(run: ImportedRun) -> tuple[dict[str, Any], dict[str, str]]:
+def _largest_gap(gaps: Sequence[float] | np.ndarray | None) -> float | None:
+    """The largest of a request's chunk gaps (seconds), as ``float(np.max)`` gives it; None without any."""
+    if gaps is None or len(gaps) == 0:
+        return None
+    import numpy as np
+
+    return float(np.asarray(gaps, dtype=float).max())
+
+
+def request_row(times: RequestTimes) -> dict[str, Any]:
+    """The ``requests.parquet`` row of one imported request as a mapping column -> value
+    (:func:`request_values`)."""
+    return dict(zip(ROW_COLUMNS, request_values(times)))
+
+
+def imported_summary(
+    run: ImportedRun, rows: list[tuple[Any, ...]] | None = None
+) -> tuple[dict[str, Any], dict[str, str]]:
     """(summary metric fields, provenance per summary key) of ``run``: recomputed from its
     request rows by the project's own :func:`summarize_requests`, else mapped from the tool's
-    run-level figures; SLO metrics are not measured."""
-    rows = pd.DataFrame([request_row(times) for times in run.requests], columns=list(REQUEST_COLUMNS))
+    run-level figures; SLO metrics are not measured. ``rows``: the run's :func:`request_values`,
+    when the caller already has them (they are computed once per import)."""
+    import numpy as np
+    import pandas as pd
+
+    from runners.metrics.run_metrics import LATENCY_COLUMNS, summarize_requests
+
+    if rows is None:
+        rows = [request_values(times) for times in run.requests]
+    # built from tuples as it was from mappings: the same object columns, the same inferred dtypes
+    table = pd.DataFrame(rows, columns=list(ROW_COLUMNS))
     gaps = [
         np.asarray(times.itl_s, dtype=float)
         for times in run.requests
@@ -183,12 +250,12 @@ def imported_summary(run: ImportedRun) -> tuple[dict[str, Any], dict[str, str]]:
     itl = np.concatenate(gaps) if gaps else None
     provenance: dict[str, str] = {}
     if run.requests:
-        summary = summarize_requests(rows, itl_gaps_s=itl)
-        provenance.update(dict.fromkeys(PER_REQUEST_KEYS, RECOMPUTED))
+        summary = summarize_requests(table, itl_gaps_s=itl)
+        provenance.update(dict.fromkeys(per_request_keys(), RECOMPUTED))
         if itl is not None and itl.size:
             provenance["itl_s"] = RECOMPUTED
     else:  # run-level figures only: ours are the tool's where the definitions match, else unmeasured
-        summary = summarize_requests(rows)
+        summary = summarize_requests(table)
         for key in RUN_LEVEL_KEYS:
             summary[key] = None
         for key in (*LATENCY_COLUMNS, "itl_s"):
@@ -221,8 +288,13 @@ def _set_dotted(target: dict[str, Any], key: str, value: Any) -> None:
 
 
 def file_digest(source: Path) -> str:
-    """The first 4 hex digits of the SHA-256 of ``source``'s bytes (read once per import)."""
-    return hashlib.sha256(source.read_bytes()).hexdigest()[:4]
+    """The first 4 hex digits of the SHA-256 of ``source``'s bytes (:func:`bytes_digest`)."""
+    return bytes_digest(source.read_bytes())
+
+
+def bytes_digest(raw: bytes) -> str:
+    """The first 4 hex digits of the SHA-256 of a file's bytes ``raw`` (once per import)."""
+    return hashlib.sha256(raw).hexdigest()[:4]
 
 
 def default_run_id(run: ImportedRun, source: Path, digest: str | None = None) -> str:
@@ -237,15 +309,26 @@ def default_run_id(run: ImportedRun, source: Path, digest: str | None = None) ->
 def write_run(
     root: str | Path, run: ImportedRun, source: Path, run_id: str | None = None, copy_of_source: Path | None = None
 ) -> Path:
-    """Save ``run`` (parsed from ``source``) as a run folder in ``root``; returns the folder.
+    """Save ``run`` (parsed from ``source``) as a run folder in ``root``; returns the folder
+    (:func:`write_imported_run`, which also says how many request rows it wrote)."""
+    return write_imported_run(root, run, source, run_id, copy_of_source).folder
+
+
+def write_imported_run(
+    root: str | Path, run: ImportedRun, source: Path, run_id: str | None = None, copy_of_source: Path | None = None
+) -> WrittenRun:
+    """Save ``run`` (parsed from ``source``) as a run folder in ``root``.
 
     The source file is copied unchanged into the folder as ``source-<its name>``; with
     ``copy_of_source`` (that copy, already in another run folder of the same import) it is a hard
     link to it when the file system allows (else a copy), so a file of n benchmarks costs one
     copy, not n: each folder still holds the whole file, and deleting one run leaves the others'.
     Raises ConfigError when a run named ``run_id`` exists (nothing is overwritten)."""
+    from runners.store.result_store import RunWriter
+
     run_id = validate_run_id(run_id or default_run_id(run, source))
-    summary, provenance = imported_summary(run)
+    rows = [request_values(times) for times in run.requests]  # once: the summary's table and the file's rows
+    summary, provenance = imported_summary(run, rows)
     copy_name = source_copy_name(source)
     record = {
         "tool": run.tool,
@@ -286,8 +369,8 @@ def write_run(
     writer = RunWriter(root, run_id, config, header)
     try:
         _place_source(source, copy_of_source, writer.folder / copy_name)
-        for times in run.requests:
-            writer.add_request(request_row(times))
+        for values in rows:
+            writer.add_request_values(values)
         writer.close(
             "done",
             {
@@ -300,7 +383,7 @@ def write_run(
     except OSError as exc:
         shutil.rmtree(writer.folder, ignore_errors=True)
         raise SchedlabError(f"{writer.folder}: cannot write the imported run ({exc.strerror or exc})") from None
-    return writer.folder
+    return WrittenRun(writer.folder, run, len(rows) - writer.requests.rejected)
 
 
 def _place_source(source: Path, copy_of_source: Path | None, target: Path) -> None:
@@ -356,4 +439,4 @@ def number(value: Any) -> float | None:
     if isinstance(value, bool) or not isinstance(value, (int, float)):
         return None
     value = float(value)
-    return value if np.isfinite(value) else None
+    return value if math.isfinite(value) else None

@@ -8,25 +8,21 @@
 from __future__ import annotations
 
 import argparse
-from typing import Any
 
 RESULTS_HELP = "results folder (default: results/, or $SCHEDLAB_RESULTS_DIR)"
 
 
 def command_import(args: argparse.Namespace) -> int:
-    """Import ``args.file``; prints one line per run written. SchedlabError on a bad file."""
-    from runners.imports import import_file
-    from runners.store.result_store import load_run
+    """Import ``args.file``; prints one line per run written (from what was written: reading
+    each folder back made a file of n benchmarks quadratic). SchedlabError on a bad file."""
+    from runners.imports import import_runs
 
-    folders = import_file(args.file, args.out, name=args.name, tool=args.tool, tool_version=args.tool_version)
-    for folder in folders:
-        run = load_run(folder.parent, folder.name)
-        imported: dict[str, Any] = run.summary.imported or {}
-        rows = len(run.requests)
-        detail = f"{rows} requests recomputed" if rows else "run-level figures only"
-        print(f"{folder.name}: {imported.get('label')} ({detail}) -> {folder}")
-        for definition in imported.get("definitions") or []:
-            print(f"  note {definition['metric']}: {definition['note']}")
+    written = import_runs(args.file, args.out, name=args.name, tool=args.tool, tool_version=args.tool_version)
+    for entry in written:
+        detail = f"{entry.rows} requests recomputed" if entry.rows else "run-level figures only"
+        print(f"{entry.folder.name}: {entry.run.label} ({detail}) -> {entry.folder}")
+        for definition in entry.run.definitions:
+            print(f"  note {definition.metric}: {definition.note}")
     return 0
 
 

@@ -32,8 +32,9 @@ from pathlib import Path
 from typing import Any
 
 from runners.imports.base import Definition, ImportedRun, ImportFormatError, RequestTimes, number
-from runners.json_values import as_dict
-from runners.metrics.outcomes import CANCELLED
+
+# runners.json_values (pydantic) and runners.metrics.outcomes (pandas) are imported where used, so
+# listing the importers (`import --help`) loads neither
 
 NAME = "guidellm"
 TITLE = "GuideLLM"
@@ -70,6 +71,8 @@ def parse(path: Path, data: dict[str, Any], tool_version: str | None = None) -> 
 
 
 def _benchmark(path: Path, index: int, benchmark: Any, version: str | None, count: int) -> ImportedRun:
+    from runners.json_values import as_dict
+
     where = f"{path}: benchmarks[{index}]"
     if not isinstance(benchmark, dict) or not isinstance(benchmark.get("requests"), dict):
         raise ImportFormatError(
@@ -167,6 +170,9 @@ def _benchmark(path: Path, index: int, benchmark: Any, version: str | None, coun
 
 def _times(where: str, index: int, status: str, entry: Any) -> dict[str, Any]:
     """Times (Unix seconds) and counts of one GuideLLM request statistic."""
+    from runners.json_values import as_dict
+    from runners.metrics.outcomes import CANCELLED
+
     info = as_dict(entry.get("info")) if isinstance(entry, dict) else {}
     timings = info.get("timings")
     if not isinstance(timings, dict):
@@ -207,6 +213,8 @@ def _times(where: str, index: int, status: str, entry: Any) -> dict[str, Any]:
 
 
 def _mean(metrics: dict[str, Any], name: str) -> float | None:
+    from runners.json_values import as_dict
+
     return number(as_dict(as_dict(metrics.get(name)).get("successful")).get("mean"))
 
 
