@@ -178,17 +178,28 @@ class PromptTokens:
         targets = [max(1, int(n)) for n in targets]
         if not targets:
             return []
-        count = self.counter.count
+        words = self._enough_words(targets)
+        texts = self._longest_within(words, targets)
+        self._fill(texts, targets)
+        return texts
+
+    def _enough_words(self, targets: list[int]) -> list[list[str]]:
+        """Per target, made-up words whose text counts at least the target's tokens."""
         words = [self._words(n + 8) for n in targets]
-        while True:  # enough words to reach the target
-            totals = count([" ".join(w) for w in words])
+        while True:
+            totals = self.counter.count([" ".join(w) for w in words])
             short = [i for i, (total, n) in enumerate(zip(totals, targets)) if total < n]
             if not short:
-                break
+                return words
             for i in short:
                 words[i] += self._words(len(words[i]))
+
+    def _longest_within(self, words: list[list[str]], targets: list[int]) -> list[str]:
+        """Per target, the longest prefix of its whole words that counts at most the target (by
+        bisection, each round's candidates counted in one batch)."""
+        count = self.counter.count
         low, high = [0] * len(targets), [len(w) for w in words]
-        while True:  # the longest prefix of whole words within the target
+        while True:
             open_ = [i for i in range(len(targets)) if high[i] - low[i] > 1]
             if not open_:
                 break
@@ -199,27 +210,30 @@ class PromptTokens:
                 else:
                     high[i] = middles[i]
         texts = [" ".join(w[:h]) for w, h in zip(words, high)]
-        texts = [
+        return [
             high_text if total == n else " ".join(w[:lo])
             for high_text, total, n, w, lo in zip(texts, count(texts), targets, words, low)
         ]
-        for _ in range(FILL_ROUNDS):  # short by less than a word: add fillers
+
+    def _fill(self, texts: list[str], targets: list[int]) -> None:
+        """Add :data:`FILLERS` to the texts short of their target by less than a word, one round at
+        a time, each round the largest filler that stays within the target (in place)."""
+        count = self.counter.count
+        for _ in range(FILL_ROUNDS):
             totals = count(texts)
             short = [i for i, (total, n) in enumerate(zip(totals, targets)) if total < n]
             if not short:
-                break
-            tries = [texts[i] + filler for i in short for filler in FILLERS]
-            counted = count(tries)
+                return
+            counted = count([texts[i] + filler for i in short for filler in FILLERS])
             grew = False
             for k, i in enumerate(short):
-                options = list(zip(counted[k * len(FILLERS) : (k + 1) * len(FILLERS)], FILLERS))
+                options = zip(counted[k * len(FILLERS) : (k + 1) * len(FILLERS)], FILLERS)
                 fitting = [(total, filler) for total, filler in options if total <= targets[i]]
                 if fitting:
                     texts[i] += max(fitting, key=lambda option: option[0])[1]
                     grew = True
             if not grew:
-                break
-        return texts
+                return
 
 
 async def _batch(
