@@ -191,8 +191,11 @@ def parse_chunk(chunk: Any, api: str) -> tuple[str | None, dict[str, int | None]
     decoded chunk; :class:`MalformedChunk` if its shape is not an OpenAI stream chunk's.
 
     As in vLLM's benchmark client, a completions chunk with any choice is a token event even
-    when its text is empty (a token that ends inside a multi-byte character); a chat chunk
-    counts only with content, since servers open chat streams with a role-only chunk.
+    when its text is empty (a token that ends inside a multi-byte character), except a chunk of
+    empty text that carries a ``finish_reason``: LMDeploy ends every stream with one, after the
+    chunk of the last token (lmdeploy/serve/core/async_engine.py, v0.10.2 to 0.16.0: the
+    finishing output repeats no text), so counting it would add one chunk time per request. A
+    chat chunk counts only with content, since servers open chat streams with a role-only chunk.
     """
     if not isinstance(chunk, dict):
         raise MalformedChunk("not a JSON object")
@@ -202,9 +205,11 @@ def parse_chunk(chunk: Any, api: str) -> tuple[str | None, dict[str, int | None]
     if not isinstance(choices, list):
         raise MalformedChunk("'choices' is not a list")
     pieces = []
+    finishing = False
     for choice in choices:
         if not isinstance(choice, dict):
             raise MalformedChunk("a choice is not an object")
+        finishing = finishing or choice.get("finish_reason") is not None
         if api == "chat":
             delta = choice.get("delta")
             if delta is None:
@@ -218,7 +223,7 @@ def parse_chunk(chunk: Any, api: str) -> tuple[str | None, dict[str, int | None]
             raise MalformedChunk("the generated text is not a string")
         pieces.append(piece or "")
     text: str | None = "".join(pieces)
-    if api == "chat":
+    if api == "chat" or finishing:
         text = text or None
     elif not choices:
         text = None

@@ -9,12 +9,13 @@ import json
 import os
 import re
 import time
+import warnings
 from collections.abc import Callable
 from dataclasses import dataclass
 from functools import partial
 from pathlib import Path
 from typing import Any, TypeVar
-from urllib.error import URLError
+from urllib.error import HTTPError, URLError
 from urllib.request import Request as HTTPRequest
 from urllib.request import urlopen
 
@@ -43,6 +44,10 @@ RealEngineConfig = Any
 T = TypeVar("T")
 
 
+class EngineWarning(UserWarning):
+    """An attached server whose telemetry is empty or misleading as it is configured."""
+
+
 @dataclass(kw_only=True)
 class RealInstance:
     """One server the driver sends requests to."""
@@ -54,6 +59,7 @@ class RealInstance:
     block_size: int | None = None
     max_num_seqs: int | None = None
     version: str | None = None
+    info: dict[str, Any] | None = None  # what the adapter's version path answered (attached servers)
 
     @property
     def metrics_url(self) -> str:
@@ -82,11 +88,19 @@ def _get(url: str, headers: dict[str, str], timeout: float = SCRAPE_TIMEOUT_S) -
 
 def scrape(url: str, headers: dict[str, str]) -> MetricsSnapshot | None:
     """One synchronous scrape of ``/metrics``; None if the server has no usable endpoint."""
+    return scrape_with_status(url, headers)[1]
+
+
+def scrape_with_status(url: str, headers: dict[str, str]) -> tuple[int | None, MetricsSnapshot | None]:
+    """(HTTP status, snapshot) of one synchronous scrape of ``/metrics``: the status None when
+    the server did not answer, the snapshot None when the page is missing or unusable."""
     try:
         status, text = _get(url, headers)
-        return parse_metrics(text) if status == 200 else None
+        return status, parse_metrics(text) if status == 200 else None
+    except HTTPError as exc:  # urlopen raises for 4xx/5xx
+        return exc.code, None
     except (URLError, OSError, ValueError):
-        return None
+        return None, None
 
 
 def _models(base_url: str, headers: dict[str, str]) -> list[dict[str, Any]]:
@@ -162,13 +176,21 @@ def _api_key(config: AttachConfig) -> str | None:
     return None
 
 
-def _version(base_url: str, headers: dict[str, str], path: str = "/version") -> str | None:
-    """The server's version from ``GET path`` (the adapter's: ``/version``, SGLang's ``/server_info``)."""
+def _info(base_url: str, headers: dict[str, str], path: str = "/version") -> dict[str, Any] | None:
+    """The JSON object ``GET path`` answers (the adapter's: ``/version``, SGLang's ``/server_info``),
+    or None when it answers anything else or nothing."""
     try:
         status, text = _get(base_url + path, headers)
-        return str(json.loads(text).get("version")) if status == 200 else None
-    except (URLError, OSError, ValueError, AttributeError, RecursionError):
+        info = json.loads(text) if status == 200 else None
+    except (URLError, OSError, ValueError, RecursionError):
         return None
+    return info if isinstance(info, dict) else None
+
+
+def _version(base_url: str, headers: dict[str, str], path: str = "/version") -> str | None:
+    """The server's version from ``GET path`` (the adapter's: ``/version``, SGLang's ``/server_info``)."""
+    info = _info(base_url, headers, path)
+    return str(info.get("version")) if info is not None else None
 
 
 #: Keys of a model's config.json that bound its context, as vLLM reads them
@@ -425,6 +447,9 @@ class RealEngine:
         self.log_folder = log_folder
         self.instances: list[RealInstance] = []
         self.servers: list[ServerProcess] = []
+        #: one line each, about attached servers whose telemetry cannot be trusted as it is
+        #: (the adapters' :meth:`EngineAdapter.attach_warnings`); also issued as :class:`EngineWarning`
+        self.warnings: list[str] = []
 
     def start(self, should_stop: Callable[[], bool] | None = None) -> list[RealInstance]:
         """Launch or attach; ``should_stop`` cancels (RunCancelled) while servers start or are
@@ -444,14 +469,20 @@ class RealEngine:
                     raise ConfigError("engine.model", f"{url} lists no model; set engine.model")
                 adapter = adapter_for(kind)
                 endpoint = adapter.endpoint(url, model, config.api, headers, config.scheduling_policy)
-                version = probe(partial(_version, url, headers, adapter.version_path), f"asking {url} for its version")
-                self.instances.append(RealInstance(index=index, endpoint=endpoint, version=version))
+                info = probe(partial(_info, url, headers, adapter.version_path), f"asking {url} for its version")
+                version = str(info.get("version")) if info is not None else None
+                self.instances.append(RealInstance(index=index, endpoint=endpoint, version=version, info=info))
         else:
             self._launch(config, should_stop)
         for instance in self.instances:
-            snapshot = probe(
-                partial(scrape, instance.metrics_url, instance.endpoint.headers), f"reading {instance.metrics_url}"
+            status, snapshot = probe(
+                partial(scrape_with_status, instance.metrics_url, instance.endpoint.headers),
+                f"reading {instance.metrics_url}",
             )
+            if instance.server is None:  # attached: say what makes its telemetry wrong or empty
+                for line in adapter_for(instance.endpoint.kind).attach_warnings(instance.info, status):
+                    self.warnings.append(f"{instance.endpoint.base_url}: {line}")
+                    warnings.warn(self.warnings[-1], EngineWarning, stacklevel=2)
             if snapshot is not None:
                 instance.kv_capacity_tokens = snapshot.kv_capacity_tokens
                 instance.block_size = snapshot.block_size

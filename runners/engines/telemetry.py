@@ -1,7 +1,8 @@
 """Engine telemetry from Prometheus ``/metrics``, parsed with ``prometheus_client``'s parser.
 
 The names come from the engine adapters (``runners/engines/adapters/``, each adapter's
-``metrics``): KV-cache usage (0-1), running and waiting requests, preemptions (counter), the TTFT
+``metrics``): KV-cache usage (0-1), running and waiting requests (waiting: the engine's gauge plus
+any ``waiting_extra`` gauges, LMDeploy's API-layer queue), preemptions (counter), the TTFT
 and inter-token latency histograms (seconds), and the KV capacity (vLLM's
 ``cache_config_info{num_gpu_blocks, block_size}``, or a gauge of the pool's tokens). Within an
 engine the first name present wins (vLLM V1 names before the older ones); a page is read with the
@@ -30,6 +31,7 @@ from typing import Any
 from prometheus_client.parser import text_string_to_metric_families
 
 from runners.engines.adapters import ADAPTERS, detect_adapter
+from runners.engines.adapters.base import MetricNames
 
 
 @dataclass
@@ -86,7 +88,17 @@ class MetricsTooLarge(ValueError):
         super().__init__(f"/metrics page of {shown}; at most {METRICS_MAX_BYTES:,} are read")
 
 
-METRIC_FIELDS = ("kv_usage", "running", "waiting", "preemptions", "ttft", "itl", "cache_info", "kv_capacity_tokens")
+METRIC_FIELDS = (
+    "kv_usage",
+    "running",
+    "waiting",
+    "waiting_extra",
+    "preemptions",
+    "ttft",
+    "itl",
+    "cache_info",
+    "kv_capacity_tokens",
+)
 
 
 @dataclass(frozen=True)
@@ -167,6 +179,14 @@ def _first(samples: dict, names: Iterable[str], combine: str = "sum") -> float |
         if values:
             return sum(values) / len(values) if combine == "mean" else sum(values)
     return None
+
+
+def _waiting(samples: dict, names: MetricNames) -> float | None:
+    """The engine's waiting count: the first ``waiting`` gauge present plus every
+    ``waiting_extra`` gauge present (LMDeploy's ``num_api_requests_waiting``); None when none is."""
+    parts = [_first(samples, names.waiting)] + [_first(samples, [name]) for name in names.waiting_extra]
+    present = [part for part in parts if part is not None]
+    return sum(present) if present else None
 
 
 def _histogram(samples: dict, names: Iterable[str]) -> tuple[float | None, float | None]:
@@ -250,7 +270,7 @@ def parse_metrics(text: str) -> MetricsSnapshot:
         return value
 
     running = bounded(_first(samples, names.running), MAX_REQUESTS)
-    waiting = bounded(_first(samples, names.waiting), MAX_REQUESTS)
+    waiting = bounded(_waiting(samples, names), MAX_REQUESTS)
     preemptions = bounded(_first(samples, names.preemptions), MAX_SAMPLE_VALUE)
     return MetricsSnapshot(
         kind=adapter.name,

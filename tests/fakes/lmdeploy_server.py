@@ -3,7 +3,10 @@
 Modelled on InternLM/lmdeploy ``lmdeploy/serve/openai/api_server.py`` and ``protocol.py`` of
 the v0.10 line (usage only on the chunk that carries ``finish_reason``, null fields included,
 ``id`` = the session id as a string) and, with ``usage_style="separate"``, on current main
-(a separate ``choices: []`` usage chunk before ``[DONE]``); metrics as
+(lmdeploy/serve/openai/endpoints/completions.py at 0.16.0: null fields dropped, a separate
+``choices: []`` usage chunk before ``[DONE]``). Both end every stream with a chunk of empty text
+that carries the finish reason (lmdeploy/serve/core/async_engine.py, v0.10.2 to 0.16.0: the
+finishing output repeats no text), after the chunk of the last token; metrics as
 ``lmdeploy/metrics/loggers.py`` of v0.10/v0.11 (``lmdeploy:gpu_cache_usage_perc``,
 ``lmdeploy:num_requests_running``, ``lmdeploy:num_requests_waiting``,
 ``lmdeploy:time_to_first_token_seconds``, ...) with labels ``model_name`` and ``engine``.
@@ -25,8 +28,14 @@ output after the first carrying ``tokens_per_output`` tokens streamed in one chu
 
 It is a real HTTP server (aiohttp) on a loopback port, run in a background thread. Tokens come
 out every ``token_delay_s``; at most ``max_batch`` requests run at once (others wait), so
-running/waiting and KV usage move like an engine's. Prompts containing ``FAIL500`` get an HTTP
-500, ``DROPME`` streams two tokens and then cuts the connection, ``SLOWME`` stalls for 30 s.
+running and KV usage move like an engine's. As in LMDeploy (lmdeploy/serve/core/async_engine.py,
+v0.10.2's ``free_insts``), a request beyond ``max_batch`` waits in the API layer for a request
+handle: it is never in ``lmdeploy:num_requests_waiting`` (the engine's queue, 0 here), only in
+``lmdeploy:num_api_requests_waiting`` (metrics/loggers.py from v0.13.0; ``api_waiting_metric=False``
+leaves it out, as before v0.13). Prompts containing ``FAIL500`` get an HTTP
+500, ``DROPME`` streams two tokens and then cuts the connection, ``STREAMERR`` streams two tokens
+and then an in-stream error ``data: {"error": {...}}`` and ``[DONE]`` (completions.py's
+``RequestError`` path), ``SLOWME`` stalls for 30 s.
 """
 
 from __future__ import annotations
@@ -61,6 +70,7 @@ class FakeLMDeploy(ThreadedServer):
     has_encode: bool = True
     metrics_enabled: bool = True  # False: /metrics is 404 (v0.10 without --enable-metrics, or --disable-metrics)
     tokens_per_output: int = 1  # tokens each engine output after the first carries (one stream chunk)
+    api_waiting_metric: bool = True  # v0.13+: export lmdeploy:num_api_requests_waiting (earlier: no such gauge)
     port: int = 0
     requests_seen: list[dict] = field(default_factory=list)
 
@@ -69,6 +79,12 @@ class FakeLMDeploy(ThreadedServer):
         labels = ["model_name", "engine"]
         self.running = Gauge("lmdeploy:num_requests_running", "running", labels, registry=self.registry)
         self.waiting = Gauge("lmdeploy:num_requests_waiting", "waiting", labels, registry=self.registry)
+        self.api_waiting = Gauge(
+            "lmdeploy:num_api_requests_waiting",
+            "Number of requests waiting for free request handles.",
+            labels,
+            registry=self.registry if self.api_waiting_metric else None,
+        )
         self.cache = Gauge("lmdeploy:gpu_cache_usage_perc", "kv usage 0-1", labels, registry=self.registry)
         self.ttft = Histogram(
             "lmdeploy:time_to_first_token_seconds",
@@ -83,7 +99,7 @@ class FakeLMDeploy(ThreadedServer):
         )
         self.itl = Histogram("lmdeploy:iter_token_latency", "itl", labels, registry=self.registry, buckets=gap_buckets)
         self._labels = {"model_name": self.model_name, "engine": "0"}
-        for metric in (self.running, self.waiting, self.cache, self.ttft, self.tpot, self.itl):
+        for metric in (self.running, self.waiting, self.api_waiting, self.cache, self.ttft, self.tpot, self.itl):
             metric.labels(**self._labels)  # as LMDeploy's loggers do: series exist from start-up
         self._session = 0
         self._kv_tokens = 0
@@ -147,10 +163,12 @@ class FakeLMDeploy(ThreadedServer):
         self._session += 1
         session = str(self._session)
         arrived = time.perf_counter()
-        self.waiting.labels(**self._labels).inc()
+        # async_engine.py: a request waits for one of max-batch-size request handles in the API
+        # layer, counted only in num_api_requests_waiting (v0.13+), never in the engine's waiting
+        self.api_waiting.labels(**self._labels).inc()
         while self.running.labels(**self._labels)._value.get() >= self.max_batch:
             await asyncio.sleep(self.token_delay_s)
-        self.waiting.labels(**self._labels).dec()
+        self.api_waiting.labels(**self._labels).dec()
         self.running.labels(**self._labels).inc()
         prompt_tokens = max(1, len(prompt) // 4)
         used = prompt_tokens
@@ -172,6 +190,13 @@ class FakeLMDeploy(ThreadedServer):
                 if "DROPME" in prompt and index == 2:
                     request.transport.close()
                     return response
+                if "STREAMERR" in prompt and index == 2:  # completions.py: a RequestError mid-stream
+                    error = {"message": "injected engine error", "type": "internal_error", "code": 500}
+                    await response.write(
+                        f"data: {json.dumps({'error': {**error, 'param': None, 'object': 'error'}})}\n\n".encode()
+                    )
+                    await response.write(b"data: [DONE]\n\n")
+                    return response
                 if "SLOWME" in prompt:
                     await asyncio.sleep(30)
                 self._kv_tokens += new
@@ -179,52 +204,29 @@ class FakeLMDeploy(ThreadedServer):
                 self.cache.labels(**self._labels).set(min(1.0, self._kv_tokens / self.kv_capacity_tokens))
                 text = "".join(f"t{i} " for i in range(index, index + new))
                 index += new
-                last = index == max_tokens
-                if chat:  # ChatCompletionStreamResponse: role on every chunk, no separate role chunk
-                    delta = {
-                        "role": "assistant",
-                        "content": text,
-                        "reasoning_content": None,
-                        "gen_tokens": None,
-                        "tool_calls": [],
-                    }
-                    choice = {"index": 0, "delta": delta, "logprobs": None, "finish_reason": "length" if last else None}
-                    kind = "chat.completion.chunk"
-                else:
-                    choice = {
-                        "index": 0,
-                        "text": text,
-                        "logprobs": None,
-                        "gen_tokens": None,
-                        "finish_reason": "length" if last else None,
-                    }
-                    kind = "text_completion"
-                chunk = {
+                chunk = self._chunk(session, chat, text, None, include_usage)
+                await response.write(f"data: {json.dumps(chunk)}\n\n".encode())
+            # async_engine.py: the finishing output is a separate one with empty text ("avoid
+            # returning the last response twice"), streamed as its own chunk with the finish reason
+            usage = {
+                "prompt_tokens": prompt_tokens,
+                "total_tokens": prompt_tokens + max_tokens,
+                "completion_tokens": max_tokens,
+            }
+            finish = self._chunk(session, chat, "", "length", include_usage)
+            if include_usage and self.usage_style == "final":
+                finish["usage"] = usage
+            await response.write(f"data: {json.dumps(finish)}\n\n".encode())
+            if include_usage and self.usage_style == "separate":
+                trailer = {
                     "id": session,
-                    "object": kind,
+                    "object": "chat.completion.chunk" if chat else "text_completion",
                     "created": int(time.time()),
                     "model": self.model_name,
-                    "choices": [choice],
-                    "usage": None,
+                    "choices": [],
+                    "usage": usage,
                 }
-                usage = {
-                    "prompt_tokens": prompt_tokens,
-                    "total_tokens": prompt_tokens + max_tokens,
-                    "completion_tokens": max_tokens,
-                }
-                if last and include_usage and self.usage_style == "final":
-                    chunk["usage"] = usage
-                await response.write(f"data: {json.dumps(chunk)}\n\n".encode())
-                if last and include_usage and self.usage_style == "separate":
-                    trailer = {
-                        "id": session,
-                        "object": "text_completion",
-                        "created": int(time.time()),
-                        "model": self.model_name,
-                        "choices": [],
-                        "usage": usage,
-                    }
-                    await response.write(f"data: {json.dumps(trailer)}\n\n".encode())
+                await response.write(f"data: {json.dumps(trailer)}\n\n".encode())
             await response.write(b"data: [DONE]\n\n")
         except ConnectionResetError:  # the client went away (timeouts, dropped streams)
             pass
@@ -233,6 +235,30 @@ class FakeLMDeploy(ThreadedServer):
             self._kv_tokens -= used
             self.cache.labels(**self._labels).set(max(0.0, self._kv_tokens / self.kv_capacity_tokens))
         return response
+
+    def _chunk(self, session: str, chat: bool, text: str, finish: str | None, include_usage: bool) -> dict:
+        """One stream chunk as LMDeploy writes it: v0.10 (``usage_style="final"``) with its null
+        fields; current main (``"separate"``, endpoints/completions.py at 0.16.0) dumped with
+        ``exclude_none=True`` and ``"usage": None`` put back when the request asked for usage."""
+        if chat:  # ChatCompletionStreamResponse: role on every chunk, no separate role chunk
+            delta = {"role": "assistant", "content": text, "reasoning_content": None, "gen_tokens": None}
+            delta["tool_calls"] = []
+            choice: dict = {"index": 0, "delta": delta, "logprobs": None, "finish_reason": finish}
+        else:
+            choice = {"index": 0, "text": text, "logprobs": None, "gen_tokens": None, "finish_reason": finish}
+        chunk = {
+            "id": session,
+            "object": "chat.completion.chunk" if chat else "text_completion",
+            "created": int(time.time()),
+            "model": self.model_name,
+            "choices": [choice],
+            "usage": None,
+        }
+        if self.usage_style == "separate":
+            chunk = _without_none(chunk)
+            if include_usage:
+                chunk["usage"] = None
+        return chunk
 
     # -- lifecycle -----------------------------------------------------------------------------
     def routes(self, app: web.Application) -> None:
@@ -243,6 +269,15 @@ class FakeLMDeploy(ThreadedServer):
             app.router.add_post("/v1/encode", self.encode)
         app.router.add_post("/v1/completions", self.completions)
         app.router.add_post("/v1/chat/completions", self.completions)
+
+
+def _without_none(value: object) -> object:
+    """``value`` with every None-valued key dropped, as pydantic's ``exclude_none`` dumps it."""
+    if isinstance(value, dict):
+        return {key: _without_none(item) for key, item in value.items() if item is not None}
+    if isinstance(value, list):
+        return [_without_none(item) for item in value]
+    return value
 
 
 def main(argv: list[str] | None = None) -> None:

@@ -83,7 +83,10 @@ def test_parse_chunk_refuses_every_unexpected_shape(chunk):
 
 def test_parse_chunk_accepts_what_servers_send():
     assert parse_chunk({"choices": [{"text": "a"}], "usage": None}, "completions") == ("a", None)
-    assert parse_chunk({"choices": [{"text": None, "finish_reason": "length"}]}, "completions") == ("", None)
+    assert parse_chunk({"choices": [{"text": None, "finish_reason": "length"}]}, "completions") == (
+        None,
+        None,
+    )  # a finish chunk with no text is no token (LMDeploy)
     assert parse_chunk({"choices": [], "usage": {"completion_tokens": 4, "prompt_tokens": 2}}, "completions") == (
         None,
         {"completion_tokens": 4, "prompt_tokens": 2},

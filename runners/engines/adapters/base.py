@@ -47,7 +47,9 @@ class MetricNames:
     wins): KV-cache usage as a fraction 0-1, requests running and waiting (gauges), preemptions
     (counter), the TTFT and inter-token latency histograms (seconds), and the info metric whose
     labels give the KV capacity (``num_gpu_blocks``, ``block_size``). ``prefix`` (``vllm:``)
-    identifies the engine on a ``/metrics`` page."""
+    identifies the engine on a ``/metrics`` page. ``waiting_extra`` names gauges of requests
+    that wait somewhere the ``waiting`` gauge does not count (LMDeploy's API-layer queue for a
+    request handle): each one present is added to the waiting count."""
 
     prefix: str
     kv_usage: tuple[str, ...] = ()
@@ -58,6 +60,7 @@ class MetricNames:
     itl: tuple[str, ...] = ()
     cache_info: tuple[str, ...] = ()
     kv_capacity_tokens: tuple[str, ...] = ()  # a gauge of the KV pool size in tokens, where there is one
+    waiting_extra: tuple[str, ...] = ()  # gauges added to ``waiting`` (every one present, summed)
 
 
 @dataclass(frozen=True)
@@ -124,6 +127,24 @@ class EngineAdapter:
     def capabilities(cls, scheduling_policy: str = "fcfs") -> Capabilities:
         """What a server of this engine accepts, given how its queue is ordered."""
         return Capabilities()
+
+    @classmethod
+    def attach_warnings(cls, info: Mapping[str, Any] | None, metrics_status: int | None) -> list[str]:
+        """One-line warnings about an attached server whose telemetry cannot be trusted as it
+        is, from the JSON object its :attr:`version_path` answered (``info``; None when it did
+        not) and the HTTP status of its ``/metrics`` (None: no answer). The base reads one field:
+        a ``decode_log_interval`` above 1 (SGLang's ``/server_info``, its
+        ``--decode-log-interval``: the running/queued/usage gauges are published only at each
+        prefill batch and every that many decode steps, and not at all while idle, so they lag
+        and stay non-zero after the queue drains)."""
+        interval = (info or {}).get("decode_log_interval")
+        if isinstance(interval, int) and not isinstance(interval, bool) and interval > 1:
+            return [
+                f"{cls.name} server publishes its gauges every {interval} decode steps "
+                "(decode_log_interval): running, waiting and KV usage lag and stay non-zero "
+                "after the queue drains; start it with --decode-log-interval 1"
+            ]
+        return []
 
     @classmethod
     def server_command(cls, config: Any, port: int) -> list[str]:

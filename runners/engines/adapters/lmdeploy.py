@@ -21,12 +21,19 @@ Inter-token latency (lmdeploy/metrics/stats.py ``IterationStats.update_from_outp
 (several tokens' worth when an output carries several), ``lmdeploy:time_per_output_token_seconds``
 that gap divided by the output's new tokens. Only the latter is a per-token latency, so it is the
 one read.
+
+Waiting (lmdeploy/serve/core/async_engine.py, metrics/loggers.py and stats.py, v0.13.0 to 0.16.0):
+the API layer holds a pool of max-batch-size request handles; a request beyond it waits for a
+handle and is counted only in ``lmdeploy:num_api_requests_waiting`` (requests not completed minus
+those routed to a handle), never in ``lmdeploy:num_requests_waiting`` (the engine's own queue).
+Telemetry adds the two (``waiting_extra``), so overload shows as waiting requests.
 """
 
 from __future__ import annotations
 
 import os
 import subprocess
+from collections.abc import Mapping
 from typing import Any, Literal
 
 from pydantic import Field
@@ -113,6 +120,7 @@ class LMDeployAdapter(EngineAdapter):
         kv_usage=("lmdeploy:gpu_cache_usage_perc",),
         running=("lmdeploy:num_requests_running",),
         waiting=("lmdeploy:num_requests_waiting",),
+        waiting_extra=("lmdeploy:num_api_requests_waiting",),  # from v0.13.0: waiting for a request handle
         ttft=("lmdeploy:time_to_first_token_seconds",),
         itl=("lmdeploy:time_per_output_token_seconds",),  # per token; iter_token_latency is per output
     )
@@ -130,6 +138,18 @@ class LMDeployAdapter(EngineAdapter):
         FormField("engine.cache_max_entry_count", "--cache-max-entry-count", "float", step=0.05),
         FormField("engine.tp", "--tp", "int", step=1),
     )
+
+    @classmethod
+    def attach_warnings(cls, info: Mapping[str, Any] | None, metrics_status: int | None) -> list[str]:
+        """The base's warnings, and one for a server whose ``/metrics`` answers 404: LMDeploy
+        v0.10.x mounts it only with ``--enable-metrics`` (v0.11+ unless ``--disable-metrics``)."""
+        found = super().attach_warnings(info, metrics_status)
+        if metrics_status == 404:
+            found.append(
+                "lmdeploy server has no /metrics (HTTP 404): no telemetry this run; start LMDeploy "
+                "v0.10.x with --enable-metrics (v0.11+: without --disable-metrics)"
+            )
+        return found
 
     @classmethod
     def server_command(cls, config: LMDeployConfig, port: int) -> list[str]:
