@@ -357,7 +357,7 @@ def write_imported_run(
         "scheduler": run.tool,
         "workload": run.workload,
         "synthetic": None,
-        "started_at": utc_stamp(started) if started else None,
+        "started_at": _stamp(started, "start") if started else None,
         "started_at_unix_s": started,
         "slos": {},
         "arrival_process": run.arrival_process,
@@ -366,6 +366,7 @@ def write_imported_run(
         "sweep_id": None,
         "notes": run.label,
     }
+    finished_at = _finished_at(started, summary.get("duration_s"))  # refused before a folder exists
     writer = RunWriter(root, run_id, config, header)
     try:
         _place_source(source, copy_of_source, writer.folder / copy_name)
@@ -377,7 +378,7 @@ def write_imported_run(
                 **summary,
                 "requests_total": len(run.requests) or summary.get("requests"),
                 "imported": record,
-                "finished_at": _finished_at(started, summary.get("duration_s")),
+                "finished_at": finished_at,
             },
         )
     except OSError as exc:
@@ -406,7 +407,19 @@ def _finished_at(started: float | None, duration_s: float | None) -> str | None:
     """UTC time of the run's last finish: its start plus our duration (None when unknown)."""
     if started is None:
         return None
-    return utc_stamp(started + (duration_s or 0.0))
+    return _stamp(started + (duration_s or 0.0), "last finish")
+
+
+def _stamp(unix_s: float, what: str) -> str:
+    """``unix_s`` as a UTC stamp; SchedlabError naming ``what`` when no date holds it (a
+    timestamp of another unit, or garbage: 1e30 ns is 3e13 years)."""
+    try:
+        return utc_stamp(unix_s)
+    except (OverflowError, OSError, ValueError):
+        raise SchedlabError(
+            f"the run's {what} would be {unix_s:.4g} s after 1970, which no date holds; expected "
+            "timestamps in the tool's own unit (AIPerf: nanoseconds since the epoch)"
+        ) from None
 
 
 def read_bytes(path: str | Path, limit: int = 512 * 2**20) -> bytes:

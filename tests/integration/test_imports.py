@@ -330,3 +330,22 @@ def test_guidellms_incomplete_requests_import_as_cancelled_not_failed(tmp_path):
     run = load_run(tmp_path / "results", folder.name)
     assert (run.summary.completed, run.summary.cancelled, run.summary.failed) == (37, 3, 0)
     assert run.summary.requests == 40 and run.summary.not_run == 0
+
+
+def test_a_timestamp_no_date_holds_is_refused_and_nothing_is_written(tmp_path):
+    """AIPerf records whose nanosecond stamps are 1e30 (3e13 years) were a traceback from the
+    date formatting, after the run folder was made; now one line, before anything is written."""
+    records = [json.loads(line) for line in AIPERF_RECORDS.read_text().splitlines()]
+    for record in records:
+        metadata = record["metadata"]
+        shift = 10**30 - metadata["credit_issued_ns"]
+        for key in ("credit_issued_ns", "request_start_ns", "request_ack_ns", "request_end_ns"):
+            if isinstance(metadata.get(key), int):
+                metadata[key] += shift
+    source = tmp_path / "far" / "profile_export.jsonl"
+    source.parent.mkdir()
+    source.write_text("".join(json.dumps(record) + "\n" for record in records))
+    results = tmp_path / "res"
+    with pytest.raises(SchedlabError, match="which no date holds; expected timestamps in the tool's own unit"):
+        import_file(source, results)
+    assert not results.exists() or not any(results.iterdir())
