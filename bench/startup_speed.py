@@ -32,6 +32,8 @@ COMMANDS: tuple[tuple[str, tuple[str, ...], float | None], ...] = (
     ("import --help", ("import", "--help"), 0.3),
     ("refusal: run --requests abc", ("run", "--requests", "abc"), 0.3),
     ("refusal: run --engine nope", ("run", "--engine", "nope", "--requests", "10"), 0.3),
+    ("refusal: run --rate -1", ("run", "--rate", "-1", "--requests", "10"), 0.3),
+    ("refusal: run --scheduler nope", ("run", "--scheduler", "nope", "--requests", "10"), 0.3),
     ("refusal: show no-such-run", ("show", "no-such-run"), 0.3),
     ("sim run, 100 requests", ("run", "--requests", "100", "--rate", "4", "--quiet"), 1.0),
     ("sim run, 10,000 requests", ("run", "--requests", "10000", "--rate", "40", "--quiet"), None),
