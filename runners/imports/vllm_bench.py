@@ -187,7 +187,10 @@ def _arrival(data: dict[str, Any]) -> str | None:
     rate = data.get("request_rate")
     if rate in ("inf", None) or (isinstance(rate, float) and rate == float("inf")):
         return "all-at-once"
-    burstiness = number(data.get("burstiness"))
+    raw = data.get("burstiness")
+    if raw == "inf" or (isinstance(raw, float) and raw == float("inf")):
+        return "constant"  # vLLM's gamma gaps with infinite burstiness: every gap exactly 1 / rate (Python's json reads Infinity)
+    burstiness = number(raw)
     return "poisson" if burstiness in (None, 1.0) else "gamma"
 
 

@@ -349,3 +349,18 @@ def test_a_timestamp_no_date_holds_is_refused_and_nothing_is_written(tmp_path):
     with pytest.raises(SchedlabError, match="which no date holds; expected timestamps in the tool's own unit"):
         import_file(source, results)
     assert not results.exists() or not any(results.iterdir())
+
+
+@pytest.mark.parametrize(
+    ("burstiness", "expected"), [("Infinity", "constant"), ("1.0", "poisson"), ("0.5", "gamma"), ("null", "poisson")]
+)
+def test_vllm_burstiness_infinity_imports_as_constant_arrivals(tmp_path, burstiness, expected):
+    """vLLM writes ``"burstiness": Infinity`` for ``--burstiness inf`` (every gap exactly 1 /
+    rate); the importer's finite-number reader made it None, so the run read as Poisson."""
+    text = VLLM.read_text()
+    raw = json.loads(text)
+    raw["burstiness"] = 0.0  # a marker replaced by the literal the file would hold
+    source = tmp_path / "vllm-bench.json"
+    source.write_text(json.dumps(raw).replace('"burstiness": 0.0', f'"burstiness": {burstiness}'))
+    import_file(source, tmp_path / "res", name="b")
+    assert load_run(tmp_path / "res", "b").summary.arrival_process == expected
