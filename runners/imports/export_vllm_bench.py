@@ -110,9 +110,35 @@ def _model_id(run: RunData, imported: dict[str, Any]) -> Any:
     )
 
 
-def _date(started: Any) -> str | None:
-    """vLLM's result date (local time) of a run started at ``started`` (Unix seconds)."""
-    return time.strftime("%Y%m%d-%H%M%S", time.localtime(started)) if isinstance(started, (int, float)) else None
+def _date(summary: RunSummary) -> str | None:
+    """vLLM's result ``date``: the local time it saved the result, i.e. when the run ended
+    (``finished_at``; else start + duration; None when neither is known)."""
+    import calendar
+
+    ended: float | None = None
+    if isinstance(summary.finished_at, str):
+        try:
+            ended = calendar.timegm(time.strptime(summary.finished_at, "%Y-%m-%dT%H:%M:%SZ"))
+        except ValueError:
+            ended = None
+    if ended is None and isinstance(summary.started_at_unix_s, (int, float)):
+        ended = summary.started_at_unix_s + (summary.duration_s or 0.0)
+    return time.strftime("%Y%m%d-%H%M%S", time.localtime(ended)) if ended is not None else None
+
+
+def _burstiness(run: RunData, process: str | None) -> float | None:
+    """vLLM's ``burstiness`` for the run's arrivals: 1.0 for Poisson (and for all at once, vLLM's
+    default beside an infinite rate), infinity for constant gaps (vLLM writes ``Infinity``), the
+    config's value for gamma; None when unknown."""
+    if process in ("poisson", "all-at-once"):
+        return 1.0
+    if process == "constant":
+        return float("inf")
+    if process == "gamma":
+        arrival = as_dict(as_dict(as_dict(run.config.get("config")).get("workload")).get("arrival"))
+        value = arrival.get("burstiness")
+        return float(value) if isinstance(value, (int, float)) and not isinstance(value, bool) else None
+    return None
 
 
 def _add_latency_statistics(result: dict[str, Any], requests: _Requests, summary: RunSummary) -> None:
@@ -142,16 +168,19 @@ def vllm_bench_json(run: RunData) -> dict[str, Any]:
     completed = int(done.sum())
     imported = as_dict(summary.imported)  # {} (falsy) when the run was not imported
     rate = summary.arrival_rate_rps
+    process = summary.arrival_process
+    model_id = _model_id(run, imported)
+    workload = as_dict(as_dict(run.config.get("config")).get("workload"))
     result: dict[str, Any] = {
-        "date": _date(summary.started_at_unix_s),
+        "date": _date(summary),
         "endpoint_type": summary.engine,
         "backend": summary.engine,
         "label": imported["label"] if imported else None,
-        "model_id": _model_id(run, imported),
-        "tokenizer_id": None,
+        "model_id": model_id,
+        "tokenizer_id": workload.get("tokenizer") or model_id,  # vLLM: --tokenizer, else the model
         "num_prompts": int(summary.requests_total or len(requests.rows)),
-        "request_rate": rate if rate is not None else "inf",
-        "burstiness": 1.0 if summary.arrival_process == "poisson" else None,
+        "request_rate": "inf" if process == "all-at-once" or rate is None else rate,
+        "burstiness": _burstiness(run, process),
         "max_concurrency": None,
         "duration": summary.duration_s or 0.0,
         "completed": completed,

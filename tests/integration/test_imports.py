@@ -364,3 +364,26 @@ def test_vllm_burstiness_infinity_imports_as_constant_arrivals(tmp_path, burstin
     source.write_text(json.dumps(raw).replace('"burstiness": 0.0', f'"burstiness": {burstiness}'))
     import_file(source, tmp_path / "res", name="b")
     assert load_run(tmp_path / "res", "b").summary.arrival_process == expected
+
+
+@pytest.mark.parametrize(
+    ("arrival", "rate", "burstiness"),
+    [({"process": "all-at-once"}, "inf", 1.0), ({"process": "constant", "rate": 4}, 4.0, float("inf"))],
+)
+def test_export_writes_vllms_rate_burstiness_ids_and_save_date(tmp_path, arrival, rate, burstiness):
+    """All at once, vLLM writes ``"request_rate": "inf"`` (not the config's unused 4.0) and its
+    default burstiness 1.0; constant gaps are ``burstiness: Infinity``; ``tokenizer_id`` is the
+    model's when no tokenizer was given; ``date`` is when the result was saved (the run's end)."""
+    import calendar
+    import time
+
+    from runners.run.benchmark import execute_run
+    from runners.run.config import parse_config
+
+    config = parse_config({"engine": {"kind": "sim"}, "workload": {"requests": 20, "arrival": arrival}, "run_id": "x"})
+    outcome = execute_run(config, tmp_path)
+    data = json.loads(export_run("x", tmp_path, tmp_path / "x.json").read_text())
+    assert data["request_rate"] == rate and data["burstiness"] == burstiness
+    assert data["tokenizer_id"] == data["model_id"]
+    ended = calendar.timegm(time.strptime(outcome.summary.finished_at, "%Y-%m-%dT%H:%M:%SZ"))
+    assert data["date"] == time.strftime("%Y%m%d-%H%M%S", time.localtime(ended))
