@@ -423,6 +423,7 @@ def command_compare(args: argparse.Namespace) -> int:
         return 0
     runs = [load_run(args.out, name, allow_path=True) for name in args.runs]
     from runners.metrics.catalog import RUN_METRICS, summary_value
+    from runners.views.compare import definition_details, definition_notes
 
     summaries = [run.summary for run in runs]
     rows = [
@@ -437,9 +438,18 @@ def command_compare(args: argparse.Namespace) -> int:
             metric.format_change(None if value is None or values[0] is None else value - values[0])
             for value in values[1:]
         ]
-        rows.append([metric.label] + [metric.format(value) for value in values] + changes)
+        differs = " *" if definition_notes(summaries, metric.key) else ""
+        rows.append([metric.label + differs] + [metric.format(value) for value in values] + changes)
     print(_table(rows))
     print(f"change = run - {runs[0].run_id}, in the metric's unit (pts: percentage points)")
+    details = definition_details(summaries)
+    if details:  # imported runs: where each came from and how the tool's definitions differ
+        print(
+            "* an imported run's figure is not schedlab's own recomputation, or its tool defines it "
+            "differently (-: not measured by the tool); the imported runs:"
+        )
+        for line in details:
+            print(f"  {line}")
     print(SINGLE_SEED_NOTE)
     from runners.views.compare import partial_runs_note
 

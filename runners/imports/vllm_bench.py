@@ -102,17 +102,34 @@ def parse(path: Path, data: dict[str, Any], tool_version: str | None = None) -> 
                 "schedlab by last finish - first arrival",
             )
         )
+    lag = _mean_queue_ms(data.get("queue_times"))
     if not queue_known:
+        why = "after --max-concurrency's client queue"
+    elif lag is not None:
+        why = f"its own send lag, queue_times, is in ours: {lag:.2f} ms on average in this file"
+    else:
+        why = "any send lag of its client is in ours"
+    for ours, theirs in (("ttft_s", "ttft"), ("e2e_s", "e2el")):
         run.definitions.append(
             Definition(
-                "ttft_s",
-                "ttft",
-                _ms(data.get("mean_ttft_ms")),
-                "vLLM measures TTFT from sending (after --max-concurrency's client "
-                "queue); schedlab from arrival, the client queue included",
+                ours,
+                theirs,
+                _ms(data.get(f"mean_{theirs}_ms")),
+                f"vLLM measures {theirs.upper()} from sending; schedlab from the scheduled arrival ({why})",
             )
         )
     return [run]
+
+
+def _mean_queue_ms(values: Any) -> float | None:
+    """Mean of vLLM's ``queue_times`` (seconds each: scheduled arrival to sending), in ms; None
+    when the file has none or they are not all finite numbers."""
+    if not isinstance(values, list) or not values:
+        return None
+    numbers = [number(value) for value in values]
+    if any(value is None for value in numbers):
+        return None
+    return 1000.0 * sum(value for value in numbers if value is not None) / len(numbers)
 
 
 def _requests(path: Path, data: dict[str, Any]) -> list[RequestTimes]:

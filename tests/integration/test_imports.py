@@ -387,3 +387,33 @@ def test_export_writes_vllms_rate_burstiness_ids_and_save_date(tmp_path, arrival
     assert data["tokenizer_id"] == data["model_id"]
     ended = calendar.timegm(time.strptime(outcome.summary.finished_at, "%Y-%m-%dT%H:%M:%SZ"))
     assert data["date"] == time.strftime("%Y%m%d-%H%M%S", time.localtime(ended))
+
+
+def test_cli_compare_of_imported_runs_says_where_they_came_from_and_how_definitions_differ(tmp_path, capsys):
+    """GuideLLM's TTFT is timed from sending, schedlab's from arrival: the command-line compare
+    marks every row whose imported figure is not schedlab's own, and lists each imported run's
+    label and definitions under the table (it printed the numbers alone)."""
+    from runners.app.cli import main
+
+    import_file(GUIDELLM, tmp_path, name="g")
+    import_file(VLLM, tmp_path, name="v", tool_version="0.32.0")
+    capsys.readouterr()
+    assert main(["compare", "v", "g-b0", "--out", str(tmp_path)]) == 0
+    out = capsys.readouterr().out
+    rows = {line.split("  ")[0].strip(): line for line in out.splitlines()}
+    assert "TTFT mean (s) *" in rows and "E2E mean (s) *" in rows and "completed requests" in rows
+    assert "  g-b0: imported from GuideLLM 0.8.1" in out and "  v: imported from vLLM bench serve 0.32.0" in out
+    assert "g-b0: ttft_s vs the tool's time_to_first_token_ms: GuideLLM measures TTFT from sending" in out
+    assert "v: e2e_s vs the tool's e2el: vLLM measures E2EL from sending; schedlab from the scheduled arrival" in out
+
+
+def test_vllm_imports_say_its_send_lag_is_in_ttft_and_e2e():
+    """vLLM's own per-request send lag (queue_times) is in schedlab's TTFT and E2E, timed from the
+    scheduled arrival: the definitions say so, with this file's mean lag."""
+    raw = json.loads(VLLM.read_text())
+    [run] = parse_file(VLLM)
+    lag = 1000 * sum(raw["queue_times"]) / len(raw["queue_times"])
+    notes = {definition.metric: definition for definition in run.definitions}
+    assert notes["ttft_s"].tool_value == pytest.approx(raw["mean_ttft_ms"] / 1000)
+    assert "mean_e2el_ms" not in raw and notes["e2e_s"].tool_value is None  # vLLM reports e2el only when asked
+    assert f"its own send lag, queue_times, is in ours: {lag:.2f} ms on average in this file" in notes["ttft_s"].note
