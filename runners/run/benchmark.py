@@ -37,6 +37,7 @@ from runners.store.recording import RunRecorder
 from runners.store.result_store import DEFAULT_RESULTS_DIR, RunWriter, write_record
 from runners.store.run_ids import new_run_id
 from runners.timestamps import utc_stamp
+from runners.workload.arrivals import RATE_PROCESSES
 from runners.workload.builder import Workload, build_workload
 from runners.workload.slo import TaskSLO
 
@@ -353,7 +354,10 @@ def _summary_header(config: RunConfig, prepared: PreparedRun, oracles: list[str]
         "started_at_unix_s": time.time(),
         "slos": {task: slo.describe() for task, slo in prepared.slos.items()},
         "arrival_process": config.workload.arrival.process,
-        "arrival_rate_rps": config.workload.arrival.rate,
+        # a rate only where arrivals follow one (all at once and replayed stamps have none)
+        "arrival_rate_rps": (
+            config.workload.arrival.rate if config.workload.arrival.process in RATE_PROCESSES else None
+        ),
         "instances": config.engine.instances,
         "sweep_id": config.sweep_id,
         "notes": config.notes,
@@ -506,7 +510,8 @@ def _wall_clock_extras(driver: WallClockDriver) -> dict[str, Any]:
         "server_ttft_count": counters.server_ttft_count,
         "output_length_mismatches": counters.output_length_mismatches,
         "arrival_lag_s": distribution(lags),
-        "achieved_arrival_rate_rps": (len(actual) - 1) / span if span > 0 else None,
+        # all at once (no scheduled span) has no rate to achieve: the send spread is not one
+        "achieved_arrival_rate_rps": (len(actual) - 1) / span if span > 0 and scheduled_span > 0 else None,
         "scheduled_arrival_rate_rps": (len(scheduled) - 1) / scheduled_span if scheduled_span > 0 else None,
         "failures": driver.failures,
         "resent_requests": len(counters.resent),  # dropped unanswered by the server, sent again

@@ -34,6 +34,10 @@ def test_the_launch_passes_enable_metrics_only_to_a_version_that_has_it():
     assert metrics_flags(FAKE_LMDEPLOY_0_10) == ["--enable-metrics"]
     assert metrics_flags(FAKE_LMDEPLOY) == []  # v0.11+: on unless --disable-metrics
     assert metrics_flags(FAKE_LMDEPLOY_0_10, extra_args=["--enable-metrics"]) == []  # not twice
+    # a wrapper's --help is never run: `python -c ...` would run the script (even start a server)
+    marker = ROOT / "tests" / "fakes" / "never-written"
+    wrapper = [sys.executable, "-c", f"open({str(marker)!r}, 'w').write('ran')"]
+    assert metrics_flags(wrapper) == [] and not marker.exists()
     assert metrics_flags(["/no/such/lmdeploy"]) == []  # unreadable help: the launch fails on its own
     old = LMDeployConfig(model="/models/qwen", command=FAKE_LMDEPLOY_0_10).server_command(23333)
     assert old[-1] == "--enable-metrics" and old.count("--enable-metrics") == 1

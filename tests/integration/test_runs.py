@@ -173,3 +173,17 @@ def test_auto_slo_is_ten_times_the_lone_average_request(results_dir):
     expected = 10 * model.alone_latency(code["input_tokens"].mean(), round(code["target_output_tokens"].mean()))[1]
     assert data.config["resolved"]["slos"]["code"]["e2e_s"] == pytest.approx(expected)
     assert outcome.status == "done"
+
+
+def test_an_all_at_once_run_records_no_arrival_rate(tmp_path):
+    """All at once there is no rate: the config's unused default (4 req/s) was recorded as the
+    run's arrival rate, and exported to vLLM's format as if it had been one."""
+    from runners.run.benchmark import execute_run
+    from runners.run.config import parse_config
+
+    def summary(arrival):
+        config = parse_config({"engine": {"kind": "sim"}, "workload": {"requests": 10, "arrival": arrival}})
+        return execute_run(config, tmp_path).summary
+
+    assert summary({"process": "all-at-once"}).arrival_rate_rps is None
+    assert summary({"process": "constant", "rate": 4}).arrival_rate_rps == 4.0

@@ -34,6 +34,7 @@ from __future__ import annotations
 import os
 import subprocess
 from collections.abc import Mapping
+from pathlib import Path
 from typing import Any, Literal
 
 from pydantic import Field
@@ -84,14 +85,23 @@ def _help_text(command: list[str], env: dict[str, str]) -> str | None:
     return _HELP_TEXT[key]
 
 
+def _names_lmdeploy(command: list[str]) -> bool:
+    """Whether ``command`` runs LMDeploy's own CLI (an element named ``lmdeploy...``: the
+    ``lmdeploy`` program, a script of that name): only then is its ``--help`` asked. A wrapper
+    (``python -c ...``, a shell script) might do anything with ``--help``, even start the server;
+    for such a command of a v0.10.x server add ``--enable-metrics`` to ``extra_args``."""
+    return any(Path(part).name.startswith("lmdeploy") for part in command)
+
+
 def metrics_flags(
     command: list[str], env: dict[str, str] | None = None, extra_args: list[str] | None = None
 ) -> list[str]:
     """The flags that turn ``/metrics`` on for the api_server ``command`` starts:
     ``["--enable-metrics"]`` where its ``--help`` offers that flag (v0.10.x: metrics off by
     default), else none (v0.11+: on unless ``--disable-metrics``; or a command whose help cannot
-    be read, which then cannot start either); nothing when ``extra_args`` already has it."""
-    if "--enable-metrics" in (extra_args or []):
+    be read, which then cannot start either); nothing when ``extra_args`` already has it or the
+    command is not LMDeploy's (:func:`_names_lmdeploy`)."""
+    if "--enable-metrics" in (extra_args or []) or not _names_lmdeploy(command):
         return []
     text = _help_text(command, env or {})
     return ["--enable-metrics"] if text is not None and "--enable-metrics" in text else []
