@@ -1,8 +1,8 @@
 """Export any saved run as a vLLM ``bench serve``-compatible result JSON, so scripts that read
 those keep working.
 
-The keys are those vLLM's ``vllm/benchmarks/serve.py`` writes with ``--save-result
---save-detailed`` (``date`` ... ``max_concurrency``, ``duration``, counts, throughputs, the
+The keys are those vLLM's ``vllm/benchmarks/serve.py`` (0.32.0: ``main``'s ``result_json``)
+writes with ``--save-result --save-detailed`` (``date`` ... ``max_concurrency``, ``duration``, counts, throughputs, the
 per-request lists, ``mean_/median_/std_/p99_`` of ``ttft``, ``tpot``, ``itl`` in ms), with vLLM's
 definitions: a request's ``start_times`` entry is when it was sent (our dispatch, seconds since
 the run's start), ``ttfts`` and ``latencies`` are measured from sending, and ``queue_times``

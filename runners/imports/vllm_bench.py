@@ -1,7 +1,8 @@
 """Import a vLLM ``bench serve`` result JSON (``--save-result``; per-request lists with
 ``--save-detailed``).
 
-What it reads (vLLM ``vllm/benchmarks/serve.py``; times in seconds unless the key ends in ``_ms``):
+What it reads (vLLM ``vllm/benchmarks/serve.py``, checked against 0.32.0; ``burstiness`` is
+``args.burstiness``, so ``--burstiness inf`` is written ``Infinity``: constant gaps; times in seconds unless the key ends in ``_ms``):
 
 - per request, index-aligned lists: ``start_times`` (``time.perf_counter()`` when the request
   was sent), ``queue_times`` (client-side wait before sending, when written), ``ttfts`` and
