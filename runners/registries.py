@@ -43,12 +43,25 @@ class Registry(Mapping[str, T]):
     they were registered; ``field`` is the input field a name comes from (``scheduler.name``),
     named by :meth:`lookup`'s error."""
 
-    def __init__(self, kind: str, field: str, items: Iterable[tuple[str, T]] = ()) -> None:
+    def __init__(
+        self,
+        kind: str,
+        field: str,
+        items: Iterable[tuple[str, T]] = (),
+        discover: Callable[[Registry[T]], None] | None = None,
+    ) -> None:
         self.kind = kind
         self.field = field
         self._items: dict[str, T | Deferred] = {}
+        self._discover = discover  # run once, before the first question about names
         for name, item in items:
             self.register(name, item)
+
+    def _discovered(self) -> None:
+        """Run the ``discover`` hook (it may register more items) the first time it is due."""
+        if self._discover is not None:
+            discover, self._discover = self._discover, None
+            discover(self)
 
     def register_deferred(self, name: str, target: str, check: Callable[[str, Any], None] | None = None) -> None:
         """Register ``name`` for the item at ``target`` (``"module:attribute"``), imported on its
@@ -63,6 +76,7 @@ class Registry(Mapping[str, T]):
         self._items[name] = item
 
     def _resolved(self, name: str) -> T:
+        self._discovered()
         item = self._items[name]
         if isinstance(item, Deferred):
             loaded = cast(T, item.load(name, self.kind))
@@ -81,7 +95,7 @@ class Registry(Mapping[str, T]):
         try:
             return self._resolved(name)
         except (KeyError, TypeError):
-            raise UnknownNameError(self.field, name, list(self._items)) from None
+            raise UnknownNameError(self.field, name, list(self)) from None
 
     def unregister(self, name: str) -> T:
         """Remove ``name`` and return its item (KeyError when it is not registered)."""
@@ -101,12 +115,15 @@ class Registry(Mapping[str, T]):
 
     def __contains__(self, name: object) -> bool:
         """Whether ``name`` is registered, without importing a deferred item."""
+        self._discovered()
         return name in self._items
 
     def __iter__(self) -> Iterator[str]:
+        self._discovered()
         return iter(self._items)
 
     def __len__(self) -> int:
+        self._discovered()
         return len(self._items)
 
     def __repr__(self) -> str:

@@ -46,7 +46,21 @@ def _check_policy(name: str, item: object) -> None:
         raise SchedlabError(f"scheduler {name!r}: the class {item.__qualname__} calls itself {item.name!r}")
 
 
-SCHEDULERS: Registry[type[SchedulerPolicy[Any]]] = Registry("scheduler", "scheduler.name")
+#: Why a scheduler of a user's file, module or entry point was not added (one line each, naming
+#: the source): filled when the registry is first asked about names (runners.schedulers.discovery).
+SCHEDULER_PROBLEMS: list[str] = []
+
+
+def _discover_schedulers(registry: Registry[type[SchedulerPolicy[Any]]]) -> None:
+    """Add the schedulers of installed packages' entry points and of ``SCHEDLAB_SCHEDULER_PATH``."""
+    from runners.schedulers.discovery import discover
+
+    SCHEDULER_PROBLEMS[:] = discover(registry, _check_policy)
+
+
+SCHEDULERS: Registry[type[SchedulerPolicy[Any]]] = Registry(
+    "scheduler", "scheduler.name", discover=_discover_schedulers
+)
 for _name, _target in BUILT_IN_SCHEDULERS:
     SCHEDULERS.register_deferred(_name, _target, _check_policy)
 

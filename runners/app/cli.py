@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import signal
 import sys
 from collections.abc import Callable, Iterator, Sequence
@@ -614,13 +615,20 @@ def command_schemas(args: argparse.Namespace) -> int:
 
 
 def command_schedulers(args: argparse.Namespace) -> int:
-    from runners.registry import ENGINES, SCHEDULERS, scheduler_parameters
+    from runners.registry import ENGINES, SCHEDULER_PROBLEMS, SCHEDULERS, scheduler_parameters
 
     print("schedulers:")
-    for name, cls in SCHEDULERS.items():
+    for name in SCHEDULERS:
+        try:
+            cls = SCHEDULERS[name]
+        except SchedlabError as exc:  # an entry point that does not load: the others are listed
+            print(f"  {name:10s} (not loaded: {exc})")
+            continue
         print(f"  {name:10s} {cls.summary}  [{cls.paper}]")
         for parameter, info in scheduler_parameters(name).items():
             print(f"      {parameter} (default {info['default']!r}): {info['description']}")
+    for problem in SCHEDULER_PROBLEMS:
+        print(f"  not added: {problem}")
     print("engines:")
     for name, entry in ENGINES.items():
         print(f"  {name:10s} {entry.summary}")
@@ -677,8 +685,30 @@ def _add_engine_flags(p: argparse.ArgumentParser) -> None:
     p.add_argument("--set", action="append", metavar="KEY=VALUE", help="any config field, e.g. engine.max_num_seqs=64")
 
 
+def _add_scheduler_path(p: argparse.ArgumentParser) -> None:
+    p.add_argument(
+        "--scheduler-path",
+        action="append",
+        metavar="FILE_OR_MODULE",
+        help="a Python file or module of your own scheduler classes (repeatable; also "
+        "SCHEDLAB_SCHEDULER_PATH); each SchedulerPolicy subclass with a name can then be run by it",
+    )
+
+
+def _use_scheduler_paths(args: argparse.Namespace) -> None:
+    """Add ``--scheduler-path`` to ``SCHEDLAB_SCHEDULER_PATH`` before the registry is first asked
+    (study workers, spawned, inherit the environment and find the same files)."""
+    paths = getattr(args, "scheduler_path", None)
+    if paths:
+        from runners.schedulers.discovery import PATH_ENV
+
+        resolved = [str(Path(p).resolve()) if p.endswith(".py") else p for p in paths]
+        os.environ[PATH_ENV] = os.pathsep.join([*filter(None, [os.environ.get(PATH_ENV, "")]), *resolved])
+
+
 def _build_run(run: argparse.ArgumentParser) -> None:
     _add_engine_flags(run)
+    _add_scheduler_path(run)
     run.add_argument("--tokenizer", help="local tokenizer folder for exact token counts (usually the model folder)")
     run.add_argument("--scheduler", help="scheduler name (see 'schedulers'); several, comma-separated, make a study")
     run.add_argument(
@@ -775,6 +805,7 @@ def _build_delete(delete: argparse.ArgumentParser) -> None:
 
 
 def _build_schedulers(schedulers: argparse.ArgumentParser) -> None:
+    _add_scheduler_path(schedulers)
     schedulers.set_defaults(handler=command_schedulers)
 
 
@@ -867,6 +898,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         words = list(sys.argv[1:] if argv is None else argv)
         args = make_parser(words).parse_args(words)
         _results_defaults(args)
+        _use_scheduler_paths(args)
         return int(args.handler(args))
     except SchedlabError as exc:
         print(f"error: {shortened(str(exc), ERROR_LINE_CHARS)}", file=sys.stderr)

@@ -1,0 +1,95 @@
+"""Schedulers of a user's own, found without editing schedlab (issue 30, discovery): a file
+named by --scheduler-path or SCHEDLAB_SCHEDULER_PATH, and the entry points of installed
+packages; a broken source is one line naming it, and never stops the others from listing."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+from runners.registries import Registry
+from runners.registry import _check_policy
+from runners.schedulers.discovery import PATH_ENV, discover
+
+ROOT = Path(__file__).resolve().parents[2]
+EDF = ROOT / "examples" / "edf_policy.py"
+
+
+def runners_cli(*arguments: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess:
+    return subprocess.run(
+        [sys.executable, "-m", "runners", *arguments],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        check=False,
+        env={**os.environ, **(env or {})},
+    )
+
+
+def test_a_users_file_runs_as_a_study_member_on_spawned_workers(tmp_path):
+    """--scheduler-path reaches the process pool's spawned workers (through the environment): a
+    paired study of the example EDF policy against FCFS at 2 seeds, on 2 worker processes."""
+    done = runners_cli(
+        *"run --scheduler-path examples/edf_policy.py --scheduler edf,fcfs --baseline fcfs --seeds 2".split(),
+        *"--requests 40 --rate 8 --set engine.max_num_seqs=2 --executor process --workers 2 --quiet".split(),
+        "--run-id",
+        "mine",
+        "--out",
+        str(tmp_path),
+    )
+    assert done.returncode == 0, done.stderr[-2000:]
+    record = json.loads((tmp_path / "mine" / "study.json").read_text())
+    assert record["status"] == "done" and record["execution"] == {"executor": "process", "workers": 2}
+    assert sorted(run["run_id"] for run in record["runs"]) == [
+        "mine-edf-s0",
+        "mine-edf-s1",
+        "mine-fcfs-s0",
+        "mine-fcfs-s1",
+    ]
+    summary = json.loads((tmp_path / "mine-edf-s0" / "summary.json").read_text())
+    assert summary["scheduler"] == "edf" and summary["completed"] == 40
+
+
+def test_a_broken_source_is_one_line_and_the_others_still_list(tmp_path):
+    broken = tmp_path / "broken_policy.py"
+    broken.write_text("def oops(:\n")
+    clash = tmp_path / "clash_policy.py"
+    clash.write_text(EDF.read_text().replace('name = "edf"', 'name = "fcfs"'))
+    env = {PATH_ENV: os.pathsep.join([str(broken), str(clash), str(tmp_path / "missing.py"), str(EDF)])}
+    done = runners_cli("schedulers", env=env)
+    assert done.returncode == 0, done.stderr
+    lines = done.stdout.splitlines()
+    assert any(line.startswith("  fcfs ") for line in lines) and any(line.startswith("  edf ") for line in lines)
+    assert f"  not added: {broken}: line 1: invalid syntax" in lines
+    assert f"  not added: {clash}: scheduler 'fcfs' (EarliestDeadlineFirst) is taken; not added" in lines
+    assert f"  not added: {tmp_path / 'missing.py'}: no such file; expected a Python file of scheduler classes" in lines
+    # a run of the broken source's (absent) scheduler is refused in one line naming the field
+    refused = runners_cli("run", "--scheduler", "nope", "--requests", "5", "--out", str(tmp_path), env=env)
+    assert refused.returncode == 2 and "scheduler.name" in refused.stderr and "edf" in refused.stderr
+
+
+def test_entry_points_are_registered_deferred_and_checked_on_load(monkeypatch):
+    """An installed package's ``schedlab.schedulers`` entry point: its name is the scheduler's, its
+    class imported on first lookup; a name that clashes is reported, not registered."""
+    from importlib import metadata
+
+    points = [
+        metadata.EntryPoint("edf-pkg", "runners.schedulers.fcfs:FCFSPolicy", "schedlab.schedulers"),
+        metadata.EntryPoint("fcfs", "somewhere:Other", "schedlab.schedulers"),
+    ]
+    monkeypatch.setattr(metadata, "entry_points", lambda group: points if group == "schedlab.schedulers" else [])
+    registry: Registry = Registry("scheduler", "scheduler.name")
+    registry.register("fcfs", object)
+    problems = discover(registry, _check_policy, environ={})
+    assert len(problems) == 1
+    assert problems[0].startswith("entry point 'fcfs' (somewhere:Other): two schedulers are named 'fcfs'")
+    assert "edf-pkg" in registry
+    try:
+        registry.lookup("edf-pkg")
+    except Exception as exc:  # the class calls itself fcfs: refused on load, naming both
+        assert "scheduler 'edf-pkg': the class FCFSPolicy calls itself 'fcfs'" in str(exc)
+    else:
+        raise AssertionError("a class whose name differs from its entry point was accepted")
