@@ -36,7 +36,7 @@ from runners.engines.adapters import ADAPTERS, FormField
 from runners.engines.profile import PRESETS
 from runners.errors import SchedlabError
 from runners.metrics.catalog import metric
-from runners.registry import ENGINES, SCHEDULERS, parameter_specs
+from runners.registry import ENGINES, SCHEDULER_PROBLEMS, SCHEDULERS, parameter_specs, usable_schedulers
 from runners.run.capacity_estimate import low_load_warning
 from runners.store import result_store
 from runners.study.runner import MAX_RUNS_UNCONFIRMED
@@ -428,7 +428,9 @@ error_under("slo", "slo.preset")
 st.subheader("Schedulers")
 note = unavailable_note(kind)  # engine-* ones unless schedlab launches the vLLM
 unavailable = note.schedulers if note is not None else []
-offered = [name for name in SCHEDULERS if name not in unavailable]
+offered = [name for name in usable_schedulers() if name not in unavailable]
+for problem in SCHEDULER_PROBLEMS:  # a user's scheduler file or entry point that did not load
+    st.warning(f"Scheduler not added: {problem}")
 if "schedulers" in st.session_state:  # chosen under another engine: drop what this one cannot run
     st.session_state["schedulers"] = [name for name in st.session_state["schedulers"] if name in offered]
 else:

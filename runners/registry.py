@@ -65,6 +65,22 @@ for _name, _target in BUILT_IN_SCHEDULERS:
     SCHEDULERS.register_deferred(_name, _target, _check_policy)
 
 
+def usable_schedulers() -> list[str]:
+    """The registered scheduler names whose classes load, in registration order (what the CLI
+    and the Launch page offer); one that does not load (an entry point whose module is broken)
+    is left out and its reason added to :data:`SCHEDULER_PROBLEMS`, once."""
+    names = []
+    for name in SCHEDULERS:
+        try:
+            SCHEDULERS[name]
+        except SchedlabError as exc:
+            if str(exc) not in SCHEDULER_PROBLEMS:
+                SCHEDULER_PROBLEMS.append(str(exc))
+            continue
+        names.append(name)
+    return names
+
+
 def scheduler_class(name: str) -> type[SchedulerPolicy[Any]]:
     return SCHEDULERS.lookup(name)
 

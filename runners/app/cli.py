@@ -615,15 +615,11 @@ def command_schemas(args: argparse.Namespace) -> int:
 
 
 def command_schedulers(args: argparse.Namespace) -> int:
-    from runners.registry import ENGINES, SCHEDULER_PROBLEMS, SCHEDULERS, scheduler_parameters
+    from runners.registry import ENGINES, SCHEDULER_PROBLEMS, SCHEDULERS, scheduler_parameters, usable_schedulers
 
     print("schedulers:")
-    for name in SCHEDULERS:
-        try:
-            cls = SCHEDULERS[name]
-        except SchedlabError as exc:  # an entry point that does not load: the others are listed
-            print(f"  {name:10s} (not loaded: {exc})")
-            continue
+    for name in usable_schedulers():  # one that does not load is a line under "not added"
+        cls = SCHEDULERS[name]
         print(f"  {name:10s} {cls.summary}  [{cls.paper}]")
         for parameter, info in scheduler_parameters(name).items():
             print(f"      {parameter} (default {info['default']!r}): {info['description']}")

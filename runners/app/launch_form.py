@@ -37,7 +37,7 @@ from runners.app.jobs import JobSpec, StudySpec, SweepSpec, new_job_spec
 from runners.engines.adapters import ADAPTERS
 from runners.errors import ConfigError, DatasetError, SchedlabError, error_location, shortened, validation_message
 from runners.metrics.catalog import metric
-from runners.registry import SCHEDULERS, check_engine_for, parameter_specs, scheduler_class
+from runners.registry import check_engine_for, parameter_specs, scheduler_class, usable_schedulers
 from runners.run.benchmark import prepare_run
 from runners.run.capacity_estimate import OfferedLoad, offered_load, real_engine_load
 from runners.run.config import RunConfig, set_dotted
@@ -316,7 +316,7 @@ def unavailable_note(engine_kind: str) -> UnavailableNote | None:
     CLI and :func:`build_job` make), in one sentence however many they are (the in-engine ones
     share their reason: they run inside a vLLM that schedlab launches); None when all can."""
     reasons: dict[str, str] = {}
-    for name in SCHEDULERS:
+    for name in usable_schedulers():  # one that does not load is not offered at all
         try:
             check_engine_for(name, engine_kind)
         except ConfigError as exc:

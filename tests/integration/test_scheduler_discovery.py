@@ -93,3 +93,30 @@ def test_entry_points_are_registered_deferred_and_checked_on_load(monkeypatch):
         assert "scheduler 'edf-pkg': the class FCFSPolicy calls itself 'fcfs'" in str(exc)
     else:
         raise AssertionError("a class whose name differs from its entry point was accepted")
+
+
+def test_a_scheduler_that_does_not_load_is_named_on_the_launch_page_and_left_out(monkeypatch, results_dir):
+    """An entry point whose module is broken: the Launch page offers every other scheduler and
+    says which one was not added and why (it raised while drawing the list before)."""
+    from streamlit.testing.v1 import AppTest
+
+    from runners import registry
+
+    monkeypatch.setattr("runners.store.result_store.DEFAULT_RESULTS_DIR", results_dir)
+    monkeypatch.setattr(registry, "SCHEDULER_PROBLEMS", [])
+    registry.SCHEDULERS.register_deferred("broken-policy", "runners.no_such_module:Broken", _check_policy)
+    try:
+        names = registry.usable_schedulers()
+        assert "broken-policy" not in names and "fcfs" in names and "edf" not in names
+        app = AppTest.from_file(str(ROOT / "app.py"), default_timeout=60).run()
+        app.switch_page("pages/1_Launch.py").run()
+        assert not app.exception, app.exception
+        warnings = [warning.value for warning in app.warning]
+        assert any(
+            text.startswith("Scheduler not added: scheduler 'broken-policy': cannot load runners.no_such_module:Broken")
+            for text in warnings
+        ), warnings
+        offered = app.multiselect(key="schedulers").options
+        assert "broken-policy" not in offered and "fcfs" in offered
+    finally:
+        del registry.SCHEDULERS["broken-policy"]
