@@ -152,12 +152,27 @@ def choose_execution(
     return Execution("process", count, f"runs on {count} worker processes")
 
 
+def _member_seconds(member: "StudyMember") -> float:
+    """Estimated wall seconds of one simulator run: :data:`RUN_FIXED_S` + :data:`PER_REQUEST_S`
+    a request, and at least its arrivals' span over the pace when the simulator is paced (a paced
+    run waits, so it gains from a pool even when it costs little CPU)."""
+    from runners.workload.arrivals import RATE_PROCESSES
+
+    workload = member.config.workload
+    seconds = RUN_FIXED_S + PER_REQUEST_S * workload.requests
+    pace = getattr(member.config.engine, "pace", None)
+    arrival = workload.arrival
+    if pace and arrival.process in RATE_PROCESSES and arrival.rate:
+        seconds = max(seconds, workload.requests / arrival.rate / pace)
+    return seconds
+
+
 def estimate_seconds(plan: "StudyPlan", workers: int) -> float:
     """Estimated wall seconds of ``plan``'s simulator runs on ``workers`` (1: one after the other
     in this process; more: a pool of spawned workers, each paying :data:`WORKER_START_S` once,
     the runs spread evenly but never shorter than the longest run), from :data:`RUN_FIXED_S` and
-    :data:`PER_REQUEST_S`."""
-    costs = [RUN_FIXED_S + PER_REQUEST_S * member.config.workload.requests for member in plan.members]
+    :data:`PER_REQUEST_S`, or a paced run's arrival span over its pace (:func:`_member_seconds`)."""
+    costs = [_member_seconds(member) for member in plan.members]
     if not costs:
         return 0.0
     if workers <= 1:

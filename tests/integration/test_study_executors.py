@@ -306,3 +306,22 @@ def test_a_study_that_names_no_executor_runs_serially_when_workers_would_cost_mo
     assert choose_execution(big, workers=2, environ={}) == Execution("process", 2, "runs on 2 worker processes")
     # one run longer than the rest bounds the pool's time from below
     assert estimate_seconds(big, 64) == pytest.approx(1.5 + 2.15)
+
+
+def test_a_paced_study_counts_its_wall_time_not_its_cpu():
+    """A simulator paced at 100x waits: 6 runs of 40 requests at 6 req/s each last 40 / 6 / 100 =
+    0.0667 s of wall time at least; at 1x, 6.67 s each, so 40 s serially against 1.5 + 20 on 2
+    workers: the pool, though the CPU estimate alone (0.948 s) says serial."""
+    paced = plan_study(
+        parse_config(
+            {
+                "engine": {"kind": "sim", "max_num_seqs": 1, "pace": 1.0},
+                "run_id": "pc",
+                "workload": {"requests": 40, "arrival": {"rate": 6}},
+                "trials": {"seeds": [0, 1, 2], "schedulers": ["fcfs", "slo-sa"]},
+            }
+        )
+    )
+    assert estimate_seconds(paced, 1) == pytest.approx(6 * 40 / 6)
+    assert estimate_seconds(paced, 2) == pytest.approx(1.5 + 3 * 40 / 6)
+    assert choose_execution(paced, workers=2, environ={}).kind == "process"
