@@ -7,11 +7,15 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
+#: The repository root (the folder holding runners/): a vLLM server's PYTHONPATH gets it for
+#: schedlab's in-engine scheduler classes.
+ROOT = Path(__file__).resolve().parents[1]
+
 
 def default_results_dir() -> Path:
     """The results folder when none is given: ``$SCHEDLAB_RESULTS_DIR``, else ``results/`` in the
     repository (read when called). :data:`runners.store.result_store.DEFAULT_RESULTS_DIR` holds it."""
-    return Path(os.environ.get("SCHEDLAB_RESULTS_DIR") or Path(__file__).resolve().parents[1] / "results")
+    return Path(os.environ.get("SCHEDLAB_RESULTS_DIR") or ROOT / "results")
 
 
 def is_file(path: str | Path) -> bool:

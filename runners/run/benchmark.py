@@ -208,6 +208,7 @@ def _engine_with_scheduler(
         folder,
         latency,
         getattr(engine, "scheduling_policy", "fcfs"),
+        engine.env.get("PYTHONPATH"),
     )
     return engine.model_copy(update={"scheduler_cls": scheduler_cls, "env": {**engine.env, **env}})
 

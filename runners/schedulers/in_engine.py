@@ -12,6 +12,7 @@ from typing import ClassVar
 from pydantic import Field
 from typing_extensions import TypeVar
 
+from runners.input_model import InputModel
 from runners.schedulers.base import Completion, Decision, InstanceInfo, P, PolicyParams
 from runners.schedulers.fcfs import DispatchOnArrival
 from runners.schedulers.papers import cite
@@ -29,16 +30,69 @@ from runners.schedulers.vllm import (
     EngineDynamicMemoryParams,
     EngineDynamicSLAParams,
     EngineMCSFParams,
+    EngineSLOAwareParams,
 )
 from runners.workload.requests import Request
 
 
 class InEnginePolicy(DispatchOnArrival[P]):
-    """Dispatch on arrival (FCFS, no cap); the engine's scheduler class decides. ``twin``: the
-    client-side policy with the same decision logic."""
+    """Dispatch on arrival (FCFS, no cap); the engine's scheduler class decides. One registration
+    holds the whole in-engine scheduler: subclass this, set the policy's ``name`` and ``Params``
+    and the three attributes below, and register it (the built-in list, a user's file, or an
+    entry point)."""
 
-    twin: ClassVar[str] = ""
     in_engine: ClassVar[bool] = True
+    #: the client-side policy with the same decision logic (a scheduler name; "" when none)
+    twin: ClassVar[str] = ""
+    #: the vLLM scheduler class, as ``--scheduler-cls`` takes it: "package.module.Class". A user's
+    #: class lives in a module beside the policy's file or in an installed package; the server's
+    #: PYTHONPATH gets its folder (runners.schedulers.vllm.engine_pythonpath)
+    engine_class: ClassVar[str] = ""
+    #: the parameters model the engine class reads from ``SCHEDLAB_ENGINE_PARAMS``: only its fields
+    #: are written for the server (None: every parameter of the policy)
+    engine_params: ClassVar[type[InputModel] | None] = None
+
+    def start(self, instances: Sequence[InstanceInfo], now: float) -> None:
+        super().start(instances, now)
+        self.engine_args: dict[str, dict[str, int | float]] = {}
+
+    def request_args(self, request: Request) -> dict[str, int | float]:
+        """The values sent with ``request`` for the engine class (vLLM's ``vllm_xargs``; flat
+        numbers, names in runners.schedulers.vllm), made once at its arrival. None by default;
+        :func:`slo_args` gives its task's SLOs."""
+        return {}
+
+    def on_arrival(self, request: Request, now: float) -> None:
+        super().on_arrival(request, now)
+        args = self.request_args(request)
+        if args:
+            self.engine_args[request.request_id] = args
+
+    def decide(self, now: float) -> Decision:
+        decision = super().decide(now)
+        if not self.engine_args:
+            return decision
+        args = self.engine_args
+        return Decision(
+            [replace(d, engine_args=args.get(d.request_id)) for d in decision.dispatches],
+            decision.wake_at,
+            decision.cancels,
+        )
+
+
+def slo_args(request: Request) -> dict[str, int | float]:
+    """``request``'s task SLOs as engine arguments (``TTFT_SLO_ARG``, ``TPOT_SLO_ARG``,
+    ``E2E_SLO_ARG``, seconds; those its task sets), read in the engine by
+    runners.schedulers.vllm.sent_slos."""
+    return {
+        name: float(limit)
+        for name, limit in (
+            (TTFT_SLO_ARG, request.slo.ttft_s),
+            (TPOT_SLO_ARG, request.slo.tpot_s),
+            (E2E_SLO_ARG, request.slo.e2e_s),
+        )
+        if limit is not None
+    }
 
 
 class InEnginePolicyParams(PolicyParams):
@@ -60,6 +114,8 @@ class EngineDynamicMemoryPolicy(InEnginePolicy[EngineDynamicMemoryPolicyParams])
     )
     paper = cite("000", "Alg. 1, as a vLLM scheduler class")
     twin = "dynamic-mem"
+    engine_class = "runners.schedulers.vllm.dynamic_mem.DynamicMemoryScheduler"
+    engine_params = EngineDynamicMemoryParams
     Params = EngineDynamicMemoryPolicyParams
 
 
@@ -76,6 +132,8 @@ class EngineDynamicSLAPolicy(InEnginePolicy[EngineDynamicSLAPolicyParams]):
     )
     paper = cite("000", "Alg. 2, as a vLLM scheduler class")
     twin = "dynamic-sla"
+    engine_class = "runners.schedulers.vllm.dynamic_mem.DynamicSLAScheduler"
+    engine_params = EngineDynamicSLAParams
     Params = EngineDynamicSLAPolicyParams
 
 
@@ -112,15 +170,10 @@ class PredictingInEnginePolicy(InEnginePolicy[PP]):
     def start(self, instances: Sequence[InstanceInfo], now: float) -> None:
         super().start(instances, now)
         self.outputs = OutputLengthPredictor.from_params(self.params, self.workload, self.calibration)
-        self.engine_args: dict[str, dict[str, int | float]] = {}
 
     def request_args(self, request: Request) -> dict[str, int | float]:
         """The engine arguments of ``request``, made once at its arrival."""
         return {PREDICTED_OUTPUT_ARG: self.outputs.predict(request)}
-
-    def on_arrival(self, request: Request, now: float) -> None:
-        super().on_arrival(request, now)
-        self.engine_args[request.request_id] = self.request_args(request)
 
     def on_completion(self, completion: Completion, now: float) -> None:
         super().on_completion(completion, now)
@@ -128,15 +181,6 @@ class PredictingInEnginePolicy(InEnginePolicy[PP]):
             self.outputs.observe(self.requests[completion.request_id].task, completion.tokens_total)
             if self.forget_finished:
                 self.outputs.forget(completion.request_id)
-
-    def decide(self, now: float) -> Decision:
-        decision = super().decide(now)
-        args = self.engine_args
-        return Decision(
-            [replace(d, engine_args=args[d.request_id]) for d in decision.dispatches],
-            decision.wake_at,
-            decision.cancels,
-        )
 
 
 class EngineMCSFPolicy(PredictingInEnginePolicy[EngineMCSFPolicyParams]):
@@ -152,6 +196,8 @@ class EngineMCSFPolicy(PredictingInEnginePolicy[EngineMCSFPolicyParams]):
     )
     paper = cite("003", "MC-SF, as a vLLM scheduler class")
     twin = "mcsf"
+    engine_class = "runners.schedulers.vllm.mcsf.MCSFScheduler"
+    engine_params = EngineMCSFParams
     Params = EngineMCSFPolicyParams
 
 
@@ -177,16 +223,10 @@ class EngineSLOAwarePolicy(PredictingInEnginePolicy[EngineSLOAwarePolicyParams])
     )
     paper = cite("004", "Alg. 1-2, as a vLLM scheduler class")
     twin = "slo-sa"
+    engine_class = "runners.schedulers.vllm.slo_sa.SLOAwareScheduler"
+    engine_params = EngineSLOAwareParams
     Params = EngineSLOAwarePolicyParams
     forget_finished = True  # as slo-sa
 
     def request_args(self, request: Request) -> dict[str, int | float]:
-        args = super().request_args(request)
-        for name, limit in (
-            (TTFT_SLO_ARG, request.slo.ttft_s),
-            (TPOT_SLO_ARG, request.slo.tpot_s),
-            (E2E_SLO_ARG, request.slo.e2e_s),
-        ):
-            if limit is not None:
-                args[name] = float(limit)
-        return args
+        return {**super().request_args(request), **slo_args(request)}

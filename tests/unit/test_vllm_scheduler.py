@@ -22,8 +22,8 @@ from runners.schedulers.dynamic_batching_core import (
     normal_quantile,
 )
 from runners.schedulers.vllm import (
-    IN_ENGINE_PARAMS,
     EngineDynamicMemoryParams,
+    in_engine_policy,
     load_params,
     scheduler_class,
     supported_version,
@@ -45,12 +45,12 @@ def test_the_registry_and_the_client_side_import_without_vllm():
         "import sys, runners.schedulers.vllm as m, runners.schedulers.vllm.mcsf_core, "
         "runners.schedulers.in_engine; "
         "assert not any(n == 'vllm' or n.startswith('vllm.') for n in sys.modules); "
-        "print(m.IN_ENGINE_SCHEDULERS['engine-dynamic-mem'])"
+        "print(m.scheduler_class('engine-dynamic-mem'))"
     )
     out = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, check=True)
     assert out.stdout.strip() == ENGINE_CLASS
     assert scheduler_class("engine-dynamic-mem") == ENGINE_CLASS
-    assert IN_ENGINE_PARAMS["engine-dynamic-mem"] is EngineDynamicMemoryParams
+    assert in_engine_policy("engine-dynamic-mem").engine_params is EngineDynamicMemoryParams
     with pytest.raises(KeyError, match="engine-dynamic-mem"):
         scheduler_class("engine:nope")
 

@@ -19,11 +19,9 @@ from runners.schedulers.base import InstanceInfo
 from runners.schedulers.in_engine import EngineMCSFPolicy
 from runners.schedulers.memory_constrained import MCSFPolicy
 from runners.schedulers.vllm import (
-    CLIENT_TWINS,
-    IN_ENGINE_PARAMS,
-    IN_ENGINE_SCHEDULERS,
     PREDICTED_OUTPUT_ARG,
     EngineMCSFParams,
+    in_engine_policy,
     launch_settings,
     mcsf_core,
 )
@@ -50,9 +48,9 @@ def _request(rid: str, prompt: int, output: int, arrival: float = 0.0, task: str
 
 
 def test_registered():  # mcsf_core and in_engine import without vLLM: tests/unit/test_vllm_scheduler.py
-    assert IN_ENGINE_SCHEDULERS["engine-mcsf"] == ENGINE_CLASS
-    assert CLIENT_TWINS["engine-mcsf"] == "mcsf"
-    assert IN_ENGINE_PARAMS["engine-mcsf"] is EngineMCSFParams
+    assert in_engine_policy("engine-mcsf").engine_class == ENGINE_CLASS
+    assert in_engine_policy("engine-mcsf").twin == "mcsf"
+    assert in_engine_policy("engine-mcsf").engine_params is EngineMCSFParams
     assert scheduler_class("engine-mcsf") is EngineMCSFPolicy and EngineMCSFPolicy.in_engine
     assert EngineMCSFPolicy.twin == "mcsf"
 

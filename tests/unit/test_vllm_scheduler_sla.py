@@ -22,11 +22,9 @@ from runners.schedulers.dynamic_batching_core import (
     sla_window_update,
 )
 from runners.schedulers.vllm import (
-    CLIENT_TWINS,
-    IN_ENGINE_PARAMS,
-    IN_ENGINE_SCHEDULERS,
     EngineDynamicSLAParams,
     SLAWindowParams,
+    in_engine_policy,
     load_params,
 )
 from tests.real_vllm import needs_vllm, run_to_completion, vllm_run_config
@@ -38,9 +36,9 @@ ENGINE_CLASS = "runners.schedulers.vllm.dynamic_mem.DynamicSLAScheduler"
 
 
 def test_registered_with_its_client_twin():
-    assert IN_ENGINE_SCHEDULERS["engine-dynamic-sla"] == ENGINE_CLASS
-    assert CLIENT_TWINS["engine-dynamic-sla"] == "dynamic-sla"
-    assert IN_ENGINE_PARAMS["engine-dynamic-sla"] is EngineDynamicSLAParams
+    assert in_engine_policy("engine-dynamic-sla").engine_class == ENGINE_CLASS
+    assert in_engine_policy("engine-dynamic-sla").twin == "dynamic-sla"
+    assert in_engine_policy("engine-dynamic-sla").engine_params is EngineDynamicSLAParams
     from runners.schedulers.in_engine import EngineDynamicSLAPolicy
 
     assert EngineDynamicSLAPolicy.name == "engine-dynamic-sla" and EngineDynamicSLAPolicy.twin == "dynamic-sla"

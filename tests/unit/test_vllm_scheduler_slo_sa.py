@@ -27,15 +27,13 @@ from runners.schedulers.slo_aware import (
     slot_wait_s,
 )
 from runners.schedulers.vllm import (
-    CLIENT_TWINS,
     E2E_SLO_ARG,
-    IN_ENGINE_PARAMS,
-    IN_ENGINE_SCHEDULERS,
     PREDICTED_OUTPUT_ARG,
     TPOT_SLO_ARG,
     TTFT_SLO_ARG,
     EngineDynamicMemoryParams,
     EngineSLOAwareParams,
+    in_engine_policy,
     launch_settings,
     load_params,
 )
@@ -73,9 +71,9 @@ def three_waiting(a_ttft: float = 0.15) -> list[WaitingRequest]:
 
 
 def test_registered_as_an_in_engine_twin_of_slo_sa():
-    assert IN_ENGINE_SCHEDULERS["engine-slo-sa"] == ENGINE_CLASS
-    assert CLIENT_TWINS["engine-slo-sa"] == "slo-sa"
-    assert IN_ENGINE_PARAMS["engine-slo-sa"] is EngineSLOAwareParams
+    assert in_engine_policy("engine-slo-sa").engine_class == ENGINE_CLASS
+    assert in_engine_policy("engine-slo-sa").twin == "slo-sa"
+    assert in_engine_policy("engine-slo-sa").engine_params is EngineSLOAwareParams
     policy = SCHEDULERS["engine-slo-sa"]
     assert policy.in_engine and policy.twin == "slo-sa"
     # the plan's settings are slo-sa's own fields (one definition, SLOPlanParams)

@@ -30,8 +30,7 @@ from runners.engines.adapters.base import (
     python_form_field,
 )
 from runners.engines.real_config import optional_flags
-
-ROOT = Path(__file__).resolve().parents[3]
+from runners.paths import ROOT
 
 
 class VLLMConfig(LaunchConfig):
@@ -132,6 +131,8 @@ class VLLMAdapter(PythonModuleAdapter):
         if not config.scheduler_cls or not config.scheduler_cls.startswith("runners."):
             return {}
         inherited = config.env.get("PYTHONPATH", os.environ.get("PYTHONPATH", ""))
+        if str(ROOT) in inherited.split(os.pathsep):  # launch_settings put it there already
+            return {}
         return {"PYTHONPATH": os.pathsep.join(part for part in (str(ROOT), inherited) if part)}
 
     @classmethod

@@ -2,7 +2,11 @@
 
 The vLLM server loads them from its own Python, so nothing is installed into the user's vLLM
 environment: the server's ``PYTHONPATH`` must include schedlab's repository root, and the server
-is started with ``--scheduler-cls <qualified name>`` (:data:`IN_ENGINE_SCHEDULERS`).
+is started with ``--scheduler-cls <qualified name>``. Each in-engine scheduler is registered once,
+as its client-side policy (runners.schedulers.in_engine.InEnginePolicy): the class attributes
+``engine_class`` (the qualified name), ``engine_params`` (the model the class reads) and ``twin``
+(the client-side policy with the same decisions) say the rest, so a user's file or package adds
+one the same way (:func:`engine_pythonpath` gives its server the folders it imports from).
 
 This module is importable WITHOUT vLLM (no vLLM import here): schedlab's CLI and pages read the
 registry and the version check from it. The classes themselves (:mod:`.base`, :mod:`.dynamic_mem`)
@@ -25,10 +29,13 @@ Environment read by the classes inside the server (the launcher sets them):
 from __future__ import annotations
 
 import json
+import math
 import os
 import re
+import sys
+from collections.abc import Mapping, Sequence
 from pathlib import Path
-from typing import ClassVar, Literal
+from typing import Any, ClassVar, Literal
 
 from pydantic import Field, model_validator
 
@@ -36,23 +43,8 @@ from runners.engines.engine_decisions import DECISIONS_ENV
 from runners.engines.latency_model import LatencyModel, PhaseCoefficients
 from runners.errors import ConfigError
 from runners.input_model import InputModel, field_error
+from runners.paths import ROOT
 from runners.schedulers.slo_aware import SLOPlanParams
-
-#: schedlab scheduler name -> qualified class name for vLLM's ``--scheduler-cls``.
-IN_ENGINE_SCHEDULERS: dict[str, str] = {
-    "engine-dynamic-mem": "runners.schedulers.vllm.dynamic_mem.DynamicMemoryScheduler",
-    "engine-dynamic-sla": "runners.schedulers.vllm.dynamic_mem.DynamicSLAScheduler",
-    "engine-mcsf": "runners.schedulers.vllm.mcsf.MCSFScheduler",
-    "engine-slo-sa": "runners.schedulers.vllm.slo_sa.SLOAwareScheduler",
-}
-
-#: The client-side policy each in-engine scheduler shares its decision logic with.
-CLIENT_TWINS: dict[str, str] = {
-    "engine-dynamic-mem": "dynamic-mem",
-    "engine-dynamic-sla": "dynamic-sla",
-    "engine-mcsf": "mcsf",
-    "engine-slo-sa": "slo-sa",
-}
 
 #: vLLM releases the classes are tested against, as "major.minor" (any patch release of each).
 #: The scheduler interface is not public ("compatibility may not be maintained"), so each new
@@ -73,6 +65,26 @@ PREDICTED_OUTPUT_ARG = "schedlab_predicted_output_tokens"  # predicted output le
 TTFT_SLO_ARG = "schedlab_ttft_slo_s"  # the request's TTFT objective, seconds
 TPOT_SLO_ARG = "schedlab_tpot_slo_s"  # the request's TPOT objective, seconds
 E2E_SLO_ARG = "schedlab_e2e_slo_s"  # the request's end-to-end latency objective, seconds
+
+
+def positive_number(value: Any) -> float | None:
+    """``value`` as a finite float > 0, else None (absent, not a number, or out of range)."""
+    if isinstance(value, bool):
+        return None
+    try:
+        number = float(value)
+    except (TypeError, ValueError):
+        return None
+    return number if math.isfinite(number) and number > 0 else None
+
+
+def sent_slos(extra_args: Mapping[str, Any] | None) -> tuple[float | None, float | None, float | None]:
+    """The TTFT, TPOT and E2E objectives (seconds) a client sent with a request in its
+    ``sampling_params.extra_args`` (``TTFT_SLO_ARG``, ``TPOT_SLO_ARG``, ``E2E_SLO_ARG``); None for
+    one not sent or not a positive finite number. What an engine class reads of a request's SLOs."""
+    args = extra_args or {}
+    ttft, tpot, e2e = (positive_number(args.get(name)) for name in (TTFT_SLO_ARG, TPOT_SLO_ARG, E2E_SLO_ARG))
+    return ttft, tpot, e2e
 
 
 def supported_version(version: str) -> bool:
@@ -96,14 +108,58 @@ def version_error(version: str | None) -> str | None:
     )
 
 
+def in_engine_policy(name: str) -> Any:
+    """The registered client-side policy class of in-engine scheduler ``name``; KeyError listing
+    the in-engine ones when ``name`` is none of them."""
+    from runners.registry import SCHEDULERS, usable_schedulers
+
+    cls = SCHEDULERS.get(name) if name in SCHEDULERS else None
+    if cls is None or not cls.in_engine or not getattr(cls, "engine_class", ""):
+        known = [other for other in usable_schedulers() if SCHEDULERS[other].in_engine]
+        raise KeyError(f"unknown in-engine scheduler {name!r}; known: {', '.join(sorted(known))}")
+    return cls
+
+
 def scheduler_class(name: str) -> str:
-    """The qualified class name for schedlab scheduler ``name``; KeyError listing the known ones."""
-    try:
-        return IN_ENGINE_SCHEDULERS[name]
-    except KeyError:
-        raise KeyError(
-            f"unknown in-engine scheduler {name!r}; known: {', '.join(sorted(IN_ENGINE_SCHEDULERS))}"
-        ) from None
+    """The qualified class name (``--scheduler-cls``) of in-engine scheduler ``name``; KeyError
+    listing the known ones."""
+    return str(in_engine_policy(name).engine_class)
+
+
+def _module_folder(module_name: str, folders: Sequence[str]) -> str | None:
+    """The first of ``folders`` that holds top-level module or package ``module_name`` (found,
+    not imported: the engine's module imports vLLM, which this Python may not have)."""
+    from importlib.machinery import PathFinder
+
+    spec = PathFinder.find_spec(module_name, list(folders))
+    if spec is None or spec.origin is None:
+        return None
+    origin = Path(spec.origin)
+    return str(origin.parent.parent if spec.submodule_search_locations else origin.parent)
+
+
+def engine_pythonpath(policy: type) -> list[str]:
+    """The folders the vLLM server's PYTHONPATH needs for in-engine ``policy``'s engine class:
+    schedlab's repository root (every engine class may build on runners.schedulers.vllm.base),
+    then the folder its top-level module is found in - looked for beside the policy's own file
+    first (a user's file passed with --scheduler-path), then on this Python's path (an installed
+    package). ConfigError naming scheduler.name when it is found nowhere."""
+    qualified = str(getattr(policy, "engine_class", ""))
+    top = qualified.split(".", 1)[0]
+    folders = [str(ROOT)]
+    if top == "runners":
+        return folders
+    module = sys.modules.get(policy.__module__)
+    own = getattr(module, "__file__", None)
+    candidates = ([str(Path(own).resolve().parent)] if own else []) + [entry or os.getcwd() for entry in sys.path]
+    found = _module_folder(top, candidates)
+    if found is None:
+        raise ConfigError(
+            "scheduler.name",
+            f"{policy.name}: its engine class {qualified} is in module {top!r}, found neither beside "
+            f"{own or policy.__module__} nor on this Python's path; put {top}.py next to the policy's file",
+        )
+    return folders + ([found] if found != str(ROOT) else [])
 
 
 EngineOutputPrior = Literal["calibration", "given", "cold", "max_tokens"]
@@ -322,15 +378,6 @@ class EngineSLOAwareParams(SLOPlanParams):
         return self
 
 
-#: schedlab scheduler name -> the parameters model of its class (importable without vLLM).
-IN_ENGINE_PARAMS: dict[str, type[InputModel]] = {
-    "engine-dynamic-mem": EngineDynamicMemoryParams,
-    "engine-dynamic-sla": EngineDynamicSLAParams,
-    "engine-mcsf": EngineMCSFParams,
-    "engine-slo-sa": EngineSLOAwareParams,
-}
-
-
 def load_params(model: type[InputModel], environ: "os._Environ[str] | dict[str, str] | None" = None) -> InputModel:
     """``model`` from the JSON object at ``$SCHEDLAB_ENGINE_PARAMS`` (defaults when unset).
     ValueError naming the file and the field when the file is unreadable or a value is refused."""
@@ -350,18 +397,25 @@ def load_params(model: type[InputModel], environ: "os._Environ[str] | dict[str, 
 
 
 def launch_settings(
-    name: str, params: InputModel, folder: Path, latency: LatencyModel | None = None, scheduling_policy: str = "fcfs"
+    name: str,
+    params: InputModel,
+    folder: Path,
+    latency: LatencyModel | None = None,
+    scheduling_policy: str = "fcfs",
+    inherited_pythonpath: str | None = None,
 ) -> tuple[str, dict[str, str]]:
     """What a vLLM launch needs to run in-engine scheduler ``name``: its ``--scheduler-cls`` and
     the server environment (the parameters written as JSON into ``folder``, the decisions file
     per instance there: ``engine-decisions-{instance}.jsonl``, ``{instance}`` being replaced by the
-    launcher). Only the fields of the class's own model (:data:`IN_ENGINE_PARAMS`) are written: a
+    launcher), and its PYTHONPATH (:func:`engine_pythonpath`, then the PYTHONPATH it would inherit).
+    Only the fields of the class's own model (the policy's ``engine_params``) are written: a
     client policy's parameters may add its own (e.g. engine-mcsf's output predictor), which the
     class's model, forbidding unknown fields, would refuse. A model that ``needs_latency_model``
     (engine-slo-sa) gets the run's ``latency`` model's eq. 14/15 coefficients (``prefill``,
     ``decode``, seconds); ConfigError naming engine.profile when the run has none, and naming
     engine.scheduling_policy when a model that ``needs_fcfs_queue`` would start under priority."""
-    model = IN_ENGINE_PARAMS.get(name)
+    policy = in_engine_policy(name)
+    model = policy.engine_params
     if model is not None and getattr(model, "needs_fcfs_queue", False) and scheduling_policy != "fcfs":
         raise ConfigError(
             "engine.scheduling_policy",
@@ -382,9 +436,11 @@ def launch_settings(
     folder.mkdir(parents=True, exist_ok=True)
     params_file = folder / "engine-scheduler-params.json"
     params_file.write_text(written.model_dump_json(indent=2) + "\n", encoding="utf-8")
-    return scheduler_class(name), {
+    inherited = inherited_pythonpath if inherited_pythonpath is not None else os.environ.get("PYTHONPATH", "")
+    return str(policy.engine_class), {
         PARAMS_ENV: str(params_file),
         DECISIONS_ENV: str(folder / "engine-decisions-{instance}.jsonl"),
+        "PYTHONPATH": os.pathsep.join([*engine_pythonpath(policy), *filter(None, inherited.split(os.pathsep))]),
     }
 
 

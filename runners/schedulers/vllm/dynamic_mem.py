@@ -79,7 +79,6 @@ from runners.schedulers.dynamic_batching_core import (
 )
 from runners.schedulers.predictors import RunningMoments
 from runners.schedulers.vllm import (
-    IN_ENGINE_PARAMS,
     EngineDynamicMemoryParams,
     EngineDynamicSLAParams,
     check_window,
@@ -94,12 +93,13 @@ class DynamicMemoryScheduler(SchedlabScheduler):
     """000 Alg. 1 in vLLM: the running limit is the largest batch the KV cache holds with
     probability 1 - eps_M (see the module doc)."""
 
-    #: The schedlab scheduler name (its parameters model in IN_ENGINE_PARAMS, its messages).
+    #: The schedlab scheduler name (in its messages) and the parameters model it reads.
     engine_name = "engine-dynamic-mem"
+    params_model: type[EngineDynamicMemoryParams] = EngineDynamicMemoryParams
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
-        params = load_params(IN_ENGINE_PARAMS[self.engine_name])
+        params = load_params(self.params_model)
         assert isinstance(params, EngineDynamicMemoryParams)
         self.params = params
         if params.b_max is not None and params.b_max > self.max_num_running_reqs:
@@ -191,6 +191,7 @@ class DynamicSLAScheduler(DynamicMemoryScheduler):
     module doc)."""
 
     engine_name = "engine-dynamic-sla"
+    params_model = EngineDynamicSLAParams
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)

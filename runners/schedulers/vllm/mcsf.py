@@ -62,7 +62,7 @@ from vllm.v1.core.sched.output import SchedulerOutput
 from vllm.v1.core.sched.request_queue import SchedulingPolicy
 from vllm.v1.request import Request
 
-from runners.schedulers.vllm import IN_ENGINE_PARAMS, PREDICTED_OUTPUT_ARG, EngineMCSFParams, load_params
+from runners.schedulers.vllm import PREDICTED_OUTPUT_ARG, EngineMCSFParams, load_params
 from runners.schedulers.vllm.base import SchedlabScheduler, logger
 from runners.schedulers.vllm.mcsf_core import (
     FROM_EXTRA_ARGS,
@@ -94,7 +94,7 @@ class MCSFScheduler(SchedlabScheduler):
             )
             logger.error("%s", message)
             raise ValueError(message)
-        params = load_params(IN_ENGINE_PARAMS["engine-mcsf"])
+        params = load_params(EngineMCSFParams)
         assert isinstance(params, EngineMCSFParams)
         self.params = params
         self.capacity = capacity_tokens(self.total_blocks(), self.block_size, params.memory_fraction)

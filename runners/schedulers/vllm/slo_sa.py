@@ -54,7 +54,7 @@ from vllm.v1.core.sched.request_queue import SchedulingPolicy
 from vllm.v1.request import Request
 
 from runners.engines.latency_model import LatencyModel
-from runners.schedulers.vllm import IN_ENGINE_PARAMS, EngineSLOAwareParams, load_params
+from runners.schedulers.vllm import EngineSLOAwareParams, load_params
 from runners.schedulers.vllm.base import SchedlabScheduler, logger
 from runners.schedulers.vllm.slo_sa_plan import (
     EnginePlan,
@@ -74,7 +74,7 @@ class SLOAwareScheduler(SchedlabScheduler):
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
-        params = load_params(IN_ENGINE_PARAMS["engine-slo-sa"])
+        params = load_params(EngineSLOAwareParams)
         assert isinstance(params, EngineSLOAwareParams)
         self.params = params
         if self.policy != SchedulingPolicy.FCFS:

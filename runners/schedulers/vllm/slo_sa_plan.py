@@ -32,20 +32,9 @@ import numpy as np
 
 from runners.engines.latency_model import LatencyModel
 from runners.schedulers.slo_aware import SLOPlanParams, plan_annealing, plan_inputs_of, slot_wait_s
-from runners.schedulers.vllm import E2E_SLO_ARG, PREDICTED_OUTPUT_ARG, TPOT_SLO_ARG, TTFT_SLO_ARG
+from runners.schedulers.vllm import PREDICTED_OUTPUT_ARG, positive_number, sent_slos
 
 INF = math.inf
-
-
-def _positive(value: Any) -> float | None:
-    """``value`` as a finite float > 0, else None (absent, not a number, or out of range)."""
-    if isinstance(value, bool):
-        return None
-    try:
-        number = float(value)
-    except (TypeError, ValueError):
-        return None
-    return number if math.isfinite(number) and number > 0 else None
 
 
 def request_args(extra_args: Mapping[str, Any] | None, max_tokens: int) -> tuple[int, float, float, float]:
@@ -53,9 +42,9 @@ def request_args(extra_args: Mapping[str, Any] | None, max_tokens: int) -> tuple
     ``sampling_params.extra_args``: the prediction falls back to ``max_tokens``, a limit not sent
     (or not a positive number) is inf (no SLO)."""
     args = extra_args or {}
-    predicted = _positive(args.get(PREDICTED_OUTPUT_ARG))
+    predicted = positive_number(args.get(PREDICTED_OUTPUT_ARG))
     output = max(1, int(round(predicted))) if predicted is not None else max(1, int(max_tokens))
-    ttft, tpot, e2e = (_positive(args.get(name)) for name in (TTFT_SLO_ARG, TPOT_SLO_ARG, E2E_SLO_ARG))
+    ttft, tpot, e2e = sent_slos(args)
     return output, ttft or INF, tpot or INF, e2e or INF
 
 
