@@ -17,6 +17,7 @@ import numpy as np
 
 import runners
 from runners.drivers.base import Driver
+from runners.drivers.policy_guard import RUN_LOG, DecideGuard, policy_failure, write_run_log
 from runners.drivers.virtual_time import VirtualTimeDriver
 from runners.drivers.watchdog import stalled_message
 from runners.engines.latency_model import LatencyModel
@@ -322,7 +323,10 @@ def _execute_run(
 ) -> RunOutcome:
     prepared = prepare_run(config)
     policy = make_policy(config.scheduler.name, config.scheduler.params)
-    policy.on_calibration(prepared.workload.calibration)
+    try:
+        policy.on_calibration(prepared.workload.calibration)
+    except Exception as exc:  # before the run folder exists: one line, nothing written
+        raise ConfigError("scheduler.name", policy_failure(policy, exc) or f"{type(exc).__name__}: {exc}") from exc
     run_id = config.run_id or new_run_id(config.scheduler.name, config.engine.kind)
     oracles = run_oracles(config)
     writer = RunWriter(
@@ -384,7 +388,11 @@ class _Running:
 
     def drive(self) -> tuple[str, str | None]:
         """Run the driver to its end: ("done", None), or the status and error it ended with
-        (every exception is caught: what was measured is kept)."""
+        (every exception is caught: what was measured is kept). An exception that came from the
+        policy, or a decide past ``scheduler.decide_limit_s``, is one line naming the scheduler,
+        the method and the line (runners.drivers.policy_guard); any exception's traceback goes
+        to the run folder's run.log."""
+        guard = DecideGuard(self.policy, self.config.scheduler.decide_limit_s)
         try:
             engine = self.config.engine
             if isinstance(engine, SimulatorConfig):
@@ -398,8 +406,11 @@ class _Running:
         except PolicyStalled as exc:
             return "failed", f"stalled: {self.policy.name}: {exc}"
         except Exception as exc:  # keep what was measured, then report
-            return "failed", f"{type(exc).__name__}: {exc}"
+            reason = policy_failure(self.policy, exc, guard) or f"{type(exc).__name__}: {exc}"
+            write_run_log(self.writer.folder, exc, reason)
+            return "failed", f"{reason} (traceback in {RUN_LOG})"
         finally:
+            guard.close()
             if self.real_engine is not None:
                 self.real_engine.stop()
 

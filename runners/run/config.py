@@ -26,6 +26,14 @@ class SchedulerConfig(InputModel):
 
     name: str = "fcfs"
     params: dict[str, Any] = Field(default_factory=dict)
+    decide_limit_s: float = Field(
+        default=30.0,
+        gt=0,
+        le=86_400,
+        description="longest one call of the policy's decide may take, seconds (wall clock); a call past it "
+        "fails the run with the reason, keeping what was measured. A safety net against a hung policy: "
+        "'python -m runners check-scheduler' checks decide time against a budget",
+    )
 
 
 #: Most seeds one study may take (the run-count guard, 1,000 runs without confirmation, applies too).

@@ -6,14 +6,13 @@ class's; the run writes them into its folder for the server (see ``launch_settin
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import replace
 from typing import ClassVar
 
 from pydantic import Field
 from typing_extensions import TypeVar
 
 from runners.input_model import InputModel
-from runners.schedulers.base import Completion, Decision, InstanceInfo, P, PolicyParams
+from runners.schedulers.base import Completion, Dispatch, InstanceInfo, P, PolicyParams
 from runners.schedulers.fcfs import DispatchOnArrival
 from runners.schedulers.papers import cite
 from runners.schedulers.predictors import (
@@ -68,16 +67,14 @@ class InEnginePolicy(DispatchOnArrival[P]):
         if args:
             self.engine_args[request.request_id] = args
 
-    def decide(self, now: float) -> Decision:
-        decision = super().decide(now)
-        if not self.engine_args:
-            return decision
-        args = self.engine_args
-        return Decision(
-            [replace(d, engine_args=args.get(d.request_id)) for d in decision.dispatches],
-            decision.wake_at,
-            decision.cancels,
-        )
+    def _take(
+        self, request_id: str, instance: int, max_tokens: int | None = None, priority: int | None = None
+    ) -> Dispatch:
+        """The base class's dispatch, with the request's engine arguments (decide stays the
+        dispatch-on-arrival one, so the simulator keeps its fast path for it)."""
+        dispatch = super()._take(request_id, instance, max_tokens, priority)
+        dispatch.engine_args = self.engine_args.get(request_id)
+        return dispatch
 
 
 def slo_args(request: Request) -> dict[str, int | float]:
