@@ -120,3 +120,43 @@ def discover(
                 continue
             registry.register(cls.name, cls)
     return problems
+
+
+def source_files(environ: Mapping[str, str] | None = None) -> dict[str, str]:
+    """The Python files :data:`PATH_ENV` names, as {path: text} (read now), for workers on other
+    machines that cannot read this one's files (the Ray executor ships them with each task);
+    modules and files that cannot be read are left out (modules must be installed on the nodes)."""
+    environ = os.environ if environ is None else environ
+    shipped = {}
+    for source in (part.strip() for part in environ.get(PATH_ENV, "").split(os.pathsep)):
+        if source.endswith(".py"):
+            try:
+                shipped[source] = Path(source).read_text(encoding="utf-8")
+            except (OSError, UnicodeDecodeError):
+                continue
+    return shipped
+
+
+def use_shipped_sources(shipped: Mapping[str, str], registry: Registry[type[SchedulerPolicy[Any]]]) -> list[str]:
+    """In a worker process: write each shipped file (:func:`source_files`) into a folder of this
+    machine named by its content, under the same file name (so a module beside it is found as at
+    home), and register its schedulers not yet in ``registry``. Returns the problems, one line
+    each (a file whose classes clash is not used)."""
+    import tempfile
+
+    problems = []
+    for path, text in shipped.items():
+        digest = hashlib.sha1(text.encode()).hexdigest()[:12]
+        copy = Path(tempfile.gettempdir()) / f"schedlab-shipped-{digest}" / Path(path).name
+        try:
+            if not copy.is_file() or copy.read_text(encoding="utf-8") != text:
+                copy.parent.mkdir(parents=True, exist_ok=True)
+                copy.write_text(text, encoding="utf-8")
+            classes = load_source(str(copy))
+        except (OSError, SchedlabError) as exc:
+            problems.append(f"{path} (shipped): {exc}")
+            continue
+        for cls in classes:
+            if cls.name not in registry:
+                registry.register(cls.name, cls)
+    return problems

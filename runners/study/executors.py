@@ -20,7 +20,10 @@ The executors (``--executor``, config ``trials.executor``):
   process sees it. On a cluster of several machines that folder must be shared (the same path on
   every node, e.g. an NFS mount), or the runs land on the nodes that ran them and this machine's
   study.json lists runs it cannot read. schedlab must be importable on every node. Only the
-  summaries come back to this process.
+  summaries come back to this process. A user's scheduler files (``SCHEDLAB_SCHEDULER_PATH``,
+  ``--scheduler-path``) travel with the tasks: their text is put in Ray's object store once and
+  each task registers them on its node (runners.schedulers.discovery.use_shipped_sources); a
+  scheduler module or package must be installed on the nodes.
 
 Whatever the executor, a run's results depend only on its config (the simulator is deterministic
 given the seed), so a study's numbers are identical at any parallelism. This process alone
@@ -515,10 +518,19 @@ class _RayChannel:
         return self.stopped
 
 
-def _ray_task(member: "StudyMember", results_root: Path, task: MemberTask, channel: Any) -> Outcome:
+def _ray_task(
+    member: "StudyMember", results_root: Path, task: MemberTask, channel: Any, shipped: dict[str, str]
+) -> Outcome:
     """Runs in a Ray worker: skip when stopped before starting; report progress and poll the stop
-    flag at most every :data:`REPORT_INTERVAL_S`."""
+    flag at most every :data:`REPORT_INTERVAL_S`. ``shipped``: the user's scheduler files
+    ({path: text}) the study's process found, registered here first (the node may not have them)."""
     import ray
+
+    if shipped:
+        from runners.registry import SCHEDULERS
+        from runners.schedulers.discovery import use_shipped_sources
+
+        use_shipped_sources(shipped, SCHEDULERS)
 
     if ray.get(channel.is_stopped.remote()):
         return "skipped", None, None
@@ -578,9 +590,14 @@ class _RayBackend(_Backend):
         self.channel: Any = ray.remote(num_cpus=0)(_RayChannel).remote()
         self.remote_task = ray.remote(num_cpus=1, max_retries=0)(_ray_task)
         self.refs: dict[Any, "StudyMember"] = {}
+        from runners.schedulers.discovery import source_files
+
+        # the user's scheduler files travel with every task (one object in Ray's store)
+        self.shipped = ray.put(source_files())
 
     def submit(self, member: "StudyMember") -> None:
-        self.refs[self.remote_task.remote(member, self.results_root, self.task, self.channel)] = member
+        task = self.remote_task.remote(member, self.results_root, self.task, self.channel, self.shipped)
+        self.refs[task] = member
 
     def running(self) -> int:
         return len(self.refs)

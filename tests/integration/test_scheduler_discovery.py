@@ -120,3 +120,52 @@ def test_a_scheduler_that_does_not_load_is_named_on_the_launch_page_and_left_out
         assert "broken-policy" not in offered and "fcfs" in offered
     finally:
         del registry.SCHEDULERS["broken-policy"]
+
+
+def test_a_users_scheduler_is_launched_from_the_launch_page_with_its_own_form(monkeypatch, results_dir, tmp_path):
+    """A file outside the repository (a copy of examples/edf_policy.py), named by
+    SCHEDLAB_SCHEDULER_PATH as the dashboard's environment would: the Launch page offers its
+    schedulers, draws their parameters from their Params, and the job's worker process (which
+    inherits the environment) runs the study with the value typed in."""
+    import shutil
+
+    from streamlit.testing.v1 import AppTest
+
+    from runners import registry
+    from runners.app.jobs import list_jobs
+    from runners.schedulers.discovery import load_source
+    from tests.integration.test_app import wait_for_job
+
+    mine = tmp_path / "mine" / "edf_policy.py"
+    mine.parent.mkdir()
+    shutil.copy(EDF, mine)
+    monkeypatch.setenv(PATH_ENV, str(mine))
+    monkeypatch.setattr("runners.store.result_store.DEFAULT_RESULTS_DIR", results_dir)
+    added = [cls for cls in load_source(str(mine)) if cls.name not in registry.SCHEDULERS]
+    for cls in added:  # this process's registry was filled before the variable was set
+        registry.SCHEDULERS.register(cls.name, cls)
+    try:
+        app = AppTest.from_file(str(ROOT / "app.py"), default_timeout=60).run()
+        app.switch_page("pages/1_Launch.py").run()
+        assert "edf" in app.multiselect(key="schedulers").options  # engine-edf: offered with a launched vLLM
+        app.multiselect(key="schedulers").set_value(["edf", "fcfs"]).run()
+        app.text_input(key="f:workload.requests").input("30").run()
+        app.text_input(key="f:trials.seeds").input("2").run()
+        app.select_slider(key="ui:pace").set_value("as fast as possible").run()
+        field = app.text_input(key="f:scheduler.edf.max_in_flight")
+        assert field.value == "8" and "most requests in flight per instance" in (field.help or ""), field.help
+        field.input("3").run()
+        app.button(key="launch").click().run()
+        assert not app.error, [e.value for e in app.error]
+        job = wait_for_job(results_dir)
+        assert job.state == "done", job
+        assert sorted(run.status for run in job.runs) == ["done"] * 4
+        folders = [results_dir / run.run_id for run in job.runs if "-edf-" in run.run_id]
+        assert len(folders) == 2
+        for folder in folders:
+            config = json.loads((folder / "config.json").read_text())["config"]
+            assert config["scheduler"]["name"] == "edf" and config["scheduler"]["params"] == {"max_in_flight": 3}
+        assert list_jobs(results_dir)[0].job_id == job.job_id
+    finally:
+        for cls in added:
+            del registry.SCHEDULERS[cls.name]

@@ -116,6 +116,48 @@ def test_ray_gives_identical_results(serial_study, results_dir):
     assert_same(measured(results, record), measured(results_dir, result.record))
 
 
+def test_ray_ships_a_users_scheduler_file_to_its_workers(results_dir, tmp_path, monkeypatch):
+    """Issue 30: a user's scheduler file reaches Ray workers that cannot read it (here their
+    environment names no file, as on another node): its text travels with each task."""
+    ray = pytest.importorskip("ray")
+    import shutil
+
+    from runners import registry
+    from runners.schedulers.discovery import PATH_ENV, load_source
+
+    mine = tmp_path / "mine" / "edf_policy.py"
+    mine.parent.mkdir()
+    shutil.copy(ROOT / "examples" / "edf_policy.py", mine)
+    monkeypatch.setenv(PATH_ENV, str(mine))
+    added = [cls for cls in load_source(str(mine)) if cls.name not in registry.SCHEDULERS]
+    for cls in added:
+        registry.SCHEDULERS.register(cls.name, cls)
+    ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False, runtime_env={"env_vars": {PATH_ENV: ""}})
+    try:
+        plan = plan_study(
+            parse_config(
+                {
+                    "engine": {"kind": "sim", "max_num_seqs": 4},
+                    "run_id": "shipped",
+                    "workload": {"requests": 30, "arrival": {"rate": 6}},
+                    "trials": {"seeds": [0, 1], "schedulers": ["edf", "fcfs"]},
+                }
+            )
+        )
+        result = run_study(plan, results_dir, execution=choose_execution(plan, executor="ray", environ={}))
+    finally:
+        ray.shutdown()
+        for cls in added:
+            del registry.SCHEDULERS[cls.name]
+    assert {run.run_id: run.status for run in result.record.runs} == {
+        "shipped-edf-s0": "done",
+        "shipped-edf-s1": "done",
+        "shipped-fcfs-s0": "done",
+        "shipped-fcfs-s1": "done",
+    }, [run.error for run in result.record.runs]
+    assert json.loads((results_dir / "shipped-edf-s0" / "summary.json").read_text())["completed"] == 30
+
+
 # -- tasks the worker processes import from here ----------------------------------------------------
 def crashing_task(member, results_root, progress, should_stop):
     """slo-sa at seed 0 raises; fcfs at seed 1 kills its worker process after 10 requests; the
