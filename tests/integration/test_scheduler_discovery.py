@@ -169,3 +169,26 @@ def test_a_users_scheduler_is_launched_from_the_launch_page_with_its_own_form(mo
     finally:
         for cls in added:
             del registry.SCHEDULERS[cls.name]
+
+
+def test_a_study_of_a_users_scheduler_shows_on_the_results_page_without_its_file(monkeypatch, results_dir):
+    """The Results page reads saved runs by name: a study of a user's scheduler shows there even in
+    a dashboard that was not given the user's file (no registry lookup on the way)."""
+    from streamlit.testing.v1 import AppTest
+
+    made = runners_cli(
+        *f"run --scheduler-path {EDF} --scheduler edf,fcfs --seeds 2 --requests 30 --rate 4 --run-id mine".split(),
+        "--out",
+        str(results_dir),
+        "--quiet",
+        env={PATH_ENV: ""},
+    )
+    assert made.returncode == 0, made.stderr
+    monkeypatch.setenv(PATH_ENV, "")
+    monkeypatch.setattr("runners.store.result_store.DEFAULT_RESULTS_DIR", results_dir)
+    app = AppTest.from_file(str(ROOT / "app.py"), default_timeout=60).run()
+    app.switch_page("pages/2_Results.py").run()
+    assert not app.exception, app.exception
+    shown = [m.value for m in app.markdown] + [frame.value.to_string() for frame in app.dataframe]
+    shown += [str(option) for box in [*app.selectbox, *app.multiselect] for option in box.options]
+    assert any("mine-edf-s0" in text or "edf" in text.split() for text in shown), shown[:20]
