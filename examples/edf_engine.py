@@ -4,7 +4,7 @@ puts this folder and its own repository on the server's PYTHONPATH.
 
 Before each step it sorts vLLM's waiting queue by :func:`edf_policy.deadline_s` (vLLM's
 ``arrival_time`` plus the SLOs the client sent with the request) and keeps at most
-``max_in_flight`` requests running; vLLM then admits from the head of the queue.
+``max_running`` requests running; vLLM then admits from the head of the queue.
 """
 
 from __future__ import annotations
@@ -37,7 +37,7 @@ class EDFScheduler(SchedlabScheduler):
             queued = sorted(self.waiting, key=self.deadline)
             self.waiting.clear()
             self.waiting.extend(queued)
-        return self.params.max_in_flight
+        return self.params.max_running
 
 
 class EDFAsyncScheduler(EDFScheduler, AsyncScheduler):

@@ -8,8 +8,8 @@ Two halves, one registration each:
 - ``edf``: the client-side policy (any engine, the simulator included);
 - ``engine-edf``: the same order inside vLLM. The client sends each request on arrival with its
   SLOs; the engine class ``edf_engine.EDFScheduler`` (the file beside this one, imported by the
-  vLLM server only) orders vLLM's waiting queue by the same :func:`deadline_s` and admits at most
-  ``max_in_flight`` running.
+  vLLM server only) orders vLLM's waiting queue by the same :func:`deadline_s` and keeps at most
+  ``max_running`` requests running.
 
 Run it with ``python -m runners run --scheduler-path examples/edf_policy.py --scheduler edf``,
 check it with ``python -m runners check-scheduler examples/edf_policy.py``, or set
@@ -60,7 +60,7 @@ class EarliestDeadlineFirst(SchedulerPolicy[EDFParams]):
 class EngineEDFParams(InputModel):
     """What the engine class reads (from the file at ``SCHEDLAB_ENGINE_PARAMS``)."""
 
-    max_in_flight: int = Field(default=8, gt=0, le=65_536, description="most requests running in the engine")
+    max_running: int = Field(default=8, gt=0, le=65_536, description="most requests running in the engine")
 
 
 class EngineEDFPolicyParams(EngineEDFParams, InEnginePolicyParams):

@@ -858,6 +858,10 @@ COMMANDS: dict[str, tuple[str, Callable[[argparse.ArgumentParser], None]]] = {
     "worker": ("execute a dashboard job folder (started by the dashboard)", _build_worker),
     "import": ("import a vLLM bench serve, GuideLLM or AIPerf result file as run(s)", _build_import),
     "export": ("write a saved run as a vLLM bench serve-compatible JSON", _build_export),
+    "check-scheduler": (
+        "check a scheduler policy (file, module or name) against the policy contracts on the simulator",
+        lambda parser: __import__("runners.app.check_cli", fromlist=["build"]).build(parser),
+    ),
 }
 
 

@@ -133,6 +133,18 @@ class SchedulerPolicy(Generic[P]):
     #: True for the client side of an in-engine scheduler (runners/schedulers/in_engine.py): the
     #: policy itself runs inside a vLLM that schedlab launches
     in_engine: ClassVar[bool] = False
+    #: The engine limits the policy promises to keep by itself, checked by ``check-scheduler``
+    #: (runners.schedulers.conformance): ``"slots"``: never more requests in flight on an
+    #: instance than its ``max_num_seqs``; ``"kv"``: at every dispatch, the KV footprint of the
+    #: requests in flight on that instance, the dispatched one included - each one's prompt plus
+    #: every token generated for it so far (earlier slices and the current dispatch), tokens -
+    #: stays within its ``kv_capacity_tokens``. Empty: it promises neither (the engine queues
+    #: or preempts what does not fit).
+    admission_limits: ClassVar[frozenset[str]] = frozenset()
+    #: The most requests waiting on one instance the policy can decide over, by design (it raises
+    #: PolicyError beyond it, e.g. an exhaustive search); None: no limit. check-scheduler counts
+    #: a PolicyError from decide beyond this size as a refused case (n/a), and as a failure else.
+    max_waiting: ClassVar[int | None] = None
 
     def __init_subclass__(cls, **kwargs: object) -> None:
         """Refuse a class whose ``Params`` is not its type argument (or a subclass of it): the

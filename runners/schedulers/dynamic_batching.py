@@ -212,6 +212,9 @@ class DynamicMemoryPolicy(SchedulerPolicy[DP]):
     summary = "Caps requests in flight per instance at the largest batch the KV cache holds with probability 1 - eps_M."
     paper = cite("000", "Alg. 1 (memory-aware)")
     Params = DynamicMemoryParams
+    #: in flight per instance <= the cap <= B_max <= the engine's max_num_seqs (resolve_b_max refuses more);
+    #: KV is kept only with probability 1 - eps_M, so "kv" is not claimed
+    admission_limits = frozenset({"slots"})
 
     def start(self, instances: Sequence[InstanceInfo], now: float) -> None:
         super().start(instances, now)

@@ -284,6 +284,10 @@ class MemoryConstrainedPolicy(SchedulerPolicy[MP]):
     """Shared bookkeeping: per-instance running requests, KV capacity, progress estimates."""
 
     Params = MemoryParams
+    #: MC-SF admits only while the KV demand (tokens held now, estimated from the first token and
+    #: the step time, plus the new prompts) fits the capacity; alpha-protect only while the KV in
+    #: use plus the prompt fits (1 - alpha) of it. Slots are the engine's to queue: not claimed
+    admission_limits = frozenset({"kv"})
 
     def start(self, instances: Sequence[InstanceInfo], now: float) -> None:
         super().start(instances, now)

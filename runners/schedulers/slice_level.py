@@ -170,6 +170,9 @@ class SCLSPolicy(SchedulerPolicy[SCLSParams]):
     summary = "Slices of S tokens; DP batching by estimated serving time; max-min offloading; adaptive interval."
     paper = cite("001", "SCLS, Alg. 1")
     Params = SCLSParams
+    #: one batch in flight per instance, of at most min(max_batch, max_num_seqs) requests whose
+    #: (length so far + S) sum to at most zeta (<= 1) x the smallest instance's KV capacity
+    admission_limits = frozenset({"slots", "kv"})
 
     def start(self, instances: Sequence[InstanceInfo], now: float) -> None:
         super().start(instances, now)

@@ -316,7 +316,13 @@ def compositions(n: int, max_part: int) -> Iterator[tuple[int, ...]]:
             yield (first, *rest)
 
 
-def plan_exhaustive(inputs: PlanInputs, max_batch: int, limit: int = 7) -> tuple[np.ndarray, np.ndarray, int, float]:
+#: The most waiting requests (per instance) slo-exhaustive searches over.
+EXHAUSTIVE_LIMIT = 7
+
+
+def plan_exhaustive(
+    inputs: PlanInputs, max_batch: int, limit: int = EXHAUSTIVE_LIMIT
+) -> tuple[np.ndarray, np.ndarray, int, float]:
     """The paper's strawman: every order and every batch split. Only for n <= ``limit``."""
     n = len(inputs.waited_s)
     if n > limit:
@@ -542,6 +548,7 @@ class SLOExhaustivePolicy(SLOAwarePolicy):
     name = "slo-exhaustive"
     summary = "The SLO-aware paper's exhaustive search over orders and batch splits (at most 7 waiting requests)."
     paper = cite("004", "exhaustive baseline")
+    max_waiting = EXHAUSTIVE_LIMIT
 
     def make_plan(self, requests: list[Request], inputs: PlanInputs) -> tuple[np.ndarray, np.ndarray, int, float]:
         return plan_exhaustive(inputs, self.max_batch)

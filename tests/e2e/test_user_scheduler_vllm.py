@@ -28,7 +28,7 @@ def test_a_users_engine_half_runs_inside_the_real_vllm(tiny_model, tmp_path):
         tiny_model,
         "engine-edf",
         "engine-edf",
-        {"max_in_flight": 3},
+        {"max_running": 3},
         {"SCHEDLAB_ENGINE_DECISION_INTERVAL_S": "0"},
         requests=12,
     )
@@ -56,7 +56,7 @@ def test_a_users_engine_half_runs_inside_the_real_vllm(tiny_model, tmp_path):
     log = (folder / "server-0.log").read_text(errors="replace")
     assert "schedlab in-engine scheduler EDFScheduler (vLLM 0.32" in log
     params = json.loads((folder / "engine-scheduler-params.json").read_text())
-    assert params == {"max_in_flight": 3}  # the engine model's fields only
+    assert params == {"max_running": 3}  # the engine model's fields only
     decisions = [json.loads(line) for line in (folder / "engine-decisions-0.jsonl").read_text().splitlines()]
     # the user's running limit was applied at every recorded step, and it bound: never more than
     # 3 running although 12 arrived at once and the engine has 64 slots

@@ -138,7 +138,7 @@ def _module_folder(module_name: str, folders: Sequence[str]) -> str | None:
     return str(origin.parent.parent if spec.submodule_search_locations else origin.parent)
 
 
-def engine_pythonpath(policy: type) -> list[str]:
+def engine_pythonpath(policy: Any) -> list[str]:
     """The folders the vLLM server's PYTHONPATH needs for in-engine ``policy``'s engine class:
     schedlab's repository root (every engine class may build on runners.schedulers.vllm.base),
     then the folder its top-level module is found in - looked for beside the policy's own file

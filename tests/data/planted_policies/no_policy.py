@@ -1,0 +1,5 @@
+"""No scheduler here: a helper module with no SchedulerPolicy subclass."""
+
+
+def helper() -> int:
+    return 1
