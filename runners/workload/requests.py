@@ -24,6 +24,11 @@ class Request:
     arrival_s: float
     slo: TaskSLO
     source: str = ""
+    #: What the prompt is made of, for prefix caching (runners.workload.prefix): (content id,
+    #: tokens) pieces in order, summing to ``input_tokens``; two requests whose pieces agree up to
+    #: a point share exactly those tokens there (a session's earlier turns, a shared system
+    #: prompt, a trace's ``hash_ids``). Empty: the whole prompt is the request's own.
+    segments: tuple[tuple[int, int], ...] = ()
 
     @property
     def total_tokens(self) -> int:
