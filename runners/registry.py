@@ -85,6 +85,17 @@ def scheduler_class(name: str) -> type[SchedulerPolicy[Any]]:
     return SCHEDULERS.lookup(name)
 
 
+def in_engine_policy(name: str) -> type[SchedulerPolicy[Any]]:
+    """The registered client-side policy class of in-engine scheduler ``name`` (its
+    ``engine_class``, ``engine_params`` and ``twin``: runners.schedulers.in_engine.InEnginePolicy);
+    KeyError listing the in-engine ones when ``name`` is none of them."""
+    cls = SCHEDULERS.get(name) if name in SCHEDULERS else None
+    if cls is None or not cls.in_engine or not getattr(cls, "engine_class", ""):
+        known = [other for other in usable_schedulers() if SCHEDULERS[other].in_engine]
+        raise KeyError(f"unknown in-engine scheduler {name!r}; known: {', '.join(sorted(known))}")
+    return cls
+
+
 def check_engine_for(scheduler: str, engine_kind: str) -> None:
     """ConfigError naming ``scheduler.name`` when ``scheduler`` cannot run on an engine of
     ``engine_kind``: an in-engine scheduler needs a vLLM that schedlab launches (the error says
@@ -92,7 +103,7 @@ def check_engine_for(scheduler: str, engine_kind: str) -> None:
     if scheduler_class(scheduler).in_engine and engine_kind != "vllm":
         from runners.schedulers.vllm import attach_instructions
 
-        raise ConfigError("scheduler.name", attach_instructions(scheduler))
+        raise ConfigError("scheduler.name", attach_instructions(scheduler_class(scheduler)))
 
 
 def make_policy(name: str, params: dict[str, Any] | None = None) -> SchedulerPolicy[Any]:

@@ -38,6 +38,13 @@ class SimulatorConfig(InputModel):
     max_num_batched_tokens: int | None = Field(default=None, gt=0, le=10_000_000, description="tokens per step")
     scheduling_policy: Literal["fcfs", "priority"] = "fcfs"
     run_to_completion: bool = Field(default=False, description="hold KV until the batch ends (static server)")
+    prefix_caching: bool = Field(
+        default=True,
+        description="model vLLM's automatic prefix caching (on by default in vLLM V1): full KV blocks stay cached "
+        "after their request leaves, until evicted least recently freed first, and a later prompt that "
+        "starts with the same blocks skips computing them (shared system prompts, a session's earlier "
+        "turns, a trace's hash_ids; a preempted or re-sent request reuses its own)",
+    )
     serving_overhead: bool = Field(
         default=True,
         description="add the profile's serving front-end delay (HTTP, tokenisation, streaming) before the engine "

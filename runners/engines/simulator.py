@@ -53,8 +53,10 @@ from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from functools import partial
+from typing import Any
 
 from runners.engines.latency_model import LatencyModel
+from runners.workload.prefix import block_keys
 
 
 class SimulationError(RuntimeError):
@@ -86,6 +88,9 @@ class SimSequence:
     cancelled: bool = False
     lazy_from: int = -1  # the engine's step count when it began decoding steadily; -1: not
     rank: int = 0  # admission order into the running set (running order)
+    segments: tuple[tuple[int, int], ...] = ()  # the prompt's content pieces (Request.segments)
+    keys: list[int] | None = None  # chained keys of its segments' full blocks (prefix caching)
+    held: int = 0  # leading keys it references in the prefix cache (blocks it shares)
 
     @property
     def computed(self) -> int:
@@ -168,8 +173,22 @@ class SimulatedInstance:
         max_num_batched_tokens: int = 8192,
         scheduling_policy: str = "fcfs",
         run_to_completion: bool = False,
+        prefix_caching: bool = True,
     ) -> None:
         self.instance_id = instance_id
+        self.prefix_caching = prefix_caching
+        #: the prefix cache (see _PrefixCache in the module doc): shared key -> requests using it
+        #: (0: cached in a free block, evictable), the free-block queue in eviction order when it
+        #: holds cached blocks (empty: every free block is plain), cached free keys -> generation,
+        #: and each request's own cached run of blocks
+        self._refs: dict[int, int] = {}
+        self._queue: deque[Any] = deque()  # int: plain blocks; (key, generation); [request id, blocks]
+        self._evictable: dict[int, int] = {}
+        self._own: dict[str, list[Any]] = {}
+        self._generation = 0
+        #: prompt tokens looked up in the prefix cache at admission, and those found (tokens)
+        self.prefix_queries = 0
+        self.prefix_hits = 0
         self.latency = latency
         self.block_size = block_size
         self.total_blocks = kv_capacity_tokens // block_size
@@ -222,14 +241,24 @@ class SimulatedInstance:
         return self.total_blocks * self.block_size
 
     # -- requests in -------------------------------------------------------------------------
-    def add(self, request_id: str, prompt_tokens: int, max_tokens: int, priority: int = 0) -> SimSequence:
-        """Queue a request: ``prompt_tokens`` to prefill, then up to ``max_tokens`` to generate."""
+    def add(
+        self,
+        request_id: str,
+        prompt_tokens: int,
+        max_tokens: int,
+        priority: int = 0,
+        segments: tuple[tuple[int, int], ...] = (),
+    ) -> SimSequence:
+        """Queue a request: ``prompt_tokens`` to prefill, then up to ``max_tokens`` to generate.
+        ``segments``: what the prompt is made of (Request.segments; empty: its own content)."""
         if prompt_tokens + max_tokens > self.kv_capacity_tokens:
             raise SimulationError(
                 f"request {request_id} needs {prompt_tokens + max_tokens} KV tokens but instance "
                 f"{self.instance_id} holds only {self.kv_capacity_tokens}"
             )
         seq = SimSequence(request_id, int(prompt_tokens), int(max_tokens), int(priority), self._order, self)
+        if segments:
+            seq.segments = segments
         self._order += 1
         self.sequences[request_id] = seq
         self._push_waiting(seq, front=False)
@@ -251,8 +280,7 @@ class SimulatedInstance:
             if self.busy:
                 seq.b = -(-(seq.c + 1) // self.block_size)  # its block for the step under way
         seq.cancelled = True
-        self.free_blocks += seq.b
-        seq.b = 0
+        self._release(seq)
         if seq in self.running:
             del self.running[seq]
             self._explicit.pop(seq, None)
@@ -291,6 +319,161 @@ class SimulatedInstance:
     @property
     def used_blocks(self) -> int:
         return self.total_blocks - self.free_blocks
+
+    # -- the prefix cache ----------------------------------------------------------------------
+    def _cached_prefix(self, seq: SimSequence) -> tuple[int, int]:
+        """(blocks of ``seq``'s prompt found in the prefix cache, how many of them sit in free
+        blocks) for a request about to be admitted; at most (its tokens - 1) // block_size, as
+        vLLM always computes at least one token."""
+        limit = (seq.prompt_tokens + seq.g - 1) // self.block_size
+        if seq.segments:
+            if seq.keys is None:
+                seq.keys = block_keys(seq.segments, self.block_size, seq.prompt_tokens)
+            refs = self._refs
+            hits = reused = 0
+            for key in seq.keys[:limit]:
+                count = refs.get(key)
+                if count is None:
+                    break
+                hits += 1
+                if count == 0:
+                    reused += 1
+            return hits, reused
+        run = self._own.get(seq.request_id)
+        hits = min(run[1], limit) if run is not None else 0
+        return hits, hits
+
+    def _take_prefix(self, seq: SimSequence, hits: int) -> None:
+        """Admit ``seq`` with its first ``hits`` blocks from the cache: shared blocks gain a user,
+        cached free blocks leave the free pool, and the hit is counted (tokens)."""
+        block_size = self.block_size
+        self.prefix_queries += seq.prompt_tokens + seq.g
+        if seq.segments:
+            seq.held = hits
+            refs, evictable = self._refs, self._evictable
+            reused = 0
+            for key in (seq.keys or [])[:hits]:
+                count = refs[key]
+                if count == 0:
+                    del evictable[key]  # its entry in the queue is now stale
+                    reused += 1
+                refs[key] = count + 1
+        else:
+            run = self._own.pop(seq.request_id, None)
+            reused = hits
+            if run is not None:  # the blocks not reused are plain free blocks where they lie
+                run[0], run[1] = None, run[1] - hits
+        if hits:
+            self.free_blocks -= reused
+            self.prefix_hits += hits * block_size
+            seq.c = hits * block_size
+            seq.b = hits
+
+    def _cache_computed(self, seq: SimSequence) -> None:
+        """Put the full blocks of ``seq``'s prompt computed so far into the prefix cache (keys
+        already cached elsewhere are computed again here, and stay this request's own)."""
+        keys, refs = seq.keys or [], self._refs
+        full = min(seq.c, seq.prompt_tokens) // self.block_size
+        for index in range(seq.held, min(full, len(keys))):
+            key = keys[index]
+            if key in refs:
+                break
+            refs[key] = 1
+            seq.held = index + 1
+
+    def _release(self, seq: SimSequence) -> None:
+        """Free ``seq``'s blocks, last block first (vLLM's order, so a prompt's tail is evicted
+        before its head). With prefix caching its full blocks stay cached in the free pool until
+        evicted: shared blocks when their last user leaves, a request's own computed blocks as
+        one run it alone can reuse (after a preemption, or a slice sent again)."""
+        blocks = seq.b
+        seq.b = 0
+        if not self.prefix_caching or not blocks:
+            self._free_plain(blocks)
+            return
+        queue = self._queue
+        if seq.segments:
+            held = seq.held
+            seq.held = 0
+            self._free_plain(blocks - held)
+            refs, evictable = self._refs, self._evictable
+            for key in reversed((seq.keys or [])[:held]):
+                count = refs[key] - 1
+                refs[key] = count
+                if count == 0:
+                    if not queue:
+                        queue.append(self.free_blocks)
+                    self._generation += 1
+                    evictable[key] = self._generation
+                    queue.append((key, self._generation))
+                    self.free_blocks += 1
+            if len(queue) > 2 * self.free_blocks + 64:
+                self._compact()
+            return
+        full = min(seq.c // self.block_size, blocks)
+        self._free_plain(blocks - full)
+        if full:
+            if not queue:
+                queue.append(self.free_blocks)
+            run: list[Any] = [seq.request_id, full]
+            queue.append(run)
+            self._own[seq.request_id] = run
+            self.free_blocks += full
+
+    def _compact(self) -> None:
+        """Drop the queue's stale entries (cached blocks reused since they were freed) and merge
+        neighbouring plain counts, so the queue stays at most about twice the free blocks long."""
+        compact: deque[Any] = deque()
+        for item in self._queue:
+            if type(item) is tuple:
+                if self._evictable.get(item[0]) != item[1]:
+                    continue
+            elif type(item) is list:
+                if item[1] == 0:
+                    continue
+                if item[0] is None:
+                    item = item[1]
+            if type(item) is int and compact and type(compact[-1]) is int:
+                compact[-1] += item
+            else:
+                compact.append(item)
+        self._queue = compact
+
+    def _free_plain(self, blocks: int) -> None:
+        """``blocks`` uncached blocks join the free pool (at the queue's end when it is kept)."""
+        self.free_blocks += blocks
+        if self._queue and blocks:
+            self._queue.append(blocks)
+
+    def _consume(self, blocks: int) -> None:
+        """``blocks`` were just taken from the free pool (``free_blocks`` already lowered): take
+        them from the queue's head, evicting the cached blocks there (least recently freed first)."""
+        queue = self._queue
+        while blocks > 0 and queue:
+            item = queue[0]
+            if type(item) is int:
+                if item > blocks:
+                    queue[0] = item - blocks
+                    return
+                blocks -= item
+                queue.popleft()
+            elif type(item) is tuple:
+                queue.popleft()
+                key, generation = item
+                if self._evictable.get(key) == generation:  # else reused since: not a free block
+                    del self._evictable[key]
+                    del self._refs[key]
+                    blocks -= 1
+            else:
+                take = min(item[1], blocks)
+                item[1] -= take  # evicted from its end: the run's first blocks stay reusable
+                blocks -= take
+                if item[1] == 0:
+                    queue.popleft()
+                    if item[0] is not None and self._own.get(item[0]) is item:
+                        del self._own[item[0]]
+        if len(queue) == 1 and type(queue[0]) is int:
+            queue.clear()  # nothing cached is free: the free blocks are all plain again
 
     # -- steady decoders ---------------------------------------------------------------------
     def _lazify(self, seq: SimSequence) -> None:
@@ -362,6 +545,8 @@ class SimulatedInstance:
         if lazy > self.max_num_batched_tokens or need > self.free_blocks:
             return None
         self.free_blocks -= need
+        if self._queue:
+            self._consume(need)
         self._fast = True
         self.busy = True
         self._step_decodes = lazy
@@ -418,6 +603,8 @@ class SimulatedInstance:
             scheduled.append(seq)
             chunks.append(chunk)
         self.free_blocks -= need_blocks
+        if self._queue:
+            self._consume(need_blocks)
         self._admit_waiting(scheduled, chunks, self.max_num_batched_tokens - demand)
         return _StepPlan(
             scheduled=scheduled,
@@ -490,6 +677,8 @@ class SimulatedInstance:
             if need > 0:
                 seq.b += need
                 self.free_blocks -= need
+                if self._queue:
+                    self._consume(need)
             scheduled.append(seq)
             chunks.append(chunk)
             budget -= chunk
@@ -528,17 +717,25 @@ class SimulatedInstance:
             seq = self._peek_waiting()
             if seq is None:
                 break
-            chunk = seq.prompt_tokens + seq.g - seq.c
+            hits = reused = 0
+            if self.prefix_caching and seq.c == 0:
+                hits, reused = self._cached_prefix(seq)
+            computed = hits * block_size
+            chunk = seq.prompt_tokens + seq.g - computed
             if chunk > budget:
                 chunk = budget
-            need = -(-(seq.c + chunk) // block_size) - seq.b
-            if need > self.free_blocks:
+            need = -(-(computed + chunk) // block_size) - hits
+            if need + reused > self.free_blocks:
                 if not running and need > self.total_blocks:
                     raise SimulationError(f"request {seq.request_id} cannot fit in an empty KV cache")
                 break
             self._pop_waiting()
+            if self.prefix_caching and seq.c == 0:
+                self._take_prefix(seq, hits)
             seq.b += need
             self.free_blocks -= need
+            if self._queue:
+                self._consume(need)
             seq.rank = self._rank
             self._rank += 1
             running[seq] = None
@@ -548,9 +745,9 @@ class SimulatedInstance:
             budget -= chunk
 
     def _preempt(self, seq: SimSequence) -> None:
-        """Recompute-style preemption: drop the KV blocks; prompt and output so far are re-prefilled."""
-        self.free_blocks += seq.b
-        seq.b = 0
+        """Recompute-style preemption: drop the KV blocks (their full blocks stay in the prefix
+        cache until evicted); prompt and output so far are re-prefilled, less what is still cached."""
+        self._release(seq)
         seq.c = 0
         seq.preemptions += 1
         self.preemptions_total += 1
@@ -569,6 +766,8 @@ class SimulatedInstance:
                 continue
             computed = seq.c + chunk
             seq.c = computed
+            if seq.keys is not None and seq.held < len(seq.keys):
+                self._cache_computed(seq)
             generated = seq.g
             if computed == seq.prompt_tokens + generated:
                 generated += 1
@@ -617,12 +816,10 @@ class SimulatedInstance:
                 self.holding.extend(finished)
             else:
                 for seq in finished:
-                    self.free_blocks += seq.b
-                    seq.b = 0
+                    self._release(seq)
         if self.run_to_completion and self.holding and not self.running:
             for seq in self.holding:
-                self.free_blocks += seq.b
-                seq.b = 0
+                self._release(seq)
             self.holding = []
         if self._explicit:
             steady = [seq for seq in self._explicit if seq.g and seq.c == seq.prompt_tokens + seq.g - 1]

@@ -208,6 +208,12 @@ _DETAIL_AFTER: dict[str, tuple[Metric, ...]] = {
         Metric("total_throughput_tps", "total throughput (tok/s)", True, "tok/s", 1.0, 1),
     ),
     "failed": (_count("cancelled", "cancelled requests"), _count("not_run", "requests never sent")),
+    # what the workload and the engine's cache give, not the scheduler's merit: no verdict
+    "preemptions": (
+        Metric(
+            "prefix_cache_hit_rate", "prefix cache hit rate (%)", True, "%", 100.0, 1, describes_setting=True, upper=1.0
+        ),
+    ),
     "ttft_s.mean": (_seconds("ttft_s.median", "TTFT median"),),
     "tpot_s.mean": (_milliseconds("tpot_s.median", "TPOT median"),),
     "tpot_s.p99": (

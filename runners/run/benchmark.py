@@ -202,7 +202,7 @@ def _engine_with_scheduler(
             "scheduler.name", f"{policy.name} runs inside the engine: it needs an engine schedlab launches"
         )
     scheduler_cls, env = launch_settings(
-        policy.name,
+        type(policy),
         _calibrated_engine_params(
             policy.params, policy.calibration, config.workload.ratio.counts(config.workload.requests)
         ),
@@ -246,6 +246,7 @@ def _simulated_instances(engine: SimulatorConfig, simulator: ResolvedSimulator) 
             max_num_batched_tokens=simulator.max_num_batched_tokens,
             scheduling_policy=engine.scheduling_policy,
             run_to_completion=engine.run_to_completion,
+            prefix_caching=engine.prefix_caching,
         )
         for index in range(engine.instances)
     ]
@@ -480,11 +481,24 @@ class _Running:
         summary["failure_gate"] = {
             key: gate[key] for key in ("max_error_rate", "error_rate", "errors", "ran", "tripped")
         }
+        if isinstance(self.driver, VirtualTimeDriver) and self.driver.instances[0].prefix_caching:
+            summary.update(_prefix_cache_fields(self.driver.instances))
         if self.wall_driver is not None:
             summary.update(_wall_clock_extras(self.wall_driver))
         summary["wall_time_s"] = time.perf_counter() - self.wall_start
         summary["finished_at"] = utc_stamp()
         return status, error, summary
+
+
+def _prefix_cache_fields(instances: Sequence[SimulatedInstance]) -> dict[str, Any]:
+    """The summary's prefix-cache fields from simulated instances: tokens looked up at admission,
+    tokens found, and their ratio (None before any lookup)."""
+    queries = sum(instance.prefix_queries for instance in instances)
+    hits = sum(instance.prefix_hits for instance in instances)
+    return {
+        "prefix_cache_hit_rate": hits / queries if queries else None,
+        "prefix_cache": {"queries_tokens": queries, "hits_tokens": hits, "source": "simulator"},
+    }
 
 
 def failure_gate(ran: int, errors: int, max_error_rate: float) -> dict[str, Any]:

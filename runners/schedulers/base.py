@@ -134,7 +134,7 @@ class SchedulerPolicy(Generic[P]):
     #: policy itself runs inside a vLLM that schedlab launches
     in_engine: ClassVar[bool] = False
     #: The engine limits the policy promises to keep by itself, checked by ``check-scheduler``
-    #: (runners.schedulers.conformance): ``"slots"``: never more requests in flight on an
+    #: (runners.run.conformance): ``"slots"``: never more requests in flight on an
     #: instance than its ``max_num_seqs``; ``"kv"``: at every dispatch, the KV footprint of the
     #: requests in flight on that instance, the dispatched one included - each one's prompt plus
     #: every token generated for it so far (earlier slices and the current dispatch), tokens -

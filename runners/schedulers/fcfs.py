@@ -32,7 +32,11 @@ class DispatchOnArrival(SchedulerPolicy[P]):
         cap = self.in_flight_cap()
         if cap is None and len(self.in_flight) == 1:  # the common case, without per-request bookkeeping calls
             instance, flying = next(iter(self.in_flight.items()))
-            dispatches = [Dispatch(request_id, instance) for request_id in self.pending]
+            args = getattr(self, "engine_args", None)  # an in-engine policy's per-request values
+            if args:
+                dispatches = [Dispatch(rid, instance, engine_args=args.get(rid)) for rid in self.pending]
+            else:
+                dispatches = [Dispatch(request_id, instance) for request_id in self.pending]
             flying.update(self.pending)
             self.pending.clear()
             return Decision(dispatches)

@@ -26,7 +26,7 @@ from pydantic import BaseModel, ConfigDict
 Number = int | float
 
 #: summary.json's schema version (the history of each version: runners.store.result_store).
-SUMMARY_SCHEMA_VERSION = 5
+SUMMARY_SCHEMA_VERSION = 6
 #: study.json's schema version (the history: runners.study.runner).
 STUDY_SCHEMA_VERSION = 3
 #: status.json's and engine.json's schema versions (both versioned from issue 26; a file without
@@ -73,6 +73,16 @@ class Contention(Record):
     waiting_mean: Number | None = None
     queued_share: Number | None = None
     samples: int = 0
+
+
+class PrefixCache(Record):
+    """The prefix cache over the run (version 6+): prompt tokens looked up when requests were
+    admitted and those found cached (tokens, all instances), and where the counts come from
+    (``simulator``; real engines: their ``/metrics``)."""
+
+    queries_tokens: int | None = None
+    hits_tokens: int | None = None
+    source: str | None = None
 
 
 class FailureGate(Record):
@@ -152,6 +162,8 @@ class RunSummary(Record):
     requests_total: int | None = None
     contention: Contention | None = None
     failure_gate: FailureGate | None = None
+    prefix_cache_hit_rate: Number | None = None  # version 6+: hits_tokens / queries_tokens (0-1)
+    prefix_cache: PrefixCache | None = None  # version 6+, where the engine reports it
     # real engines (the wall-clock driver)
     server_ttft_mean_s: Number | None = None
     server_ttft_count: Number | None = None  # written as a float by the wall-clock driver

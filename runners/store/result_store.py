@@ -74,6 +74,10 @@ if TYPE_CHECKING:  # pandas and pyarrow load where tables are read or written (i
 #: simulator the latency model the policy planned with and its error). The scheduler parameter
 #: value ``output_prior: workload`` is read as ``workload-oracle``, what it always was. A run
 #: written before version 5 has no ``oracle``: whether it used one is in its config.json.
+#: Version 6 added ``prefix_cache_hit_rate`` (0-1) and ``prefix_cache {queries_tokens, hits_tokens,
+#: source}`` where the engine reports them (the simulator, which models vLLM's prefix caching from
+#: this version on: a simulated run that preempts or sends a request again reuses its cached
+#: blocks, so such runs differ from version 5's); nothing was renamed or removed.
 SCHEMA_VERSION = SUMMARY_SCHEMA_VERSION
 DEFAULT_RESULTS_DIR = default_results_dir()
 

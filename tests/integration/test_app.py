@@ -487,7 +487,7 @@ def test_the_launch_page_offers_in_engine_schedulers_only_with_a_launched_vllm(r
                 assert name not in baselines, (kind, baselines)
                 note = [box for box in app.caption if box.value.startswith(f"Not offered with engine {kind}:")]
                 assert len(note) == 1 and name in note[0].value, kind  # said once; the full reasons: its tooltip
-                assert attach_instructions(name) in note[0].proto.help, kind
+                assert attach_instructions(SCHEDULERS[name]) in note[0].proto.help, kind
 
 
 def test_an_in_engine_scheduler_chosen_for_vllm_is_dropped_when_the_engine_changes(results):

@@ -9,7 +9,7 @@ import pytest
 
 from runners.app.cli import main
 from runners.registry import usable_schedulers
-from runners.schedulers import conformance
+from runners.run import conformance
 
 ROOT = Path(__file__).resolve().parents[2]
 PLANTED = ROOT / "tests" / "data" / "planted_policies"

@@ -7,7 +7,7 @@ import json
 import pytest
 
 from runners.errors import ConfigError, SchedlabError
-from runners.store.result_store import RunWriter, delete_run, list_runs, load_run
+from runners.store.result_store import SCHEMA_VERSION, RunWriter, delete_run, list_runs, load_run
 
 
 def row(i: int) -> dict:
@@ -41,7 +41,7 @@ def test_close_merges_parts_and_records_status(results_dir):
     run = load_run(results_dir, "ok")
     assert len(run.requests) == 5 and len(run.timeseries) == 5
     assert run.summary.status == "cancelled" and run.summary.error == "cancelled by the user"
-    assert run.summary.schema_version == 5 and run.config["config"] == {"a": 1}
+    assert run.summary.schema_version == SCHEMA_VERSION and run.config["config"] == {"a": 1}
 
 
 def test_list_load_delete_and_names(results_dir):

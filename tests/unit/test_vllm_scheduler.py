@@ -13,6 +13,7 @@ from pathlib import Path
 
 import pytest
 
+from runners.registry import in_engine_policy
 from runners.schedulers import dynamic_batching
 from runners.schedulers.dynamic_batching_core import (
     batch_capacity_tokens,
@@ -23,9 +24,7 @@ from runners.schedulers.dynamic_batching_core import (
 )
 from runners.schedulers.vllm import (
     EngineDynamicMemoryParams,
-    in_engine_policy,
     load_params,
-    scheduler_class,
     supported_version,
     version_error,
 )
@@ -42,17 +41,20 @@ def test_the_registry_and_the_client_side_import_without_vllm():
     """The registry, the in-engine classes' vLLM-free decision functions and the client policies
     load in a Python without vLLM (every engine-* scheduler's test relies on this one)."""
     code = (
-        "import sys, runners.schedulers.vllm as m, runners.schedulers.vllm.mcsf_core, "
+        "import sys, runners.registry as r, runners.schedulers.vllm.mcsf_core, "
         "runners.schedulers.in_engine; "
+        "cls = r.in_engine_policy('engine-dynamic-mem'); "
         "assert not any(n == 'vllm' or n.startswith('vllm.') for n in sys.modules); "
-        "print(m.scheduler_class('engine-dynamic-mem'))"
+        "print(cls.engine_class)"
     )
     out = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, check=True)
     assert out.stdout.strip() == ENGINE_CLASS
-    assert scheduler_class("engine-dynamic-mem") == ENGINE_CLASS
+    assert in_engine_policy("engine-dynamic-mem").engine_class == ENGINE_CLASS
     assert in_engine_policy("engine-dynamic-mem").engine_params is EngineDynamicMemoryParams
     with pytest.raises(KeyError, match="engine-dynamic-mem"):
-        scheduler_class("engine:nope")
+        in_engine_policy("engine:nope")
+    with pytest.raises(KeyError, match="unknown in-engine scheduler 'fcfs'"):
+        in_engine_policy("fcfs")
 
 
 def test_the_client_policy_and_the_engine_share_one_decision_function():

@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 from pydantic import ValidationError
 
-from runners.registry import make_policy, scheduler_class
+from runners.registry import in_engine_policy, make_policy, scheduler_class
 from runners.schedulers import memory_constrained
 from runners.schedulers.base import InstanceInfo
 from runners.schedulers.in_engine import EngineMCSFPolicy
@@ -21,7 +21,6 @@ from runners.schedulers.memory_constrained import MCSFPolicy
 from runners.schedulers.vllm import (
     PREDICTED_OUTPUT_ARG,
     EngineMCSFParams,
-    in_engine_policy,
     launch_settings,
     mcsf_core,
 )
@@ -143,7 +142,7 @@ def test_params_and_launch_file(tmp_path):
     with pytest.raises(ValidationError, match="output_predictor"):
         EngineMCSFPolicy.Params(output_predictor="tea-leaves")  # a Literal, not any string
     params = EngineMCSFPolicy.Params(output_predictor="gaussian", memory_fraction=0.8)
-    cls, env = launch_settings("engine-mcsf", params, tmp_path)
+    cls, env = launch_settings(in_engine_policy("engine-mcsf"), params, tmp_path)
     assert cls == ENGINE_CLASS
     # the server gets the class's own fields only (the predictor runs in the client)
     written = json.loads(Path(env["SCHEDLAB_ENGINE_PARAMS"]).read_text())

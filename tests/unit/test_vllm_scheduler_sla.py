@@ -12,6 +12,7 @@ import subprocess
 import pytest
 from pydantic import ValidationError
 
+from runners.registry import in_engine_policy
 from runners.schedulers import dynamic_batching, dynamic_batching_core
 from runners.schedulers.dynamic_batching import DynamicSLAParams
 from runners.schedulers.dynamic_batching_core import (
@@ -24,7 +25,6 @@ from runners.schedulers.dynamic_batching_core import (
 from runners.schedulers.vllm import (
     EngineDynamicSLAParams,
     SLAWindowParams,
-    in_engine_policy,
     load_params,
 )
 from tests.real_vllm import needs_vllm, run_to_completion, vllm_run_config

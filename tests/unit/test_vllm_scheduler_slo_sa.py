@@ -16,7 +16,7 @@ import yaml
 
 from runners.engines.latency_model import LatencyModel, PhaseCoefficients
 from runners.errors import ConfigError
-from runners.registry import SCHEDULERS, make_policy
+from runners.registry import SCHEDULERS, in_engine_policy, make_policy
 from runners.schedulers.base import InstanceInfo
 from runners.schedulers.slo_aware import (
     SLOAwareParams,
@@ -33,7 +33,6 @@ from runners.schedulers.vllm import (
     TTFT_SLO_ARG,
     EngineDynamicMemoryParams,
     EngineSLOAwareParams,
-    in_engine_policy,
     launch_settings,
     load_params,
 )
@@ -174,7 +173,7 @@ def test_request_args_read_from_extra_args():
 
 def test_the_launcher_writes_the_latency_model_and_refuses_without_one(tmp_path):
     policy = make_policy("engine-slo-sa", {"max_batch": 4, "seed": 3, "output_predictor": "oracle"})
-    cls, env = launch_settings("engine-slo-sa", policy.params, tmp_path / "a", FLAT)
+    cls, env = launch_settings(in_engine_policy("engine-slo-sa"), policy.params, tmp_path / "a", FLAT)
     assert cls == ENGINE_CLASS
     written = json.loads(Path(env["SCHEDLAB_ENGINE_PARAMS"]).read_text())
     assert written["max_batch"] == 4 and written["seed"] == 3 and "output_predictor" not in written
@@ -182,12 +181,12 @@ def test_the_launcher_writes_the_latency_model_and_refuses_without_one(tmp_path)
     loaded = load_params(EngineSLOAwareParams, env)
     assert loaded.prefill == FLAT.prefill and loaded.decode == FLAT.decode and loaded.max_batch == 4
     with pytest.raises(ConfigError, match="engine.profile"):
-        launch_settings("engine-slo-sa", policy.params, tmp_path / "b", None)
+        launch_settings(in_engine_policy("engine-slo-sa"), policy.params, tmp_path / "b", None)
     with pytest.raises(ConfigError, match="engine.scheduling_policy.*'fcfs'"):
-        launch_settings("engine-slo-sa", policy.params, tmp_path / "c", FLAT, "priority")
+        launch_settings(in_engine_policy("engine-slo-sa"), policy.params, tmp_path / "c", FLAT, "priority")
     # engine-dynamic-mem's file is as before: its own fields, no latency model
     dynamic = make_policy("engine-dynamic-mem", {"eps_m": 0.1})
-    _, env = launch_settings("engine-dynamic-mem", dynamic.params, tmp_path / "d", FLAT)
+    _, env = launch_settings(in_engine_policy("engine-dynamic-mem"), dynamic.params, tmp_path / "d", FLAT)
     written = json.loads(Path(env["SCHEDLAB_ENGINE_PARAMS"]).read_text())
     assert written == EngineDynamicMemoryParams(eps_m=0.1).model_dump(mode="json")
     # a half model is refused with the field named

@@ -108,24 +108,6 @@ def version_error(version: str | None) -> str | None:
     )
 
 
-def in_engine_policy(name: str) -> Any:
-    """The registered client-side policy class of in-engine scheduler ``name``; KeyError listing
-    the in-engine ones when ``name`` is none of them."""
-    from runners.registry import SCHEDULERS, usable_schedulers
-
-    cls = SCHEDULERS.get(name) if name in SCHEDULERS else None
-    if cls is None or not cls.in_engine or not getattr(cls, "engine_class", ""):
-        known = [other for other in usable_schedulers() if SCHEDULERS[other].in_engine]
-        raise KeyError(f"unknown in-engine scheduler {name!r}; known: {', '.join(sorted(known))}")
-    return cls
-
-
-def scheduler_class(name: str) -> str:
-    """The qualified class name (``--scheduler-cls``) of in-engine scheduler ``name``; KeyError
-    listing the known ones."""
-    return str(in_engine_policy(name).engine_class)
-
-
 def _module_folder(module_name: str, folders: Sequence[str]) -> str | None:
     """The first of ``folders`` that holds top-level module or package ``module_name`` (found,
     not imported: the engine's module imports vLLM, which this Python may not have)."""
@@ -397,14 +379,14 @@ def load_params(model: type[InputModel], environ: "os._Environ[str] | dict[str, 
 
 
 def launch_settings(
-    name: str,
+    policy: Any,
     params: InputModel,
     folder: Path,
     latency: LatencyModel | None = None,
     scheduling_policy: str = "fcfs",
     inherited_pythonpath: str | None = None,
 ) -> tuple[str, dict[str, str]]:
-    """What a vLLM launch needs to run in-engine scheduler ``name``: its ``--scheduler-cls`` and
+    """What a vLLM launch needs to run in-engine scheduler ``policy`` (its client policy class): its ``--scheduler-cls`` and
     the server environment (the parameters written as JSON into ``folder``, the decisions file
     per instance there: ``engine-decisions-{instance}.jsonl``, ``{instance}`` being replaced by the
     launcher), and its PYTHONPATH (:func:`engine_pythonpath`, then the PYTHONPATH it would inherit).
@@ -414,7 +396,7 @@ def launch_settings(
     (engine-slo-sa) gets the run's ``latency`` model's eq. 14/15 coefficients (``prefill``,
     ``decode``, seconds); ConfigError naming engine.profile when the run has none, and naming
     engine.scheduling_policy when a model that ``needs_fcfs_queue`` would start under priority."""
-    policy = in_engine_policy(name)
+    name = policy.name
     model = policy.engine_params
     if model is not None and getattr(model, "needs_fcfs_queue", False) and scheduling_policy != "fcfs":
         raise ConfigError(
@@ -444,11 +426,13 @@ def launch_settings(
     }
 
 
-def attach_instructions(name: str) -> str:
-    """How to start a server elsewhere with in-engine scheduler ``name`` (for an attach config)."""
+def attach_instructions(policy: Any) -> str:
+    """How to start a server elsewhere with in-engine scheduler ``policy`` (its client policy
+    class; for an attach config)."""
+    name = policy.name
     return (
         f"{name} runs inside vLLM, so schedlab must launch the server (engine kind vllm). To use it with a "
         f"server started elsewhere, start that server with PYTHONPATH=<schedlab repository> and --scheduler-cls "
-        f"{scheduler_class(name)} (vLLM {', '.join(v + '.x' for v in SUPPORTED_VLLM_VERSIONS)}), then attach "
+        f"{policy.engine_class} (vLLM {', '.join(v + '.x' for v in SUPPORTED_VLLM_VERSIONS)}), then attach "
         f"with scheduler fcfs"
     )

@@ -633,103 +633,143 @@ def _simulate(
     """The event loop: arrivals, step ends, wake-ups, injected failures and telemetry samples in
     time order; after each instant the policy decides (when it saw something), dispatches join
     their instance (or fail, when injected), idle instances start their next step."""
-    events: list[tuple[float, int, int, Any]] = []
-    counter = 0
+    _CaseLoop(policy, probe, requests, sims, outcome, inject_failures, wall_deadline).run(model, seed)
 
-    def push(at: float, kind: int, payload: Any) -> None:
-        nonlocal counter
-        counter += 1
-        heapq.heappush(events, (at, counter, kind, payload))
 
-    for request in requests:
-        push(request.arrival_s, ARRIVE, request)
-    push(0.25, SAMPLE, None)
-    policy.on_calibration(calibration(seed))
-    policy.on_workload(requests)
-    policy.start(_infos(sims, model), 0.0)
-    by_id = {request.request_id: request for request in requests}
-    total = len(requests)
-    sent = 0
-    now = 0.0
-    while len(probe.done) + len(probe.failed) < total:
-        if time.perf_counter() > wall_deadline:
-            outcome.problems["progress"] = f"still running after {CASE_WALL_S:g} s of wall time at t={now:.2f} s"
-            break
-        real = [event for event in events if event[2] != SAMPLE]
-        if not real:
-            waiting = total - len(probe.done) - len(probe.failed)
-            outcome.problems["progress"] = (
-                f"holds {waiting} requests with nothing left to wake it (no wake_at, nothing in flight) at t={now:.2f} s"
+class _CaseLoop:
+    """The state of :func:`_simulate`'s event loop (events in time order, dispatches so far)."""
+
+    def __init__(
+        self,
+        policy: SchedulerPolicy[Any],
+        probe: _Probe,
+        requests: Sequence[Request],
+        sims: list[SimulatedInstance],
+        outcome: CaseOutcome,
+        inject_failures: bool,
+        wall_deadline: float,
+    ) -> None:
+        self.policy, self.probe, self.requests, self.sims = policy, probe, requests, sims
+        self.outcome, self.inject_failures, self.wall_deadline = outcome, inject_failures, wall_deadline
+        self.events: list[tuple[float, int, int, Any]] = []
+        self.counter = 0
+        self.sent = 0
+        self.now = 0.0
+        self.by_id = {request.request_id: request for request in requests}
+
+    def push(self, at: float, kind: int, payload: Any) -> None:
+        self.counter += 1
+        heapq.heappush(self.events, (at, self.counter, kind, payload))
+
+    def run(self, model: LatencyModel, seed: int) -> None:
+        policy, probe = self.policy, self.probe
+        for request in self.requests:
+            self.push(request.arrival_s, ARRIVE, request)
+        self.push(0.25, SAMPLE, None)
+        policy.on_calibration(calibration(seed))
+        policy.on_workload(self.requests)
+        policy.start(_infos(self.sims, model), 0.0)
+        total = len(self.requests)
+        while len(probe.done) + len(probe.failed) < total:
+            reason = self._stopped(total)
+            if reason is not None:
+                self.outcome.problems["progress"] = reason
+                break
+            if self._events_now():
+                self._decide()
+            self._start_steps()
+        self.outcome.end_s = self.now
+
+    def _stopped(self, total: int) -> str | None:
+        """Why the case ends unfinished (wall time, nothing left to wake the policy, simulated
+        time), else None; moves ``now`` to the next event."""
+        unfinished = total - len(self.probe.done) - len(self.probe.failed)
+        if time.perf_counter() > self.wall_deadline:
+            return f"still running after {CASE_WALL_S:g} s of wall time at t={self.now:.2f} s"
+        if not any(event[2] != SAMPLE for event in self.events):
+            return (
+                f"holds {unfinished} requests with nothing left to wake it (no wake_at, nothing in flight) "
+                f"at t={self.now:.2f} s"
             )
-            break
-        now = events[0][0]
-        if now > CASE_VIRTUAL_S:
-            outcome.problems["progress"] = (
-                f"{total - len(probe.done) - len(probe.failed)} requests unfinished after {CASE_VIRTUAL_S:.0f} simulated s"
-            )
-            break
+        self.now = self.events[0][0]
+        if self.now > CASE_VIRTUAL_S:
+            return f"{unfinished} requests unfinished after {CASE_VIRTUAL_S:.0f} simulated s"
+        return None
+
+    def _events_now(self) -> bool:
+        """Apply every event at ``now``; whether the policy saw something."""
         noticed = False
-        while events and events[0][0] <= now:
-            _, _, kind, payload = heapq.heappop(events)
-            if kind == ARRIVE:
-                policy.on_arrival(payload, now)
-                noticed = True
-            elif kind == STEP_END:
-                noticed = _step_end(policy, probe, sims, payload, by_id, now) or noticed
-            elif kind == WAKE:
-                noticed = True
-            elif kind == FAILED:
-                request_id, instance = payload
-                if probe.where.get(request_id) == instance:
-                    policy.on_failure(request_id, instance, "injected failure: the server refused it", now)
-                    noticed = True
-            elif kind == ABORT:
-                request_id, instance = payload
-                if probe.where.get(request_id) == instance and sims[instance].cancel(request_id):
-                    policy.on_failure(request_id, instance, "injected failure: aborted by the engine", now)
-                    noticed = True
-            else:
-                for index, sim in enumerate(sims):
-                    running = len(sim.running)
-                    sample = TelemetrySample(
-                        index,
-                        now,
-                        sim.used_blocks / sim.total_blocks,
-                        running,
-                        sim.waiting_count,
-                        sim.preemptions_total,
-                    )
-                    policy.on_telemetry(sample, now)
-                push(now + 0.25, SAMPLE, None)
-        if noticed:
-            decision = policy.decide(now)
-            for request_id in decision.cancels:
-                for sim in sims:
-                    sim.cancel(request_id)
-            for dispatch in decision.dispatches:
-                sent += 1
-                request = by_id[dispatch.request_id]
-                done = probe.tokens_done[dispatch.request_id]
-                remaining = request.target_output_tokens - done
-                max_tokens = remaining if dispatch.max_tokens is None else min(dispatch.max_tokens, remaining)
-                if max_tokens <= 0:
-                    raise Violation("dispatch", f"dispatched {dispatch.request_id} with nothing left to generate")
-                if inject_failures and sent % FAIL_EVERY == 0:
-                    push(now + 1e-3, FAILED, (dispatch.request_id, dispatch.instance))
-                    continue
-                if inject_failures and sent % ABORT_EVERY == 0:
-                    push(now + ABORT_AFTER_S, ABORT, (dispatch.request_id, dispatch.instance))
-                sims[dispatch.instance].add(
-                    dispatch.request_id, request.input_tokens + done, max_tokens, dispatch.priority or 0
-                )
-            if decision.wake_at is not None and math.isfinite(decision.wake_at):
-                push(max(decision.wake_at, now + 1e-6), WAKE, None)
-        for index, sim in enumerate(sims):
+        while self.events and self.events[0][0] <= self.now:
+            _, _, kind, payload = heapq.heappop(self.events)
+            noticed = self._event(kind, payload) or noticed
+        return noticed
+
+    def _event(self, kind: int, payload: Any) -> bool:
+        policy, now = self.policy, self.now
+        if kind == ARRIVE:
+            policy.on_arrival(payload, now)
+            return True
+        if kind == STEP_END:
+            return _step_end(policy, self.probe, self.sims, payload, self.by_id, now)
+        if kind == WAKE:
+            return True
+        if kind in (FAILED, ABORT):
+            request_id, instance = payload
+            if self.probe.where.get(request_id) != instance:
+                return False
+            if kind == ABORT and not self.sims[instance].cancel(request_id):
+                return False
+            reason = "refused it" if kind == FAILED else "aborted by the engine"
+            policy.on_failure(
+                request_id, instance, f"injected failure: {'the server ' if kind == FAILED else ''}{reason}", now
+            )
+            return True
+        for index, sim in enumerate(self.sims):
+            sample = TelemetrySample(
+                index,
+                now,
+                sim.used_blocks / sim.total_blocks,
+                len(sim.running),
+                sim.waiting_count,
+                sim.preemptions_total,
+            )
+            policy.on_telemetry(sample, now)
+        self.push(now + 0.25, SAMPLE, None)
+        return False
+
+    def _decide(self) -> None:
+        decision = self.policy.decide(self.now)
+        for request_id in decision.cancels:
+            for sim in self.sims:
+                sim.cancel(request_id)
+        for dispatch in decision.dispatches:
+            self._dispatch(dispatch)
+        if decision.wake_at is not None and math.isfinite(decision.wake_at):
+            self.push(max(decision.wake_at, self.now + 1e-6), WAKE, None)
+
+    def _dispatch(self, dispatch: Any) -> None:
+        self.sent += 1
+        request = self.by_id[dispatch.request_id]
+        done = self.probe.tokens_done[dispatch.request_id]
+        remaining = request.target_output_tokens - done
+        max_tokens = remaining if dispatch.max_tokens is None else min(dispatch.max_tokens, remaining)
+        if max_tokens <= 0:
+            raise Violation("dispatch", f"dispatched {dispatch.request_id} with nothing left to generate")
+        if self.inject_failures and self.sent % FAIL_EVERY == 0:
+            self.push(self.now + 1e-3, FAILED, (dispatch.request_id, dispatch.instance))
+            return
+        if self.inject_failures and self.sent % ABORT_EVERY == 0:
+            self.push(self.now + ABORT_AFTER_S, ABORT, (dispatch.request_id, dispatch.instance))
+        self.sims[dispatch.instance].add(
+            dispatch.request_id, request.input_tokens + done, max_tokens, dispatch.priority or 0
+        )
+
+    def _start_steps(self) -> None:
+        for index, sim in enumerate(self.sims):
             if not sim.busy and (sim.running or sim.waiting_count):
                 duration = sim.start_step()
                 if duration is not None:
-                    push(now + max(duration, 1e-6), STEP_END, index)
-    outcome.end_s = now
+                    self.push(self.now + max(duration, 1e-6), STEP_END, index)
 
 
 def _step_end(
@@ -918,101 +958,94 @@ def client_rows(
     raised = _raised(every)
     cut = next((f"{o.name} case: {next(iter(o.problems.values()))}" for o in every if o.problems), None)
     partly = f" (checked until a case was cut short: {cut})" if cut else ""
-    total = SHAPE.requests
-    rows: list[tuple[str, str, str]] = []
+    return [
+        ("dispatch", *_dispatch_row(every, raised, partly)),
+        ("limits", *_limits_row(limits, every, partly)),
+        ("progress", *_progress_row(every, raised, first)),
+        ("determinism", *_determinism_row(first, second, seed)),
+        ("failures", *_failures_row(failing, cancelled)),
+        ("clock", *_clock_row(watch, second, partly)),
+        ("decide_time", *_decide_row(make, seed, budget_ms)),
+    ]
 
+
+def _dispatch_row(every: Sequence[CaseOutcome], raised: str | None, partly: str) -> tuple[str, str]:
+    """Contract 1's verdict and detail."""
     problem = _first(every, "dispatch") or raised
     if problem:
-        rows.append(("dispatch", FAIL, problem))
-    elif not any(outcome.probe.dispatches for outcome in every):
-        rows.append(("dispatch", NA, f"no dispatch to check{partly}"))
-    else:
-        checked = sum(outcome.probe.dispatches for outcome in every)
-        rows.append(
-            ("dispatch", PASS, f"{checked} dispatches in 4 cases: none twice, early, finished or unknown{partly}")
-        )
+        return FAIL, problem
+    if not any(outcome.probe.dispatches for outcome in every):
+        return NA, f"no dispatch to check{partly}"
+    checked = sum(outcome.probe.dispatches for outcome in every)
+    return PASS, f"{checked} dispatches in 4 cases: none twice, early, finished or unknown{partly}"
 
+
+def _limits_row(limits: frozenset[str], every: Sequence[CaseOutcome], partly: str) -> tuple[str, str]:
+    """Contract 2's verdict and detail: only what the class claims."""
     if not limits:
-        rows.append(("limits", NA, "claims no admission limit (admission_limits is empty)"))
-    elif problem := _first(every, "limits"):
-        rows.append(("limits", FAIL, f"claims {', '.join(sorted(limits))}: {problem}"))
-    else:
-        parts = []
-        if "slots" in limits:
-            parts.append(f"peak {max(o.probe.peak_slots for o in every)}/{SHAPE.max_num_seqs} slots")
-        if "kv" in limits:
-            parts.append(f"peak KV footprint {max(o.probe.peak_kv for o in every)}/{SHAPE.kv_capacity_tokens} tokens")
-        rows.append(("limits", PASS, f"claims {', '.join(sorted(limits))}: " + "; ".join(parts) + partly))
+        return NA, "claims no admission limit (admission_limits is empty)"
+    if problem := _first(every, "limits"):
+        return FAIL, f"claims {', '.join(sorted(limits))}: {problem}"
+    parts = []
+    if "slots" in limits:
+        parts.append(f"peak {max(o.probe.peak_slots for o in every)}/{SHAPE.max_num_seqs} slots")
+    if "kv" in limits:
+        parts.append(f"peak KV footprint {max(o.probe.peak_kv for o in every)}/{SHAPE.kv_capacity_tokens} tokens")
+    return PASS, f"claims {', '.join(sorted(limits))}: " + "; ".join(parts) + partly
 
+
+def _progress_row(every: Sequence[CaseOutcome], raised: str | None, first: CaseOutcome) -> tuple[str, str]:
+    """Contract 3's verdict and detail."""
     problem = _first(every, "progress") or raised
     if problem:
-        rows.append(("progress", FAIL, problem))
-    elif "refused" in first.problems:
-        rows.append(("progress", NA, f"standard case: {first.problems['refused']}"))
-    else:
-        rows.append(
-            (
-                "progress",
-                PASS,
-                f"{first.completed}/{total} requests done by t={first.end_s:.2f} simulated s "
-                f"({first.probe.decides} decides, {first.wall_s * 1000:.0f} ms wall)",
-            )
-        )
+        return FAIL, problem
+    if "refused" in first.problems:
+        return NA, f"standard case: {first.problems['refused']}"
+    return PASS, (
+        f"{first.completed}/{SHAPE.requests} requests done by t={first.end_s:.2f} simulated s "
+        f"({first.probe.decides} decides, {first.wall_s * 1000:.0f} ms wall)"
+    )
 
+
+def _determinism_row(first: CaseOutcome, second: CaseOutcome, seed: int) -> tuple[str, str]:
+    """Contract 4's verdict and detail: the two runs of one seed, decision by decision."""
     if first.problems or second.problems:
         broken = "; ".join(f"{o.name}: {next(iter(o.problems.values()))}" for o in (first, second) if o.problems)
-        rows.append(("determinism", NA, f"not compared, a run did not finish ({broken})"))
-    elif first.probe.log == second.probe.log:
-        rows.append(
-            ("determinism", PASS, f"2 runs of seed {seed}: the same {len(first.probe.log)} dispatches and cancels")
-        )
-    else:
-        a, b = first.probe.log, second.probe.log
-        at = next((i for i, (x, y) in enumerate(zip(a, b)) if x != y), min(len(a), len(b)))
-        rows.append(
-            (
-                "determinism",
-                FAIL,
-                f"2 runs of seed {seed} differ at decision {at}: "
-                f"{a[at] if at < len(a) else 'nothing'} vs {b[at] if at < len(b) else 'nothing'}",
-            )
-        )
-
-    problem = (
-        _first([failing, cancelled], "failures")
-        or _first([failing, cancelled], "progress")
-        or _raised([failing, cancelled])
+        return NA, f"not compared, a run did not finish ({broken})"
+    a, b = first.probe.log, second.probe.log
+    if a == b:
+        return PASS, f"2 runs of seed {seed}: the same {len(a)} dispatches and cancels"
+    at = next((i for i, (x, y) in enumerate(zip(a, b)) if x != y), min(len(a), len(b)))
+    return FAIL, (
+        f"2 runs of seed {seed} differ at decision {at}: "
+        f"{a[at] if at < len(a) else 'nothing'} vs {b[at] if at < len(b) else 'nothing'}"
     )
-    if problem:
-        rows.append(("failures", FAIL, problem))
-    elif here := _first([failing, cancelled], "refused"):
-        rows.append(("failures", NA, here))
-    else:
-        rows.append(
-            (
-                "failures",
-                PASS,
-                f"{len(failing.probe.failed)} of {total} requests failed (every {FAIL_EVERY}th dispatch refused, "
-                f"every {ABORT_EVERY}th aborted), none sent again, the other {failing.completed} done by "
-                f"t={failing.end_s:.2f} s; the run cancelled after {cancelled.probe.dispatches} dispatches "
-                f"ended at t={cancelled.end_s:.2f} s",
-            )
-        )
 
+
+def _failures_row(failing: CaseOutcome, cancelled: CaseOutcome) -> tuple[str, str]:
+    """Contract 5's verdict and detail."""
+    both = [failing, cancelled]
+    problem = _first(both, "failures") or _first(both, "progress") or _raised(both)
+    if problem:
+        return FAIL, problem
+    if here := _first(both, "refused"):
+        return NA, here
+    return PASS, (
+        f"{len(failing.probe.failed)} of {SHAPE.requests} requests failed (every {FAIL_EVERY}th dispatch refused, "
+        f"every {ABORT_EVERY}th aborted), none sent again, the other {failing.completed} done by "
+        f"t={failing.end_s:.2f} s; the run cancelled after {cancelled.probe.dispatches} dispatches "
+        f"ended at t={cancelled.end_s:.2f} s"
+    )
+
+
+def _clock_row(watch: _Watch, second: CaseOutcome, partly: str) -> tuple[str, str]:
+    """Contract 6's verdict and detail (the repeat case runs under the hooks)."""
     if watch.hits:
         shown = sorted(set(watch.hits))
-        rows.append(
-            ("clock", FAIL, f"{len(watch.hits)} clock reads or I/O calls in policy calls: " + "; ".join(shown[:3]))
-        )
-    elif "raised" in second.problems:
-        rows.append(("clock", FAIL, f"not checked to the end: {second.problems['raised']}"))
-    else:
-        rows.append(
-            ("clock", PASS, f"none seen in {second.probe.decides} decides and their events (repeat case){partly}")
-        )
-
-    rows.append(("decide_time", *_decide_row(make, seed, budget_ms)))
-    return rows
+        return FAIL, f"{len(watch.hits)} clock reads or I/O calls in policy calls: " + "; ".join(shown[:3])
+    if "raised" in second.problems:
+        return FAIL, f"not checked to the end: {second.problems['raised']}"
+    return PASS, f"none seen in {second.probe.decides} decides and their events (repeat case){partly}"
 
 
 def _decide_row(make: Callable[[], SchedulerPolicy[Any]], seed: int, budget_ms: float) -> tuple[str, str]:
@@ -1073,8 +1106,6 @@ def in_engine_row(
     vLLM Python is known and ``vllm_import``, that it imports the engine class and the class
     subclasses vLLM's Scheduler. The in-engine class's decisions are not compared with the
     client twin's."""
-    from importlib.machinery import PathFinder
-
     from runners.schedulers import vllm as plugin
 
     qualified = str(getattr(cls, "engine_class", "") or "")
@@ -1084,11 +1115,32 @@ def in_engine_row(
     notes: list[str] = []
     if not qualified or "." not in qualified:
         return FAIL, f"engine_class is {qualified!r}: expected 'package.module.Class'"
-    module = qualified.rpartition(".")[0]
     try:
         folders = plugin.engine_pythonpath(cls)
     except SchedlabError as exc:
         return FAIL, str(exc)
+    found = _engine_module_found(qualified.rpartition(".")[0], folders, failures, notes)
+    _engine_params_validate(model, params, failures, notes)
+    if twin:
+        _twin_passes(twin, params, siblings, seed, budget_ms, failures, notes)
+    else:
+        notes.append("no twin")
+    if not vllm_import:
+        notes.append("vLLM import NOT checked (not asked for)")
+    elif not (pythons := _vllm_pythons()):
+        notes.append("vLLM import NOT checked (no vLLM Python: SCHEDLAB_VLLM_PYTHON or .venv-vllm)")
+    elif found:
+        _engine_class_imports(pythons[0], qualified, folders, failures, notes)
+    notes.append("engine decisions NOT compared with the client twin's")
+    if failures:
+        return FAIL, "; ".join(failures + notes)
+    return PASS, "; ".join(notes)
+
+
+def _engine_module_found(module: str, folders: Sequence[str], failures: list[str], notes: list[str]) -> bool:
+    """Whether ``module`` is found (never imported) on the server's PYTHONPATH ``folders``."""
+    from importlib.machinery import PathFinder
+
     spec = None
     searched: list[str] | None = list(folders)
     for part in module.split("."):  # package by package, found and never imported
@@ -1098,86 +1150,86 @@ def in_engine_row(
         searched = list(spec.submodule_search_locations or [])
     if spec is None:
         failures.append(f"module {module} not found on the server's PYTHONPATH {os.pathsep.join(folders)}")
-    else:
-        notes.append(f"{module} found at {spec.origin}")
-    if model is not None:
-        data = params.model_dump(mode="json", include=set(model.model_fields))
-        if getattr(model, "needs_latency_model", False):
-            latency = latency_model()
-            data.update(prefill=latency.prefill.model_dump(mode="json"), decode=latency.decode.model_dump(mode="json"))
-        try:
-            model.model_validate(data)
-            notes.append(f"parameters validate as {model.__name__}")
-        except ValidationError as exc:
-            failures.append(f"parameters do not validate as {model.__name__}: {format_validation_error(exc)}")
-    else:
-        notes.append("no engine_params: every parameter is written for the server")
-    if twin:
-        twin_cls = siblings.get(twin)
-        if twin_cls is None:
-            from runners.registry import SCHEDULERS
+        return False
+    notes.append(f"{module} found at {spec.origin}")
+    return True
 
-            try:
-                twin_cls = SCHEDULERS[twin]
-            except (KeyError, SchedlabError):
-                twin_cls = None
-        if twin_cls is None:
-            failures.append(f"twin {twin!r} is no scheduler here")
-        else:
-            fields = set(twin_cls.Params.model_fields)  # the parameters given that the twin takes
-            given = {key: value for key, value in params.model_dump(exclude_unset=True).items() if key in fields}
-            try:
-                twin_params = twin_cls.Params.model_validate(given)
-            except ValidationError as exc:
-                twin_params = None
-                failures.append(f"twin {twin} refuses the parameters: {format_validation_error(exc)}")
-            bad = (
-                []
-                if twin_params is None
-                else [
-                    CONTRACTS[key]
-                    for key, verdict, _ in client_rows(twin_cls, twin_params, seed=seed, budget_ms=budget_ms)
-                    if verdict == FAIL
-                ]
-            )
-            if twin_params is None:
-                pass
-            elif bad:
-                failures.append(f"twin {twin} fails {', '.join(bad)}")
-            else:
-                notes.append(f"twin {twin} passes 1-7")
-    else:
-        notes.append("no twin")
-    pythons = _vllm_pythons() if vllm_import else []
-    if not vllm_import:
-        notes.append("vLLM import NOT checked (not asked for)")
-    elif not pythons:
-        notes.append("vLLM import NOT checked (no vLLM Python: SCHEDLAB_VLLM_PYTHON or .venv-vllm)")
-    elif spec is not None:
-        env = dict(os.environ, PYTHONPATH=os.pathsep.join(folders))
+
+def _engine_params_validate(model: Any, params: PolicyParams, failures: list[str], notes: list[str]) -> None:
+    """The parameters as launch_settings writes them for the server, against ``engine_params``."""
+    if model is None:
+        notes.append("no engine_params: every parameter is written for the server")
+        return
+    data = params.model_dump(mode="json", include=set(model.model_fields))
+    if getattr(model, "needs_latency_model", False):
+        latency = latency_model()
+        data.update(prefill=latency.prefill.model_dump(mode="json"), decode=latency.decode.model_dump(mode="json"))
+    try:
+        model.model_validate(data)
+        notes.append(f"parameters validate as {model.__name__}")
+    except ValidationError as exc:
+        failures.append(f"parameters do not validate as {model.__name__}: {format_validation_error(exc)}")
+
+
+def _twin_passes(
+    twin: str,
+    params: PolicyParams,
+    siblings: Mapping[str, type[SchedulerPolicy[Any]]],
+    seed: int,
+    budget_ms: float,
+    failures: list[str],
+    notes: list[str],
+) -> None:
+    """The client twin, with the parameters given that it takes, through contracts 1-7."""
+    twin_cls = siblings.get(twin)
+    if twin_cls is None:
+        from runners.registry import SCHEDULERS
+
         try:
-            done = subprocess.run(
-                [pythons[0], "-c", _SUBCLASS_SCRIPT, qualified],
-                env=env,
-                capture_output=True,
-                text=True,
-                timeout=VLLM_IMPORT_TIMEOUT_S,
-            )
-        except subprocess.TimeoutExpired:
-            failures.append(f"{pythons[0]} did not import {qualified} in {VLLM_IMPORT_TIMEOUT_S:.0f} s")
-        else:
-            answer = done.stdout.strip().splitlines()[-1:] or [""]
-            if done.returncode == 0 and answer[0] == "subclass":
-                notes.append(f"{pythons[0]} imports it, a vLLM Scheduler subclass")
-            elif done.returncode == 0:
-                failures.append(f"{qualified} is not a subclass of vllm's Scheduler")
-            else:
-                last = (done.stderr.strip().splitlines() or ["?"])[-1]
-                failures.append(f"{pythons[0]} could not import {qualified}: {last}")
-    notes.append("engine decisions NOT compared with the client twin's")
-    if failures:
-        return FAIL, "; ".join(failures + notes)
-    return PASS, "; ".join(notes)
+            twin_cls = SCHEDULERS[twin]
+        except (KeyError, SchedlabError):
+            failures.append(f"twin {twin!r} is no scheduler here")
+            return
+    fields = set(twin_cls.Params.model_fields)  # the parameters given that the twin takes
+    given = {key: value for key, value in params.model_dump(exclude_unset=True).items() if key in fields}
+    try:
+        twin_params = twin_cls.Params.model_validate(given)
+    except ValidationError as exc:
+        failures.append(f"twin {twin} refuses the parameters: {format_validation_error(exc)}")
+        return
+    rows = client_rows(twin_cls, twin_params, seed=seed, budget_ms=budget_ms)
+    bad = [CONTRACTS[key] for key, verdict, _ in rows if verdict == FAIL]
+    if bad:
+        failures.append(f"twin {twin} fails {', '.join(bad)}")
+    else:
+        notes.append(f"twin {twin} passes 1-7")
+
+
+def _engine_class_imports(
+    python: str, qualified: str, folders: Sequence[str], failures: list[str], notes: list[str]
+) -> None:
+    """Import the engine class in the vLLM ``python`` with the server's PYTHONPATH; is it a
+    subclass of vLLM's Scheduler?"""
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join(folders))
+    try:
+        done = subprocess.run(
+            [python, "-c", _SUBCLASS_SCRIPT, qualified],
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=VLLM_IMPORT_TIMEOUT_S,
+        )
+    except subprocess.TimeoutExpired:
+        failures.append(f"{python} did not import {qualified} in {VLLM_IMPORT_TIMEOUT_S:.0f} s")
+        return
+    answer = done.stdout.strip().splitlines()[-1:] or [""]
+    if done.returncode == 0 and answer[0] == "subclass":
+        notes.append(f"{python} imports it, a vLLM Scheduler subclass")
+    elif done.returncode == 0:
+        failures.append(f"{qualified} is not a subclass of vllm's Scheduler")
+    else:
+        last = (done.stderr.strip().splitlines() or ["?"])[-1]
+        failures.append(f"{python} could not import {qualified}: {last}")
 
 
 # -- entry points ---------------------------------------------------------------------------------
