@@ -1,5 +1,5 @@
 """``python -m runners check-scheduler SOURCE``: the conformance check of a scheduler policy
-(runners.schedulers.conformance) as one table; exit 0 when every contract holds, 1 when one
+(runners.run.conformance) as one table; exit 0 when every contract holds, 1 when one
 fails, 2 (one ``error:`` line) for bad input. Nothing is written under results/."""
 
 from __future__ import annotations
@@ -13,8 +13,8 @@ from runners.errors import SchedlabError
 
 def build(parser: argparse.ArgumentParser) -> None:
     """The command's arguments (``--scheduler-path`` as every command that names schedulers)."""
-    from runners.app.cli import _add_scheduler_path
-    from runners.schedulers.conformance import DEFAULT_BUDGET_MS
+    from runners.app.cli import add_scheduler_path
+    from runners.run.conformance import DEFAULT_BUDGET_MS
 
     parser.add_argument("source", help="a Python file or module of scheduler classes, or a registered scheduler name")
     parser.add_argument("--scheduler", help="check only this scheduler of SOURCE (default: every one it defines)")
@@ -27,13 +27,13 @@ def build(parser: argparse.ArgumentParser) -> None:
     )
     parser.add_argument("--seed", type=int, default=0, help="seed of the cases' workloads (default 0)")
     parser.add_argument("--json", metavar="PATH", help="also write the table as JSON to PATH")
-    _add_scheduler_path(parser)
+    add_scheduler_path(parser)
     parser.set_defaults(handler=command)
 
 
 def command(args: argparse.Namespace) -> int:
     """Run the check and print its table; 0 when every contract holds, else 1."""
-    from runners.schedulers.conformance import check, load_params_json
+    from runners.run.conformance import check, load_params_json
 
     if not args.budget_ms > 0:
         raise SchedlabError(f"--budget-ms: expected a positive number of milliseconds, got {args.budget_ms}")

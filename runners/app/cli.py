@@ -681,7 +681,7 @@ def _add_engine_flags(p: argparse.ArgumentParser) -> None:
     p.add_argument("--set", action="append", metavar="KEY=VALUE", help="any config field, e.g. engine.max_num_seqs=64")
 
 
-def _add_scheduler_path(p: argparse.ArgumentParser) -> None:
+def add_scheduler_path(p: argparse.ArgumentParser) -> None:
     p.add_argument(
         "--scheduler-path",
         action="append",
@@ -704,7 +704,7 @@ def _use_scheduler_paths(args: argparse.Namespace) -> None:
 
 def _build_run(run: argparse.ArgumentParser) -> None:
     _add_engine_flags(run)
-    _add_scheduler_path(run)
+    add_scheduler_path(run)
     run.add_argument("--tokenizer", help="local tokenizer folder for exact token counts (usually the model folder)")
     run.add_argument("--scheduler", help="scheduler name (see 'schedulers'); several, comma-separated, make a study")
     run.add_argument(
@@ -801,7 +801,7 @@ def _build_delete(delete: argparse.ArgumentParser) -> None:
 
 
 def _build_schedulers(schedulers: argparse.ArgumentParser) -> None:
-    _add_scheduler_path(schedulers)
+    add_scheduler_path(schedulers)
     schedulers.set_defaults(handler=command_schedulers)
 
 
