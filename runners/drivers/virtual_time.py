@@ -82,7 +82,7 @@ class VirtualTimeDriver:
         self._last_sample_s = 0.0
         # dispatches still in the serving front end (see ServingOverhead), by event payload:
         # (request id, instance, prompt tokens, max tokens, priority); and payload by request id
-        self._admitting: dict[int, tuple[str, int, int, int, int, tuple[tuple[int, int], ...]]] = {}
+        self._admitting: dict[int, tuple[str, int, int, int, int, tuple[tuple[int, int], ...], bool]] = {}
         self._admitting_ids: dict[str, int] = {}
         self.elapsed_s = 0.0  # simulated seconds since the run's start, as far as the run has got
         self._quiet_samples = _samples_change_nothing(policy)
@@ -144,10 +144,13 @@ class VirtualTimeDriver:
         for dispatch in decision.dispatches:
             record, max_tokens = self.recorder.check_dispatch(dispatch, self.policy.name, len(self.instances))
             prompt = record.request.input_tokens + record.output_tokens
+            returns = max_tokens < record.request.target_output_tokens - record.output_tokens  # a slice
             instance = self.instances[dispatch.instance]
             overhead = instance.latency.overhead
             if overhead is None:
-                instance.add(dispatch.request_id, prompt, max_tokens, dispatch.priority or 0, record.request.segments)
+                instance.add(
+                    dispatch.request_id, prompt, max_tokens, dispatch.priority or 0, record.request.segments, returns
+                )
             else:  # the front end holds it first: the engine sees it when its overhead has passed
                 self._counter += 1
                 payload = self._counter
@@ -158,6 +161,7 @@ class VirtualTimeDriver:
                     max_tokens,
                     dispatch.priority or 0,
                     record.request.segments,
+                    returns,
                 )
                 self._admitting_ids[dispatch.request_id] = payload
                 delay = overhead.seconds(prompt, len(instance.running))
@@ -387,9 +391,9 @@ class VirtualTimeDriver:
         """A dispatch leaves the serving front end and joins its instance's queue."""
         entry = self._admitting.pop(payload, None)
         if entry is not None:  # else cancelled while in the front end
-            request_id, index, prompt, max_tokens, priority, segments = entry
+            request_id, index, prompt, max_tokens, priority, segments, returns = entry
             del self._admitting_ids[request_id]
-            self.instances[index].add(request_id, prompt, max_tokens, priority, segments)
+            self.instances[index].add(request_id, prompt, max_tokens, priority, segments, returns)
 
     def _finish(self, now: float) -> DriverResult:
         """Fail the requests the policy never dispatched (stalled), take the last sample at ``now``."""

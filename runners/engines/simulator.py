@@ -91,6 +91,7 @@ class SimSequence:
     segments: tuple[tuple[int, int], ...] = ()  # the prompt's content pieces (Request.segments)
     keys: list[int] | None = None  # chained keys of its segments' full blocks (prefix caching)
     held: int = 0  # leading keys it references in the prefix cache (blocks it shares)
+    returns: bool = False  # a slice of the request: it will be sent again with its output so far
 
     @property
     def computed(self) -> int:
@@ -248,9 +249,12 @@ class SimulatedInstance:
         max_tokens: int,
         priority: int = 0,
         segments: tuple[tuple[int, int], ...] = (),
+        returns: bool = False,
     ) -> SimSequence:
         """Queue a request: ``prompt_tokens`` to prefill, then up to ``max_tokens`` to generate.
-        ``segments``: what the prompt is made of (Request.segments; empty: its own content)."""
+        ``segments``: what the prompt is made of (Request.segments; empty: its own content);
+        ``returns``: a slice, sent again later with its output so far (its own blocks are worth
+        keeping in the prefix cache when it finishes)."""
         if prompt_tokens + max_tokens > self.kv_capacity_tokens:
             raise SimulationError(
                 f"request {request_id} needs {prompt_tokens + max_tokens} KV tokens but instance "
@@ -259,6 +263,7 @@ class SimulatedInstance:
         seq = SimSequence(request_id, int(prompt_tokens), int(max_tokens), int(priority), self._order, self)
         if segments:
             seq.segments = segments
+        seq.returns = returns
         self._order += 1
         self.sequences[request_id] = seq
         self._push_waiting(seq, front=False)
@@ -381,11 +386,14 @@ class SimulatedInstance:
             refs[key] = 1
             seq.held = index + 1
 
-    def _release(self, seq: SimSequence) -> None:
+    def _release(self, seq: SimSequence, own: bool = True) -> None:
         """Free ``seq``'s blocks, last block first (vLLM's order, so a prompt's tail is evicted
         before its head). With prefix caching its full blocks stay cached in the free pool until
         evicted: shared blocks when their last user leaves, a request's own computed blocks as
-        one run it alone can reuse (after a preemption, or a slice sent again)."""
+        one run it alone can reuse (after a preemption or a cancel, or a slice sent again). A
+        request that finished for good (``own`` False) frees its own blocks as plain ones: vLLM
+        keeps them cached too, but no later prompt can hit them, and a free block takes the same
+        place in the eviction order whether it is cached or not, so nothing else changes."""
         blocks = seq.b
         seq.b = 0
         if not self.prefix_caching or not blocks:
@@ -410,7 +418,7 @@ class SimulatedInstance:
             if len(queue) > 2 * self.free_blocks + 64:
                 self._compact()
             return
-        full = min(seq.c // self.block_size, blocks)
+        full = min(seq.c // self.block_size, blocks) if own else 0
         self._free_plain(blocks - full)
         if full:
             if not queue:
@@ -816,10 +824,10 @@ class SimulatedInstance:
                 self.holding.extend(finished)
             else:
                 for seq in finished:
-                    self._release(seq)
+                    self._release(seq, own=seq.returns)
         if self.run_to_completion and self.holding and not self.running:
             for seq in self.holding:
-                self._release(seq)
+                self._release(seq, own=seq.returns)
             self.holding = []
         if self._explicit:
             steady = [seq for seq in self._explicit if seq.g and seq.c == seq.prompt_tokens + seq.g - 1]
