@@ -150,6 +150,9 @@ class EngineCounters:
 
     server_ttft_sum_s: float = 0.0
     server_ttft_count: float = 0.0
+    # the engines' prefix-cache counters over the run (tokens, after warm-up); None: not reported
+    prefix_queries: float | None = None
+    prefix_hits: float | None = None
     output_length_mismatches: int = 0  # replies with another token count than asked (each ends its request)
     arrival_lag_s: list[float] = field(default_factory=list)
     client_cpu_s: float = 0.0
@@ -620,7 +623,19 @@ class WallClockDriver:
                     (baseline.ttft_sum_s or 0) if baseline else 0
                 )
                 self.counters.server_ttft_count += final.ttft_count - ((baseline.ttft_count or 0) if baseline else 0)
+            self._count_prefix_cache(final, baseline)
         return end, failure
+
+    def _count_prefix_cache(self, final: MetricsSnapshot | None, baseline: MetricsSnapshot | None) -> None:
+        """Add one instance's prefix-cache counters over the run (final scrape less the one after
+        warm-up; tokens) to the run's, where the engine reports them."""
+        if final is None or final.prefix_queries is None or final.prefix_hits is None:
+            return
+        counters = self.counters
+        start_queries = (baseline.prefix_queries or 0.0) if baseline else 0.0
+        start_hits = (baseline.prefix_hits or 0.0) if baseline else 0.0
+        counters.prefix_queries = (counters.prefix_queries or 0.0) + final.prefix_queries - start_queries
+        counters.prefix_hits = (counters.prefix_hits or 0.0) + final.prefix_hits - start_hits
 
     def run(self) -> DriverResult:
         return asyncio.run(self._run())

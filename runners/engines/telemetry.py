@@ -98,6 +98,8 @@ METRIC_FIELDS = (
     "itl",
     "cache_info",
     "kv_capacity_tokens",
+    "prefix_queries",
+    "prefix_hits",
 )
 
 
@@ -116,6 +118,8 @@ class MetricsSnapshot:
     itl_count: float | None = None
     kv_capacity_tokens: int | None = None
     block_size: int | None = None
+    prefix_queries: float | None = None  # the prefix cache's cumulative counters, tokens
+    prefix_hits: float | None = None
     dropped: int = 0  # samples of the page that were not finite or out of range, and were ignored
 
 
@@ -284,5 +288,7 @@ def parse_metrics(text: str) -> MetricsSnapshot:
         itl_count=bounded(itl_count, MAX_SAMPLE_VALUE),
         kv_capacity_tokens=capacity,
         block_size=block_size,
+        prefix_queries=bounded(_first(samples, names.prefix_queries), MAX_SAMPLE_VALUE),
+        prefix_hits=bounded(_first(samples, names.prefix_hits), MAX_SAMPLE_VALUE),
         dropped=dropped,
     )

@@ -525,6 +525,13 @@ def failure_gate(ran: int, errors: int, max_error_rate: float) -> dict[str, Any]
 
 def _wall_clock_extras(driver: WallClockDriver) -> dict[str, Any]:
     counters = driver.counters
+    prefix: dict[str, Any] = {}
+    if counters.prefix_queries is not None and counters.prefix_hits is not None:  # the engine reports them
+        queries, hits = int(counters.prefix_queries), int(counters.prefix_hits)
+        prefix = {
+            "prefix_cache_hit_rate": hits / queries if queries else None,
+            "prefix_cache": {"queries_tokens": queries, "hits_tokens": hits, "source": "/metrics"},
+        }
     lags = np.asarray(counters.arrival_lag_s)
     requests = driver.requests[: len(lags)]
     scheduled = np.asarray([r.arrival_s for r in requests])
@@ -547,4 +554,5 @@ def _wall_clock_extras(driver: WallClockDriver) -> dict[str, Any]:
         "engine_decisions_malformed": driver.decisions_malformed,  # lines of the decisions files skipped
         "warmup": driver.warmup.as_record(),  # what warm-up sent before the clock started
         "telemetry": driver.telemetry.as_record(),  # /metrics scrapes: tried, failed, too large, samples dropped
+        **prefix,
     }

@@ -108,7 +108,13 @@ def test_http_error_dropped_stream_timeout_and_dead_engine(lmdeploy):
 
 # -- telemetry -----------------------------------------------------------------------------------
 def vllm_v1_metrics_text(
-    running=3, waiting=2, usage=0.42, preemptions=7, itl=(0.02, 0.03, 0.04), itl_name="vllm:inter_token_latency_seconds"
+    running=3,
+    waiting=2,
+    usage=0.42,
+    preemptions=7,
+    itl=(0.02, 0.03, 0.04),
+    itl_name="vllm:inter_token_latency_seconds",
+    prefix=(1000, 250),
 ) -> str:
     """Exposition text with vLLM V1's names, types and labels (vllm/v1/metrics/loggers.py); ``itl``:
     the inter-token latencies observed (seconds), under ``itl_name``."""
@@ -118,6 +124,9 @@ def vllm_v1_metrics_text(
     Gauge("vllm:num_requests_waiting", "", list(labels), registry=registry).labels(**labels).set(waiting)
     Gauge("vllm:kv_cache_usage_perc", "", list(labels), registry=registry).labels(**labels).set(usage)
     Counter("vllm:num_preemptions", "", list(labels), registry=registry).labels(**labels).inc(preemptions)
+    if prefix is not None:  # the prefix cache's counters (tokens looked up, found)
+        Counter("vllm:prefix_cache_queries", "", list(labels), registry=registry).labels(**labels).inc(prefix[0])
+        Counter("vllm:prefix_cache_hits", "", list(labels), registry=registry).labels(**labels).inc(prefix[1])
     ttft = Histogram("vllm:time_to_first_token_seconds", "", list(labels), registry=registry)
     for value in (0.1, 0.3):
         ttft.labels(**labels).observe(value)
@@ -137,6 +146,8 @@ def test_parse_vllm_v1_metrics():
     assert snapshot.ttft_count == 2 and snapshot.ttft_sum_s == pytest.approx(0.4)
     assert snapshot.kv_capacity_tokens == 40 * 128 and snapshot.block_size == 128
     assert snapshot.itl_count == 3 and snapshot.itl_sum_s == pytest.approx(0.09)
+    assert (snapshot.prefix_queries, snapshot.prefix_hits) == (1000, 250)
+    assert parse_metrics(vllm_v1_metrics_text(prefix=None)).prefix_queries is None
 
 
 def test_inter_token_latency_between_scrapes():

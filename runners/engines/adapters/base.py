@@ -61,6 +61,9 @@ class MetricNames:
     cache_info: tuple[str, ...] = ()
     kv_capacity_tokens: tuple[str, ...] = ()  # a gauge of the KV pool size in tokens, where there is one
     waiting_extra: tuple[str, ...] = ()  # gauges added to ``waiting`` (every one present, summed)
+    # the prefix cache's counters, tokens: looked up and found (vLLM's prefix_cache_queries/_hits)
+    prefix_queries: tuple[str, ...] = ()
+    prefix_hits: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True)

@@ -82,6 +82,8 @@ class VLLMAdapter(PythonModuleAdapter):
         ttft=("vllm:time_to_first_token_seconds",),
         itl=("vllm:inter_token_latency_seconds", "vllm:time_per_output_token_seconds"),
         cache_info=("vllm:cache_config_info",),
+        prefix_queries=("vllm:prefix_cache_queries_total", "vllm:prefix_cache_queries"),
+        prefix_hits=("vllm:prefix_cache_hits_total", "vllm:prefix_cache_hits"),
     )
     tokenize_api = prompt_tokenize_api("/tokenize", reply_limit_is_context=True)
     form_fields = (
