@@ -25,9 +25,12 @@ turns it off).
 
 Where this model knowingly differs from vLLM V1 (measured cost: bench/results/sim_fidelity.md):
 
-- prefix caching (on by default in V1) is not modelled: every prompt is computed in full. The
-  bundled workloads share no prefix longer than a block, so it changes nothing there; a workload
-  with long shared system prompts runs faster on vLLM than here;
+- prefix caching is modelled on the prompt's segments (Request.segments), not its token ids: two
+  prompts share exactly the blocks their segments say they share (the real tokenizer may merge
+  tokens across a segment boundary, so a real engine can share a block fewer); generated tokens
+  are reused only by the request itself (a preempted request, a slice sent again), since another
+  request's prompt never contains them; a cached prefix costs no attention time in the step model
+  (its prefill time is that of the tokens computed);
 - a step's time comes from the profile's step model, a function of what the step computes; the
   real step varies around it (the fit's out-of-fold error is in the profile's ``fit``);
 - the serving front end's delay is all put before the engine and depends on load only through
