@@ -83,6 +83,9 @@ def build_run_config(args: argparse.Namespace) -> Any:
         "workload.arrival.process": get("arrival"),
         "workload.arrival.rate": get("rate"),
         "workload.arrival.burstiness": get("burstiness"),
+        "workload.trace.path": get("trace"),
+        "workload.trace.format": get("trace_format"),
+        "workload.trace.speedup": get("trace_speedup"),
         "slo.preset": get("slo"),
         "run_id": get("run_id"),
         "max_error_rate": get("max_error_rate"),
@@ -217,6 +220,7 @@ def command_run(args: argparse.Namespace) -> int:
     with _stoppable_progress(config.workload.requests, args.quiet) as (bar, should_stop):
 
         def progress(done: int, total: int) -> None:
+            bar.total = total  # a trace may send fewer than workload.requests
             bar.n = done
             if done == total or done % 50 == 0:
                 bar.refresh()
@@ -738,6 +742,16 @@ def _build_run(run: argparse.ArgumentParser) -> None:
     run.add_argument("--arrival", help="all-at-once | poisson | gamma | constant | replay")
     run.add_argument("--burstiness", type=float, help="gamma shape (1 = Poisson)")
     run.add_argument("--seed", type=int, help="workload and arrival seed")
+    run.add_argument(
+        "--trace",
+        metavar="FILE",
+        help="replay a production trace with its own timing, lengths and tasks: Mooncake .jsonl, Azure LLM "
+        "inference .csv or BurstGPT .csv (samples in datasets/traces/); the first --requests records are sent",
+    )
+    run.add_argument("--trace-format", help="auto (default: by extension and header) | mooncake | azure | burstgpt")
+    run.add_argument(
+        "--trace-speedup", type=float, help="divide the trace's arrival offsets by this (default 1; 2 = twice as fast)"
+    )
     run.add_argument("--batch-size", type=int, help="batch size B for batching schedulers")
     run.add_argument("--instances", type=int, help="engine instances")
     run.add_argument("--kv-capacity", type=int, help="KV-cache capacity per instance, tokens")

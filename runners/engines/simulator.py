@@ -461,7 +461,7 @@ class SimulatedInstance:
         them from the queue's head, evicting the cached blocks there (least recently freed first)."""
         queue = self._queue
         while blocks > 0 and queue:
-            item = queue[0]
+            item: Any = queue[0]
             if type(item) is int:
                 if item > blocks:
                     queue[0] = item - blocks
@@ -481,8 +481,9 @@ class SimulatedInstance:
                 blocks -= take
                 if item[1] == 0:
                     queue.popleft()
-                    if item[0] is not None and self._own.get(item[0]) is item:
-                        del self._own[item[0]]
+                    owner = item[0]
+                    if owner is not None and self._own.get(owner) is item:
+                        del self._own[owner]
         if len(queue) == 1 and type(queue[0]) is int:
             queue.clear()  # nothing cached is free: the free blocks are all plain again
 

@@ -359,10 +359,13 @@ def _summary_header(config: RunConfig, prepared: PreparedRun, oracles: list[str]
         "started_at": utc_stamp(),
         "started_at_unix_s": time.time(),
         "slos": {task: slo.describe() for task, slo in prepared.slos.items()},
-        "arrival_process": config.workload.arrival.process,
+        # a replayed trace keeps its own times: "trace", and no rate
+        "arrival_process": "trace" if config.workload.trace is not None else config.workload.arrival.process,
         # a rate only where arrivals follow one (all at once and replayed stamps have none)
         "arrival_rate_rps": (
-            config.workload.arrival.rate if config.workload.arrival.process in RATE_PROCESSES else None
+            config.workload.arrival.rate
+            if config.workload.trace is None and config.workload.arrival.process in RATE_PROCESSES
+            else None
         ),
         "instances": config.engine.instances,
         "sweep_id": config.sweep_id,

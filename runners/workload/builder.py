@@ -114,6 +114,89 @@ def _check_slos(counts: dict[str, int], slos: dict[str, TaskSLO]) -> None:
         raise ConfigError("slo", f"no SLO for task(s) {missing}")
 
 
+def _tag_slos(
+    workload: Workload,
+    counts: dict[str, int],
+    slos_for: Callable[["Workload"], dict[str, TaskSLO]] | dict[str, TaskSLO],
+) -> None:
+    """Give every request its task's SLO, computed from the workload when ``slos_for`` is a callable."""
+    slos = slos_for(workload) if callable(slos_for) else slos_for
+    _check_slos(counts, slos)
+    # in place: the requests are the builder's own until it returns (one object each, not two)
+    tag = object.__setattr__
+    for request in workload.requests:
+        tag(request, "slo", slos[request.task])
+
+
+def _trace_workload(
+    config: WorkloadConfig,
+    slos_for: Callable[["Workload"], dict[str, TaskSLO]] | dict[str, TaskSLO],
+    context: ContextLimit | None,
+) -> Workload:
+    """The requests of ``config.trace``: its first ``config.requests`` records (time order), each
+    with the record's lengths, task and segments, arriving at the trace's own offsets (divided by
+    the speed-up). Records that do not fit the server's ``context`` are skipped first and counted
+    as :data:`OVER_CONTEXT`; the dataset filters do not apply (the trace says what was sent).
+    Prompts are made-up text of 4 characters per token (:func:`runners.workload.traces.prompt_text`):
+    equal segments are identical text, so a real engine's prefix cache sees the trace's sharing.
+    The calibration sample is the output lengths of up to CALIBRATION_SAMPLE records past the
+    ones sent, per task (drawn on the calibration stream)."""
+    from runners.workload.prefix import own_segments
+    from runners.workload.traces import load_trace, prompt_text
+
+    assert config.trace is not None
+    rejects = None
+    if context is not None:
+        limit, overhead = context.max_tokens, context.prompt_overhead_tokens
+
+        def rejects(input_tokens: int, output_tokens: int) -> str | None:
+            return OVER_CONTEXT if input_tokens + overhead + output_tokens > limit else None
+
+    trace = load_trace(config.trace, config.requests, rejects)
+    unset = TaskSLO.model_construct(e2e_s=float("inf"))  # replaced by _tag_slos below
+    requests = []
+    for position, (record, arrival) in enumerate(zip(trace.records, trace.arrivals_s)):
+        request_id = f"req-{position:05d}"
+        own = own_segments(request_id, record.input_tokens)[0][0]
+        requests.append(
+            Request(
+                request_id,
+                record.task,
+                prompt_text(record.segments, own, record.input_tokens),
+                record.input_tokens,
+                record.output_tokens,
+                arrival,
+                unset,
+                "trace",
+                record.segments,
+            )
+        )
+    counts = {task: sum(1 for r in requests if r.task == task) for task in TASKS}
+    calibration_rng = np.random.default_rng([config.seed, CALIBRATION_STREAM])
+    calibration: dict[str, list[int]] = {}
+    lengths: dict[str, tuple[np.ndarray, np.ndarray]] = {}
+    for task in TASKS:
+        if not counts[task]:
+            continue
+        sent = [r for r in requests if r.task == task]
+        lengths[task] = (
+            np.fromiter((r.input_tokens for r in sent), np.int64, len(sent)),
+            np.fromiter((r.target_output_tokens for r in sent), np.int64, len(sent)),
+        )
+        held = [record.output_tokens for record in trace.held_out if record.task == task]
+        if len(held) > CALIBRATION_SAMPLE:
+            held = [held[int(i)] for i in calibration_rng.choice(len(held), size=CALIBRATION_SAMPLE, replace=False)]
+        calibration[task] = held
+    report = trace.report()
+    if context is not None:
+        report["context"] = context.as_dict()
+    workload = Workload(
+        requests, {"trace": report}, synthetic=config.is_synthetic, calibration=calibration, lengths=lengths
+    )
+    _tag_slos(workload, counts, slos_for)
+    return workload
+
+
 def build_workload(
     config: WorkloadConfig,
     slos_for: Callable[["Workload"], dict[str, TaskSLO]] | dict[str, TaskSLO],
@@ -126,7 +209,10 @@ def build_workload(
     (not yet tagged) workload, which the "auto" preset needs. ``counter``: the token counter
     (default: ``config.tokenizer``'s, or the approximation); ``context``: the server's limit,
     pairs that do not fit it are dropped before sampling and counted as :data:`OVER_CONTEXT`.
+    With ``config.trace`` set the trace is the workload instead (:func:`_trace_workload`).
     """
+    if config.trace is not None:
+        return _trace_workload(config, slos_for, context)
     counts = config.ratio.counts(config.requests)
     if counter is None:
         counter = make_token_counter(config.tokenizer)

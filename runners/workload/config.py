@@ -7,10 +7,11 @@ from __future__ import annotations
 
 from pydantic import Field, model_validator
 
-from runners.input_model import MAX_SEED, InputModel
+from runners.input_model import MAX_SEED, InputModel, field_error
 from runners.workload.arrivals import ArrivalConfig
 from runners.workload.conversations import DatasetSource, LengthFilter
 from runners.workload.slo import TASKS
+from runners.workload.traces import TraceConfig
 
 #: Most requests in one run. Every request is held in memory with its record and its result row
 #: (a few kB each, so a million is several GB), and at the default 4 req/s a million requests
@@ -57,14 +58,40 @@ class WorkloadConfig(InputModel):
         description="local Hugging Face tokenizer folder; default for real engines: the server's own tokenizer "
         "(vLLM /tokenize, or the model folder), else about 4 characters per token",
     )
+    trace: TraceConfig | None = Field(
+        default=None,
+        description="a production trace to replay (Mooncake, Azure, BurstGPT): its own arrival times (divided by "
+        "trace.speedup), lengths and tasks; the run sends its first min(requests, records) records, and the "
+        "datasets, ratio, filters and arrival process are not used",
+    )
+
+    @model_validator(mode="after")
+    def _trace_or_arrivals(self) -> "WorkloadConfig":
+        if self.trace is not None and self.arrival != ArrivalConfig():
+            raise field_error(
+                "WorkloadConfig",
+                "arrival",
+                "workload.arrival and workload.trace are both set: a trace replays its own arrival times "
+                "(speed them up with workload.trace.speedup); expected one of them (drop the arrival "
+                "settings, --arrival/--rate/--burstiness, or the trace)",
+                self.arrival.model_dump(exclude_defaults=True),
+            )
+        return self
 
     @property
     def is_synthetic(self) -> bool:
+        if self.trace is not None:
+            return self.trace.is_synthetic
         counts = self.ratio.counts(self.requests)
         return any(getattr(self, task).kind == "synthetic" for task in TASKS if counts[task] > 0)
 
     def label(self) -> str:
         """Short human-readable name, marked synthetic when any part is."""
+        if self.trace is not None:
+            # the count is an upper bound: a trace with fewer records sends them all
+            return (
+                f"first {self.requests} req of {self.trace.label()}{' (synthetic)' if self.trace.is_synthetic else ''}"
+            )
         counts = self.ratio.counts(self.requests)
         parts = []
         for task in TASKS:
