@@ -507,8 +507,15 @@ class WallClockDriver:
         servers' counters reconcile with the run. Without it the first batch shapes compile while
         the run is measured (seen on the CPU vLLM: seconds of stall that starve the client too).
         Each request has ``warmup_timeout_s`` (at most ``request_timeout_s``); the first wave
-        with a request that failed ends the warm-up, and ``warmup.stopped`` says why."""
-        prompts = [request.prompt for request in self.requests[:8]] or ["warm up"]
+        with a request that failed ends the warm-up, and ``warmup.stopped`` says why. Warm-up
+        prompts share no prefix with the run's (a marker first), so the run starts with a prefix
+        cache that holds none of its own blocks."""
+        # the run's first prompts, each behind a marker of its own: the same shapes to compile, but
+        # no block of the run's prompts enters the engine's prefix cache before the clock starts
+        # (vLLM caches prefixes by default: a warm-up of the run's own prompts made their first
+        # requests hit, and their TTFT looked better than a cold run's)
+        prompts = [f"schedlab warm-up {k}. {request.prompt}" for k, request in enumerate(self.requests[:8])]
+        prompts = prompts or ["warm up"]
         waves = self.options.warmup_concurrency
         limit_s = min(self.options.warmup_timeout_s, self.options.request_timeout_s)
         record = self.warmup

@@ -15,7 +15,7 @@ from runners.workload.config import WorkloadConfig
 from runners.workload.conversations import ConversationPair, LengthFilter, load_pairs
 from runners.workload.requests import Request
 from runners.workload.slo import TASKS, TaskSLO
-from runners.workload.tokens import TokenCounter, make_token_counter
+from runners.workload.tokens import CHARACTERS_PER_TOKEN, ApproximateTokenCounter, TokenCounter, make_token_counter
 
 #: Most conversations per task in a run's calibration sample (:attr:`Workload.calibration`).
 CALIBRATION_SAMPLE = 1000
@@ -132,19 +132,29 @@ def _trace_workload(
     config: WorkloadConfig,
     slos_for: Callable[["Workload"], dict[str, TaskSLO]] | dict[str, TaskSLO],
     context: ContextLimit | None,
+    counter: TokenCounter | None = None,
 ) -> Workload:
     """The requests of ``config.trace``: its first ``config.requests`` records (time order), each
     with the record's lengths, task and segments, arriving at the trace's own offsets (divided by
     the speed-up). Records that do not fit the server's ``context`` are skipped first and counted
     as :data:`OVER_CONTEXT`; the dataset filters do not apply (the trace says what was sent).
-    Prompts are made-up text of 4 characters per token (:func:`runners.workload.traces.prompt_text`):
+    Prompts are made-up text (:func:`runners.workload.traces.prompt_text`) of 4 characters per
+    token, or, with a real tokenizer (``counter``: the config's, or a server's), of that
+    tokenizer's own ratio for the text, so the engine sees about the record's token count;
     equal segments are identical text, so a real engine's prefix cache sees the trace's sharing.
     The calibration sample is the output lengths of up to CALIBRATION_SAMPLE records past the
     ones sent, per task (drawn on the calibration stream)."""
     from runners.workload.prefix import own_segments
-    from runners.workload.traces import load_trace, prompt_text
+    from runners.workload.traces import corpus_chars_per_token, load_trace, prompt_text
 
     assert config.trace is not None
+    if counter is None and config.tokenizer:
+        counter = make_token_counter(config.tokenizer)
+    ratio = (
+        corpus_chars_per_token(counter.count)
+        if counter is not None and not isinstance(counter, ApproximateTokenCounter)
+        else CHARACTERS_PER_TOKEN
+    )
     rejects = None
     if context is not None:
         limit, overhead = context.max_tokens, context.prompt_overhead_tokens
@@ -162,7 +172,7 @@ def _trace_workload(
             Request(
                 request_id,
                 record.task,
-                prompt_text(record.segments, own, record.input_tokens),
+                prompt_text(record.segments, own, record.input_tokens, ratio),
                 record.input_tokens,
                 record.output_tokens,
                 arrival,
@@ -212,7 +222,7 @@ def build_workload(
     With ``config.trace`` set the trace is the workload instead (:func:`_trace_workload`).
     """
     if config.trace is not None:
-        return _trace_workload(config, slos_for, context)
+        return _trace_workload(config, slos_for, context, counter)
     counts = config.ratio.counts(config.requests)
     if counter is None:
         counter = make_token_counter(config.tokenizer)

@@ -549,12 +549,13 @@ def _corpus() -> str:
     return " ".join(words)[:TEXT_CORPUS_CHARS]
 
 
-def content_text(content_id: int, tokens: int) -> str:
-    """The text of ``tokens`` tokens of content ``content_id``: exactly 4 characters per token
-    (the default token approximation counts it back), the same text for the same id in every
-    process, and a shorter piece of an id is the start of a longer one. It starts with the id
-    in hexadecimal, so different ids never share their start."""
-    characters = int(tokens * CHARACTERS_PER_TOKEN)
+def content_text(content_id: int, tokens: int, chars_per_token: float = CHARACTERS_PER_TOKEN) -> str:
+    """The text of ``tokens`` tokens of content ``content_id``: ``chars_per_token`` characters per
+    token (by default 4, which the default token approximation counts back; a real tokenizer's
+    own ratio for this text: :func:`corpus_chars_per_token`), the same text for the same id in
+    every process, and a shorter piece of an id is the start of a longer one. It starts with the
+    id in hexadecimal, so different ids never share their start."""
+    characters = int(tokens * chars_per_token)
     corpus = _corpus()
     start = zlib.crc32(content_id.to_bytes(16, "little")) % len(corpus)
     text = f"{content_id:x} " + corpus[start : start + characters]
@@ -563,9 +564,30 @@ def content_text(content_id: int, tokens: int) -> str:
     return text[:characters]
 
 
-def prompt_text(segments: tuple[tuple[int, int], ...], own_id: int, input_tokens: int) -> str:
-    """A prompt of ``input_tokens`` tokens (4 characters each): its segments' texts in order, so
-    equal segments give identical text; with no segments, one piece of content ``own_id``."""
+def prompt_text(
+    segments: tuple[tuple[int, int], ...],
+    own_id: int,
+    input_tokens: int,
+    chars_per_token: float = CHARACTERS_PER_TOKEN,
+) -> str:
+    """A prompt of about ``input_tokens`` tokens (``chars_per_token`` characters each): its
+    segments' texts in order, so equal segments give identical text; with no segments, one
+    piece of content ``own_id``."""
     if not segments:
-        return content_text(own_id, input_tokens)
-    return "".join(content_text(content_id, tokens) for content_id, tokens in segments)
+        return content_text(own_id, input_tokens, chars_per_token)
+    return "".join(content_text(content_id, tokens, chars_per_token) for content_id, tokens in segments)
+
+
+#: Characters of the made-up text a tokenizer counts to find its ratio (:func:`corpus_chars_per_token`).
+RATIO_SAMPLE_CHARS = 40_000
+
+
+def corpus_chars_per_token(count: Callable[[list[str]], list[int]]) -> float:
+    """Characters per token of the made-up text under a real tokenizer (``count``: its counter's
+    ``count``), measured on its first :data:`RATIO_SAMPLE_CHARS` characters, so a trace's prompt
+    of N tokens is about N tokens for the engine too (the tiny Llama of the tests counts about 2.5
+    characters per token of this text, not 4); within a few percent, as a long text's count is
+    not the sum of its pieces' exactly."""
+    sample = _corpus()[:RATIO_SAMPLE_CHARS]
+    tokens = count([sample])[0]
+    return len(sample) / tokens if tokens > 0 else CHARACTERS_PER_TOKEN

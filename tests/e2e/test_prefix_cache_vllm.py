@@ -1,0 +1,69 @@
+"""The prefix cache on the real CPU vLLM against the simulator (issue 31): the bundled Mooncake
+sample's first 40 records (speed-up 4) replayed on vLLM, whose prefix caching is on by default,
+and on the simulator with vLLM's block size (128 here). Both find exactly the blocks the trace's
+hash_ids share: vLLM's own counters, between the scrape after warm-up and the last one, and the
+simulator's count. The warm-up shares no prefix with the run (it used to send the run's first
+prompts, which then hit). Needs ``SCHEDLAB_VLLM_PYTHON``; under the CPU lock like every real-vLLM test."""
+
+from __future__ import annotations
+
+import json
+
+import pandas as pd
+
+from bench.vllm_cpu_common import SERVER_ENV, vllm_engine
+from runners.run.benchmark import execute_run
+from runners.run.config import parse_config
+from runners.workload.prefix import block_keys
+from runners.workload.traces import TRACES_DIR, TraceConfig, load_trace
+from tests.real_vllm import needs_vllm
+
+SAMPLE = TRACES_DIR / "mooncake_synthetic.jsonl"
+RECORDS = 40
+BLOCK = 128  # the CPU vLLM's block size
+
+
+def _implied_hit_tokens() -> int:
+    """Tokens of each record's leading full blocks (of BLOCK tokens) that an earlier record's
+    hash_ids already hold, at most (tokens - 1) // BLOCK blocks each."""
+    seen: set[int] = set()
+    hits = 0
+    for record in load_trace(TraceConfig(path=str(SAMPLE)), RECORDS).records:
+        keys = block_keys(record.segments, BLOCK, record.input_tokens)
+        for key in keys[: (record.input_tokens - 1) // BLOCK]:
+            if key not in seen:
+                break
+            hits += BLOCK
+        seen.update(keys)
+    return hits
+
+
+def _summary(outcome) -> dict:
+    return json.loads((outcome.folder / "summary.json").read_text())
+
+
+@needs_vllm
+def test_vllm_and_the_simulator_hit_the_blocks_the_trace_shares(tiny_model, tmp_path):
+    workload = {"requests": RECORDS, "trace": {"path": str(SAMPLE), "speedup": 4}}
+    engine = vllm_engine(tiny_model, max_model_len=4096, num_gpu_blocks_override=320, env=dict(SERVER_ENV))
+    real = execute_run(
+        parse_config({"run_id": "real", "engine": engine, "workload": {**workload, "tokenizer": str(tiny_model)}}),
+        tmp_path,
+    )
+    simulated = execute_run(
+        parse_config({"run_id": "sim", "engine": {"kind": "sim", "block_size": BLOCK}, "workload": workload}), tmp_path
+    )
+    implied = _implied_hit_tokens()
+    assert implied == 33_280  # 260 blocks of 128 tokens, 54% of the trace's 61,637 prompt tokens
+    real_summary, sim_summary = _summary(real), _summary(simulated)
+    assert real.status == "done" and real_summary["completed"] == RECORDS, real.error
+    assert real_summary["prefix_cache"]["source"] == "/metrics"
+    assert real_summary["prefix_cache"]["hits_tokens"] == implied, real_summary["prefix_cache"]
+    assert sim_summary["prefix_cache"] == {"queries_tokens": 61_637, "hits_tokens": implied, "source": "simulator"}
+    # the engine looks up the prompts as its tokenizer counts them (within 2% of the trace's counts)
+    assert abs(real_summary["prefix_cache"]["queries_tokens"] / 61_637 - 1) < 0.02
+    # the trace's timing: each request sent at its offset / 4, lagging by milliseconds at most
+    assert real_summary["arrival_process"] == "trace" and real_summary["arrival_lag_s"]["p90"] < 0.005
+    sent = pd.read_parquet(real.folder / "requests.parquet").sort_values("request_id")["arrival_s"].tolist()
+    expected = [offset / 4 for offset in load_trace(TraceConfig(path=str(SAMPLE)), RECORDS).arrivals_s]
+    assert sent == expected
