@@ -31,6 +31,7 @@ BUILT_IN_SCHEDULERS: tuple[tuple[str, str], ...] = (
     ("mcsf", "runners.schedulers.memory_constrained:MCSFPolicy"),
     ("alpha-protect", "runners.schedulers.memory_constrained:AlphaProtectPolicy"),
     ("alpha-beta-clear", "runners.schedulers.memory_constrained:AlphaBetaClearPolicy"),
+    ("prefix-affinity", "runners.schedulers.prefix_affinity:PrefixAffinityPolicy"),
     ("engine-dynamic-mem", "runners.schedulers.in_engine:EngineDynamicMemoryPolicy"),
     ("engine-dynamic-sla", "runners.schedulers.in_engine:EngineDynamicSLAPolicy"),
     ("engine-slo-sa", "runners.schedulers.in_engine:EngineSLOAwarePolicy"),
