@@ -22,6 +22,10 @@ CALIBRATION_SAMPLE = 1000
 #: The random stream of calibration draws, apart from the run's own (numpy SeedSequence entropy
 #: [seed, this]): drawing a calibration sample changes nothing the run sends.
 CALIBRATION_STREAM = 0xCA11B
+#: The random stream that draws which requests get a shared system prompt (workload.system_prompt).
+SYSTEM_PROMPT_STREAM = 0x5157E
+#: Content ids of shared system prompts (runners.workload.prefix segments): this plus the prompt's index.
+SYSTEM_PROMPT_CONTENT = 1 << 44
 
 
 #: The reason a pair that does not fit the server's context is dropped (counted like the
@@ -128,6 +132,46 @@ def _tag_slos(
         tag(request, "slo", slos[request.task])
 
 
+def _add_system_prompts(
+    requests: list[Request], config: WorkloadConfig, counter: TokenCounter, reports: dict[str, dict[str, Any]]
+) -> None:
+    """Put a shared system prompt before the prompts of ``config.system_prompt.share`` of
+    ``requests`` (in place: they are the builder's own): its text (made-up, the same for the same
+    prompt in every run; the counter's own characters per token) first, its tokens added to
+    ``input_tokens``, and the segments that say so (the system prompt's content, then the
+    request's own). Which requests and which prompt come from a stream of their own."""
+    from runners.workload.prefix import own_segments
+    from runners.workload.traces import content_text, corpus_chars_per_token
+
+    shared = config.system_prompt
+    assert shared is not None
+    ratio = (
+        corpus_chars_per_token(counter.count)
+        if not isinstance(counter, ApproximateTokenCounter)
+        else CHARACTERS_PER_TOKEN
+    )
+    texts = [
+        content_text(SYSTEM_PROMPT_CONTENT + index, shared.tokens, ratio) + "\n\n" for index in range(shared.prompts)
+    ]
+    rng = np.random.default_rng([config.seed, SYSTEM_PROMPT_STREAM])
+    gets = rng.random(len(requests)) < shared.share
+    which = rng.integers(shared.prompts, size=len(requests))
+    tag = object.__setattr__
+    given = 0
+    for request, chosen, index in zip(requests, gets.tolist(), which.tolist()):
+        if not chosen:
+            continue
+        given += 1
+        segments = (
+            (SYSTEM_PROMPT_CONTENT + index, shared.tokens),
+            *own_segments(request.request_id, request.input_tokens),
+        )
+        tag(request, "prompt", texts[index] + request.prompt)
+        tag(request, "input_tokens", request.input_tokens + shared.tokens)
+        tag(request, "segments", segments)
+    reports["system_prompt"] = shared.model_dump() | {"requests": given}
+
+
 def _trace_workload(
     config: WorkloadConfig,
     slos_for: Callable[["Workload"], dict[str, TaskSLO]] | dict[str, TaskSLO],
@@ -227,11 +271,12 @@ def build_workload(
     if counter is None:
         counter = make_token_counter(config.tokenizer)
     filters: LengthFilter = config.filters
+    system_tokens = config.system_prompt.tokens if config.system_prompt is not None else 0
     if context is not None:
         filters = ContextLengthFilter(
             **config.filters.model_dump(),
             context_tokens=context.max_tokens,
-            prompt_overhead_tokens=context.prompt_overhead_tokens,
+            prompt_overhead_tokens=context.prompt_overhead_tokens + system_tokens,
         )
     rng = np.random.default_rng(config.seed)
     calibration_rng = np.random.default_rng([config.seed, CALIBRATION_STREAM])
@@ -285,6 +330,8 @@ def build_workload(
                 kinds[task],
             )
         )
+    if config.system_prompt is not None:
+        _add_system_prompts(requests, config, counter, reports)
     workload = Workload(requests, reports, synthetic=config.is_synthetic, calibration=calibration, lengths=lengths)
     if slos is None:
         slos = slos_for(workload)  # type: ignore[operator]

@@ -37,6 +37,17 @@ class MixRatio(InputModel):
         return {"chat": chat, "code": total - chat}
 
 
+class SystemPrompt(InputModel):
+    """A shared system prompt put before the prompts of a share of the requests: the second source
+    of common prefixes (issue 31) beside traces. ``prompts`` distinct ones of ``tokens`` tokens
+    each; a request gets one, drawn uniformly, with probability ``share`` (on a random stream of
+    its own, so the requests are otherwise those of the run without it)."""
+
+    tokens: int = Field(default=512, ge=1, le=32_768, description="tokens of each system prompt")
+    share: float = Field(default=1.0, ge=0, le=1, description="share of the requests that start with one (0-1)")
+    prompts: int = Field(default=1, ge=1, le=10_000, description="distinct system prompts, drawn uniformly")
+
+
 class WorkloadConfig(InputModel):
     """Everything that decides which requests a run sends and when."""
 
@@ -58,6 +69,11 @@ class WorkloadConfig(InputModel):
         description="local Hugging Face tokenizer folder; default for real engines: the server's own tokenizer "
         "(vLLM /tokenize, or the model folder), else about 4 characters per token",
     )
+    system_prompt: SystemPrompt | None = Field(
+        default=None,
+        description="a shared system prompt before the prompts of a share of the requests (their prompts "
+        "and input tokens grow by its tokens; a prefix an engine's cache can share); not with a trace",
+    )
     trace: TraceConfig | None = Field(
         default=None,
         description="a production trace to replay (Mooncake, Azure, BurstGPT): its own arrival times (divided by "
@@ -67,6 +83,14 @@ class WorkloadConfig(InputModel):
 
     @model_validator(mode="after")
     def _trace_or_arrivals(self) -> "WorkloadConfig":
+        if self.trace is not None and self.system_prompt is not None:
+            raise field_error(
+                "WorkloadConfig",
+                "system_prompt",
+                "workload.system_prompt and workload.trace are both set: a trace's prompts are its own; "
+                "expected one of them",
+                self.system_prompt.model_dump(),
+            )
         if self.trace is not None and self.arrival != ArrivalConfig():
             raise field_error(
                 "WorkloadConfig",
@@ -99,4 +123,8 @@ class WorkloadConfig(InputModel):
                 source = getattr(self, task)
                 parts.append(f"{task}:{'synthetic' if source.kind == 'synthetic' else source.kind}")
         rate = "" if self.arrival.process in ("all-at-once", "replay") else f"@{self.arrival.rate:g}/s"
-        return f"{self.requests} req {' + '.join(parts)} {self.arrival.process}{rate}"
+        system = ""
+        if self.system_prompt is not None:
+            shared = self.system_prompt
+            system = f" +sys {shared.prompts}x{shared.tokens}tok@{shared.share:g}"
+        return f"{self.requests} req {' + '.join(parts)} {self.arrival.process}{rate}{system}"
