@@ -20,10 +20,12 @@ from runners.app.jobs import start_job
 from runners.app.launch_form import (
     DEFAULT_SCHEDULERS,
     FORM_DEFAULTS,
+    TRAFFIC_SHAPES,
     build_job,
     engine_field_defaults,
     field_text,
     for_engine,
+    for_traffic,
     group_label,
     parameter_label,
     preview_load,
@@ -143,6 +145,7 @@ def form_values() -> dict:
         values["engine.pace"] = PACES.get(st.session_state.get("ui:pace", DEFAULT_PACE))
     if st.session_state.get("ui:priority"):
         values["engine.scheduling_policy"] = "priority"
+    values = for_traffic(values, st.session_state.get("ui:traffic", "datasets"))
     adapter = ADAPTERS.get(values.get("engine.kind", "sim"))
     for field in adapter.form_fields if adapter else ():
         if field.widget == "flag" and field.flag_value is not True and st.session_state.get(f"ui:flag:{field.path}"):
@@ -339,13 +342,48 @@ else:
 
 # -- workload ----------------------------------------------------------------------------------
 st.subheader("Workload")
-left, right = st.columns(2)
+traffic = st.selectbox(
+    "Traffic",
+    list(TRAFFIC_SHAPES),
+    key="ui:traffic",
+    format_func=TRAFFIC_SHAPES.__getitem__,
+    help="a production trace replays its own arrival times, lengths and tasks (Mooncake hash_ids are shared "
+    "prompt blocks); a shared system prompt puts one of a few made-up system prompts before a share of the "
+    "requests. Both give the engine's prefix cache something to reuse",
+)
+if traffic == "trace":
+    columns = st.columns([3, 1, 1])
+    with columns[0]:
+        text(
+            "Trace file",
+            "workload.trace.path",
+            "datasets/traces/mooncake_synthetic.jsonl",
+            help="Mooncake .jsonl, Azure LLM inference .csv or BurstGPT .csv; synthetic samples of each in "
+            "datasets/traces/ (azure_code_synthetic.csv, azure_conv_synthetic.csv, burstgpt_synthetic.csv)",
+        )
+    with columns[1]:
+        number("Speed-up", "workload.trace.speedup", 1.0, help="the trace's offsets are divided by this")
+    with columns[2]:
+        number("Requests", "workload.requests", FORM_DEFAULTS["workload.requests"], help="the first N records")
+    error_under("workload.trace", label="Production trace")
+if traffic == "system-prompt":
+    columns = st.columns(3)
+    with columns[0]:
+        number("System prompt (tokens)", "workload.system_prompt.tokens", 512)
+    with columns[1]:
+        number("Share of requests", "workload.system_prompt.share", 1.0, help="0-1")
+    with columns[2]:
+        number("Distinct system prompts", "workload.system_prompt.prompts", 1)
+    error_under("workload.system_prompt", label="Shared system prompt")
+left, right = st.columns(2) if traffic != "trace" else (None, None)
 SOURCE_LABELS = {
     "synthetic": "bundled stand-in (synthetic)",
     "hub": "Hugging Face hub id",
     "file": "local path or upload",
 }
 for column, task, title in ((left, "chat", "Chat (ShareGPT)"), (right, "code", "Code (Python-Code-23k)")):
+    if column is None:  # a trace brings its own requests
+        break
     with column:
         source = st.selectbox(
             f"{title} source",
@@ -364,12 +402,13 @@ for column, task, title in ((left, "chat", "Chat (ShareGPT)"), (right, "code", "
             text("Local .json / .jsonl (.gz) path", f"workload.{task}.path")
             st.file_uploader(f"…or upload a {task} dataset", type=["json", "jsonl", "gz"], key=f"upload:{task}")
 columns = st.columns(4)
-with columns[0]:
-    number("Chat share", "workload.ratio.chat", 1.0, help="chat:code ratio, e.g. 1 and 1")
-with columns[1]:
-    number("Code share", "workload.ratio.code", 1.0)
-with columns[2]:
-    number("Requests", "workload.requests", FORM_DEFAULTS["workload.requests"])
+if traffic != "trace":  # a trace's tasks, lengths and record count are its own (its Requests field is above)
+    with columns[0]:
+        number("Chat share", "workload.ratio.chat", 1.0, help="chat:code ratio, e.g. 1 and 1")
+    with columns[1]:
+        number("Code share", "workload.ratio.code", 1.0)
+    with columns[2]:
+        number("Requests", "workload.requests", FORM_DEFAULTS["workload.requests"])
 with columns[3]:
     text(
         "Seeds",
@@ -379,22 +418,26 @@ with columns[3]:
         "scheduler gets the identical requests and arrival times; results carry a 95% interval over seeds. "
         "Blank: one run per scheduler at seed 0, no study",
     )
-columns = st.columns(3)
-with columns[0]:
-    process = st.selectbox(
-        "Arrival process",
-        ["poisson", "gamma", "constant", "all-at-once"],
-        key=key("workload.arrival.process"),
-        help="poisson: exponential gaps; gamma: burstiness as vLLM's benchmark; all-at-once: the "
-        "papers' offline setting",
-    )
-    error_under("workload.arrival.process", label="Arrival process")
-with columns[1]:
-    if process != "all-at-once":
-        number("Rate (req/s)", "workload.arrival.rate", FORM_DEFAULTS["workload.arrival.rate"])
-with columns[2]:
-    if process == "gamma":
-        number("Burstiness (gamma shape)", "workload.arrival.burstiness", 1.0, help="1 = Poisson; below 1 is burstier")
+process = "trace"
+if traffic != "trace":  # the arrival process: a trace keeps its own times
+    columns = st.columns(3)
+    with columns[0]:
+        process = st.selectbox(
+            "Arrival process",
+            ["poisson", "gamma", "constant", "all-at-once"],
+            key=key("workload.arrival.process"),
+            help="poisson: exponential gaps; gamma: burstiness as vLLM's benchmark; all-at-once: the "
+            "papers' offline setting",
+        )
+        error_under("workload.arrival.process", label="Arrival process")
+    with columns[1]:
+        if process != "all-at-once":
+            number("Rate (req/s)", "workload.arrival.rate", FORM_DEFAULTS["workload.arrival.rate"])
+    with columns[2]:
+        if process == "gamma":
+            number(
+                "Burstiness (gamma shape)", "workload.arrival.burstiness", 1.0, help="1 = Poisson; below 1 is burstier"
+            )
 error_under("workload", "workload.ratio")
 
 # -- SLOs --------------------------------------------------------------------------------------

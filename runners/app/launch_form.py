@@ -128,6 +128,28 @@ def for_engine(values: Mapping[str, Any]) -> dict[str, Any]:
     return {key: value for key, value in values.items() if not key.startswith("engine.") or key in offered}
 
 
+#: The Launch page's traffic shapes (issue 31): the form value ``ui:traffic`` -> its label.
+TRAFFIC_SHAPES: dict[str, str] = {
+    "datasets": "datasets (chat + code), arrival process",
+    "system-prompt": "datasets with a shared system prompt",
+    "trace": "production trace (its own timing and lengths)",
+}
+#: The form's fields that only one traffic shape uses (dotted path prefixes).
+_TRAFFIC_FIELDS: dict[str, tuple[str, ...]] = {
+    "datasets": ("workload.trace.", "workload.system_prompt."),
+    "system-prompt": ("workload.trace.",),
+    "trace": ("workload.system_prompt.", "workload.arrival.", "workload.chat.", "workload.code.", "workload.ratio."),
+}
+
+
+def for_traffic(values: Mapping[str, Any], traffic: str) -> dict[str, Any]:
+    """``values`` without the fields that traffic shape ``traffic`` (a key of
+    :data:`TRAFFIC_SHAPES`) does not use: a trace brings its own arrivals, lengths and tasks, so
+    the datasets, mix and arrival fields go; the other shapes drop the trace's fields."""
+    dropped = _TRAFFIC_FIELDS.get(traffic, _TRAFFIC_FIELDS["datasets"])
+    return {key: value for key, value in values.items() if not key.startswith(dropped)}
+
+
 #: Names of the form's places that hold errors but are no single input.
 GROUP_LABELS = {
     "engine": "Engine",
@@ -135,6 +157,8 @@ GROUP_LABELS = {
     "engine.ports": "Server ports",
     "workload": "Workload",
     "workload.ratio": "Chat and code shares",
+    "workload.trace": "Production trace",
+    "workload.system_prompt": "Shared system prompt",
     "slo": "SLOs",
     "slo.preset": "SLO preset",
     "schedulers": "Schedulers to compare",

@@ -4,6 +4,7 @@ compare view with two bundled runs, rename, delete, sweeps) and Demo (bundled co
 
 from __future__ import annotations
 
+import json
 import shutil
 import sys
 import time
@@ -500,3 +501,36 @@ def test_an_in_engine_scheduler_chosen_for_vllm_is_dropped_when_the_engine_chang
     assert not app.exception, app.exception
     assert app.multiselect(key="schedulers").value == ["fcfs"]
     assert app.selectbox(key="f:trials.baseline").value == ""
+
+
+def test_the_launch_page_replays_a_production_trace_and_offers_a_shared_system_prompt(results):
+    """Issue 31: the Traffic choice. A trace hides the datasets, mix and arrival fields (a trace
+    brings its own) and its run records arrival process "trace"; a shared system prompt shows its
+    three fields; the values of the shape not chosen never reach the config."""
+    from runners.app.launch_form import for_traffic
+
+    values = {"workload.arrival.rate": "4", "workload.trace.path": "t.jsonl", "workload.system_prompt.tokens": "64"}
+    assert for_traffic(values, "trace") == {"workload.trace.path": "t.jsonl"}
+    assert for_traffic(values, "datasets") == {"workload.arrival.rate": "4"}
+    assert for_traffic(values, "system-prompt") == {"workload.arrival.rate": "4", "workload.system_prompt.tokens": "64"}
+
+    app = open_page("pages/1_Launch.py")
+    app.selectbox(key="ui:traffic").set_value("system-prompt").run()
+    assert {"f:workload.system_prompt.tokens", "f:workload.system_prompt.share"} <= {t.key for t in app.text_input}
+    app.selectbox(key="ui:traffic").set_value("trace").run()
+    assert not app.exception, app.exception
+    keys = {widget.key for widget in [*app.text_input, *app.selectbox]}
+    assert "f:workload.trace.path" in keys and "f:workload.trace.speedup" in keys
+    assert not {"f:workload.arrival.process", "f:workload.ratio.chat", "f:workload.chat.kind"} & keys
+    app.text_input(key="f:workload.requests").input("30").run()
+    app.text_input(key="f:workload.trace.speedup").input("4").run()
+    app.text_input(key="f:trials.seeds").input("").run()
+    app.multiselect(key="schedulers").set_value(["fcfs"]).run()
+    app.select_slider(key="ui:pace").set_value("as fast as possible").run()
+    app.button(key="launch").click().run()
+    assert not app.error and not app.exception, ([error.value for error in app.error], app.exception)
+    job = wait_for_job(results)
+    assert job.state == "done", job
+    summary = json.loads((results / job.runs[0].run_id / "summary.json").read_text())
+    assert summary["arrival_process"] == "trace" and summary["completed"] == 30
+    assert summary["workload"] == "first 30 req of trace mooncake_synthetic.jsonl x4 (synthetic)"
