@@ -375,15 +375,13 @@ if traffic == "system-prompt":
     with columns[2]:
         number("Distinct system prompts", "workload.system_prompt.prompts", 1)
     error_under("workload.system_prompt", label="Shared system prompt")
-left, right = st.columns(2) if traffic != "trace" else (None, None)
+dataset_columns = st.columns(2) if traffic != "trace" else []  # a trace brings its own requests
 SOURCE_LABELS = {
     "synthetic": "bundled stand-in (synthetic)",
     "hub": "Hugging Face hub id",
     "file": "local path or upload",
 }
-for column, task, title in ((left, "chat", "Chat (ShareGPT)"), (right, "code", "Code (Python-Code-23k)")):
-    if column is None:  # a trace brings its own requests
-        break
+for column, (task, title) in zip(dataset_columns, (("chat", "Chat (ShareGPT)"), ("code", "Code (Python-Code-23k)"))):
     with column:
         source = st.selectbox(
             f"{title} source",
