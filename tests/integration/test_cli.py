@@ -77,7 +77,7 @@ def test_config_file_with_flag_overrides(tmp_path, results_dir, capsys):
             ["--scheduler", "nope"],
             "scheduler.name: unknown name 'nope'; expected one of: alpha-beta-clear, "
             "alpha-protect, dynamic-mem, dynamic-sla, engine-dynamic-mem, engine-dynamic-sla, "
-            "engine-mcsf, engine-slo-sa, fcfs, mcsf, scls, slo-exhaustive, slo-sa, static",
+            "engine-mcsf, engine-slo-sa, fcfs, mcsf, prefix-affinity, scls, slo-exhaustive, slo-sa, static",
         ),
         (["--engine", "tgi"], "engine.kind: unknown name 'tgi'; expected one of: lmdeploy, openai, sglang, sim, vllm"),
         (["--rate", "-2"], "workload.arrival.rate: Input should be greater than or equal to 0.000001 (got -2.0)"),

@@ -160,7 +160,11 @@ def test_a_crashing_policy_fails_the_run_but_keeps_measurements(results_dir, mon
     monkeypatch.setitem(registry.SCHEDULERS, "exploding", ExplodingPolicy)
     outcome = run(results_dir, run_id="boom", scheduler={"name": "exploding"})
     data = load_run(results_dir, "boom")
-    assert outcome.status == "failed" and "RuntimeError: policy bug" in data.summary.error
+    assert outcome.status == "failed"
+    assert (
+        data.summary.error
+        == "scheduler 'exploding' raised RuntimeError in on_completion (test_runs.py:156): policy bug (traceback in run.log)"
+    )
     assert len(data.requests) == 500
     assert data.requests["error"].isna().sum() >= 1  # the completed request is kept with its timings
 

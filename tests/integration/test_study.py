@@ -320,7 +320,10 @@ def test_each_scheduler_of_a_study_takes_the_parameters_it_has(results_dir, caps
         name: json.loads((results_dir / f"st-{name}-s0" / "config.json").read_text())["config"]["scheduler"]
         for name in ("fcfs", "static")
     }
-    assert params == {"fcfs": {"name": "fcfs", "params": {}}, "static": {"name": "static", "params": {"batch_size": 4}}}
+    assert params == {
+        "fcfs": {"name": "fcfs", "params": {}, "decide_limit_s": 30.0},
+        "static": {"name": "static", "params": {"batch_size": 4}, "decide_limit_s": 30.0},
+    }
     code, _, err = cli(
         [
             "run",

@@ -88,7 +88,7 @@ def test_a_deferred_item_is_imported_on_its_first_lookup_only():
         "print(len(names), before, cls.name, 'runners.schedulers.slo_aware' in sys.modules)\n"
     )
     done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, check=True)
-    assert done.stdout.split() == ["14", "False", "slo-sa", "True"]
+    assert done.stdout.split() == ["15", "False", "slo-sa", "True"]
 
 
 def test_a_scheduler_class_whose_name_differs_from_its_registration_is_refused():
