@@ -15,22 +15,23 @@ plan with a fitted latency model), except static batching's batch size, set to t
 Regimes (:data:`DEMO_REGIMES`), each its own study, their rates fixed in this file before any
 study seed was run at them:
 
-- ``demo-below``, **below capacity**: 2.1 req/s, about 80% of the engine's measured capacity.
+- ``demo-below``, **below capacity**: 2.2 req/s, about 80% of the engine's measured capacity.
   Capacity (:func:`measure_capacity`) is fcfs's completed requests per second (completed /
   (last finish - first arrival), summary ``request_throughput_rps``) when offered 8 req/s, twice
   the overload rate and so more than it can serve, averaged over the exploration seeds 100, 101
-  and 102 (not study seeds). Measured on 2026-11-26: 2.552, 2.787 and 2.598 req/s, mean
-  :data:`MEASURED_CAPACITY_RPS` = 2.646 req/s (offered 4 req/s the same seeds gave 2.538, 2.745
-  and 2.570: the plateau). 0.8 x 2.6455 = 2.116, rounded to 0.1 req/s: :data:`BELOW_RATE_RPS` = 2.1
-  (79% of capacity). Reproduce (about 2 s)::
+  and 102 (not study seeds). Measured again on 2026-11-27, after the simulator gained prefix
+  caching (summary schema 6: a preempted request reuses its cached blocks): 2.605, 2.833 and
+  2.648 req/s, mean :data:`MEASURED_CAPACITY_RPS` = 2.695 req/s (2026-11-26, before it: 2.552,
+  2.787 and 2.598, mean 2.646, and the rate 2.1). The same rule as then: 0.8 x 2.695 = 2.156,
+  rounded to 0.1 req/s: :data:`BELOW_RATE_RPS` = 2.2 (82% of capacity). Reproduce (about 2 s)::
 
       python -c "from runners.views.demo import measure_capacity; print(measure_capacity())"
 
-  A check at the same exploration seeds before the study ran: fcfs at 2.1 req/s met 98-99% of
-  SLOs, at most 1-12 requests waiting: below capacity. tests/integration/test_demo_study.py
+  A check at the same exploration seeds before the study ran: fcfs at 2.2 req/s met 97.9-98.6%
+  of SLOs, at most 2-13 requests waiting: below capacity. tests/integration/test_demo_study.py
   measures the capacity again, so a change to the simulator that moves it is noticed.
 - ``demo-overload``, **overload**: 4 req/s (:data:`OVERLOAD_RATE_RPS`, the rate of the earlier
-  one-regime demo, about 151% of capacity): a queue grows all run long.
+  one-regime demo, about 148% of capacity): a queue grows all run long.
 
 Each study (:mod:`runners.study.runner`) runs the six schedulers at each of the seeds 0..9, fixed in
 advance (never chosen by outcome), paired by seed (at one seed every scheduler gets the identical
@@ -102,11 +103,12 @@ DEMO_REQUESTS = 1000
 #: overload rate, at the exploration seeds (never study seeds).
 CAPACITY_OFFERED_RPS = 8.0
 CAPACITY_SEEDS: tuple[int, ...] = (100, 101, 102)
-#: What :func:`measure_capacity` gave (req/s), 2026-11-26: the mean of 2.552, 2.787 and 2.598.
-MEASURED_CAPACITY_RPS = 2.646
-#: The below-capacity regime's share of capacity, and its rate: 0.8 x 2.646 rounded to 0.1 req/s.
+#: What :func:`measure_capacity` gave (req/s), 2026-11-27 (with prefix caching): the mean of
+#: 2.605, 2.833 and 2.648.
+MEASURED_CAPACITY_RPS = 2.695
+#: The below-capacity regime's share of capacity, and its rate: 0.8 x 2.695 rounded to 0.1 req/s.
 BELOW_SHARE = 0.8
-BELOW_RATE_RPS = 2.1
+BELOW_RATE_RPS = 2.2
 OVERLOAD_RATE_RPS = 4.0
 #: The earlier one-regime demo's rate (its runs are the overload regime's setting).
 DEMO_RATE_RPS = OVERLOAD_RATE_RPS
@@ -129,7 +131,7 @@ class DemoRegime:
 
     @property
     def title(self) -> str:
-        """``Below capacity: 2.1 req/s``."""
+        """``Below capacity: 2.2 req/s``."""
         return f"{self.label}: {self.rate_rps:g} req/s"
 
 

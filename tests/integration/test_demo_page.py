@@ -88,7 +88,7 @@ def _peak_percent(results: Path, run_id: str) -> float:
 # -- both regimes, each complete --------------------------------------------------------------------
 def test_the_page_shows_both_regimes_in_tabs(app):
     assert [tab.label for tab in app.tabs] == [regime.title for regime in DEMO_REGIMES]
-    assert [tab.label for tab in app.tabs] == ["Below capacity: 2.1 req/s", "Overload: 4 req/s"]
+    assert [tab.label for tab in app.tabs] == ["Below capacity: 2.2 req/s", "Overload: 4 req/s"]
     assert not app.warning
     text = " ".join(markdown.value for markdown in app.markdown)
     assert f"with its {INTERVAL_WORDING}" in text

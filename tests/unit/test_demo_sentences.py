@@ -312,13 +312,13 @@ def test_a_regime_says_its_load_and_how_long_the_queue_grew():
         statistics={"contention.waiting_peak": MetricStatistics(schedulers={"fcfs": stats(285.4, 263.0, 308.0)})},
     )
     overload = regime_text(demo_regime("overload"), rec)
-    assert overload.startswith("Requests arrive at 4 per second, about 151% of the 2.65 per second")
+    assert overload.startswith("Requests arrive at 4 per second, about 148% of the 2.69 per second")
     assert "overload" in overload and overload.endswith(
         "up to 285 requests waited at once (each run's peak, mean over seeds)."
     )
     below = regime_text(demo_regime("below"))
     assert (
-        below.startswith("Requests arrive at 2.1 per second, about 79% of the 2.65 per second")
+        below.startswith("Requests arrive at 2.2 per second, about 82% of the 2.69 per second")
         and "below capacity" in below
     )
 
@@ -336,4 +336,4 @@ def test_small_values_are_written_without_an_exponent():
 def test_the_interval_wording_is_the_frequentist_one():
     assert INTERVAL_WORDING == ("95% interval: an interval computed this way covers the true mean in 95 of 100 studies")
     assert "confidence" not in INTERVAL_WORDING
-    assert np.isclose(demo_regime("below").load, 2.1 / 2.646)
+    assert np.isclose(demo_regime("below").load, 2.2 / 2.695)
