@@ -485,7 +485,11 @@ class _Running:
             key: gate[key] for key in ("max_error_rate", "error_rate", "errors", "ran", "tripped")
         }
         if isinstance(self.driver, VirtualTimeDriver) and self.driver.instances[0].prefix_caching:
-            summary.update(_prefix_cache_fields(self.driver.instances))
+            instances = self.driver.instances
+            queries = sum(instance.prefix_queries for instance in instances)
+            summary.update(
+                prefix_cache_fields(queries, sum(instance.prefix_hits for instance in instances), "simulator")
+            )
         if self.wall_driver is not None:
             summary.update(_wall_clock_extras(self.wall_driver))
         summary["wall_time_s"] = time.perf_counter() - self.wall_start
@@ -493,14 +497,13 @@ class _Running:
         return status, error, summary
 
 
-def _prefix_cache_fields(instances: Sequence[SimulatedInstance]) -> dict[str, Any]:
-    """The summary's prefix-cache fields from simulated instances: tokens looked up at admission,
-    tokens found, and their ratio (None before any lookup)."""
-    queries = sum(instance.prefix_queries for instance in instances)
-    hits = sum(instance.prefix_hits for instance in instances)
+def prefix_cache_fields(queries: int, hits: int, source: str) -> dict[str, Any]:
+    """The summary's prefix-cache fields (schema 6): prompt tokens looked up and found (tokens,
+    every instance), their ratio (None before any lookup), and where the counts come from
+    (``simulator``, or ``/metrics`` for a real engine's counters)."""
     return {
         "prefix_cache_hit_rate": hits / queries if queries else None,
-        "prefix_cache": {"queries_tokens": queries, "hits_tokens": hits, "source": "simulator"},
+        "prefix_cache": {"queries_tokens": queries, "hits_tokens": hits, "source": source},
     }
 
 
@@ -530,11 +533,7 @@ def _wall_clock_extras(driver: WallClockDriver) -> dict[str, Any]:
     counters = driver.counters
     prefix: dict[str, Any] = {}
     if counters.prefix_queries is not None and counters.prefix_hits is not None:  # the engine reports them
-        queries, hits = int(counters.prefix_queries), int(counters.prefix_hits)
-        prefix = {
-            "prefix_cache_hit_rate": hits / queries if queries else None,
-            "prefix_cache": {"queries_tokens": queries, "hits_tokens": hits, "source": "/metrics"},
-        }
+        prefix = prefix_cache_fields(int(counters.prefix_queries), int(counters.prefix_hits), "/metrics")
     lags = np.asarray(counters.arrival_lag_s)
     requests = driver.requests[: len(lags)]
     scheduled = np.asarray([r.arrival_s for r in requests])

@@ -30,13 +30,11 @@ class DispatchOnArrival(SchedulerPolicy[P]):
         if not self.pending:
             return Decision()
         cap = self.in_flight_cap()
-        if cap is None and len(self.in_flight) == 1:  # the common case, without per-request bookkeeping calls
+        # the common case, without per-request bookkeeping calls (a class that adds to _take, such
+        # as an in-engine policy's engine arguments, goes through it below)
+        if cap is None and len(self.in_flight) == 1 and type(self)._take is SchedulerPolicy._take:
             instance, flying = next(iter(self.in_flight.items()))
-            args = getattr(self, "engine_args", None)  # an in-engine policy's per-request values
-            if args:
-                dispatches = [Dispatch(rid, instance, engine_args=args.get(rid)) for rid in self.pending]
-            else:
-                dispatches = [Dispatch(request_id, instance) for request_id in self.pending]
+            dispatches = [Dispatch(request_id, instance) for request_id in self.pending]
             flying.update(self.pending)
             self.pending.clear()
             return Decision(dispatches)

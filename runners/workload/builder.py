@@ -132,6 +132,16 @@ def _tag_slos(
         tag(request, "slo", slos[request.task])
 
 
+def _made_up_text_ratio(counter: TokenCounter | None) -> float:
+    """Characters per token of the made-up text (system prompts, trace prompts): a real
+    tokenizer's own (runners.workload.traces.corpus_chars_per_token), else the approximation's 4."""
+    from runners.workload.traces import corpus_chars_per_token
+
+    if counter is None or isinstance(counter, ApproximateTokenCounter):
+        return CHARACTERS_PER_TOKEN
+    return corpus_chars_per_token(counter.count)
+
+
 def _add_system_prompts(
     requests: list[Request], config: WorkloadConfig, counter: TokenCounter, reports: dict[str, dict[str, Any]]
 ) -> None:
@@ -141,15 +151,11 @@ def _add_system_prompts(
     ``input_tokens``, and the segments that say so (the system prompt's content, then the
     request's own). Which requests and which prompt come from a stream of their own."""
     from runners.workload.prefix import own_segments
-    from runners.workload.traces import content_text, corpus_chars_per_token
+    from runners.workload.traces import content_text
 
     shared = config.system_prompt
     assert shared is not None
-    ratio = (
-        corpus_chars_per_token(counter.count)
-        if not isinstance(counter, ApproximateTokenCounter)
-        else CHARACTERS_PER_TOKEN
-    )
+    ratio = _made_up_text_ratio(counter)
     texts = [
         content_text(SYSTEM_PROMPT_CONTENT + index, shared.tokens, ratio) + "\n\n" for index in range(shared.prompts)
     ]
@@ -189,16 +195,12 @@ def _trace_workload(
     The calibration sample is the output lengths of up to CALIBRATION_SAMPLE records past the
     ones sent, per task (drawn on the calibration stream)."""
     from runners.workload.prefix import own_segments
-    from runners.workload.traces import corpus_chars_per_token, load_trace, prompt_text
+    from runners.workload.traces import load_trace, prompt_text
 
     assert config.trace is not None
     if counter is None and config.tokenizer:
         counter = make_token_counter(config.tokenizer)
-    ratio = (
-        corpus_chars_per_token(counter.count)
-        if counter is not None and not isinstance(counter, ApproximateTokenCounter)
-        else CHARACTERS_PER_TOKEN
-    )
+    ratio = _made_up_text_ratio(counter)
     rejects = None
     if context is not None:
         limit, overhead = context.max_tokens, context.prompt_overhead_tokens
