@@ -58,6 +58,13 @@ def start_dashboard(
 
 
 def stop_dashboard(server: subprocess.Popen[bytes], timeout_s: float = 30.0) -> None:
-    """Stop a server :func:`start_dashboard` started, waiting up to ``timeout_s`` seconds."""
+    """Stop a server :func:`start_dashboard` started: SIGTERM, then SIGKILL when it has not exited
+    within ``timeout_s`` seconds. Streamlit's graceful stop waits for a page's script still running
+    in a session the browser left (seen once in CI on a loaded 2-core machine, the Results page);
+    the tests check what the pages show, not how fast the server shuts down."""
     server.terminate()
-    server.wait(timeout=timeout_s)
+    try:
+        server.wait(timeout=timeout_s)
+    except subprocess.TimeoutExpired:
+        server.kill()
+        server.wait(timeout=timeout_s)
