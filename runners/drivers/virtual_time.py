@@ -89,6 +89,23 @@ class VirtualTimeDriver:
         # a policy that keeps the base class's on_first_token (a no-op) is not told of first tokens
         self._first_token_calls = type(policy).on_first_token is not SchedulerPolicy.on_first_token
         self._next_look = 0.0  # perf_counter() of the next look at should_stop and the flush
+        # multi-turn sessions' turns released by the recorder, not yet arrived: (arrival_s, order, request)
+        self._released: list[tuple[float, int, Request]] = []
+        recorder.on_release = self._release
+
+    def _release(self, request: Request) -> None:
+        """A session's next turn is ready at its ``arrival_s`` (the recorder released it)."""
+        self._counter += 1
+        heapq.heappush(self._released, (request.arrival_s, self._counter, request))
+
+    def _next_arrival_s(self, next_arrival: int) -> float:
+        """When the next request arrives (seconds; inf: none is due): the workload's next, or a
+        released session turn."""
+        requests = self.requests
+        planned = requests[next_arrival].arrival_s if next_arrival < len(requests) else math.inf
+        if self._released and self._released[0][0] < planned:
+            return self._released[0][0]
+        return planned
 
     def _push(self, time_s: float, kind: int, payload: int) -> None:
         self._counter += 1
@@ -262,8 +279,6 @@ class VirtualTimeDriver:
         could make progress; returns the last instant (seconds). At each: a telemetry sample, the
         arrivals due, or the events due (in that order of precedence at equal times); then the
         policy decides if it saw something, and idle instances start their next step."""
-        requests = self.requests
-        total = len(requests)
         next_arrival = 0
         next_sample = 0.0
         now = 0.0
@@ -275,7 +290,7 @@ class VirtualTimeDriver:
         while recorder.finished_count != records:
             if time.perf_counter() >= self._next_look:  # (what _look checks first, without the call)
                 self._look()
-            arrival_time = requests[next_arrival].arrival_s if next_arrival < total else math.inf
+            arrival_time = self._next_arrival_s(next_arrival)
             event_time = events[0][0] if events else math.inf
             if arrival_time == math.inf and event_time == math.inf:
                 break  # nothing left that could make progress: the policy holds requests forever
@@ -300,7 +315,7 @@ class VirtualTimeDriver:
                 self._apply(now)
             self._start_idle(now)
             if fuse and events:
-                arrival_time = requests[next_arrival].arrival_s if next_arrival < total else math.inf
+                arrival_time = self._next_arrival_s(next_arrival)
                 now, next_sample = self._silent_steps(now, arrival_time, next_sample)
         return now
 
@@ -362,14 +377,17 @@ class VirtualTimeDriver:
         )
 
     def _arrivals(self, next_arrival: int, now: float) -> int:
-        """Hand the policy every request arriving by ``now`` from index ``next_arrival`` on;
-        returns the index of the first request yet to arrive."""
+        """Hand the policy every request arriving by ``now`` from index ``next_arrival`` on, then
+        the released session turns due; returns the index of the first request yet to arrive."""
         requests = self.requests
         total = len(requests)
         policy = self.policy
         while next_arrival < total and requests[next_arrival].arrival_s <= now:
             policy.on_arrival(requests[next_arrival], now)
             next_arrival += 1
+        released = self._released
+        while released and released[0][0] <= now:
+            policy.on_arrival(heapq.heappop(released)[2], now)
         return next_arrival
 
     def _events_due(self, now: float) -> bool:

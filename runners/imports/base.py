@@ -81,6 +81,8 @@ ROW_COLUMNS = (
     "error",
     "preemptions",
     "itl_max_s",
+    "session",
+    "turn",
 )
 
 
@@ -208,6 +210,8 @@ def request_values(times: RequestTimes) -> tuple[Any, ...]:
         times.error,
         None,
         itl_max,
+        None,  # session: imported requests are single turns
+        None,  # turn
     )
 
 

@@ -6,7 +6,9 @@ the row (no column of its own, so the file's columns are unchanged):
 - ``completed``: no ``error`` and a ``finish_s``: it ran to its last token;
 - ``not_run``: never sent (``dispatch_s`` null) because the run ended first: its ``error`` is the
   run's end status, ``cancelled`` or ``failed`` (:data:`RUN_END_ERRORS`). Requests that had not
-  arrived yet and requests the scheduler still held alike; no latency was measured for them;
+  arrived yet and requests the scheduler still held alike; no latency was measured for them.
+  So is a multi-turn session's later turn never sent because an earlier turn failed
+  (:data:`SESSION_ENDED`);
 - ``cancelled``: sent (``dispatch_s`` set) and still in flight when the run was cancelled
   (``error`` ``cancelled``); its outcome is unknown;
 - ``failed``: every other row with an ``error`` (the engine answered with an error, the request
@@ -33,13 +35,18 @@ CANCELLED = "cancelled"
 #: The ``error`` values a run's end writes on the requests it cut off (the run's status:
 #: runners.run.benchmark); with ``dispatch_s`` null the request was never sent: not run.
 RUN_END_ERRORS: tuple[str, ...] = (CANCELLED, "failed")
+#: The ``error`` of a multi-turn session's later turn that was never sent because an earlier turn
+#: of its session failed (runners.workload.sessions): not run, like a request the run's end cut off.
+SESSION_ENDED = "session ended: an earlier turn failed"
+#: Every ``error`` that, on a request never sent, makes it *not run*.
+NOT_SENT_ERRORS: tuple[str, ...] = (*RUN_END_ERRORS, SESSION_ENDED)
 
 
 def outcome_of(error: str | None, dispatch_s: float | None, finish_s: float | None) -> str:
     """The outcome of one request row (see the module docstring)."""
     if error is None:
         return "completed" if finish_s is not None else "failed"
-    if dispatch_s is None and error in RUN_END_ERRORS:
+    if dispatch_s is None and error in NOT_SENT_ERRORS:
         return "not_run"
     return "cancelled" if error == CANCELLED else "failed"
 
@@ -52,7 +59,7 @@ def outcome_masks(rows: pd.DataFrame) -> dict[str, np.ndarray]:
     error = rows["error"]
     has_error = error.notna().to_numpy()
     sent = rows["dispatch_s"].notna().to_numpy()
-    run_end = error.isin(RUN_END_ERRORS).to_numpy()
+    run_end = error.isin(NOT_SENT_ERRORS).to_numpy()
     completed = ~has_error & rows["finish_s"].notna().to_numpy()
     not_run = has_error & ~sent & run_end
     cancelled = has_error & ~not_run & (error == CANCELLED).to_numpy()

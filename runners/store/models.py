@@ -26,7 +26,7 @@ from pydantic import BaseModel, ConfigDict
 Number = int | float
 
 #: summary.json's schema version (the history of each version: runners.store.result_store).
-SUMMARY_SCHEMA_VERSION = 6
+SUMMARY_SCHEMA_VERSION = 7
 #: study.json's schema version (the history: runners.study.runner).
 STUDY_SCHEMA_VERSION = 3
 #: status.json's and engine.json's schema versions (both versioned from issue 26; a file without
@@ -83,6 +83,30 @@ class PrefixCache(Record):
     queries_tokens: int | None = None
     hits_tokens: int | None = None
     source: str | None = None
+
+
+class Sessions(Record):
+    """A multi-turn run's sessions (version 7+; runners.metrics.sessions): sent, their turns, those
+    whose every turn completed, and those whose every turn completed and met its SLO (a share 0-1)."""
+
+    sessions: int | None = None
+    turns: int | None = None
+    turns_per_session_mean: Number | None = None
+    completed: int | None = None
+    all_turns_met: int | None = None
+    slo_attainment: Number | None = None
+
+
+class TurnMetrics(Record):
+    """One turn index of a multi-turn run (version 7+): requests, completed, TTFT mean and p99
+    (seconds, from when the turn was ready) and SLO attainment (0-1)."""
+
+    turn: int
+    requests: int | None = None
+    completed: int | None = None
+    ttft_mean_s: Number | None = None
+    ttft_p99_s: Number | None = None
+    slo_attainment: Number | None = None
 
 
 class FailureGate(Record):
@@ -164,6 +188,8 @@ class RunSummary(Record):
     failure_gate: FailureGate | None = None
     prefix_cache_hit_rate: Number | None = None  # version 6+: hits_tokens / queries_tokens (0-1)
     prefix_cache: PrefixCache | None = None  # version 6+, where the engine reports it
+    sessions: Sessions | None = None  # version 7+, a multi-turn run only
+    turns: list[TurnMetrics] | None = None  # version 7+, a multi-turn run only: per turn index
     # real engines (the wall-clock driver)
     server_ttft_mean_s: Number | None = None
     server_ttft_count: Number | None = None  # written as a float by the wall-clock driver

@@ -7,7 +7,7 @@ import threading
 import time
 from array import array
 from collections.abc import Callable, Iterator, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 import numpy as np
@@ -15,13 +15,14 @@ import pandas as pd
 import pyarrow as pa
 
 from runners.metrics.contention import contention
-from runners.metrics.outcomes import outcome_of
+from runners.metrics.outcomes import NOT_SENT_ERRORS, SESSION_ENDED, outcome_of
 from runners.metrics.request_metrics import inter_token_latencies
 from runners.metrics.run_metrics import SUMMARY_COLUMNS, distribution, summarize_requests, weighted_distribution
+from runners.metrics.sessions import SESSION_COLUMNS, session_summary
 from runners.schedulers.base import Dispatch, PolicyError
 from runners.store.result_store import REQUEST_COLUMNS, RunWriter, table_from_rows
 from runners.store.timeseries import TIMESERIES_NAMES, TimeseriesRow
-from runners.workload.requests import Request
+from runners.workload.requests import FOLLOWS, Request
 
 
 @dataclass(slots=True)
@@ -81,6 +82,8 @@ class RequestRecord:
             self.error,
             self.preemptions,
             self.itl_max_s,
+            request.session or None,
+            request.turn or None,
         )
 
     def to_row(self) -> dict[str, Any]:
@@ -234,9 +237,16 @@ class RunRecorder:
     failed_count: int = 0  # of which failed (runners.metrics.outcomes: not cancelled, not "not run")
     cancelled_count: int = 0  # of which in flight when the run was cancelled
     not_run_count: int = 0  # of which never sent: the run ended first
+    #: Called with a multi-turn session's next turn when it is released: its previous turn has ended,
+    #: and its ``arrival_s`` is now that turn's last token plus its think time (seconds). The driver
+    #: hands it to the policy at that time.
+    on_release: Callable[[Request], None] | None = None
 
     def __post_init__(self) -> None:
         self.records = {request.request_id: RequestRecord(request) for request in self.requests}
+        # a session's turn id -> the id of the turn that waits for it to end
+        self._next_turn = {request.after: request.request_id for request in self.requests if request.after}
+        self._sessions = bool(self.requests) and bool(self.requests[0].session)  # a multi-turn run's are all turns
         self._rows = RowStore(_REQUEST_SCHEMA)
         self._gaps = _Gaps()
         # (t_s, instance, waiting, gateway_pending) of every sample, for the contention summary
@@ -329,10 +339,37 @@ class RunRecorder:
     def finish(self, request_id: str, now: float, error: str | None = None) -> None:
         """The request is done (all tokens) or ended for good (``error`` says why: a failure, or the
         run's end; :func:`runners.metrics.outcomes.outcome_of` tells which). ``progress`` hears
-        ``(requests that ran so far, requests)``: a request never sent is not counted as run."""
+        ``(requests that ran so far, requests)``: a request never sent is not counted as run.
+
+        A multi-turn session's next turn is then released (:attr:`on_release`), or, when this turn
+        did not complete, it and the session's later turns get rows too: never sent, with the run's
+        end status when the run ended, else :data:`SESSION_ENDED`."""
+        self._close(request_id, now, error)
+        if not self._next_turn:
+            return
+        following = self._next_turn.pop(request_id, None)
+        if following is None:
+            return
+        record = self.records[request_id]
+        if error is None:
+            waiting = self.records[following]
+            ended = record.finish_s if record.finish_s is not None else now
+            waiting.request = replace(waiting.request, arrival_s=ended + waiting.request.think_s)
+            if self.on_release is not None:
+                self.on_release(waiting.request)
+            return
+        reason = error if error in NOT_SENT_ERRORS else SESSION_ENDED
+        while following is not None:
+            self._close(following, now, reason)
+            following = self._next_turn.pop(following, None)
+
+    def _close(self, request_id: str, now: float, error: str | None) -> None:
+        """:meth:`finish` of one request: its row (a turn never released arrives ``now``)."""
         record = self.records[request_id]
         if record.done:
             return
+        if record.request.arrival_s == FOLLOWS:
+            record.request = replace(record.request, arrival_s=now)
         record.done = True
         record.error = error
         record.finish_s = record.last_token_s if error is None else now
@@ -416,6 +453,10 @@ class RunRecorder:
         )
         samples["instance"] = samples["instance"].astype(np.int64)
         summary["contention"] = contention(samples)
+        if self._sessions:
+            sessions = session_summary(self._rows.table().select(list(SESSION_COLUMNS)).to_pandas())
+            if sessions is not None:
+                summary.update(sessions)
         return summary
 
     def flush_due(self) -> bool:

@@ -78,6 +78,12 @@ if TYPE_CHECKING:  # pandas and pyarrow load where tables are read or written (i
 #: source}`` where the engine reports them (the simulator, which models vLLM's prefix caching from
 #: this version on: a simulated run that preempts or sends a request again reuses its cached
 #: blocks, so such runs differ from version 5's); nothing was renamed or removed.
+#: Version 7 added multi-turn sessions (runners.workload.sessions): ``requests.parquet``'s ``session``
+#: (the session's id) and ``turn`` (from 1), null for a request that is not a session's turn, and
+#: the summary's ``sessions`` (sessions, turns, sessions whose every turn completed or met its SLO)
+#: and ``turns`` (per turn index: requests, completed, TTFT mean and p99, SLO attainment), only for
+#: a run that sent sessions; a later turn never sent because an earlier one failed is *not run*
+#: (error ``session ended: an earlier turn failed``). Nothing was renamed or removed.
 SCHEMA_VERSION = SUMMARY_SCHEMA_VERSION
 DEFAULT_RESULTS_DIR = default_results_dir()
 
@@ -103,6 +109,8 @@ REQUEST_COLUMN_TYPES: dict[str, str] = {
     "error": "string",
     "preemptions": "int64",
     "itl_max_s": "float64",
+    "session": "string",
+    "turn": "int64",
 }
 STATUSES = ("running", "done", "failed", "cancelled")
 INTERRUPTED = "interrupted"  # computed when read: status running, but the writer process is gone

@@ -26,6 +26,8 @@ CALIBRATION_STREAM = 0xCA11B
 SYSTEM_PROMPT_STREAM = 0x5157E
 #: Content ids of shared system prompts (runners.workload.prefix segments): this plus the prompt's index.
 SYSTEM_PROMPT_CONTENT = 1 << 44
+#: The random stream of multi-turn sessions' think times (workload.multi_turn.think_time).
+THINK_STREAM = 0x7417C
 
 
 #: The reason a pair that does not fit the server's context is dropped (counted like the
@@ -253,6 +255,155 @@ def _trace_workload(
     return workload
 
 
+def _filters(config: WorkloadConfig, context: ContextLimit | None) -> LengthFilter:
+    """The dataset filters, and the server's context (with a system prompt's tokens) when known."""
+    if context is None:
+        return config.filters
+    system_tokens = config.system_prompt.tokens if config.system_prompt is not None else 0
+    return ContextLengthFilter(
+        **config.filters.model_dump(),
+        context_tokens=context.max_tokens,
+        prompt_overhead_tokens=context.prompt_overhead_tokens + system_tokens,
+    )
+
+
+def _think_times(config: WorkloadConfig, count: int) -> list[float]:
+    """``count`` think times (seconds) of ``config.multi_turn.think_time``, on their own stream."""
+    assert config.multi_turn is not None
+    think = config.multi_turn.think_time
+    if think.distribution == "constant" or think.mean_s == 0:
+        return [float(think.mean_s)] * count
+    return np.random.default_rng([config.seed, THINK_STREAM]).exponential(think.mean_s, size=count).tolist()
+
+
+def _session_workload(
+    config: WorkloadConfig,
+    slos_for: Callable[["Workload"], dict[str, TaskSLO]] | dict[str, TaskSLO],
+    counter: TokenCounter,
+    context: ContextLimit | None,
+) -> Workload:
+    """The turns of ``config.requests`` sessions (runners.workload.sessions), drawn per task by the
+    ratio from the conversations whose first exchange passes the filters (the conversations a
+    single-turn run draws from, in the same way), shuffled, first turns timed by the arrival
+    process; later turns wait for the previous one (``arrival_s`` FOLLOWS, ``after``, ``think_s``).
+    A shared system prompt is the session's: drawn per session, before every turn's prompt."""
+    from runners.workload.requests import FOLLOWS
+    from runners.workload.sessions import load_conversations, session_prompt, session_segments, turns_that_fit
+
+    multi = config.multi_turn
+    assert multi is not None
+    counts = config.ratio.counts(config.requests)
+    filters = _filters(config, context)
+    limit, extra = multi.context_tokens, 0
+    if config.system_prompt is not None:
+        extra += config.system_prompt.tokens
+    if context is not None:
+        limit, extra = min(limit, context.max_tokens), extra + context.prompt_overhead_tokens
+    rng = np.random.default_rng(config.seed)
+    calibration_rng = np.random.default_rng([config.seed, CALIBRATION_STREAM])
+    reports: dict[str, dict[str, Any]] = {}
+    calibration: dict[str, list[int]] = {}
+    chosen: list[tuple[str, int, Any]] = []
+    for task_key, task in enumerate(TASKS):
+        if not counts[task]:
+            continue
+        conversations, report = load_conversations(getattr(config, task), task, counter, filters, multi.max_turns)
+        indices, oversampled = _sample(conversations, counts[task], rng)
+        firsts = [ConversationPair("", "", c.tokens[0], c.tokens[1]) for c in conversations]
+        calibration[task] = _calibration_outputs(firsts, indices, calibration_rng)
+        reports[task] = report.as_dict() | {
+            "sampled": counts[task],
+            "oversampled": oversampled,
+            "calibration_sample": len(calibration[task]),
+        }
+        chosen.extend((task, task_key, conversations[i]) for i in indices)
+    order = rng.permutation(len(chosen)).tolist()
+    arrivals = np.asarray(arrival_times(config.arrival, len(chosen), config.seed), dtype=float).tolist()
+    sent = [turns_that_fit(chosen[i][2], multi.max_turns, limit, extra) for i in order]
+    thinks = iter(_think_times(config, sum(sent) - len(sent)))
+    prefixes = _session_system_prompts(config, counter, len(order), reports)
+    kinds = {task: getattr(config, task).kind for task in TASKS}
+    unset = TaskSLO.model_construct(e2e_s=float("inf"))  # replaced by _tag_slos below
+    requests: list[Request] = []
+    for position, (index, turns) in enumerate(zip(order, sent)):
+        task, task_key, conversation = chosen[index]
+        text, segments = prefixes[position]
+        session, previous = f"s-{position:05d}", ""
+        for turn in range(1, turns + 1):
+            request_id = f"req-{position:05d}-{turn:03d}"
+            requests.append(
+                Request(
+                    request_id,
+                    task,
+                    text + session_prompt(conversation, turn),
+                    sum(length for _, length in segments) + conversation.prompt_tokens(turn),
+                    conversation.reply_tokens(turn),
+                    arrivals[position] if turn == 1 else FOLLOWS,
+                    unset,
+                    kinds[task],
+                    session_segments(conversation, task_key, turn, segments),
+                    session,
+                    turn,
+                    previous,
+                    0.0 if turn == 1 else next(thinks),
+                )
+            )
+            previous = request_id
+    reports["sessions"] = _session_report(multi, [chosen[i][2] for i in order], sent, limit)
+    lengths = {
+        task: (
+            np.fromiter((r.input_tokens for r in requests if r.task == task), np.int64),
+            np.fromiter((r.target_output_tokens for r in requests if r.task == task), np.int64),
+        )
+        for task in TASKS
+        if counts[task]
+    }
+    workload = Workload(requests, reports, synthetic=config.is_synthetic, calibration=calibration, lengths=lengths)
+    _tag_slos(workload, {task: sum(1 for r in requests if r.task == task) for task in TASKS}, slos_for)
+    return workload
+
+
+def _session_system_prompts(
+    config: WorkloadConfig, counter: TokenCounter, sessions: int, reports: dict[str, dict[str, Any]]
+) -> list[tuple[str, tuple[tuple[int, int], ...]]]:
+    """Per session, the text and segments of its shared system prompt (``("", ())`` without one),
+    drawn as :func:`_add_system_prompts` draws them per request."""
+    shared = config.system_prompt
+    if shared is None:
+        return [("", ())] * sessions
+    from runners.workload.traces import content_text
+
+    ratio = _made_up_text_ratio(counter)
+    texts = [
+        content_text(SYSTEM_PROMPT_CONTENT + index, shared.tokens, ratio) + "\n\n" for index in range(shared.prompts)
+    ]
+    rng = np.random.default_rng([config.seed, SYSTEM_PROMPT_STREAM])
+    gets = rng.random(sessions) < shared.share
+    which = rng.integers(shared.prompts, size=sessions)
+    reports["system_prompt"] = shared.model_dump() | {"sessions": int(gets.sum())}
+    return [
+        (texts[index], ((SYSTEM_PROMPT_CONTENT + index, shared.tokens),)) if chosen else ("", ())
+        for chosen, index in zip(gets.tolist(), which.tolist())
+    ]
+
+
+def _session_report(multi: Any, conversations: list[Any], sent: list[int], limit: int) -> dict[str, Any]:
+    """What the sessions send and what they leave out: turns per session, turns cut by the context
+    limit (``limit`` tokens) and beyond ``max_turns``, the think time."""
+    possible = [min(multi.max_turns, conversation.turns) for conversation in conversations]
+    return {
+        "sessions": len(sent),
+        "turns": sum(sent),
+        "turns_per_session_mean": sum(sent) / len(sent) if sent else None,
+        "max_turns": multi.max_turns,
+        "context_tokens": limit,
+        "sessions_cut_at_context": sum(1 for can, did in zip(possible, sent) if did < can),
+        "turns_cut_at_context": sum(can - did for can, did in zip(possible, sent)),
+        "turns_over_max_turns": sum(max(0, c.turns - multi.max_turns) for c in conversations),
+        "think_time": multi.think_time.model_dump(),
+    }
+
+
 def build_workload(
     config: WorkloadConfig,
     slos_for: Callable[["Workload"], dict[str, TaskSLO]] | dict[str, TaskSLO],
@@ -269,17 +420,12 @@ def build_workload(
     """
     if config.trace is not None:
         return _trace_workload(config, slos_for, context, counter)
-    counts = config.ratio.counts(config.requests)
     if counter is None:
         counter = make_token_counter(config.tokenizer)
-    filters: LengthFilter = config.filters
-    system_tokens = config.system_prompt.tokens if config.system_prompt is not None else 0
-    if context is not None:
-        filters = ContextLengthFilter(
-            **config.filters.model_dump(),
-            context_tokens=context.max_tokens,
-            prompt_overhead_tokens=context.prompt_overhead_tokens + system_tokens,
-        )
+    if config.multi_turn is not None:
+        return _session_workload(config, slos_for, counter, context)
+    counts = config.ratio.counts(config.requests)
+    filters = _filters(config, context)
     rng = np.random.default_rng(config.seed)
     calibration_rng = np.random.default_rng([config.seed, CALIBRATION_STREAM])
     chosen_tasks: list[str] = []

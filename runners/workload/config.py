@@ -10,6 +10,7 @@ from pydantic import Field, model_validator
 from runners.input_model import MAX_SEED, InputModel, field_error
 from runners.workload.arrivals import ArrivalConfig
 from runners.workload.conversations import DatasetSource, LengthFilter
+from runners.workload.sessions import MultiTurnConfig
 from runners.workload.slo import TASKS
 from runners.workload.traces import TraceConfig
 
@@ -59,7 +60,8 @@ class WorkloadConfig(InputModel):
         gt=0,
         le=MAX_REQUESTS,
         description=f"number of requests in the run, at most {MAX_REQUESTS:,} (each is held in memory with its "
-        "record and row, a few kB: a million is several GB; split bigger benchmarks into runs)",
+        "record and row, a few kB: a million is several GB; split bigger benchmarks into runs); with "
+        "multi_turn, the number of sessions",
     )
     seed: int = Field(default=0, ge=0, le=MAX_SEED, description="workload and arrival seed")
     arrival: ArrivalConfig = Field(default_factory=ArrivalConfig)
@@ -81,8 +83,23 @@ class WorkloadConfig(InputModel):
         "datasets, ratio, filters and arrival process are not used",
     )
 
+    multi_turn: MultiTurnConfig | None = Field(
+        default=None,
+        description="send whole conversations turn by turn (runners.workload.sessions): requests counts sessions, "
+        "each turn's prompt is the conversation so far, sent when the previous reply has arrived plus a think "
+        "time; not with a trace",
+    )
+
     @model_validator(mode="after")
     def _trace_or_arrivals(self) -> "WorkloadConfig":
+        if self.trace is not None and self.multi_turn is not None:
+            raise field_error(
+                "WorkloadConfig",
+                "multi_turn",
+                "workload.multi_turn and workload.trace are both set: a trace replays its own requests; "
+                "expected one of them (drop --multi-turn or --trace)",
+                self.multi_turn.model_dump(),
+            )
         if self.trace is not None and self.system_prompt is not None:
             raise field_error(
                 "WorkloadConfig",
@@ -127,4 +144,7 @@ class WorkloadConfig(InputModel):
         if self.system_prompt is not None:
             shared = self.system_prompt
             system = f" +sys {shared.prompts}x{shared.tokens}tok@{shared.share:g}"
-        return f"{self.requests} req {' + '.join(parts)} {self.arrival.process}{rate}{system}"
+        if self.multi_turn is not None:
+            system += f" ({self.multi_turn.label()})"
+        unit = "sessions" if self.multi_turn is not None else "req"
+        return f"{self.requests} {unit} {' + '.join(parts)} {self.arrival.process}{rate}{system}"

@@ -39,6 +39,12 @@ SYNTHETIC_FILES = {
     "chat": DATASETS_DIR / "sharegpt_synthetic.jsonl.gz",
     "code": DATASETS_DIR / "python_code_synthetic.jsonl.gz",
 }
+#: The stand-ins a multi-turn run reads (runners.workload.sessions): chat conversations with later
+#: turns (ShareGPT's turn counts); code stays single-turn, as Python-Code-23k's entries are.
+SYNTHETIC_SESSION_FILES = {
+    "chat": DATASETS_DIR / "sharegpt_sessions_synthetic.jsonl.gz",
+    "code": SYNTHETIC_FILES["code"],
+}
 
 
 class DatasetSource(InputModel):
@@ -290,6 +296,38 @@ def _role(turn: Any) -> str | None:
 
 def _first_exchange(entry: Any) -> tuple[str, str] | str:
     """(prompt, reply) of an entry's first human turn and the reply after it, or a skip reason."""
+    found = _first_exchange_at(entry)
+    return found if isinstance(found, str) else (found[1], found[2])
+
+
+def conversation_turns(entry: Any, max_turns: int) -> list[tuple[str, str]] | str:
+    """An entry's (user message, reply) exchanges in order, at most ``max_turns``: the first
+    exchange as :func:`_first_exchange` finds it (or its skip reason), then every following pair
+    of a user message and the model reply after it, up to the first that breaks the pattern (a
+    message that is not an object, an unknown or out-of-turn role, a non-text or empty value):
+    the conversation is kept up to there."""
+    found = _first_exchange_at(entry)
+    if isinstance(found, str):
+        return found
+    index, prompt, reply = found
+    exchanges = [(prompt, reply)]
+    turns = entry.get("conversations") if entry.get("conversations") is not None else entry.get("conversation")
+    index += 2
+    while len(exchanges) < max_turns and index + 1 < len(turns):
+        asked, answered = turns[index], turns[index + 1]
+        if _role(asked) not in HUMAN_ROLES or _role(answered) not in MODEL_ROLES:
+            break
+        prompt, reply = asked.get("value"), answered.get("value")
+        if not isinstance(prompt, str) or not isinstance(reply, str) or not prompt.strip() or not reply.strip():
+            break
+        exchanges.append((prompt, reply))
+        index += 2
+    return exchanges
+
+
+def _first_exchange_at(entry: Any) -> tuple[int, str, str] | str:
+    """(index of the prompt in the turns, prompt, reply) of an entry's first exchange, or a skip
+    reason (:func:`_first_exchange`)."""
     if not isinstance(entry, dict):
         return "entry is not an object"
     turns = entry.get("conversations")
@@ -327,7 +365,7 @@ def _first_exchange(entry: Any) -> tuple[str, str] | str:
         return "non-string value"
     if not prompt_text.strip() or not reply_text.strip():
         return "empty text"
-    return prompt_text, reply_text
+    return index, prompt_text, reply_text
 
 
 def extract_pairs(

@@ -31,11 +31,20 @@ from pathlib import Path
 
 import numpy as np
 
-from runners.workload.conversations import SYNTHETIC_FILES, LengthFilter
+from runners.workload.conversations import SYNTHETIC_FILES, SYNTHETIC_SESSION_FILES, LengthFilter
 from runners.workload.tokens import CHARACTERS_PER_TOKEN
 
 DEFAULT_SEED = 20261121
 DEFAULT_ENTRIES = 5000
+#: Conversations in the multi-turn chat stand-in (datasets/sharegpt_sessions_synthetic.jsonl.gz).
+SESSION_ENTRIES = 2000
+#: Mean exchanges (user message + reply) per ShareGPT conversation: 330,239 turns over 94,145
+#: conversations = 3.51 (Yan et al., "ShareChat: A Dataset of Chatbot Conversations in the Wild",
+#: arXiv 2512.17843, Table 1, ShareGPT row). The stand-in draws each conversation's exchanges from
+#: a geometric distribution with that mean (our assumption of the shape: the paper gives the mean
+#: only), at most :data:`MOST_EXCHANGES`.
+SHAREGPT_MEAN_EXCHANGES = 3.51
+MOST_EXCHANGES = 64
 
 
 @dataclass(frozen=True)
@@ -151,6 +160,33 @@ def generate_entries(task: str, count: int = DEFAULT_ENTRIES, seed: int = DEFAUL
     return entries
 
 
+def generate_session_entries(count: int = SESSION_ENTRIES, seed: int = DEFAULT_SEED) -> list[dict]:
+    """Multi-turn chat entries (ShareGPT format), deterministic from ``seed``: each conversation has
+    1 + Geometric exchanges with mean :data:`SHAREGPT_MEAN_EXCHANGES` (at most
+    :data:`MOST_EXCHANGES`); every exchange's lengths are drawn as the chat stand-in's first
+    exchange is (the same log-normals and filter: no public statistics of later turns' lengths)."""
+    spec = STAND_INS["chat"]
+    rng = np.random.default_rng([seed, 2])
+    vocabulary = made_up_vocabulary(400, rng)
+    exchanges = np.minimum(rng.geometric(1 / SHAREGPT_MEAN_EXCHANGES, size=count), MOST_EXCHANGES)
+    entries = []
+    for index, turns in enumerate(exchanges.tolist()):
+        messages = []
+        for n_in, n_out in draw_lengths(spec, turns, rng, LengthFilter()):
+            messages.append({"from": "human", "value": _prose(n_in, vocabulary, rng)})
+            messages.append({"from": "gpt", "value": _prose(n_out, vocabulary, rng)})
+        entries.append({"id": f"synthetic-session-{index:05d}", "synthetic": True, "conversations": messages})
+    return entries
+
+
+def _write_jsonl_gz(path: Path, entries: list[dict]) -> None:
+    """``entries`` as gzip-compressed JSONL, byte for byte reproducible (no name, no time stamp)."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with open(path, "wb") as raw, gzip.GzipFile(filename="", mode="wb", fileobj=raw, mtime=0) as handle:
+        for entry in entries:
+            handle.write((json.dumps(entry, separators=(",", ":")) + "\n").encode("utf-8"))
+
+
 def write_stand_ins(
     folder: Path | None = None, count: int = DEFAULT_ENTRIES, seed: int = DEFAULT_SEED
 ) -> dict[str, Path]:
@@ -159,11 +195,12 @@ def write_stand_ins(
     written = {}
     for task, default_path in SYNTHETIC_FILES.items():
         path = (folder / default_path.name) if folder is not None else default_path
-        path.parent.mkdir(parents=True, exist_ok=True)
-        with open(path, "wb") as raw, gzip.GzipFile(filename="", mode="wb", fileobj=raw, mtime=0) as handle:
-            for entry in generate_entries(task, count, seed):
-                handle.write((json.dumps(entry, separators=(",", ":")) + "\n").encode("utf-8"))
+        _write_jsonl_gz(path, generate_entries(task, count, seed))
         written[task] = path
+    sessions = SYNTHETIC_SESSION_FILES["chat"]
+    path = (folder / sessions.name) if folder is not None else sessions
+    _write_jsonl_gz(path, generate_session_entries(seed=seed))
+    written["chat sessions"] = path
     return written
 
 

@@ -15,6 +15,7 @@ from runners.workload.builder import build_workload
 from runners.workload.config import MixRatio, WorkloadConfig
 from runners.workload.conversations import (
     SYNTHETIC_FILES,
+    SYNTHETIC_SESSION_FILES,
     DatasetSource,
     LengthFilter,
     extract_pairs,
@@ -235,10 +236,10 @@ def test_oversampling_when_asking_for_more_than_the_dataset(tmp_path):
 
 def test_committed_stand_ins_are_reproducible(tmp_path):
     written = write_stand_ins(tmp_path)
-    for task, path in written.items():
-        assert filecmp.cmp(path, SYNTHETIC_FILES[task], shallow=False), (
-            f"{SYNTHETIC_FILES[task]} differs from the generator"
-        )
+    committed = {**SYNTHETIC_FILES, "chat sessions": SYNTHETIC_SESSION_FILES["chat"]}
+    assert set(written) == set(committed)
+    for name, path in written.items():
+        assert filecmp.cmp(path, committed[name], shallow=False), f"{committed[name]} differs from the generator"
 
 
 def test_stand_in_lengths_match_documented_statistics():
