@@ -41,7 +41,7 @@ def test_every_committed_study_rewrites_identically(path):
     assert record_json(StudyRecord.model_validate(json.loads(text))) == text
 
 
-@pytest.mark.parametrize("version", [1, 2, 3, 4, 5])
+@pytest.mark.parametrize("version", [1, 2, 3, 4, 5, 6])
 def test_each_earlier_summary_version_reads(version):
     data = json.loads((RECORDS / f"summary.v{version}.json").read_text())
     summary = RunSummary.model_validate(data)
@@ -50,7 +50,9 @@ def test_each_earlier_summary_version_reads(version):
     assert summary.ttft_s.mean == data["ttft_s"]["mean"]
     if version < 5:
         assert summary.oracle is None  # written before version 5
-    assert summary.prefix_cache_hit_rate is None and "prefix_cache" not in data  # before version 6
+    if version < 6:
+        assert summary.prefix_cache_hit_rate is None and "prefix_cache" not in data  # before version 6
+    assert summary.sessions is None and summary.turns is None  # before version 7
     if version < 3:
         assert "not_run" not in summary.model_fields_set
     assert json.loads(record_json(summary)) == data  # nothing lost or changed
