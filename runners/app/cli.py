@@ -86,6 +86,8 @@ def build_run_config(args: argparse.Namespace) -> Any:
         "workload.trace.path": get("trace"),
         "workload.trace.format": get("trace_format"),
         "workload.trace.speedup": get("trace_speedup"),
+        "workload.multi_turn.max_turns": get("max_turns"),
+        "workload.multi_turn.think_time.mean_s": get("think_time"),
         "slo.preset": get("slo"),
         "run_id": get("run_id"),
         "max_error_rate": get("max_error_rate"),
@@ -93,6 +95,8 @@ def build_run_config(args: argparse.Namespace) -> Any:
     for dotted, value in overrides.items():
         if value is not None:
             set_dotted(data, dotted, value)
+    if get("multi_turn") and not isinstance(data.get("workload", {}).get("multi_turn"), dict):
+        set_dotted(data, "workload.multi_turn", {})
     if get("ratio") is not None:
         try:
             chat, code = (float(part) for part in args.ratio.split(":"))
@@ -751,6 +755,20 @@ def _build_run(run: argparse.ArgumentParser) -> None:
     run.add_argument("--trace-format", help="auto (default: by extension and header) | mooncake | azure | burstgpt")
     run.add_argument(
         "--trace-speedup", type=float, help="divide the trace's arrival offsets by this (default 1; 2 = twice as fast)"
+    )
+    run.add_argument(
+        "--multi-turn",
+        action="store_true",
+        help="send whole conversations turn by turn: --requests counts sessions; each turn's prompt is the "
+        "conversation so far, sent when the previous reply arrived plus a think time",
+    )
+    run.add_argument("--max-turns", type=int, help="most turns per session (default 8; implies --multi-turn)")
+    run.add_argument(
+        "--think-time",
+        type=float,
+        metavar="SECONDS",
+        help="mean think time between a reply and the next turn, exponential (default 5; 0 = back to back; "
+        "implies --multi-turn)",
     )
     run.add_argument("--batch-size", type=int, help="batch size B for batching schedulers")
     run.add_argument("--instances", type=int, help="engine instances")

@@ -56,7 +56,7 @@ from runners.errors import RunCancelled, RunStopped
 from runners.schedulers.base import Completion, Dispatch, InstanceInfo, PolicyError, SchedulerPolicy, TelemetrySample
 from runners.store.recording import RunRecorder
 from runners.store.timeseries import TimeseriesRow
-from runners.workload.requests import Request
+from runners.workload.requests import FOLLOWS, Request
 
 #: Seconds between two looks at ``should_stop``: a cancel takes effect within about this long.
 STOP_POLL_S = 0.1
@@ -155,6 +155,8 @@ class EngineCounters:
     prefix_hits: float | None = None
     output_length_mismatches: int = 0  # replies with another token count than asked (each ends its request)
     arrival_lag_s: list[float] = field(default_factory=list)
+    # each arrival's planned time (seconds since the start), in the order of arrival_lag_s
+    arrival_planned_s: list[float] = field(default_factory=list)
     client_cpu_s: float = 0.0
     chunks: int = 0
     resent: list[str] = field(default_factory=list)  # why a request was sent twice (dropped unanswered)
@@ -208,6 +210,8 @@ class WallClockDriver:
         self._start = 0.0
         self._wake_at: float | None = None
         self._arrivals_done = False
+        self._releases_waiting = 0  # session turns released, their arrival time not yet come
+        recorder.on_release = self._release
         self._flushing: asyncio.Future | None = None
         self._gpu = GPUMonitor()
 
@@ -370,14 +374,32 @@ class WallClockDriver:
     # -- background tasks --------------------------------------------------------------------
     async def _arrivals(self) -> None:
         for request in self.requests:
+            if request.arrival_s == FOLLOWS:
+                break  # a session's later turns (sorted last) arrive when released: _release
             delay = request.arrival_s - self.now()
             if delay > 0:
                 await asyncio.sleep(delay)
-            now = self.now()
-            self.counters.arrival_lag_s.append(now - request.arrival_s)
-            self.policy.on_arrival(request, now)
-            self._wake.set()
+            self._arrive(request)
         self._arrivals_done = True
+
+    def _arrive(self, request: Request) -> None:
+        """Hand ``request`` to the policy now, its lag behind its planned arrival counted."""
+        now = self.now()
+        self.counters.arrival_lag_s.append(now - request.arrival_s)
+        self.counters.arrival_planned_s.append(request.arrival_s)
+        self.policy.on_arrival(request, now)
+        self._wake.set()
+
+    def _release(self, request: Request) -> None:
+        """A session's next turn (released by the recorder, on the event loop) arrives at its
+        ``arrival_s``: a timer of the loop hands it to the policy then."""
+        self._releases_waiting += 1
+        asyncio.get_running_loop().call_later(max(0.0, request.arrival_s - self.now()), self._released, request)
+
+    def _released(self, request: Request) -> None:
+        self._releases_waiting -= 1
+        if not self._finished.is_set():  # after the run's end nothing more arrives
+            self._arrive(request)
 
     async def _decider(self) -> None:
         while not self._finished.is_set():
@@ -465,7 +487,7 @@ class WallClockDriver:
         """What the watchdog's stop rules look at, ``now`` seconds into the run."""
         return RunState(
             now_s=now,
-            arrivals_done=self._arrivals_done,
+            arrivals_done=self._arrivals_done and not self._releases_waiting,
             requests_in_flight=len(self._tasks),
             pending=len(self.policy.pending),
             wake_at=self._wake_at,

@@ -535,8 +535,7 @@ def _wall_clock_extras(driver: WallClockDriver) -> dict[str, Any]:
     if counters.prefix_queries is not None and counters.prefix_hits is not None:  # the engine reports them
         prefix = prefix_cache_fields(int(counters.prefix_queries), int(counters.prefix_hits), "/metrics")
     lags = np.asarray(counters.arrival_lag_s)
-    requests = driver.requests[: len(lags)]
-    scheduled = np.asarray([r.arrival_s for r in requests])
+    scheduled = np.asarray(counters.arrival_planned_s)  # in arrival order (sessions' turns included)
     actual = scheduled + lags
     span = float(actual[-1] - actual[0]) if len(actual) > 1 else 0.0
     scheduled_span = float(scheduled[-1] - scheduled[0]) if len(scheduled) > 1 else 0.0

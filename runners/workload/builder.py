@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -99,7 +99,7 @@ class Workload:
         )
 
 
-def _sample(pairs: list[ConversationPair], count: int, rng: np.random.Generator) -> tuple[list[int], bool]:
+def _sample(pairs: Sequence[object], count: int, rng: np.random.Generator) -> tuple[list[int], bool]:
     """Indices of ``count`` pairs: without replacement when enough exist, else with replacement."""
     if count <= len(pairs):
         return rng.permutation(len(pairs))[:count].tolist(), False
@@ -307,7 +307,8 @@ def _session_workload(
     for task_key, task in enumerate(TASKS):
         if not counts[task]:
             continue
-        conversations, report = load_conversations(getattr(config, task), task, counter, filters, multi.max_turns)
+        # one exchange past max_turns, to tell the sessions that had more (counted, not sent)
+        conversations, report = load_conversations(getattr(config, task), task, counter, filters, multi.max_turns + 1)
         indices, oversampled = _sample(conversations, counts[task], rng)
         firsts = [ConversationPair("", "", c.tokens[0], c.tokens[1]) for c in conversations]
         calibration[task] = _calibration_outputs(firsts, indices, calibration_rng)
@@ -399,7 +400,7 @@ def _session_report(multi: Any, conversations: list[Any], sent: list[int], limit
         "context_tokens": limit,
         "sessions_cut_at_context": sum(1 for can, did in zip(possible, sent) if did < can),
         "turns_cut_at_context": sum(can - did for can, did in zip(possible, sent)),
-        "turns_over_max_turns": sum(max(0, c.turns - multi.max_turns) for c in conversations),
+        "sessions_over_max_turns": sum(1 for c in conversations if c.turns > multi.max_turns),
         "think_time": multi.think_time.model_dump(),
     }
 
