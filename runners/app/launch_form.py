@@ -24,7 +24,7 @@ import shlex
 import types
 import typing
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -132,22 +132,95 @@ def for_engine(values: Mapping[str, Any]) -> dict[str, Any]:
 TRAFFIC_SHAPES: dict[str, str] = {
     "datasets": "datasets (chat + code), arrival process",
     "system-prompt": "datasets with a shared system prompt",
+    "sessions": "multi-turn conversations (sessions)",
     "trace": "production trace (its own timing and lengths)",
 }
 #: The form's fields that only one traffic shape uses (dotted path prefixes).
 _TRAFFIC_FIELDS: dict[str, tuple[str, ...]] = {
-    "datasets": ("workload.trace.", "workload.system_prompt."),
-    "system-prompt": ("workload.trace.",),
-    "trace": ("workload.system_prompt.", "workload.arrival.", "workload.chat.", "workload.code.", "workload.ratio."),
+    "datasets": ("workload.trace.", "workload.system_prompt.", "workload.multi_turn."),
+    "system-prompt": ("workload.trace.", "workload.multi_turn."),
+    "sessions": ("workload.trace.", "workload.system_prompt."),
+    "trace": (
+        "workload.system_prompt.",
+        "workload.multi_turn.",
+        "workload.arrival.",
+        "workload.chat.",
+        "workload.code.",
+        "workload.ratio.",
+    ),
 }
+#: The multi-turn fields of the "sessions" traffic shape: config path -> label on the form (their
+#: help and defaults are the models', runners.workload.sessions: :func:`session_field`).
+SESSION_FIELDS: dict[str, str] = {
+    "workload.multi_turn.max_turns": "Max turns per session",
+    "workload.multi_turn.think_time.distribution": "Think time distribution",
+    "workload.multi_turn.think_time.mean_s": "Think time mean (s)",
+    "workload.multi_turn.context_tokens": "Context limit per turn (tokens)",
+}
+_THINK_DISTRIBUTION_HELP = (
+    "seconds a user waits between a reply and their next message: exponential draws them at random around the "
+    "mean; constant waits exactly the mean (0: the next turn at once)"
+)
+
+
+@dataclass(frozen=True)
+class SessionField:
+    """One multi-turn field as the Launch page draws it: its label, help, the model's default, and
+    its choices (a choice field; () for a number)."""
+
+    path: str
+    label: str
+    help: str
+    default: Any
+    choices: tuple[str, ...] = ()
+
+
+def session_field(path: str) -> SessionField:
+    """The multi-turn field ``path`` (a key of :data:`SESSION_FIELDS`): the help is the model
+    field's description with its bounds, the default and the choices the model's."""
+    info = field_info(path)
+    default = getattr(info, "default", None)
+    if path.endswith(".distribution"):
+        choices = tuple(typing.get_args(info.annotation)) if info is not None else ()
+        return SessionField(path, SESSION_FIELDS[path], _THINK_DISTRIBUTION_HELP, default, choices)
+    description = (info.description or "") if info is not None else ""
+    help_text = "; ".join(part for part in (description, bounds_text(info)) if part)
+    return SessionField(path, SESSION_FIELDS[path], help_text, default)
+
+
+#: (label, help) of the Requests field per traffic shape, where it counts something else than requests.
+REQUESTS_FIELD: dict[str, tuple[str, str]] = {
+    "sessions": (
+        "Sessions",
+        "conversations sent, each turn by turn (workload.requests counts sessions with multi-turn traffic); "
+        "each sends up to the max turns, so the run has more requests than sessions",
+    ),
+}
+#: Said under the offered-load estimate of a sessions launch (the estimate counts first turns).
+SESSIONS_LOAD_NOTE = (
+    "With sessions the rate is of sessions (first turns), and the estimate counts first turns only: each "
+    "session's later turns (longer prompts, sent after the reply plus a think time) add load it leaves out."
+)
+
+
+def requests_field(traffic: str) -> tuple[str, str | None]:
+    """(label, help) of the form's ``workload.requests`` field under traffic shape ``traffic``:
+    'Sessions' for multi-turn conversations (:data:`REQUESTS_FIELD`), else 'Requests'."""
+    return REQUESTS_FIELD.get(traffic, ("Requests", None))
 
 
 def for_traffic(values: Mapping[str, Any], traffic: str) -> dict[str, Any]:
     """``values`` without the fields that traffic shape ``traffic`` (a key of
     :data:`TRAFFIC_SHAPES`) does not use: a trace brings its own arrivals, lengths and tasks, so
-    the datasets, mix and arrival fields go; the other shapes drop the trace's fields."""
+    the datasets, mix and arrival fields go; the other shapes drop the trace's fields, and only
+    "sessions" keeps the multi-turn ones. With "sessions" the run is multi-turn even when every
+    multi-turn field is blank (their defaults): the think-time distribution is then its default."""
     dropped = _TRAFFIC_FIELDS.get(traffic, _TRAFFIC_FIELDS["datasets"])
-    return {key: value for key, value in values.items() if not key.startswith(dropped)}
+    kept = {key: value for key, value in values.items() if not key.startswith(dropped)}
+    if traffic == "sessions" and all(_blank(kept.get(path)) for path in SESSION_FIELDS):
+        distribution = "workload.multi_turn.think_time.distribution"
+        kept[distribution] = getattr(field_info(distribution), "default", None)
+    return kept
 
 
 #: Names of the form's places that hold errors but are no single input.
@@ -159,6 +232,8 @@ GROUP_LABELS = {
     "workload.ratio": "Chat and code shares",
     "workload.trace": "Production trace",
     "workload.system_prompt": "Shared system prompt",
+    "workload.multi_turn": "Multi-turn sessions",
+    "workload.multi_turn.think_time": "Think time",
     "slo": "SLOs",
     "slo.preset": "SLO preset",
     "schedulers": "Schedulers to compare",
@@ -402,7 +477,8 @@ def study_size(values: dict[str, Any], schedulers: Sequence[str]) -> int | None:
 def preview_load(values: dict[str, Any]) -> list[OfferedLoad]:
     """The offered load of the form's settings before launch, one per arrival rate (the sweep's
     rates when a sweep is on); [] while the engine or workload fields do not validate yet (the
-    launch shows those errors under their fields)."""
+    launch shows those errors under their fields). With multi-turn sessions each sentence ends with
+    :data:`SESSIONS_LOAD_NOTE` (the estimate counts first turns only)."""
     errors: dict[str, str] = {}
     data = _nested(values, errors)
     rates: list[float | None] = [None]
@@ -434,6 +510,8 @@ def preview_load(values: dict[str, Any]) -> list[OfferedLoad]:
             loads.append(offered_load(RunConfig.model_validate(config)))
         except (ValidationError, SchedlabError, ValueError):
             return []
+    if isinstance(workload.get("multi_turn"), dict):
+        loads = [replace(load, text=f"{load.text} {SESSIONS_LOAD_NOTE}") for load in loads]
     return loads
 
 

@@ -35,6 +35,7 @@ from pydantic import BaseModel, ConfigDict, Field
 from scipy.optimize import nnls
 
 from runners.engines.latency_model import (
+    BASE_STEP_TERMS,
     MIN_POINTS_PER_TERM,
     STEP_TERMS,
     LatencyModel,
@@ -423,6 +424,12 @@ def write_samples(samples: Sequence[ProfileSample] | Sequence[StepSample], path:
 #   tokens come out of the mixed step (P prefills + D decodes); the decoders' token gap that ends
 #   with it is that step's duration (median over decoders). Kept only when all P first tokens
 #   arrived within a quarter of a decode step of each other (one step, not two).
+# - prefix: a prompt of C tokens is sent alone (one token out), then, to the idle engine, the same
+#   prompt followed by N new tokens. The second finds the first's full blocks in the prefix cache
+#   (vLLM's prefix_cache_hits counter says how many tokens) and computes the rest; its engine
+#   prefill time is one prefill step of N' = counted - hits tokens that attend over the H = hits
+#   cached tokens (``prefill_context`` = N' x H): what the step model's per_prefill_context_token_s
+#   is fitted on, the pure prefill steps being the same loads with H = 0.
 # - interference: D requests decode while short requests (``interference_prompt_tokens``, one
 #   token out) arrive as a Poisson stream at each of ``interference_rates`` (0: none), the rates
 #   taking turns so drift hits each alike. Where the front end (HTTP, tokenisation, detokenising,
@@ -433,7 +440,11 @@ def write_samples(samples: Sequence[ProfileSample] | Sequence[StepSample], path:
 
 STEP_KINDS: tuple[str, ...] = ("prefill", "decode", "mixed")
 #: The step profiler's controlled loads, in the order it runs them.
-PHASES: tuple[str, ...] = ("prefill", "decode", "mixed", "interference")
+PHASES: tuple[str, ...] = ("prefill", "decode", "mixed", "interference", "prefix")
+#: The signal of a prefill step after a cached prefix (a ``prefill`` sample with ``prefill_context`` > 0).
+PREFIX_SIGNAL = "engine request_prefill_time after a cached prefix"
+#: vLLM's prefix-cache hit counter (tokens), under the names its versions expose.
+PREFIX_HITS_METRICS: tuple[str, ...] = ("vllm:prefix_cache_hits_total", "vllm:prefix_cache_hits")
 #: Samples of the serving front end's delay (client TTFT minus the engine's queue and prefill time,
 #: one request alone on an idle server): not engine steps, fitted to a ServingOverhead.
 OVERHEAD_KIND = "overhead"
@@ -471,6 +482,14 @@ class StepGrid(BaseModel):
     interference_repeats: int = Field(default=3, ge=0, description="windows per (decodes, rate); 0: phase off")
     interference_prompt_tokens: int = Field(default=64, ge=1)
     interference_output_tokens: int = Field(default=600, ge=16, description="decode tokens per window's requests")
+    prefix_cached_tokens: list[int] = Field(
+        default_factory=lambda: [256, 512, 1024, 1536],
+        description="tokens of the prompt sent first (the cached prefix)",
+    )
+    prefix_new_tokens: list[int] = Field(
+        default_factory=lambda: [16, 128, 512], description="tokens added after it by the second prompt (computed)"
+    )
+    prefix_repeats: int = Field(default=2, ge=0, description="pairs per (cached, new); 0: phase off")
     warmup_requests: int = Field(default=4, ge=0)
 
 
@@ -487,6 +506,9 @@ class StepSample:
     signal: str  # where the duration came from
     #: engine steps the sample spans (an INTERFERENCE_KIND window: its decode steps; else 1)
     steps: int = 1
+    #: sum over the step's prefill chunks of chunk tokens x tokens already in that request's KV
+    #: (cached or computed earlier), token^2; 0 where no chunk follows a cached prefix
+    prefill_context: int = 0
 
 
 def _metric_total(text: str, name: str) -> float:
@@ -621,14 +643,21 @@ class _Profiling:
             self.say(f"prefill {tokens} tokens")
         return samples
 
-    async def _one_prefill(self, tokens: int) -> list[StepSample]:
-        prompt = self.prompt(tokens)
+    async def _one_prefill(self, tokens: int, prompt: str | None = None, strict: bool = True) -> list[StepSample]:
+        """One prompt of ``tokens`` tokens (``prompt``, else a new one) alone: its pure prefill
+        sample and its front-end overhead sample. ``strict`` False: a failed request, or one the
+        engine's counters do not show, gives no sample instead of an error."""
+        prompt = self.prompt(tokens) if prompt is None else prompt
         before = await _scrape(self.session, self.endpoint)
         result = await stream_request(self.session, self.endpoint, prompt, 1, timeout_s=self.timeout_s)
+        if not strict and result.error:
+            return []
         _raise_on_failure([result], f"prefill of {tokens} tokens failed")
         await asyncio.sleep(0.05)  # the metrics are recorded just after the response
         after = await _scrape(self.session, self.endpoint)
         if _increment(before, after, "vllm:request_prefill_time_seconds_count") != 1:
+            if not strict:
+                return []
             raise SchedlabError(
                 "profile: the engine exposes no vllm:request_prefill_time_seconds "
                 "(the step profiler needs vLLM's V1 metrics)"
@@ -736,6 +765,44 @@ class _Profiling:
             self.say(f"interference: {decodes} decoding, {rate:g} arrivals/s")
         return samples
 
+    async def prefix(self) -> list[StepSample]:
+        """Prefill after a cached prefix: for each (cached C, new N), a fresh prompt of N tokens
+        alone (the control), a prompt of C tokens alone, then that prompt followed by N tokens
+        alone (each one token out, the engine idle before each). The first two are pure prefill
+        samples measured beside the third, a prefill sample of its computed tokens (the engine's
+        count less its prefix-cache hits) with ``prefill_context`` = computed x hit tokens. A
+        request that streams no token (the tiny random models' first token may decode to no text)
+        or is counted over max_num_batched_tokens (chunked) gives no sample; pairs that do not fit
+        the context are left out."""
+        grid, samples = self.grid, []
+        pairs = [(c, n) for c in grid.prefix_cached_tokens for n in grid.prefix_new_tokens] * grid.prefix_repeats
+        for cached, new in pairs:
+            if cached + new + self.tokens.overhead > self.max_num_batched_tokens or not self.tokens.fits(
+                cached + new, 1
+            ):
+                continue
+            control, head, tail = self.tokens.make([new, cached, new])
+            samples += await self._one_prefill(new, control, strict=False)
+            samples += await self._one_prefill(cached, head, strict=False)
+            await asyncio.sleep(0.05)
+            before = await _scrape(self.session, self.endpoint)
+            second = await stream_request(self.session, self.endpoint, head + " " + tail, 1, timeout_s=self.timeout_s)
+            await asyncio.sleep(0.05)  # the metrics are recorded just after the response
+            after = await _scrape(self.session, self.endpoint)
+            if (
+                _increment(before, after, "vllm:request_prefill_time_seconds_count") != 1
+                or second.prompt_tokens is None
+            ):
+                continue
+            hits = int(max(_increment(before, after, name) for name in PREFIX_HITS_METRICS))
+            computed = second.prompt_tokens - hits
+            if not hits or computed <= 0 or second.prompt_tokens > self.max_num_batched_tokens:
+                continue
+            seconds = _increment(before, after, "vllm:request_prefill_time_seconds_sum")
+            samples.append(StepSample("prefill", 1, computed, 0, 0, seconds, PREFIX_SIGNAL, 1, computed * hits))
+        self.say(f"prefix: {sum(s.prefill_context > 0 for s in samples)} prefills after a cached prefix")
+        return samples
+
     @property
     def short(self) -> int:
         """The decoders' prompt length in the mixed and interference phases, tokens."""
@@ -773,7 +840,13 @@ async def measure_steps(
             progress or (lambda message: None),
         )
         await _warm_up(session, endpoint, grid.warmup_requests, tokens, timeout_s)
-        steps = {"prefill": run.prefill, "decode": run.decode, "mixed": run.mixed, "interference": run.interference}
+        steps = {
+            "prefill": run.prefill,
+            "decode": run.decode,
+            "mixed": run.mixed,
+            "interference": run.interference,
+            "prefix": run.prefix,
+        }
         for phase in PHASES:
             if phase in phases:
                 samples += await steps[phase]()
@@ -910,7 +983,12 @@ def _design(samples: Sequence[StepSample]) -> np.ndarray:
     return np.array(
         [
             LinearStepModel.features(
-                s.prefill_requests, s.prefill_tokens, s.decode_requests, s.decode_context, idle_start=_idle_start(s)
+                s.prefill_requests,
+                s.prefill_tokens,
+                s.decode_requests,
+                s.decode_context,
+                idle_start=_idle_start(s),
+                prefill_context=s.prefill_context,
             )
             for s in samples
         ],
@@ -933,11 +1011,12 @@ def fit_step_model(samples: Sequence[StepSample], min_points_per_term: int = MIN
     """NNLS of step seconds on the :data:`STEP_TERMS` columns, each row weighted by 1 / its
     measured seconds, so the fit minimises relative error: steps span 1 to 50 ms, and unweighted
     least squares fits the long prefill steps at the cost of the short, frequent decode steps that
-    make TPOT. Refuses fewer than ``len(STEP_TERMS) * min_points_per_term`` samples."""
-    needed = len(STEP_TERMS) * min_points_per_term
+    make TPOT. Refuses fewer than ``len(BASE_STEP_TERMS) * min_points_per_term`` samples (the
+    prefill-context term is 0 unless samples after a cached prefix estimate it)."""
+    needed = len(BASE_STEP_TERMS) * min_points_per_term
     if len(samples) < needed:
         raise SchedlabError(
-            f"profile: need at least {needed} measured steps to fit the {len(STEP_TERMS)} terms of "
+            f"profile: need at least {needed} measured steps to fit the {len(BASE_STEP_TERMS)} terms of "
             f"the linear step model ({min_points_per_term} per term), got {len(samples)}"
         )
     design = _design(samples)
@@ -953,7 +1032,7 @@ def fit_step_model(samples: Sequence[StepSample], min_points_per_term: int = MIN
 def _phase_model(samples: Sequence[StepSample]) -> LatencyModel:
     """Eq. 14-15 fitted on the same steps: prefill phase on the pure prefill steps (b = P,
     l = tokens / P), decode phase on the pure decode steps (b = D, l = context / D)."""
-    pre = [s for s in samples if s.kind == "prefill"]
+    pre = [s for s in samples if s.kind == "prefill" and not s.prefill_context]  # eq. 14 has no cached prefix
     dec = [s for s in samples if s.kind == "decode"]
     prefill = fit_phase(
         [s.prefill_requests for s in pre],
@@ -969,7 +1048,9 @@ def _phase_model(samples: Sequence[StepSample]) -> LatencyModel:
 def _predict(model: LatencyModel, samples: Sequence[StepSample]) -> np.ndarray:
     return np.array(
         [
-            model.step_time(s.prefill_requests, s.prefill_tokens, s.decode_requests, s.decode_context)
+            model.step_time(
+                s.prefill_requests, s.prefill_tokens, s.decode_requests, s.decode_context, s.prefill_context
+            )
             + (model.idle_start_s if _idle_start(s) else 0.0)
             for s in samples
         ],
@@ -1172,6 +1253,7 @@ def read_step_samples(path: Path) -> list[StepSample]:
                 float(row["seconds"]),
                 row["signal"],
                 int(row.get("steps") or 1),  # absent in files written before the interference phase
+                int(row.get("prefill_context") or 0),  # absent in files written before the prefix phase
             )
             for row in csv.DictReader(handle)
         ]

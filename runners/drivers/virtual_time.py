@@ -140,6 +140,8 @@ class VirtualTimeDriver:
                     tokens / interval if interval > 0 else 0.0,
                     pending,
                     len(policy.in_flight.get(index, ())),
+                    instance.prefix_queries,
+                    instance.prefix_hits,
                 )
             )
             if telemetry:

@@ -440,6 +440,7 @@ class WallClockDriver:
             preemptions = int(snapshot.preemptions - base)
         tracker = self.decision_trackers[index]
         decisions = tracker.sample() if tracker is not None else dict.fromkeys(SAMPLE_COLUMNS)
+        queries, hits = _prefix_since(snapshot, baseline)
         row = TimeseriesRow(
             t_s=now,
             instance=index,
@@ -453,6 +454,8 @@ class WallClockDriver:
             engine_limit=decisions["engine_limit"],
             engine_held_back=decisions["engine_held_back"],
             engine_admitted=decisions["engine_admitted"],
+            prefix_cache_queries_tokens=queries,
+            prefix_cache_hits_tokens=hits,
         )
         state.chunks_since_sample = 0
         state.last_sample_s = now
@@ -668,3 +671,13 @@ class WallClockDriver:
 
     def run(self) -> DriverResult:
         return asyncio.run(self._run())
+
+
+def _prefix_since(snapshot: MetricsSnapshot | None, baseline: MetricsSnapshot | None) -> tuple[int | None, int | None]:
+    """An instance's prefix-cache counters (queries, hits; tokens) since the scrape after warm-up,
+    or (None, None) where the scrape failed or the engine does not report them."""
+    if snapshot is None or snapshot.prefix_queries is None or snapshot.prefix_hits is None:
+        return None, None
+    queries = snapshot.prefix_queries - ((baseline.prefix_queries or 0) if baseline is not None else 0)
+    hits = snapshot.prefix_hits - ((baseline.prefix_hits or 0) if baseline is not None else 0)
+    return int(queries), int(hits)

@@ -23,10 +23,18 @@ tokens + beta2 * decode tokens):
          + per_context_token_s  * decode_context     (KV tokens the decodes attend over)
          + per_request_cpu_s    * (prefill_requests + decode_requests)   (per-request CPU work)
          + idle_start_s         * (1 if the engine was idle before this step, else 0)
+         + per_prefill_context_token_s * prefill_context
+                                   (sum over the step's prefill chunks of chunk tokens x tokens
+                                    already in that request's KV: a cached prefix, earlier chunks)
 
 (``idle_start_s``: a step that starts on an idle engine, which waited for a request, costs more
 than the same step inside a busy loop; on the CPU vLLM one prompt alone takes 1.5-3 ms longer
 than the same prompt in a mixed step. Absent in older profiles: 0.)
+
+(``per_prefill_context_token_s``: a chunk computed after tokens already in its request's KV
+attends over them, so it costs more than the same chunk of a fresh prompt; the profiler's
+``prefix`` phase measures prompts that extend a cached one. Absent in older profiles: 0, and the
+model is then exactly what it was.)
 
 On a pure step it is eq. 14/15 with gamma = 0 (see :meth:`LinearStepModel.phases`), so every
 caller of ``prefill``/``decode`` (slo-sa, SCLS, capacity estimates) gets the same numbers, and
@@ -138,12 +146,11 @@ class PhaseCoefficients(InputModel):
 
 
 #: Fewest measured steps per fitted term: a linear step model fitted on fewer than
-#: len(STEP_TERMS) x this many steps is refused (by the profiler, and in a profile's ``fit.points``).
+#: len(BASE_STEP_TERMS) x this many steps is refused (by the profiler, and in a profile's ``fit.points``).
 MIN_POINTS_PER_TERM = 3
 
-#: The linear step model's terms, in the order of its design-matrix columns (see
-#: :meth:`LinearStepModel.features`).
-STEP_TERMS: tuple[str, ...] = (
+#: The terms every step profile's loads estimate (what the minimum of measured steps counts).
+BASE_STEP_TERMS: tuple[str, ...] = (
     "fixed_s",
     "per_prefill_token_s",
     "per_decode_request_s",
@@ -151,6 +158,12 @@ STEP_TERMS: tuple[str, ...] = (
     "per_request_cpu_s",
     "idle_start_s",
 )
+#: The linear step model's terms, in the order of its design-matrix columns (see
+#: :meth:`LinearStepModel.features`): the base terms, then the prefill-context term, which only
+#: the profiler's prefix loads estimate (0 without them).
+STEP_TERMS: tuple[str, ...] = (*BASE_STEP_TERMS, "per_prefill_context_token_s")
+#: Fewest measured steps a linear step model is fitted on.
+MIN_STEP_POINTS = len(BASE_STEP_TERMS) * MIN_POINTS_PER_TERM
 
 
 class LinearStepModel(InputModel):
@@ -166,6 +179,11 @@ class LinearStepModel(InputModel):
     per_context_token_s: Coefficient = Field(description="seconds per KV token a decoding request attends over")
     per_request_cpu_s: Coefficient = Field(description="seconds per request in the step (prefill or decode)")
     idle_start_s: Coefficient = Field(default=0.0, description="seconds added to a step that starts on an idle engine")
+    per_prefill_context_token_s: Coefficient = Field(
+        default=0.0,
+        description="seconds per (prompt token computed x token already in its request's KV: a cached prefix "
+        "or earlier chunks); 0 when absent",
+    )
 
     @staticmethod
     def features(
@@ -174,9 +192,11 @@ class LinearStepModel(InputModel):
         decode_requests: float,
         decode_context: float,
         idle_start: bool = False,
+        prefill_context: float = 0.0,
     ) -> tuple[float, ...]:
         """The design-matrix row of one step, in :data:`STEP_TERMS` order (1 for the fixed term,
-        0 everywhere for an empty step)."""
+        0 everywhere for an empty step). ``prefill_context``: sum over the prefill chunks of chunk
+        tokens x tokens already in that request's KV (token^2)."""
         if not prefill_requests and not decode_requests:
             return (0.0,) * len(STEP_TERMS)
         return (
@@ -186,6 +206,7 @@ class LinearStepModel(InputModel):
             float(decode_context),
             float(prefill_requests + decode_requests),
             1.0 if idle_start else 0.0,
+            float(prefill_context),
         )
 
     def step_time(
@@ -195,9 +216,13 @@ class LinearStepModel(InputModel):
         decode_requests: int,
         decode_context: int,
         idle_start: bool = False,
+        prefill_context: int = 0,
     ) -> float:
-        """Seconds for one step (started on an idle engine when ``idle_start``); 0 for an empty step."""
-        row = self.features(prefill_requests, prefill_tokens, decode_requests, decode_context, idle_start)
+        """Seconds for one step (started on an idle engine when ``idle_start``; its prefill chunks
+        after ``prefill_context`` chunk x KV tokens, see :meth:`features`); 0 for an empty step."""
+        row = self.features(
+            prefill_requests, prefill_tokens, decode_requests, decode_context, idle_start, prefill_context
+        )
         return sum(getattr(self, term) * value for term, value in zip(STEP_TERMS, row))
 
     def phases(self) -> tuple[PhaseCoefficients, PhaseCoefficients]:
@@ -278,10 +303,26 @@ class LatencyModel:
         """Eq. 15: seconds for one decode step of ``batch`` requests at ``context_tokens``."""
         return self.decode.at(batch, context_tokens)
 
-    def step_time(self, prefill_requests: int, prefill_tokens: int, decode_requests: int, decode_context: int) -> float:
-        """Seconds for one engine step (see module docstring); 0 for an empty step."""
+    @property
+    def prefill_context_s(self) -> float:
+        """Seconds per (prefill token x token already in its request's KV); 0 for the phase model."""
+        return 0.0 if self.step is None else self.step.per_prefill_context_token_s
+
+    def step_time(
+        self,
+        prefill_requests: int,
+        prefill_tokens: int,
+        decode_requests: int,
+        decode_context: int,
+        prefill_context: int = 0,
+    ) -> float:
+        """Seconds for one engine step (see module docstring); 0 for an empty step.
+        ``prefill_context`` (token^2, the step model's prefill-context feature) is not a term of
+        the phase model."""
         if self.step is not None:
-            return self.step.step_time(prefill_requests, prefill_tokens, decode_requests, decode_context)
+            return self.step.step_time(
+                prefill_requests, prefill_tokens, decode_requests, decode_context, prefill_context=prefill_context
+            )
         total = 0.0
         fixed = 0.0
         if prefill_requests:

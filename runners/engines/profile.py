@@ -38,8 +38,9 @@ from pydantic import ConfigDict, Field, ValidationError, model_validator
 from runners import paths
 from runners.engines.kv_cache import GPUBudget, ModelShape, kv_capacity_tokens
 from runners.engines.latency_model import (
+    BASE_STEP_TERMS,
     MIN_POINTS_PER_TERM,
-    STEP_TERMS,
+    MIN_STEP_POINTS,
     LatencyModel,
     LinearStepModel,
     PhaseCoefficients,
@@ -54,7 +55,7 @@ PROFILE_SCHEMA = "schedlab.profile/1"
 def latency_model_problem(data: dict) -> str | None:
     """Why a profile mapping carries no single, well-fitted latency model ("field: message"), or
     None. A step model whose ``fit.points`` (a count, or counts per step kind) is below
-    len(STEP_TERMS) x MIN_POINTS_PER_TERM was fitted on too few steps for its terms."""
+    MIN_STEP_POINTS (len(BASE_STEP_TERMS) x MIN_POINTS_PER_TERM) was fitted on too few steps for its terms."""
     if data.get("step_model") is not None:
         if data.get("prefill") is not None or data.get("decode") is not None:
             return "step_model: give either step_model or prefill + decode (eq. 14-15), not both"
@@ -64,10 +65,10 @@ def latency_model_problem(data: dict) -> str | None:
             total = sum(points.values()) if isinstance(points, dict) else points
         except TypeError:
             return "fit.points: expected a number of measured steps, or one per step kind"
-        needed = len(STEP_TERMS) * MIN_POINTS_PER_TERM
+        needed = MIN_STEP_POINTS
         if isinstance(total, (int, float)) and not isinstance(total, bool) and total < needed:
             return (
-                f"fit.points: the step model was fitted on {total:g} measured steps; its {len(STEP_TERMS)} "
+                f"fit.points: the step model was fitted on {total:g} measured steps; its {len(BASE_STEP_TERMS)} "
                 f"terms need at least {needed} ({MIN_POINTS_PER_TERM} per term)"
             )
         return None

@@ -29,8 +29,10 @@ Where this model knowingly differs from vLLM V1 (measured cost: bench/results/si
   prompts share exactly the blocks their segments say they share (the real tokenizer may merge
   tokens across a segment boundary, so a real engine can share a block fewer); generated tokens
   are reused only by the request itself (a preempted request, a slice sent again), since another
-  request's prompt never contains them; a cached prefix costs no attention time in the step model
-  (its prefill time is that of the tokens computed);
+  request's prompt never contains them; a chunk computed after tokens already in its request's KV
+  (a cached prefix, earlier chunks) costs the step model's ``per_prefill_context_token_s`` per
+  chunk token x such token (0 in profiles measured without the profiler's prefix loads: a cached
+  prefix then costs no attention time);
 - a step's time comes from the profile's step model, a function of what the step computes; the
   real step varies around it (the fit's out-of-fold error is in the profile's ``fit``);
 - the serving front end's delay is all put before the engine and depends on load only through
@@ -145,7 +147,9 @@ class StepOutcome:
 class _StepPlan:
     """One step's work before it starts: the requests scheduled and their chunks (tokens, in the
     same order), and what the step model is given: the prefill requests and their tokens, the
-    decode requests (one token each) and the sum of their contexts (tokens)."""
+    decode requests (one token each), the sum of their contexts (tokens) and, when the step model
+    charges for it, the sum over prefill chunks of chunk x tokens already in that request's KV
+    (token^2; else 0)."""
 
     scheduled: list[SimSequence]
     chunks: list[int]
@@ -153,6 +157,7 @@ class _StepPlan:
     prefill_tokens: int
     decode_requests: int
     decode_context: int
+    prefill_context: int = 0
 
 
 class SimulatedInstance:
@@ -228,6 +233,8 @@ class SimulatedInstance:
         #: no request in the engine since its last step ended (or ever): the next step is an idle start
         self.idle = True
         self._idle_start_s = latency.idle_start_s
+        #: whether steps charge prefill chunks for the KV they attend over (then plans count it)
+        self._prefill_context = latency.prefill_context_s > 0
         self._decode_step_time = _decode_step_time(latency)
         #: engine seconds the front end has taken since the last step began (added to the next step)
         self._front_end_s = 0.0
@@ -625,6 +632,7 @@ class SimulatedInstance:
             prefill_tokens=sum(chunks),
             decode_requests=lazy,
             decode_context=self._lazy_key_sum + lazy * (step + 1),
+            prefill_context=sum(seq.c * chunk for seq, chunk in zip(scheduled, chunks)) if self._prefill_context else 0,
         )
 
     def _begin_step(self, plan: _StepPlan) -> float:
@@ -634,9 +642,18 @@ class SimulatedInstance:
         self._chunks = plan.chunks
         self.busy = True
         self._step_decodes = plan.decode_requests
-        self._step_duration_s = self.latency.step_time(
-            plan.prefill_requests, plan.prefill_tokens, plan.decode_requests, plan.decode_context
-        )
+        if plan.prefill_context:
+            self._step_duration_s = self.latency.step_time(
+                plan.prefill_requests,
+                plan.prefill_tokens,
+                plan.decode_requests,
+                plan.decode_context,
+                plan.prefill_context,
+            )
+        else:
+            self._step_duration_s = self.latency.step_time(
+                plan.prefill_requests, plan.prefill_tokens, plan.decode_requests, plan.decode_context
+            )
         if self.idle:
             self.idle = False
             self._step_duration_s += self._idle_start_s
@@ -708,6 +725,11 @@ class SimulatedInstance:
                 if chunk == 1 and seq.g and seq.c == seq.prompt_tokens + seq.g - 1:
                     decode_requests += 1
                     decode_context += seq.c + 1
+        prefill_context = 0
+        if self._prefill_context:  # the decodes' seq.c x 1 taken out again
+            prefill_context = sum(seq.c * chunk for seq, chunk in zip(scheduled, chunks)) - (
+                decode_context - decode_requests
+            )
         return _StepPlan(
             scheduled=scheduled,
             chunks=chunks,
@@ -715,6 +737,7 @@ class SimulatedInstance:
             prefill_tokens=sum(chunks) - decode_requests,
             decode_requests=decode_requests,
             decode_context=decode_context,
+            prefill_context=prefill_context,
         )
 
     def _admit_waiting(self, scheduled: list[SimSequence], chunks: list[int], budget: int) -> None:

@@ -253,6 +253,28 @@ TIMESERIES_METRICS: tuple[Metric, ...] = (
     Metric("engine_admitted", "admitted by the engine (requests)", True, "requests", 1.0, 0),
 )
 
+#: A multi-turn run's sessions (``summary.sessions``, runners.metrics.sessions), the Results page's
+#: sessions table: keys are dotted summary paths. Not in :data:`RUN_METRICS` (a run without sessions
+#: has none of them, and the study statistics and the CLI tables stay as they were).
+SESSION_METRICS: tuple[Metric, ...] = (
+    _count("sessions.sessions", "sessions", True, describes_setting=True),
+    Metric("sessions.turns_per_session_mean", "turns per session, mean", True, "turns", 1.0, 2, describes_setting=True),
+    _count("sessions.completed", "sessions with every turn completed", True),
+    _count("sessions.all_turns_met", "sessions with every turn within its SLO", True),
+    _share("sessions.slo_attainment", "sessions with every turn within its SLO"),
+)
+#: The fields of one turn index's entry of ``summary.turns`` -> the run metric each is the
+#: per-turn value of (same label, unit and scale: the TTFT mean of turn 2 is the run's TTFT mean
+#: over its second turns); :func:`turn_metric`.
+TURN_FIELDS: dict[str, str] = {
+    "ttft_mean_s": "ttft_s.mean",
+    "ttft_p99_s": "ttft_s.p99",
+    "slo_attainment": "slo_attainment",
+}
+#: The turn axis of the per-turn charts and tables (1: a session's first request).
+TURN_LABEL = "turn of the session (1 = first)"
+
+
 #: The CLI study table's headline rows (keys of RUN_METRICS).
 STUDY_HEADLINE_KEYS: tuple[str, ...] = (
     "slo_attainment",
@@ -268,6 +290,7 @@ STUDY_HEADLINE_KEYS: tuple[str, ...] = (
 METRICS: Registry[Metric] = Registry("metric", "metric", ((m.key, m) for m in TABLE_METRICS + REQUEST_METRICS))
 #: Every time-series metric by column.
 TIMESERIES: Registry[Metric] = Registry("time-series metric", "metric", ((m.key, m) for m in TIMESERIES_METRICS))
+_SESSIONS = {entry.key: entry for entry in SESSION_METRICS}
 _BY_LABEL = {metric.label: metric for metric in TABLE_METRICS}
 assert len(_BY_LABEL) == len(TABLE_METRICS), "run metric labels must be unique"
 
@@ -275,6 +298,17 @@ assert len(_BY_LABEL) == len(TABLE_METRICS), "run metric labels must be unique"
 def metric(key: str) -> Metric:
     """The catalog entry of ``key`` (a summary path or request column); KeyError otherwise."""
     return METRICS[key]
+
+
+def session_metric(key: str) -> Metric:
+    """The :data:`SESSION_METRICS` entry of summary path ``key`` (``sessions.completed``); KeyError otherwise."""
+    return _SESSIONS[key]
+
+
+def turn_metric(field: str) -> Metric:
+    """The catalog entry of a ``summary.turns`` field (:data:`TURN_FIELDS`: ``ttft_mean_s`` -> the
+    TTFT mean's); KeyError otherwise."""
+    return METRICS[TURN_FIELDS[field]]
 
 
 def timeseries_metric(column: str) -> Metric:

@@ -83,7 +83,9 @@ if TYPE_CHECKING:  # pandas and pyarrow load where tables are read or written (i
 #: the summary's ``sessions`` (sessions, turns, sessions whose every turn completed or met its SLO)
 #: and ``turns`` (per turn index: requests, completed, TTFT mean and p99, SLO attainment), only for
 #: a run that sent sessions; a later turn never sent because an earlier one failed is *not run*
-#: (error ``session ended: an earlier turn failed``). Nothing was renamed or removed.
+#: (error ``session ended: an earlier turn failed``); and the time series' ``prefix_cache_queries_tokens``
+#: and ``prefix_cache_hits_tokens`` (each instance's prefix-cache counters since the run's start,
+#: tokens; null where the engine does not report them). Nothing was renamed or removed.
 SCHEMA_VERSION = SUMMARY_SCHEMA_VERSION
 DEFAULT_RESULTS_DIR = default_results_dir()
 

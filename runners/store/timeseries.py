@@ -32,6 +32,10 @@ class TimeseriesRow:
     engine_limit: int | None = None  # requests: the in-engine scheduler's running limit
     engine_held_back: int | None = None  # requests its limit kept waiting
     engine_admitted: int | None = None  # requests it moved from waiting to running since the previous sample
+    # the prefix cache's counters since the run's start, tokens (version 7+): prompt tokens looked up
+    # and found cached; the hit rate over any stretch is the hits' rise over the queries' rise
+    prefix_cache_queries_tokens: int | None = None
+    prefix_cache_hits_tokens: int | None = None
 
     def values(self) -> tuple:
         """The row as a tuple in :data:`TIMESERIES_COLUMNS` order."""
@@ -73,7 +77,12 @@ ENGINE_SAMPLE_NAMES: tuple[str, ...] = (
 )
 if TIMESERIES_NAMES[: len(ENGINE_SAMPLE_NAMES)] != ENGINE_SAMPLE_NAMES:  # pragma: no cover - a definition error
     raise AssertionError("TimeseriesRow's leading fields must be ENGINE_SAMPLE_NAMES")
-_UNSET_TAIL = (None,) * (len(TIMESERIES_NAMES) - len(ENGINE_SAMPLE_NAMES))
+#: The columns after those a simulated engine does not fill (GPU memory, the in-engine scheduler's
+#: decisions): its prefix-cache counters, which it fills.
+PREFIX_CACHE_NAMES: tuple[str, ...] = ("prefix_cache_queries_tokens", "prefix_cache_hits_tokens")
+if TIMESERIES_NAMES[-len(PREFIX_CACHE_NAMES) :] != PREFIX_CACHE_NAMES:  # pragma: no cover - a definition error
+    raise AssertionError("TimeseriesRow's last fields must be PREFIX_CACHE_NAMES")
+_UNSET_TAIL = (None,) * (len(TIMESERIES_NAMES) - len(ENGINE_SAMPLE_NAMES) - len(PREFIX_CACHE_NAMES))
 
 
 def engine_sample_values(
@@ -86,9 +95,11 @@ def engine_sample_values(
     tokens_per_s: float,
     gateway_pending: int,
     in_flight: int,
+    prefix_queries_tokens: int | None = None,
+    prefix_hits_tokens: int | None = None,
 ) -> tuple:
-    """``TimeseriesRow(...).values()`` of a sample with only :data:`ENGINE_SAMPLE_NAMES` set (same
-    units), without building the row: the simulator takes one per instance every quarter second
+    """``TimeseriesRow(...).values()`` of a sample with only :data:`ENGINE_SAMPLE_NAMES` and the
+    prefix-cache counters (:data:`PREFIX_CACHE_NAMES`, tokens) set (same units), without building the row: the simulator takes one per instance every quarter second
     of simulated time, a million in a long run."""
     return (
         t_s,
@@ -101,4 +112,6 @@ def engine_sample_values(
         gateway_pending,
         in_flight,
         *_UNSET_TAIL,
+        prefix_queries_tokens,
+        prefix_hits_tokens,
     )

@@ -24,7 +24,7 @@ import plotly.graph_objects as go
 import plotly.io as pio
 from plotly.subplots import make_subplots
 
-from runners.metrics.catalog import Metric, metric, timeseries_metric
+from runners.metrics.catalog import TURN_LABEL, Metric, metric, timeseries_metric, turn_metric
 from runners.store.models import RunSummary
 from runners.store.result_store import RunData
 from runners.views.colours import TASK_PATTERNS, run_colours, scheduler_colour, task_symbol
@@ -750,6 +750,58 @@ def sweep_charts(frame: pd.DataFrame, target: float) -> dict[str, go.Figure]:
         "sweep_attainment": apply_layout(attainment, "SLO attainment vs arrival rate"),
         "sweep_g": apply_layout(g, "G vs arrival rate"),
     }
+
+
+# -- multi-turn sessions ---------------------------------------------------------------------------
+#: The per-turn TTFT chart's title (Results page, a run with ``summary.turns``).
+TURN_TTFT_TITLE = "TTFT by turn of the session"
+
+
+def has_turns(summary: Any) -> bool:
+    """Whether ``summary`` (a run's) holds per-turn metrics: a multi-turn run (schema 7+)."""
+    return bool(getattr(summary, "turns", None))
+
+
+def turn_ttft_chart(summaries: Sequence[RunSummary], names: Mapping[str, str] | None = None) -> go.Figure:
+    """TTFT mean (left panel) and p99 (right panel) by turn index of each multi-turn run in
+    ``summaries`` (``summary.turns``; runs without turns are left out), one line per run in its
+    scheduler's colour, named by its display name (``names``: run id -> name); seconds, the
+    catalog's labels (:data:`runners.metrics.catalog.TURN_FIELDS`). A turn with no completed
+    request has no TTFT: a gap in its line. Hover: the turn, the value, the turn's requests
+    (completed of sent) and the run id."""
+    runs = [summary for summary in summaries if has_turns(summary)]
+    fields = ("ttft_mean_s", "ttft_p99_s")
+    entries = [turn_metric(field) for field in fields]
+    fig = make_subplots(rows=1, cols=len(fields), subplot_titles=[entry.label for entry in entries])
+    shown = display_names(runs, names)
+    colours = run_colours([getattr(summary, "scheduler", None) for summary in runs])
+    for summary, colour in zip(runs, colours):
+        run_id = run_label(summary)
+        turns = summary.turns or []
+        for col, (field, entry) in enumerate(zip(fields, entries), start=1):
+            fig.add_scatter(
+                x=[turn.turn for turn in turns],
+                y=[entry.display(getattr(turn, field)) for turn in turns],
+                mode="lines+markers",
+                name=shown[run_id],
+                legendgroup=run_id,
+                showlegend=col == 1,
+                line={"color": colour},
+                cliponaxis=False,
+                customdata=[[turn.completed, turn.requests] for turn in turns],
+                hovertemplate=_run_hover(
+                    shown[run_id],
+                    run_id,
+                    "turn %{x}",
+                    f"{hover_safe(quantity(entry))}: {hover_value(entry)}",
+                    "%{customdata[0]} of %{customdata[1]} requests of this turn completed",
+                ),
+                row=1,
+                col=col,
+            )
+            fig.update_yaxes(title=entry.label, rangemode="tozero", row=1, col=col)
+    fig.update_xaxes(title=TURN_LABEL, dtick=1, rangemode="tozero")
+    return apply_layout(fig, TURN_TTFT_TITLE)
 
 
 # -- live view -------------------------------------------------------------------------------------
