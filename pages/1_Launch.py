@@ -20,6 +20,7 @@ from runners.app.jobs import start_job
 from runners.app.launch_form import (
     DEFAULT_SCHEDULERS,
     FORM_DEFAULTS,
+    SESSION_FIELDS,
     TRAFFIC_SHAPES,
     build_job,
     engine_field_defaults,
@@ -29,7 +30,9 @@ from runners.app.launch_form import (
     group_label,
     parameter_label,
     preview_load,
+    requests_field,
     save_upload,
+    session_field,
     single_runs_warning,
     study_size,
     unavailable_note,
@@ -349,7 +352,9 @@ traffic = st.selectbox(
     format_func=TRAFFIC_SHAPES.__getitem__,
     help="a production trace replays its own arrival times, lengths and tasks (Mooncake hash_ids are shared "
     "prompt blocks); a shared system prompt puts one of a few made-up system prompts before a share of the "
-    "requests. Both give the engine's prefix cache something to reuse",
+    "requests; multi-turn conversations send each conversation turn by turn, the next turn when the reply has "
+    "arrived plus a think time, its prompt the conversation so far. All three give the engine's prefix cache "
+    "something to reuse",
 )
 if traffic == "trace":
     columns = st.columns([3, 1, 1])
@@ -375,6 +380,22 @@ if traffic == "system-prompt":
     with columns[2]:
         number("Distinct system prompts", "workload.system_prompt.prompts", 1)
     error_under("workload.system_prompt", label="Shared system prompt")
+if traffic == "sessions":  # whole conversations, turn by turn (runners.workload.sessions)
+    for column, path in zip(st.columns(len(SESSION_FIELDS)), SESSION_FIELDS):
+        entry = session_field(path)
+        with column:
+            if entry.choices:
+                st.selectbox(
+                    entry.label,
+                    list(entry.choices),
+                    index=entry.choices.index(entry.default),
+                    key=key(path),
+                    help=entry.help,
+                )
+                error_under(path, label=entry.label)
+            else:
+                number(entry.label, path, entry.default, help=entry.help)
+    error_under("workload.multi_turn", "workload.multi_turn.think_time")
 dataset_columns = st.columns(2) if traffic != "trace" else []  # a trace brings its own requests
 SOURCE_LABELS = {
     "synthetic": "bundled stand-in (synthetic)",
@@ -405,8 +426,9 @@ if traffic != "trace":  # a trace's tasks, lengths and record count are its own 
         number("Chat share", "workload.ratio.chat", 1.0, help="chat:code ratio, e.g. 1 and 1")
     with columns[1]:
         number("Code share", "workload.ratio.code", 1.0)
-    with columns[2]:
-        number("Requests", "workload.requests", FORM_DEFAULTS["workload.requests"])
+    with columns[2]:  # "Sessions" for multi-turn traffic: workload.requests counts sessions then
+        requests_label, requests_help = requests_field(traffic)
+        number(requests_label, "workload.requests", FORM_DEFAULTS["workload.requests"], help=requests_help)
 with columns[3]:
     text(
         "Seeds",

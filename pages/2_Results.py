@@ -49,7 +49,9 @@ from runners.views.charts import (
     chart_title,
     charts_html,
     comparison_chart,
+    has_turns,
     sweep_charts,
+    turn_ttft_chart,
 )
 from runners.views.compare import (
     capacities,
@@ -67,6 +69,7 @@ from runners.views.compare import (
     tokenization_note,
     workload_differences,
 )
+from runners.views.session_view import SESSIONS_NOTE, session_runs, session_table
 from runners.views.study_charts import capacity_chart, metric_bars, pooled_cdfs, sweep_bands
 from runners.views.study_view import (
     HIDDEN_COLUMNS,
@@ -624,6 +627,26 @@ def _study_members(record: StudyRecord, seeds: list) -> None:
         )
 
 
+# -- multi-turn sessions -------------------------------------------------------------------------
+def sessions_section(summaries: Sequence[RunSummary], names: dict[str, str]) -> None:
+    """The compared runs' sessions (issue 31 item 7): per run, its sessions and how many had every
+    turn completed and within SLO; TTFT mean and p99 by turn, one line per run. Nothing when no
+    compared run is multi-turn; the runs that are not are named."""
+    multi_turn = session_runs(summaries)
+    if not multi_turn:
+        return
+    st.subheader("Multi-turn sessions")
+    st.markdown("**Sessions per run: completed, and with every turn within its SLO**")
+    st.dataframe(session_table(multi_turn, names), hide_index=True, key="sessions_table")
+    others = [names.get(str(summary.run_id), str(summary.run_id)) for summary in summaries if not has_turns(summary)]
+    st.caption(SESSIONS_NOTE + (f" Not multi-turn, so not shown here: {', '.join(others)}." if others else ""))
+    st.plotly_chart(turn_ttft_chart(multi_turn, names), key="chart-turn-ttft")
+    st.caption(
+        "Time to first token (s) of each turn index, mean and p99 over the turns of that index that completed; "
+        "later turns carry longer prompts (the conversation so far), and fewer sessions reach them."
+    )
+
+
 # -- compare -----------------------------------------------------------------------------------
 st.header("Compare")
 available = [run for run in shown["run"] if by_id[run].status not in UNUSABLE]
@@ -772,6 +795,8 @@ if loaded:
         with chart_column:
             st.plotly_chart(chart_cached(name, keys, log_x and name in LOG_X_CHARTS), key=f"chart-{name}")
             st.caption(captions.get(name, ""))
+
+    sessions_section(summaries, names)
 
     st.subheader("Export")
     if st.session_state.get("export_keys") != keys:  # exports belong to the runs they were made from

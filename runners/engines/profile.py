@@ -8,7 +8,8 @@ Profile file format (JSON or YAML; the real-engine profiler writes the same):
     units: seconds
     # either the linear step model (what the profiler fits by default) ...
     step_model: {kind: linear-step, fixed_s: ..., per_prefill_token_s: ..., per_decode_request_s: ...,
-                 per_context_token_s: ..., per_request_cpu_s: ...}     # seconds per unit
+                 per_context_token_s: ..., per_request_cpu_s: ...,     # seconds per unit
+                 idle_start_s: ..., per_prefill_context_token_s: ...}  # optional, 0 when absent
     # ... or the SLO-aware paper's phase model (its preset, older profiles):
     prefill: {alpha: ..., beta: ..., gamma: ..., delta: ...}   # eq. 14, seconds
     decode:  {alpha: ..., beta: ..., gamma: ..., delta: ...}   # eq. 15, seconds
