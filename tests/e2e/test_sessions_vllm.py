@@ -77,6 +77,9 @@ def test_later_turns_hit_the_prefix_cache_and_their_ttft_falls(tiny_model, tmp_p
     # vLLM tokenizes the whole prompt: a message boundary may change a token, so one block per later turn
     assert abs(cached.prefix_cache.hits_tokens - implied) <= BLOCK * later, (cached.prefix_cache, implied)
     assert uncached.prefix_cache.hits_tokens == 0
+    # the time series' counters (from /metrics, less the scrape after warm-up) end at the summary's
+    last = runs["cached"].timeseries.sort_values("t_s").iloc[-1]
+    assert int(last["prefix_cache_hits_tokens"]) == cached.prefix_cache.hits_tokens
     assert simulated.status == "done" and sim.summary.prefix_cache.hits_tokens == implied
     with_cache, without = _ttft_by_turn(runs["cached"].requests), _ttft_by_turn(runs["uncached"].requests)
     print(f"TTFT mean s, first / later turns: cache on {with_cache.tolist()}, off {without.tolist()}")

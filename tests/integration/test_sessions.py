@@ -139,6 +139,11 @@ def test_on_the_simulator_each_turn_arrives_when_the_previous_reply_ended_plus_i
     assert summary.turns[0].ttft_mean_s == pytest.approx(float(first.mean()), rel=1e-12)
     # later turns re-read the conversation so far from the prefix cache
     assert summary.prefix_cache_hit_rate > 0.4
+    # the time series counts it as it goes: rising counters that end at the summary's totals
+    series = run.timeseries.sort_values("t_s")
+    assert series["prefix_cache_hits_tokens"].is_monotonic_increasing
+    assert int(series["prefix_cache_hits_tokens"].iloc[-1]) == summary.prefix_cache.hits_tokens
+    assert int(series["prefix_cache_queries_tokens"].iloc[-1]) == summary.prefix_cache.queries_tokens
 
 
 def test_a_failed_turn_ends_its_session_and_the_later_turns_are_not_run(tmp_path):

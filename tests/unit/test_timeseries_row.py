@@ -30,12 +30,14 @@ SCHEMA_3 = [
     ("engine_held_back", pa.int64()),
     ("engine_admitted", pa.int64()),
 ]
+# version 7 added the prefix-cache counters (tokens), after every column of version 3
+SCHEMA_7 = [*SCHEMA_3, ("prefix_cache_queries_tokens", pa.int64()), ("prefix_cache_hits_tokens", pa.int64())]
 
 
-def test_the_derived_columns_are_schema_version_3s():
-    assert result_store.SCHEMA_VERSION == 6  # versions 4, 5 and 6 changed summary fields only: the columns are 3's
-    assert list(TIMESERIES_COLUMNS.items()) == SCHEMA_3
-    assert list(result_store.TIMESERIES_COLUMNS.items()) == SCHEMA_3  # the store writes the same columns
+def test_the_derived_columns_are_schema_version_7s():
+    assert result_store.SCHEMA_VERSION == 7  # versions 4, 5 and 6 changed summary fields only
+    assert list(TIMESERIES_COLUMNS.items()) == SCHEMA_7
+    assert list(result_store.TIMESERIES_COLUMNS.items()) == SCHEMA_7  # the store writes the same columns
 
 
 def test_a_row_gives_its_values_in_column_order():
@@ -51,7 +53,7 @@ def test_a_row_gives_its_values_in_column_order():
         in_flight=4,
         engine_limit=9,
     )
-    assert row.values() == (1.5, 1, 0.25, 3, None, 2, 40.0, 7, 4, None, 9, None, None)
+    assert row.values() == (1.5, 1, 0.25, 3, None, 2, 40.0, 7, 4, None, 9, None, None, None, None)
 
 
 def _request(request_id: str) -> Request:
@@ -67,7 +69,7 @@ def test_the_recorder_writes_rows_to_timeseries_parquet_and_counts_preemptions(t
     assert recorder.preemptions_by_instance == {0: 5}  # the latest count per instance; None is no reading
     writer.close("done", {})
     table = pq.read_table(tmp_path / "run" / "timeseries.parquet")
-    assert table.schema == pa.schema([pa.field(name, dtype) for name, dtype in SCHEMA_3])
+    assert table.schema == pa.schema([pa.field(name, dtype) for name, dtype in SCHEMA_7])
     rows = table.to_pylist()
     assert rows[0] == {
         "t_s": 0.25,
@@ -83,6 +85,8 @@ def test_the_recorder_writes_rows_to_timeseries_parquet_and_counts_preemptions(t
         "engine_limit": None,
         "engine_held_back": None,
         "engine_admitted": None,
+        "prefix_cache_queries_tokens": None,
+        "prefix_cache_hits_tokens": None,
     }
     assert rows[1]["gpu_memory_used_bytes"] == 2**30 and rows[1]["kv_usage"] is None
     assert [row["t_s"] for row in rows] == [0.25, 0.25, 0.5]
