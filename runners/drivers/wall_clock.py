@@ -302,6 +302,7 @@ class WallClockDriver:
             self.counters.resent.append(f"{request_id}: {result.retried_after}")
         now = self.now()
         times = [t - self._start for t in result.chunk_times]
+        self.recorder.cached(request_id, result.cached_tokens)
         if result.error is not None:
             self.recorder.tokens(request_id, times, len(times))
             self.policy.on_failure(request_id, index, result.error, now)

@@ -132,6 +132,9 @@ class StreamResult:
     text: str = ""
     completion_tokens: int | None = None
     prompt_tokens: int | None = None
+    #: prompt tokens the server found in its prefix cache (``usage.prompt_tokens_details.cached_tokens``:
+    #: vLLM with ``--enable-prompt-tokens-details``, which schedlab launches it with); None: not reported
+    cached_tokens: int | None = None
     error: str | None = None
     http_status: int | None = None
     dropped_unanswered: bool = False  # the connection closed before any response
@@ -234,6 +237,9 @@ def parse_chunk(chunk: Any, api: str) -> tuple[str | None, dict[str, int | None]
         if not isinstance(usage, dict):
             raise MalformedChunk("'usage' is not an object")
         counts = {name: _count(usage.get(name), name) for name in ("completion_tokens", "prompt_tokens")}
+        details = usage.get("prompt_tokens_details")
+        cached = details.get("cached_tokens") if isinstance(details, dict) else None
+        counts["cached_tokens"] = _count(cached, "prompt_tokens_details.cached_tokens")
     except MalformedChunk as exc:
         exc.text = text  # the chunk's token is good; only its usage is not
         raise
@@ -402,6 +408,8 @@ def _take_event(
             result.completion_tokens = usage["completion_tokens"]
         if usage["prompt_tokens"] is not None:
             result.prompt_tokens = usage["prompt_tokens"]
+        if usage["cached_tokens"] is not None:
+            result.cached_tokens = usage["cached_tokens"]
     return True
 
 

@@ -83,6 +83,7 @@ ROW_COLUMNS = (
     "itl_max_s",
     "session",
     "turn",
+    "cached_tokens",
 )
 
 
@@ -212,6 +213,7 @@ def request_values(times: RequestTimes) -> tuple[Any, ...]:
         itl_max,
         None,  # session: imported requests are single turns
         None,  # turn
+        None,  # cached_tokens: not in the tools' files
     )
 
 

@@ -41,6 +41,8 @@ class RequestRecord:
     error: str | None = None
     itl_max_s: float | None = None
     done: bool = False
+    #: prompt tokens the engine found in its prefix cache, summed over the request's dispatches; None: not reported
+    cached_tokens: int | None = None
 
     @property
     def remaining_tokens(self) -> int:
@@ -84,6 +86,7 @@ class RequestRecord:
             self.itl_max_s,
             request.session or None,
             request.turn or None,
+            self.cached_tokens,
         )
 
     def to_row(self) -> dict[str, Any]:
@@ -272,6 +275,13 @@ class RunRecorder:
         if max_tokens <= 0:
             raise PolicyError(f"{policy_name} dispatched {dispatch.request_id} with max_tokens {max_tokens}")
         return record, max_tokens
+
+    def cached(self, request_id: str, tokens: int | None) -> None:
+        """A dispatch of ``request_id`` found ``tokens`` prompt tokens in the engine's prefix cache
+        (None: not reported, which changes nothing)."""
+        if tokens is not None:
+            record = self.records[request_id]
+            record.cached_tokens = tokens + (record.cached_tokens or 0)
 
     def dispatched(self, request_id: str, instance: int, now: float) -> RequestRecord:
         record = self.records[request_id]

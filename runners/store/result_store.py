@@ -83,7 +83,10 @@ if TYPE_CHECKING:  # pandas and pyarrow load where tables are read or written (i
 #: the summary's ``sessions`` (sessions, turns, sessions whose every turn completed or met its SLO)
 #: and ``turns`` (per turn index: requests, completed, TTFT mean and p99, SLO attainment), only for
 #: a run that sent sessions; a later turn never sent because an earlier one failed is *not run*
-#: (error ``session ended: an earlier turn failed``); and the time series' ``prefix_cache_queries_tokens``
+#: (error ``session ended: an earlier turn failed``); ``requests.parquet``'s ``cached_tokens`` (prompt
+#: tokens the engine found in its prefix cache, summed over the request's dispatches: the simulator's
+#: count, a real server's ``usage.prompt_tokens_details.cached_tokens``; null where not reported); and
+#: the time series' ``prefix_cache_queries_tokens``
 #: and ``prefix_cache_hits_tokens`` (each instance's prefix-cache counters since the run's start,
 #: tokens; null where the engine does not report them). Nothing was renamed or removed.
 SCHEMA_VERSION = SUMMARY_SCHEMA_VERSION
@@ -113,6 +116,7 @@ REQUEST_COLUMN_TYPES: dict[str, str] = {
     "itl_max_s": "float64",
     "session": "string",
     "turn": "int64",
+    "cached_tokens": "int64",
 }
 STATUSES = ("running", "done", "failed", "cancelled")
 INTERRUPTED = "interrupted"  # computed when read: status running, but the writer process is gone

@@ -80,6 +80,11 @@ def test_later_turns_hit_the_prefix_cache_and_their_ttft_falls(tiny_model, tmp_p
     # the time series' counters (from /metrics, less the scrape after warm-up) end at the summary's
     last = runs["cached"].timeseries.sort_values("t_s").iloc[-1]
     assert int(last["prefix_cache_hits_tokens"]) == cached.prefix_cache.hits_tokens
+    # and each reply's usage says how many of its prompt tokens were cached: they add up to the counters
+    per_request = runs["cached"].requests["cached_tokens"]
+    assert per_request.notna().all() and int(per_request.sum()) == cached.prefix_cache.hits_tokens
+    later_turns = runs["cached"].requests[runs["cached"].requests["turn"] > 1]
+    assert (later_turns["cached_tokens"] > 0).mean() > 0.8  # nearly every later turn hit
     assert simulated.status == "done" and sim.summary.prefix_cache.hits_tokens == implied
     with_cache, without = _ttft_by_turn(runs["cached"].requests), _ttft_by_turn(runs["uncached"].requests)
     print(f"TTFT mean s, first / later turns: cache on {with_cache.tolist()}, off {without.tolist()}")

@@ -168,6 +168,8 @@ def test_the_results_page_shows_sessions_and_ttft_by_turn_for_a_multi_turn_run_o
     assert slo_sa_mean["y"] == pytest.approx([turn.ttft_mean_s for turn in other.turns])
     assert list(sessions_frame(app)["run id"]) == ["mt-fcfs", "mt-slo-sa"]
     assert any("Not multi-turn, so not shown here: " in caption.value for caption in app.caption)
+    app.button(key="make_html").click().run()  # the HTML export of all charts holds it too
+    assert 'id="chart-turn-ttft"' in app.session_state["export_html"]
 
 
 def test_the_turn_chart_leaves_a_gap_where_a_turn_has_no_ttft_and_the_table_reads_the_catalog():
@@ -201,3 +203,43 @@ def test_the_turn_chart_leaves_a_gap_where_a_turn_has_no_ttft_and_the_table_read
     table = session_table([summary], {"r1": "fcfs"})
     assert list(table.columns) == ["run", "run id", *(entry.label for entry in SESSION_METRICS)]
     assert table.iloc[0].tolist() == ["fcfs", "r1", "3", "1.67", "2", "1", "33.3"]
+
+
+def test_in_a_browser_the_results_page_draws_ttft_by_turn(tmp_path_factory):
+    """The per-turn chart as headless Chromium draws it (plotly.js, not only the figure's JSON):
+    the Results page opened on a multi-turn run shows the chart with the summary's turns and TTFT
+    means, and no exception (skipped without Chromium, unless SCHEDLAB_REQUIRE_BROWSER=1)."""
+    from tests.e2e.test_browser import _requirements
+
+    _requirements()
+    from playwright.sync_api import sync_playwright
+
+    from tests.browser.screenshot import launch_chromium
+    from tests.dashboard_server import start_dashboard, stop_dashboard
+
+    results = tmp_path_factory.mktemp("results")
+    sim_run(results, "mt-fcfs", "fcfs", MULTI_TURN)
+    summary = load_run(results, "mt-fcfs").summary
+    server, url = start_dashboard(results, timeout_s=90)
+    try:
+        with sync_playwright() as playwright:
+            chromium = launch_chromium(playwright)
+            page = chromium.new_page(viewport={"width": 1024, "height": 1000})
+            page.goto(f"{url}/Results?runs=mt-fcfs", timeout=60_000)
+            page.get_by_text(TURN_TTFT_TITLE).first.wait_for(timeout=60_000)
+            assert page.locator("[data-testid='stException']").count() == 0
+            drawn = page.evaluate(
+                """title => {  // Streamlit's frontend sets the title in bold: <b>...</b>
+                    const plot = [...document.querySelectorAll('.js-plotly-plot')]
+                        .find(node => String(((node.layout || {}).title || {}).text || '').includes(title));
+                    return plot ? plot.data.map(trace => [Array.from(trace.x), Array.from(trace.y)]) : null;
+                }""",
+                TURN_TTFT_TITLE,
+            )
+            chromium.close()
+    finally:
+        stop_dashboard(server, timeout_s=20)
+    assert drawn is not None and len(drawn) == 2
+    (mean_x, mean_y), (p99_x, _) = drawn
+    assert mean_x == p99_x == [turn.turn for turn in summary.turns]
+    assert mean_y == pytest.approx([turn.ttft_mean_s for turn in summary.turns])

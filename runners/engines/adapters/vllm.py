@@ -122,6 +122,8 @@ class VLLMAdapter(PythonModuleAdapter):
             }
         )
         command += ["--scheduling-policy", config.scheduling_policy]
+        # each reply's usage then says how many prompt tokens the prefix cache held (cached_tokens)
+        command += ["--enable-prompt-tokens-details"]
         if config.scheduler_cls:
             command += ["--scheduler-cls", config.scheduler_cls]
         return command + list(config.extra_args)
