@@ -63,6 +63,7 @@ from __future__ import annotations
 
 import argparse
 import csv
+import dataclasses
 import json
 import os
 import tempfile
@@ -942,8 +943,10 @@ def rows_sessions(scale: dict[str, Any]) -> list[RowSpec]:
     before any result was read): A's claim cell (:data:`A_CLAIM_SETTING`: that many sessions at
     once, max batch = engine max_num_seqs, slo-sa at registry defaults, the paper's SLOs per
     turn), and B's tight-memory matched row (half as many sessions as B's requests, about as many
-    turns, all at once; dynamic-mem and FCFS with the same slots and KV). A supporting row: A with
-    four times the sessions (a longer burst)."""
+    turns, all at once; dynamic-mem and FCFS with the same slots and KV). Supporting rows: A with
+    four times the sessions (a longer burst), and A's and B's single-turn claim rows run again in
+    this table, so each sessions row is set against its single-turn row on the same engine (the
+    main table predates the simulator's prefix cache)."""
     n, b = A_CLAIM_SETTING
 
     def sessions(count: int) -> dict[str, Any]:
@@ -956,6 +959,19 @@ def rows_sessions(scale: dict[str, Any]) -> list[RowSpec]:
         )
 
     rows = []
+    single = {"requests": n, "arrival": {"process": "all-at-once"}}
+    rows.append(
+        g_row(
+            "A (single-turn, this engine) slo-sa vs fcfs",
+            f"A's claim cell as in the main table ({n} requests at once, max batch {b}), run here on the same "
+            "engine as the sessions (prefix caching on)",
+            Arm(f"s-a1-n{n}-b{b}-fcfs", "fcfs", {}, {"max_num_seqs": b}, single),
+            Arm(f"s-a1-n{n}-b{b}-slo-sa", "slo-sa", {"max_batch": b}, {"max_num_seqs": b}, single),
+            A_CLAIM,
+            "slo-sa",
+            note="the single-turn row to set the sessions' row against, same engine and seeds",
+        )
+    )
     for count, role in ((n, "claim"), (4 * n, "supporting")):
         fcfs, slo_sa = a_arms(count)
         rows.append(
@@ -973,6 +989,15 @@ def rows_sessions(scale: dict[str, Any]) -> list[RowSpec]:
             )
         )
     slots, kv = scale["b_slots"], scale["b_kv_tight"]
+    rows += [
+        dataclasses.replace(
+            row,
+            scenario="B (single-turn, this engine) dynamic-mem vs fcfs, same slots and KV",
+            role="supporting",
+            note="B's claim row as in the main table, run here on the same engine as the sessions",
+        )
+        for row in rows_b_memory(scale, kv, tight=True)
+    ]
     work = sessions(scale["b_requests"] // 2)
     dynamic = Arm(
         "s-b-dynamic", "dynamic-mem", {"b_max": slots}, {"kv_capacity_tokens": kv, "max_num_seqs": slots}, work

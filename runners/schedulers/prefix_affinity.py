@@ -22,19 +22,13 @@ order matter, the same as FCFS's ``max_in_flight`` for a comparison with the sam
 
 from __future__ import annotations
 
-from collections import OrderedDict
 from collections.abc import Sequence
 
 from pydantic import Field
 
 from runners.schedulers.base import Completion, Decision, InstanceInfo, PolicyParams, SchedulerPolicy
-from runners.workload.prefix import block_keys, own_segments
+from runners.schedulers.prefix_index import PrefixIndex
 from runners.workload.requests import Request
-
-#: Tokens per block of the index when an instance does not say its block size.
-DEFAULT_BLOCK_TOKENS = 16
-#: Blocks the index keeps per instance when an instance does not say its KV capacity.
-DEFAULT_INDEX_BLOCKS = 65_536
 
 
 class PrefixAffinityParams(PolicyParams):
@@ -84,42 +78,20 @@ class PrefixAffinityPolicy(SchedulerPolicy[PrefixAffinityParams]):
 
     def start(self, instances: Sequence[InstanceInfo], now: float) -> None:
         super().start(instances, now)
-        #: per instance: block key -> None, least recently sent first (an LRU index)
-        self.index: dict[int, OrderedDict[int, None]] = {info.instance_id: OrderedDict() for info in instances}
-        self.block_tokens = {info.instance_id: info.block_size or DEFAULT_BLOCK_TOKENS for info in instances}
-        self.index_blocks = {
-            info.instance_id: (
-                info.kv_capacity_tokens // self.block_tokens[info.instance_id]
-                if info.kv_capacity_tokens
-                else DEFAULT_INDEX_BLOCKS
-            )
-            for info in instances
-        }
-        self.keys: dict[str, dict[int, list[int]]] = {}
+        self.prefix = PrefixIndex(instances)
 
     def on_arrival(self, request: Request, now: float) -> None:
         super().on_arrival(request, now)
-        segments = request.segments or own_segments(request.request_id, request.input_tokens)
-        sizes = set(self.block_tokens.values())
-        self.keys[request.request_id] = {size: block_keys(segments, size, request.input_tokens) for size in sizes}
+        self.prefix.add(request)
 
     def on_completion(self, completion: Completion, now: float) -> None:
         super().on_completion(completion, now)
         if completion.done:
-            self.keys.pop(completion.request_id, None)
+            self.prefix.drop(completion.request_id)
 
     def matched(self, request_id: str, instance: int) -> float:
         """The share (0-1) of the request's full blocks whose chain the instance's index holds."""
-        keys = self.keys[request_id][self.block_tokens[instance]]
-        if not keys:
-            return 0.0
-        index = self.index[instance]
-        count = 0
-        for key in keys:
-            if key not in index:
-                break
-            count += 1
-        return count / len(keys)
+        return self.prefix.matched(request_id, instance)
 
     def choose(self, request_id: str) -> int | None:
         """The instance for ``request_id``: the best-matching one when its match reaches min_match
@@ -151,14 +123,5 @@ class PrefixAffinityPolicy(SchedulerPolicy[PrefixAffinityParams]):
             if instance is None:
                 break
             dispatches.append(self._take(request.request_id, instance))
-            self._remember(request.request_id, instance)
+            self.prefix.remember(request.request_id, instance)
         return Decision(dispatches)
-
-    def _remember(self, request_id: str, instance: int) -> None:
-        """The request's blocks are now (likely) cached on ``instance``: most recently sent."""
-        index = self.index[instance]
-        for key in self.keys[request_id][self.block_tokens[instance]]:
-            index[key] = None
-            index.move_to_end(key)
-        while len(index) > self.index_blocks[instance]:
-            index.popitem(last=False)

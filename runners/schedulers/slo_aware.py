@@ -31,7 +31,7 @@ from __future__ import annotations
 
 import itertools
 import math
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
@@ -58,6 +58,7 @@ from runners.schedulers.predictors import (
     OutputLengthPredictor,
     OutputPriorParams,
 )
+from runners.schedulers.prefix_index import PrefixIndex
 from runners.schedulers.slo_annealing_kernel import evaluate_plan, full_batches, search
 from runners.workload.requests import Request
 
@@ -197,10 +198,12 @@ register_jitable(decode_seconds)
 
 
 @njit(cache=True)
-def latency_tables(inputs: Any, produced: Any, width: int, prefill_coef: Any, decode_coef: Any) -> Any:
+def latency_tables(inputs: Any, computed: Any, produced: Any, width: int, prefill_coef: Any, decode_coef: Any) -> Any:
     """(execution, prefill, TPOT) tables [request, batch size - 1], seconds, from the latency
     model's prefill and decode coefficients (alpha, beta, gamma, delta) - eq. 14/15, with the
-    decode context averaged over the steps (closed form of eq. 16): the latency model's
+    decode context averaged over the steps (closed form of eq. 16); the prefill of the prompt
+    tokens ``computed`` (the prompt less what the prefix cache is expected to hold), the decode
+    over the whole prompt ``inputs``: the latency model's
     :func:`~runners.engines.latency_model.phase_seconds` and ``decode_seconds``, compiled. numba
     caches this kernel by this file only: after editing those functions, clear ``__pycache__``
     (tests/unit/test_latency_formula.py compares the kernel with them)."""
@@ -215,7 +218,7 @@ def latency_tables(inputs: Any, produced: Any, width: int, prefill_coef: Any, de
         steps = max(produced[i] - 1.0, 0.0)
         for column in range(width):
             batch = column + 1.0
-            prefill = phase_seconds(pa, pb, pg, pd, batch, tokens)
+            prefill = phase_seconds(pa, pb, pg, pd, batch, computed[i])
             decode = decode_seconds(da, db, dg, dd, batch, tokens, steps)
             prefill_s[i, column] = prefill
             exec_s[i, column] = prefill + decode
@@ -224,11 +227,21 @@ def latency_tables(inputs: Any, produced: Any, width: int, prefill_coef: Any, de
 
 
 def plan_inputs(
-    requests: list[Request], outputs: list[int], latency: LatencyPredictor, max_batch: int, now: float, base_s: float
+    requests: list[Request],
+    outputs: list[int],
+    latency: LatencyPredictor,
+    max_batch: int,
+    now: float,
+    base_s: float,
+    cached: Mapping[str, int] | None = None,
 ) -> PlanInputs:
     """Latency tables [request, batch size - 1] from the latency model, for workload requests
-    (their prompt tokens, time waited since arrival and their task's SLOs): :func:`plan_inputs_of`."""
+    (their prompt tokens, time waited since arrival and their task's SLOs): :func:`plan_inputs_of`.
+    ``cached``: prompt tokens expected in the prefix cache, by request id (none: 0)."""
     n = len(requests)
+    computed = None
+    if cached:
+        computed = np.fromiter((r.input_tokens - cached.get(r.request_id, 0) for r in requests), dtype=float, count=n)
     return plan_inputs_of(
         np.fromiter((r.input_tokens for r in requests), dtype=float, count=n),
         outputs,
@@ -239,6 +252,7 @@ def plan_inputs(
         latency.model,
         max_batch,
         base_s,
+        computed,
     )
 
 
@@ -252,6 +266,7 @@ def plan_inputs_of(
     model: LatencyModel,
     max_batch: int,
     base_s: float,
+    computed_tokens: np.ndarray | None = None,
 ) -> PlanInputs:
     """A plan's inputs from plain arrays, one entry per waiting request: prompt tokens, predicted
     output tokens still to come, seconds waited since arrival, SLO limits in seconds (inf: none),
@@ -261,8 +276,10 @@ def plan_inputs_of(
     tables are at most n wide."""
     n = len(waited_s)
     width = max(1, min(max_batch, n))
+    inputs = np.asarray(input_tokens, dtype=float)
     exec_s, prefill_s, tpot_s = latency_tables(
-        np.asarray(input_tokens, dtype=float),
+        inputs,
+        inputs if computed_tokens is None else np.asarray(computed_tokens, dtype=float),
         np.asarray(outputs, dtype=float),
         width,
         model.prefill.as_tuple(),
@@ -392,6 +409,10 @@ class SLOAwarePolicy(SchedulerPolicy[SLOAwareParams]):
         self.max_batch = self.params.max_batch or engine_batch
         self.assigned: dict[str, int] = {}
         self.footprint: dict[str, float] = {}  # KV tokens counted against the instance at arrival
+        # the prompt blocks sent to each instance (a gateway's guess at its prefix cache), and per
+        # request the prompt tokens expected cached on its instance at arrival
+        self.prefix = PrefixIndex(instances)
+        self.cached: dict[str, int] = {}
         self.sent: dict[str, _Sent] = {}
         self.plans_made = 0
 
@@ -409,7 +430,12 @@ class SLOAwarePolicy(SchedulerPolicy[SLOAwareParams]):
         super().on_arrival(request, now)
         instance = self._assign(request)
         state = self.state[instance]
-        footprint = self.footprint[request.request_id] = request.input_tokens + self.outputs.predict(request)
+        cached = 0
+        if request.segments:  # a prompt that shares content: what of it the instance likely still holds
+            self.prefix.add(request)
+            cached = self.cached[request.request_id] = self.prefix.cached_tokens(request, instance)
+        # cached blocks are shared, not new KV (vLLM holds a block once)
+        footprint = self.footprint[request.request_id] = request.input_tokens - cached + self.outputs.predict(request)
         state.assigned_tokens += footprint
         state.waiting.append(request.request_id)
         state.dirty = True
@@ -432,6 +458,8 @@ class SLOAwarePolicy(SchedulerPolicy[SLOAwareParams]):
             self.outputs.observe(request.task, completion.tokens_total)
             state.assigned_tokens = max(0.0, state.assigned_tokens - self.footprint.pop(request.request_id, 0.0))
             self.outputs.forget(request.request_id)
+            self.cached.pop(request.request_id, None)
+            self.prefix.drop(request.request_id)
             # the task's Gaussian moved (every waiting request of it is predicted anew) and a slot
             # freed here: plan again wherever requests wait
             for other in self.state.values():
@@ -493,7 +521,7 @@ class SLOAwarePolicy(SchedulerPolicy[SLOAwareParams]):
         requests = [self.requests[rid] for rid in ids]
         outputs = [max(1, self.outputs.predict(r) - self.tokens_done[r.request_id]) for r in requests]
         base_s = self.plan_start(instance, now)
-        inputs = plan_inputs(requests, outputs, self.latency[instance], self.max_batch, now, base_s)
+        inputs = plan_inputs(requests, outputs, self.latency[instance], self.max_batch, now, base_s, self.cached)
         order, sizes, batches, _ = self.make_plan(requests, inputs)
         self.plans_made += 1
         plan, position, clock, previous = [], 0, now + base_s, -1
@@ -541,6 +569,8 @@ class SLOAwarePolicy(SchedulerPolicy[SLOAwareParams]):
         for rid in request_ids:
             self.sent[rid] = _Sent(now, batch, self.tokens_done[rid])
             sent.append(self._take(rid, instance, priority=planned.pop(rid)))
+            if rid in self.cached:  # its prompt's blocks are on this instance now
+                self.prefix.remember(rid, instance)
         return sent
 
 

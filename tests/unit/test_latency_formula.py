@@ -68,7 +68,7 @@ def test_serve_time_scalar_array_and_line_agree():
 def test_compiled_tables_are_the_latency_model():
     # slo-sa's tables for one 100-token request with 10 outputs (9 steps), batch sizes 1..4
     exec_s, prefill_s, tpot_s = latency_tables(
-        np.array([100.0]), np.array([10.0]), 4, PREFILL.as_tuple(), DECODE.as_tuple()
+        np.array([100.0]), np.array([100.0]), np.array([10.0]), 4, PREFILL.as_tuple(), DECODE.as_tuple()
     )
     assert exec_s[0, 3] == pytest.approx(PREFILL_4_100 + DECODE_4_100_9, abs=1e-12)
     assert prefill_s[0, 3] == pytest.approx(PREFILL_4_100, abs=1e-12)
@@ -78,5 +78,14 @@ def test_compiled_tables_are_the_latency_model():
     assert np.array_equal(prefill_s[0], PREFILL.at(sizes, 100.0))
     assert np.array_equal(exec_s[0], MODEL.serve_time(sizes, 100.0, 10.0))
     # no decode step (one output token): prefill only, TPOT 0
-    exec_1, _, tpot_1 = latency_tables(np.array([100.0]), np.array([1.0]), 1, PREFILL.as_tuple(), DECODE.as_tuple())
+    exec_1, _, tpot_1 = latency_tables(
+        np.array([100.0]), np.array([100.0]), np.array([1.0]), 1, PREFILL.as_tuple(), DECODE.as_tuple()
+    )
     assert exec_1[0, 0] == pytest.approx(0.65, abs=1e-12) and tpot_1[0, 0] == 0.0
+    # 64 of the 100 prompt tokens expected in the prefix cache: the prefill computes 36, the
+    # decode still attends over all 100
+    cached, cached_prefill, cached_tpot = latency_tables(
+        np.array([100.0]), np.array([36.0]), np.array([10.0]), 4, PREFILL.as_tuple(), DECODE.as_tuple()
+    )
+    assert np.array_equal(cached_prefill[0], PREFILL.at(sizes, 36.0)) and np.array_equal(cached_tpot, tpot_s)
+    assert cached[0, 3] == pytest.approx(float(PREFILL.at(4.0, 36.0)) + DECODE_4_100_9, abs=1e-12)

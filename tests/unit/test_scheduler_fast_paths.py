@@ -221,7 +221,7 @@ def test_compiled_latency_tables_equal_the_numpy_ones():
         inputs = rng.integers(1, 4000, n).astype(float)
         produced = rng.integers(1, 2000, n).astype(float)
         prefill, decode = tuple(rng.uniform(0, 1e-3, 4) * (rng.random(4) < 0.8)), tuple(rng.uniform(0, 1e-2, 4))
-        got = latency_tables(inputs, produced, width, prefill, decode)
+        got = latency_tables(inputs, inputs, produced, width, prefill, decode)
         for ours, expected in zip(got, reference_latency_tables(inputs, produced, width, prefill, decode)):
             assert np.array_equal(ours, expected)  # bit for bit
 

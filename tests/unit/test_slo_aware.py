@@ -263,3 +263,30 @@ def test_the_plans_priorities_reach_the_simulators_priority_mode():
     # D before the queued C; an FCFS engine serves in arrival order at the engine
     assert served_order("priority") == ["A", "B", "D", "C"]
     assert served_order("fcfs") == ["A", "B", "C", "D"]
+
+
+def test_slo_sa_counts_the_prefix_it_expects_cached_in_memory_and_prefill():
+    """A prompt that starts with one slo-sa sent to the instance before (a session's next turn):
+    its blocks there are shared, not new KV, and not computed again. 96 tokens of which the first
+    64 (4 blocks of 16) were sent: footprint 96 - 64 + predicted output, prefill planned over 32."""
+    policy = make_policy("slo-sa", {"max_batch": 4})
+    policy.start([InstanceInfo(0, 100_000, 16, 4, ENGINE.latency)], 0.0)
+    slo = TaskSLO(ttft_s=10.0)
+    first = Request("t1", "chat", "x", 64, 8, 0.0, slo, segments=((7, 64),), session="s", turn=1)
+    policy.on_arrival(first, 0.0)
+    assert policy.cached["t1"] == 0  # nothing sent yet
+    [sent] = policy.decide(0.0).dispatches
+    later = Request("t2", "chat", "y", 96, 8, 1.0, slo, segments=((7, 64), (8, 32)), session="s", turn=2, after="t1")
+    policy.on_arrival(later, 1.0)
+    predicted = policy.outputs.predict(later)
+    assert policy.cached["t2"] == 64 and policy.footprint["t2"] == 96 - 64 + predicted
+    lone = Request("t3", "chat", "z", 96, 8, 1.0, slo)  # shares nothing: counted whole, as before
+    policy.on_arrival(lone, 1.0)
+    assert "t3" not in policy.cached and policy.footprint["t3"] == 96 + policy.outputs.predict(lone)
+    from runners.schedulers.slo_aware import plan_inputs
+
+    tables = plan_inputs([later, lone], [8, 8], policy.latency[0], 4, 1.0, 0.0, policy.cached)
+    model = ENGINE.latency.prefill
+    assert tables.prefill_s[0, 0] == pytest.approx(float(model.at(1.0, 32.0)), abs=1e-12)
+    assert tables.prefill_s[1, 0] == pytest.approx(float(model.at(1.0, 96.0)), abs=1e-12)
+    assert sent.request_id == "t1"
