@@ -259,9 +259,14 @@ TIMESERIES_METRICS: tuple[Metric, ...] = (
 SESSION_METRICS: tuple[Metric, ...] = (
     _count("sessions.sessions", "sessions", True, describes_setting=True),
     Metric("sessions.turns_per_session_mean", "turns per session, mean", True, "turns", 1.0, 2, describes_setting=True),
-    _count("sessions.completed", "sessions with every turn completed", True),
-    _count("sessions.all_turns_met", "sessions with every turn within its SLO", True),
-    _share("sessions.slo_attainment", "sessions with every turn within its SLO"),
+    _count("sessions.completed", "sessions completed", True, definition="every turn of the session completed"),
+    _count(
+        "sessions.all_turns_met",
+        "sessions within SLO",
+        True,
+        definition="every turn of the session completed and met its task's SLO",
+    ),
+    _share("sessions.slo_attainment", "sessions within SLO"),
 )
 #: The fields of one turn index's entry of ``summary.turns`` -> the run metric each is the
 #: per-turn value of (same label, unit and scale: the TTFT mean of turn 2 is the run's TTFT mean

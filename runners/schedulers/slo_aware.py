@@ -434,8 +434,9 @@ class SLOAwarePolicy(SchedulerPolicy[SLOAwareParams]):
         if request.segments:  # a prompt that shares content: what of it the instance likely still holds
             self.prefix.add(request)
             cached = self.cached[request.request_id] = self.prefix.cached_tokens(request, instance)
-        # cached blocks are shared, not new KV (vLLM holds a block once)
-        footprint = self.footprint[request.request_id] = request.input_tokens - cached + self.outputs.predict(request)
+        # the whole prompt counts against memory: a cached block the request reuses stops being free
+        # when it runs (vLLM counts a cached block no request uses as free), so only the prefill is shorter
+        footprint = self.footprint[request.request_id] = request.input_tokens + self.outputs.predict(request)
         state.assigned_tokens += footprint
         state.waiting.append(request.request_id)
         state.dirty = True

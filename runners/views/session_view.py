@@ -49,3 +49,9 @@ def session_table(summaries: Sequence[Any], names: Mapping[str, str] | None = No
             row[entry.label] = entry.format(summary_value(summary, entry.key))
         rows.append(row)
     return pd.DataFrame(rows, columns=[RUN_COLUMN, RUN_ID_COLUMN, *(entry.label for entry in SESSION_METRICS)])
+
+
+def session_column_help() -> dict[str, str]:
+    """Column label -> what it counts, for the sessions table's column tooltips: the catalog's
+    definitions (:data:`runners.metrics.catalog.SESSION_METRICS`), where one is given."""
+    return {entry.label: entry.definition for entry in SESSION_METRICS if entry.definition}

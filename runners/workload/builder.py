@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -213,9 +214,12 @@ def _trace_workload(
     trace = load_trace(config.trace, config.requests, rejects)
     unset = TaskSLO.model_construct(e2e_s=float("inf"))  # replaced by _tag_slos below
     requests = []
+    # a record's own text is keyed by the trace file's name too: two traces replayed on one server
+    # share no text (and no cached prefix) through equal request ids
+    source = Path(config.trace.path).name
     for position, (record, arrival) in enumerate(zip(trace.records, trace.arrivals_s)):
         request_id = f"req-{position:05d}"
-        own = own_segments(request_id, record.input_tokens)[0][0]
+        own = own_segments(f"{source}:{request_id}", record.input_tokens)[0][0]
         requests.append(
             Request(
                 request_id,

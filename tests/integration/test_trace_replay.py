@@ -126,3 +126,18 @@ def test_the_simulator_hits_what_the_mooncake_hash_ids_imply(results_dir, capsys
     assert summary["prefix_cache"] == {"queries_tokens": queried, "hits_tokens": implied, "source": "simulator"}
     assert summary["prefix_cache_hit_rate"] == implied / queried and 0.6 < implied / queried < 0.7
     assert summary["arrival_process"] == "trace" and summary["arrival_rate_rps"] is None
+
+
+def test_two_traces_share_no_text_through_equal_request_ids():
+    """Records of two traces replayed on one server (both with request ids req-00000, ...) get
+    different made-up text, so the second finds nothing of the first in the server's prefix cache."""
+    from runners.workload.builder import build_workload
+    from runners.workload.config import WorkloadConfig
+    from runners.workload.slo import PAPER_SLOS
+
+    prompts = {}
+    for name in ("azure_conv_synthetic.csv", "burstgpt_synthetic.csv"):
+        config = WorkloadConfig.model_validate({"requests": 5, "trace": {"path": str(TRACES_DIR / name)}})
+        prompts[name] = [request.prompt[:200] for request in build_workload(config, PAPER_SLOS).requests]
+    azure, burst = prompts.values()
+    assert not set(azure) & set(burst) and all(a[:40] != b[:40] for a, b in zip(azure, burst))

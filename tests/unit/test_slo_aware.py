@@ -267,8 +267,9 @@ def test_the_plans_priorities_reach_the_simulators_priority_mode():
 
 def test_slo_sa_counts_the_prefix_it_expects_cached_in_memory_and_prefill():
     """A prompt that starts with one slo-sa sent to the instance before (a session's next turn):
-    its blocks there are shared, not new KV, and not computed again. 96 tokens of which the first
-    64 (4 blocks of 16) were sent: footprint 96 - 64 + predicted output, prefill planned over 32."""
+    its blocks there are not computed again. 96 tokens of which the first 64 (4 blocks of 16) were
+    sent: prefill planned over 32; the memory footprint still counts all 96 (a reused cached block
+    is in use again while the request runs)."""
     policy = make_policy("slo-sa", {"max_batch": 4})
     policy.start([InstanceInfo(0, 100_000, 16, 4, ENGINE.latency)], 0.0)
     slo = TaskSLO(ttft_s=10.0)
@@ -279,7 +280,7 @@ def test_slo_sa_counts_the_prefix_it_expects_cached_in_memory_and_prefill():
     later = Request("t2", "chat", "y", 96, 8, 1.0, slo, segments=((7, 64), (8, 32)), session="s", turn=2, after="t1")
     policy.on_arrival(later, 1.0)
     predicted = policy.outputs.predict(later)
-    assert policy.cached["t2"] == 64 and policy.footprint["t2"] == 96 - 64 + predicted
+    assert policy.cached["t2"] == 64 and policy.footprint["t2"] == 96 + predicted
     lone = Request("t3", "chat", "z", 96, 8, 1.0, slo)  # shares nothing: counted whole, as before
     policy.on_arrival(lone, 1.0)
     assert "t3" not in policy.cached and policy.footprint["t3"] == 96 + policy.outputs.predict(lone)
