@@ -877,7 +877,7 @@ def _decode_step_time(latency: LatencyModel) -> Callable[[int, int], float]:
     """``latency.step_time(0, 0, decode_requests, decode_context)`` as a function of the last two
     (seconds), bit for bit: for a linear step model the same terms summed in the same order as
     :meth:`~runners.engines.latency_model.LinearStepModel.step_time` (its ``sum`` over the
-    features; the prefill-token and idle-start terms are 0.0 here and adding 0.0 changes no
+    features; the prefill-token, idle-start and prefill-context terms are 0.0 here and adding 0.0 changes no
     sum), without building the feature row for each of a run's millions of steps."""
     step = latency.step
     if step is None:

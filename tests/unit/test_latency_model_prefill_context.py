@@ -168,3 +168,28 @@ def test_samples_files_and_profiles_without_the_term_still_load(tmp_path):
         + "fit:\n  points: 18\n"
     )
     assert load_profile(profile).step_model == OLD_STEP
+
+
+def test_a_step_planned_request_by_request_charges_the_prefill_chunk_and_not_the_decode():
+    # a decoder and a 5000-token prompt: once the prompt's rest exceeds the token budget the step
+    # is planned request by request (the decoder first, then the prompt's next chunk)
+    instance = SimulatedInstance(
+        instance_id=0,
+        latency=LatencyModel.of_step(STEP),
+        kv_capacity_tokens=65536,
+        block_size=128,
+        max_num_batched_tokens=2048,
+    )
+    instance.add("decoder", 10, 50)
+    now = instance.start_step()
+    instance.finish_step(now)  # its prefill: 10 tokens, first token out
+    instance.add("long", 5000, 1)
+    now += instance.start_step()
+    assert instance._chunks == [2047]  # beside the decoder's token, within 2048
+    instance.finish_step(now)
+    step = instance.start_step()
+    assert [seq.request_id for seq in instance._scheduled] == ["decoder", "long"]
+    assert instance._chunks == [1, 2047]
+    # the decoder at context 12 (10 + 1 computed, + this token); the chunk after 2047 computed tokens
+    expected = 0.001 + 2e-5 * 2047 + 5e-5 * 1 + 2e-7 * 12 + 1e-4 * 2 + 1e-8 * 2047 * 2047
+    assert step == pytest.approx(expected, rel=1e-12)
