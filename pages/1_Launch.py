@@ -30,6 +30,7 @@ from runners.app.launch_form import (
     group_label,
     parameter_label,
     preview_load,
+    rate_label,
     requests_field,
     save_upload,
     session_field,
@@ -452,7 +453,7 @@ if traffic != "trace":  # the arrival process: a trace keeps its own times
         error_under("workload.arrival.process", label="Arrival process")
     with columns[1]:
         if process != "all-at-once":
-            number("Rate (req/s)", "workload.arrival.rate", FORM_DEFAULTS["workload.arrival.rate"])
+            number(rate_label(traffic), "workload.arrival.rate", FORM_DEFAULTS["workload.arrival.rate"])
     with columns[2]:
         if process == "gamma":
             number(

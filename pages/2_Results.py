@@ -69,7 +69,7 @@ from runners.views.compare import (
     tokenization_note,
     workload_differences,
 )
-from runners.views.session_view import SESSIONS_NOTE, session_runs, session_table
+from runners.views.session_view import SESSIONS_NOTE, session_column_help, session_runs, session_table
 from runners.views.study_charts import capacity_chart, metric_bars, pooled_cdfs, sweep_bands
 from runners.views.study_view import (
     HIDDEN_COLUMNS,
@@ -636,8 +636,13 @@ def sessions_section(summaries: Sequence[RunSummary], names: dict[str, str]) -> 
     if not multi_turn:
         return
     st.subheader("Multi-turn sessions")
-    st.markdown("**Sessions per run: completed, and with every turn within its SLO**")
-    st.dataframe(session_table(multi_turn, names), hide_index=True, key="sessions_table")
+    st.markdown("**Sessions per run: completed, and within SLO (every turn on time)**")
+    st.dataframe(
+        session_table(multi_turn, names),
+        hide_index=True,
+        key="sessions_table",
+        column_config={label: st.column_config.Column(help=text) for label, text in session_column_help().items()},
+    )
     others = [names.get(str(summary.run_id), str(summary.run_id)) for summary in summaries if not has_turns(summary)]
     st.caption(SESSIONS_NOTE + (f" Not multi-turn, so not shown here: {', '.join(others)}." if others else ""))
     st.plotly_chart(turn_ttft_chart(multi_turn, names), key="chart-turn-ttft")
@@ -807,6 +812,8 @@ if loaded:
     with columns[0]:
         if st.button("Prepare HTML of all charts", key="make_html"):
             figures = {name: chart_cached(name, keys) for name in COMPARISON_CHARTS}
+            if session_runs(summaries):  # multi-turn runs: their TTFT by turn too
+                figures["turn-ttft"] = turn_ttft_chart(session_runs(summaries), names)
             st.session_state["export_html"] = html_with_provenance(
                 charts_html(figures, "schedlab comparison: " + ", ".join(names[run_id] for run_id in compared)),
                 loaded,

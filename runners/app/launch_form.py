@@ -155,7 +155,7 @@ SESSION_FIELDS: dict[str, str] = {
     "workload.multi_turn.max_turns": "Max turns per session",
     "workload.multi_turn.think_time.distribution": "Think time distribution",
     "workload.multi_turn.think_time.mean_s": "Think time mean (s)",
-    "workload.multi_turn.context_tokens": "Context limit per turn (tokens)",
+    "workload.multi_turn.context_tokens": "Context per turn (tokens)",
 }
 _THINK_DISTRIBUTION_HELP = (
     "seconds a user waits between a reply and their next message: exponential draws them at random around the "
@@ -207,6 +207,12 @@ def requests_field(traffic: str) -> tuple[str, str | None]:
     """(label, help) of the form's ``workload.requests`` field under traffic shape ``traffic``:
     'Sessions' for multi-turn conversations (:data:`REQUESTS_FIELD`), else 'Requests'."""
     return REQUESTS_FIELD.get(traffic, ("Requests", None))
+
+
+def rate_label(traffic: str) -> str:
+    """The label of the form's ``workload.arrival.rate`` field under traffic shape ``traffic``:
+    with sessions the arrival process times first turns, so the rate is of sessions."""
+    return "Rate (sessions/s)" if traffic == "sessions" else "Rate (req/s)"
 
 
 def for_traffic(values: Mapping[str, Any], traffic: str) -> dict[str, Any]:

@@ -800,7 +800,8 @@ def turn_ttft_chart(summaries: Sequence[RunSummary], names: Mapping[str, str] | 
                 col=col,
             )
             fig.update_yaxes(title=entry.label, rangemode="tozero", row=1, col=col)
-    fig.update_xaxes(title=TURN_LABEL, dtick=1, rangemode="tozero")
+    last = max((turn.turn for summary in runs for turn in summary.turns or []), default=1)
+    fig.update_xaxes(title=TURN_LABEL, dtick=1, range=[0.5, last + 0.5])  # turns count from 1
     return apply_layout(fig, TURN_TTFT_TITLE)
 
 

@@ -76,6 +76,7 @@ def test_only_the_sessions_traffic_keeps_the_multi_turn_fields_and_it_always_mak
 def test_the_launch_page_launches_sessions_with_the_typed_multi_turn_values(results):
     app = open_page("pages/1_Launch.py")
     assert app.text_input(key="f:workload.requests").label == "Requests"
+    assert app.text_input(key="f:workload.arrival.rate").label == "Rate (req/s)"
     assert "f:workload.multi_turn.max_turns" not in {t.key for t in app.text_input}
     app.selectbox(key="ui:traffic").set_value("sessions").run()
     assert not app.exception, app.exception
@@ -86,6 +87,7 @@ def test_the_launch_page_launches_sessions_with_the_typed_multi_turn_values(resu
     requests = app.text_input(key="f:workload.requests")
     assert requests.label == "Sessions" and "counts sessions" in requests.help
     assert app.text_input(key="f:workload.multi_turn.max_turns").label == "Max turns per session"
+    assert app.text_input(key="f:workload.arrival.rate").label == "Rate (sessions/s)"
     assert app.text_input(key="f:workload.multi_turn.max_turns").value == "8"  # the model's default
     assert any("estimate counts first turns only" in info.value for info in app.info)
     app.text_input(key="f:workload.multi_turn.max_turns").input("3").run()
