@@ -219,6 +219,7 @@ class VirtualTimeDriver:
             record = recorder.step_tokens(
                 seq.request_id, index, instance.step_times, seq.runs, seq.generated, seq.preemptions
             )
+            recorder.cached(seq.request_id, seq.cached)
             done = record.remaining_tokens <= 0
             policy.on_completion(Completion(seq.request_id, index, seq.generated, record.output_tokens, done), now)
             if done:

@@ -97,6 +97,7 @@ class SimSequence:
     keys: list[int] | None = None  # chained keys of its segments' full blocks (prefix caching)
     held: int = 0  # leading keys it references in the prefix cache (blocks it shares)
     returns: bool = False  # a slice of the request: it will be sent again with its output so far
+    cached: int = 0  # prompt tokens found in the prefix cache when first admitted (vLLM's num_cached_tokens)
 
     @property
     def computed(self) -> int:
@@ -383,6 +384,8 @@ class SimulatedInstance:
             self.prefix_hits += hits * block_size
             seq.c = hits * block_size
             seq.b = hits
+            if not seq.preemptions:  # as vLLM, the first admission's count: a re-admission does not change it
+                seq.cached = hits * block_size
 
     def _cache_computed(self, seq: SimSequence) -> None:
         """Put the full blocks of ``seq``'s prompt computed so far into the prefix cache (keys

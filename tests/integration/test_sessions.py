@@ -144,6 +144,10 @@ def test_on_the_simulator_each_turn_arrives_when_the_previous_reply_ended_plus_i
     assert series["prefix_cache_hits_tokens"].is_monotonic_increasing
     assert int(series["prefix_cache_hits_tokens"].iloc[-1]) == summary.prefix_cache.hits_tokens
     assert int(series["prefix_cache_queries_tokens"].iloc[-1]) == summary.prefix_cache.queries_tokens
+    # and per request, as vLLM's usage reports it: later turns found their conversation so far
+    assert summary.preemptions == 0 and int(rows["cached_tokens"].sum()) == summary.prefix_cache.hits_tokens
+    assert (rows[rows["turn"] == 1]["cached_tokens"] == 0).all()
+    assert (rows[rows["turn"] > 1]["cached_tokens"] > 0).mean() > 0.9
 
 
 def test_a_failed_turn_ends_its_session_and_the_later_turns_are_not_run(tmp_path):
