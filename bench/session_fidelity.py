@@ -9,8 +9,9 @@ served by each; per turn index, the mean TTFT and E2E of each, and the run's pre
 cache reset between runs with POST /reset_prefix_cache, which vLLM serves with
 VLLM_SERVER_DEV_MODE=1), so a run finds nothing of the one before.
 
-Usage: python -m bench.session_fidelity [--seeds 3] [--sessions 12] [--rate 1.0] [--quick]
-Writes bench/results/session_fidelity.{json,md} (not with --quick: one seed, 3 sessions).
+Usage: python -m bench.session_fidelity [--seeds 3] [--sessions 12] [--rate 1.0] [--refit] [--quick]
+Writes bench/results/session_fidelity.{json,md}, with --refit session_fidelity_refit.{json,md} (not with
+--quick: one seed, 3 sessions).
 Run it under the CPU lock (a few minutes).
 """
 
@@ -21,12 +22,18 @@ import json
 import math
 import tempfile
 import time
-import urllib.request
 from pathlib import Path
 from typing import Any
 
 from bench.common import RESULTS
-from bench.vllm_cpu_common import SERVER_ENV, TINY_PROFILE, launched_vllm, tiny_model
+from bench.vllm_cpu_common import (
+    SERVER_ENV,
+    TINY_PROFILE,
+    launched_vllm,
+    measure_engine_steps,
+    reset_prefix_cache,
+    tiny_model,
+)
 from runners.engines.fidelity import MEAN_TARGET_BELOW_SATURATION
 from runners.run.benchmark import execute_run
 from runners.run.config import parse_config
@@ -124,17 +131,18 @@ def markdown(report: dict[str, Any]) -> str:
     return "\n".join(lines) + "\n"
 
 
-def reset_prefix_cache(base_url: str) -> None:
-    """vLLM's POST /reset_prefix_cache, so a run finds nothing of the run before."""
-    urllib.request.urlopen(urllib.request.Request(f"{base_url}/reset_prefix_cache", method="POST"), timeout=30)
-
-
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--seeds", type=int, default=3)
     parser.add_argument("--sessions", type=int, default=12)
     parser.add_argument("--rate", type=float, default=1.0, help="session arrivals per second")
     parser.add_argument("--quick", action="store_true", help="one seed, 3 sessions, nothing written")
+    parser.add_argument(
+        "--refit",
+        action="store_true",
+        help="measure the server's steps first (runners.app.profiler, every phase) and simulate with that profile, "
+        "fitted on the machine as it runs today, instead of the bundled one",
+    )
     args = parser.parse_args()
     seeds, sessions = ([601], 3) if args.quick else (list(range(601, 601 + args.seeds)), args.sessions)
     with tempfile.TemporaryDirectory() as folder:
@@ -145,11 +153,27 @@ def main() -> None:
         with launched_vllm(model, out / "logs", env={**SERVER_ENV, "VLLM_SERVER_DEV_MODE": "1"}) as engine:
             instance = engine.instances[0]
             attached = {"kind": "openai", "urls": instance.endpoint.base_url}
+            profile_path = TINY_PROFILE
+            if args.refit:
+                from runners.app.profiler import fit_step_profile
+
+                config = engine.config
+                samples = measure_engine_steps(instance, config.max_num_batched_tokens)
+                profile_path = out / "today.profile.yaml"
+                fit_step_profile(
+                    samples,
+                    "tiny-cpu-vllm-today",
+                    "bench/session_fidelity.py --refit: measured before the sessions on the same server",
+                    instance.kv_capacity_tokens,
+                    instance.block_size,
+                    config.max_num_seqs,
+                    config.max_num_batched_tokens,
+                ).to_file(profile_path)
             for seed in seeds:
                 reset_prefix_cache(instance.endpoint.base_url)
                 work = workload(model, sessions, seed, args.rate)
                 real.append(measure(attached, work, out, f"real-{seed}"))
-                sim.append(measure({"kind": "sim", "profile": str(TINY_PROFILE)}, work, out, f"sim-{seed}"))
+                sim.append(measure({"kind": "sim", "profile": str(profile_path)}, work, out, f"sim-{seed}"))
                 print(
                     f"seed {seed}: hit rate real {real[-1]['hit_rate']:.3f} sim {sim[-1]['hit_rate']:.3f}; TTFT by turn "
                     f"real {real[-1]['ttft_s']} sim {sim[-1]['ttft_s']}",
@@ -158,7 +182,9 @@ def main() -> None:
     report = {
         "date": time.strftime("%Y-%m-%d %H:%M:%S"),
         "engine": "vllm-cpu 0.32.0, tiny random Llama, max_num_seqs 64, max_num_batched_tokens 2048, 128-token blocks",
-        "profile": str(TINY_PROFILE.relative_to(RESULTS.parents[1])),
+        "profile": "fitted on the same server before the sessions (--refit)"
+        if args.refit
+        else str(TINY_PROFILE.relative_to(RESULTS.parents[1])),
         "workload": f"{sessions} chat sessions per seed (synthetic stand-in), Poisson {args.rate:g} sessions/s, "
         f"at most {MAX_TURNS} turns, think {THINK_S:g} s constant",
         "seeds": seeds,
@@ -169,8 +195,13 @@ def main() -> None:
     text = markdown(report)
     print(text)
     if not args.quick:
-        REPORT_JSON.write_text(json.dumps(report, indent=2, default=lambda v: None if math.isnan(v) else v) + "\n")
-        REPORT_MD.write_text(text)
+        report_json, report_md = (
+            (REPORT_JSON.with_name("session_fidelity_refit.json"), REPORT_MD.with_name("session_fidelity_refit.md"))
+            if args.refit
+            else (REPORT_JSON, REPORT_MD)
+        )
+        report_json.write_text(json.dumps(report, indent=2, default=lambda v: None if math.isnan(v) else v) + "\n")
+        report_md.write_text(text)
 
 
 if __name__ == "__main__":
