@@ -92,6 +92,9 @@ class FakeSGLang(ThreadedServer):
     token_delay_s: float = 0.005
     warmup_s: float = 0.0  # /health answers 503 this long after start
     enable_metrics: bool = True
+    enable_cache_report: bool = (
+        False  # --enable-cache-report: usage.prompt_tokens_details.cached_tokens (no cache here: 0)
+    )
     enable_priority_scheduling: bool = False
     schedule_low_priority_values_first: bool = False
     decode_log_interval: int = 40  # SGLang's default; a launch by schedlab passes 1
@@ -392,6 +395,8 @@ class FakeSGLang(ThreadedServer):
                 }
                 if chat:
                     usage.update(prompt_tokens_details=None, completion_tokens_details=None)
+                if self.enable_cache_report:
+                    usage["prompt_tokens_details"] = {"cached_tokens": 0}
                 await send([], usage=usage)
             await response.write(b"data: [DONE]\n\n")
         except ConnectionResetError:  # the client went away
@@ -438,6 +443,7 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--enable-priority-scheduling", action="store_true")
     parser.add_argument("--schedule-low-priority-values-first", action="store_true")
     parser.add_argument("--enable-metrics", action="store_true")
+    parser.add_argument("--enable-cache-report", action="store_true")
     parser.add_argument("--decode-log-interval", type=int, default=40)
     parser.add_argument("--die-after", type=float, default=None, help="test only: exit with code 9 after S seconds")
     args = parser.parse_args(argv)
@@ -447,6 +453,7 @@ def main(argv: list[str] | None = None) -> None:
         max_running_requests=args.max_running_requests,
         max_total_tokens=args.max_total_tokens,
         enable_metrics=args.enable_metrics,
+        enable_cache_report=args.enable_cache_report,
         enable_priority_scheduling=args.enable_priority_scheduling,
         schedule_low_priority_values_first=args.schedule_low_priority_values_first,
         decode_log_interval=args.decode_log_interval,

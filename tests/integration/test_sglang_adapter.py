@@ -83,6 +83,7 @@ def test_sglang_argument_list():
         "--port",
         "30001",
         "--enable-metrics",
+        "--enable-cache-report",
         "--decode-log-interval",
         "1",
         "--max-running-requests",
@@ -246,7 +247,12 @@ def test_sglang_launch_path_runs_and_stops(results_dir):
     run = load_run(results_dir, "sgl-launch")
     assert run.requests["error"].isna().all() and len(run.requests) == 12
     log = (run.folder / "server-0.log").read_text()
-    assert "--model-path qwen-fake" in log and "--enable-metrics --decode-log-interval 1" in log and "fired up" in log
+    assert (
+        "--model-path qwen-fake" in log
+        and "--enable-metrics --enable-cache-report --decode-log-interval 1" in log
+        and "fired up" in log
+    )
+    assert (run.requests["cached_tokens"] == 0).all()  # the cache report reached each row (this fake caches nothing)
     engine = json.loads((run.folder / "engine.json").read_text())
     assert engine["instances"][0]["kv_capacity_tokens"] == 20_000
 

@@ -142,7 +142,8 @@ class SGLangAdapter(PythonModuleAdapter):
 
     @classmethod
     def server_command(cls, config: SGLangConfig, port: int) -> list[str]:
-        command = cls.module_command(config, port) + ["--enable-metrics"]
+        # --enable-cache-report: each reply's usage says how many prompt tokens its radix cache held
+        command = cls.module_command(config, port) + ["--enable-metrics", "--enable-cache-report"]
         if not any(arg.split("=", 1)[0] == "--decode-log-interval" for arg in config.extra_args):
             command += ["--decode-log-interval", str(DECODE_LOG_INTERVAL)]
         command += optional_flags(
