@@ -401,6 +401,10 @@ def _take_event(
             _take_token(result, exc.text, event.received_at, on_chunk)
         result.error = f"malformed stream chunk ({exc}) after {len(result.chunk_times)} chunks: {quote(data)}"
         return False
+    if text is None and not result.chunk_times and _finishing(chunk):
+        # a finishing chunk of empty text before any token: the stream's only token ended inside a
+        # multi-byte character (vLLM, one token asked); after a token it is LMDeploy's closing chunk
+        text = ""
     if text is not None:
         _take_token(result, text, event.received_at, on_chunk)
     if usage:
@@ -411,6 +415,13 @@ def _take_event(
         if usage["cached_tokens"] is not None:
             result.cached_tokens = usage["cached_tokens"]
     return True
+
+
+def _finishing(chunk: Any) -> bool:
+    """Whether a (well-formed) chunk carries a ``finish_reason``."""
+    return any(
+        isinstance(choice, dict) and choice.get("finish_reason") is not None for choice in chunk.get("choices") or []
+    )
 
 
 def _take_token(

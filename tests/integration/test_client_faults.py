@@ -89,7 +89,7 @@ def test_parse_chunk_accepts_what_servers_send():
     )  # a finish chunk with no text is no token (LMDeploy)
     assert parse_chunk({"choices": [], "usage": {"completion_tokens": 4, "prompt_tokens": 2}}, "completions") == (
         None,
-        {"completion_tokens": 4, "prompt_tokens": 2},
+        {"completion_tokens": 4, "prompt_tokens": 2, "cached_tokens": None},
     )
     assert parse_chunk({"choices": [{"delta": {"role": "assistant"}}]}, "chat") == (None, None)
     assert parse_chunk({"choices": [{"delta": {"content": "hi"}}]}, "chat") == ("hi", None)

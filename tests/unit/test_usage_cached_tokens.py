@@ -39,3 +39,25 @@ def test_the_row_sums_the_cached_tokens_of_each_dispatch():
 def test_vllm_is_launched_to_report_cached_tokens():
     engine = parse_config({"engine": {"kind": "vllm", "model": "/m"}}).engine
     assert "--enable-prompt-tokens-details" in VLLMAdapter.server_command(engine, 8000)
+
+
+def test_a_lone_token_of_empty_text_is_still_a_token():
+    """vLLM with one token asked whose text ends inside a multi-byte character streams one chunk:
+    empty text with its finish_reason. It is the token (the step profiler's prefills ask for one);
+    an empty finishing chunk after a token (LMDeploy's closing chunk) is not another."""
+    from runners.engines.openai_client import StreamResult, _take_event
+    from runners.engines.sse import SSEEvent
+
+    def events(*chunks: str) -> StreamResult:
+        result = StreamResult(sent_at=0.0)
+        for at, data in enumerate(chunks, start=1):
+            assert _take_event(result, SSEEvent(data=data, received_at=float(at)), "completions", None)
+        return result
+
+    lone = events('{"choices": [{"index": 0, "text": "", "finish_reason": "length"}]}')
+    assert lone.chunk_times == [1.0] and lone.output_tokens == 1
+    closing = events(
+        '{"choices": [{"index": 0, "text": "hi", "finish_reason": null}]}',
+        '{"choices": [{"index": 0, "text": "", "finish_reason": "length"}]}',
+    )
+    assert closing.chunk_times == [1.0] and closing.text == "hi"
