@@ -44,12 +44,15 @@ from runners.views.charts import (
     CHART_VIEWS,
     COMPARISON_CHARTS,
     LOG_X_CHARTS,
+    PREFIX_HIT_RATE_CHART,
+    PREFIX_HIT_RATE_VIEWS,
     ExportUnavailable,
     chart_png,
     chart_title,
     charts_html,
     comparison_chart,
     has_turns,
+    prefix_hit_rate_over_time,
     sweep_charts,
     turn_ttft_chart,
 )
@@ -69,6 +72,7 @@ from runners.views.compare import (
     tokenization_note,
     workload_differences,
 )
+from runners.views.prefix_view import HIT_RATE_CAPTION, has_prefix_counters, no_counters_note, runs_without_counters
 from runners.views.session_view import SESSIONS_NOTE, session_column_help, session_runs, session_table
 from runners.views.study_charts import capacity_chart, metric_bars, pooled_cdfs, sweep_bands
 from runners.views.study_view import (
@@ -102,6 +106,12 @@ ROOT = result_store.DEFAULT_RESULTS_DIR
 def chart_cached(name: str, keys: tuple[tuple[str, float], ...], log_x: bool = False):
     runs = [load_run_cached(folder, stamp) for folder, stamp in keys]
     return comparison_chart(name, [run.summary for run in runs], runs, log_x=log_x)
+
+
+@st.cache_resource(show_spinner=False, max_entries=32)
+def prefix_chart_cached(keys: tuple[tuple[str, float], ...]):
+    """The prefix-cache hit rate over time of the runs at ``keys`` (those with the counters)."""
+    return prefix_hit_rate_over_time([load_run_cached(folder, stamp) for folder, stamp in keys])
 
 
 @st.cache_data(show_spinner="Writing the run's requests…", max_entries=8)
@@ -793,12 +803,26 @@ if loaded:
         key="cdf_log_x",
         help="A logarithmic x axis, for latencies that span decades (zeros not drawn).",
     )
-    shown_charts = CHART_VIEWS[view]
+    # the prefix-cache hit rate over time: beside the over-time charts when some run has its counters
+    prefix_runs = any(has_prefix_counters(run.timeseries) for run in loaded)
+    shown_charts = CHART_VIEWS[view] + (
+        (PREFIX_HIT_RATE_CHART,) if prefix_runs and view in PREFIX_HIT_RATE_VIEWS else ()
+    )
+    captions[PREFIX_HIT_RATE_CHART] = " ".join(
+        part
+        for part in (HIT_RATE_CAPTION, no_counters_note([names[run.run_id] for run in runs_without_counters(loaded)]))
+        if part
+    )
     left, right = st.columns(2) if len(shown_charts) > 1 else (st.container(), None)  # one chart: full width
     for index, name in enumerate(shown_charts):
         chart_column = right if index % 2 and right is not None else left
         with chart_column:
-            st.plotly_chart(chart_cached(name, keys, log_x and name in LOG_X_CHARTS), key=f"chart-{name}")
+            figure = (
+                prefix_chart_cached(keys)
+                if name == PREFIX_HIT_RATE_CHART
+                else chart_cached(name, keys, log_x and name in LOG_X_CHARTS)
+            )
+            st.plotly_chart(figure, key=f"chart-{name}")
             st.caption(captions.get(name, ""))
 
     sessions_section(summaries, names)
@@ -814,6 +838,8 @@ if loaded:
             figures = {name: chart_cached(name, keys) for name in COMPARISON_CHARTS}
             if session_runs(summaries):  # multi-turn runs: their TTFT by turn too
                 figures["turn-ttft"] = turn_ttft_chart(session_runs(summaries), names)
+            if prefix_runs:  # runs with prefix-cache counters: their hit rate over time too
+                figures[PREFIX_HIT_RATE_CHART] = prefix_chart_cached(keys)
             st.session_state["export_html"] = html_with_provenance(
                 charts_html(figures, "schedlab comparison: " + ", ".join(names[run_id] for run_id in compared)),
                 loaded,

@@ -15,7 +15,7 @@ from runners.app.launch_form import results_link
 from runners.store import result_store
 from runners.store.models import JobRunStatus, StudyRun
 from runners.study.runner import identical_decisions_note
-from runners.views.charts import live_instance_series, live_latency_scatter
+from runners.views.charts import live_instance_series, live_latency_scatter, live_prefix_hit_rate
 from runners.views.live import (
     LiveSnapshot,
     StudyProgress,
@@ -25,6 +25,7 @@ from runners.views.live import (
     read_live,
     read_study_progress,
 )
+from runners.views.prefix_view import HIT_RATE_CAPTION, has_prefix_counters
 
 JOB_SELECT = "job_select"  # the Jobs panel's drop-down: the job the live view follows
 CARDS_PER_ROW = 3  # labels stay whole at 1,024 px (four cut 'elapsed, simulated (s)')
@@ -143,6 +144,12 @@ def _run_live(run_id: str, snapshot: LiveSnapshot) -> None:
         live_instance_series(snapshot.timeseries, simulated=snapshot.simulated, scheduler=scheduler),
         key=f"live-ts-{run_id}",
     )
+    if has_prefix_counters(snapshot.timeseries):  # an engine that reports its prefix cache
+        st.plotly_chart(
+            live_prefix_hit_rate(snapshot.timeseries, simulated=snapshot.simulated, scheduler=scheduler),
+            key=f"live-prefix-{run_id}",
+        )
+        st.caption(HIT_RATE_CAPTION)
     for name, tail in snapshot.logs.items():
         with st.expander(f"{name} (last lines)", expanded=snapshot.status == "failed"):
             st.code(tail or "(empty)", language=None)

@@ -29,6 +29,7 @@ from runners.store.models import RunSummary
 from runners.store.result_store import RunData
 from runners.views.colours import TASK_PATTERNS, run_colours, scheduler_colour, task_symbol
 from runners.views.compare import run_display_names, summary_value
+from runners.views.prefix_view import HIT_RATE_WINDOW_S, has_prefix_counters, hit_rate_entry, hit_rate_over_time
 from runners.workload.slo import TASKS
 
 #: How each task's SLO lines and boxes are drawn: neutral grey (the run colours stay the runs'),
@@ -181,7 +182,8 @@ def _threshold(entry: Metric, value: float) -> str:
 
 def thin_series(t: Any, y: Any, max_points: int = MAX_SERIES_POINTS) -> tuple[np.ndarray, np.ndarray]:
     """At most about ``max_points`` points of the series (t sorted): each bin of consecutive
-    samples contributes its minimum and its maximum, in time order."""
+    samples contributes its minimum and its maximum, in time order (a bin of NaN only: its first
+    point, so a gap stays a gap)."""
     t = np.asarray(t, dtype=float)
     y = np.asarray(y, dtype=float)
     if t.size <= max_points:
@@ -193,6 +195,9 @@ def thin_series(t: Any, y: Any, max_points: int = MAX_SERIES_POINTS) -> tuple[np
         if stop <= start:
             continue
         segment = y[start:stop]
+        if np.isnan(segment).all():  # a gap (e.g. no prefix-cache lookups): one point keeps it
+            keep.append(start)
+            continue
         low, high = start + int(np.nanargmin(segment)), start + int(np.nanargmax(segment))
         keep.extend(sorted({low, high}))
     index = np.asarray(keep)
@@ -678,6 +683,58 @@ COMPARISON_CHARTS = {
     "throughput": lambda summaries, runs, names, log_x: throughput_over_time(runs, names=names),
 }
 assert set(COMPARISON_CHARTS) == set(COMPARISON_CHART_TITLES), "every chart has a title"
+#: The prefix-cache hit rate over time (:func:`prefix_hit_rate_over_time`): a chart of the over-time
+#: group drawn only when some compared run has the counters, so not one of COMPARISON_CHARTS (the nine
+#: every comparison draws); its key and title, and the views that draw it beside their charts.
+PREFIX_HIT_RATE_CHART = "prefix_hit_rate"
+PREFIX_HIT_RATE_TITLE = "Prefix-cache hit rate over time"
+PREFIX_HIT_RATE_VIEWS: tuple[str, ...] = ("Memory & batch", "All charts")
+
+
+def _hit_rate_line(
+    fig: go.Figure, timeseries: pd.DataFrame, name: str, run_id: str | None, colour: str, window_s: float, points: int
+) -> None:
+    """One line of the hit rate over time (:func:`runners.views.prefix_view.hit_rate_over_time`,
+    summed over instances, in %) of ``timeseries``; NaN (no lookups in the window) a gap."""
+    entry = hit_rate_entry()
+    series = hit_rate_over_time(timeseries, window_s)
+    t, y = thin_series(series.index.to_numpy(), series.to_numpy(), points)
+    when = f"{RUN_TIME_LABEL.split(' (')[0]} %{{x:.1f}} s"
+    value = f"{hover_safe(quantity(entry))} over the last {window_s:g} s: {hover_value(entry)}"
+    fig.add_scatter(
+        x=t,
+        y=[None if math.isnan(v) else float(v) for v in y],
+        mode="lines",
+        name=name,
+        legendgroup=run_id or name,
+        line={"color": colour},
+        connectgaps=False,
+        hovertemplate=_run_hover(name, run_id, when, value)
+        if run_id is not None
+        else f"<b>{hover_safe(name)}</b><br>{when}<br>{value}<extra></extra>",
+    )
+
+
+def prefix_hit_rate_over_time(
+    runs: Sequence[RunData], names: Mapping[str, str] | None = None, window_s: float = HIT_RATE_WINDOW_S
+) -> go.Figure:
+    """The prefix-cache hit rate over run time of each run with the counters (tokens found cached
+    / tokens looked up over the trailing ``window_s`` seconds, summed over instances, in % on a
+    0-100 axis), one line per run in its scheduler's colour, named by its display name; runs
+    without the counters are left out (the page names them). A gap where nothing was looked up."""
+    fig = go.Figure()
+    shown = display_names(runs, names)
+    points = point_share(len(runs), MAX_SERIES_POINTS, floor=200)
+    for run, colour in zip(runs, run_colours(_schedulers(runs))):  # colours as in the other charts
+        if has_prefix_counters(run.timeseries):
+            _hit_rate_line(fig, run.timeseries, shown[run.run_id], run.run_id, colour, window_s, points)
+    entry = hit_rate_entry()
+    fig.update_xaxes(title=RUN_TIME_LABEL)
+    fig.update_yaxes(title=entry.label)
+    percent_axis(fig, entry)
+    return apply_layout(fig, PREFIX_HIT_RATE_TITLE)
+
+
 #: The charts with a latency x axis that a log scale helps (the Results page's log-x toggle).
 LOG_X_CHARTS: tuple[str, ...] = ("ttft_cdf", "tpot_cdf", "e2e_cdf")
 #: The comparison's chart groups, as the Results page offers them (a browser draws one group
@@ -889,6 +946,22 @@ def live_instance_series(timeseries: pd.DataFrame, simulated: bool = False, sche
     fig.update_xaxes(title=SIMULATED_TIME_LABEL if simulated else RUN_TIME_LABEL)
     percent_axis(fig, kv, row=1, col=1)
     return apply_layout(fig, "Engine state per instance", height=320)
+
+
+def live_prefix_hit_rate(
+    timeseries: pd.DataFrame, simulated: bool = False, scheduler: str | None = None, window_s: float = HIT_RATE_WINDOW_S
+) -> go.Figure:
+    """The running run's prefix-cache hit rate over run time (``simulated``: the simulator's clock,
+    said on the axis), summed over instances, in % over the trailing ``window_s`` seconds, in the
+    colour of its ``scheduler``; the same line as the Results page's
+    (:func:`prefix_hit_rate_over_time`), drawn from the samples read so far."""
+    fig = go.Figure()
+    _hit_rate_line(fig, timeseries, "all instances", None, scheduler_colour(scheduler), window_s, MAX_SERIES_POINTS)
+    entry = hit_rate_entry()
+    fig.update_xaxes(title=SIMULATED_TIME_LABEL if simulated else RUN_TIME_LABEL)
+    fig.update_yaxes(title=entry.label)
+    percent_axis(fig, entry)
+    return apply_layout(fig, PREFIX_HIT_RATE_TITLE, height=320)
 
 
 # -- export ----------------------------------------------------------------------------------------

@@ -383,3 +383,41 @@ def test_slo_labels_turn_left_near_the_right_edge_so_they_stay_on_the_plot(runs)
     # e2e CDF: code's 30 s limit is 2/3 of the way along its panel's 10-40 s: its label to its left
     label = next(a for a in latency_cdfs(runs, "e2e_s").layout.annotations if "SLO" in a.text)
     assert (label.xanchor, label.xshift) == ("right", -3)
+
+
+def test_the_hit_rate_chart_keeps_a_long_runs_gaps_and_draws_each_run_in_its_scheduler_colour():
+    """4,000 samples (thinned to the point budget) with 10 s of no lookups in the middle: the chart
+    draws (before: thinning an all-NaN bin raised), the gap stays a gap, values on a 0-100 axis;
+    a run without counters gets no line."""
+    import numpy as np
+
+    from runners.views.charts import PREFIX_HIT_RATE_TITLE, prefix_hit_rate_over_time
+    from runners.views.colours import scheduler_colour
+
+    t = np.arange(4000) * 0.25
+    looked_up = np.where((t >= 400) & (t < 410), 0, 100)  # tokens per sample; none for 10 s
+    queries = np.cumsum(looked_up)
+    timeseries = pd.DataFrame(
+        {
+            "t_s": t,
+            "instance": 0,
+            "kv_usage": 0.1,
+            "running": 1,
+            "tokens_per_s": 1.0,
+            "prefix_cache_queries_tokens": queries,
+            "prefix_cache_hits_tokens": queries // 4,  # a quarter found cached
+        }
+    )
+    with_counters = make_run("r1", "slo-sa")
+    with_counters = RunData(
+        "r1", with_counters.folder, with_counters.config, with_counters.summary, with_counters.requests, timeseries
+    )
+    fig = prefix_hit_rate_over_time([make_run("r0", "fcfs"), with_counters], window_s=5.0)
+    assert fig.layout.title.text == PREFIX_HIT_RATE_TITLE and fig.layout.yaxis.range == (0, 100)
+    (trace,) = fig.data  # r0 has no counters: no line
+    assert trace.line.color == scheduler_colour("slo-sa") and len(trace.x) <= 1500
+    y = np.asarray([np.nan if value is None else value for value in trace.y], dtype=float)
+    x = np.asarray(trace.x)
+    assert np.nanmin(y) == pytest.approx(25.0) and np.nanmax(y) == pytest.approx(25.0)
+    inside = (x >= 405) & (x < 410)  # 5 s and more into the 10 s without lookups
+    assert inside.any() and np.isnan(y[inside]).all()
