@@ -430,10 +430,9 @@ class SLOAwarePolicy(SchedulerPolicy[SLOAwareParams]):
         super().on_arrival(request, now)
         instance = self._assign(request)
         state = self.state[instance]
-        cached = 0
         if request.segments:  # a prompt that shares content: what of it the instance likely still holds
             self.prefix.add(request)
-            cached = self.cached[request.request_id] = self.prefix.cached_tokens(request, instance)
+            self.cached[request.request_id] = self.prefix.cached_tokens(request, instance)
         # the whole prompt counts against memory: a cached block the request reuses stops being free
         # when it runs (vLLM counts a cached block no request uses as free), so only the prefill is shorter
         footprint = self.footprint[request.request_id] = request.input_tokens + self.outputs.predict(request)
