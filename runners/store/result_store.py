@@ -659,7 +659,10 @@ def read_table(
 
 
 def _with_columns(frame: pd.DataFrame, columns: dict[str, pa.DataType]) -> pd.DataFrame:
-    """``frame`` with each of ``columns`` it lacks added as nulls (dtype as a saved table's)."""
+    """``frame`` with each of ``columns`` it lacks added as nulls (dtype as a saved table's), in
+    the contract's column order (a version may add columns between older ones' places, e.g. the
+    time series' engine_* of version 3 before version 7's prefix-cache counters); columns the
+    contract does not know stay after them."""
     missing = [name for name in columns if name not in frame.columns]
     if not missing:
         return frame
@@ -668,7 +671,9 @@ def _with_columns(frame: pd.DataFrame, columns: dict[str, pa.DataType]) -> pd.Da
 
     nulls = pa.table({name: pa.nulls(len(frame), columns[name]) for name in missing}).to_pandas()
     nulls.index = frame.index
-    return pd.concat([frame, nulls], axis=1)
+    joined = pd.concat([frame, nulls], axis=1)
+    extra = [name for name in frame.columns if name not in columns]
+    return joined[[*columns, *extra]]
 
 
 def empty_frame(columns: dict[str, pa.DataType]) -> pd.DataFrame:

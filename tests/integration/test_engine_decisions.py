@@ -216,7 +216,7 @@ def test_a_simulated_run_writes_null_engine_columns(tmp_path):
     )
     assert done.returncode == 0, done.stderr[-2000:]
     run = load_run(out, "plain")
-    assert run.summary.schema_version == SCHEMA_VERSION == 6
+    assert run.summary.schema_version == SCHEMA_VERSION == 7
     assert list(run.timeseries.columns) == list(TIMESERIES_COLUMNS)
     assert len(run.timeseries) > 0
     for column in SAMPLE_COLUMNS:

@@ -69,6 +69,7 @@ def test_vllm_argument_list():
         "40",
         "--scheduling-policy",
         "priority",
+        "--enable-prompt-tokens-details",
         "--enforce-eager",
     ]
     assert VLLMConfig(model="m", command=["vllm", "serve"]).server_command(1)[:2] == ["vllm", "serve"]

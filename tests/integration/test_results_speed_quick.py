@@ -55,7 +55,7 @@ def test_request_columns_are_the_same_mapping_with_the_file_contract_types():
     from runners.store.timeseries import TIMESERIES_COLUMNS as ROW_COLUMNS
 
     assert REQUEST_COLUMNS is result_store.request_columns() and TIMESERIES_COLUMNS is ROW_COLUMNS
-    assert list(REQUEST_COLUMNS)[:3] == ["request_id", "task", "arrival_s"] and len(REQUEST_COLUMNS) == 19
+    assert list(REQUEST_COLUMNS)[:3] == ["request_id", "task", "arrival_s"] and len(REQUEST_COLUMNS) == 22
     assert REQUEST_COLUMNS["slo_met"] == pa.bool_() and REQUEST_COLUMNS["output_tokens"] == pa.int64()
     assert REQUEST_COLUMNS["ttft_s"] == pa.float64() and REQUEST_COLUMNS["error"] == pa.string()
 
