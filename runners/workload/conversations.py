@@ -400,20 +400,31 @@ def load_pairs(
     source: DatasetSource, task: str, counter: TokenCounter, length_filter: LengthFilter
 ) -> tuple[list[ConversationPair], LoadReport]:
     """Load one task's dataset from its source; DatasetError if nothing usable remains."""
-    label = source.label(task)
-    entries: Iterable[Any]
-    if source.kind == "synthetic":
-        entries = iter_entries_from_file(SYNTHETIC_FILES[task])
-    elif source.kind == "file":
-        entries = iter_entries_from_file(source.path or "")
-    else:
-        entries = read_entries_from_hub(source)
+    label, entries = source_entries(source, task)
     pairs, report = extract_pairs(entries, counter, length_filter, label)
     if not pairs:
-        reasons = ", ".join(f"{reason}: {count}" for reason, count in report.skipped.most_common()) or "no entries"
-        raise DatasetError(
-            label,
-            f"no usable conversation among {report.entries} entries ({reasons}); expected ShareGPT format "
-            '[{"conversations": [{"from": "human", "value": ...}, {"from": "gpt", "value": ...}]}]',
-        )
+        raise nothing_usable(label, report)
     return pairs, report
+
+
+def source_entries(
+    source: DatasetSource, task: str, synthetic_files: dict[str, Path] = SYNTHETIC_FILES
+) -> tuple[str, Iterable[Any]]:
+    """(label, raw entries) of one task's source: for ``synthetic`` the task's file of
+    ``synthetic_files`` (the single-turn stand-ins by default), a local file, or the hub."""
+    if source.kind == "synthetic":
+        return f"synthetic {synthetic_files[task].name}", iter_entries_from_file(synthetic_files[task])
+    if source.kind == "file":
+        return source.label(task), iter_entries_from_file(source.path or "")
+    return source.label(task), read_entries_from_hub(source)
+
+
+def nothing_usable(label: str, report: LoadReport) -> DatasetError:
+    """The error of a source none of whose entries gave a usable conversation: how many were read
+    and why each kind was skipped, and the format expected."""
+    reasons = ", ".join(f"{reason}: {count}" for reason, count in report.skipped.most_common()) or "no entries"
+    return DatasetError(
+        label,
+        f"no usable conversation among {report.entries} entries ({reasons}); expected ShareGPT format "
+        '[{"conversations": [{"from": "human", "value": ...}, {"from": "gpt", "value": ...}]}]',
+    )

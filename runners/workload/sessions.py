@@ -28,7 +28,6 @@ from typing import Any, Literal
 
 from pydantic import Field
 
-from runners.errors import DatasetError
 from runners.input_model import InputModel
 from runners.workload.conversations import (
     SYNTHETIC_SESSION_FILES,
@@ -36,8 +35,8 @@ from runners.workload.conversations import (
     LengthFilter,
     LoadReport,
     conversation_turns,
-    iter_entries_from_file,
-    read_entries_from_hub,
+    nothing_usable,
+    source_entries,
 )
 from runners.workload.tokens import TokenCounter
 
@@ -148,23 +147,10 @@ def load_conversations(
 ) -> tuple[list[Conversation], LoadReport]:
     """One task's conversations (:func:`extract_conversations`) from its source: for ``synthetic``
     the multi-turn stand-in (:data:`SYNTHETIC_SESSION_FILES`); DatasetError when none is usable."""
-    label = source.label(task)
-    entries: Iterable[Any]
-    if source.kind == "synthetic":
-        label = f"synthetic {SYNTHETIC_SESSION_FILES[task].name}"
-        entries = iter_entries_from_file(SYNTHETIC_SESSION_FILES[task])
-    elif source.kind == "file":
-        entries = iter_entries_from_file(source.path or "")
-    else:
-        entries = read_entries_from_hub(source)
+    label, entries = source_entries(source, task, SYNTHETIC_SESSION_FILES)
     conversations, report = extract_conversations(entries, counter, length_filter, label, max_turns)
     if not conversations:
-        reasons = ", ".join(f"{reason}: {count}" for reason, count in report.skipped.most_common()) or "no entries"
-        raise DatasetError(
-            label,
-            f"no usable conversation among {report.entries} entries ({reasons}); expected ShareGPT format "
-            '[{"conversations": [{"from": "human", "value": ...}, {"from": "gpt", "value": ...}, ...]}]',
-        )
+        raise nothing_usable(label, report)
     return conversations, report
 
 
