@@ -145,15 +145,13 @@ def _made_up_text_ratio(counter: TokenCounter | None) -> float:
     return corpus_chars_per_token(counter.count)
 
 
-def _add_system_prompts(
-    requests: list[Request], config: WorkloadConfig, counter: TokenCounter, reports: dict[str, dict[str, Any]]
-) -> None:
-    """Put a shared system prompt before the prompts of ``config.system_prompt.share`` of
-    ``requests`` (in place: they are the builder's own): its text (made-up, the same for the same
-    prompt in every run; the counter's own characters per token) first, its tokens added to
-    ``input_tokens``, and the segments that say so (the system prompt's content, then the
-    request's own). Which requests and which prompt come from a stream of their own."""
-    from runners.workload.prefix import own_segments
+def _system_prompts(
+    config: WorkloadConfig, counter: TokenCounter, count: int
+) -> list[tuple[str, tuple[tuple[int, int], ...]]]:
+    """For each of ``count`` draws (requests, or sessions), the text and segment of the shared
+    system prompt it starts with, or ``("", ())`` for none: with probability
+    ``config.system_prompt.share`` one of its ``prompts`` made-up texts (the same for the same prompt
+    in every run; the counter's own characters per token), drawn uniformly on a stream of its own."""
     from runners.workload.traces import content_text
 
     shared = config.system_prompt
@@ -163,21 +161,34 @@ def _add_system_prompts(
         content_text(SYSTEM_PROMPT_CONTENT + index, shared.tokens, ratio) + "\n\n" for index in range(shared.prompts)
     ]
     rng = np.random.default_rng([config.seed, SYSTEM_PROMPT_STREAM])
-    gets = rng.random(len(requests)) < shared.share
-    which = rng.integers(shared.prompts, size=len(requests))
+    gets = rng.random(count) < shared.share
+    which = rng.integers(shared.prompts, size=count)
+    return [
+        (texts[index], ((SYSTEM_PROMPT_CONTENT + index, shared.tokens),)) if chosen else ("", ())
+        for chosen, index in zip(gets.tolist(), which.tolist())
+    ]
+
+
+def _add_system_prompts(
+    requests: list[Request], config: WorkloadConfig, counter: TokenCounter, reports: dict[str, dict[str, Any]]
+) -> None:
+    """Put a shared system prompt (:func:`_system_prompts`) before the prompts of
+    ``config.system_prompt.share`` of ``requests`` (in place: they are the builder's own): its
+    text first, its tokens added to ``input_tokens``, and the segments that say so (the system
+    prompt's content, then the request's own)."""
+    from runners.workload.prefix import own_segments
+
+    shared = config.system_prompt
+    assert shared is not None
     tag = object.__setattr__
     given = 0
-    for request, chosen, index in zip(requests, gets.tolist(), which.tolist()):
-        if not chosen:
+    for request, (text, prefix) in zip(requests, _system_prompts(config, counter, len(requests))):
+        if not prefix:
             continue
         given += 1
-        segments = (
-            (SYSTEM_PROMPT_CONTENT + index, shared.tokens),
-            *own_segments(request.request_id, request.input_tokens),
-        )
-        tag(request, "prompt", texts[index] + request.prompt)
+        tag(request, "segments", (*prefix, *own_segments(request.request_id, request.input_tokens)))
+        tag(request, "prompt", text + request.prompt)
         tag(request, "input_tokens", request.input_tokens + shared.tokens)
-        tag(request, "segments", segments)
     reports["system_prompt"] = shared.model_dump() | {"requests": given}
 
 
@@ -326,7 +337,10 @@ def _session_workload(
     arrivals = np.asarray(arrival_times(config.arrival, len(chosen), config.seed), dtype=float).tolist()
     sent = [turns_that_fit(chosen[i][2], multi.max_turns, limit, extra) for i in order]
     thinks = iter(_think_times(config, sum(sent) - len(sent)))
-    prefixes = _session_system_prompts(config, counter, len(order), reports)
+    prefixes: list[tuple[str, tuple[tuple[int, int], ...]]] = [("", ())] * len(order)
+    if config.system_prompt is not None:  # a session's system prompt starts every turn
+        prefixes = _system_prompts(config, counter, len(order))
+        reports["system_prompt"] = config.system_prompt.model_dump() | {"sessions": sum(1 for _, p in prefixes if p)}
     kinds = {task: getattr(config, task).kind for task in TASKS}
     unset = TaskSLO.model_construct(e2e_s=float("inf"))  # replaced by _tag_slos below
     requests: list[Request] = []
@@ -366,30 +380,6 @@ def _session_workload(
     workload = Workload(requests, reports, synthetic=config.is_synthetic, calibration=calibration, lengths=lengths)
     _tag_slos(workload, {task: sum(1 for r in requests if r.task == task) for task in TASKS}, slos_for)
     return workload
-
-
-def _session_system_prompts(
-    config: WorkloadConfig, counter: TokenCounter, sessions: int, reports: dict[str, dict[str, Any]]
-) -> list[tuple[str, tuple[tuple[int, int], ...]]]:
-    """Per session, the text and segments of its shared system prompt (``("", ())`` without one),
-    drawn as :func:`_add_system_prompts` draws them per request."""
-    shared = config.system_prompt
-    if shared is None:
-        return [("", ())] * sessions
-    from runners.workload.traces import content_text
-
-    ratio = _made_up_text_ratio(counter)
-    texts = [
-        content_text(SYSTEM_PROMPT_CONTENT + index, shared.tokens, ratio) + "\n\n" for index in range(shared.prompts)
-    ]
-    rng = np.random.default_rng([config.seed, SYSTEM_PROMPT_STREAM])
-    gets = rng.random(sessions) < shared.share
-    which = rng.integers(shared.prompts, size=sessions)
-    reports["system_prompt"] = shared.model_dump() | {"sessions": int(gets.sum())}
-    return [
-        (texts[index], ((SYSTEM_PROMPT_CONTENT + index, shared.tokens),)) if chosen else ("", ())
-        for chosen, index in zip(gets.tolist(), which.tolist())
-    ]
 
 
 def _session_report(multi: Any, conversations: list[Any], sent: list[int], limit: int) -> dict[str, Any]:
