@@ -35,6 +35,7 @@ from bench.vllm_cpu_common import (
     tiny_model,
 )
 from runners.engines.fidelity import MEAN_TARGET_BELOW_SATURATION
+from runners.metrics.seed_statistics import mean_interval
 from runners.run.benchmark import execute_run
 from runners.run.config import parse_config
 from runners.store.result_store import load_run
@@ -73,15 +74,11 @@ def measure(engine: dict[str, Any], work: dict[str, Any], out: Path, run_id: str
 
 
 def interval(values: list[float]) -> dict[str, Any]:
-    """Mean and 95% t-interval of ``values`` (None bounds for one value)."""
-    from scipy import stats
-
-    n = len(values)
-    mean = sum(values) / n
-    if n < 2:
-        return {"mean": mean, "low": None, "high": None, "n": n, "values": values}
-    spread = stats.sem(values) * stats.t.ppf(0.975, n - 1)
-    return {"mean": mean, "low": mean - spread, "high": mean + spread, "n": n, "values": values}
+    """Mean and 95% Student t interval of ``values`` (runners.metrics.seed_statistics.mean_interval;
+    None bounds for one value)."""
+    bounds = mean_interval(values)
+    low, high = bounds if bounds is not None else (None, None)
+    return {"mean": sum(values) / len(values), "low": low, "high": high, "n": len(values), "values": values}
 
 
 def compare(real: list[dict[str, Any]], sim: list[dict[str, Any]]) -> dict[str, Any]:

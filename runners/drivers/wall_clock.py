@@ -662,13 +662,12 @@ class WallClockDriver:
     def _count_prefix_cache(self, final: MetricsSnapshot | None, baseline: MetricsSnapshot | None) -> None:
         """Add one instance's prefix-cache counters over the run (final scrape less the one after
         warm-up; tokens) to the run's, where the engine reports them."""
-        if final is None or final.prefix_queries is None or final.prefix_hits is None:
+        queries, hits = _prefix_since(final, baseline)
+        if queries is None or hits is None:
             return
         counters = self.counters
-        start_queries = (baseline.prefix_queries or 0.0) if baseline else 0.0
-        start_hits = (baseline.prefix_hits or 0.0) if baseline else 0.0
-        counters.prefix_queries = (counters.prefix_queries or 0.0) + final.prefix_queries - start_queries
-        counters.prefix_hits = (counters.prefix_hits or 0.0) + final.prefix_hits - start_hits
+        counters.prefix_queries = (counters.prefix_queries or 0.0) + queries
+        counters.prefix_hits = (counters.prefix_hits or 0.0) + hits
 
     def run(self) -> DriverResult:
         return asyncio.run(self._run())
