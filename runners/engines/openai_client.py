@@ -208,11 +208,9 @@ def parse_chunk(chunk: Any, api: str) -> tuple[str | None, dict[str, int | None]
     if not isinstance(choices, list):
         raise MalformedChunk("'choices' is not a list")
     pieces = []
-    finishing = False
     for choice in choices:
         if not isinstance(choice, dict):
             raise MalformedChunk("a choice is not an object")
-        finishing = finishing or choice.get("finish_reason") is not None
         if api == "chat":
             delta = choice.get("delta")
             if delta is None:
@@ -226,7 +224,7 @@ def parse_chunk(chunk: Any, api: str) -> tuple[str | None, dict[str, int | None]
             raise MalformedChunk("the generated text is not a string")
         pieces.append(piece or "")
     text: str | None = "".join(pieces)
-    if api == "chat" or finishing:
+    if api == "chat" or _finishing(chunk):
         text = text or None
     elif not choices:
         text = None
