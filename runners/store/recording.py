@@ -452,8 +452,10 @@ class RunRecorder:
         """Summary metrics of the rows so far, and ``contention`` of the samples so far
         (:func:`runners.metrics.contention.contention`); ITL percentiles (over every token gap)
         only when ``include_itl``, since they cost a pass over all gaps."""
-        # the columns the summary reads (not the request ids: a million strings in a big run)
-        frame = self._rows.table().select(list(SUMMARY_COLUMNS)).to_pandas()
+        # the columns the summary reads (not the request ids: a million strings in a big run), with
+        # a multi-turn run's session columns in the same pass over the rows
+        columns = list(dict.fromkeys([*SUMMARY_COLUMNS, *SESSION_COLUMNS])) if self._sessions else list(SUMMARY_COLUMNS)
+        frame = self._rows.table().select(columns).to_pandas()
         summary = summarize_requests(frame, preemptions=sum(self.preemptions_by_instance.values()))
         summary["itl_s"] = self.itl_distribution() if include_itl else distribution([])
         summary["requests_total"] = len(self.records)
@@ -464,7 +466,7 @@ class RunRecorder:
         samples["instance"] = samples["instance"].astype(np.int64)
         summary["contention"] = contention(samples)
         if self._sessions:
-            sessions = session_summary(self._rows.table().select(list(SESSION_COLUMNS)).to_pandas())
+            sessions = session_summary(frame)
             if sessions is not None:
                 summary.update(sessions)
         return summary
