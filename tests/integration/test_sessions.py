@@ -25,6 +25,7 @@ from runners.workload.requests import FOLLOWS
 from runners.workload.sessions import SESSION_CONTENT
 from runners.workload.slo import PAPER_SLOS
 from tests.fakes.fault_server import FaultServer
+from tests.integration.test_client_faults import config_for
 
 
 def _message(role: str, tokens: int, letter: str) -> dict:
@@ -153,18 +154,9 @@ def test_on_the_simulator_each_turn_arrives_when_the_previous_reply_ended_plus_i
 def test_a_failed_turn_ends_its_session_and_the_later_turns_are_not_run(tmp_path):
     server = FaultServer(behaviour="malformed", chunk="null", good_tokens=2).start()
     try:
-        data = {
-            "run_id": "broken",
-            "engine": {"kind": "openai", "urls": server.url, "warmup_concurrency": [], "request_timeout_s": 60},
-            "workload": {
-                "requests": 5,
-                "arrival": {"process": "poisson", "rate": 50},
-                "filters": {"max_total_tokens": 300, "min_output_tokens": 8},
-                "multi_turn": {"max_turns": 4, "think_time": {"mean_s": 0}, "context_tokens": 100_000},
-            },
-            "max_error_rate": 1.0,
-            "sample_interval_s": 0.05,
-        }
+        data = config_for(server, "broken", requests=5)  # test_client_faults' run against a fault server
+        data["workload"]["multi_turn"] = {"max_turns": 4, "think_time": {"mean_s": 0}, "context_tokens": 100_000}
+        data["max_error_rate"] = 1.0
         outcome = execute_run(parse_config(data), tmp_path)
     finally:
         server.stop()
@@ -181,17 +173,10 @@ def test_a_failed_turn_ends_its_session_and_the_later_turns_are_not_run(tmp_path
 def test_on_a_server_turn_n_is_sent_after_turn_n_minus_1_with_its_prompt_as_the_start(tmp_path):
     server = FaultServer(behaviour="ok").start()
     try:
-        data = {
-            "run_id": "served",
-            "engine": {"kind": "openai", "urls": server.url, "warmup_concurrency": [], "request_timeout_s": 60},
-            "workload": {
-                "requests": 4,
-                "arrival": {"process": "poisson", "rate": 20},
-                "filters": {"max_total_tokens": 300, "min_output_tokens": 8, "max_input_tokens": 200},
-                "multi_turn": {"max_turns": 3, "think_time": {"distribution": "constant", "mean_s": 0.2}},
-            },
-            "sample_interval_s": 0.05,
-        }
+        data = config_for(server, "served", requests=4)
+        data["workload"]["arrival"]["rate"] = 20
+        data["workload"]["filters"]["max_input_tokens"] = 200
+        data["workload"]["multi_turn"] = {"max_turns": 3, "think_time": {"distribution": "constant", "mean_s": 0.2}}
         outcome = execute_run(parse_config(data), tmp_path)
         bodies = list(server.bodies)
     finally:
