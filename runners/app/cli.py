@@ -141,10 +141,33 @@ def build_run_config(args: argparse.Namespace) -> Any:
                 "an empty list asks for no study at all; give at least one value, or leave it out for one run",
             )
         set_dotted(data, key.strip(), parsed)
+    if get("member_resources") is not None:
+        set_dotted(data, "trials.member_resources", parse_resources(args.member_resources))
+    if get("servers_per_member") is not None:
+        set_dotted(data, "trials.servers_per_member", args.servers_per_member)
     for flag, value in (("--baseline", get("baseline")), ("--executor", get("executor"))):
         if isinstance(value, str) and not value.strip():
             raise ConfigError(flag, "is empty; expected a name (or leave the flag out)")
     return parse_config(data)
+
+
+def parse_resources(text: str) -> dict[str, float]:
+    """``--member-resources``: ``gpu=1`` or ``GPU=1,CPU=2`` as {name: amount}; ConfigError naming
+    the flag for anything else."""
+    expected = "expected NAME=AMOUNT pairs separated by commas, e.g. gpu=1 or GPU=1,CPU=2"
+    resources: dict[str, float] = {}
+    for part in str(text).split(","):
+        name, equals, amount = part.strip().partition("=")
+        try:
+            value = float(amount)
+        except ValueError:
+            value = float("nan")
+        if not equals or not name.strip() or not 0 <= value <= 1e6:
+            raise ConfigError("--member-resources", f"{part.strip()!r} in {text!r}; {expected}")
+        if name.strip() in resources:
+            raise ConfigError("--member-resources", f"{name.strip()!r} is named twice; {expected}")
+        resources[name.strip()] = value
+    return resources
 
 
 #: The config lists that make a run a study; ``--set`` may not give them empty.
@@ -180,7 +203,7 @@ def _resume_study(args: argparse.Namespace) -> int:
     """``run --resume STUDY``: finish an interrupted or cancelled study's missing members with
     the plan and seeds its study.json records, keeping the members that ran to their end."""
     from runners.study.executors import choose_execution
-    from runners.study.runner import prepare_resume
+    from runners.study.runner import REPLACED_FOLDER, prepare_resume
 
     given = sorted(
         name for name, value in vars(args).items() if name not in RESUME_FLAGS and value not in (None, [], False)
@@ -195,7 +218,11 @@ def _resume_study(args: argparse.Namespace) -> int:
     missing = len(plan.members) - len(resume.kept)
     print(
         f"study {plan.study_id}: resuming {missing} of {len(plan.members)} runs ({len(resume.kept)} kept"
-        + (f"; partial runs removed to run again: {', '.join(resume.replaced)}" if resume.replaced else "")
+        + (
+            f"; runs to run again, their folders moved to {REPLACED_FOLDER}/: {', '.join(resume.replaced)}"
+            if resume.replaced
+            else ""
+        )
         + f"); {execution.note}",
         flush=True,
     )
@@ -726,9 +753,9 @@ def _build_run(run: argparse.ArgumentParser) -> None:
     run.add_argument(
         "--resume",
         metavar="STUDY",
-        help="finish an interrupted or cancelled study: run its missing members with the plan and seeds "
-        "its study.json records, keeping those that ran to their end (only --out, --workers, --executor, "
-        "--quiet go with it)",
+        help="finish an interrupted, cancelled or failed study: run its missing and failed members with the "
+        "plan and seeds its study.json records, keeping those that finished done (only --out, --workers, "
+        "--executor, --quiet go with it)",
     )
     run.add_argument(
         "--workers",
@@ -740,6 +767,18 @@ def _build_run(run: argparse.ArgumentParser) -> None:
         "--executor",
         help="where a study's runs execute: process (default), serial, or ray (a Ray "
         "cluster: RAY_ADDRESS, else a local Ray; pip install ray)",
+    )
+    run.add_argument(
+        "--member-resources",
+        metavar="NAME=N,...",
+        help="a real-engine study on Ray: what each member holds while its server runs, e.g. gpu=1 (a "
+        "custom resource) or GPU=2,CPU=4 (default GPU = instances, CPU = 1)",
+    )
+    run.add_argument(
+        "--servers-per-member",
+        type=int,
+        help="a study on attached servers (--url) as a pool: each member gets this many of them, "
+        "members run at once on separate groups, prefix caches emptied between members",
     )
     run.add_argument("--requests", type=int, help="number of requests")
     run.add_argument("--rate", type=float, help="arrival rate, requests per second")

@@ -1,5 +1,6 @@
 """Start and stop engine servers: argument lists (never a shell), free ports, one process group
-per server, a health wait that quotes the server's log when it fails, and terminate-then-kill.
+per server, a health wait that quotes the server's log when it fails, and terminate-then-kill;
+a reaper per server stops it if the launching process dies first (:mod:`runners.engines.reaper`).
 
 The value of a secret-looking flag (``--api-key X``, ``--hf-token=X``: see
 :func:`runners.engines.real_config.redact_args`) is written to the server's log as ``***``, and
@@ -26,6 +27,7 @@ from urllib.request import urlopen
 from runners.engines.engine_decisions import DECISION_LOG_PREFIX
 from runners.engines.openai_client import redact
 from runners.engines.real_config import is_secret_flag, redact_args
+from runners.engines.reaper import release, start_reaper
 from runners.errors import RunCancelled, SchedlabError
 
 #: Text in a server log that says the server crashed (a Python traceback; vLLM's engine core died).
@@ -145,6 +147,7 @@ class ServerProcess:
     health_path: str = "/health"
     process: subprocess.Popen | None = None
     _log_handle: IO[bytes] | None = None
+    _reaper: tuple[subprocess.Popen, int] | None = None  # runners.engines.reaper: the server dies with us
 
     @property
     def base_url(self) -> str:
@@ -168,6 +171,10 @@ class ServerProcess:
         except OSError as exc:
             handle.close()
             raise EngineStartError(f"could not start {self.command[0]!r}: {exc}") from exc
+        try:
+            self._reaper = start_reaper(self.process.pid)
+        except OSError:  # the server still runs; only a launcher killed outright would leave it behind
+            self._reaper = None
 
     def _tail(self) -> str:
         return log_tail(self.log_path, secrets=command_secrets(self.command) + env_secrets(self.env))
@@ -236,6 +243,9 @@ class ServerProcess:
                 process.wait(timeout=5)
             except subprocess.TimeoutExpired:
                 pass
+        if self._reaper is not None:
+            release(*self._reaper)
+            self._reaper = None
         if self._log_handle is not None:
             self._log_handle.close()
             self._log_handle = None

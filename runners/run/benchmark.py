@@ -277,9 +277,22 @@ def _engine_record(engine: RealEngine) -> dict[str, Any]:
                 }
                 for instance in engine.instances
             ],
+            "host": _launch_host(engine),
         },
         secrets,
     )
+
+
+def _launch_host(engine: RealEngine) -> dict[str, Any] | None:
+    """Where launched servers ran (runners.engines.gpu.host_record, their GPUs as
+    CUDA_VISIBLE_DEVICES gave them); None for attached servers, whose machine is not this one."""
+    from runners.engines.gpu import host_record
+
+    servers = [instance.server for instance in engine.instances if instance.server is not None]
+    if not servers:
+        return None
+    devices = [server.env["CUDA_VISIBLE_DEVICES"] for server in servers if "CUDA_VISIBLE_DEVICES" in server.env]
+    return host_record(devices or None)
 
 
 def execute_run(

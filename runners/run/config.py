@@ -74,6 +74,22 @@ class TrialsConfig(InputModel):
         description="where the runs execute (CLI --executor): serial, process (a pool of worker "
         "processes, the default) or ray (also chosen by RAY_ADDRESS); see runners.study.executors",
     )
+    member_resources: dict[
+        Annotated[str, Field(min_length=1, max_length=64)], Annotated[float, Field(ge=0, le=1e6)]
+    ] = Field(
+        default_factory=dict,
+        max_length=16,
+        description="Ray resources each member of a real-engine study holds while its server runs (CLI "
+        "--member-resources gpu=1): GPU (num_gpus), CPU (num_cpus) or a custom resource the cluster "
+        "declares; default GPU = the engine's instances, CPU = 1; see runners.study.cluster",
+    )
+    servers_per_member: int | None = Field(
+        default=None,
+        ge=1,
+        le=16,
+        description="a study on attached servers as a pool (CLI --servers-per-member): engine.urls dealt out "
+        "in groups of this many, one group per member at a time; see runners.study.cluster",
+    )
 
     @field_validator("seeds", "rates", "schedulers", mode="before")
     @classmethod

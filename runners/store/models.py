@@ -28,11 +28,11 @@ Number = int | float
 #: summary.json's schema version (the history of each version: runners.store.result_store).
 SUMMARY_SCHEMA_VERSION = 7
 #: study.json's schema version (the history: runners.study.runner).
-STUDY_SCHEMA_VERSION = 3
+STUDY_SCHEMA_VERSION = 4
 #: status.json's and engine.json's schema versions (both versioned from issue 26; a file without
 #: ``schema_version`` is version 0, written before).
 JOB_STATUS_SCHEMA_VERSION = 1
-ENGINE_RECORD_SCHEMA_VERSION = 1
+ENGINE_RECORD_SCHEMA_VERSION = 2
 
 
 class Record(BaseModel):
@@ -303,13 +303,23 @@ class StudyRun(Record):
     rate: Number | None = None
     status: str | None = None
     error: str | None = None
+    # version 4 (issue 32): where the member ran and, while it runs, how far it is
+    node: str | None = None  # the machine (hostname) of a launched server, or the attached server(s)
+    hardware: str | None = None  # engine.json host.hardware: GPU models and driver, or the CPU
+    cache_reset: str | None = None  # on an attached pool: why its server's prefix cache could not be emptied
+    started_at: str | None = None
+    requests_done: int | None = None
+    requests_total: int | None = None
 
 
 class StudyExecution(Record):
-    """How a study's runs were executed."""
+    """How a study's runs were executed (version 4 adds the Ray ``resources`` each member held
+    and an attached pool's ``servers_per_member``)."""
 
     executor: str | None = None
     workers: int | None = None
+    resources: dict[str, Number] | None = None
+    servers_per_member: int | None = None
 
 
 class StudyRecord(Record):
@@ -373,11 +383,31 @@ class EngineInstance(Record):
     log: str | None = None
 
 
+class HostGPU(Record):
+    """One GPU a launched server was given (NVML): its index on the node, model name and driver."""
+
+    index: int | None = None
+    name: str | None = None
+    driver: str | None = None
+
+
+class EngineHost(Record):
+    """The node launched servers ran on (runners.engines.gpu.host_record): ``hardware`` is one line
+    (GPU models and driver, or the CPU) that a study compares across the members of a seed."""
+
+    hostname: str | None = None
+    ray_node_id: str | None = None
+    cpu: str | None = None
+    gpus: list[HostGPU] = []
+    hardware: str | None = None
+
+
 class EngineRecord(Record):
     """``engine.json`` of a real-engine run (the engine card)."""
 
     schema_version: int = 0
     instances: list[EngineInstance]
+    host: EngineHost | None = None  # version 2: where launched servers ran; None for attached ones
 
 
 #: The published records, by the file name of their schema in docs/schemas/.
@@ -400,9 +430,11 @@ def json_schemas() -> dict[str, str]:
 __all__ = [
     "Contention",
     "Distribution",
+    "EngineHost",
     "EngineInstance",
     "EngineRecord",
     "FailureGate",
+    "HostGPU",
     "JobRunStatus",
     "JobStatusRecord",
     "MetricStatistics",

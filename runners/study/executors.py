@@ -43,7 +43,7 @@ import queue
 import signal
 import time
 from collections import deque
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from concurrent.futures import FIRST_COMPLETED, Future, ProcessPoolExecutor, wait
 from concurrent.futures.process import BrokenProcessPool
 from dataclasses import dataclass
@@ -90,10 +90,17 @@ class Execution:
     kind: str
     workers: int | None
     note: str
+    resources: dict[str, float] | None = None  # Ray: what each member holds (runners.study.cluster)
+    groups: list[list[str]] | None = None  # pool: the attached servers, one group per member at a time
 
     def record(self) -> dict[str, Any]:
         """The ``execution`` entry of study.json."""
-        return {"executor": self.kind, "workers": self.workers}
+        entry: dict[str, Any] = {"executor": self.kind, "workers": self.workers}
+        if self.resources is not None:
+            entry["resources"] = self.resources
+        if self.groups:
+            entry["servers_per_member"] = len(self.groups[0])
+        return entry
 
 
 def ray_installed() -> bool:
@@ -119,14 +126,9 @@ def choose_execution(
     if executor is not None and executor not in EXECUTORS:
         raise ConfigError("--executor", f"{executor!r}; expected one of: {', '.join(EXECUTORS)}")
     kinds = sorted({member.config.engine.kind for member in plan.members} - {"sim"})
-    if kinds:
-        asked = (
-            " (--workers and --executor do not apply)" if (workers or 1) > 1 or executor not in (None, "serial") else ""
-        )
-        return Execution(
-            "serial", 1, f"real engine ({', '.join(kinds)}): runs one at a time against its servers{asked}"
-        )
     address = environ.get("RAY_ADDRESS") or None
+    if kinds:
+        return _real_execution(plan, workers, executor, address, kinds)
     kind = executor or ("ray" if address else "process")
     if kind == "ray":
         if not ray_installed():
@@ -153,6 +155,48 @@ def choose_execution(
                 "--executor process to use them anyway)",
             )
     return Execution("process", count, f"runs on {count} worker processes")
+
+
+def _real_execution(
+    plan: "StudyPlan", workers: int | None, executor: str | None, address: str | None, kinds: Sequence[str]
+) -> Execution:
+    """A real-engine study's execution: a pool of attached servers (``trials.servers_per_member``),
+    members as Ray tasks owning their servers (``--executor ray`` or ``RAY_ADDRESS``), or one
+    member at a time (runners.study.cluster)."""
+    from runners.study.cluster import check_placeable, member_resources, pool_groups
+
+    groups = pool_groups(plan)
+    if groups:
+        if executor == "ray":
+            raise ConfigError(
+                "--executor", "ray and a pool of attached servers (--servers-per-member): expected one of them"
+            )
+        at_once = min(len(groups), workers or len(groups))
+        return Execution(
+            "pool",
+            at_once,
+            f"runs on a pool of {len(groups)} attached server groups of {len(groups[0])}, {at_once} members at once",
+            groups=groups[:at_once] if at_once < len(groups) else groups,
+        )
+    if (executor == "ray" or (executor is None and address)) and "openai" not in kinds:
+        if not ray_installed():
+            raise ConfigError("--executor", "ray is not installed; pip install ray (the optional Ray executor)")
+        check_placeable(plan)
+        resources = member_resources(plan)
+        where = f"the Ray cluster at {address}" if address else "a local Ray"
+        held = ", ".join(f"{name}={amount:g}" for name, amount in resources.items())
+        how_many = f"up to {workers} at once" if workers else "as many at once as its resources allow"
+        return Execution(
+            "ray",
+            workers,
+            f"real engine ({', '.join(kinds)}): each member a Ray task on {where} launching its own servers, "
+            f"holding {held}, {how_many}",
+            resources=resources,
+        )
+    asked = " (--workers and --executor do not apply)" if (workers or 1) > 1 or executor not in (None, "serial") else ""
+    if asked and "openai" in kinds:
+        asked = " (--workers and --executor do not apply; --servers-per-member N deals its servers out as a pool)"
+    return Execution("serial", 1, f"real engine ({', '.join(kinds)}): runs one at a time against its servers{asked}")
 
 
 def _member_seconds(member: "StudyMember") -> float:
@@ -192,13 +236,19 @@ def run_members(
     on_finish: Callable[["StudyMember", Outcome], None],
     should_stop: Callable[[], bool] | None = None,
     on_start: Callable[[], None] | None = None,
+    on_place: Callable[["StudyMember", Placement], None] | None = None,
+    study_file: Path | None = None,
 ) -> None:
     """Run ``members`` as ``execution`` says, calling (in this process, in its thread)
-    ``on_progress(member, done, total)`` as their requests complete and ``on_finish(member,
-    outcome)`` once per member, in the order they end: ``("skipped", None, None)`` for one a stop
-    request kept from starting. ``on_start()`` runs once the executor is ready (Ray reached),
-    before any member starts. SchedlabError when Ray cannot be started or reached."""
+    ``on_place(member, placement)`` when a member starts somewhere, ``on_progress(member, done,
+    total)`` as their requests complete and ``on_finish(member, outcome)`` once per member, in the
+    order they end: ``("skipped", None, None)`` for one a stop request kept from starting.
+    ``on_start()`` runs once the executor is ready (Ray reached), before any member starts.
+    ``study_file``: the study's study.json, which a Ray member looks for to know whether its node
+    shares the results folder (runners.study.cluster). SchedlabError when Ray cannot be started
+    or reached, or cannot hold a real-engine member."""
     stopped = lambda: bool(should_stop and should_stop())  # noqa: E731
+    placed = on_place or (lambda member, placement: None)
     members = list(members)
     if execution.kind == "serial":
         if on_start is not None:
@@ -207,22 +257,43 @@ def run_members(
             if stopped():
                 on_finish(member, ("skipped", None, None))
                 continue
+            placed(member, Placement(member.run_id, _here(), os.getpid()))
             on_finish(
                 member,
                 task(member, results_root, lambda done, total, m=member: on_progress(m, done, total), should_stop),
             )
         return
-    backend: _Backend = (
-        _ProcessBackend(execution.workers or 1, results_root, task)
-        if execution.kind == "process"
-        else _RayBackend(execution.workers, results_root, task)
-    )
+    backend: _Backend
+    if execution.kind == "process":
+        backend = _ProcessBackend(execution.workers or 1, results_root, task)
+    elif execution.kind == "pool":
+        backend = _PoolBackend(execution.groups or [], results_root, task)
+    else:
+        backend = _RayBackend(execution.workers, results_root, task, execution.resources, study_file)
     try:
         if on_start is not None:
             on_start()
-        _drive(backend, members, on_progress, on_finish, stopped)
+        _drive(backend, members, on_progress, on_finish, stopped, placed)
     finally:
         backend.close()
+
+
+@dataclass(frozen=True)
+class Placement:
+    """Where a member started: ``where`` (the machine's hostname, or an attached pool's server
+    URLs), the ``pid`` that runs it (None when unknown) and, on a pool, ``cache_note``: why its
+    servers' prefix caches could not be emptied first (None when they were)."""
+
+    run_id: str
+    where: str
+    pid: int | None = None
+    cache_note: str | None = None
+
+
+def _here() -> str:
+    import socket
+
+    return socket.gethostname()
 
 
 # -- the loop all pools share ----------------------------------------------------------------------
@@ -246,6 +317,10 @@ class _Backend:
     def running(self) -> int:
         raise NotImplementedError
 
+    def placements(self) -> list[Placement]:
+        """The members that started since the last call, and where."""
+        return []
+
     def stop(self) -> None:
         raise NotImplementedError
 
@@ -259,9 +334,11 @@ def _drive(
     on_progress: Callable[["StudyMember", int, int], None],
     on_finish: Callable[["StudyMember", Outcome], None],
     stopped: Callable[[], bool],
+    on_place: Callable[["StudyMember", Placement], None],
 ) -> None:
     """Keep at most ``backend.workers`` members in flight (so each submitted one runs at once, and
-    a stop request leaves none queued), pass progress and outcomes on, honour a stop request."""
+    a stop request leaves none queued), pass placements, progress and outcomes on, honour a stop
+    request."""
     pending = deque(members)
     by_id = {member.run_id: member for member in members}
     halted = False
@@ -275,6 +352,9 @@ def _drive(
         while pending and backend.running() < backend.workers:
             backend.submit(pending.popleft())
         finished = backend.collect(POLL_S, pending)
+        for placement in backend.placements():
+            if placement.run_id in by_id:
+                on_place(by_id[placement.run_id], placement)
         for run_id, done, total in backend.progress():
             if run_id in by_id:
                 on_progress(by_id[run_id], done, total)
@@ -331,7 +411,7 @@ def _process_task(member: "StudyMember", results_root: Path, task: MemberTask) -
     messages, stop = _worker_channel["messages"], _worker_channel["stop"]
     if stop.is_set():
         return "skipped", None, None
-    messages.put(("start", member.run_id, os.getpid()))
+    messages.put(("start", member.run_id, os.getpid(), _here()))
     return task(
         member, results_root, _Reporter(member.run_id, lambda report: messages.put(("progress", *report))), stop.is_set
     )
@@ -366,6 +446,7 @@ class _ProcessBackend(_Backend):
         self.unstartable: str | None = None  # why no worker process can start a run: later members fail at once
         self.refused: list[tuple["StudyMember", Outcome]] = []
         self.stranded: list["StudyMember"] = []  # submitted to a pool that had just broken: never started
+        self.placed: list[Placement] = []
 
     def submit(self, member: "StudyMember") -> None:
         if self.unstartable:
@@ -397,6 +478,7 @@ class _ProcessBackend(_Backend):
             if message[0] == "start":
                 self.pids[message[1]] = message[2]
                 self.pool_pids.add(message[2])
+                self.placed.append(Placement(message[1], message[3], message[2]))
             else:
                 self.reports.append(tuple(message[1:]))
 
@@ -404,6 +486,11 @@ class _ProcessBackend(_Backend):
         self._drain()
         reports, self.reports = self.reports, []
         return reports
+
+    def placements(self) -> list[Placement]:
+        self._drain()
+        placed, self.placed = self.placed, []
+        return placed
 
     def collect(self, timeout: float, retry: deque) -> list[tuple["StudyMember", Outcome]]:
         if self.refused:
@@ -496,16 +583,80 @@ class _ProcessBackend(_Backend):
         self.messages.close()
 
 
+# -- a pool of attached servers --------------------------------------------------------------------
+class _PoolBackend(_Backend):
+    """Members of a study on attached servers, each given one free group of servers
+    (runners.study.cluster.pooled) with its prefix caches emptied first, run in a process pool of
+    one worker per group; a group is free again when its member ends."""
+
+    def __init__(self, groups: list[list[str]], results_root: Path, task: MemberTask) -> None:
+        self.groups = groups
+        self.workers = len(groups)
+        self.free = list(range(len(groups)))
+        self.held: dict[str, int] = {}  # run_id -> index of its group
+        self.placed: list[Placement] = []
+        self.inner = _ProcessBackend(len(groups), results_root, task)
+
+    def submit(self, member: "StudyMember") -> None:
+        from runners.engines.real_config import redact_url
+        from runners.study.cluster import pooled, reset_group
+
+        index = self.free.pop(0)
+        self.held[member.run_id] = index
+        member = pooled(member, self.groups[index])
+        note = reset_group(member)
+        where = ",".join(redact_url(url) for url in self.groups[index])
+        self.placed.append(Placement(member.run_id, where, None, note))
+        self.inner.submit(member)
+
+    def _release(self, run_id: str) -> None:
+        if run_id in self.held:
+            self.free.append(self.held.pop(run_id))
+
+    def collect(self, timeout: float, retry: deque) -> list[tuple["StudyMember", Outcome]]:
+        finished = self.inner.collect(timeout, retry)
+        for member, _ in finished:
+            self._release(member.run_id)
+        for member in retry:  # never started (the process pool broke): its group is free again
+            self._release(member.run_id)
+        return finished
+
+    def progress(self) -> list[tuple[str, int, int]]:
+        return self.inner.progress()
+
+    def placements(self) -> list[Placement]:
+        self.inner.placements()  # the workers' own (their host) say less than the servers used
+        placed, self.placed = self.placed, []
+        return placed
+
+    def running(self) -> int:
+        return self.inner.running()
+
+    def stop(self) -> None:
+        self.inner.stop()
+
+    def close(self) -> None:
+        self.inner.close()
+
+
 # -- Ray -------------------------------------------------------------------------------------------
 class _RayChannel:
     """A Ray actor between this process and the tasks: progress reports in, a stop flag out."""
 
     def __init__(self) -> None:
         self.reports: list[tuple[str, int, int]] = []
+        self.placed: list[tuple[str, str, int]] = []
         self.stopped = False
 
     def report(self, report: tuple[str, int, int]) -> None:
         self.reports.append(report)
+
+    def place(self, run_id: str, where: str, pid: int) -> None:
+        self.placed.append((run_id, where, pid))
+
+    def drain_placed(self) -> list[tuple[str, str, int]]:
+        placed, self.placed = self.placed, []
+        return placed
 
     def drain(self) -> list[tuple[str, int, int]]:
         reports, self.reports = self.reports, []
@@ -519,11 +670,20 @@ class _RayChannel:
 
 
 def _ray_task(
-    member: "StudyMember", results_root: Path, task: MemberTask, channel: Any, shipped: dict[str, str]
-) -> Outcome:
-    """Runs in a Ray worker: skip when stopped before starting; report progress and poll the stop
-    flag at most every :data:`REPORT_INTERVAL_S`. ``shipped``: the user's scheduler files
-    ({path: text}) the study's process found, registered here first (the node may not have them)."""
+    member: "StudyMember",
+    results_root: Path,
+    task: MemberTask,
+    channel: Any,
+    shipped: dict[str, str],
+    study_file: Path | None = None,
+) -> tuple[Any, ...]:
+    """Runs in a Ray worker: skip when stopped before starting; report where it runs, its progress,
+    and poll the stop flag at most every :data:`REPORT_INTERVAL_S`. ``shipped``: the user's
+    scheduler files ({path: text}) the study's process found, registered here first (the node may
+    not have them). ``study_file`` (a real-engine member): its servers get the GPUs Ray assigned
+    the task, and unless this node sees that study.json (a shared results folder) the run is
+    written to a scratch folder here and sent back as a fourth element, its folder's archive
+    (runners.study.cluster)."""
     import ray
 
     if shipped:
@@ -544,9 +704,25 @@ def _ray_task(
             stopped = bool(ray.get(channel.is_stopped.remote()))
         return stopped
 
-    return task(
-        member, results_root, _Reporter(member.run_id, lambda report: channel.report.remote(report)), should_stop
-    )
+    reporter = _Reporter(member.run_id, lambda report: channel.report.remote(report))
+    channel.place.remote(member.run_id, _here(), os.getpid())
+    if study_file is None:
+        return task(member, results_root, reporter, should_stop)
+    import shutil
+    import tempfile
+
+    from runners.study.cluster import pack_folder, placed
+
+    member = placed(member, [str(gpu) for gpu in ray.get_gpu_ids()])
+    if Path(study_file).is_file():  # this node shares the head's results folder
+        return task(member, results_root, reporter, should_stop)
+    scratch = Path(tempfile.mkdtemp(prefix="schedlab-member-"))
+    try:
+        outcome = task(member, scratch, reporter, should_stop)
+        folder = scratch / member.run_id
+        return (*outcome, pack_folder(folder) if folder.is_dir() else None)
+    finally:
+        shutil.rmtree(scratch, ignore_errors=True)
 
 
 def _ray_error(error: BaseException) -> str:
@@ -555,6 +731,8 @@ def _ray_error(error: BaseException) -> str:
 
     if isinstance(error, ray.exceptions.WorkerCrashedError):
         return "its Ray worker process died (crashed, killed or out of memory); what it measured is in its folder"
+    if isinstance(error, (ray.exceptions.NodeDiedError, ray.exceptions.LocalRayletDiedError)):
+        return "the Ray node it ran on was lost; what it measured is in its folder when the folder is shared"
     cause = getattr(error, "cause", None) or error
     lines = str(cause).strip().splitlines()
     return f"{type(cause).__name__}: {lines[-1] if lines else ''}"
@@ -563,7 +741,14 @@ def _ray_error(error: BaseException) -> str:
 class _RayBackend(_Backend):
     """Members as Ray tasks (``num_cpus=1``, ``max_retries=0``: a rerun would meet its own folder)."""
 
-    def __init__(self, workers: int | None, results_root: Path, task: MemberTask) -> None:
+    def __init__(
+        self,
+        workers: int | None,
+        results_root: Path,
+        task: MemberTask,
+        resources: dict[str, float] | None = None,
+        study_file: Path | None = None,
+    ) -> None:
         import ray
 
         self.ray = ray
@@ -584,11 +769,24 @@ class _RayBackend(_Backend):
                     f"--executor ray: could not start or reach {where}: {type(exc).__name__}: "
                     f"{lines[0] if lines else ''}"
                 ) from exc
-        self.workers = workers or max(int(ray.cluster_resources().get("CPU", 1)), 1)
         self.results_root, self.task = results_root, task
+        self.study_file = study_file if resources is not None else None
+        if resources is not None:  # a real-engine member: as many at once as the resources allow
+            from runners.study.cluster import ray_options, slots
+
+            try:
+                fit = slots(ray.cluster_resources(), resources)
+            except SchedlabError:
+                self.close_ray()
+                raise
+            self.workers = min(workers or fit, fit)
+            options = ray_options(resources)
+        else:
+            self.workers = workers or max(int(ray.cluster_resources().get("CPU", 1)), 1)
+            options = {"num_cpus": 1}
         # Any: Ray types an actor handle's methods as the plain functions, without their .remote
         self.channel: Any = ray.remote(num_cpus=0)(_RayChannel).remote()
-        self.remote_task = ray.remote(num_cpus=1, max_retries=0)(_ray_task)
+        self.remote_task = ray.remote(max_retries=0, **options)(_ray_task)
         self.refs: dict[Any, "StudyMember"] = {}
         from runners.schedulers.discovery import source_files
 
@@ -596,7 +794,9 @@ class _RayBackend(_Backend):
         self.shipped = ray.put(source_files())
 
     def submit(self, member: "StudyMember") -> None:
-        task = self.remote_task.remote(member, self.results_root, self.task, self.channel, self.shipped)
+        task = self.remote_task.remote(
+            member, self.results_root, self.task, self.channel, self.shipped, self.study_file
+        )
         self.refs[task] = member
 
     def running(self) -> int:
@@ -610,13 +810,31 @@ class _RayBackend(_Backend):
         for ref in ready:
             member = self.refs.pop(ref)
             try:
-                finished.append((member, tuple(self.ray.get(ref))))
+                finished.append((member, self._landed(member, tuple(self.ray.get(ref)))))
             except Exception as exc:
                 finished.append((member, ("failed", None, _ray_error(exc))))
         return finished
 
+    def _landed(self, member: "StudyMember", returned: tuple[Any, ...]) -> Outcome:
+        """A task's outcome; a run folder sent back with it (a node without the shared results
+        folder) is put in place first (runners.study.cluster.land_folder)."""
+        if len(returned) == 3:
+            return returned
+        status, summary, error, archive = returned
+        if archive is not None:
+            from runners.study.cluster import land_folder
+
+            try:
+                land_folder(Path(self.results_root), member.run_id, archive)
+            except (OSError, SchedlabError, ValueError) as exc:
+                return "failed", None, f"its run came back from its node but could not be put in place: {exc}"
+        return status, summary, error
+
     def progress(self) -> list[tuple[str, int, int]]:
         return [tuple(report) for report in self.ray.get(self.channel.drain.remote())]
+
+    def placements(self) -> list[Placement]:
+        return [Placement(*placed) for placed in self.ray.get(self.channel.drain_placed.remote())]
 
     def stop(self) -> None:
         self.ray.get(self.channel.stop.remote())
@@ -626,5 +844,9 @@ class _RayBackend(_Backend):
             self.stop()
             self.ray.wait(list(self.refs), num_returns=len(self.refs))
         self.ray.kill(self.channel)
+        self.close_ray()
+
+    def close_ray(self) -> None:
+        """Shut down the Ray this backend started (a Ray the caller started stays)."""
         if self.started_ray:
             self.ray.shutdown()

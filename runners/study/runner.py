@@ -73,7 +73,7 @@ from runners.store.result_store import (
     writer_identity,
 )
 from runners.store.run_ids import RUN_ID_PATTERN, validate_run_id
-from runners.study.executors import Execution, MemberTask, Outcome, choose_execution, run_members
+from runners.study.executors import Execution, MemberTask, Outcome, Placement, choose_execution, run_members
 from runners.study.files import STUDY_FILE
 from runners.study.plan import StudyMember, StudyPlan
 from runners.timestamps import id_stamp, utc_stamp
@@ -84,7 +84,7 @@ if TYPE_CHECKING:
 #: study.json versions this schedlab reads (1 lacks ``config``, ``writer``, ``resumed_at``; 2
 #: lacks ``oracles``: scheduler -> the oracles its runs used, runners.run.knowledge; its members'
 #: runs were written before result schema 5, so their G left failed requests out).
-STUDY_SCHEMA_VERSIONS_READ = (1, 2, 3)
+STUDY_SCHEMA_VERSIONS_READ = (1, 2, 3, 4)
 #: A study of more runs than this needs confirmation (CLI ``--yes``).
 MAX_RUNS_UNCONFIRMED = 1_000
 #: Runs that did not end done listed by name under a study's table (the rest are counted).
@@ -380,6 +380,39 @@ def oracle_name(record: StudyRecord, name: str) -> str:
     return f"{name} ({ORACLE_TAG})" if (record.oracles or {}).get(name) else name
 
 
+def member_host(folder: Path) -> tuple[str | None, str | None]:
+    """(node, hardware) of a member from its engine.json ``host`` (version 2: where launched
+    servers ran); (None, None) for the simulator, attached servers or an unreadable file."""
+    try:
+        data = read_json_file(folder / "engine.json")
+    except (SchedlabError, OSError):
+        return None, None
+    host = data.get("host") if isinstance(data, dict) else None
+    if not isinstance(host, dict):
+        return None, None
+    node, hardware = host.get("hostname"), host.get("hardware")
+    return (node if isinstance(node, str) else None), (hardware if isinstance(hardware, str) else None)
+
+
+def hardware_note(record: StudyRecord) -> str | None:
+    """A sentence when the members of some seed (and rate) ran on different hardware (engine.json
+    ``host.hardware``), so their pairing compares machines as well as schedulers; None when every
+    seed's members ran on identical hardware or nothing says."""
+    groups: dict[tuple[int | None, float | None], set[str]] = {}
+    for run in record.runs:
+        if run.status == "done" and run.hardware:
+            groups.setdefault((run.seed, run.rate), set()).add(run.hardware)
+    mixed = sorted((key for key, kinds in groups.items() if len(kinds) > 1), key=lambda key: (key[0] or 0, key[1] or 0))
+    if not mixed:
+        return None
+    seeds = ", ".join(str(seed) for seed, _ in mixed[:10]) + (" ..." if len(mixed) > 10 else "")
+    kinds = sorted({kind for key in mixed for kind in groups[key]})
+    return (
+        f"not on identical hardware: at {len(mixed)} of {len(groups)} seeds the paired members ran on "
+        f"different machines ({'; '.join(kinds)}), seeds {seeds}; their differences include the hardware's"
+    )
+
+
 def write_study(path: Path, record: StudyRecord) -> None:
     """study.json at ``path``, written through :class:`StudyRecord` (the fields set, as they were
     always written)."""
@@ -451,6 +484,7 @@ def run_study(
     summaries: dict[str, RunSummary] = {}
     for run_id, (status, error, summary) in kept.items():
         by_id[run_id].status, by_id[run_id].error = status, error
+        by_id[run_id].node, by_id[run_id].hardware = member_host(base / run_id)
         if status == "done" and summary is not None:
             summaries[run_id] = summary
     created_at = resume.created_at if resume is not None else _now()
@@ -461,7 +495,8 @@ def run_study(
 
     folder = base / plan.study_id
     created: list[Path] = []
-    written = time.monotonic()
+    written = 0.0
+    real = any(member.config.engine.kind != "sim" for member in plan.members)
     halted: list[str] = []  # the skip reason, once a member failed for a reason of this machine
 
     def stop_requested() -> bool:
@@ -474,28 +509,55 @@ def run_study(
         else:
             created.append(_create_folder(base, plan.study_id, record("running")))
 
-    def on_finish(member: StudyMember, outcome: Outcome) -> None:
+    def write_now(force: bool = False) -> None:
         nonlocal written
-        status, summary, error = outcome
-        if status == "skipped" and halted and error is None:
-            error = halted[0]
-        by_id[member.run_id].status, by_id[member.run_id].error = status, error
-        if status == "done" and summary is not None:
-            summaries[member.run_id] = summary
-        problem = environment_failure(outcome)
-        if problem is not None and not halted:
-            halted.append(environment_skip_reason(member.run_id, problem))
-        if time.monotonic() - written >= WRITE_INTERVAL_S:
+        if created and (force or time.monotonic() - written >= WRITE_INTERVAL_S):
             write_study(folder / STUDY_FILE, record("running"))
             written = time.monotonic()
 
+    def on_place(member: StudyMember, placement: Placement) -> None:
+        run = by_id[member.run_id]
+        run.status, run.started_at = "running", _now()
+        run.node, run.cache_reset = placement.where, placement.cache_note
+        write_now(force=real)  # the live view shows where each real member runs as soon as it starts
+
+    def on_finish(member: StudyMember, outcome: Outcome) -> None:
+        status, summary, error = outcome
+        if status == "skipped" and halted and error is None:
+            error = halted[0]
+        run = by_id[member.run_id]
+        run.status, run.error = status, error
+        if status == "done" and summary is not None:
+            summaries[member.run_id] = summary
+        if status != "skipped":
+            node, hardware = member_host(base / member.run_id)
+            run.node, run.hardware = node or run.node, hardware
+        problem = environment_failure(outcome)
+        if problem is not None and not halted:
+            halted.append(environment_skip_reason(member.run_id, problem))
+        write_now()
+
     def on_progress(member: StudyMember, done: int, total: int) -> None:
+        run = by_id[member.run_id]
+        run.requests_done, run.requests_total = done, total
         if progress is not None:
             progress(done, total, member)
+        write_now()
 
     try:
         to_run = [member for member in plan.members if member.run_id not in kept]
-        run_members(execution, to_run, base, task, on_progress, on_finish, stop_requested, on_start)
+        run_members(
+            execution,
+            to_run,
+            base,
+            task,
+            on_progress,
+            on_finish,
+            stop_requested,
+            on_start,
+            on_place,
+            folder / STUDY_FILE,
+        )
     finally:  # also when leaving on an exception: study.json says what ended how
         for run in runs:
             if run.status in ("pending", "running"):
@@ -709,6 +771,12 @@ def study_lines(record: StudyRecord) -> list[str]:
     ]
     for name, sentences in (record.oracles or {}).items():
         lines += [f"{name} used an {sentence}" for sentence in sentences]
+    hardware = hardware_note(record)
+    if hardware is not None:
+        lines.append(hardware)
+    resets = sorted({run.cache_reset for run in runs if run.cache_reset})
+    if resets:
+        lines.append(f"prefix caches not emptied between members: {resets[0]}")
     troubled = [run for run in runs if run.status not in ("done", "pending") and run.error]
     for run in troubled[:LISTED_PROBLEMS]:
         error = shortened(str(run.error).removeprefix(f"{run.status}: "), 300)
@@ -824,8 +892,20 @@ def delete_study(root: str | Path, study_id: str) -> list[Path]:
 
 
 # -- resuming --------------------------------------------------------------------------------------
-#: Member statuses a resumed study keeps: the member ran to an end of its own.
-KEPT_ON_RESUME = ("done", "failed")
+def _written_here(member: RunSummary) -> bool:
+    """Whether a running member's writer is a process of this machine (else a Ray node's)."""
+    import socket
+
+    writer = member.writer
+    return writer is None or writer.hostname in (None, socket.gethostname())
+
+
+#: Member statuses a resumed study keeps: the member finished. A failed member (its worker or
+#: node lost, its server crashed) runs again, as do interrupted, cancelled and partial ones.
+KEPT_ON_RESUME = ("done",)
+#: Where a resumed study puts the folders of the members it runs again (inside the results folder,
+#: hidden from listings): ``.replaced/<run_id>.<UTC stamp>``. Nothing measured is deleted.
+REPLACED_FOLDER = ".replaced"
 
 
 @dataclass(frozen=True)
@@ -843,12 +923,15 @@ class Resume:
 
 def prepare_resume(root: str | Path, study_id: str) -> tuple[StudyPlan, Resume]:
     """The plan of study ``study_id`` rebuilt from its study.json (``config``: the same members,
-    seeds and rates) and what it keeps. ConfigError naming ``--resume``, before anything is
-    removed, when the study is still running, done, recorded without its config (schema 1), saved
-    without secrets it needs, or its rebuilt plan differs from the runs it lists; then the partial
-    folders of the members to run again are removed (all checked first)."""
+    seeds and rates) and what it keeps (the members that finished done). ConfigError naming
+    ``--resume``, before anything is moved, when the study is still running, done, recorded without
+    its config (schema 1), saved without secrets it needs, or its rebuilt plan differs from the
+    runs it lists, or a member's writer still runs on this machine; then the folders of the
+    members to run again (failed, interrupted, cancelled, partial) are moved aside, all checked
+    first, to ``.replaced/`` (:data:`REPLACED_FOLDER`). A member whose writer ran on another
+    machine (a Ray node) and never finished counts as lost: the study that ran it has ended."""
     from runners.run.config import parse_config
-    from runners.store.result_store import deletable_run_folder, delete_run
+    from runners.store.result_store import deletable_run_folder
 
     if not isinstance(study_id, str) or not RUN_ID_PATTERN.match(study_id):
         raise ConfigError("--resume", f"{study_id!r} is not a study id; expected the id 'python -m runners list' shows")
@@ -891,16 +974,19 @@ def prepare_resume(root: str | Path, study_id: str) -> tuple[StudyPlan, Resume]:
             continue
         member = inspect_run(base / run_id)
         if member.status in KEPT_ON_RESUME:
-            kept[run_id] = (str(member.status), member.error, member if member.status == "done" else None)
-        elif member.status == "running":
+            kept[run_id] = (str(member.status), member.error, member)
+        elif member.status == "running" and _written_here(member):
             raise ConfigError("--resume", f"member run {run_id!r} is still running; resume once it has ended")
         else:
             replaced.append(run_id)
     if len(kept) == len(planned):
-        raise ConfigError("--resume", f"every run of study {study_id!r} has ended; nothing to resume")
-    for run_id in replaced:  # every folder checked before any is removed
+        raise ConfigError("--resume", f"every run of study {study_id!r} finished done; nothing to resume")
+    for run_id in replaced:  # every folder checked before any is moved
         deletable_run_folder(base, run_id)
+    stamp = id_stamp()
     for run_id in replaced:
-        delete_run(base, run_id)
+        aside = base / REPLACED_FOLDER / f"{run_id}.{stamp}"
+        aside.parent.mkdir(exist_ok=True)
+        os.rename(base / run_id, aside)
     resumed = list(record.resumed_at or [])
     return plan, Resume(kept, record.created_at or _now(), resumed, replaced)

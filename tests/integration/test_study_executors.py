@@ -17,6 +17,7 @@ import pandas as pd
 import pytest
 
 from runners.app.cli import main
+from runners.errors import ConfigError
 from runners.run.config import parse_config
 from runners.store.models import StudyExecution, StudyRecord
 from runners.store.result_store import inspect_run
@@ -269,9 +270,61 @@ def test_execution_choice():
     assert choose_execution(real, workers=4, executor="ray") == Execution(
         "serial",
         1,
-        "real engine (openai): runs one at a time against its servers (--workers and --executor do not apply)",
+        "real engine (openai): runs one at a time against its servers (--workers and --executor do not apply; "
+        "--servers-per-member N deals its servers out as a pool)",
     )
     assert choose_execution(real).note == "real engine (openai): runs one at a time against its servers"
+    pool = plan_study(
+        parse_config(
+            {
+                "engine": {"kind": "openai", "urls": ["http://a:1", "http://b:1", "http://c:1", "http://d:1"]},
+                "trials": {"seeds": [0, 1], "schedulers": ["fcfs", "slo-sa"], "servers_per_member": 2},
+            }
+        )
+    )
+    chosen = choose_execution(pool)
+    assert (chosen.kind, chosen.workers, chosen.groups) == (
+        "pool",
+        2,
+        [["http://a:1", "http://b:1"], ["http://c:1", "http://d:1"]],
+    )
+    assert chosen.record() == {"executor": "pool", "workers": 2, "servers_per_member": 2}
+    assert choose_execution(pool, workers=1).groups == [["http://a:1", "http://b:1"]]
+    with pytest.raises(ConfigError, match="ray and a pool"):
+        choose_execution(pool, executor="ray")
+    uneven = parse_config(
+        {
+            "engine": {"kind": "openai", "urls": ["http://a:1", "http://b:1", "http://c:1"]},
+            "trials": {"seeds": [0, 1], "servers_per_member": 2},
+        }
+    )
+    with pytest.raises(ConfigError, match="2 does not divide the 3 servers"):
+        choose_execution(plan_study(uneven))
+    if importlib.util.find_spec("ray") is not None:
+        launched = plan_study(
+            parse_config(
+                {
+                    "engine": {"kind": "vllm", "model": "m", "instances": 2},
+                    "trials": {"seeds": [0, 1], "schedulers": ["fcfs", "slo-sa"]},
+                }
+            )
+        )
+        on_ray = choose_execution(launched, executor="ray", environ={})
+        assert (on_ray.kind, on_ray.resources) == ("ray", {"CPU": 1.0, "GPU": 2.0})
+        assert "each member a Ray task on a local Ray launching its own servers, holding CPU=1, GPU=2" in on_ray.note
+        custom = launched.config.model_copy(
+            update={"trials": launched.config.trials.model_copy(update={"member_resources": {"gpu": 1, "CPU": 0}})}
+        )
+        assert choose_execution(plan_study(custom), environ={"RAY_ADDRESS": "auto"}).resources == {
+            "CPU": 0.0,
+            "gpu": 1.0,
+        }
+        fixed = launched.config.model_copy(
+            update={"engine": launched.config.engine.model_copy(update={"ports": [8000, 8001]})}
+        )
+        with pytest.raises(ConfigError, match="leave ports unset on Ray"):
+            choose_execution(plan_study(fixed), executor="ray", environ={})
+        assert choose_execution(launched).kind == "serial"
 
 
 SMALL = [
