@@ -24,6 +24,7 @@ from runners.views.live import (
     job_run_states,
     read_live,
     read_study_progress,
+    running_member_rows,
 )
 from runners.views.prefix_view import HIT_RATE_CAPTION, has_prefix_counters
 
@@ -86,7 +87,10 @@ def _job_header(job: JobStatus) -> None:
     with head[1]:
         if job.active and st.button("Cancel job", key=f"cancel-{job_id}"):
             cancel_job(job.folder)
-            st.toast("Cancel requested: the current run stops and keeps its rows; runs not started are skipped")
+            st.toast(
+                "Cancel requested: every running run stops (its launched servers too) and keeps its rows; "
+                "runs not started are skipped"
+            )
 
 
 def _job_progress(job: JobStatus, root: Path) -> tuple[str | None, LiveSnapshot | None, StudyProgress | None]:
@@ -104,10 +108,15 @@ def _job_progress(job: JobStatus, root: Path) -> tuple[str | None, LiveSnapshot 
     snapshot = read_live(root / run_id) if run_id is not None else None
     states = job_run_states(root, job.spec.runs, reported)  # after the snapshot: the folders say last
     execution = progress.record.execution if progress is not None else None
-    workers = execution.workers if execution is not None and execution.workers else 1
+    running = running_member_rows(job.spec.runs, states)
+    # a Ray study runs as many members at once as its cluster's resources allow: as many as run now
+    workers = execution.workers if execution is not None and execution.workers else max(1, len(running))
     overall = job_progress(job.spec.runs, states, workers)
     if progress is not None or len(job.spec.runs) > 1:
         st.progress(overall.fraction(), text=overall.text(study.study_id if study is not None else None))
+    if progress is not None and running and (len(running) > 1 or any(row["node"] != "this machine" for row in running)):
+        st.markdown(f"**Running now** ({len(running)}): each member with its node and progress")
+        st.dataframe(pd.DataFrame(running).dropna(axis=1, how="all"), hide_index=True)
     with st.expander(
         f"Runs of this job ({len(job.spec.runs)}): each one's results once it ends", expanded=len(job.spec.runs) <= 12
     ):

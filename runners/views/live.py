@@ -579,16 +579,50 @@ ENDED = ("done", "failed", "cancelled", "skipped", "lost", INTERRUPTED, DAMAGED)
 class RunState:
     """One run of a job as the live view shows it: ``status`` (``queued``, ``starting``,
     ``running`` or how it ended), ``error`` and ``entry``, its folder's summary as the result
-    store lists it (None while it has no folder)."""
+    store lists it (None while it has no folder). A study member also carries what its study.json
+    says of it: ``node`` (where it runs or ran), ``hardware``, ``requests_done`` of
+    ``requests_total`` (its last progress report: a member running on another Ray node has no
+    folder here until it ends) and ``started_at_unix_s``."""
 
     status: str
     error: str | None = None
     entry: RunEntry | None = None
+    node: str | None = None
+    hardware: str | None = None
+    requests_done: int | None = None
+    requests_total: int | None = None
+    started_at_unix_s: float | None = None
+
+    def done(self) -> int:
+        """Requests of the run that ended: its folder's rows (their last flush) or, when larger,
+        the count its study last reported."""
+        rows = self.entry.rows if self.entry is not None and self.entry.rows is not None else 0
+        return max(rows, self.requests_done or 0)
 
     def share(self, planned: int) -> float:
-        """The share (0-1) of ``planned`` requests a running run has rows for (its last flush)."""
-        rows = self.entry.rows if self.entry is not None and self.entry.rows is not None else 0
-        return min(1.0, rows / planned) if planned > 0 else 0.0
+        """The share (0-1) of ``planned`` requests a running run has ended (:meth:`done`)."""
+        return min(1.0, self.done() / planned) if planned > 0 else 0.0
+
+    def started(self) -> float | None:
+        """When the run started (Unix seconds): its folder's summary, else its study's record."""
+        if self.entry is not None and self.entry.started_at_unix_s is not None:
+            return self.entry.started_at_unix_s
+        return self.started_at_unix_s
+
+
+def _member_facts(entry: JobRunStatus | StudyRun | None) -> dict[str, Any]:
+    """What a study.json entry says of where and how far a member runs (RunState's fields); nothing
+    for a job's status.json entry."""
+    if not isinstance(entry, StudyRun):
+        return {}
+    started = parse_utc_stamp(str(entry.started_at)) if entry.started_at else None
+    return {
+        "node": entry.node,
+        "hardware": entry.hardware,
+        "requests_done": entry.requests_done,
+        "requests_total": entry.requests_total,
+        "started_at_unix_s": started,
+    }
 
 
 def job_run_states(
@@ -607,23 +641,26 @@ def job_run_states(
     states: dict[str, RunState] = {}
     for run in reversed(runs):
         run_id = str(run.run_id)
-        status, error = _reported(statuses.get(run_id))
+        reported = statuses.get(run_id)
+        status, error = _reported(reported)
+        facts = _member_facts(reported)
         folder = root / run_id
         if status in ENDED:
-            states[run_id] = RunState(status, error, _finished_summary(folder))
+            states[run_id] = RunState(status, error, _finished_summary(folder), **facts)
             continue
         try:
             exists = folder.is_dir()
         except OSError:
             exists = False
-        if not exists:
-            states[run_id] = RunState("starting" if status == "running" else "queued")
+        if not exists:  # placed on a node (a Ray member writes there): running; else being prepared
+            placed = status == "running" and facts.get("node") is not None
+            states[run_id] = RunState("running" if placed else "starting" if status == "running" else "queued", **facts)
             continue
         entry = inspect_run(folder)
         if entry.status == INCOMPLETE:
-            states[run_id] = RunState("running", None, None)
+            states[run_id] = RunState("running", None, None, **facts)
         else:
-            states[run_id] = RunState(str(entry.status), entry.error or entry.problem, entry)
+            states[run_id] = RunState(str(entry.status), entry.error or entry.problem, entry, **facts)
     return {str(run.run_id): states[str(run.run_id)] for run in runs}
 
 
@@ -661,9 +698,42 @@ def job_run_rows(
         for key in RUN_TABLE_KEYS:
             entry = metric(key)
             row[entry.label] = entry.format(summary_value(summary, key)) if summary else ""
+        row["node"] = state.node  # a study member's machine (None elsewhere: the panel drops the column)
         row["error"] = state.error
         row["run"] = run.run_id
         rows.append(row)
+    return rows
+
+
+def running_member_rows(
+    runs: list[Any], states: Mapping[str, RunState], now: float | None = None
+) -> list[dict[str, Any]]:
+    """One row per run running now (``states`` of :func:`job_run_states`), wherever it runs: run id,
+    scheduler, seed, node and hardware (a study member's, from its study.json), requests ended of
+    those planned, wall seconds since it started, and its ETA (:func:`run_eta`, measured from its
+    pace: a member on another node reports only its count of ended requests)."""
+    clock = now if now is not None else time.time()
+    rows = []
+    for run in runs:
+        state = states.get(str(run.run_id))
+        if state is None or state.status != "running":
+            continue
+        total = state.requests_total or run.workload.requests
+        started = state.started()
+        elapsed = max(0.0, clock - started) if started is not None else None
+        eta = run_eta(elapsed, state.done(), total, planned_wall_s(run))
+        rows.append(
+            {
+                "run": run.run_id,
+                "scheduler": run.scheduler.name,
+                "seed": run.workload.seed,
+                "node": state.node or "this machine",
+                "hardware": state.hardware,
+                "requests": f"{state.done():,} of {total:,}",
+                "running (s)": round(elapsed) if elapsed is not None else None,
+                "ETA": eta.text() if eta is not None else "",
+            }
+        )
     return rows
 
 
@@ -707,9 +777,9 @@ def job_progress(
             finished += 1
         elif state.status == "running":
             current += state.share(run.workload.requests)
-        entry = state.entry
-        if entry is not None and entry.started_at_unix_s is not None:
-            starts.append(entry.started_at_unix_s)
+        started = state.started()
+        if started is not None:
+            starts.append(started)
     clock = now if now is not None else time.time()
     elapsed = max(0.0, clock - min(starts)) if starts else None
     planned = planned_wall_s(runs[0]) if runs else None
