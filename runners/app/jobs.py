@@ -164,7 +164,7 @@ def start_job(spec: JobSpec, results_root: str | Path = DEFAULT_RESULTS_DIR) -> 
         folder.mkdir(parents=True, exist_ok=False)
     except OSError as exc:
         raise SchedlabError(f"{folder}: cannot create the job folder ({exc.strerror or exc})") from None
-    # job.json is read by the pages: secrets (engine.env values, --api-key ...) written as ***;
+    # job.json is read by the pages: secrets (secret-looking engine.env values, --api-key ...) written as ***;
     # the worker gets the spec with the real values on its stdin, never through a file
     write_json_atomic(folder / "job.json", spec.model_dump(mode="json", context=REDACT_SECRETS))
     write_status(

@@ -26,7 +26,7 @@ from urllib.request import urlopen
 
 from runners.engines.engine_decisions import DECISION_LOG_PREFIX
 from runners.engines.openai_client import redact
-from runners.engines.real_config import is_secret_flag, redact_args
+from runners.engines.real_config import is_secret_name, redact_args
 from runners.engines.reaper import release, start_reaper
 from runners.errors import RunCancelled, SchedlabError
 
@@ -52,8 +52,8 @@ def command_secrets(command: Sequence[str]) -> list[str]:
 
 def env_secrets(env: dict[str, str]) -> list[str]:
     """The values of ``env`` whose name reads as a secret (``HF_TOKEN``, ``OPENAI_API_KEY``,
-    ``DB_PASSWORD``: a word, split at ``_``, that :func:`is_secret_flag` would hide)."""
-    return [value for name, value in env.items() if value and is_secret_flag("--" + name.lower())]
+    ``DB_PASSWORD``: :func:`runners.engines.real_config.is_secret_name`); config.json hides the same."""
+    return [value for name, value in env.items() if value and is_secret_name(name)]
 
 
 def scrub_log(path: Path, secrets: Sequence[str]) -> None:

@@ -3,9 +3,12 @@
 
 Everything launched is an argument list (never a shell). The API key of an attached server is
 read from the environment variable named in ``api_key_env`` and never written to results; the
-values of ``env`` and secret-looking ``extra_args`` (``--api-key X``, ``--hf-token=X``: any flag
-naming a key, token, secret or password) are written as ``***`` whenever a config is dumped with
-the :data:`REDACT_SECRETS` context (config.json), and reach the launched servers unchanged.
+values of secret-looking ``env`` variables (``HF_TOKEN``, ``WANDB_API_KEY``: any name with a word
+naming a key, token, secret or password) and ``extra_args`` (``--api-key X``, ``--hf-token=X``)
+are written as ``***`` whenever a config is dumped with the :data:`REDACT_SECRETS` context
+(config.json), and reach the launched servers unchanged. The other ``env`` values are written as
+they are: they change how a server runs (``VLLM_CPU_KVCACHE_SPACE``), and ``run --resume``
+relaunches the servers from them.
 """
 
 from __future__ import annotations
@@ -27,10 +30,16 @@ REDACT_SECRETS = {"redact_secrets": True}
 SECRET_WORD = re.compile(r".*(key|token|secret|passw(or)?d|credentials?|auth(orization)?)", re.IGNORECASE)
 
 
+def is_secret_name(name: str) -> bool:
+    """True for a name (a flag's or an environment variable's) one of whose words (split at ``-``,
+    ``_`` and ``.``) ends in key, token, secret, password, credential(s) or auth(orization):
+    ``HF_TOKEN``, ``WANDB_API_KEY``, ``--db-password``; not ``VLLM_CPU_KVCACHE_SPACE``."""
+    return any(SECRET_WORD.fullmatch(word) for word in re.split(r"[-_.]+", name))
+
+
 def is_secret_flag(flag: str) -> bool:
-    """True for a flag (``-x`` / ``--x-y``) one of whose words ends in key, token, secret,
-    password, credential(s) or auth(orization)."""
-    return flag.startswith("-") and any(SECRET_WORD.fullmatch(word) for word in re.split(r"[-_]+", flag))
+    """True for a flag (``-x`` / ``--x-y``) with a secret-looking name (:func:`is_secret_name`)."""
+    return flag.startswith("-") and is_secret_name(flag)
 
 
 Port = Annotated[int, Field(ge=1, le=65_535)]
@@ -122,7 +131,9 @@ class LaunchOptions(InputModel):
     use_gpus: bool = Field(default=True, description="set CUDA_VISIBLE_DEVICES per instance (off for CPU builds)")
     startup_timeout_s: float = Field(default=900.0, gt=0, le=86_400.0, description="seconds")
     env: dict[str, str] = Field(
-        default_factory=dict, description="extra environment for the servers (values are written to results as ***)"
+        default_factory=dict,
+        description="extra environment for the servers (values of variables naming a key, token, secret or "
+        "password are written to results as ***)",
     )
     extra_args: list[str] = Field(
         default_factory=list,
@@ -132,7 +143,9 @@ class LaunchOptions(InputModel):
 
     @field_serializer("env")
     def _env_out(self, env: dict[str, str], info: FieldSerializationInfo) -> dict[str, str]:
-        return {key: REDACTED for key in env} if redacting(info) else dict(env)
+        if not redacting(info):
+            return dict(env)
+        return {key: REDACTED if is_secret_name(key) else value for key, value in env.items()}
 
     @field_serializer("extra_args")
     def _args_out(self, args: list[str], info: FieldSerializationInfo) -> list[str]:

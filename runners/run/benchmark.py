@@ -174,7 +174,7 @@ def _config_record(prepared: PreparedRun, oracles: list[str]) -> dict[str, Any]:
             max_num_batched_tokens=simulator.max_num_batched_tokens,
         )
     return {
-        "config": config_record(config),  # secrets (engine.env, --api-key ...) written as ***
+        "config": config_record(config),  # secrets (HF_TOKEN-like engine.env, --api-key ...) written as ***
         "resolved": resolved,
         "versions": {
             "schedlab": runners.__version__,

@@ -223,8 +223,8 @@ def parse_config(data: dict[str, Any]) -> RunConfig:
 
 
 def config_record(config: RunConfig) -> dict[str, Any]:
-    """The config as it is written to results (config.json): the values of ``engine.env`` and of
-    secret-looking ``engine.extra_args`` are replaced by ``***``; the model
+    """The config as it is written to results (config.json): the values of secret-looking
+    ``engine.env`` variables and ``engine.extra_args`` are replaced by ``***``; the model
     itself keeps the real values, which only ever reach the launched servers."""
     return config.model_dump(mode="json", context=REDACT_SECRETS)
 

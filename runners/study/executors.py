@@ -2,8 +2,13 @@
 
 The executors (``--executor``, config ``trials.executor``):
 
-- ``serial``: one run after the other in this process (studies of real engines always run so:
-  their runs share the engine's servers and GPUs, so one runs at a time against them);
+- ``serial``: one run after the other in this process (the default for real engines: a study
+  against attached servers shares them, so one runs at a time against them);
+- ``pool`` (real engines, ``--servers-per-member N`` with several ``--url``): the servers are
+  dealt out in groups of N, one member per group at a time, each group's prefix caches emptied
+  before a member starts where the engine offers it (vLLM ``/reset_prefix_cache`` with
+  ``VLLM_SERVER_DEV_MODE=1``, SGLang ``/flush_cache``), else the member's study.json entry says
+  why not (``cache_reset``);
 - ``process`` (the default for a study big enough): simulator runs in a pool of worker processes
   (:class:`concurrent.futures.ProcessPoolExecutor`), ``--workers`` of them, default
   ``os.cpu_count()``. When the study names no executor, a small study runs serially instead:
@@ -16,7 +21,14 @@ The executors (``--executor``, config ``trials.executor``):
   optional dependency (``pip install ray``), imported only when this executor is chosen. Setting
   ``RAY_ADDRESS`` chooses it unless ``--executor`` says otherwise.
 
-  Limitation: Ray tasks write their run folders themselves, at the results folder's path as this
+  A real-engine study on Ray (launched servers) makes each member a task holding the resources
+  its servers need (``--member-resources``, default ``GPU`` = its instances; a custom resource
+  such as ``gpu=1`` on a cluster that declares one): it launches its own servers on the node it
+  lands on (the GPUs Ray gave it), runs, stops them (a reaper process stops them too if the task's
+  worker dies), and sends its run folder back when that node does not see study.json (it lands
+  whole: runners.study.cluster.land_folder). As many run at once as the cluster's resources allow.
+
+  Limitation (simulator runs): Ray tasks write their run folders themselves, at the results folder's path as this
   process sees it. On a cluster of several machines that folder must be shared (the same path on
   every node, e.g. an NFS mount), or the runs land on the nodes that ran them and this machine's
   study.json lists runs it cannot read. schedlab must be importable on every node. Only the

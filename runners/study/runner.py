@@ -5,18 +5,24 @@ At one seed every scheduler gets the identical workload and arrival times: both 
 all. Each (scheduler, seed) is an ordinary run ``results/<study_id>-<scheduler>-s<seed>/``; the
 study adds ``results/<study_id>/study.json`` (a contract, see README "Result files"):
 
-- ``schema_version`` (3), ``study_id``, ``baseline``, ``schedulers``, ``seeds``, ``rates`` (req/s;
+- ``schema_version`` (4), ``study_id``, ``baseline``, ``schedulers``, ``seeds``, ``rates`` (req/s;
   empty when the study has its config's one rate), ``created_at``,
   ``finished_at`` (None while running), ``status`` (running | done | failed | cancelled; read as
   ``interrupted`` when the process that writes it is gone); version 2 added ``config`` (the
   study's config as config.json holds a run's: secrets as ``***``), from which ``run --resume``
   rebuilds the same plan, ``writer`` (the writing process, as a run summary's) and ``resumed_at``
   (the times the study was resumed); version 3 added ``oracles`` (scheduler -> the oracles its
-  runs used, one sentence each: runners.run.knowledge; absent: none); versions 1 and 2 still read;
+  runs used, one sentence each: runners.run.knowledge; absent: none); version 4 added each run's
+  ``node, hardware, cache_reset, started_at, requests_done, requests_total`` and the execution's
+  ``resources, servers_per_member``; versions 1 to 3 still read;
 - ``runs``: ``{run_id, scheduler, seed, rate, status, error}`` for every planned run (status
   ``pending`` before it ran, ``skipped`` when the study was cancelled first, or stopped when a
   member failed for a reason of this machine: then its ``error`` says which and why, and the
-  study is ``failed``);
+  study is ``failed``), and where it ran: ``node`` (the hostname of its launched servers, from
+  its engine.json ``host``; the URLs of its attached servers), ``hardware`` (GPU models and
+  driver, or the CPU), ``cache_reset`` (on a pool of attached servers, why their prefix cache
+  could not be emptied before it; None when it was), ``started_at`` and, while it runs,
+  ``requests_done`` of ``requests_total``;
 - ``statistics``: for each metric key of :data:`runners.metrics.catalog.RUN_METRICS`,
   ``{"schedulers": {name: {n, mean, median, ci_low, ci_high, note}}, "vs_baseline": {name:
   {n_pairs, dropped, diff_mean, ci_low, ci_high, wins, verdict, note}}}`` (definitions in
@@ -28,10 +34,15 @@ study adds ``results/<study_id>/study.json`` (a contract, see README "Result fil
 
 A study folder holds only study.json, so :func:`runners.store.result_store.list_runs` never takes it
 for a run; it appears at once, complete (written in a hidden folder, then renamed). It also records
-``execution`` (``{executor, workers}``: how the runs executed; the results do not depend on it).
+``execution`` (``{executor, workers, note, resources, servers_per_member}``: how the runs
+executed; the results do not depend on it).
 
 Runs are independent tasks (:func:`execute_member`): simulator runs execute in parallel in worker
-processes (default: all cores) or on Ray, real-engine runs one at a time (:mod:`runners.study.executors`).
+processes (default: all cores) or on Ray; real-engine runs one at a time, as Ray tasks that each
+launch their own servers, or dealt out over a pool of attached servers
+(:mod:`runners.study.executors`, :mod:`runners.study.cluster`). ``run --resume`` keeps the members
+that ended done and runs the others again (failed ones too); a replaced member's folder is moved
+to ``results/.replaced/``, never deleted.
 """
 
 from __future__ import annotations

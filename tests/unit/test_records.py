@@ -60,12 +60,14 @@ def test_each_earlier_summary_version_reads(version):
         assert record_json(summary) == json.dumps(data, indent=2)
 
 
-@pytest.mark.parametrize("version", [1, 2])
+@pytest.mark.parametrize("version", [1, 2, 3])
 def test_each_earlier_study_version_reads(version):
     data = json.loads((RECORDS / f"study.v{version}.json").read_text())
     study = StudyRecord.model_validate(data)
     assert study.schema_version == version and study.baseline in study.schedulers
-    assert study.oracles is None  # absent before version 3
+    assert study.oracles == ({} if version == 3 else None)  # absent before version 3
+    assert all(run.node is None and run.requests_done is None for run in study.runs)  # added in version 4
+    assert study.execution is None or study.execution.resources is None
     metric = next(iter(study.statistics.values()))
     assert study.baseline in metric.schedulers
     if version == 1:
