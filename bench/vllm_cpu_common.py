@@ -113,12 +113,12 @@ def measure_engine_steps(
 
 
 def reset_prefix_cache(base_url: str) -> None:
-    """Empty the launched server's prefix cache (vLLM's ``POST /reset_prefix_cache``, served when
-    the server runs with ``VLLM_SERVER_DEV_MODE=1``), so a run's hits are its own: runs that send
-    the same text (a trace replayed twice) would otherwise hit the blocks an earlier run left."""
-    import urllib.request
+    """Empty the launched server's prefix cache (runners.engines.cache_reset: vLLM's
+    ``POST /reset_prefix_cache``, served when the server runs with ``VLLM_SERVER_DEV_MODE=1``), so a
+    run's hits are its own: runs that send the same text (a trace replayed twice) would otherwise
+    hit the blocks an earlier run left. RuntimeError saying why when it could not be emptied."""
+    from runners.engines.cache_reset import reset_prefix_cache as reset
 
-    url = base_url.rstrip("/").removesuffix("/v1") + "/reset_prefix_cache"
-    with urllib.request.urlopen(urllib.request.Request(url, method="POST"), timeout=60) as response:
-        if response.status != 200:
-            raise RuntimeError(f"{url}: HTTP {response.status}")
+    problem = reset(base_url)
+    if problem is not None:
+        raise RuntimeError(problem)
