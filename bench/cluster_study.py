@@ -1,7 +1,7 @@
 """Wall time of a real-engine study run serially vs as Ray tasks that own their servers (issue 32).
 
 The study: fcfs vs static (batch_size 4) x 3 seeds on the CPU vLLM serving the tiny model, each
-member 16 requests (Poisson, 8 req/s) on a fresh server it launches (4 slots, 24 KV blocks of 128
+member 32 requests (Poisson, 8 req/s) on a fresh server it launches (4 slots, 24 KV blocks of 128
 tokens), as tests/e2e/test_cluster_study_vllm.py runs it. Two ways, taken in turn (A B, then B A,
 ``--pairs`` times):
 
@@ -39,9 +39,10 @@ from bench.vllm_cpu_common import SERVER_ENV, TINY_ENGINE, tiny_model, vllm_engi
 NAME = "cluster_study"
 SCHEDULERS = ["fcfs", "static"]
 SEEDS = [0, 1, 2]
+REQUESTS = 32
 WAYS = ("serial", "ray")
 #: The headline metrics whose verdicts (static vs the baseline, fcfs) the two ways must agree on.
-COMPARED = ("g", "slo_attainment", "ttft_mean_s", "e2e_mean_s")
+COMPARED = ("G", "slo_attainment", "ttft_s.mean", "e2e_s.mean")
 
 
 def study_config(model: Path, study_id: str, way: str) -> dict[str, Any]:
@@ -61,7 +62,7 @@ def study_config(model: Path, study_id: str, way: str) -> dict[str, Any]:
         "run_id": study_id,
         "engine": engine,
         "workload": {
-            "requests": 16,
+            "requests": REQUESTS,
             "seed": 1,
             "tokenizer": str(model),
             "arrival": {"process": "poisson", "rate": 8.0},
@@ -94,7 +95,9 @@ def run_way(model: Path, results: Path, way: str, study_id: str) -> dict[str, An
     record = result.record
     if record.status != "done":
         raise SystemExit(f"{way} study {study_id} ended {record.status}: {[(r.run_id, r.error) for r in record.runs]}")
-    verdicts = {key: record.statistics[key].vs_baseline["static"].verdict for key in COMPARED}
+    pairs = {key: record.statistics[key].vs_baseline["static"] for key in COMPARED}
+    verdicts = {key: pair.verdict for key, pair in pairs.items()}
+    differences = {key: [pair.diff_mean, pair.ci_low, pair.ci_high, pair.wins] for key, pair in pairs.items()}
     return {
         "way": way,
         "wall_s": round(wall, 2),
@@ -102,6 +105,7 @@ def run_way(model: Path, results: Path, way: str, study_id: str) -> dict[str, An
         "members": len(record.runs),
         "most_at_once": most_at_once(results, [run.run_id for run in record.runs]),
         "verdicts": verdicts,
+        "static_minus_fcfs": differences,  # [mean, 95% CI low, high, wins of 3], stored units (s, fraction, 1/s)
     }
 
 
@@ -147,7 +151,7 @@ def report(pairs: list[dict[str, dict[str, Any]]]) -> None:
     agree = all(pair["serial"]["verdicts"] == pair["ray"]["verdicts"] for pair in pairs)
     data = {
         "engine": TINY_ENGINE,
-        "study": f"{' vs '.join(SCHEDULERS)} x seeds {SEEDS}, 16 requests each, a fresh server per member",
+        "study": f"{' vs '.join(SCHEDULERS)} x seeds {SEEDS}, {REQUESTS} requests each, a fresh server per member",
         "pairs": pairs,
         "median_wall_s": medians,
         "speedup_serial_over_ray": {

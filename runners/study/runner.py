@@ -424,6 +424,15 @@ def hardware_note(record: StudyRecord) -> str | None:
     )
 
 
+def seed_by_seed(members: list[StudyMember]) -> list[StudyMember]:
+    """``members`` in the order real members run side by side (on Ray or a pool): seed by seed
+    (rate by rate first), the schedulers of a seed in the plan's order, so the members compared
+    with each other start together and meet the same conditions of the cluster (on a machine
+    whose servers share the CPU, the same contention) rather than one alone and one beside
+    another member."""
+    return sorted(members, key=lambda member: (member.rate is None, member.rate or 0.0, member.seed))
+
+
 def write_study(path: Path, record: StudyRecord) -> None:
     """study.json at ``path``, written through :class:`StudyRecord` (the fields set, as they were
     always written)."""
@@ -557,6 +566,8 @@ def run_study(
 
     try:
         to_run = [member for member in plan.members if member.run_id not in kept]
+        if execution.kind == "pool" or execution.resources is not None:  # real members side by side
+            to_run = seed_by_seed(to_run)
         run_members(
             execution,
             to_run,

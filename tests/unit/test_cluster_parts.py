@@ -21,7 +21,7 @@ from runners.errors import ConfigError, SchedlabError
 from runners.run.config import parse_config
 from runners.store.models import StudyRecord
 from runners.study.cluster import land_folder, pack_folder, placed, ray_options, slots
-from runners.study.runner import hardware_note, plan_study
+from runners.study.runner import hardware_note, plan_study, seed_by_seed
 
 CLUSTER = {"CPU": 8.0, "GPU": 8.0, "gpu": 2.0, "memory": 1e10, "node:10.0.0.1": 1.0}
 
@@ -176,3 +176,23 @@ def test_the_host_record_names_this_machine():
     host = host_record()
     assert host["hostname"] == socket.gethostname() and host["ray_node_id"] is None
     assert host["gpus"] == [] and host["hardware"] == f"CPU: {host['cpu'] or 'unknown'}"  # no GPU here
+
+
+def test_real_members_side_by_side_run_seed_by_seed():
+    """On Ray or a pool, a seed's members start together (the same conditions for a pair)."""
+    config = parse_config(
+        {"engine": {"kind": "vllm", "model": "m"}, "trials": {"schedulers": ["fcfs", "slo-sa"], "seeds": [0, 1, 2]}}
+    )
+    members = plan_study(config).members
+    assert [(m.scheduler, m.seed) for m in members][:3] == [("fcfs", 0), ("fcfs", 1), ("fcfs", 2)]  # the plan
+    assert [(m.scheduler, m.seed) for m in seed_by_seed(members)] == [
+        ("fcfs", 0), ("slo-sa", 0), ("fcfs", 1), ("slo-sa", 1), ("fcfs", 2), ("slo-sa", 2)
+    ]  # fmt: skip
+    rated = parse_config(
+        {
+            "engine": {"kind": "vllm", "model": "m"},
+            "trials": {"schedulers": ["fcfs", "slo-sa"], "seeds": [0, 1], "rates": [4, 2]},
+        }
+    )
+    order = [(m.rate, m.seed, m.scheduler) for m in seed_by_seed(plan_study(rated).members)]
+    assert order[:4] == [(2.0, 0, "fcfs"), (2.0, 0, "slo-sa"), (2.0, 1, "fcfs"), (2.0, 1, "slo-sa")]
