@@ -103,7 +103,7 @@ def run_way(model: Path, results: Path, way: str, study_id: str) -> dict[str, An
         "wall_s": round(wall, 2),
         "executor": record.execution.executor if record.execution else None,
         "members": len(record.runs),
-        "most_at_once": most_at_once(results, [run.run_id for run in record.runs]),
+        "most_at_once": most_at_once(results, [str(run.run_id) for run in record.runs]),
         "verdicts": verdicts,
         "static_minus_fcfs": differences,  # [mean, 95% CI low, high, wins of 3], stored units (s, fraction, 1/s)
     }
@@ -149,16 +149,17 @@ def report(pairs: list[dict[str, dict[str, Any]]]) -> None:
     ratios = [pair["serial"]["wall_s"] / pair["ray"]["wall_s"] for pair in pairs]
     medians = {way: statistics.median(pair[way]["wall_s"] for pair in pairs) for way in WAYS}
     agree = all(pair["serial"]["verdicts"] == pair["ray"]["verdicts"] for pair in pairs)
-    data = {
+    speedup = {
+        "median": round(statistics.median(ratios), 3),
+        "min": round(min(ratios), 3),
+        "max": round(max(ratios), 3),
+    }
+    data: dict[str, Any] = {
         "engine": TINY_ENGINE,
         "study": f"{' vs '.join(SCHEDULERS)} x seeds {SEEDS}, {REQUESTS} requests each, a fresh server per member",
         "pairs": pairs,
         "median_wall_s": medians,
-        "speedup_serial_over_ray": {
-            "median": round(statistics.median(ratios), 3),
-            "min": round(min(ratios), 3),
-            "max": round(max(ratios), 3),
-        },
+        "speedup_serial_over_ray": speedup,
         "verdicts_agree": agree,
     }
     rows = [
@@ -173,7 +174,7 @@ def report(pairs: list[dict[str, dict[str, Any]]]) -> None:
         *markdown_table(["pair", "serial (s)", "ray, 2 gpu slots (s)", "ray members at once", "serial / ray"], rows),
         "",
         f"Median: serial {medians['serial']:.1f} s, ray {medians['ray']:.1f} s; speed-up serial / ray median "
-        f"{data['speedup_serial_over_ray']['median']:.2f}x (min {min(ratios):.2f}, max {max(ratios):.2f}).",
+        f"{speedup['median']:.2f}x (min {min(ratios):.2f}, max {max(ratios):.2f}).",
         f"Verdicts (fcfs vs static on {', '.join(COMPARED)}) the same both ways in every pair: {agree}.",
     ]
     write_report(NAME, data, lines)

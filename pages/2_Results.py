@@ -36,6 +36,7 @@ from runners.study.runner import (
     STUDY_FILE,
     delete_study,
     identical_decisions_note,
+    placement_notes,
     read_study,
     study_error,
     study_lines,
@@ -516,6 +517,8 @@ def _study_header(
     else:  # some scheduler may still have got the baseline's every result
         for line in same_as_baseline_lines(record):
             st.warning(line)
+    for line in placement_notes(record):  # a cluster's members: different hardware, caches not emptied
+        st.warning(line)
     if len(seeds) == 1:
         st.info(SINGLE_SEED_NOTE)
 

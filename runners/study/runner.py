@@ -433,6 +433,20 @@ def seed_by_seed(members: list[StudyMember]) -> list[StudyMember]:
     return sorted(members, key=lambda member: (member.rate is None, member.rate or 0.0, member.seed))
 
 
+def placement_notes(record: StudyRecord) -> list[str]:
+    """What the study's table needs said about where its members ran: paired members on different
+    hardware (:func:`hardware_note`), and attached servers whose prefix cache could not be emptied
+    between members (the first reason)."""
+    notes = []
+    hardware = hardware_note(record)
+    if hardware is not None:
+        notes.append(hardware)
+    resets = sorted({run.cache_reset for run in record.runs if run.cache_reset})
+    if resets:
+        notes.append(f"prefix caches not emptied between members: {resets[0]}")
+    return notes
+
+
 def write_study(path: Path, record: StudyRecord) -> None:
     """study.json at ``path``, written through :class:`StudyRecord` (the fields set, as they were
     always written)."""
@@ -793,12 +807,7 @@ def study_lines(record: StudyRecord) -> list[str]:
     ]
     for name, sentences in (record.oracles or {}).items():
         lines += [f"{name} used an {sentence}" for sentence in sentences]
-    hardware = hardware_note(record)
-    if hardware is not None:
-        lines.append(hardware)
-    resets = sorted({run.cache_reset for run in runs if run.cache_reset})
-    if resets:
-        lines.append(f"prefix caches not emptied between members: {resets[0]}")
+    lines += placement_notes(record)
     troubled = [run for run in runs if run.status not in ("done", "pending") and run.error]
     for run in troubled[:LISTED_PROBLEMS]:
         error = shortened(str(run.error).removeprefix(f"{run.status}: "), 300)

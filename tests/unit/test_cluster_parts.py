@@ -21,7 +21,7 @@ from runners.errors import ConfigError, SchedlabError
 from runners.run.config import parse_config
 from runners.store.models import StudyRecord
 from runners.study.cluster import land_folder, pack_folder, placed, ray_options, slots
-from runners.study.runner import hardware_note, plan_study, seed_by_seed
+from runners.study.runner import hardware_note, placement_notes, plan_study, seed_by_seed, study_lines
 
 CLUSTER = {"CPU": 8.0, "GPU": 8.0, "gpu": 2.0, "memory": 1e10, "node:10.0.0.1": 1.0}
 
@@ -121,6 +121,14 @@ def test_the_study_says_when_paired_members_ran_on_different_hardware():
         f"({a100}; {h100}), seeds 0; their differences include the hardware's"
     )
     assert hardware_note(_study({("fcfs", 0): None, ("slo-sa", 0): h100})) is None  # nothing says
+    mixed.runs[1].cache_reset = "the prefix cache of http://b:1 could not be emptied (/reset_prefix_cache: HTTP 404)"
+    notes = placement_notes(mixed)
+    assert notes == [
+        hardware_note(mixed),
+        "prefix caches not emptied between members: the prefix cache of http://b:1 could not be emptied "
+        "(/reset_prefix_cache: HTTP 404)",
+    ]
+    assert all(note in study_lines(mixed) for note in notes)  # the CLI's lines; the Results page shows them too
 
 
 class _Engine(BaseHTTPRequestHandler):
