@@ -193,4 +193,4 @@ def test_a_pool_of_two_attached_servers_serves_a_study(tiny_model, tmp_path):
     assert {run.node for run in record.runs} == set(urls)
     assert all(run.cache_reset is None for run in record.runs)
     for run in record.runs:  # each member sent to the one server it was dealt
-        assert json.loads((results / run.run_id / "config.json").read_text())["engine"]["urls"] == [run.node]
+        assert json.loads((results / run.run_id / "config.json").read_text())["config"]["engine"]["urls"] == [run.node]
