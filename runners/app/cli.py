@@ -141,14 +141,21 @@ def build_run_config(args: argparse.Namespace) -> Any:
                 "an empty list asks for no study at all; give at least one value, or leave it out for one run",
             )
         set_dotted(data, key.strip(), parsed)
-    if get("member_resources") is not None:
-        set_dotted(data, "trials.member_resources", parse_resources(args.member_resources))
-    if get("servers_per_member") is not None:
-        set_dotted(data, "trials.servers_per_member", args.servers_per_member)
+    _cluster_flags(data, get("member_resources"), get("servers_per_member"))
     for flag, value in (("--baseline", get("baseline")), ("--executor", get("executor"))):
         if isinstance(value, str) and not value.strip():
             raise ConfigError(flag, "is empty; expected a name (or leave the flag out)")
     return parse_config(data)
+
+
+def _cluster_flags(data: dict[str, Any], resources: Any, servers_per_member: Any) -> None:
+    """``--member-resources`` and ``--servers-per-member`` into the config's ``trials``."""
+    from runners.run.config import set_dotted
+
+    if resources is not None:
+        set_dotted(data, "trials.member_resources", parse_resources(resources))
+    if servers_per_member is not None:
+        set_dotted(data, "trials.servers_per_member", servers_per_member)
 
 
 def parse_resources(text: str) -> dict[str, float]:

@@ -652,8 +652,8 @@ def job_run_states(
             exists = folder.is_dir()
         except OSError:
             exists = False
-        if not exists:  # placed on a node (a Ray member writes there): running; else being prepared
-            placed = status == "running" and facts.get("node") is not None
+        if not exists:  # reporting progress from another node (a Ray member writes there): running
+            placed = status == "running" and facts.get("requests_done") is not None
             states[run_id] = RunState("running" if placed else "starting" if status == "running" else "queued", **facts)
             continue
         entry = inspect_run(folder)

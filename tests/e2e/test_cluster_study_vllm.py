@@ -4,8 +4,11 @@
   two at a time, each a Ray task launching its own vLLM server. One member's Ray worker is killed
   (SIGKILL) mid-run: that member alone fails, keeping its rows, and its server does not outlive it
   (runners.engines.reaper). ``--resume`` then runs it again and leaves every finished member's
-  files byte-identical. The completed study's verdicts agree with the same study run serially
-  within the engine's run-to-run noise (each paired difference's interval overlaps the serial one).
+  files byte-identical. With ``SCHEDLAB_CLUSTER_SERIAL=1`` (about 6 minutes more, so not in CI;
+  bench/cluster_study.py makes the same comparison with timings) the completed study's verdicts
+  agree with the same study run serially within the engine's run-to-run noise (each paired
+  difference's interval overlaps the serial one, verdicts never opposite, static's mean TTFT later
+  both ways).
 - A pool of two attached vLLM servers (started with VLLM_SERVER_DEV_MODE=1, so their prefix caches
   can be emptied) serves the same study, two members at a time, one server each.
 
@@ -143,6 +146,8 @@ def test_a_ray_study_runs_members_two_at_a_time_survives_a_killed_worker_and_mat
     finally:
         ray.shutdown()
 
+    if os.environ.get("SCHEDLAB_CLUSTER_SERIAL") != "1":  # about 6 more minutes; CI's budget is 90
+        return
     serial_plan = plan_study(parse_config(_study(tiny_model, "se")))
     serial = run_study(serial_plan, results, execution=choose_execution(serial_plan))
     assert serial.record.status == "done"

@@ -75,9 +75,9 @@ def test_members_running_on_other_nodes_show_their_node_progress_and_eta(tmp_pat
 
 
 def test_a_member_reported_running_but_not_yet_placed_is_starting(tmp_path):
-    """A member study.json calls running with no node yet (the runner marks members as it hands
-    them out) and no folder is being prepared: starting, and not in the running table."""
+    """A member study.json calls running, placed on a node but with no progress reported and no
+    folder here yet (its run is being prepared): starting, and not in the running table."""
     runs = [member("m0", "fcfs", 0)]
-    states = job_run_states(tmp_path, runs, {"m0": StudyRun(run_id="m0", status="running")})
+    states = job_run_states(tmp_path, runs, {"m0": StudyRun(run_id="m0", status="running", node="gpu-a")})
     assert states["m0"].status == "starting"
     assert running_member_rows(runs, states, now=NOW) == []
