@@ -25,6 +25,7 @@ from pathlib import Path
 
 import pytest
 
+from bench.cluster_study import most_at_once
 from bench.vllm_cpu_common import SERVER_ENV, launched_vllm
 from runners.run.config import parse_config
 from runners.study.executors import choose_execution
@@ -57,20 +58,8 @@ def _study(model: Path, study_id: str, **trials) -> dict:
     return config
 
 
-def _ray_workers() -> list[int]:
-    """Pids of the Ray workers running a member task now (Ray titles them ray::_ray_task)."""
-    pids = []
-    for entry in Path("/proc").iterdir():
-        if entry.name.isdigit():
-            try:
-                if (entry / "cmdline").read_bytes().startswith(b"ray::_ray_task"):
-                    pids.append(int(entry.name))
-            except OSError:
-                continue
-    return pids
-
-
-def _vllm_servers() -> list[int]:
+def _processes(matches) -> list[int]:
+    """Pids of the processes whose command line (arguments joined by spaces) ``matches``."""
     pids = []
     for entry in Path("/proc").iterdir():
         if entry.name.isdigit():
@@ -78,9 +67,18 @@ def _vllm_servers() -> list[int]:
                 text = (entry / "cmdline").read_bytes().replace(b"\0", b" ")
             except OSError:
                 continue
-            if b"vllm.entrypoints" in text:
+            if matches(text):
                 pids.append(int(entry.name))
     return pids
+
+
+def _ray_workers() -> list[int]:
+    """Pids of the Ray workers running a member task now (Ray titles them ray::_ray_task)."""
+    return _processes(lambda text: text.startswith(b"ray::_ray_task"))
+
+
+def _vllm_servers() -> list[int]:
+    return _processes(lambda text: b"vllm.entrypoints" in text)
 
 
 def _digest(folder: Path) -> dict[str, str]:
@@ -125,7 +123,7 @@ def test_a_ray_study_runs_members_two_at_a_time_survives_a_killed_worker_and_mat
         assert all(run.status == "done" for run in first.record.runs if run is not failed[0])
         # members ran two at a time, each on a server of its own, recorded with where it ran
         done = [run for run in first.record.runs if run.status == "done"]
-        assert most_at_once(results, done) == 2
+        assert most_at_once(results, [run.run_id for run in done]) == 2
         for run in done:
             host = json.loads((results / run.run_id / "engine.json").read_text())["host"]
             assert run.node == host["hostname"] and run.hardware == host["hardware"] and run.hardware
@@ -161,20 +159,6 @@ def test_a_ray_study_runs_members_two_at_a_time_survives_a_killed_worker_and_mat
         assert record.statistics["ttft_s.mean"].vs_baseline["static"].diff_mean > 0
 
 
-def most_at_once(results: Path, runs) -> int:
-    """Most member runs measuring at the same moment (their summaries' start and duration)."""
-    edges = []
-    for run in runs:
-        summary = json.loads((results / run.run_id / "summary.json").read_text())
-        start = summary["started_at_unix_s"]
-        edges += [(start, 1), (start + summary["duration_s"], -1)]
-    most = now = 0
-    for _, step in sorted(edges, key=lambda edge: (edge[0], edge[1])):
-        now += step
-        most = max(most, now)
-    return most
-
-
 @needs_vllm
 def test_a_pool_of_two_attached_servers_serves_a_study(tiny_model, tmp_path):
     results = tmp_path / "results"
@@ -193,7 +177,7 @@ def test_a_pool_of_two_attached_servers_serves_a_study(tiny_model, tmp_path):
         result = run_study(plan, results, execution=execution)
     record = result.record
     assert record.status == "done", [(run.run_id, run.error) for run in record.runs]
-    assert most_at_once(results, record.runs) == 2
+    assert most_at_once(results, [run.run_id for run in record.runs]) == 2
     assert record.execution.executor == "pool" and record.execution.servers_per_member == 1
     assert {run.node for run in record.runs} == set(urls)
     assert all(run.cache_reset is None for run in record.runs)
