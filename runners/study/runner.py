@@ -551,6 +551,8 @@ def run_study(
 
     def on_place(member: StudyMember, placement: Placement) -> None:
         run = by_id[member.run_id]
+        if run.status not in ("pending", "running"):  # a start message read after the member's end
+            return
         run.status, run.started_at = "running", _now()
         run.node, run.cache_reset = placement.where, placement.cache_note
         write_now(force=real)  # the live view shows where each real member runs as soon as it starts

@@ -8,6 +8,7 @@ Chromium or playwright is missing, unless SCHEDLAB_REQUIRE_BROWSER=1 (set by .ci
 
 from __future__ import annotations
 
+import json
 import os
 import shutil
 import time
@@ -104,10 +105,23 @@ def job_shown(page) -> str:
     return " ".join([box.inner_text()] + [inputs.nth(i).input_value() for i in range(inputs.count())])
 
 
-def wait_until_shown(page, text: str, timeout_s: float) -> None:
+def jobs_said(results: Path) -> str:
+    """Every job's status.json and every study's member statuses and errors, for a failure's message."""
+    said = [f"{path.parent.name}: {path.read_text()}" for path in sorted((results / ".jobs").glob("*/status.json"))]
+    for path in sorted(results.glob("*/study.json")):
+        runs = json.loads(path.read_text()).get("runs", [])
+        said.append(
+            f"{path.parent.name}: " + "; ".join(f"{r.get('run_id')} {r.get('status')} {r.get('error')}" for r in runs)
+        )
+    return "\n".join(said)
+
+
+def wait_until_shown(page, text: str, timeout_s: float, results: Path | None = None) -> None:
     deadline = time.monotonic() + timeout_s
     while text not in job_shown(page):
-        assert time.monotonic() < deadline, f"the Jobs drop-down never showed {text!r}: {job_shown(page)!r}"
+        if time.monotonic() >= deadline:
+            said = jobs_said(results) if results is not None else ""
+            raise AssertionError(f"the Jobs drop-down never showed {text!r}: {job_shown(page)!r}\n{said}")
         page.wait_for_timeout(250)
 
 
@@ -167,7 +181,7 @@ def test_a_run_launched_in_the_browser_streams_to_the_end(dashboard, browser, tm
     page.get_by_text("120 / 120 requests").first.wait_for(timeout=120_000)
     page.get_by_text("10 of 10 runs finished").first.wait_for(timeout=120_000)  # the whole study
     # issue 15 defect 2: the drop-down's label follows the job's state without a reload
-    wait_until_shown(page, "· done", 10)
+    wait_until_shown(page, "· done", 10, results)
     assert "starting" not in job_shown(page)
     page.get_by_text("output tok/s, run mean").first.wait_for(timeout=10_000)  # defect 4
     page.get_by_text("elapsed, simulated (s)").first.wait_for(timeout=10_000)
