@@ -25,37 +25,14 @@ from pathlib import Path
 
 import pytest
 
-from bench.cluster_study import most_at_once
+from bench.cluster_study import COMPARED, REQUESTS, most_at_once, study_config
 from bench.vllm_cpu_common import SERVER_ENV, launched_vllm
 from runners.run.config import parse_config
 from runners.study.executors import choose_execution
 from runners.study.runner import REPLACED_FOLDER, plan_study, prepare_resume, run_study
-from tests.real_vllm import needs_vllm, vllm_run_config
+from tests.real_vllm import needs_vllm
 
 ray = pytest.importorskip("ray")
-
-SCHEDULERS = ["fcfs", "static"]
-SEEDS = [0, 1, 2]
-#: Requests per member: at 8 req/s on 4 slots, static's whole batches of 4 wait longer for their
-#: first token than fcfs's continuous batching at every seed (what the verdicts can agree on).
-REQUESTS = 32
-#: Headline metrics whose verdicts the parallel and serial studies must agree on.
-COMPARED = ("G", "slo_attainment", "ttft_s.mean", "e2e_s.mean")
-
-
-def _study(model: Path, study_id: str, **trials) -> dict:
-    config = vllm_run_config(
-        model,
-        study_id,
-        "fcfs",
-        params={},
-        requests=REQUESTS,
-        arrival={"process": "poisson", "rate": 8.0},
-        max_num_seqs=4,
-    )
-    config["scheduler"]["params"] = {"batch_size": 4}
-    config["trials"] = {"schedulers": SCHEDULERS, "seeds": SEEDS, **trials}
-    return config
 
 
 def _processes(matches) -> list[int]:
@@ -102,7 +79,7 @@ def test_a_ray_study_runs_members_two_at_a_time_survives_a_killed_worker_and_mat
     results = tmp_path / "results"
     ray.init(num_cpus=2, resources={"gpu": 2}, include_dashboard=False, log_to_driver=False)
     try:
-        plan = plan_study(parse_config(_study(tiny_model, "cl", member_resources={"gpu": 1, "CPU": 1})))
+        plan = plan_study(parse_config(study_config(tiny_model, "cl", "ray")))
         execution = choose_execution(plan, executor="ray", environ={})
         assert execution.resources == {"CPU": 1.0, "gpu": 1.0}
         killed: list[int] = []
@@ -146,7 +123,7 @@ def test_a_ray_study_runs_members_two_at_a_time_survives_a_killed_worker_and_mat
 
     if os.environ.get("SCHEDLAB_CLUSTER_SERIAL") != "1":  # about 6 more minutes; CI's budget is 90
         return
-    serial_plan = plan_study(parse_config(_study(tiny_model, "se")))
+    serial_plan = plan_study(parse_config(study_config(tiny_model, "se", "serial")))
     serial = run_study(serial_plan, results, execution=choose_execution(serial_plan))
     assert serial.record.status == "done"
     parallel_cis, serial_cis = _intervals(resumed.record), _intervals(serial.record)
@@ -169,7 +146,8 @@ def test_a_pool_of_two_attached_servers_serves_a_study(tiny_model, tmp_path):
         launched_vllm(tiny_model, tmp_path / "b", **overrides) as second,
     ):
         urls = [first.instances[0].endpoint.base_url, second.instances[0].endpoint.base_url]
-        config = _study(tiny_model, "pl", servers_per_member=1)
+        config = study_config(tiny_model, "pl", "serial")
+        config["trials"]["servers_per_member"] = 1
         config["engine"] = {"kind": "openai", "urls": urls, "model": "tiny"}
         plan = plan_study(parse_config(config))
         execution = choose_execution(plan)
