@@ -420,3 +420,27 @@ def test_a_paced_study_counts_its_wall_time_not_its_cpu():
     assert estimate_seconds(paced, 1) == pytest.approx(6 * 40 / 6)
     assert estimate_seconds(paced, 2) == pytest.approx(1.5 + 3 * 40 / 6)
     assert choose_execution(paced, workers=2, environ={}).kind == "process"
+
+
+def test_a_start_read_after_the_members_end_leaves_it_done(tmp_path, monkeypatch):
+    """A worker's "start" message and its result travel through different pipes: a start read
+    after its member ended must not mark it running again (the study then ended "cancelled",
+    its member "skipped", though every member was done)."""
+    from runners.study import executors
+
+    held: list = []
+    read = executors._ProcessBackend.placements
+
+    def late(self):  # every start handed over only once no member is left in flight
+        held.extend(read(self))
+        if self.futures:
+            return []
+        out, held[:] = list(held), []
+        return out
+
+    monkeypatch.setattr(executors._ProcessBackend, "placements", late)
+    plan = small_plan("late", seeds=(0, 1, 2), requests=20)
+    result = run_study(plan, tmp_path, execution=Execution("process", 2, "test"))
+    assert [run.status for run in result.record.runs] == ["done"] * 6
+    assert result.record.status == "done"
+    assert read_study(tmp_path / "late").status == "done"
