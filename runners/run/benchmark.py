@@ -339,6 +339,7 @@ def _execute_run(
     policy = make_policy(config.scheduler.name, config.scheduler.params)
     try:
         policy.on_calibration(prepared.workload.calibration)
+        policy.prepare()  # compiles its kernels now, before the clock and the decide-time limit
     except Exception as exc:  # before the run folder exists: one line, nothing written
         raise ConfigError("scheduler.name", policy_failure(policy, exc) or f"{type(exc).__name__}: {exc}") from exc
     run_id = config.run_id or new_run_id(config.scheduler.name, config.engine.kind)

@@ -667,6 +667,7 @@ class _CaseLoop:
             self.push(request.arrival_s, ARRIVE, request)
         self.push(0.25, SAMPLE, None)
         policy.on_calibration(calibration(seed))
+        policy.prepare()
         policy.on_workload(self.requests)
         policy.start(_infos(self.sims, model), 0.0)
         total = len(self.requests)
@@ -816,6 +817,7 @@ def cancelled_case(
 
     probe.on_dispatch = half
     policy.on_calibration(calibration(seed))
+    policy.prepare()
     driver = VirtualTimeDriver(
         instances=sims,
         policy=policy,
@@ -896,6 +898,7 @@ def _time_size(
         sims = _instances(SHAPE, model)
         policy = make()
         policy.on_calibration(calibration(seed))
+        policy.prepare()
         policy.on_workload(requests)
         policy.start(_infos(sims, model), 0.0)
         for request in requests:

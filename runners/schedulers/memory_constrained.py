@@ -412,6 +412,11 @@ class MCSFPolicy(MemoryConstrainedPolicy[MemoryParams]):
     summary = "Shortest predicted output first, admitted only while KV demand fits at every future completion."
     paper = cite("003", "MC-SF")
 
+    def prepare(self) -> None:
+        """Compile (or load) :func:`admit_shortest_first` now - and the reference it falls back to,
+        typed with it - with a run's argument types: one running request, two candidates."""
+        admit_shortest_first(np.array([10.0]), np.array([5.0]), np.array([10.0, 20.0]), np.array([3.0, 4.0]), 1e3)
+
     def decide(self, now: float) -> Decision:
         dispatches = []
         for instance in sorted(self.running):

@@ -216,6 +216,10 @@ class SCLSPolicy(SchedulerPolicy[SCLSParams]):
         super().on_failure(request_id, instance, reason, now)
         self.on_completion(Completion(request_id, instance, 0, self.tokens_done[request_id], True), now)
 
+    def prepare(self) -> None:
+        """Compile (or load) :func:`dp_batches_linear` now, with a run's argument types."""
+        dp_batches_linear(np.array([8.0, 16.0]), np.array([0.1, 0.2]), np.array([1.0, 1.0]), np.array([2, 2]))
+
     def _schedule(self, now: float) -> None:
         pool = [rid for rid in self.pending if rid not in self.queued]
         if pool:

@@ -40,7 +40,13 @@ from numba import njit
 from numba.extending import register_jitable
 from pydantic import Field, model_validator
 
-from runners.engines.latency_model import LatencyModel, decode_seconds, mean_decode_context, phase_seconds
+from runners.engines.latency_model import (
+    LatencyModel,
+    PhaseCoefficients,
+    decode_seconds,
+    mean_decode_context,
+    phase_seconds,
+)
 from runners.input_model import MAX_SEED, InputModel, field_error
 from runners.schedulers.base import (
     Completion,
@@ -323,6 +329,27 @@ def plan_annealing(inputs: PlanInputs, params: SLOPlanParams) -> tuple[np.ndarra
     )
 
 
+def compile_plan_kernels(params: SLOPlanParams) -> None:
+    """Plan three made-up requests and score one plan of them, with the argument types a run
+    uses, so numba compiles (or loads from its cache) :func:`latency_tables`, the annealer and the
+    plan scorer now - seconds on a cold cache - rather than inside a run's first ``decide``."""
+    phase = PhaseCoefficients(alpha=1e-7, beta=1e-3, gamma=1e-5, delta=1e-2)
+    n = 3
+    inputs = plan_inputs_of(
+        np.array([16.0, 32.0, 48.0]),
+        [8, 8, 8],
+        np.zeros(n),
+        np.full(n, INF),
+        np.full(n, INF),
+        np.full(n, 1.0),
+        LatencyModel(prefill=phase, decode=phase),
+        2,
+        0.0,
+    )
+    plan_annealing(inputs, params.model_copy(update={"iterations": 1}))
+    inputs.score(np.arange(n, dtype=np.int64), *full_batches(n, 2))
+
+
 def compositions(n: int, max_part: int) -> Iterator[tuple[int, ...]]:
     """Every way to split n into ordered parts of size 1..max_part."""
     if n == 0:
@@ -392,6 +419,9 @@ class SLOAwarePolicy(SchedulerPolicy[SLOAwareParams]):
     summary = "Orders and batches waiting requests to maximise G by simulated annealing over predicted latencies."
     paper = cite("004", "Alg. 1-2")
     Params = SLOAwareParams
+
+    def prepare(self) -> None:
+        compile_plan_kernels(self.params)
 
     def start(self, instances: Sequence[InstanceInfo], now: float) -> None:
         super().start(instances, now)
