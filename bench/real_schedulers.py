@@ -1,8 +1,9 @@
-"""Every registered scheduler against the real CPU vLLM, with 1 and with 2 instances.
+"""Every registered client-side scheduler against the real CPU vLLM, with 1 and with 2 instances.
 
 Launches the tiny random Llama on the CPU build (KV forced small with --num-gpu-blocks-override,
 so memory-aware policies have something to manage), then runs each scheduler on a short mixed
-workload by attaching to the launched servers, with the latency profile fitted by
+workload by attaching to the launched servers (the in-engine schedulers, which need schedlab
+to launch vLLM with them, are bench/in_engine.py's), with the latency profile fitted by
 bench/profile_validation.py (slo-sa and scls need one). Prints and saves a status table.
 
 Usage: python -m bench.real_schedulers [--requests 24] [--rate 4] [--instances 1,2]
@@ -19,7 +20,7 @@ from pathlib import Path
 
 from bench.common import markdown_table, measured, write_report
 from bench.vllm_cpu_common import TINY_PROFILE, launched_vllm, tiny_model
-from runners.registry import SCHEDULERS
+from runners.registry import SCHEDULERS, scheduler_class
 from runners.run.benchmark import execute_run
 from runners.run.config import parse_config
 
@@ -41,7 +42,7 @@ def main() -> None:
                 model, logs, instances=instances, num_gpu_blocks_override=64, max_num_seqs=16
             ) as servers:
                 urls = ",".join(instance.endpoint.base_url for instance in servers.instances)
-                for name in SCHEDULERS:
+                for name in [name for name in SCHEDULERS if not scheduler_class(name).in_engine]:
                     exhaustive = name == "slo-exhaustive"
                     workload = {
                         "requests": 6 if exhaustive else args.requests,
