@@ -32,8 +32,9 @@ written by the launcher from engine.profile). Waiting requests that hold KV bloc
 are not planned.
 
 Compilation: the annealer is numba-compiled; the first call compiles it (seconds). The class
-makes a warm-up plan in ``__init__``, while the engine starts, so the first step that plans is
-not stalled by the compiler.
+compiles it in ``__init__`` (:func:`~runners.schedulers.slo_aware.compile_plan_kernels`, the
+same warm-up slo-sa's ``prepare`` makes), while the engine starts, so the first step that plans
+is not stalled by the compiler.
 
 Decisions (beside :mod:`.base`'s fields): ``planned`` (a plan was made this step), ``plans`` and
 ``plan_ms_total`` (plans made so far and the milliseconds they took, so the plans' cost to the
@@ -54,6 +55,7 @@ from vllm.v1.core.sched.request_queue import SchedulingPolicy
 from vllm.v1.request import Request
 
 from runners.engines.latency_model import LatencyModel
+from runners.schedulers.slo_aware import compile_plan_kernels
 from runners.schedulers.vllm import EngineSLOAwareParams, load_params
 from runners.schedulers.vllm.base import SchedlabScheduler, logger
 from runners.schedulers.vllm.slo_sa_plan import (
@@ -103,7 +105,7 @@ class SLOAwareScheduler(SchedlabScheduler):
         self._planned_now = False
         self._waiting_before: set[str] = set()
         began = time.perf_counter()
-        warm_up(self.model, params)
+        compile_plan_kernels(params)
         logger.info(
             "schedlab engine-slo-sa: max_batch %d, annealer compiled in %.2f s",
             self.max_batch,
@@ -170,12 +172,6 @@ class SLOAwareScheduler(SchedlabScheduler):
                 plan_head=self.plan.order[:PLAN_HEAD_IDS],
             )
         return fields
-
-
-def warm_up(model: LatencyModel, params: EngineSLOAwareParams) -> EnginePlan:
-    """A plan over three made-up requests, so numba compiles the annealer now, not in a step."""
-    waiting = [WaitingRequest(f"warm-up-{i}", 16 * (i + 1), 8, 0.0, 1.0) for i in range(3)]
-    return plan_waiting(waiting, [RunningRequest(16, 16, 1, 8)], model, params, 2)
 
 
 class SLOAwareAsyncScheduler(SLOAwareScheduler, AsyncScheduler):
