@@ -60,7 +60,7 @@ SOURCE = (
     "runners.app.profiler.measure_steps (seed 0)"
 )
 CAPACITY_SEED = 1000
-FIRST_VALIDATION_SEED = 401  # 101-103, 201-203 and 301-303 were looked at while the model was built (README)
+FIRST_VALIDATION_SEED = 401  # 101-103, 201-203 and 301-303 were looked at while the model was built (docs/simulator.md)
 
 
 def workload(model: Path, requests: int, seed: int, rate: float | None) -> dict:

@@ -3,7 +3,7 @@
 At one seed every scheduler gets the identical workload and arrival times: both depend only on
 ``workload.*`` (the seed is ``workload.seed``), and the SLOs on the engine, which is the same for
 all. Each (scheduler, seed) is an ordinary run ``results/<study_id>-<scheduler>-s<seed>/``; the
-study adds ``results/<study_id>/study.json`` (a contract, see README "Result files"):
+study adds ``results/<study_id>/study.json`` (a contract, see docs/result-files.md):
 
 - ``schema_version`` (4), ``study_id``, ``baseline``, ``schedulers``, ``seeds``, ``rates`` (req/s;
   empty when the study has its config's one rate), ``created_at``,
