@@ -1,4 +1,5 @@
-"""docs/design.md cites only what exists, and the project cites it rather than a design file it lacks.
+"""The documentation cites only what exists, and the project cites docs/design.md rather than a
+design file it lacks. The checks run over docs/design.md, README.md and every docs/**/*.md:
 
 - every relative link (``[text](path#anchor)``) resolves to a file of the repository, and its
   anchor to a heading of that file (GitHub's heading slugs);
@@ -9,20 +10,36 @@
   defined at the top level of one (read from the source with ``ast``, not imported: the in-engine
   scheduler classes import vLLM, which the test environment need not have);
 - every call written in backticks (``decide(now)``) names a function defined somewhere in runners/;
-- no file of the project cites a design document other than docs/design.md.
+- no file of the project cites a design document other than docs/design.md;
+- README.md stays short (at most 300 lines) and links every docs/**/*.md file, directly or through
+  a docs index (docs/index.md or docs/README.md) it links.
 """
 
 from __future__ import annotations
 
 import ast
+import builtins
 import os
 import re
 import subprocess
 from functools import cache
 from pathlib import Path
 
+import pytest
+
 ROOT = Path(__file__).resolve().parents[2]
 DESIGN = ROOT / "docs/design.md"
+README = ROOT / "README.md"
+#: The README's length limit (issue 42): the reference lives in docs/.
+README_MAX_LINES = 300
+#: Every document the checks read: the design document first, the README, the rest of docs/.
+DOCUMENTS = [DESIGN, README, *sorted(path for path in (ROOT / "docs").rglob("*.md") if path != DESIGN)]
+DOCUMENT_IDS = [str(path.relative_to(ROOT)) for path in DOCUMENTS]
+#: Paths the documents name that a checkout does not hold, and why.
+NOT_IN_A_CHECKOUT = {
+    "results/.jobs/": "the dashboard's job folders, made when a job is launched (git-ignored)",
+    "results/demo/": "the earlier one-regime Demo bundle, which `python -m runners demo` removes",
+}
 
 FENCE = re.compile(r"^```.*?^```", re.S | re.M)
 LINK = re.compile(r"\[[^\]]*\]\(([^)\s]+)\)")
@@ -34,6 +51,17 @@ CALL = re.compile(r"^(\w+)\([\w, ]*\)$")
 
 def design_text() -> str:
     return DESIGN.read_text(encoding="utf-8")
+
+
+def documents() -> pytest.MarkDecorator:
+    """Parametrize a test over every document (``doc``: its path)."""
+    return pytest.mark.parametrize("doc", DOCUMENTS, ids=DOCUMENT_IDS)
+
+
+def relative_links(path: Path) -> list[str]:
+    """The link targets in ``path``'s prose (images too) that are not URLs (http:, mailto: ...)."""
+    prose, _ = prose_and_code(path.read_text(encoding="utf-8"))
+    return [target for target in LINK.findall(prose) if not re.match(r"^[a-z]+:", target)]
 
 
 def prose_and_code(text: str) -> tuple[str, str]:
@@ -90,26 +118,44 @@ def test_cited_paths_are_found_and_checked() -> None:
     assert "runners/engines/simulator.py" in cited_paths(design_text())
 
 
-def test_every_cited_path_exists() -> None:
-    missing = sorted(path for path in cited_paths(design_text()) if not (ROOT / path).exists())
-    assert missing == [], f"docs/design.md cites paths that do not exist: {missing}"
+@documents()
+def test_every_cited_path_exists(doc: Path) -> None:
+    cited = cited_paths(doc.read_text(encoding="utf-8")) - NOT_IN_A_CHECKOUT.keys()
+    missing = sorted(path for path in cited if not (ROOT / path).exists())
+    assert missing == [], f"{doc.relative_to(ROOT)} cites paths that do not exist: {missing}"
 
 
-def test_every_relative_link_resolves() -> None:
-    prose, _ = prose_and_code(design_text())
+def link_problems(doc: Path) -> list[str]:
+    """What is wrong with ``doc``'s relative links: a file that is not there, an anchor that no
+    heading of the file has."""
     problems = []
-    links = LINK.findall(prose)
-    assert len(links) >= 5  # README sections and the document's own sections are linked
-    for target in links:
-        if re.match(r"^[a-z]+:", target):  # http:, https:, mailto:
-            continue
+    for target in relative_links(doc):
         file_part, _, anchor = target.partition("#")
-        path = (DESIGN.parent / file_part).resolve() if file_part else DESIGN
+        path = (doc.parent / file_part).resolve() if file_part else doc
         if not path.is_file():
             problems.append(f"{target}: no file {path}")
         elif anchor and anchor not in anchors(path):
             problems.append(f"{target}: no heading with anchor #{anchor} in {path.name}")
-    assert problems == []
+    return problems
+
+
+@documents()
+def test_every_relative_link_resolves(doc: Path) -> None:
+    if doc == DESIGN:
+        assert len(relative_links(doc)) >= 5  # the user documentation and the document's own sections
+    assert link_problems(doc) == []
+
+
+def test_a_broken_link_is_found(tmp_path: Path) -> None:
+    (tmp_path / "other.md").write_text("# A heading\n", encoding="utf-8")
+    doc = tmp_path / "doc.md"
+    doc.write_text(
+        "# Top\n[ok](other.md#a-heading) [self](#top) [no file](missing.md) [no anchor](other.md#nope)\n"
+        "```\n[in code](missing.md)\n```\n",
+        encoding="utf-8",
+    )
+    problems = link_problems(doc)
+    assert [problem.split(":")[0] for problem in problems] == ["missing.md", "other.md#nope"]
 
 
 @cache
@@ -170,16 +216,19 @@ def test_resolve_dotted_refuses_what_is_not_there() -> None:
     assert resolve_dotted("runners.schedulers.base.SchedulerPolicy.no_such_method") is not None
 
 
-def test_every_cited_runners_name_exists() -> None:
-    prose, _ = prose_and_code(design_text())
+@documents()
+def test_every_cited_runners_name_exists(doc: Path) -> None:
+    prose, _ = prose_and_code(doc.read_text(encoding="utf-8"))
     names = {token for token in BACKTICKED.findall(prose) if DOTTED.match(token)}
-    assert len(names) > 50  # the document names its functions and files
+    if doc == DESIGN:
+        assert len(names) > 50  # the document names its functions and files
     problems = sorted(f"{name}: {problem}" for name in names if (problem := resolve_dotted(name)))
     assert problems == []
 
 
-def test_every_cited_call_is_a_function_of_runners() -> None:
-    prose, _ = prose_and_code(design_text())
+@documents()
+def test_every_cited_call_is_a_function_of_runners(doc: Path) -> None:
+    prose, _ = prose_and_code(doc.read_text(encoding="utf-8"))
     calls = {match.group(1) for token in BACKTICKED.findall(prose) if (match := CALL.match(token))}
     functions = {
         node.name
@@ -188,8 +237,28 @@ def test_every_cited_call_is_a_function_of_runners() -> None:
         for node in ast.walk(module_tree(path))
         if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef))
     }
-    assert "decide" in calls
-    assert sorted(calls - functions) == []
+    if doc == DESIGN:
+        assert "decide" in calls
+    assert sorted(calls - functions - set(dir(builtins))) == []  # super() is Python's
+
+
+def test_the_readme_is_short() -> None:
+    lines = len(README.read_text(encoding="utf-8").splitlines())
+    assert lines <= README_MAX_LINES, f"README.md has {lines} lines; move reference text to docs/"
+
+
+def linked_files(doc: Path) -> set[Path]:
+    """The files ``doc`` links to (relative links, anchors dropped)."""
+    return {(doc.parent / target.partition("#")[0]).resolve() for target in relative_links(doc) if target[0] != "#"}
+
+
+def test_the_readme_links_every_document() -> None:
+    linked = linked_files(README)
+    for index in (ROOT / "docs/index.md", ROOT / "docs/README.md"):
+        if index.resolve() in linked:
+            linked |= linked_files(index)
+    unlinked = [name for path, name in zip(DOCUMENTS, DOCUMENT_IDS) if path != README and path.resolve() not in linked]
+    assert unlinked == [], f"README.md links neither these documents nor a docs index that does: {unlinked}"
 
 
 def project_files() -> list[Path]:
@@ -220,6 +289,14 @@ def project_files() -> list[Path]:
 OTHER_DESIGN_DOC = re.compile(r"(?<!docs/)\bdesign\.md", re.I)
 
 
+def cites_other_design(line: str, path: Path) -> bool:
+    """Whether ``line`` of ``path`` cites a design document other than docs/design.md; a relative
+    link from a file of docs/ to its sibling (``](`` + DESIGN.name) is docs/design.md."""
+    if path.parent == DESIGN.parent:
+        line = line.replace(f"]({DESIGN.name}", f"](docs/{DESIGN.name}")
+    return OTHER_DESIGN_DOC.search(line) is not None
+
+
 def other_design_citations() -> list[str]:
     found = []
     for path in project_files():
@@ -231,7 +308,7 @@ def other_design_citations() -> list[str]:
             continue
         text = data.decode("utf-8", "replace")
         for number, line in enumerate(text.splitlines(), 1):
-            if OTHER_DESIGN_DOC.search(line):
+            if cites_other_design(line, path):
                 found.append(f"{path.relative_to(ROOT)}:{number}: {line.strip()}")
     return found
 
@@ -242,6 +319,10 @@ def test_other_design_citation_pattern() -> None:
     assert OTHER_DESIGN_DOC.search(f"see ../shared/{bare}")
     assert not OTHER_DESIGN_DOC.search("see docs/design.md, Result contracts")
     assert not OTHER_DESIGN_DOC.search("[docs/design.md](../docs/design.md#workload-statistics)")
+    sibling = f"[docs/design.md]({DESIGN.name}#layers)"
+    assert not cites_other_design(sibling, ROOT / "docs/layout.md")
+    assert cites_other_design(sibling, ROOT / "examples/notes.md")
+    assert cites_other_design(f"[the design]({bare})", ROOT / "docs/layout.md")
 
 
 def test_no_file_cites_a_design_document_other_than_docs_design() -> None:
