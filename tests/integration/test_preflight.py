@@ -52,7 +52,7 @@ def test_an_engine_missing_from_the_chosen_python_is_refused_under_the_python_fi
     assert result.spec is None
     assert result.errors == {
         "engine.python": f"vllm is not installed in {sys.executable}; expected the Python of its environment "
-        "(not installed here: install it in its own environment (README) or attach to a running server)"
+        "(not installed here: install it in its own environment (docs/engines.md) or attach to a running server)"
     }
     sglang = build_job(launch_values("sglang", model=str(tmp_path)), ["fcfs"]).errors
     assert sglang["engine.python"].startswith(f"sglang is not installed in {sys.executable};")
