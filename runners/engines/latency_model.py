@@ -95,8 +95,8 @@ Coefficient = Annotated[float, Field(ge=0, le=MAX_COEFFICIENT_S)]
 def phase_seconds(alpha: Any, beta: Any, gamma: Any, delta: Any, batch: Any, length: Any) -> Any:
     """Eq. 14/15, the one place it is written: alpha*b*l + beta*b + gamma*l + delta, seconds, for
     ``batch`` requests at ``length`` tokens. Scalars or numpy arrays (broadcast); plain arithmetic,
-    so numba kernels call it too (:mod:`runners.schedulers.slo_aware` registers it with
-    ``register_jitable``; this module does not import numba)."""
+    so numba kernels call it too (:mod:`runners.schedulers.slo_annealing_kernel` registers it
+    with ``register_jitable``; this module does not import numba)."""
     return alpha * batch * length + beta * batch + gamma * length + delta
 
 

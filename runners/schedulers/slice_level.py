@@ -46,36 +46,11 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
-from numba import njit
 from pydantic import Field, model_validator
 
 from runners.input_model import field_error
 from runners.schedulers.base import Completion, Decision, InstanceInfo, PolicyError, PolicyParams, SchedulerPolicy
 from runners.schedulers.papers import cite
-
-
-@njit(cache=True)
-def dp_batches_linear(lengths: Any, slope: Any, intercept: Any, limits: Any) -> Any:
-    """SCLS Alg. 1 when serving time is linear in the batch size for a given longest prompt:
-    T_serve(N, L_i) = slope[i] * N + intercept[i] (true of the latency model of eq. 1-4).
-    Returns (previous-index array, total seconds). Kernel/reference pair: its reference, the
-    recurrence written plainly over any serving-time function, is ``dp_batches`` in
-    tests/unit/test_scls.py."""
-    n = lengths.shape[0]
-    total = np.zeros(n + 1)
-    previous = np.zeros(n + 1, dtype=np.int64)
-    for i in range(1, n + 1):
-        limit = min(i, limits[i - 1])
-        best = total[i - 1] + slope[i - 1] + intercept[i - 1]
-        best_size = 1
-        for size in range(2, limit + 1):
-            candidate = total[i - size] + slope[i - 1] * size + intercept[i - 1]
-            if candidate < best:
-                best = candidate
-                best_size = size
-        total[i] = best
-        previous[i] = i - best_size
-    return previous, total[n]
 
 
 def ranges_from(previous: np.ndarray) -> list[tuple[int, int]]:
@@ -218,6 +193,8 @@ class SCLSPolicy(SchedulerPolicy[SCLSParams]):
 
     def prepare(self) -> None:
         """Compile (or load) :func:`dp_batches_linear` now, with a run's argument types."""
+        from runners.schedulers.scls_kernel import dp_batches_linear
+
         dp_batches_linear(np.array([8.0, 16.0]), np.array([0.1, 0.2]), np.array([1.0, 1.0]), np.array([2, 2]))
 
     def _schedule(self, now: float) -> None:
@@ -228,6 +205,8 @@ class SCLSPolicy(SchedulerPolicy[SCLSParams]):
             slope, intercept = self.model.serve_line(lengths, self.params.slice_tokens)
             fits = (self.params.zeta * self.capacity_tokens // (lengths + self.params.slice_tokens)).astype(np.int64)
             limits = np.clip(fits, 1, self.batch_limit)
+            from runners.schedulers.scls_kernel import dp_batches_linear
+
             previous, _ = dp_batches_linear(lengths, slope, intercept, limits)
             ranges = ranges_from(previous)
             batches = [pool[start:end] for start, end in ranges]
@@ -256,3 +235,14 @@ class SCLSPolicy(SchedulerPolicy[SCLSParams]):
                 dispatches.append(self._take(rid, instance, max_tokens=self.params.slice_tokens))
         waiting = any(rid not in self.queued for rid in self.pending)
         return Decision(dispatches, wake_at=self.next_schedule if waiting else None)
+
+
+def __getattr__(name: str) -> Any:
+    """:func:`runners.schedulers.scls_kernel.dp_batches_linear`, still importable from here;
+    imported where it is first called, so that listing scls or reading its parameters (the Home
+    and Launch pages) does not import numba (issue 42). PEP 562: only for names not defined here."""
+    if name == "dp_batches_linear":
+        from runners.schedulers.scls_kernel import dp_batches_linear
+
+        return dp_batches_linear
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -34,8 +34,13 @@ annealer as first written.
 
 from __future__ import annotations
 
+from typing import Any
+
 import numpy as np
 from numba import njit
+from numba.extending import register_jitable
+
+from runners.engines.latency_model import decode_seconds, mean_decode_context, phase_seconds
 
 BRANCHLESS_UP_TO = 64  # plans of at most this many requests are scored without a branch per SLO test
 
@@ -348,3 +353,39 @@ def search(tables, base_s, t0, t_threshold, iterations, decay, seed, chains, g_u
     if other[3] > best[3]:
         return other
     return best
+
+
+# The latency model's eq. 14/15 (one implementation, in runners.engines.latency_model), made
+# callable from the compiled kernel below; plain Python everywhere else.
+register_jitable(phase_seconds)
+register_jitable(mean_decode_context)
+register_jitable(decode_seconds)
+
+
+@njit(cache=True)
+def latency_tables(inputs: Any, computed: Any, produced: Any, width: int, prefill_coef: Any, decode_coef: Any) -> Any:
+    """(execution, prefill, TPOT) tables [request, batch size - 1], seconds, from the latency
+    model's prefill and decode coefficients (alpha, beta, gamma, delta) - eq. 14/15, with the
+    decode context averaged over the steps (closed form of eq. 16); the prefill of the prompt
+    tokens ``computed`` (the prompt less what the prefix cache is expected to hold), the decode
+    over the whole prompt ``inputs``: the latency model's
+    :func:`~runners.engines.latency_model.phase_seconds` and ``decode_seconds``, compiled. numba
+    caches this kernel by this file only: after editing those functions, clear ``__pycache__``
+    (tests/unit/test_latency_formula.py compares the kernel with them)."""
+    n = inputs.shape[0]
+    exec_s = np.empty((n, width))
+    prefill_s = np.empty((n, width))
+    tpot_s = np.empty((n, width))
+    pa, pb, pg, pd = prefill_coef
+    da, db, dg, dd = decode_coef
+    for i in range(n):
+        tokens = inputs[i]
+        steps = max(produced[i] - 1.0, 0.0)
+        for column in range(width):
+            batch = column + 1.0
+            prefill = phase_seconds(pa, pb, pg, pd, batch, computed[i])
+            decode = decode_seconds(da, db, dg, dd, batch, tokens, steps)
+            prefill_s[i, column] = prefill
+            exec_s[i, column] = prefill + decode
+            tpot_s[i, column] = decode / max(steps, 1.0) if steps > 0 else 0.0
+    return exec_s, prefill_s, tpot_s

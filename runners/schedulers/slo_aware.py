@@ -36,17 +36,9 @@ from dataclasses import dataclass, field
 from typing import Any, Literal
 
 import numpy as np
-from numba import njit
-from numba.extending import register_jitable
 from pydantic import Field, model_validator
 
-from runners.engines.latency_model import (
-    LatencyModel,
-    PhaseCoefficients,
-    decode_seconds,
-    mean_decode_context,
-    phase_seconds,
-)
+from runners.engines.latency_model import LatencyModel, PhaseCoefficients
 from runners.input_model import MAX_SEED, InputModel, field_error
 from runners.schedulers.base import (
     Completion,
@@ -65,7 +57,6 @@ from runners.schedulers.predictors import (
     OutputPriorParams,
 )
 from runners.schedulers.prefix_index import PrefixIndex
-from runners.schedulers.slo_annealing_kernel import evaluate_plan, full_batches, search
 from runners.workload.requests import Request
 
 INF = math.inf
@@ -187,6 +178,8 @@ class PlanInputs:
         )
 
     def score(self, order: np.ndarray, sizes: np.ndarray, batches: int) -> tuple[float, int]:
+        from runners.schedulers.slo_annealing_kernel import evaluate_plan
+
         return evaluate_plan(order, sizes, batches, self.tables, self.base_s)
 
     @property
@@ -194,42 +187,6 @@ class PlanInputs:
         """n / sum of latency alone with no waiting: no plan can beat it."""
         total = float(np.sum(self.waited_s + self.base_s + self.exec_s[:, 0]))
         return len(self.waited_s) / total if total > 0 else 0.0
-
-
-# The latency model's eq. 14/15 (one implementation, in runners.engines.latency_model), made
-# callable from the compiled kernels below; plain Python everywhere else.
-register_jitable(phase_seconds)
-register_jitable(mean_decode_context)
-register_jitable(decode_seconds)
-
-
-@njit(cache=True)
-def latency_tables(inputs: Any, computed: Any, produced: Any, width: int, prefill_coef: Any, decode_coef: Any) -> Any:
-    """(execution, prefill, TPOT) tables [request, batch size - 1], seconds, from the latency
-    model's prefill and decode coefficients (alpha, beta, gamma, delta) - eq. 14/15, with the
-    decode context averaged over the steps (closed form of eq. 16); the prefill of the prompt
-    tokens ``computed`` (the prompt less what the prefix cache is expected to hold), the decode
-    over the whole prompt ``inputs``: the latency model's
-    :func:`~runners.engines.latency_model.phase_seconds` and ``decode_seconds``, compiled. numba
-    caches this kernel by this file only: after editing those functions, clear ``__pycache__``
-    (tests/unit/test_latency_formula.py compares the kernel with them)."""
-    n = inputs.shape[0]
-    exec_s = np.empty((n, width))
-    prefill_s = np.empty((n, width))
-    tpot_s = np.empty((n, width))
-    pa, pb, pg, pd = prefill_coef
-    da, db, dg, dd = decode_coef
-    for i in range(n):
-        tokens = inputs[i]
-        steps = max(produced[i] - 1.0, 0.0)
-        for column in range(width):
-            batch = column + 1.0
-            prefill = phase_seconds(pa, pb, pg, pd, batch, computed[i])
-            decode = decode_seconds(da, db, dg, dd, batch, tokens, steps)
-            prefill_s[i, column] = prefill
-            exec_s[i, column] = prefill + decode
-            tpot_s[i, column] = decode / max(steps, 1.0) if steps > 0 else 0.0
-    return exec_s, prefill_s, tpot_s
 
 
 def plan_inputs(
@@ -283,6 +240,8 @@ def plan_inputs_of(
     n = len(waited_s)
     width = max(1, min(max_batch, n))
     inputs = np.asarray(input_tokens, dtype=float)
+    from runners.schedulers.slo_annealing_kernel import latency_tables
+
     exec_s, prefill_s, tpot_s = latency_tables(
         inputs,
         inputs if computed_tokens is None else np.asarray(computed_tokens, dtype=float),
@@ -316,6 +275,8 @@ def plan_annealing(inputs: PlanInputs, params: SLOPlanParams) -> tuple[np.ndarra
     """Algorithm 1: start points, then simulated annealing. Returns (order, sizes, batches, G).
     The largest batch is the width of the latency tables. One compiled call does it all
     (:func:`runners.schedulers.slo_annealing_kernel.search`; chain k is seeded ``seed + 7919 k``)."""
+    from runners.schedulers.slo_annealing_kernel import search
+
     return search(
         inputs.tables,
         inputs.base_s,
@@ -347,6 +308,8 @@ def compile_plan_kernels(params: SLOPlanParams) -> None:
         0.0,
     )
     plan_annealing(inputs, params.model_copy(update={"iterations": 1}))
+    from runners.schedulers.slo_annealing_kernel import full_batches
+
     inputs.score(np.arange(n, dtype=np.int64), *full_batches(n, 2))
 
 
@@ -374,6 +337,8 @@ def plan_exhaustive(
             f"slo-exhaustive plans at most {limit} waiting requests per instance, got {n}; "
             "use slo-sa, or fewer requests"
         )
+    from runners.schedulers.slo_annealing_kernel import full_batches
+
     best = (np.arange(n, dtype=np.int64), *full_batches(n, max_batch), -1.0)
     splits = []
     for parts in compositions(n, max_batch):
@@ -612,3 +577,18 @@ class SLOExhaustivePolicy(SLOAwarePolicy):
 
     def make_plan(self, requests: list[Request], inputs: PlanInputs) -> tuple[np.ndarray, np.ndarray, int, float]:
         return plan_exhaustive(inputs, self.max_batch)
+
+
+#: The compiled kernels slo-sa plans with, in :mod:`runners.schedulers.slo_annealing_kernel` and
+#: still importable from here. Imported where they are first called, so that listing slo-sa or
+#: reading its parameters (the Home and Launch pages) does not import numba (issue 42).
+KERNELS = ("evaluate_plan", "full_batches", "latency_tables", "search")
+
+
+def __getattr__(name: str) -> Any:
+    """A kernel of :data:`KERNELS`, from its module (PEP 562: only for names not defined here)."""
+    if name in KERNELS:
+        from runners.schedulers import slo_annealing_kernel
+
+        return getattr(slo_annealing_kernel, name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -6,7 +6,7 @@ Before each ``schedule()``:
    remaining output first, ties by arrival (:func:`~.mcsf_core.shortest_first_key`; a stable
    sort, O(n log n), about O(n) when the queue is already in order, as it mostly is between steps);
 2. MC-SF's admission count is computed by the function the client-side mcsf policy calls
-   (:func:`runners.schedulers.memory_constrained.admit_shortest_first`, through
+   (:func:`runners.schedulers.mcsf_kernel.admit_shortest_first`, through
    :func:`~.mcsf_core.mcsf_admissions`): the longest prefix of the reordered queue whose KV demand
    stays within M at every future completion time of the running and admitted requests;
 3. the running limit (vLLM's admission limit ``max_num_active_reqs``, see :mod:`.base`) is set to

@@ -1,7 +1,7 @@
 """engine-mcsf's decision logic without vLLM (importable by schedlab and its tests): the queue
 order, the predicted output of a request, and how many waiting requests MC-SF admits.
 
-The admission count is :func:`runners.schedulers.memory_constrained.admit_shortest_first`, the
+The admission count is :func:`runners.schedulers.mcsf_kernel.admit_shortest_first`, the
 function the client-side mcsf policy calls (one function, two callers), fed with the same rule
 for what a request holds: its tokens plus ``block_size - 1`` (KV is allocated in blocks, so a
 request can hold up to a block less one token more than it uses). Tokens are tokens, remaining
@@ -16,7 +16,7 @@ from typing import Any
 
 import numpy as np
 
-from runners.schedulers.memory_constrained import admit_shortest_first
+from runners.schedulers.mcsf_kernel import admit_shortest_first
 from runners.schedulers.vllm import PREDICTED_OUTPUT_ARG
 
 #: Where a request's predicted output came from (decision field names end with these).
