@@ -864,12 +864,29 @@ def _run_names(base: Path) -> list[str]:
     return names
 
 
+def _is_listed_run(base: Path, name: str) -> bool:
+    """Whether :func:`_run_names` would list ``name`` (a valid id), checked on that entry alone:
+    an entry of exactly that name, a link or a run folder (or an empty one). Reading one run of a
+    study of n members inspected all n folders (issue 42: n^2 for the Results page's study)."""
+    path = base / name
+    try:
+        if name not in os.listdir(base):  # the entry's own name, as the listing compares it
+            return False
+        if path.is_symlink():
+            return True
+        return path.is_dir() and (_is_run_folder(path) or _is_empty(path))
+    except OSError:
+        return False  # the listing decides
+
+
 def resolve_run_folder(root: str | Path, run: str, allow_path: bool = False) -> Path:
     """The folder of ``run``: a run id, or a unique id prefix, inside ``root`` (compared with the
     names of its entries, never as a path or pattern). With ``allow_path`` (read-only commands)
     a path to a run folder is also accepted when ``run`` names no run inside ``root``."""
     base = results_folder(root)
     if isinstance(run, str) and RUN_ID_PATTERN.match(run):
+        if _is_listed_run(base, run):  # an exact id: no need to inspect every other folder
+            return _checked(base, run)
         names = _run_names(base)
         if run in names:
             return _checked(base, run)
