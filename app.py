@@ -4,14 +4,7 @@ Home page: what the tool is, the engines found, the latest runs, the pages."""
 
 from __future__ import annotations
 
-import pandas as pd
 import streamlit as st
-
-from runners.engines.discovery import find_engines
-from runners.errors import SchedlabError
-from runners.registry import SCHEDULERS
-from runners.run.knowledge import scheduler_display
-from runners.store import result_store
 
 #: The Home page's links to the other pages: file, label, icon.
 HOME_LINKS = (
@@ -22,7 +15,13 @@ HOME_LINKS = (
 
 
 def home() -> None:
-    """The Home page."""
+    """The Home page. It imports what it draws with here, not at the top: this file runs before
+    every page, and the other pages need none of it (issue 42)."""
+    from runners.engines.discovery import find_engines
+    from runners.errors import SchedlabError
+    from runners.registry import SCHEDULERS
+    from runners.store import result_store
+
     st.title("schedlab")
     st.write(
         "schedlab benchmarks the schedulers that decide which LLM requests a serving engine runs, and when. "
@@ -54,6 +53,10 @@ def home() -> None:
     if not runs:
         st.info("No saved runs yet. Launch one on the Launch page, or `python -m runners run --requests 500 --rate 4`.")
     else:
+        import pandas as pd
+
+        from runners.run.knowledge import scheduler_display
+
         table = pd.DataFrame(
             [
                 {

@@ -6,27 +6,19 @@ with runners.views.charts."""
 from __future__ import annotations
 
 from pathlib import Path
+from typing import TYPE_CHECKING
 
-import pandas as pd
 import streamlit as st
 
 from runners.app.jobs import JobStatus, cancel_job, list_jobs
-from runners.app.launch_form import results_link
 from runners.store import result_store
-from runners.store.models import JobRunStatus, StudyRun
-from runners.study.runner import identical_decisions_note
-from runners.views.charts import live_instance_series, live_latency_scatter, live_prefix_hit_rate
-from runners.views.live import (
-    LiveSnapshot,
-    StudyProgress,
-    job_progress,
-    job_run_rows,
-    job_run_states,
-    read_live,
-    read_study_progress,
-    running_member_rows,
-)
-from runners.views.prefix_view import HIT_RATE_CAPTION, has_prefix_counters
+
+if TYPE_CHECKING:
+    from runners.store.models import JobRunStatus, StudyRun
+    from runners.views.live import LiveSnapshot, StudyProgress
+
+# A job's live view imports what it draws with (pandas, plotly, the run readers) when a job is
+# shown: the Launch page of a server without jobs opens without them (issue 42).
 
 JOB_SELECT = "job_select"  # the Jobs panel's drop-down: the job the live view follows
 CARDS_PER_ROW = 3  # labels stay whole at 1,024 px (four cut 'elapsed, simulated (s)')
@@ -96,6 +88,17 @@ def _job_header(job: JobStatus) -> None:
 def _job_progress(job: JobStatus, root: Path) -> tuple[str | None, LiveSnapshot | None, StudyProgress | None]:
     """The job's progress bar and its runs' table; the run to show live (the current one, else the
     last one started), its snapshot, and the study's progress (None: not a study)."""
+    import pandas as pd
+
+    from runners.views.live import (
+        job_progress,
+        job_run_rows,
+        job_run_states,
+        read_live,
+        read_study_progress,
+        running_member_rows,
+    )
+
     study = job.spec.study
     progress = read_study_progress(root, study.study_id) if study is not None else None
     reported: dict[str, JobRunStatus | StudyRun] = {str(entry.run_id): entry for entry in job.runs}
@@ -128,6 +131,9 @@ def _job_progress(job: JobStatus, root: Path) -> tuple[str | None, LiveSnapshot 
 def _run_live(run_id: str, snapshot: LiveSnapshot) -> None:
     """The live run: its progress, how it ended (a cancel in neutral colour, a failure in red),
     cards, charts and server logs."""
+    from runners.views.charts import live_instance_series, live_latency_scatter, live_prefix_hit_rate
+    from runners.views.prefix_view import HIT_RATE_CAPTION, has_prefix_counters
+
     eta = f" — {snapshot.eta.text()}" if snapshot.eta is not None else ""
     st.progress(snapshot.fraction, text=f"{run_id}: {snapshot.progress_text()}{eta}")
     notice = snapshot.notice()
@@ -166,6 +172,9 @@ def _run_live(run_id: str, snapshot: LiveSnapshot) -> None:
 
 def _job_end(job: JobStatus, root: Path, progress: StudyProgress | None) -> None:
     """A finished job: the identical-decisions note of its study, and the link to compare its runs."""
+    from runners.app.launch_form import results_link
+    from runners.study.runner import identical_decisions_note
+
     study = job.spec.study
     if progress is not None and progress.finished and study is not None:
         notes = st.session_state.setdefault("identical_notes", {})  # read the members' rows once

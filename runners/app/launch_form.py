@@ -38,7 +38,6 @@ from runners.engines.adapters import ADAPTERS
 from runners.errors import ConfigError, DatasetError, SchedlabError, error_location, shortened, validation_message
 from runners.metrics.catalog import metric
 from runners.registry import check_engine_for, parameter_specs, scheduler_class, usable_schedulers
-from runners.run.benchmark import prepare_run
 from runners.run.capacity_estimate import OfferedLoad, offered_load, real_engine_load
 from runners.run.config import RunConfig, set_dotted
 from runners.store.result_store import DEFAULT_RESULTS_DIR
@@ -760,6 +759,10 @@ def _launch_errors(
         return {"schedulers": exc.message}
     errors: dict[str, str] = {}
     if check_workload:
+        # the run machinery (simulator, recorder, pandas) loads when a launch is checked, not with
+        # the Launch page (issue 42)
+        from runners.run.benchmark import prepare_run
+
         try:
             prepare_run(configs[0])
         except ConfigError as exc:
