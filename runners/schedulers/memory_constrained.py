@@ -30,7 +30,7 @@ from __future__ import annotations
 import math
 from collections import deque
 from collections.abc import Sequence
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 import numpy as np
 from pydantic import Field
@@ -55,6 +55,10 @@ from runners.schedulers.predictors import (
     OutputPriorParams,
 )
 from runners.workload.requests import Request
+
+if TYPE_CHECKING:  # at run time from runners.schedulers.mcsf_kernel on first use (__getattr__ below)
+    from runners.schedulers.mcsf_kernel import admit_shortest_first as admit_shortest_first
+    from runners.schedulers.mcsf_kernel import admit_shortest_first_reference as admit_shortest_first_reference
 
 
 class MemoryParams(OutputPriorParams, PolicyParams):

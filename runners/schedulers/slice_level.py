@@ -43,7 +43,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 from pydantic import Field, model_validator
@@ -51,6 +51,9 @@ from pydantic import Field, model_validator
 from runners.input_model import field_error
 from runners.schedulers.base import Completion, Decision, InstanceInfo, PolicyError, PolicyParams, SchedulerPolicy
 from runners.schedulers.papers import cite
+
+if TYPE_CHECKING:  # at run time from runners.schedulers.scls_kernel on first use (__getattr__ below)
+    from runners.schedulers.scls_kernel import dp_batches_linear as dp_batches_linear
 
 
 def ranges_from(previous: np.ndarray) -> list[tuple[int, int]]:

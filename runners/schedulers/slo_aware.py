@@ -33,7 +33,7 @@ import itertools
 import math
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 import numpy as np
 from pydantic import Field, model_validator
@@ -58,6 +58,12 @@ from runners.schedulers.predictors import (
 )
 from runners.schedulers.prefix_index import PrefixIndex
 from runners.workload.requests import Request
+
+if TYPE_CHECKING:  # at run time from runners.schedulers.slo_annealing_kernel on first use (__getattr__ below)
+    from runners.schedulers.slo_annealing_kernel import evaluate_plan as evaluate_plan
+    from runners.schedulers.slo_annealing_kernel import full_batches as full_batches
+    from runners.schedulers.slo_annealing_kernel import latency_tables as latency_tables
+    from runners.schedulers.slo_annealing_kernel import search as search
 
 INF = math.inf
 
