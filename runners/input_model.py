@@ -85,9 +85,11 @@ def field_error(model: str, field: str, message: str, value: Any) -> ValidationE
 
 class InputModel(BaseModel):
     """A model of user input: unknown keys, non-finite floats, booleans given for numbers and
-    integers beyond 64 bits are refused (see the module doc)."""
+    integers beyond 64 bits are refused (see the module doc). A model's validator is built when it
+    first validates, not when its module loads (``defer_build``): a page that lists the engines
+    and schedulers validates few of their configs (issue 42)."""
 
-    model_config = ConfigDict(extra="forbid", allow_inf_nan=False)
+    model_config = ConfigDict(extra="forbid", allow_inf_nan=False, defer_build=True)
 
     @model_validator(mode="before")
     @classmethod

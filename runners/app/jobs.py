@@ -27,7 +27,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from pydantic import BaseModel, Field, ValidationError, field_validator
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
 from runners.engines.real_config import REDACT_SECRETS
 from runners.errors import SchedlabError
@@ -50,6 +50,8 @@ FINAL_STATES = ("done", "failed", "cancelled", "lost")
 class SweepSpec(BaseModel):
     """A rate sweep: every scheduler at every rate, one workload and seed."""
 
+    model_config = ConfigDict(defer_build=True)  # built when first validated (issue 42)
+
     rates_rps: list[float] = Field(min_length=1, description="arrival rates to sweep, requests per second")
     target_attainment: float = Field(default=0.9, gt=0, le=1, description="SLO attainment that defines capacity")
 
@@ -59,6 +61,8 @@ class StudySpec(BaseModel):
     plan order (every scheduler at every seed, and rate for a sweep), each with its own scheduler
     parameters; the worker runs them with :func:`runners.study.runner.run_study`, which writes
     ``results/<study_id>/study.json``. Rates in req/s, empty when the study has one rate."""
+
+    model_config = ConfigDict(defer_build=True)  # built when first validated (issue 42)
 
     study_id: str
     baseline: str
@@ -83,7 +87,10 @@ class StudySpec(BaseModel):
 class JobSpec(BaseModel):
     """What a job runs. ``runs`` are full run configs (validated), executed in order; with
     ``study`` they are the members of that study (a job spec without it, as older versions wrote,
-    runs them one after the other as independent runs)."""
+    runs them one after the other as independent runs). Its validator, holding every run config's,
+    is built when it first validates, not when a page imports this module (issue 42)."""
+
+    model_config = ConfigDict(defer_build=True)
 
     job_id: str
     label: str = ""

@@ -36,9 +36,10 @@ ENGINE_RECORD_SCHEMA_VERSION = 2
 
 
 class Record(BaseModel):
-    """Base of the records: unknown fields are kept (and written back after the known ones)."""
+    """Base of the records: unknown fields are kept (and written back after the known ones). A
+    record's validator is built when it first validates (``defer_build``, issue 42)."""
 
-    model_config = ConfigDict(extra="allow", populate_by_name=True)
+    model_config = ConfigDict(extra="allow", populate_by_name=True, defer_build=True)
 
 
 def record_json(record: BaseModel) -> str:
