@@ -15,13 +15,8 @@ HOME_LINKS = (
 
 
 def home() -> None:
-    """The Home page. It imports what it draws with here, not at the top: this file runs before
-    every page, and the other pages need none of it (issue 42)."""
-    from runners.engines.discovery import find_engines
-    from runners.errors import SchedlabError
-    from runners.registry import SCHEDULERS
-    from runners.store import result_store
-
+    """The Home page. It imports what it draws with where it draws it, not at the top: this file
+    runs before every page, and the other pages need none of it (issue 42)."""
     st.title("schedlab")
     st.write(
         "schedlab benchmarks the schedulers that decide which LLM requests a serving engine runs, and when. "
@@ -33,6 +28,11 @@ def home() -> None:
     )
     for page, label, icon in HOME_LINKS:  # one under the other: no label is cut at 1,024 px
         st.page_link(page, label=label, icon=icon)
+
+    from runners.engines.discovery import find_engines
+    from runners.errors import SchedlabError
+    from runners.registry import SCHEDULERS
+    from runners.store import result_store
 
     left, right = st.columns(2)
     with left:
