@@ -11,7 +11,8 @@ and the status widget says no script is running. Then the same page again in a n
 same browser (the cached visit: the server's modules and caches warm, the browser's static files
 cached), timed from opening it. A fresh server and a fresh browser for each measurement, so every
 first visit is a server's first; ``--repeats`` rounds, the pages taken in turn (A B C D A B C D
-...) so a drift of the machine's speed spreads over all. Also the floor: the same measurement of a
+...) so a drift of the machine's speed spreads over all (the repository's bytecode is written
+before the first, so no repeat compiles it). Also the floor: the same measurement of a
 one-line Streamlit app (what Streamlit and Chromium cost on this machine before any page code).
 
 Target: Home, Launch and the study's Results page <= 2 s (median) after the server is healthy.
@@ -26,6 +27,7 @@ written: the check that the benchmark still runs; tests/e2e/test_page_open_quick
 from __future__ import annotations
 
 import argparse
+import compileall
 import os
 import shutil
 import statistics
@@ -192,7 +194,11 @@ def _range(entry: dict[str, float]) -> str:
 
 def measure(pages: list[Page], repeats: int, quick: bool, say: Callable[[str], None] = print) -> dict[str, Any]:
     """Every page ``repeats`` times in turn; per page its measurements and their summaries."""
+    for name in ("runners", "pages"):  # bytecode written first: every repeat finds it, not only the later ones
+        compileall.compile_dir(ROOT / name, quiet=1)
+    compileall.compile_file(ROOT / "app.py", quiet=1)
     schedulers, seeds = (STUDY_SCHEDULERS[:2], 2) if quick else (STUDY_SCHEDULERS, STUDY_SEEDS)
+    load_before = os.getloadavg()
     with tempfile.TemporaryDirectory() as scratch:
         results = Path(scratch) / "results"
         results.mkdir()
@@ -224,6 +230,8 @@ def measure(pages: list[Page], repeats: int, quick: bool, say: Callable[[str], N
         "repeats": repeats,
         "study": {"schedulers": len(schedulers), "seeds": seeds, "requests_per_run": STUDY_REQUESTS, "make_s": made},
         "target_s": TARGET_S,
+        "load_average_1_5_15": {"start": load_before, "end": os.getloadavg()},
+        "cpus": os.cpu_count(),
         "pages": {},
     }
     for page in pages:
@@ -237,6 +245,7 @@ def measure(pages: list[Page], repeats: int, quick: bool, say: Callable[[str], N
 def lines_of(report: dict[str, Any]) -> list[str]:
     """The Markdown summary of ``report``."""
     study = report["study"]
+    load = report["load_average_1_5_15"]
     rows = []
     for name, entry in report["pages"].items():
         verdict = "—" if entry["target_met"] is None else ("met" if entry["target_met"] else "missed")
@@ -256,7 +265,9 @@ def lines_of(report: dict[str, Any]) -> list[str]:
         f"Median (min-max) of {report['repeats']} fresh servers and browsers a page, pages in turn; the first visit "
         "is the server's first. Cached: the same page again in a new tab, seconds from opening it. Results shows a "
         f"study of {study['schedulers']} schedulers x {study['seeds']} seeds ({study['requests_per_run']} requests a "
-        "run); the results folder also holds the bundled demo studies.",
+        "run); the results folder also holds the bundled demo studies. Machine: "
+        f"{report['cpus']} CPUs, load average (1 min) {load['start'][0]:.2f} at the start, {load['end'][0]:.2f} "
+        "at the end.",
         "",
         *markdown_table(
             ["page", "first visit (s)", "HTML served (s)", "cached visit (s)", "target (first visit)"],
