@@ -45,8 +45,9 @@ WAYS = ("serial", "ray")
 COMPARED = ("G", "slo_attainment", "ttft_s.mean", "e2e_s.mean")
 
 
-def study_config(model: Path, study_id: str, way: str) -> dict[str, Any]:
-    """The benchmark's study (module docstring); ``way`` ``ray`` has each member hold one ``gpu``."""
+def study_config(model: Path, study_id: str, way: str, seeds: list[int] | None = None) -> dict[str, Any]:
+    """The benchmark's study (module docstring); ``way`` ``ray`` has each member hold one ``gpu``;
+    ``seeds`` replaces :data:`SEEDS` (the tests use fewer)."""
     engine = vllm_engine(
         model,
         max_model_len=2048,
@@ -55,7 +56,7 @@ def study_config(model: Path, study_id: str, way: str) -> dict[str, Any]:
         max_num_seqs=4,
         env=dict(SERVER_ENV),
     )
-    trials: dict[str, Any] = {"schedulers": SCHEDULERS, "seeds": SEEDS}
+    trials: dict[str, Any] = {"schedulers": SCHEDULERS, "seeds": list(SEEDS if seeds is None else seeds)}
     if way == "ray":
         trials["member_resources"] = {"gpu": 1, "CPU": 1}
     return {

@@ -59,8 +59,22 @@ def tiny_model(folder: Path) -> Path:
     return folder
 
 
+#: Set to 1 (tests/conftest.py does) to start every server of :func:`vllm_engine` with
+#: ``--enforce-eager``: no torch.compile warm-up, which took 30-60 s of each start on 2 cores
+#: (bench/vllm_startup.py). The tests check schedlab's behaviour against the engine, not vLLM's
+#: compiled speed; the benchmarks keep vLLM's default (compiled).
+EAGER_ENV = "SCHEDLAB_VLLM_EAGER"
+
+
+def eager_args() -> list[str]:
+    """``["--enforce-eager"]`` when :data:`EAGER_ENV` is 1, else nothing."""
+    return ["--enforce-eager"] if os.environ.get(EAGER_ENV) == "1" else []
+
+
 def vllm_engine(model: Path, **overrides: Any) -> dict[str, Any]:
-    """Engine config launching the CPU vLLM on the tiny model (1 GiB of KV cache)."""
+    """Engine config launching the CPU vLLM on the tiny model (1 GiB of KV cache); ``extra_args``
+    in ``overrides`` come after :func:`eager_args`."""
+    extra = [*eager_args(), *overrides.pop("extra_args", [])]
     return {
         "kind": "vllm",
         "model": str(model),
@@ -73,6 +87,7 @@ def vllm_engine(model: Path, **overrides: Any) -> dict[str, Any]:
         "max_num_seqs": 64,
         "max_num_batched_tokens": 2048,
         "env": dict(SERVER_ENV),
+        "extra_args": extra,
         **overrides,
     }
 

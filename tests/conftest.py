@@ -11,6 +11,9 @@ import pytest
 ROOT = Path(__file__).resolve().parents[1]  # on sys.path through pyproject.toml (pytest pythonpath)
 os.environ.setdefault("HF_DATASETS_OFFLINE", "1")
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
+# the real CPU vLLM servers the tests start skip torch.compile's warm-up (--enforce-eager):
+# bench/vllm_cpu_common.py's EAGER_ENV; bench/vllm_startup.py measures what it saves
+os.environ.setdefault("SCHEDLAB_VLLM_EAGER", "1")
 
 
 @pytest.fixture
@@ -49,15 +52,34 @@ def tiny_model(tmp_path_factory) -> Path:
 #: its file lives (a module may mix unit tests of an in-engine policy with its real-vLLM run).
 E2E_FIXTURES = {"tiny_model", "browser", "dashboard"}
 
+#: pytest-xdist groups (``--dist loadgroup``, pyproject.toml): every test that starts a real CPU
+#: vLLM runs on one worker, one after another (two vLLM servers at once on 2 cores would starve
+#: each other and the timings some tests check); the browser tests run on one worker too and share
+#: its dashboard server (tests/e2e/test_browser.py's module fixtures). Everything else is spread
+#: over the workers as they free up.
+VLLM_GROUP, BROWSER_GROUP = "real-vllm", "browser"
 
+
+def _starts_real_vllm(item) -> bool:
+    """The test starts the real CPU vLLM: it uses the ``tiny_model`` fixture, or is skipped without
+    ``SCHEDLAB_VLLM_PYTHON`` (tests/real_vllm.py's ``needs_vllm``)."""
+    if "tiny_model" in getattr(item, "fixturenames", ()):
+        return True
+    return any("SCHEDLAB_VLLM_PYTHON" in str(mark.kwargs.get("reason", "")) for mark in item.iter_markers("skipif"))
+
+
+@pytest.hookimpl(tryfirst=True)  # before xdist's own hook, which reads the groups
 def pytest_collection_modifyitems(config, items):
-    """Markers from the layout: tests/e2e/ (and any test using an E2E fixture) ``e2e``,
-    tests/integration/ ``integration``, tests/unit/ ``unit``; ``pytest -m "not e2e"`` is the
-    quick loop."""
+    """Markers from the layout: tests/e2e/ (and any test that starts the real vLLM or uses an E2E
+    fixture) ``e2e``, tests/integration/ ``integration``, tests/unit/ ``unit``; ``pytest -m "not
+    e2e"`` is the quick loop. End-to-end tests also get their xdist group (:data:`VLLM_GROUP`,
+    :data:`BROWSER_GROUP`)."""
     for item in items:
         parts = Path(str(item.fspath)).parts
-        if "e2e" in parts or E2E_FIXTURES & set(getattr(item, "fixturenames", ())):
+        real_vllm = _starts_real_vllm(item)
+        if real_vllm or "e2e" in parts or E2E_FIXTURES & set(getattr(item, "fixturenames", ())):
             item.add_marker(pytest.mark.e2e)
+            item.add_marker(pytest.mark.xdist_group(VLLM_GROUP if real_vllm else BROWSER_GROUP))
         elif "integration" in parts:
             item.add_marker(pytest.mark.integration)
         elif "unit" in parts:

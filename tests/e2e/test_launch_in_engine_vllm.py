@@ -12,6 +12,7 @@ from pathlib import Path
 
 import pytest
 
+from bench.vllm_cpu_common import eager_args
 from tests.integration.test_app import errors_text, open_page, wait_for_job
 from tests.real_vllm import VLLM_PYTHON, needs_vllm
 
@@ -39,7 +40,7 @@ def test_the_launch_page_runs_an_in_engine_scheduler_beside_its_twin_on_vllm(res
         "f:engine.python": VLLM_PYTHON,
         "f:engine.max_num_seqs": "64",
         "f:engine.max_model_len": "1024",
-        "f:engine.extra_args": "--dtype bfloat16 --num-gpu-blocks-override 24",
+        "f:engine.extra_args": " ".join(["--dtype", "bfloat16", "--num-gpu-blocks-override", "24", *eager_args()]),
         "f:workload.requests": "20",
         "f:trials.seeds": "",
         "f:workload.arrival.rate": "20",

@@ -164,6 +164,16 @@ def test_dynamic_mem_in_the_real_cpu_vllm(tiny_model, tmp_path):
     assert all(d["running"] <= d["limit"] for d in decisions if d["admitted"] > 0)
     assert sum(d["admitted"] for d in decisions) >= 20
     assert any(d["held_back"] > 0 for d in decisions)
+    # the decisions reach the time series (every busy step recorded, so the samples' admitted
+    # counts add up to the file's): one run checked once, not at two levels
+    series = run.timeseries.sort_values("t_s")
+    known = series.dropna(subset=["engine_limit"])
+    assert len(known) > 0 and known["engine_held_back"].notna().all()
+    assert set(known["engine_limit"].astype(int)) <= {d["limit"] for d in decisions}
+    assert known["engine_limit"].max() < 23
+    # the last sample (after the run) has read the whole file: its limit is the last decision's
+    assert int(series["engine_limit"].iloc[-1]) == decisions[-1]["limit"]
+    assert int(series["engine_admitted"].fillna(0).sum()) == sum(d["admitted"] for d in decisions)
     leftover = subprocess.run(["pgrep", "-f", f"--model {tiny_model}"], capture_output=True, text=True)
     assert leftover.stdout.strip() == ""
 
