@@ -18,6 +18,11 @@ one-line Streamlit app (what Streamlit and Chromium cost on this machine before 
 Target: Home, Launch and the study's Results page <= 2 s (median) after the server is healthy.
 
     python -m bench.page_open [--repeats 5] [--quick] [--pages Home,Launch,Results,Demo,floor]
+        [--baseline PATH] [--out NAME]
+
+``--baseline PATH``: another checkout of the repository (``git worktree add PATH <commit>``):
+each page is served from it right after this checkout's, so a before/after comparison sees the
+same machine (a shared 2-core machine's load moves the figures by seconds).
 
 Writes bench/results/page_open.json and .md (``--quick``: a 2 x 2 study, one repeat, nothing
 written: the check that the benchmark still runs; tests/e2e/test_page_open_quick.py). Needs
@@ -146,14 +151,15 @@ def _stop_server(server: subprocess.Popen[bytes]) -> None:
         server.wait()
 
 
-def measure_once(page: Page, results: Path, study: str, floor_app: Path, log: Any) -> dict[str, float]:
-    """One fresh server and browser: seconds from health-ok to ``page`` drawn (``first_s``), when
-    its HTML was served (``served_s``), and the cached visit in a new tab (``cached_s``)."""
+def measure_once(page: Page, root: Path, results: Path, study: str, floor_app: Path, log: Any) -> dict[str, float]:
+    """One fresh server of the checkout ``root`` and a fresh browser: seconds from health-ok to
+    ``page`` drawn (``first_s``), when its HTML was served (``served_s``), and the cached visit in a
+    new tab (``cached_s``)."""
     from playwright.sync_api import sync_playwright
 
     from tests.browser.screenshot import launch_chromium
 
-    app = floor_app if page.name == "floor" else ROOT / "app.py"
+    app = floor_app if page.name == "floor" else root / "app.py"
     address = page.path.format(study=study)
     with sync_playwright() as playwright:
         browser = launch_chromium(playwright)
@@ -192,11 +198,21 @@ def _range(entry: dict[str, float]) -> str:
     return f"{entry['median']:.2f} ({entry['min']:.2f}-{entry['max']:.2f})"
 
 
-def measure(pages: list[Page], repeats: int, quick: bool, say: Callable[[str], None] = print) -> dict[str, Any]:
-    """Every page ``repeats`` times in turn; per page its measurements and their summaries."""
-    for name in ("runners", "pages"):  # bytecode written first: every repeat finds it, not only the later ones
-        compileall.compile_dir(ROOT / name, quiet=1)
-    compileall.compile_file(ROOT / "app.py", quiet=1)
+def measure(
+    pages: list[Page],
+    repeats: int,
+    quick: bool,
+    baseline: Path | None = None,
+    say: Callable[[str], None] = print,
+) -> dict[str, Any]:
+    """Every page ``repeats`` times in turn; per page its measurements and their summaries. With
+    ``baseline`` (another checkout of the repository, an earlier commit), each page of this one
+    is followed by the same page served from the baseline, so both see the machine alike."""
+    versions = {"this": ROOT, **({"baseline": baseline} if baseline is not None else {})}
+    for root in versions.values():  # bytecode written first: every repeat finds it, not only the later ones
+        for name in ("runners", "pages"):
+            compileall.compile_dir(root / name, quiet=1)
+        compileall.compile_file(root / "app.py", quiet=1)
     schedulers, seeds = (STUDY_SCHEDULERS[:2], 2) if quick else (STUDY_SCHEDULERS, STUDY_SEEDS)
     load_before = os.getloadavg()
     with tempfile.TemporaryDirectory() as scratch:
@@ -216,29 +232,35 @@ def measure(pages: list[Page], repeats: int, quick: bool, say: Callable[[str], N
         floor_app = Path(scratch) / "floor" / "floor_app.py"
         floor_app.parent.mkdir()
         floor_app.write_text(FLOOR_APP)
-        runs: dict[str, list[dict[str, float]]] = {page.name: [] for page in pages}
+        runs: dict[tuple[str, str], list[dict[str, float]]] = {}
         with (Path(scratch) / "streamlit.log").open("wb") as log:
             for round_number in range(repeats):
                 for page in pages:
-                    figures = measure_once(page, results, study, floor_app, log)
-                    runs[page.name].append(figures)
-                    say(
-                        f"round {round_number + 1} {page.name}: "
-                        + ", ".join(f"{k} {v:.2f}" for k, v in figures.items())
-                    )
+                    for version, root in versions.items():
+                        if page.name == "floor" and version != "this":
+                            continue  # the floor serves no page of either checkout
+                        figures = measure_once(page, root, results, study, floor_app, log)
+                        runs.setdefault((version, page.name), []).append(figures)
+                        say(
+                            f"round {round_number + 1} {page.name} ({version}): "
+                            + ", ".join(f"{k} {v:.2f}" for k, v in figures.items())
+                        )
     report: dict[str, Any] = {
         "repeats": repeats,
         "study": {"schedulers": len(schedulers), "seeds": seeds, "requests_per_run": STUDY_REQUESTS, "make_s": made},
         "target_s": TARGET_S,
         "load_average_1_5_15": {"start": load_before, "end": os.getloadavg()},
         "cpus": os.cpu_count(),
+        "baseline": str(baseline) if baseline is not None else None,
         "pages": {},
+        "baseline_pages": {},
     }
-    for page in pages:
-        entries = runs[page.name]
+    for (version, name), entries in runs.items():
+        page = next(page for page in pages if page.name == name)
         summary = {key: _summary([entry[key] for entry in entries]) for key in entries[0]}
         met = summary["first_s"]["median"] <= TARGET_S if page.target else None
-        report["pages"][page.name] = {"path": page.path, "runs": entries, **summary, "target_met": met}
+        key = "pages" if version == "this" else "baseline_pages"
+        report[key][name] = {"path": page.path, "runs": entries, **summary, "target_met": met}
     return report
 
 
@@ -247,9 +269,17 @@ def lines_of(report: dict[str, Any]) -> list[str]:
     study = report["study"]
     load = report["load_average_1_5_15"]
     rows = []
-    for name, entry in report["pages"].items():
+    entries = [(name, "", entry) for name, entry in report["pages"].items()]
+    if report.get("baseline"):  # each page's baseline row under its own
+        entries = [
+            row
+            for name, _, entry in entries
+            for row in [(name, " (this)", entry)]
+            + ([(name, " (baseline)", report["baseline_pages"][name])] if name in report["baseline_pages"] else [])
+        ]
+    for name, version, entry in entries:
         verdict = "—" if entry["target_met"] is None else ("met" if entry["target_met"] else "missed")
-        label = "floor (a one-line Streamlit app)" if name == "floor" else name
+        label = ("floor (a one-line Streamlit app)" if name == "floor" else name) + version
         rows.append(
             [
                 label,
@@ -267,7 +297,12 @@ def lines_of(report: dict[str, Any]) -> list[str]:
         f"study of {study['schedulers']} schedulers x {study['seeds']} seeds ({study['requests_per_run']} requests a "
         "run); the results folder also holds the bundled demo studies. Machine: "
         f"{report['cpus']} CPUs, load average (1 min) {load['start'][0]:.2f} at the start, {load['end'][0]:.2f} "
-        "at the end.",
+        "at the end."
+        + (
+            f" Baseline: each page was also served from {report['baseline']} right after this checkout's."
+            if report.get("baseline")
+            else ""
+        ),
         "",
         *markdown_table(
             ["page", "first visit (s)", "HTML served (s)", "cached visit (s)", "target (first visit)"],
@@ -284,13 +319,18 @@ def main(argv: list[str] | None = None) -> int:
         "--pages", default=",".join(page.name for page in PAGES), help="comma-separated: Home,Launch,Results,Demo,floor"
     )
     parser.add_argument("--out", default="page_open", help="report name under bench/results (without suffix)")
+    parser.add_argument(
+        "--baseline",
+        type=Path,
+        help="another checkout (e.g. a git worktree of an earlier commit): each page served from it too, in turn",
+    )
     args = parser.parse_args(argv)
     by_name = {page.name.lower(): page for page in PAGES}
     wanted = [name.strip().lower() for name in args.pages.split(",") if name.strip()]
     unknown = [name for name in wanted if name not in by_name]
     if unknown:
         parser.error(f"unknown page(s): {', '.join(unknown)}")
-    report = measure([by_name[name] for name in wanted], 1 if args.quick else args.repeats, args.quick)
+    report = measure([by_name[name] for name in wanted], 1 if args.quick else args.repeats, args.quick, args.baseline)
     lines = lines_of(report)
     if args.quick:
         print("\n".join(lines))
