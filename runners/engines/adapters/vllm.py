@@ -67,7 +67,9 @@ class VLLMAdapter(PythonModuleAdapter):
     config = VLLMConfig
     owned_by = ("vllm",)
     module = "vllm.entrypoints.openai.api_server"
-    install_hint = "not installed here: install it in its own environment (docs/engines.md) or attach to a running server"
+    install_hint = (
+        "not installed here: install it in its own environment (docs/engines.md) or attach to a running server"
+    )
     model_flag = "--model"
     context_flag = "--max-model-len"
     kv_log_pattern = re.compile(r"(?:GPU|CPU) KV cache size:\s*([\d,]+)\s*tokens")
