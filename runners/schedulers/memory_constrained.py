@@ -27,11 +27,9 @@ livelock (the paper's "infinite processing loop").
 
 from __future__ import annotations
 
-import functools
 import math
 from collections import deque
 from collections.abc import Sequence
-from types import ModuleType
 from typing import TYPE_CHECKING, Any, Literal
 
 import numpy as np
@@ -61,16 +59,6 @@ from runners.workload.requests import Request
 if TYPE_CHECKING:  # at run time from runners.schedulers.mcsf_kernel on first use (__getattr__ below)
     from runners.schedulers.mcsf_kernel import admit_shortest_first as admit_shortest_first
     from runners.schedulers.mcsf_kernel import admit_shortest_first_reference as admit_shortest_first_reference
-
-
-@functools.cache
-def kernels() -> ModuleType:
-    """MC-SF's compiled admission kernels (:mod:`runners.schedulers.mcsf_kernel`), imported on first use
-    and kept: numba loads when MC-SF first admits, not with this module (issue 42), and a decide pays a
-    cached call, not an import statement."""
-    from runners.schedulers import mcsf_kernel
-
-    return mcsf_kernel
 
 
 class MemoryParams(OutputPriorParams, PolicyParams):
@@ -281,12 +269,12 @@ class MCSFPolicy(MemoryConstrainedPolicy[MemoryParams]):
     def prepare(self) -> None:
         """Compile (or load) :func:`admit_shortest_first` now - and the reference it falls back to,
         typed with it - with a run's argument types: one running request, two candidates."""
-        admit_shortest_first = kernels().admit_shortest_first
+        from runners.schedulers.mcsf_kernel import admit_shortest_first
 
         admit_shortest_first(np.array([10.0]), np.array([5.0]), np.array([10.0, 20.0]), np.array([3.0, 4.0]), 1e3)
 
     def decide(self, now: float) -> Decision:
-        admit_shortest_first = kernels().admit_shortest_first
+        from runners.schedulers.mcsf_kernel import admit_shortest_first
 
         dispatches = []
         for instance in sorted(self.running):
@@ -486,5 +474,7 @@ KERNELS = ("admit_shortest_first", "admit_shortest_first_reference")
 def __getattr__(name: str) -> Any:
     """A kernel of :data:`KERNELS`, from its module (PEP 562: only for names not defined here)."""
     if name in KERNELS:
-        return getattr(kernels(), name)
+        from runners.schedulers import mcsf_kernel
+
+        return getattr(mcsf_kernel, name)
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -41,10 +41,8 @@ than start the next batch early, which the paper does not do.
 
 from __future__ import annotations
 
-import functools
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from types import ModuleType
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
@@ -56,15 +54,6 @@ from runners.schedulers.papers import cite
 
 if TYPE_CHECKING:  # at run time from runners.schedulers.scls_kernel on first use (__getattr__ below)
     from runners.schedulers.scls_kernel import dp_batches_linear as dp_batches_linear
-
-
-@functools.cache
-def kernels() -> ModuleType:
-    """SCLS's compiled batch split (:mod:`runners.schedulers.scls_kernel`), imported on first use and kept:
-    numba loads when SCLS first schedules, not with this module (issue 42)."""
-    from runners.schedulers import scls_kernel
-
-    return scls_kernel
 
 
 def ranges_from(previous: np.ndarray) -> list[tuple[int, int]]:
@@ -207,7 +196,7 @@ class SCLSPolicy(SchedulerPolicy[SCLSParams]):
 
     def prepare(self) -> None:
         """Compile (or load) :func:`dp_batches_linear` now, with a run's argument types."""
-        dp_batches_linear = kernels().dp_batches_linear
+        from runners.schedulers.scls_kernel import dp_batches_linear
 
         dp_batches_linear(np.array([8.0, 16.0]), np.array([0.1, 0.2]), np.array([1.0, 1.0]), np.array([2, 2]))
 
@@ -219,7 +208,7 @@ class SCLSPolicy(SchedulerPolicy[SCLSParams]):
             slope, intercept = self.model.serve_line(lengths, self.params.slice_tokens)
             fits = (self.params.zeta * self.capacity_tokens // (lengths + self.params.slice_tokens)).astype(np.int64)
             limits = np.clip(fits, 1, self.batch_limit)
-            dp_batches_linear = kernels().dp_batches_linear
+            from runners.schedulers.scls_kernel import dp_batches_linear
 
             previous, _ = dp_batches_linear(lengths, slope, intercept, limits)
             ranges = ranges_from(previous)
@@ -256,5 +245,7 @@ def __getattr__(name: str) -> Any:
     imported where it is first called, so that listing scls or reading its parameters (the Home
     and Launch pages) does not import numba (issue 42). PEP 562: only for names not defined here."""
     if name == "dp_batches_linear":
-        return kernels().dp_batches_linear
+        from runners.schedulers.scls_kernel import dp_batches_linear
+
+        return dp_batches_linear
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

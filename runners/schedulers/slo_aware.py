@@ -29,12 +29,10 @@ only).
 
 from __future__ import annotations
 
-import functools
 import itertools
 import math
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
-from types import ModuleType
 from typing import TYPE_CHECKING, Any, Literal
 
 import numpy as np
@@ -66,17 +64,6 @@ if TYPE_CHECKING:  # at run time from runners.schedulers.slo_annealing_kernel on
     from runners.schedulers.slo_annealing_kernel import full_batches as full_batches
     from runners.schedulers.slo_annealing_kernel import latency_tables as latency_tables
     from runners.schedulers.slo_annealing_kernel import search as search
-
-
-@functools.cache
-def kernels() -> ModuleType:
-    """slo-sa's compiled kernels (:mod:`runners.schedulers.slo_annealing_kernel`), imported on first use and
-    kept: numba loads when a plan is first made, not with this module (issue 42), and a decide pays a
-    cached call, not an import statement."""
-    from runners.schedulers import slo_annealing_kernel
-
-    return slo_annealing_kernel
-
 
 INF = math.inf
 
@@ -197,7 +184,7 @@ class PlanInputs:
         )
 
     def score(self, order: np.ndarray, sizes: np.ndarray, batches: int) -> tuple[float, int]:
-        evaluate_plan = kernels().evaluate_plan
+        from runners.schedulers.slo_annealing_kernel import evaluate_plan
 
         return evaluate_plan(order, sizes, batches, self.tables, self.base_s)
 
@@ -259,7 +246,7 @@ def plan_inputs_of(
     n = len(waited_s)
     width = max(1, min(max_batch, n))
     inputs = np.asarray(input_tokens, dtype=float)
-    latency_tables = kernels().latency_tables
+    from runners.schedulers.slo_annealing_kernel import latency_tables
 
     exec_s, prefill_s, tpot_s = latency_tables(
         inputs,
@@ -294,7 +281,7 @@ def plan_annealing(inputs: PlanInputs, params: SLOPlanParams) -> tuple[np.ndarra
     """Algorithm 1: start points, then simulated annealing. Returns (order, sizes, batches, G).
     The largest batch is the width of the latency tables. One compiled call does it all
     (:func:`runners.schedulers.slo_annealing_kernel.search`; chain k is seeded ``seed + 7919 k``)."""
-    search = kernels().search
+    from runners.schedulers.slo_annealing_kernel import search
 
     return search(
         inputs.tables,
@@ -327,7 +314,7 @@ def compile_plan_kernels(params: SLOPlanParams) -> None:
         0.0,
     )
     plan_annealing(inputs, params.model_copy(update={"iterations": 1}))
-    full_batches = kernels().full_batches
+    from runners.schedulers.slo_annealing_kernel import full_batches
 
     inputs.score(np.arange(n, dtype=np.int64), *full_batches(n, 2))
 
@@ -356,8 +343,7 @@ def plan_exhaustive(
             f"slo-exhaustive plans at most {limit} waiting requests per instance, got {n}; "
             "use slo-sa, or fewer requests"
         )
-    evaluate_plan = kernels().evaluate_plan
-    full_batches = kernels().full_batches
+    from runners.schedulers.slo_annealing_kernel import full_batches
 
     best = (np.arange(n, dtype=np.int64), *full_batches(n, max_batch), -1.0)
     splits = []
@@ -365,11 +351,10 @@ def plan_exhaustive(
         sizes = np.zeros(n + 1, dtype=np.int64)
         sizes[: len(parts)] = parts
         splits.append((sizes, len(parts)))
-    tables, base_s = inputs.tables, inputs.base_s  # what inputs.score passes, fetched once
     for permutation in itertools.permutations(range(n)):
         order = np.asarray(permutation, dtype=np.int64)
         for sizes, batches in splits:
-            g, _ = evaluate_plan(order, sizes, batches, tables, base_s)
+            g, _ = inputs.score(order, sizes, batches)
             if g > best[3]:
                 best = (order, sizes, batches, g)
     return best
@@ -609,5 +594,7 @@ KERNELS = ("evaluate_plan", "full_batches", "latency_tables", "search")
 def __getattr__(name: str) -> Any:
     """A kernel of :data:`KERNELS`, from its module (PEP 562: only for names not defined here)."""
     if name in KERNELS:
-        return getattr(kernels(), name)
+        from runners.schedulers import slo_annealing_kernel
+
+        return getattr(slo_annealing_kernel, name)
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
