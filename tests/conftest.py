@@ -61,11 +61,13 @@ VLLM_GROUP, BROWSER_GROUP = "real-vllm", "browser"
 
 
 def _starts_real_vllm(item) -> bool:
-    """The test starts the real CPU vLLM: it uses the ``tiny_model`` fixture, or is skipped without
-    ``SCHEDLAB_VLLM_PYTHON`` (tests/real_vllm.py's ``needs_vllm``)."""
+    """The test starts the real CPU vLLM: it uses the ``tiny_model`` fixture, or carries
+    tests/real_vllm.py's ``needs_vllm`` mark."""
+    from tests.real_vllm import needs_vllm
+
     if "tiny_model" in getattr(item, "fixturenames", ()):
         return True
-    return any("SCHEDLAB_VLLM_PYTHON" in str(mark.kwargs.get("reason", "")) for mark in item.iter_markers("skipif"))
+    return any(mark == needs_vllm.mark for mark in item.iter_markers("skipif"))
 
 
 @pytest.hookimpl(tryfirst=True)  # before xdist's own hook, which reads the groups
