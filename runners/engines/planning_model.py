@@ -33,6 +33,7 @@ Units: seconds; tokens.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from functools import lru_cache
@@ -41,6 +42,7 @@ from typing import Any, Literal
 import numpy as np
 
 from runners.engines.latency_model import LatencyModel, PhaseCoefficients
+from runners.engines.least_squares import nonnegative_least_squares
 from runners.engines.simulator import SimulatedInstance
 
 PlanningSource = Literal["fitted", "engine-truth"]
@@ -74,26 +76,21 @@ class PhaseFitResult:
 def fit_phase_coefficients(
     batch: Sequence[float] | np.ndarray, length: Sequence[float] | np.ndarray, seconds: Sequence[float] | np.ndarray
 ) -> PhaseFitResult:
-    """Non-negative least squares of seconds ~ alpha*b*l + beta*b + gamma*l + delta. The plain
-    least-squares solution is the non-negative one whenever it has no negative coefficient (a
-    convex problem: it then meets the constraints' optimality conditions), so scipy's NNLS (a
-    slow import) is only loaded when it has. ValueError for fewer than 4 samples."""
+    """Non-negative least squares of seconds ~ alpha*b*l + beta*b + gamma*l + delta, the same bits
+    on every CPU (:func:`runners.engines.least_squares.nonnegative_least_squares`, not LAPACK).
+    ValueError for fewer than 4 samples."""
     b = np.asarray(batch, dtype=float)
     length_ = np.asarray(length, dtype=float)
     y = np.asarray(seconds, dtype=float)
     if len(y) < 4:
         raise ValueError(f"need at least 4 measurements to fit 4 coefficients, got {len(y)}")
-    design = np.column_stack([b * length_, b, length_, np.ones_like(b)])
-    solution = np.linalg.lstsq(design, y, rcond=None)[0]
-    if (solution < 0).any():
-        from scipy.optimize import nnls
-
-        solution = nnls(design, y)[0]
-    predicted = design @ solution
+    columns = [b * length_, b, length_, np.ones_like(b)]
+    alpha, beta, gamma, delta = nonnegative_least_squares(columns, y)
+    coefficients = PhaseCoefficients(alpha=alpha, beta=beta, gamma=gamma, delta=delta)
+    predicted = coefficients.at(b, length_)
     rmse = float(np.sqrt(np.mean((predicted - y) ** 2)))
     mape = float(np.mean(np.abs(predicted - y) / np.maximum(y, 1e-9)))
-    alpha, beta, gamma, delta = (float(v) for v in solution)
-    return PhaseFitResult(PhaseCoefficients(alpha=alpha, beta=beta, gamma=gamma, delta=delta), rmse, mape, len(y))
+    return PhaseFitResult(coefficients, rmse, mape, len(y))
 
 
 @dataclass(frozen=True)
@@ -179,7 +176,9 @@ def _grid_samples(
 def _fit_noisy(rows: np.ndarray, sigma: float, rng: np.random.Generator) -> tuple[PhaseFitResult, np.ndarray]:
     """Eq. 14/15 fitted to ``rows`` (batch, length, seconds) with log-normal noise of ``sigma``
     (mean 1) on the seconds; and the noisy seconds."""
-    noisy = rows[:, 2] * np.exp(sigma * rng.standard_normal(len(rows)) - sigma * sigma / 2)
+    # math.exp (libm), not np.exp: numpy's float64 exp has its own SIMD code on AVX-512 machines
+    factors = [math.exp(sigma * z - sigma * sigma / 2) for z in rng.standard_normal(len(rows)).tolist()]
+    noisy = rows[:, 2] * np.asarray(factors)
     return fit_phase_coefficients(rows[:, 0], rows[:, 1], noisy), noisy
 
 

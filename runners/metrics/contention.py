@@ -23,6 +23,7 @@ request tables and :func:`identical_decisions_message` says it in words.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
@@ -64,10 +65,17 @@ def contention(samples: pd.DataFrame | Iterable[Mapping[str, Any]]) -> dict[str,
         weights[-1] = 1.0
     return {
         "waiting_peak": int(waiting.max()),
-        "waiting_mean": float(np.dot(waiting, weights)),
-        "queued_share": float(np.dot(waiting >= 1, weights)),
+        "waiting_mean": _weighted_sum(waiting, weights),
+        "queued_share": _weighted_sum((waiting >= 1).astype(float), weights),
         "samples": int(times.size),
     }
+
+
+def _weighted_sum(values: np.ndarray, weights: np.ndarray) -> float:
+    """sum(values * weights), correctly rounded (math.fsum of the exact products' roundings): the
+    same bits on every CPU. np.dot goes through the BLAS build's SIMD kernel, whose summation order
+    differs between machines (a golden summary's last digits moved between two CI machines)."""
+    return math.fsum((values * weights).tolist())
 
 
 def identical_decisions(request_tables: Sequence[pd.DataFrame], tolerance_s: float = DECISION_TOLERANCE_S) -> bool:

@@ -114,3 +114,26 @@ def test_a_run_records_what_its_policy_knew_and_names_every_oracle(results_dir):
         "oracle: the simulated engine's own latency model (engine.planning_model engine-truth)",
     ]
     assert scheduler_display(oracle.summary) == "slo-sa (oracle)"
+
+
+def test_the_phase_fit_is_the_same_bits_whatever_blas_and_matches_scipy():
+    """The fit goes through no BLAS kernel (runners.engines.least_squares): scipy's NNLS gives the
+    same coefficients to rounding, and a design with a negative unconstrained slope is clamped as
+    NNLS clamps it."""
+    from scipy.optimize import nnls
+
+    from runners.engines.least_squares import least_squares, nonnegative_least_squares
+
+    rng = np.random.default_rng(3)
+    for trial in range(40):
+        n = int(rng.integers(4, 60))
+        columns = [rng.uniform(0, 10, n) for _ in range(int(rng.integers(1, 6)))]
+        y = rng.normal(0, 5, n) + (trial % 3) * columns[0]
+        got = nonnegative_least_squares(columns, y)
+        want = nnls(np.column_stack(columns), y)[0]
+        assert got == pytest.approx(list(want), rel=1e-7, abs=1e-9)
+    # exact data: recovered exactly by the unconstrained solve; dependent columns: None
+    assert least_squares([[1.0, 2.0, 3.0], [1.0, 1.0, 1.0]], [5.0, 7.0, 9.0]) == pytest.approx([2.0, 3.0])
+    assert least_squares([[1.0, 2.0, 3.0], [2.0, 4.0, 6.0]], [1.0, 2.0, 3.0]) is None
+    with pytest.raises(ValueError, match="at most 8"):
+        nonnegative_least_squares([[1.0]] * 9, [1.0])
