@@ -163,3 +163,25 @@ def test_an_unknown_name_is_one_line(capsys: pytest.CaptureFixture[str]) -> None
     code, _, err = _check(capsys, "no-such-scheduler")
     assert code == 2
     assert "no-such-scheduler: neither a scheduler name" in err and err.count("\n") == 1
+
+
+def test_a_decide_slow_only_in_its_tail_is_measured_again(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Noise (another process) lengthens the tail first: a size over the budget at p99 but not at
+    the median is measured again, the lowest round's p99 counts and every round is named; a decide
+    slow at the median is not measured again."""
+    rounds = iter(
+        [
+            [conformance.DecideTiming(10, 9, 5.0, 50.0)],
+            [conformance.DecideTiming(10, 9, 5.0, 45.0)],
+            [conformance.DecideTiming(10, 9, 5.0, 8.0)],
+        ]
+    )
+    monkeypatch.setattr(conformance, "DECIDE_SIZES", ((10, 9),))
+    monkeypatch.setattr(conformance, "decide_timings", lambda make, seed, sizes: next(rounds))
+    verdict, detail = conformance._decide_row(lambda: None, 0, 40.0)  # type: ignore[arg-type,return-value]
+    assert verdict == "pass" and "10: 5.00/8.00" in detail
+    assert "10 waiting measured 3 times (p99 50.00/45.00/8.00 ms), the lowest counts" in detail
+    slow = iter([[conformance.DecideTiming(10, 9, 50.0, 55.0)], []])
+    monkeypatch.setattr(conformance, "decide_timings", lambda make, seed, sizes: next(slow))
+    verdict, detail = conformance._decide_row(lambda: None, 0, 40.0)  # type: ignore[arg-type,return-value]
+    assert verdict == "FAIL" and "over the budget at 10 waiting" in detail and "measured" not in detail
