@@ -84,8 +84,8 @@ def fit_phase_coefficients(
     y = np.asarray(seconds, dtype=float)
     if len(y) < 4:
         raise ValueError(f"need at least 4 measurements to fit 4 coefficients, got {len(y)}")
-    columns = [b * length_, b, length_, np.ones_like(b)]
-    alpha, beta, gamma, delta = nonnegative_least_squares(columns, y)
+    columns = [(b * length_).tolist(), b.tolist(), length_.tolist(), [1.0] * len(b)]
+    alpha, beta, gamma, delta = nonnegative_least_squares(columns, y.tolist())
     coefficients = PhaseCoefficients(alpha=alpha, beta=beta, gamma=gamma, delta=delta)
     predicted = coefficients.at(b, length_)
     rmse = float(np.sqrt(np.mean((predicted - y) ** 2)))
