@@ -35,10 +35,11 @@ from tests.real_vllm import needs_vllm
 
 ray = pytest.importorskip("ray")
 
-#: The serial comparison (opt-in) needs the benchmark's seeds for its intervals; without it two
-#: seeds give two waves of two members (a worker killed in one), a server launch each: 5 in all.
+#: The serial comparison (opt-in) needs the benchmark's seeds for its intervals; without it one
+#: seed gives one wave of two members (one of them killed mid-run) and the resumed member, a server
+#: launch each: 3 in all (issue 42: two seeds' 5 launches took 7 of CI's minutes).
 SERIAL = os.environ.get("SCHEDLAB_CLUSTER_SERIAL") == "1"
-RAY_SEEDS = SEEDS if SERIAL else [0, 1]
+RAY_SEEDS = SEEDS if SERIAL else [0]
 
 
 def _processes(matches) -> list[int]:
@@ -90,23 +91,29 @@ def test_a_ray_study_runs_members_two_at_a_time_survives_a_killed_worker_and_mat
         assert execution.resources == {"CPU": 1.0, "gpu": 1.0}
         killed: list[int] = []
         running: dict[str, int] = {}
+        measuring_at_kill: list[int] = []
 
         def progress(done: int, total: int, member) -> None:
             running[member.run_id] = done
-            if not killed and done >= 3 and sum(1 for d in running.values() if d < REQUESTS) >= 1:
+            measuring = sum(1 for d in running.values() if 0 < d < REQUESTS)  # members mid-measurement
+            if not killed and done >= 3 and measuring >= 2:
                 workers = _ray_workers()
                 if workers:
                     os.kill(workers[0], signal.SIGKILL)
                     killed.append(workers[0])
+                    measuring_at_kill.append(measuring)
 
         first = run_study(plan, results, progress=progress, execution=execution)
         failed = [run for run in first.record.runs if run.status == "failed"]
         assert killed and len(failed) == 1, [(run.run_id, run.status, run.error) for run in first.record.runs]
         assert "Ray worker process died" in failed[0].error
         assert all(run.status == "done" for run in first.record.runs if run is not failed[0])
-        # members ran two at a time, each on a server of its own, recorded with where it ran
+        # members ran two at a time (both mid-measurement when one was killed; with more seeds, whole
+        # waves of two), each on a server of its own, recorded with where it ran
         done = [run for run in first.record.runs if run.status == "done"]
-        assert most_at_once(results, [run.run_id for run in done]) == 2
+        assert measuring_at_kill == [2]
+        if len(done) > 2:
+            assert most_at_once(results, [run.run_id for run in done]) == 2
         for run in done:
             host = json.loads((results / run.run_id / "engine.json").read_text())["host"]
             assert run.node == host["hostname"] and run.hardware == host["hardware"] and run.hardware

@@ -3,6 +3,10 @@ each planted fault is caught with its contract named (exit 1), bad input is one 
 
 from __future__ import annotations
 
+import os
+import subprocess
+import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -185,3 +189,27 @@ def test_a_decide_slow_only_in_its_tail_is_measured_again(monkeypatch: pytest.Mo
     monkeypatch.setattr(conformance, "decide_timings", lambda make, seed, sizes: next(slow))
     verdict, detail = conformance._decide_row(lambda: None, 0, 40.0)  # type: ignore[arg-type,return-value]
     assert verdict == "FAIL" and "over the budget at 10 waiting" in detail and "measured" not in detail
+
+
+def test_time_another_process_holds_the_cpu_is_left_out_of_decide_time() -> None:
+    """Decide time leaves out the run-queue wait: on one core shared with a busy process, 0.1 s of
+    computation takes about 0.2 s of wall time, and wall less the wait is the 0.1 s again."""
+    if not conformance.SCHEDSTAT.exists():
+        pytest.skip("the kernel reports no per-thread scheduler statistics")
+    core = min(os.sched_getaffinity(0))
+    allowed = os.sched_getaffinity(0)
+    hog = subprocess.Popen([sys.executable, "-c", f"import os\nos.sched_setaffinity(0, {{{core}}})\nwhile True: pass"])
+    os.sched_setaffinity(0, {core})
+    try:
+        time.sleep(0.3)  # the hog is spinning on the core
+        queued, began, cpu = conformance.run_queue_wait_s(), time.perf_counter(), time.thread_time()
+        while time.thread_time() - cpu < 0.1:
+            pass
+        wall = time.perf_counter() - began
+        waited = conformance.run_queue_wait_s() - queued
+    finally:
+        os.sched_setaffinity(0, allowed)
+        hog.kill()
+        hog.wait()
+    assert wall > 0.15, wall  # the hog took about half the core
+    assert 0.1 <= wall - waited <= 0.13, (wall, waited)

@@ -368,7 +368,7 @@ def test_study_speed_bench_at_tiny_scale(tmp_path, capsys):
     assert (
         bench.main(
             [
-                *"--seeds 1 --requests 10 --rates 4,6 --schedulers fcfs --executors serial,process --out".split(),
+                *"--seeds 1 --requests 10 --rates 4,6 --schedulers fcfs --executors serial,process --small-repeats 0 --out".split(),
                 str(out),
             ]
         )
