@@ -213,3 +213,17 @@ def test_time_another_process_holds_the_cpu_is_left_out_of_decide_time() -> None
         hog.wait()
     assert wall > 0.15, wall  # the hog took about half the core
     assert 0.1 <= wall - waited <= 0.13, (wall, waited)
+
+
+def test_without_the_kernels_scheduler_statistics_decide_time_is_wall_time(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    """Where /proc/thread-self/schedstat is missing or unreadable, no wait is left out (0.0)."""
+    monkeypatch.setattr(conformance, "SCHEDSTAT", tmp_path / "missing")
+    assert conformance.run_queue_wait_s() == 0.0
+    (tmp_path / "garbled").write_text("not numbers\n")
+    monkeypatch.setattr(conformance, "SCHEDSTAT", tmp_path / "garbled")
+    assert conformance.run_queue_wait_s() == 0.0
+    (tmp_path / "real").write_text("362184678 105918000 18\n")
+    monkeypatch.setattr(conformance, "SCHEDSTAT", tmp_path / "real")
+    assert conformance.run_queue_wait_s() == pytest.approx(0.105918)
