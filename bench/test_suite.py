@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import re
 import subprocess
 import sys
@@ -158,7 +159,10 @@ def run_suite(coverage: bool, extra: list[str]) -> tuple[str, float, dict[str, A
         if coverage:
             command += ["--cov", "--cov-report=term", f"--cov-report=json:{cov_json}"]
         start = time.perf_counter()
-        done = subprocess.run(command, cwd=ROOT, capture_output=True, text=True)
+        # coverage's data files (the tests' own processes each write one) stay in the scratch folder,
+        # not in the repository
+        env = {**os.environ, "COVERAGE_FILE": str(Path(scratch) / ".coverage")}
+        done = subprocess.run(command, cwd=ROOT, capture_output=True, text=True, env=env)
         wall = time.perf_counter() - start
         report = json.loads(cov_json.read_text()) if coverage and cov_json.exists() else None
     shown = ["python", *command[1:]]
