@@ -691,8 +691,9 @@ Where the setting differs from the papers, and why:
   flight per instance (a conservative cap, as DeepSpeed-FastGen's); uncapped FCFS is vLLM-style
   continuous batching, which the paper did not compare: the matched strongest simple baseline
   with the same resources (supporting rows, no paper number). Our engines cannot continue a slice in
-  place: each further slice of a request re-sends its prompt plus the output so far and is
-  prefilled again.
+  place: each further slice of a request re-sends its prompt plus the output so far, which is
+  prefilled again less the blocks the engine's prefix cache still holds (prefix caching is on by
+  default, as vLLM's).
 - D (003): the paper simulates Llama2-70B on 2 A100s (KV 16,492 tokens) with 10,000 prompts;
   we use the 7B preset's latencies with KV {d_kv:,} tokens (rounded down to whole 16-token
   blocks) and n = {d_counts}. The paper's alpha / beta values were lost from our copy of its text:
