@@ -72,16 +72,21 @@ def _starts_real_vllm(item) -> bool:
 
 @pytest.hookimpl(tryfirst=True)  # before xdist's own hook, which reads the groups
 def pytest_collection_modifyitems(config, items):
-    """Markers from the layout: tests/e2e/ (and any test that starts the real vLLM or uses an E2E
-    fixture) ``e2e``, tests/integration/ ``integration``, tests/unit/ ``unit``; ``pytest -m "not
-    e2e"`` is the quick loop. End-to-end tests also get their xdist group (:data:`VLLM_GROUP`,
-    :data:`BROWSER_GROUP`)."""
+    """Markers from the layout: tests/e2e/ (and any test that starts the real vLLM, uses an E2E
+    fixture or carries the ``browser`` mark) ``e2e``, tests/integration/ ``integration``,
+    tests/unit/ ``unit``; a test marked ``e2e`` where it lives (a whole program run as a user runs
+    it: a bench script, the tutorial, a Ray cluster) keeps that mark alone. ``pytest -m "not e2e"``
+    is the quick loop. Real-vLLM and browser tests also get their xdist group
+    (:data:`VLLM_GROUP`, :data:`BROWSER_GROUP`)."""
     for item in items:
         parts = Path(str(item.fspath)).parts
         real_vllm = _starts_real_vllm(item)
-        if real_vllm or "e2e" in parts or E2E_FIXTURES & set(getattr(item, "fixturenames", ())):
+        browser = item.get_closest_marker("browser") is not None
+        if real_vllm or browser or "e2e" in parts or E2E_FIXTURES & set(getattr(item, "fixturenames", ())):
             item.add_marker(pytest.mark.e2e)
             item.add_marker(pytest.mark.xdist_group(VLLM_GROUP if real_vllm else BROWSER_GROUP))
+        elif item.get_closest_marker("e2e") is not None:
+            continue  # a whole program marked end-to-end where it lives (pyproject.toml's e2e marker)
         elif "integration" in parts:
             item.add_marker(pytest.mark.integration)
         elif "unit" in parts:

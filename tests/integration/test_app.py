@@ -315,14 +315,21 @@ def test_results_page_compares_two_bundled_runs_with_every_chart(results):
     static = load_run(results, "demo-overload-static-s0").summary.slo_attainment
     assert row[column["demo-overload-fcfs-s0"]] == f"{100 * fcfs:.1f}"  # a share: one decimal, its change in points
     assert row[column["demo-overload-static-s0"]] == f"{100 * static:.1f} ({100 * (static - fcfs):+.1f} pts)"
-    from runners.views.charts import CHART_VIEWS, COMPARISON_CHARTS
+    from runners.views.charts import CHART_VIEWS, COMPARISON_CHARTS, PREFIX_HIT_RATE_CHART, PREFIX_HIT_RATE_VIEWS
+    from runners.views.prefix_view import has_prefix_counters
 
+    # the bundled runs (schema 7) carry the simulator's prefix-cache counters: the views with the
+    # over-time charts add the hit rate over time
+    assert has_prefix_counters(load_run(results, "demo-overload-fcfs-s0").timeseries)
     assert len(app.get("plotly_chart")) == len(CHART_VIEWS["Overview"])
     drawn = 0
     for view, names in CHART_VIEWS.items():
         app.get("button_group")[0].set_value(view).run()
         assert not app.exception
-        assert len(app.get("plotly_chart")) == len(names), view
+        hit_rate = view in PREFIX_HIT_RATE_VIEWS
+        charts = app.get("plotly_chart")
+        assert len(charts) == len(names) + hit_rate, view
+        assert (f"chart-{PREFIX_HIT_RATE_CHART}" in {chart.key for chart in charts}) == hit_rate, view
         drawn += len(names) if view != "All charts" else 0
     assert drawn == len(COMPARISON_CHARTS) == 9
     downloads = app.get("download_button")

@@ -7,9 +7,12 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 ROOT = Path(__file__).resolve().parents[2]
 
 
+@pytest.mark.e2e
 def test_the_import_benchmark_runs_in_quick_mode():
     report = ROOT / "bench" / "results" / "import_speed.json"
     before = report.read_bytes() if report.exists() else None

@@ -178,6 +178,7 @@ def test_the_preset_name_has_half_the_row(monkeypatch, results_dir):
     assert column_of["f:engine.preset"].weight == pytest.approx(0.5)
 
 
+@pytest.mark.browser
 def test_in_a_browser_vllm_never_shows_the_simulators_16_slots(tmp_path_factory):
     """The browser keeps a widget's value by its key: with the value only removed on the engine
     switch, vLLM's --max-num-seqs showed (and would launch) the simulator's 16. Headless Chromium

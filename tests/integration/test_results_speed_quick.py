@@ -109,6 +109,7 @@ def test_a_rerun_of_the_results_page_reads_no_run_table_again(results_dir, monke
     assert any('"run_id"' in element.value for element in app.json), "the managed run's config is shown"
 
 
+@pytest.mark.e2e
 def test_the_list_benchmark_runs_in_quick_mode():
     done = subprocess.run(
         [sys.executable, "-m", "bench.list_speed", "--quick"], cwd=ROOT, capture_output=True, text=True, check=False
@@ -117,6 +118,7 @@ def test_the_list_benchmark_runs_in_quick_mode():
     assert "| list |" in done.stdout and "| refusal: show no-such-run |" in done.stdout
 
 
+@pytest.mark.e2e
 def test_the_results_page_benchmark_runs_in_quick_mode():
     from tests.browser.screenshot import CHROMIUM
 

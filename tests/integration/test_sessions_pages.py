@@ -207,6 +207,7 @@ def test_the_turn_chart_leaves_a_gap_where_a_turn_has_no_ttft_and_the_table_read
     assert table.iloc[0].tolist() == ["fcfs", "r1", "3", "1.67", "2", "1", "33.3"]
 
 
+@pytest.mark.browser
 def test_in_a_browser_the_results_page_draws_ttft_by_turn(tmp_path_factory):
     """The per-turn chart as headless Chromium draws it (plotly.js, not only the figure's JSON):
     the Results page opened on a multi-turn run shows the chart with the summary's turns and TTFT

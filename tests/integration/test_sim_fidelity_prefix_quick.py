@@ -10,10 +10,13 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 ROOT = Path(__file__).resolve().parents[2]
 RESULTS = ROOT / "bench" / "results"
 
 
+@pytest.mark.e2e
 def test_the_prefix_fidelity_benchmark_runs_in_quick_mode(tmp_path):
     written = {p: p.read_bytes() for p in RESULTS.glob("sim_fidelity_prefix.*")}
     profile = (RESULTS / "tiny-cpu-vllm.profile.yaml").read_bytes()

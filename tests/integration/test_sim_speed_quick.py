@@ -28,6 +28,7 @@ from runners.workload.slo import TaskSLO
 ROOT = Path(__file__).resolve().parents[2]
 
 
+@pytest.mark.e2e
 def test_the_simulator_benchmark_runs_in_quick_mode():
     before = (ROOT / "bench" / "results" / "sim_speed.json").read_bytes()
     done = subprocess.run(

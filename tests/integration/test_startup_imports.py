@@ -77,6 +77,7 @@ def test_a_simulator_run_of_fcfs_loads_no_other_policy_nor_the_http_client(tmp_p
     assert not loaded, loaded
 
 
+@pytest.mark.e2e
 def test_the_startup_benchmark_runs_in_quick_mode():
     done = subprocess.run(
         [sys.executable, "-m", "bench.startup_speed", "--quick"], cwd=ROOT, capture_output=True, text=True, check=False

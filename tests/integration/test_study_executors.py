@@ -98,6 +98,7 @@ def test_two_workers_give_identical_results(serial_study, results_dir, capsys, m
     assert parallel["statistics"] == json.loads((results / "st" / "study.json").read_text())["statistics"]
 
 
+@pytest.mark.e2e
 def test_ray_gives_identical_results(serial_study, results_dir):
     ray = pytest.importorskip("ray")
     results, record = serial_study
@@ -117,6 +118,7 @@ def test_ray_gives_identical_results(serial_study, results_dir):
     assert_same(measured(results, record), measured(results_dir, result.record))
 
 
+@pytest.mark.e2e
 def test_ray_ships_a_users_scheduler_file_to_its_workers(results_dir, tmp_path, monkeypatch):
     """Issue 30: a user's scheduler file reaches Ray workers that cannot read it (here their
     environment names no file, as on another node): its text travels with each task."""

@@ -7,9 +7,12 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 ROOT = Path(__file__).resolve().parents[2]
 
 
+@pytest.mark.e2e
 def test_the_study_benchmark_runs_in_quick_mode():
     before = (ROOT / "bench" / "results" / "study_speed.json").read_bytes()
     done = subprocess.run(

@@ -14,6 +14,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 ROOT = Path(__file__).resolve().parents[2]
 TUTORIAL = ROOT / "docs" / "tutorial-own-scheduler.md"
 BLOCK = re.compile(r"(?:<!-- (?P<marker>[^>]*) -->\n)?```(?P<lang>\w+)\n(?P<body>.*?)\n```", re.S)
@@ -39,6 +41,7 @@ def _mask(text: str) -> str:
     return re.sub(r"\d+", "#", text)
 
 
+@pytest.mark.e2e
 def test_the_tutorial_runs_as_written(tmp_path):
     work = tmp_path / "my_work"
     work.mkdir()

@@ -329,6 +329,7 @@ def test_no_file_cites_a_design_document_other_than_docs_design() -> None:
     assert other_design_citations() == []
 
 
+@pytest.mark.e2e
 def test_the_readme_states_the_collected_test_count() -> None:
     """README.md's test count is generated (tools/readme_test_count.py --write), never typed: it
     equals what the test command collects."""
