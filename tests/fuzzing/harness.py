@@ -9,6 +9,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+import pytest
+
 from tests.fuzzing.checks import Failures, folder_problems, outcome_problems
 from tests.fuzzing.sandbox import Outcome, Sandbox
 
@@ -19,6 +21,24 @@ SEED = int(os.environ.get("SCHEDLAB_FUZZ_SEED", "1234"))
 
 def count(base: int) -> int:
     return max(1, int(base * SCALE))
+
+
+#: The generated cases of each fuzz test are split by index into two disjoint shares: every
+#: QUICK_EVERY-th case (0, 4, 8, ...) in the quick loop, the others marked ``e2e`` (the full suite,
+#: CI). CI runs every case once; the quick loop a fixed quarter of them, the same cases each time.
+QUICK_EVERY = 4
+#: ``@pytest.mark.parametrize("share", SHARES)`` on a fuzz test: its quick and its rest share.
+SHARES = [pytest.param("quick", id="quick"), pytest.param("rest", id="rest", marks=pytest.mark.e2e)]
+
+
+def in_share(index: int, share: str) -> bool:
+    """Whether case ``index`` belongs to ``share`` ("quick" or "rest")."""
+    return (index % QUICK_EVERY == 0) == (share == "quick")
+
+
+def shared(n: int, share: str) -> list[int]:
+    """The indices below ``n`` of the cases in ``share``."""
+    return [index for index in range(n) if in_share(index, share)]
 
 
 def case_rng(name: str, index: int) -> random.Random:

@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 
 from tests.fuzzing.checks import Failures, outcome_problems, run_folders, shorten
-from tests.fuzzing.harness import case_rng, count
+from tests.fuzzing.harness import SHARES, case_rng, count, in_share
 from tests.fuzzing.mutate import awkward_json, structure_mutation
 from tests.fuzzing.sandbox import get_sandbox
 from tests.fuzzing.seeds import tiny_workload_args, write_dataset
@@ -141,7 +141,8 @@ def dataset(tmp_path_factory) -> Path:
     return write_dataset(tmp_path_factory.mktemp("client-tiny"))
 
 
-def test_generated_stream_faults(dataset, tmp_path):
+@pytest.mark.parametrize("share", SHARES)
+def test_generated_stream_faults(dataset, tmp_path, share):
     sandbox = get_sandbox()
     failures = Failures("streaming client against generated faults")
     plan: list[tuple[str, dict, int]] = []
@@ -161,6 +162,8 @@ def test_generated_stream_faults(dataset, tmp_path):
         short = case_rng("short", index).choice([0, 1, 3])
         plan.append((f"short reply of {short} tokens", {"behaviour": "short", "short_tokens": short}, short))
     for number, (label, options, min_tokens) in enumerate(plan):
+        if not in_share(number, share):
+            continue
         server = fault_server.FaultServer(**options).start()
         try:
             failures.case()

@@ -29,7 +29,7 @@ import pytest
 import yaml
 
 from tests.fuzzing.checks import Failures, expect_refused, run_folders, shorten
-from tests.fuzzing.harness import CaseRunner, case_rng, count
+from tests.fuzzing.harness import SHARES, CaseRunner, case_rng, count, shared
 from tests.fuzzing.mutate import BOM, byte_mutation, structure_mutation, to_json_bytes
 from tests.fuzzing.sandbox import Outcome, get_sandbox
 from tests.fuzzing.seeds import (
@@ -180,12 +180,13 @@ def _flag_case(rng, fields: dict[str, Field], all_fields: list[Field], sched_fie
     return argv, must_refuse
 
 
-def test_flags_and_set_values(sandbox, tiny, tmp_path):
+@pytest.mark.parametrize("share", SHARES)
+def test_flags_and_set_values(sandbox, tiny, tmp_path, share):
     all_fields = config_fields()
     fields = {f.dotted: f for f in all_fields}
     sched_fields = scheduler_fields()
     cases = runner(sandbox, tmp_path, "CLI flags and --set values")
-    for index in range(count(300)):
+    for index in shared(count(300), share):
         rng = case_rng("flags", index)
         tail, must_refuse = _flag_case(rng, fields, all_fields, sched_fields)
         out = cases.folder() / "results"
@@ -313,10 +314,11 @@ SPECIAL_CONFIGS = [
 ]
 
 
-def test_config_files(sandbox, tiny, tmp_path):
+@pytest.mark.parametrize("share", SHARES)
+def test_config_files(sandbox, tiny, tmp_path, share):
     cases = runner(sandbox, tmp_path, "config files (YAML / JSON)")
     fields = {f.dotted: f for f in config_fields()}
-    for index in range(count(110)):
+    for index in shared(count(110), share):
         rng = case_rng("config", index)
         suffix = rng.choice([".yaml", ".json", ".yml"])
         data = config_data(3)
@@ -368,10 +370,11 @@ def test_config_files(sandbox, tiny, tmp_path):
 DATASET_FORMATS = ["json", "jsonl", "json.gz", "jsonl.gz"]
 
 
-def test_dataset_files(sandbox, tmp_path):
+@pytest.mark.parametrize("share", SHARES)
+def test_dataset_files(sandbox, tmp_path, share):
     cases = runner(sandbox, tmp_path, "dataset files")
     entries = dataset_entries()
-    for index in range(count(200)):
+    for index in shared(count(200), share):
         rng = case_rng("dataset", index)
         fmt = rng.choice(DATASET_FORMATS)
         gz = fmt.endswith(".gz")
@@ -433,10 +436,11 @@ def _arrivals(out: Path) -> list[float] | None:
     return sorted(round(float(v), 6) for v in frame["arrival_s"])
 
 
-def test_replay_files(sandbox, tiny, tmp_path):
+@pytest.mark.parametrize("share", SHARES)
+def test_replay_files(sandbox, tiny, tmp_path, share):
     cases = runner(sandbox, tmp_path, "replay files")
     expected = [round(t - REPLAY_STAMPS[0], 6) for t in REPLAY_STAMPS[:3]]
-    for index in range(count(140)):
+    for index in shared(count(140), share):
         rng = case_rng("replay", index)
         fmt = rng.choice(["txt", "csv", "json"])
         plain = replay_bytes(fmt)
@@ -489,9 +493,10 @@ def _has_non_finite(value: Any) -> bool:
     return False
 
 
-def test_profile_files(sandbox, tiny, tmp_path):
+@pytest.mark.parametrize("share", SHARES)
+def test_profile_files(sandbox, tiny, tmp_path, share):
     cases = runner(sandbox, tmp_path, "engine profile files")
-    for index in range(count(110)):
+    for index in shared(count(110), share):
         rng = case_rng("profile", index)
         fmt = rng.choice(["yaml", "json"])
         non_finite = False

@@ -22,7 +22,7 @@ from pathlib import Path
 import pytest
 
 from tests.fuzzing.checks import Failures, digest_changes, outcome_problems, shorten, tree_digest
-from tests.fuzzing.harness import case_rng, count
+from tests.fuzzing.harness import SHARES, case_rng, count, in_share, shared
 from tests.fuzzing.mutate import awkward_json
 from tests.fuzzing.sandbox import get_sandbox
 from tests.fuzzing.seeds import tiny_workload_args, write_dataset
@@ -243,9 +243,12 @@ def _make_sentinel(folder: Path, real_run: Path) -> Path:
     return folder
 
 
-def test_corrupted_saved_runs(sandbox, real_run, tmp_path):
+@pytest.mark.parametrize("share", SHARES)
+def test_corrupted_saved_runs(sandbox, real_run, tmp_path, share):
     failures = Failures("corrupted saved runs (list / show / compare / list_runs)")
     for number, (label, corrupt, listed) in enumerate(_corruptions(real_run)):
+        if not in_share(number, share):
+            continue
         case = tmp_path / f"c{number:03d}"
         sentinel = _make_sentinel(case / "sentinel", real_run)
         results = case / "results"
@@ -330,7 +333,8 @@ def _page_problems(results: Path, monkeypatch, bad_name: str = "bad") -> list[tu
     return problems
 
 
-def test_results_pages_with_a_damaged_run(real_run, tmp_path, monkeypatch):
+@pytest.mark.parametrize("share", SHARES)
+def test_results_pages_with_a_damaged_run(real_run, tmp_path, monkeypatch, share):
     """One page session per kind of damage (a sample of the corruptions above, to stay quick)."""
     failures = Failures("Home and Results pages beside a damaged run")
     corruptions = _corruptions(real_run)
@@ -340,6 +344,8 @@ def test_results_pages_with_a_damaged_run(real_run, tmp_path, monkeypatch):
     sample = list(kinds.values())
     step = max(1, len(sample) // count(24))
     for number, (label, corrupt, _listed) in enumerate(sample[::step]):
+        if not in_share(number, share):
+            continue
         case = tmp_path / f"p{number:03d}"
         sentinel = _make_sentinel(case / "sentinel", real_run)
         results = case / "results"
@@ -429,9 +435,10 @@ def _allowed(name: str) -> set[str]:
     return matches if len(matches) == 1 else set()
 
 
-def test_run_names_never_reach_outside_the_results_folder(sandbox, real_run, tmp_path):
+@pytest.mark.parametrize("share", SHARES)
+def test_run_names_never_reach_outside_the_results_folder(sandbox, real_run, tmp_path, share):
     failures = Failures("run names for delete / show / rename")
-    for index in range(count(70)):
+    for index in shared(count(70), share):
         rng = case_rng("paths", index)
         name = _names(rng)
         command = rng.choice(["delete", "delete", "show", "rename"])
