@@ -908,7 +908,12 @@ def write(
         "| " + " | ".join(HEADER) + " |",
         "|" + "---|" * len(HEADER),
     ]
-    lines += ["| " + " | ".join(cell(row.get(column, "")) for column in COLUMNS) + " |" for row in rows]
+    lines += [
+        "| "
+        + " | ".join(cell(scenario_cell(row) if column == "scenario" else row.get(column, "")) for column in COLUMNS)
+        + " |"
+        for row in rows
+    ]
     if problems is not None:
         lines += [
             "",
@@ -918,6 +923,21 @@ def write(
     lines += ["", tally]
     (OUT / f"reproduction_{engine}.md").write_text("\n".join(lines) + "\n" + notes)
     print("\n".join(lines))
+
+
+def scenario_cell(row: dict[str, Any]) -> str:
+    """The scenario as the .md table shows it: a side that runs an oracle (its label says so) is
+    named in the row itself when the scenario's words do not say it, so no rendered row hides an
+    oracle in the CSV's label columns (issue 43 item 8)."""
+    scenario = str(row.get("scenario", ""))
+    named = [
+        f"{side}: {label}"
+        for side, label in (("ours", row.get("ours_label")), ("baseline", row.get("baseline_label")))
+        if isinstance(label, str) and "oracle" in label.lower() and "no oracle" not in label.lower()
+    ]
+    if not named or "oracle" in scenario.lower():
+        return scenario
+    return f"{scenario} ({'; '.join(named)})"
 
 
 def sim_config(arm: Arm) -> dict[str, Any]:

@@ -653,3 +653,17 @@ def test_partial_real_rerun_replaces_only_its_rows(tmp_path, monkeypatch):
         }
     ]
     assert merged["scale"] == {"b": 1} and merged["load"] == [1.0, 2.0] and merged["problems"] == ["old"]
+
+
+def test_a_rendered_row_names_the_oracle_its_scenario_does_not():
+    """Issue 43 item 8: D's claim rows give mcsf the known lengths; the .md row says so."""
+    row = {"scenario": "D mcsf vs the best alpha baseline (per seed)", "ours_label": "mcsf (oracle: known lengths, 003's premise)", "baseline_label": "best alpha baseline (per seed)"}  # fmt: skip
+    assert reproduce.scenario_cell(row) == (
+        "D mcsf vs the best alpha baseline (per seed) (ours: mcsf (oracle: known lengths, 003's premise))"
+    )
+    leak_free = dict(row, scenario="D mcsf (no oracle) vs the best alpha baseline (per seed)", ours_label="mcsf (per-task Gaussian, no oracle)")  # fmt: skip
+    assert reproduce.scenario_cell(leak_free) == leak_free["scenario"]
+    named = {"scenario": "A slo-sa oracle vs fcfs", "ours_label": "slo-sa oracle", "baseline_label": "fcfs"}
+    assert reproduce.scenario_cell(named) == "A slo-sa oracle vs fcfs"
+    committed = (reproduce.OUT / "reproduction_simulator.md").read_text()
+    assert "| D mcsf vs the best alpha baseline (per seed) (ours: mcsf (oracle: known lengths" in committed
