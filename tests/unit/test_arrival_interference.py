@@ -85,7 +85,13 @@ def test_measured_against_a_server_with_a_known_answer():
         fixed_s=0.005, per_prefill_token_s=0.0, per_decode_request_s=0.0, per_context_token_s=0.0, per_request_cpu_s=0.0
     )
     estimate, _ = fit_arrival_interference(samples, free)
-    assert estimate == pytest.approx(0.003, rel=0.35)  # the fake's arrival_s, through timer and scheduling jitter
+    # The fit sees the fake's arrival_s (3 ms) plus the fake front end's own work per request on the
+    # same event loop (HTTP parse, JSON, stream set-up): 0.2-0.6 ms measured against arrival_s=0 on a
+    # quiet 2-core machine, and more under CI's two busy workers (one CI run fitted 4.09 ms). So the
+    # known answer bounds the estimate from below (the injected cost cannot vanish) and the handler's
+    # share bounds it loosely from above; a fit that lost the arrivals (about 0) or counted each
+    # arrival per step (about 0.5 s per window) falls outside.
+    assert 0.8 * 0.003 <= estimate <= 0.003 + 0.003
 
 
 def test_unknown_phase_is_refused():
