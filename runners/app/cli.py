@@ -276,6 +276,8 @@ def command_run(args: argparse.Namespace) -> int:
         saved = None
     for line in _tokenization_lines(saved):
         print(line)
+    for line in _belief_lines(outcome.folder):
+        print(line)
     print(_table([["metric", outcome.run_id]] + _metric_rows([summary])))
     return {"done": 0, "cancelled": 130}.get(outcome.status, 1)
 
@@ -395,6 +397,15 @@ def command_list(args: argparse.Namespace) -> int:
     return 0
 
 
+def _belief_lines(folder: str | Path) -> list[str]:
+    """What the policy believed about instance 0 (engine.json beliefs), one line each with its
+    source ("policy believed: slots 256: vLLM default, not discovered: ..."); none when unrecorded."""
+    from runners.engines.beliefs import describe, run_beliefs
+
+    beliefs = run_beliefs(folder)
+    return [f"policy believed: {line}" for line in describe(beliefs)] if beliefs else []
+
+
 def _tokenization_lines(config: Any) -> list[str]:
     """How a real-engine run counted tokens and what context it sized requests for (config.json's
     ``resolved.tokenization``): the counter's label, and the limit or why none was known."""
@@ -435,6 +446,8 @@ def command_show(args: argparse.Namespace) -> int:
         if is_stored(summary, key):
             print(f"  {key}: {getattr(summary, key)}")
     for line in _tokenization_lines(run.config):
+        print(f"  {line}")
+    for line in _belief_lines(run.folder):
         print(f"  {line}")
     if summary.imported is not None and summary.imported.get("label"):
         print(f"  {summary.imported['label']}")
@@ -485,6 +498,11 @@ def command_compare(args: argparse.Namespace) -> int:
         rows.append([metric.label + differs] + [metric.format(value) for value in values] + changes)
     print(_table(rows))
     print(f"change = run - {runs[0].run_id}, in the metric's unit (pts: percentage points)")
+    from runners.engines.beliefs import beliefs_note
+
+    believed = beliefs_note([(run.run_id, run.folder) for run in runs])
+    if believed:
+        print(believed)
     details = definition_details(summaries)
     if details:  # imported runs: where each came from and how the tool's definitions differ
         print(
@@ -525,7 +543,7 @@ def command_profile(args: argparse.Namespace) -> int:
         write_samples,
         write_step_samples,
     )
-    from runners.engines.adapters import adapter_for
+    from runners.engines.beliefs import LIMIT_NAMES, describe
     from runners.engines.real_engine import RealEngine
     from runners.engines.sim_config import SimulatorConfig
 
@@ -540,7 +558,6 @@ def command_profile(args: argparse.Namespace) -> int:
         raise ConfigError("--repeats", f"{args.repeats}: expected a whole number from 1 to {MAX_PROFILE_REPEATS}")
     out = Path(args.out)
     out.parent.mkdir(parents=True, exist_ok=True)
-    budget = getattr(engine_config, "max_num_batched_tokens", None)
     if args.latency_model == "phase":  # the request grid and eq. 14-15 (SLO-aware paper)
         grid = ProfileGrid(
             batch_sizes=_int_list(args.batch_sizes or "1,2,4,8,16", "--batch-sizes"),
@@ -568,6 +585,10 @@ def command_profile(args: argparse.Namespace) -> int:
     step_samples: list[StepSample] = []
     try:
         instance = engine.start()[0]
+        beliefs = instance.beliefs
+        assert beliefs is not None  # RealEngine.start sets it
+        for line in describe(beliefs.record()):
+            print(f"engine: {line}", flush=True)
         if args.latency_model == "phase":
             phase_samples = asyncio.run(
                 measure(instance.endpoint, grid, engine_config.request_timeout_s, progress=progress)
@@ -577,7 +598,7 @@ def command_profile(args: argparse.Namespace) -> int:
                 measure_steps(
                     instance.endpoint,
                     step_grid,
-                    budget or 8192,
+                    int(beliefs.value("max_num_batched_tokens")),
                     engine_config.request_timeout_s,
                     progress=bar.set_description_str,
                 )
@@ -589,11 +610,13 @@ def command_profile(args: argparse.Namespace) -> int:
         name=args.name or out.stem,
         source=f"python -m runners profile against {instance.endpoint.kind} {instance.version or ''} "
         f"model {instance.endpoint.model}".strip(),
-        kv_capacity_tokens=instance.kv_capacity_tokens,
-        block_size=instance.block_size,
-        max_num_seqs=adapter_for(engine_config.kind).max_num_seqs(engine_config),
-        max_num_batched_tokens=budget,
+        kv_capacity_tokens=beliefs.value("kv_capacity_tokens"),
+        block_size=beliefs.value("block_size"),
+        max_num_seqs=beliefs.value("max_num_seqs"),
+        max_num_batched_tokens=beliefs.value("max_num_batched_tokens"),
     )
+    # where each limit came from, so a simulated run from this profile shows the same sources
+    sources = {name: getattr(beliefs, name).source for name in LIMIT_NAMES if beliefs.value(name) is not None}
     samples_path = out.with_name(out.stem + "-samples.csv")
     if args.latency_model == "phase":
         profile = fit_profile(phase_samples, **limits)
@@ -601,6 +624,7 @@ def command_profile(args: argparse.Namespace) -> int:
     else:
         profile = fit_step_profile(step_samples, **limits)
         write_step_samples(step_samples, samples_path)
+    profile = profile.model_copy(update={"limit_sources": {k: v for k, v in sources.items() if k != "prefix_caching"}})
     profile.to_file(out)
     print(
         f"profile written to {out} ({len(phase_samples) + len(step_samples)} measurements, {profile.latency_kind} model; samples in "

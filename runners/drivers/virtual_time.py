@@ -26,10 +26,11 @@ from operator import attrgetter
 
 from runners.drivers.base import DriverResult
 from runners.drivers.watchdog import CANCELLED, time_limit_message
+from runners.engines.beliefs import LIMIT_NAMES, Belief, InstanceBeliefs, instance_info
 from runners.engines.latency_model import LatencyModel
 from runners.engines.simulator import SimulatedInstance
 from runners.errors import RunCancelled, RunStopped
-from runners.schedulers.base import Completion, InstanceInfo, SchedulerPolicy, TelemetrySample
+from runners.schedulers.base import Completion, SchedulerPolicy, TelemetrySample
 from runners.schedulers.fcfs import DispatchOnArrival, FCFSPolicy
 from runners.store.recording import RunRecorder
 from runners.store.timeseries import engine_sample_values
@@ -60,11 +61,15 @@ class VirtualTimeDriver:
         max_duration_s: float = math.inf,
         pace: float | None = None,
         planning_model: LatencyModel | None = None,
+        beliefs: Sequence[InstanceBeliefs] | None = None,
     ) -> None:
         """``planning_model``: the latency model the policy plans with (each instance's
         ``InstanceInfo.latency_model``): the run's fitted one (runners.engines.planning_model),
-        never the instances' own unless the user chose that oracle; None: the policy gets none."""
+        never the instances' own unless the user chose that oracle; None: the policy gets none.
+        ``beliefs``: each instance's limits with their sources (runners.engines.beliefs), as a
+        run config resolved them; None: the instances' own values, sourced "the simulated engine"."""
         self.planning_model = planning_model
+        self.beliefs = list(beliefs) if beliefs is not None else None
         self.instances = list(instances)
         self.pace = pace
         self.max_duration_s = max_duration_s
@@ -270,12 +275,14 @@ class VirtualTimeDriver:
 
     def _begin(self) -> None:
         """Show the policy the workload and the instances, at time 0."""
-        infos = [
-            InstanceInfo(i, inst.kv_capacity_tokens, inst.block_size, inst.max_num_seqs, self.planning_model)
-            for i, inst in enumerate(self.instances)
-        ]
+        infos = [instance_info(i, self._beliefs(i, inst), self.planning_model) for i, inst in enumerate(self.instances)]
         self.policy.on_workload(self.requests)
         self.policy.start(infos, 0.0)
+
+    def _beliefs(self, index: int, instance: SimulatedInstance) -> InstanceBeliefs:
+        if self.beliefs is not None:
+            return self.beliefs[index]
+        return InstanceBeliefs(*(Belief(getattr(instance, name), "the simulated engine") for name in LIMIT_NAMES))
 
     def _simulate(self) -> float:
         """Take the instants in time order until every request has its row or nothing is left that

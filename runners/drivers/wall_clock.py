@@ -38,6 +38,7 @@ import aiohttp
 
 from runners.drivers.base import DriverResult
 from runners.drivers.watchdog import CANCELLED, DeadInstance, RunState, Watchdog
+from runners.engines.beliefs import LIMIT_NAMES, Belief, InstanceBeliefs, instance_info
 from runners.engines.engine_decisions import SAMPLE_COLUMNS, EngineDecisionTracker, decisions_path
 from runners.engines.gpu import GPUMonitor
 from runners.engines.latency_model import LatencyModel
@@ -598,10 +599,7 @@ class WallClockDriver:
                 state.decode_step_s(state.baseline)  # the first interval's deltas start after warm-up
             if self.cancelled:
                 raise RunCancelled(f"{CANCELLED} (during warm-up)")
-            infos = [
-                InstanceInfo(i.index, i.kv_capacity_tokens, i.block_size, i.max_num_seqs, self.latency_model)
-                for i in self.instances
-            ]
+            infos = [self._info(i) for i in self.instances]
             self.policy.on_workload(self.requests)
             with collector_skips_older_objects():
                 end, failure = await self._window(infos)
@@ -613,6 +611,14 @@ class WallClockDriver:
             raise RunStopped(self.stop_reason)
         preemptions = sum(self.recorder.preemptions_by_instance.values())
         return DriverResult(end_s=end, preemptions=preemptions, stalled=0)
+
+    def _info(self, instance: Any) -> InstanceInfo:
+        """The policy's view of ``instance``: its beliefs (runners.engines.beliefs, set when the
+        engine started), built as the simulator builds its instances'."""
+        beliefs = instance.beliefs
+        if beliefs is None:  # an instance made without RealEngine.start (tests): its own fields
+            beliefs = InstanceBeliefs(*(Belief(getattr(instance, name, None), "the instance") for name in LIMIT_NAMES))
+        return instance_info(instance.index, beliefs, self.latency_model)
 
     async def _window(self, infos: list[InstanceInfo]) -> tuple[float, BaseException | None]:
         """The measured run, from the first arrival to the last look at the servers' counters:

@@ -102,6 +102,13 @@ class EngineProfile(InputModel):
     serving_overhead: ServingOverhead | None = None
     fit: dict[str, Any] | None = None
     fidelity: dict[str, Any] | None = None
+    limit_sources: dict[str, str] | None = Field(
+        default=None,
+        description="where each limit came from when the profiler measured this engine (kv_capacity_tokens, "
+        "block_size, max_num_seqs, max_num_batched_tokens: 'discovered (/metrics)', 'launch config "
+        "(--max-num-seqs)', 'vLLM default, not discovered: ...'); a simulated run shows it beside the value. "
+        "Absent: the value is this file's or the profile default",
+    )
 
     @model_validator(mode="after")
     def _capacity_known(self) -> "EngineProfile":

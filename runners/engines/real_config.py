@@ -180,6 +180,21 @@ class AttachConfig(ClientOptions):
         description="set 'priority' if the servers order their queue by priority (vLLM "
         "--scheduling-policy priority; SGLang --enable-priority-scheduling --schedule-low-priority-values-first)",
     )
+    max_num_seqs: int | None = Field(
+        default=None,
+        gt=0,
+        le=65_536,
+        description="the servers' slots (requests running at once: vLLM --max-num-seqs, SGLang "
+        "--max-running-requests, LMDeploy --max-batch-size) when they do not report it; policies plan with "
+        "it. Unset: discovered where the server says it, else the engine's documented default (the run "
+        "prints which)",
+    )
+    max_num_batched_tokens: int | None = Field(
+        default=None,
+        gt=0,
+        le=10_000_000,
+        description="the servers' token budget per step when they do not report it (vLLM --max-num-batched-tokens)",
+    )
     context_tokens: int | None = Field(
         default=None,
         gt=0,

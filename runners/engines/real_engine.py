@@ -22,6 +22,7 @@ from urllib.request import urlopen
 from runners import paths
 from runners.engines.adapters import ADAPTERS, EngineAdapter, adapter_for, detect_adapter
 from runners.engines.adapters.base import positive_int
+from runners.engines.beliefs import InstanceBeliefs, real_beliefs
 from runners.engines.launcher import ServerProcess, free_port, launch_servers, unless_stopped
 from runners.engines.openai_client import Endpoint, header_secrets, quote, redact
 from runners.engines.real_config import AttachConfig
@@ -60,6 +61,8 @@ class RealInstance:
     max_num_seqs: int | None = None
     version: str | None = None
     info: dict[str, Any] | None = None  # what the adapter's version path answered (attached servers)
+    #: what a policy believes about this server, each value with its source (set by RealEngine.start)
+    beliefs: InstanceBeliefs | None = None
 
     @property
     def metrics_url(self) -> str:
@@ -471,6 +474,10 @@ class RealEngine:
                 endpoint = adapter.endpoint(url, model, config.api, headers, config.scheduling_policy)
                 info = probe(partial(_info, url, headers, adapter.version_path), f"asking {url} for its version")
                 version = str(info.get("version")) if info is not None else None
+                if adapter.limits_path is not None:  # a second answer that states the limits, where enabled
+                    stated = probe(partial(_info, url, headers, adapter.limits_path), f"asking {url} for its limits")
+                    if stated is not None:
+                        info = {**(info or {}), **stated}
                 self.instances.append(RealInstance(index=index, endpoint=endpoint, version=version, info=info))
         else:
             self._launch(config, should_stop)
@@ -487,8 +494,12 @@ class RealEngine:
                 instance.kv_capacity_tokens = snapshot.kv_capacity_tokens
                 instance.block_size = snapshot.block_size
             pattern = adapter_for(instance.endpoint.kind).kv_log_pattern
+            capacity_source = "discovered (/metrics)"
             if instance.kv_capacity_tokens is None and instance.server is not None and pattern is not None:
                 instance.kv_capacity_tokens = kv_capacity_from_log(instance.server.log_path, pattern)
+                capacity_source = "discovered (server log)"
+            instance.beliefs = _beliefs(config, instance, snapshot, capacity_source)
+            instance.max_num_seqs = instance.beliefs.value("max_num_seqs")
         return self.instances
 
     def _launch(self, config: Any, should_stop: Callable[[], bool] | None = None) -> None:
@@ -554,6 +565,22 @@ class RealEngine:
     def stop(self) -> None:
         for server in self.servers:
             server.stop()
+
+
+def _beliefs(
+    config: Any, instance: RealInstance, snapshot: MetricsSnapshot | None, capacity_source: str
+) -> InstanceBeliefs:
+    """What a policy believes about ``instance`` (runners.engines.beliefs.real_beliefs): the
+    launch or attach config, what its /metrics and info answers said, the engine's defaults."""
+    adapter = adapter_for(instance.endpoint.kind)
+    discovered = dict(adapter.discovered_limits(instance.info))
+    if instance.kv_capacity_tokens is not None:
+        discovered["kv_capacity_tokens"] = (instance.kv_capacity_tokens, capacity_source)
+    if instance.block_size is not None:
+        discovered["block_size"] = (instance.block_size, "discovered (/metrics)")
+    if snapshot is not None and snapshot.prefix_caching is not None:
+        discovered.setdefault("prefix_caching", (snapshot.prefix_caching, "discovered (/metrics cache info)"))
+    return real_beliefs(adapter=adapter, config=config, launched=instance.server is not None, discovered=discovered)
 
 
 def kv_capacity_from_log(path: Path, pattern: re.Pattern[str]) -> int | None:

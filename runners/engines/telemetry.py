@@ -118,6 +118,7 @@ class MetricsSnapshot:
     itl_count: float | None = None
     kv_capacity_tokens: int | None = None
     block_size: int | None = None
+    prefix_caching: bool | None = None  # the cache info's enable_prefix_caching label, where it has one
     prefix_queries: float | None = None  # the prefix cache's cumulative counters, tokens
     prefix_hits: float | None = None
     dropped: int = 0  # samples of the page that were not finite or out of range, and were ignored
@@ -249,8 +250,11 @@ def parse_metrics(text: str) -> MetricsSnapshot:
     ttft_sum, ttft_count = _histogram(samples, names.ttft)
     itl_sum, itl_count = _histogram(samples, names.itl)
     capacity = block_size = None
+    prefix_caching: bool | None = None
     for name in names.cache_info:
         for labels, _ in samples.get(name, []) + samples.get(f"{name}_info", []):
+            flag = labels.get("enable_prefix_caching")
+            prefix_caching = {"True": True, "False": False}.get(flag) if isinstance(flag, str) else None
             try:
                 block_size = int(labels["block_size"])
                 capacity = int(labels["num_gpu_blocks"]) * block_size
@@ -288,6 +292,7 @@ def parse_metrics(text: str) -> MetricsSnapshot:
         itl_count=bounded(itl_count, MAX_SAMPLE_VALUE),
         kv_capacity_tokens=capacity,
         block_size=block_size,
+        prefix_caching=prefix_caching,
         prefix_queries=bounded(_first(samples, names.prefix_queries), MAX_SAMPLE_VALUE),
         prefix_hits=bounded(_first(samples, names.prefix_hits), MAX_SAMPLE_VALUE),
         dropped=dropped,

@@ -20,6 +20,7 @@ from runners.drivers.base import Driver
 from runners.drivers.policy_guard import RUN_LOG, DecideGuard, policy_failure, write_run_log
 from runners.drivers.virtual_time import VirtualTimeDriver
 from runners.drivers.watchdog import stalled_message
+from runners.engines.beliefs import InstanceBeliefs, latency_belief, simulated_beliefs
 from runners.engines.latency_model import LatencyModel
 from runners.engines.planning_model import PlanningModel, planning_model
 from runners.engines.profile import load_profile
@@ -252,6 +253,49 @@ def _simulated_instances(engine: SimulatorConfig, simulator: ResolvedSimulator) 
     ]
 
 
+def _real_planning(config: RunConfig, latency: LatencyModel | None, engine: RealEngine) -> PlanningModel | None:
+    """The latency model a policy on real servers plans with: engine.profile's model refitted with
+    a measured profile's noise on the first instance's beliefs and the workload seed, exactly as
+    a simulated run from that profile gives its policy (runners.engines.planning_model), so the
+    two sides plan with one model. A limit the servers did not give is the profile's. None
+    without a profile."""
+    if latency is None:
+        return None
+    beliefs = engine.instances[0].beliefs
+    assert beliefs is not None
+    path = getattr(config.engine, "profile", None)
+    profile = load_profile(path) if path else None
+
+    def limit(name: str) -> int:
+        value = beliefs.value(name)
+        if value is None and profile is not None:
+            value = profile.capacity_tokens() if name == "kv_capacity_tokens" else getattr(profile, name)
+        return int(value)
+
+    return planning_model(
+        latency,
+        limit("kv_capacity_tokens"),
+        limit("block_size"),
+        limit("max_num_seqs"),
+        limit("max_num_batched_tokens"),
+        "fitted",
+        0.0,
+        config.workload.seed,
+    )
+
+
+def _simulated_engine_record(engine: SimulatorConfig, beliefs: InstanceBeliefs) -> dict[str, Any]:
+    """engine.json of a simulated run (version 3): one instance per simulated one, each with the
+    beliefs its policy was given."""
+    return {
+        "schema_version": ENGINE_RECORD_SCHEMA_VERSION,
+        "instances": [
+            {"index": index, "kind": "sim", "beliefs": beliefs.record()} for index in range(engine.instances)
+        ],
+        "host": None,
+    }
+
+
 def _engine_record(engine: RealEngine) -> dict[str, Any]:
     """What was launched or attached (no headers: they may hold an API key; the values of
     secret-looking flags in a launch command written as ***). Every string the servers supplied
@@ -274,6 +318,7 @@ def _engine_record(engine: RealEngine) -> dict[str, Any]:
                     "block_size": instance.block_size,
                     "command": redact_args(instance.server.command) if instance.server else None,
                     "log": instance.server.log_path.name if instance.server else None,
+                    "beliefs": instance.beliefs.record() if instance.beliefs is not None else None,
                 }
                 for instance in engine.instances
             ],
@@ -436,8 +481,16 @@ class _Running:
         """The simulator in virtual time; a run whose policy stalls fails, saying so."""
         if self.prepared.simulator is None:  # prepare_run resolves every simulator config
             raise ConfigError("engine", "the simulator config was not resolved")
+        planning = self.prepared.planning
+        beliefs = simulated_beliefs(self.prepared.simulator, engine).with_latency(*latency_belief(planning))
+        write_record(
+            self.writer.folder / "engine.json",
+            EngineRecord,
+            _simulated_engine_record(engine, beliefs),
+        )
         driver = VirtualTimeDriver(
             instances=_simulated_instances(engine, self.prepared.simulator),
+            beliefs=[beliefs] * engine.instances,
             policy=self.policy,
             requests=self.prepared.workload.requests,
             recorder=self.recorder,
@@ -463,6 +516,10 @@ class _Running:
             config=_engine_with_scheduler(config, self.policy, folder, self.prepared.latency), log_folder=folder
         )
         self.real_engine.start(self.should_stop)
+        planning = _real_planning(config, self.prepared.latency, self.real_engine)
+        for instance in self.real_engine.instances:
+            assert instance.beliefs is not None  # RealEngine.start sets every instance's
+            instance.beliefs = instance.beliefs.with_latency(*latency_belief(planning))
         write_record(folder / "engine.json", EngineRecord, _engine_record(self.real_engine))
         self.driver = self.wall_driver = WallClockDriver(
             engine=self.real_engine,
@@ -472,7 +529,7 @@ class _Running:
             options=engine,
             sample_interval_s=config.sample_interval_s,
             should_stop=self.should_stop,
-            latency_model=self.prepared.latency,
+            latency_model=planning.model if planning is not None else None,
             max_duration_s=config.max_duration_s,
         )
         self.wall_driver.run()

@@ -42,13 +42,30 @@ class PolicyParams(InputModel):
 
 @dataclass(frozen=True)
 class InstanceInfo:
-    """What a policy knows about an engine instance at start. Capacity in tokens."""
+    """What a policy knows about an engine instance at start (its beliefs, issue 48). Capacity,
+    block size and batched tokens in tokens; ``max_num_seqs`` in requests running at once;
+    ``sources``: where each limit came from (runners.engines.beliefs). The drivers fill every
+    limit they can; a policy turns a missing slot count into a number only through
+    :func:`engine_slots`."""
 
     instance_id: int
     kv_capacity_tokens: int | None
     block_size: int | None
     max_num_seqs: int | None
-    latency_model: LatencyModel | None = None  # the engine's profile, when one is known
+    latency_model: LatencyModel | None = None  # the model the policy plans with, when one is known
+    max_num_batched_tokens: int | None = None
+    prefix_caching: bool | None = None
+    sources: Mapping[str, str] = field(default_factory=dict)
+
+
+def engine_slots(instances: Sequence[InstanceInfo]) -> int:
+    """The fewest slots (``max_num_seqs``) of ``instances``: the one function a policy calls for
+    it. An instance without one (a hand-made InstanceInfo) counts as schedlab's stated assumption
+    (runners.engines.beliefs.ASSUMED, 256), never a policy's private guess."""
+    from runners.engines.beliefs import ASSUMED
+
+    assumed = int(ASSUMED["max_num_seqs"][0])
+    return min((info.max_num_seqs if info.max_num_seqs else assumed for info in instances), default=assumed)
 
 
 @dataclass(slots=True)

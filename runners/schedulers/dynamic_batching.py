@@ -25,10 +25,11 @@ Where the numbers come from:
   backends), so a request of x tokens holds ceil(x / block) blocks. With the rounding residue
   taken as uniform, its footprint in tokens has mean E[x] + (block - 1) / 2 and variance
   Var x + (block^2 - 1) / 12; Alg. 1 runs on those (the paper: "implemented using blocks").
-* B_max: the engine's running slots (``max_num_seqs``; 256, vLLM's default, where the engine does
-  not say) unless ``b_max`` is given; a ``b_max`` above the engine's slots is refused, since the
-  engine would queue the extra requests itself. To let the cap grow past 256, configure the
-  engine for it (``engine.max_num_seqs``, vLLM ``--max-num-seqs``): B_max follows it.
+* B_max: the engine's running slots (``max_num_seqs``, as the run discovered or stated it:
+  runners.engines.beliefs, each source in engine.json) unless ``b_max`` is given; a ``b_max``
+  above the engine's slots is refused, since the engine would queue the extra requests itself.
+  To let the cap grow, configure the engine for it (``engine.max_num_seqs``, vLLM
+  ``--max-num-seqs``): B_max follows it.
 
 Alg. 2 (SLA): a window [b_low, b_high] in [B_min, B_max] moves with the recent mean decode
 latency tau and the recent mean batch b (requests in flight):
@@ -61,7 +62,15 @@ from typing_extensions import TypeVar
 
 from runners.errors import ConfigError
 from runners.input_model import field_error
-from runners.schedulers.base import Completion, Decision, InstanceInfo, PolicyParams, SchedulerPolicy, TelemetrySample
+from runners.schedulers.base import (
+    Completion,
+    Decision,
+    InstanceInfo,
+    PolicyParams,
+    SchedulerPolicy,
+    TelemetrySample,
+    engine_slots,
+)
 from runners.schedulers.dynamic_batching_core import (
     RecentMeans,
     SLAWindow,
@@ -83,8 +92,6 @@ from runners.schedulers.predictors import (
 from runners.schedulers.vllm import SLAWindowParams, check_window
 from runners.workload.requests import Request
 
-#: B_max where neither ``b_max`` nor the engine gives one: vLLM's default max_num_seqs.
-DEFAULT_B_MAX = 256
 LatencySignal = Literal["engine", "tpot"]
 
 
@@ -106,11 +113,12 @@ def mixture_moments(
 
 
 def resolve_b_max(b_max: int | None, info: InstanceInfo) -> int:
-    """B_max for ``info``: ``b_max``, or the engine's max_num_seqs (DEFAULT_B_MAX if unknown).
-    ConfigError naming b_max when it is above the engine's max_num_seqs."""
+    """B_max for ``info``: ``b_max``, or the engine's max_num_seqs (:func:`engine_slots`, which
+    states what it assumes when the instance has none). ConfigError naming b_max when it is above
+    the engine's max_num_seqs."""
     slots = info.max_num_seqs
     if b_max is None:
-        return slots or DEFAULT_B_MAX
+        return engine_slots([info])
     if slots is not None and b_max > slots:
         raise ConfigError(
             "scheduler.params.b_max",
@@ -128,9 +136,9 @@ class DynamicMemoryParams(PolicyParams):
         default=None,
         gt=0,
         le=65_536,
-        description="B_max: largest cap, requests in flight per instance. Default: the engine's max_num_seqs (256 "
-        "where the engine does not say); above it is refused - to let the cap grow past 256, raise "
-        "engine.max_num_seqs (vLLM --max-num-seqs) and B_max follows",
+        description="B_max: largest cap, requests in flight per instance. Default: the engine's max_num_seqs "
+        "(discovered, configured or its engine's default; the run prints which); above it is refused - to "
+        "let the cap grow, raise engine.max_num_seqs (vLLM --max-num-seqs) and B_max follows",
     )
     eps_m: float = Field(
         title="allowed KV overflow probability (eps_M)",

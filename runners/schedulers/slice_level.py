@@ -49,7 +49,15 @@ import numpy as np
 from pydantic import Field, model_validator
 
 from runners.input_model import field_error
-from runners.schedulers.base import Completion, Decision, InstanceInfo, PolicyError, PolicyParams, SchedulerPolicy
+from runners.schedulers.base import (
+    Completion,
+    Decision,
+    InstanceInfo,
+    PolicyError,
+    PolicyParams,
+    SchedulerPolicy,
+    engine_slots,
+)
 from runners.schedulers.papers import cite
 
 if TYPE_CHECKING:  # at run time from runners.schedulers.scls_kernel on first use (__getattr__ below)
@@ -162,7 +170,7 @@ class SCLSPolicy(SchedulerPolicy[SCLSParams]):
         self.model = info.latency_model
         #: KV capacity of the smallest instance, tokens: eq. 9's memory bound on every batch
         self.capacity_tokens: int = min(i.kv_capacity_tokens or 0 for i in instances)
-        self.batch_limit = min([self.params.max_batch] + [i.max_num_seqs for i in instances if i.max_num_seqs])
+        self.batch_limit = min(self.params.max_batch, engine_slots(instances))
         self.workers = {i.instance_id: _Worker() for i in instances}
         self.queued: set[str] = set()
         self.next_schedule = 0.0

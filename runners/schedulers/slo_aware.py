@@ -48,6 +48,7 @@ from runners.schedulers.base import (
     PolicyParams,
     SchedulerPolicy,
     TelemetrySample,
+    engine_slots,
 )
 from runners.schedulers.papers import cite
 from runners.schedulers.predictors import (
@@ -406,7 +407,7 @@ class SLOAwarePolicy(SchedulerPolicy[SLOAwareParams]):
             self.latency[info.instance_id] = LatencyPredictor(info.latency_model)
         self.state = {info.instance_id: _InstancePlan(InstanceMemory(info.kv_capacity_tokens)) for info in instances}
         self.outputs = OutputLengthPredictor.from_params(self.params, self.workload, self.calibration)
-        engine_batch = min((info.max_num_seqs for info in instances if info.max_num_seqs), default=4)
+        engine_batch = engine_slots(instances)
         self.max_batch = self.params.max_batch or engine_batch
         self.assigned: dict[str, int] = {}
         self.footprint: dict[str, float] = {}  # KV tokens counted against the instance at arrival

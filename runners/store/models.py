@@ -32,7 +32,7 @@ STUDY_SCHEMA_VERSION = 4
 #: status.json's and engine.json's schema versions (both versioned from issue 26; a file without
 #: ``schema_version`` is version 0, written before).
 JOB_STATUS_SCHEMA_VERSION = 1
-ENGINE_RECORD_SCHEMA_VERSION = 2
+ENGINE_RECORD_SCHEMA_VERSION = 3
 
 
 class Record(BaseModel):
@@ -369,8 +369,19 @@ class JobStatusRecord(Record):
     updated_at: Number = 0.0
 
 
+class Belief(Record):
+    """One thing a policy believed about its instance (version 3, issue 48): the value, and where
+    it came from (a launch flag, a config key, what the server said, a documented default, or
+    schedlab's stated assumption). A latency model's value is its planning record."""
+
+    value: Any = None
+    source: str | None = None
+
+
 class EngineInstance(Record):
-    """One engine instance of a real-engine run: where it served, what, and how it started."""
+    """One engine instance of a run: where it served, what, and how it started; from version 3
+    also a simulated run's instances (``kind`` "sim") and, for both, ``beliefs``: each limit the
+    policy saw (runners.engines.beliefs.LIMITS and ``latency_model``) with its source."""
 
     index: int
     base_url: str | None = None
@@ -382,6 +393,7 @@ class EngineInstance(Record):
     block_size: int | None = None
     command: list[str] | None = None
     log: str | None = None
+    beliefs: dict[str, Belief] | None = None
 
 
 class HostGPU(Record):
@@ -404,7 +416,8 @@ class EngineHost(Record):
 
 
 class EngineRecord(Record):
-    """``engine.json`` of a real-engine run (the engine card)."""
+    """``engine.json`` (the engine card): of a real-engine run, and from version 3 of a simulated
+    run too. Version 3 adds each instance's ``beliefs``."""
 
     schema_version: int = 0
     instances: list[EngineInstance]
@@ -431,6 +444,7 @@ def json_schemas() -> dict[str, str]:
 __all__ = [
     "Contention",
     "Distribution",
+    "Belief",
     "EngineHost",
     "EngineInstance",
     "EngineRecord",

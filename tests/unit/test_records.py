@@ -12,6 +12,7 @@ import pytest
 from runners.run.benchmark import execute_run
 from runners.run.config import parse_config
 from runners.store.models import (
+    EngineRecord,
     JobStatusRecord,
     RunSummary,
     StudyRecord,
@@ -139,3 +140,20 @@ def test_a_summary_the_record_refuses_is_listed_as_damaged(tmp_path):
     assert "integer" in entries["bad"].problem
     with pytest.raises(SchedlabError, match="run 'bad' is damaged: summary.json: cancelled is 'three'"):
         load_run(tmp_path, "bad")
+
+
+def test_engine_record_version_2_reads_without_beliefs_and_version_3_carries_them():
+    data = json.loads((RECORDS / "engine.v2.json").read_text())
+    record = EngineRecord.model_validate(data)
+    assert record.schema_version == 2 and record.instances[0].beliefs is None
+    assert record_json(record) == json.dumps(data, indent=2)
+    data["schema_version"] = 3
+    data["instances"][0]["beliefs"] = {
+        "max_num_seqs": {"value": 64, "source": "launch config (--max-num-seqs)"},
+        "prefix_caching": {"value": True, "source": "discovered (/metrics cache info)"},
+    }
+    record = EngineRecord.model_validate(data)
+    beliefs = record.instances[0].beliefs
+    assert beliefs is not None and beliefs["max_num_seqs"].value == 64
+    assert beliefs["max_num_seqs"].source == "launch config (--max-num-seqs)"
+    assert record_json(record) == json.dumps(data, indent=2)

@@ -49,6 +49,7 @@ class GenericOpenAI(EngineAdapter):
     """An attached server schedlab does not recognise: only the standard OpenAI fields are sent."""
 
     name = "openai"
+    display_name = "an OpenAI-compatible server"
     summary = "attach to running OpenAI-compatible servers by URL"
     metrics = MetricNames(prefix="")
 

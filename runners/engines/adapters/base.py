@@ -169,7 +169,33 @@ class EngineAdapter:
     @classmethod
     def max_num_seqs(cls, config: Any) -> int | None:
         """The launch's cap on requests running at once, when set."""
-        return None
+        return cls.launch_limits(config).get("max_num_seqs", (None, ""))[0]
+
+    @classmethod
+    def launch_limits(cls, config: Any) -> dict[str, tuple[Any, str]]:
+        """The engine limits a launch config sets (runners.engines.beliefs names: slots,
+        batched tokens) as name -> (value, the flag that set it); only those set. None by default."""
+        return {}
+
+    #: a GET path whose JSON object states the server's limits (vLLM's dev-mode /server_info),
+    #: asked on attach besides :attr:`version_path`; None: the version answer is all there is
+    limits_path: ClassVar[str | None] = None
+
+    @classmethod
+    def discovered_limits(cls, info: Mapping[str, Any] | None) -> dict[str, tuple[Any, str]]:
+        """The limits a server states in a JSON object it answered (:attr:`version_path`'s, or
+        :attr:`limits_path`'s merged over it): name -> (value, source). None stated by default."""
+        return {}
+
+    @classmethod
+    def documented_limits(cls, launch: Any | None) -> dict[str, tuple[Any, str]]:
+        """The engine's documented defaults for limits not set or discovered: name -> (value,
+        why), for a launch of ``launch`` (None: an attached server, hardware unknown). Empty for
+        an engine with none known (runners.engines.beliefs.ASSUMED then states schedlab's)."""
+        return {}
+
+    #: the engine's name in sentences ("vLLM")
+    display_name: ClassVar[str] = "the engine"
 
     @classmethod
     def context_limit(cls, config: Any) -> int | None:

@@ -189,9 +189,21 @@ class LMDeployAdapter(EngineAdapter):
     def served_model(cls, config: LMDeployConfig) -> str:
         return config.model_name
 
+    display_name = "LMDeploy"
+
     @classmethod
-    def max_num_seqs(cls, config: LMDeployConfig) -> int | None:
-        return config.max_batch_size
+    def launch_limits(cls, config: LMDeployConfig) -> dict[str, tuple[Any, str]]:
+        if config.max_batch_size is None:
+            return {}
+        return {"max_num_seqs": (config.max_batch_size, "--max-batch-size")}
+
+    @classmethod
+    def documented_limits(cls, launch: Any | None) -> dict[str, tuple[Any, str]]:
+        """LMDeploy's ``max_batch_size`` default (lmdeploy/utils.py get_max_batch_size): 128 on
+        CUDA GPUs it does not list; more on A100/H100-class GPUs (384-1,280, by version)."""
+        return {
+            "max_num_seqs": (128, "LMDeploy's default on most CUDA GPUs (384-1,280 on A100/H100-class, by version)")
+        }
 
     @classmethod
     def context_limit(cls, config: LMDeployConfig) -> int | None:

@@ -41,7 +41,8 @@ from __future__ import annotations
 
 import re
 import sys
-from typing import Literal
+from collections.abc import Mapping
+from typing import Any, Literal
 
 from pydantic import Field, field_validator
 
@@ -51,6 +52,7 @@ from runners.engines.adapters.base import (
     LaunchConfig,
     MetricNames,
     PythonModuleAdapter,
+    positive_int,
     prompt_tokenize_api,
     python_form_field,
 )
@@ -162,9 +164,26 @@ class SGLangAdapter(PythonModuleAdapter):
             command += ["--enable-priority-scheduling", "--schedule-low-priority-values-first"]
         return command + list(config.extra_args)
 
+    display_name = "SGLang"
+
     @classmethod
-    def max_num_seqs(cls, config: SGLangConfig) -> int | None:
-        return config.max_running_requests
+    def launch_limits(cls, config: SGLangConfig) -> dict[str, tuple[Any, str]]:
+        if config.max_running_requests is None:
+            return {}
+        return {"max_num_seqs": (config.max_running_requests, "--max-running-requests")}
+
+    @classmethod
+    def discovered_limits(cls, info: Mapping[str, Any] | None) -> dict[str, tuple[Any, str]]:
+        """From /server_info (its server arguments, flat): ``max_running_requests`` (SGLang
+        sizes it from its KV pool when unset, and then reports null) and ``disable_radix_cache``."""
+        info = info or {}
+        found: dict[str, tuple[Any, str]] = {}
+        slots = positive_int(info.get("max_running_requests"))
+        if slots is not None:
+            found["max_num_seqs"] = (slots, "discovered (/server_info max_running_requests)")
+        if isinstance(info.get("disable_radix_cache"), bool):
+            found["prefix_caching"] = (not info["disable_radix_cache"], "discovered (/server_info disable_radix_cache)")
+        return found
 
     @classmethod
     def context_limit(cls, config: SGLangConfig) -> int | None:

@@ -14,8 +14,9 @@ from __future__ import annotations
 import os
 import re
 import sys
+from collections.abc import Mapping
 from pathlib import Path
-from typing import Literal
+from typing import Any, Literal
 
 from pydantic import Field
 
@@ -26,6 +27,7 @@ from runners.engines.adapters.base import (
     LaunchConfig,
     MetricNames,
     PythonModuleAdapter,
+    positive_int,
     prompt_tokenize_api,
     python_form_field,
 )
@@ -141,9 +143,55 @@ class VLLMAdapter(PythonModuleAdapter):
             return {}
         return {"PYTHONPATH": os.pathsep.join(part for part in (str(ROOT), inherited) if part)}
 
+    display_name = "vLLM"
+    #: answered only with VLLM_SERVER_DEV_MODE=1 (vllm/entrypoints/serve/dev/server_info): the
+    #: whole VllmConfig, whose scheduler_config and cache_config hold the limits
+    limits_path = "/server_info?config_format=json"
+
     @classmethod
-    def max_num_seqs(cls, config: VLLMConfig) -> int | None:
-        return config.max_num_seqs
+    def launch_limits(cls, config: VLLMConfig) -> dict[str, tuple[Any, str]]:
+        stated = {
+            "max_num_seqs": (config.max_num_seqs, "--max-num-seqs"),
+            "max_num_batched_tokens": (config.max_num_batched_tokens, "--max-num-batched-tokens"),
+        }
+        return {name: pair for name, pair in stated.items() if pair[0] is not None}
+
+    @classmethod
+    def discovered_limits(cls, info: Mapping[str, Any] | None) -> dict[str, tuple[Any, str]]:
+        config = (info or {}).get("vllm_config")
+        if not isinstance(config, Mapping):
+            return {}
+        scheduler: Mapping[str, Any] = config.get("scheduler_config") or {}
+        cache: Mapping[str, Any] = config.get("cache_config") or {}
+        if not isinstance(scheduler, Mapping) or not isinstance(cache, Mapping):
+            return {}
+        found: dict[str, tuple[Any, str]] = {}
+        for name in ("max_num_seqs", "max_num_batched_tokens"):
+            value = positive_int(scheduler.get(name))
+            if value is not None:
+                found[name] = (value, f"discovered (/server_info scheduler_config.{name})")
+        if isinstance(cache.get("enable_prefix_caching"), bool):
+            found["prefix_caching"] = (cache["enable_prefix_caching"], "discovered (/server_info cache_config)")
+        return found
+
+    @classmethod
+    def documented_limits(cls, launch: Any | None) -> dict[str, tuple[Any, str]]:
+        """vLLM's OpenAI-server defaults (vllm/engine/arg_utils.py, by hardware): on a CPU build
+        128 slots and 2,048 batched tokens; on GPUs under 70 GiB 256 and 2,048; on H100/H200 1,024
+        and 8,192. A launch with ``use_gpus`` off is the CPU build; an attached server's hardware
+        is not known, so it is taken as a GPU under 70 GiB and said so."""
+        if launch is not None and not getattr(launch, "use_gpus", True):
+            return {
+                "max_num_seqs": (128, "vLLM's CPU-build default"),
+                "max_num_batched_tokens": (2048, "vLLM's CPU-build default"),
+                "prefix_caching": (True, "vLLM V1's default"),
+            }
+        other = "on GPUs under 70 GiB (128 on a CPU build, 1,024 on H100/H200): set engine.max_num_seqs"
+        return {
+            "max_num_seqs": (256, f"vLLM's default {other}"),
+            "max_num_batched_tokens": (2048, "vLLM's default on GPUs under 70 GiB (8,192 on H100/H200)"),
+            "prefix_caching": (True, "vLLM V1's default"),
+        }
 
     @classmethod
     def context_limit(cls, config: VLLMConfig) -> int | None:
