@@ -23,6 +23,7 @@ from streamlit.delta_generator import DeltaGenerator
 
 from pages.parts.app_navigation import use_app_navigation
 from pages.parts.cached_runs import load_member, load_run_cached, summary_stamp
+from runners.engines.beliefs import beliefs_note
 from runners.errors import SchedlabError
 from runners.imports import IMPORTERS, import_bytes
 from runners.json_values import is_stored
@@ -729,6 +730,10 @@ if loaded:
     partial = partial_runs_note(summaries)
     if partial:  # issue 27: a partial run never passes for a whole one
         st.warning(partial, icon="⚠️")
+    ordered = sorted(loaded, key=lambda run: run.run_id != baseline)  # the others are named against the baseline
+    believed = beliefs_note([(names.get(run.run_id, run.run_id), run.folder) for run in ordered])
+    if believed:  # issue 48: policies that saw different engines are not compared like for like
+        st.warning(believed, icon="⚠️")
     table = comparison_table(summaries, baseline)  # full precision: the CSV
     texts, verdicts = comparison_view(loaded, baseline, names)
     # one HTML table: every row (no inner scroll), cells wrap on a narrow page, run ids on hover

@@ -6,6 +6,10 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Protocol
 
+from runners.engines.beliefs import LIMIT_NAMES, InstanceBeliefs
+from runners.engines.latency_model import LatencyModel
+from runners.schedulers.base import InstanceInfo
+
 
 @dataclass
 class DriverResult:
@@ -31,3 +35,18 @@ class Driver(Protocol):
     def run(self) -> DriverResult:
         """Drive the run to its end; raises RunCancelled or RunStopped when it ends early."""
         ...
+
+
+def instance_info(index: int, beliefs: InstanceBeliefs, latency_model: LatencyModel | None = None) -> InstanceInfo:
+    """The :class:`InstanceInfo` a policy gets for an instance with ``beliefs``: the one path
+    both the simulator's and the real engine's drivers take."""
+    return InstanceInfo(
+        index,
+        beliefs.value("kv_capacity_tokens"),
+        beliefs.value("block_size"),
+        beliefs.value("max_num_seqs"),
+        latency_model,
+        max_num_batched_tokens=beliefs.value("max_num_batched_tokens"),
+        prefix_caching=beliefs.value("prefix_caching"),
+        sources={name: getattr(beliefs, name).source for name in LIMIT_NAMES},
+    )

@@ -24,9 +24,9 @@ import time
 from collections.abc import Callable, Sequence
 from operator import attrgetter
 
-from runners.drivers.base import DriverResult
+from runners.drivers.base import DriverResult, instance_info
 from runners.drivers.watchdog import CANCELLED, time_limit_message
-from runners.engines.beliefs import LIMIT_NAMES, Belief, InstanceBeliefs, instance_info
+from runners.engines.beliefs import LIMIT_NAMES, Belief, InstanceBeliefs
 from runners.engines.latency_model import LatencyModel
 from runners.engines.simulator import SimulatedInstance
 from runners.errors import RunCancelled, RunStopped

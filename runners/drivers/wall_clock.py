@@ -36,9 +36,9 @@ from typing import Any
 
 import aiohttp
 
-from runners.drivers.base import DriverResult
+from runners.drivers.base import DriverResult, instance_info
 from runners.drivers.watchdog import CANCELLED, DeadInstance, RunState, Watchdog
-from runners.engines.beliefs import LIMIT_NAMES, Belief, InstanceBeliefs, instance_info
+from runners.engines.beliefs import LIMIT_NAMES, Belief, InstanceBeliefs
 from runners.engines.engine_decisions import SAMPLE_COLUMNS, EngineDecisionTracker, decisions_path
 from runners.engines.gpu import GPUMonitor
 from runners.engines.latency_model import LatencyModel

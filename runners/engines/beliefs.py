@@ -5,7 +5,8 @@ A policy sees an engine through :class:`runners.schedulers.base.InstanceInfo`: i
 budget (``max_num_batched_tokens``, tokens), whether it caches prefixes, and the latency model it
 plans with. A verdict can only move from the simulator to a real engine if the policy believes the
 same things on both sides, so every value here carries its source, and one function
-(:func:`instance_info`) builds the InstanceInfo of a simulated and of a real instance alike.
+(:func:`runners.drivers.base.instance_info`) builds the InstanceInfo of a simulated and of a real
+instance alike.
 
 Sources, in the order a real instance's value is taken (the first that gives one wins):
 
@@ -102,23 +103,6 @@ class InstanceBeliefs:
         out = {name: getattr(self, name).record() for name, _, _ in LIMITS}
         out[LATENCY[0]] = self.latency.record()
         return out
-
-
-def instance_info(index: int, beliefs: InstanceBeliefs, latency_model: Any = None) -> Any:
-    """The :class:`InstanceInfo` a policy gets for an instance with ``beliefs``: the one path
-    both the simulator's and the real engine's drivers take."""
-    from runners.schedulers.base import InstanceInfo
-
-    return InstanceInfo(
-        index,
-        beliefs.value("kv_capacity_tokens"),
-        beliefs.value("block_size"),
-        beliefs.value("max_num_seqs"),
-        latency_model,
-        max_num_batched_tokens=beliefs.value("max_num_batched_tokens"),
-        prefix_caching=beliefs.value("prefix_caching"),
-        sources={name: getattr(beliefs, name).source for name, _, _ in LIMITS},
-    )
 
 
 def simulated_beliefs(resolved: Any, config: Any) -> InstanceBeliefs:

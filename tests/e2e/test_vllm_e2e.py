@@ -18,7 +18,7 @@ from pathlib import Path
 
 import pytest
 
-from bench.vllm_cpu_common import launched_vllm
+from bench.vllm_cpu_common import SERVER_ENV, TINY_PROFILE, launched_vllm
 from runners.run.benchmark import execute_run
 from runners.run.config import parse_config
 from runners.store.result_store import load_run
@@ -63,7 +63,11 @@ LIMITS = {"max_model_len": 4096, "max_num_seqs": None, "num_gpu_blocks_override"
 @pytest.fixture(scope="module")
 def attached(tiny_model, tmp_path_factory) -> Iterator[dict]:
     """An engine config attaching to the module's CPU vLLM (:data:`LIMITS`), up for the module."""
-    with launched_vllm(tiny_model, tmp_path_factory.mktemp("logs"), max_num_batched_tokens=None, **LIMITS) as engine:
+    # VLLM_SERVER_DEV_MODE: the server answers /server_info, where an attached run discovers its slots
+    env = {**SERVER_ENV, "VLLM_SERVER_DEV_MODE": "1"}
+    with launched_vllm(
+        tiny_model, tmp_path_factory.mktemp("logs"), max_num_batched_tokens=None, env=env, **LIMITS
+    ) as engine:
         yield {"kind": "openai", "urls": engine.instances[0].endpoint.base_url, "model": "tiny"}
 
 
@@ -129,3 +133,56 @@ def test_small_kv_cache_forces_recorded_preemptions(tiny_model, results):
     pattern = f"--port {command[command.index('--port') + 1]}"
     leftover = subprocess.run(["pgrep", "-f", "--", pattern], capture_output=True, text=True)
     assert leftover.returncode == 1 and leftover.stdout.strip() == "", (pattern, leftover)
+
+
+def test_policies_believe_the_same_on_the_attached_cpu_vllm_and_on_the_simulator(
+    tiny_model, attached, results, tmp_path
+):
+    """Issue 48: the attached server's slots are discovered (its dev-mode /server_info: the CPU
+    build's default, 128), not a policy's silent guess; a profile with the server's limits (what
+    the profiler writes) gives fcfs and slo-sa exactly the same beliefs on the simulator, latency
+    model included."""
+    from runners.engines.beliefs import differences, run_beliefs
+    from runners.engines.profile import load_profile
+    from runners.engines.real_engine import RealEngine
+
+    engine = RealEngine(config=parse_config({"engine": attached}).engine, log_folder=tmp_path)
+    beliefs = engine.start()[0].beliefs
+    assert beliefs is not None
+    assert beliefs.max_num_seqs.value == 128, beliefs.max_num_seqs
+    assert beliefs.max_num_seqs.source == "discovered (/server_info scheduler_config.max_num_seqs)"
+    assert beliefs.max_num_batched_tokens.value == 2048 and beliefs.prefix_caching.value is True
+    names = ("kv_capacity_tokens", "block_size", "max_num_seqs", "max_num_batched_tokens")
+    profile = load_profile(TINY_PROFILE).model_copy(
+        update={name: beliefs.value(name) for name in names}
+        | {"model": None, "gpu": None, "limit_sources": {name: getattr(beliefs, name).source for name in names}}
+    )
+    path = profile.to_file(tmp_path / "server.profile.yaml")
+    workload = {"requests": 6, "seed": 2, "arrival": {"process": "all-at-once"}, "filters": {"max_total_tokens": 640}}
+    for scheduler in ("fcfs", "slo-sa"):
+        real = execute_run(
+            parse_config(
+                {
+                    "run_id": f"believe-{scheduler}-real",
+                    "engine": {**attached, "profile": str(path)},
+                    "workload": {**workload, "tokenizer": str(tiny_model)},
+                    "scheduler": {"name": scheduler},
+                }
+            ),
+            results,
+        )
+        sim = execute_run(
+            parse_config(
+                {
+                    "run_id": f"believe-{scheduler}-sim",
+                    "engine": {"kind": "sim", "profile": str(path)},
+                    "workload": workload,
+                    "scheduler": {"name": scheduler},
+                }
+            ),
+            results,
+        )
+        assert real.status == "done" and sim.status == "done", (real.error, sim.error)
+        real_beliefs, sim_beliefs = run_beliefs(real.folder), run_beliefs(sim.folder)
+        assert real_beliefs is not None and sim_beliefs is not None
+        assert differences(real_beliefs, sim_beliefs) == [], scheduler

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 
+from runners.drivers.base import instance_info
 from runners.engines.adapters import adapter_for
 from runners.engines.adapters.vllm import VLLMAdapter, VLLMConfig
 from runners.engines.beliefs import (
@@ -15,7 +16,6 @@ from runners.engines.beliefs import (
     choose,
     describe,
     differences,
-    instance_info,
     real_beliefs,
 )
 from runners.engines.real_config import AttachConfig
