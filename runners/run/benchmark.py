@@ -319,13 +319,27 @@ def _engine_record(engine: RealEngine) -> dict[str, Any]:
                     "command": redact_args(instance.server.command) if instance.server else None,
                     "log": instance.server.log_path.name if instance.server else None,
                     "beliefs": instance.beliefs.record() if instance.beliefs is not None else None,
+                    "cpu_affinity": _affinity(instance.server.process.pid)
+                    if instance.server is not None and instance.server.process is not None
+                    else None,
                 }
                 for instance in engine.instances
             ],
             "host": _launch_host(engine),
+            "client_cpu_affinity": _affinity(0),
         },
         secrets,
     )
+
+
+def _affinity(pid: int) -> list[int] | None:
+    """The CPUs process ``pid`` (0: this one) may run on, sorted; None where the system cannot say."""
+    import os
+
+    try:
+        return sorted(os.sched_getaffinity(pid))
+    except (AttributeError, OSError):
+        return None
 
 
 def _launch_host(engine: RealEngine) -> dict[str, Any] | None:

@@ -394,6 +394,7 @@ class EngineInstance(Record):
     command: list[str] | None = None
     log: str | None = None
     beliefs: dict[str, Belief] | None = None
+    cpu_affinity: list[int] | None = None  # version 3: the CPUs a launched server's process may run on
 
 
 class HostGPU(Record):
@@ -417,11 +418,14 @@ class EngineHost(Record):
 
 class EngineRecord(Record):
     """``engine.json`` (the engine card): of a real-engine run, and from version 3 of a simulated
-    run too. Version 3 adds each instance's ``beliefs``."""
+    run too. Version 3 adds each instance's ``beliefs``, a launched server's ``cpu_affinity`` and
+    the client's ``client_cpu_affinity`` (how server and client were pinned to cores)."""
 
     schema_version: int = 0
     instances: list[EngineInstance]
     host: EngineHost | None = None  # version 2: where launched servers ran; None for attached ones
+    #: version 3: the CPUs the run's own process (the client) may run on (pinning, issue 43)
+    client_cpu_affinity: list[int] | None = None
 
 
 #: The published records, by the file name of their schema in docs/schemas/.
