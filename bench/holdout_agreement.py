@@ -25,7 +25,7 @@ from bench.common import markdown_table, write_report
 from bench.reproduce import OUT
 from bench.reproduction_study import judge_records
 
-DIRECTIONAL = ("reproduced", "direction only")
+DIRECTIONAL = ("reproduced", "on the boundary", "direction only")
 
 
 def load_records(name: str) -> tuple[list[dict[str, Any]], bool]:
@@ -102,7 +102,7 @@ def main() -> None:
         "# Reproduction verdicts on unused seeds",
         "",
         f"Main table `{args.main}`, check `{args.check}` (python -m bench.holdout_agreement). Of the "
-        f"{report['directional_rows']} rows the main table calls reproduced or direction only, {report['held']} of "
+        f"{report['directional_rows']} rows the main table calls reproduced, on the boundary or direction only, {report['held']} of "
         f"{report['judged']} keep their direction on the check's seeds (rows judged against a bound are listed, "
         "not counted).",
         "",

@@ -648,8 +648,8 @@ SIM_NOTES = """
 How to read it: "role" says whether a row is the one row of a paper claim (claim: counted, and in
 the table's Holm family) or a supporting row (shown, not counted); "baseline" and "ours" name the
 sides in the scenario column; each is a mean over seeds with its 95% Student t interval; "mean
-change" is mean(ours) / mean(baseline) - 1 with a 95% interval over paired seeds (Fieller's
-below 10 seeds, bootstrap BCa from 10); "paired diff" is the mean of ours - baseline per seed
+change" is mean(ours) / mean(baseline) - 1 with a 95% interval over paired seeds (Fieller's, at
+every number of seeds: analytic, so a verdict never depends on a random seed); "paired diff" is the mean of ours - baseline per seed
 with its 95% Student t interval; "k of n better" counts the seeds where ours was better (the
 quantity's direction: lower is better for latencies and slopes); "p" is the paired test's two-sided
 p (exact sign-flip below 10 seeds, paired t from 10), for claim rows with its Holm-adjusted value.

@@ -41,7 +41,7 @@ import numpy as np
 
 from runners.metrics.catalog import Metric, metric
 from runners.metrics.seed_statistics import (
-    BCA_MIN_PAIRS,
+    RELATIVE_INTERVAL_NOTE,
     PairedComparison,
     RelativeChange,
     SeedSummary,
@@ -73,7 +73,8 @@ VERDICT_RULE = (
     "unadjusted p and are not counted. **inconclusive**: fewer than 2 pairs, or p (Holm-adjusted for "
     "claim rows) >= 0.05. **not reproduced**: significant, ours worse. Significant and ours better: "
     "**reproduced** when the 95% interval of the relative change mean(ours) / mean(baseline) - 1 "
-    "(Fieller's interval below 10 pairs, bootstrap BCa from 10) overlaps the paper's range; **direction "
+    f"({RELATIVE_INTERVAL_NOTE}) overlaps the paper's range; **on the boundary** when it overlaps the range "
+    "only within half the shown digit (0.05 points); **direction "
     "only** when it lies wholly below or above that range (the reason says which, with the numbers) or "
     "when the paper gives no number; a change without an interval is set against the range as a point "
     "(said so). A claim that ours is at most X% worse is tested against that bound instead (the same test "
@@ -85,6 +86,7 @@ VERDICT_RULE = (
 )
 Verdict = Literal[
     "reproduced",
+    "on the boundary",
     "direction only",
     "direction only (no paper number)",
     "not reproduced",
@@ -97,6 +99,7 @@ Verdict = Literal[
 #: What a pilot table says in place of each verdict (it never counts a row as reproduced).
 PILOT_VERDICT: dict[str, Verdict] = {
     "reproduced": "pilot: direction holds",
+    "on the boundary": "pilot: direction holds",
     "direction only": "pilot: direction holds",
     "direction only (no paper number)": "pilot: direction holds",
     "not reproduced": "pilot: against",
@@ -420,14 +423,21 @@ def paper_range_text(claim: Claim) -> str:
     return f"<= {pct(claim.high)}" if claim.high is not None else "no number"
 
 
+#: How close (a fraction: 0.0005 = 0.05 points, half the tables' last shown digit) an interval's edge
+#: may come to the paper's range, inside or outside, for the row to be on the boundary rather than
+#: in or out of it (issue 43 item 9): the shown digits cannot tell the two apart.
+BOUNDARY_TOLERANCE = 0.0005
+
+
 def magnitude_position(
     relative: RelativeChange, claim: Claim, higher_is_better: bool = True
-) -> tuple[Literal["within", "below", "above"] | None, bool]:
+) -> tuple[Literal["within", "below", "above", "boundary"] | None, bool]:
     """Where the relative change lies against the paper's range, in the size of the gain (the
     quantity's good direction: a latency change of -50% is a smaller gain than -80%): ``within``
-    (its 95% interval overlaps the range), ``below`` / ``above`` (wholly a smaller / larger gain),
-    None (no change, or the paper gives no number); and whether the point stood in for a missing
-    interval."""
+    (its point inside the range, or its 95% interval overlapping the range by more than
+    :data:`BOUNDARY_TOLERANCE`), ``boundary`` (the interval and the range meet or miss each other
+    by at most that), ``below`` / ``above`` (wholly a smaller / larger gain), None (no change, or
+    the paper gives no number); and whether the point stood in for a missing interval."""
     if relative.change is None or (claim.low is None and claim.high is None):
         return None, False
     point = relative.ci_low is None or relative.ci_high is None
@@ -439,10 +449,13 @@ def magnitude_position(
     raw_high = claim.high if claim.high is not None else math.inf
     paper_low, paper_high = sorted((sign * raw_low, sign * raw_high))
     if gain_high < paper_low:
-        return "below", point
+        return ("boundary" if paper_low - gain_high <= BOUNDARY_TOLERANCE else "below"), point
     if gain_low > paper_high:
-        return "above", point
-    return "within", point
+        return ("boundary" if gain_low - paper_high <= BOUNDARY_TOLERANCE else "above"), point
+    if paper_low <= sign * relative.change <= paper_high:
+        return "within", point
+    overlap = min(gain_high, paper_high) - max(gain_low, paper_low)
+    return ("boundary" if overlap <= BOUNDARY_TOLERANCE else "within"), point
 
 
 def relative_text(relative: RelativeChange) -> str:
@@ -512,6 +525,11 @@ def _magnitude_verdict(relative: RelativeChange, claim: Claim, higher_is_better:
     shown = relative_text(relative) + (" (no interval: the point estimate is set against the range)" if point else "")
     if position == "within":
         return "reproduced", f"the change {shown} overlaps the paper's {paper_range_text(claim)}"
+    if position == "boundary":
+        return (
+            "on the boundary",
+            f"the change {shown} meets the paper's {paper_range_text(claim)} only within half the shown digit",
+        )
     size = "smaller" if position == "below" else "larger"
     return (
         "direction only",
@@ -716,7 +734,8 @@ def tally_text(rows: Sequence[Mapping[str, Any]], pilot: bool = False) -> str:
             f"{count('pilot: against')} against, {count('pilot: inconclusive')} inconclusive {tail}"
         )
     return (
-        f"{count('reproduced')} reproduced, {count('direction only', 'direction only (no paper number)')} direction "
+        f"{count('reproduced')} reproduced, {count('on the boundary')} on the boundary, "
+        f"{count('direction only', 'direction only (no paper number)')} direction "
         f"only, {count('not reproduced')} not reproduced, {count('inconclusive')} inconclusive {tail}"
     )
 
@@ -736,7 +755,7 @@ def holm_text(rows: Sequence[Mapping[str, Any]]) -> str:
 
 def seeds_file_text(records: Sequence[Mapping[str, Any]], table: str, pilot: bool) -> str:
     """The compact ``.seeds.json`` of a table: one record a line."""
-    head = json.dumps({"table": table, "pilot": pilot, "bca_min_pairs": BCA_MIN_PAIRS})[:-1]
+    head = json.dumps({"table": table, "pilot": pilot, "relative_interval": "fieller"})[:-1]
     body = ",\n".join(json.dumps(record, separators=(",", ":")) for record in records)
     return f'{head}, "rows": [\n{body}\n]}}\n'
 

@@ -286,6 +286,61 @@ def with_server_limits(source: Path, beliefs: Any, path: Path) -> None:
     ).to_file(path)
 
 
+class Session:
+    """The pairs' runs of one session: the real engine (attached), the simulator with the
+    session's profile, and the beliefs each pair's runs held that differed (none expected)."""
+
+    def __init__(self, model: Path, out: Path, real: dict, sim: dict, requests: int, started: float) -> None:
+        self.model, self.out, self.real, self.sim = model, out, real, sim
+        self.requests, self.started = requests, started
+        self.belief_problems: list[str] = []
+
+    def cell(self, a: str, b: str, load: float, rate: float, seeds: Sequence[int]) -> tuple[dict, str | None]:
+        """Every seed of pair ``a``:``b`` at ``rate`` (req/s): A B B A on even seeds, B A A B on
+        odd ones, then both on the simulator; (the cell's record, why it stopped early or None)."""
+        limit = 4 * self.requests / rate + 120
+        per_metric: dict[str, tuple[dict, dict]] = {key: ({a: {}, b: {}}, {a: {}, b: {}}) for key, _, _ in METRICS}
+        failure = None
+        for index, seed in enumerate(seeds):
+            failure = self._seed(a, b, seed, rate, limit, [a, b, b, a] if index % 2 == 0 else [b, a, a, b], per_metric)
+            if failure:
+                failure = f"{a} vs {b} at {load:.0%}, seed {seed}: {failure}"
+                break
+            print(f"{a} vs {b} at {load:.0%}: seed {seed} done ({time.monotonic() - self.started:.0f} s)", flush=True)
+        metrics = {}
+        for key, _, _ in METRICS:
+            real, sim = per_metric[key]
+            if all(real[name] for name in (a, b)):
+                metrics[key] = judge_cell(real, sim, a, b)
+        return {"a": a, "b": b, "load": load, "rate_rps": rate, "metrics": metrics}, failure
+
+    def _seed(
+        self, a: str, b: str, seed: int, rate: float, limit: float, order: list[str], per_metric: dict
+    ) -> str | None:
+        work = workload(self.model, self.requests, seed, rate)
+        summaries: dict[str, list[dict]] = {a: [], b: []}
+        folders: dict[str, Path] = {}
+        for name in order:
+            summary, folder = run_summary(self.real, work, name, self.out, limit)
+            failure = served(summary, self.requests)
+            if failure:
+                return failure
+            summaries[name].append(summary)
+            folders[name] = folder
+        for name in (a, b):
+            sim_summary, sim_folder = run_summary(self.sim, work, name, self.out, limit)
+            if sim_summary["_status"] != "done":
+                return f"simulated {name}: {sim_summary['_error']}"
+            found = differences(run_beliefs(folders[name]), run_beliefs(sim_folder))
+            if found:
+                self.belief_problems.append(f"{name} seed {seed}: " + "; ".join(found))
+            for key, _, _ in METRICS:
+                real_runs, sim_runs = per_metric[key]
+                real_runs[name][seed] = [value(s, key) for s in summaries[name]]
+                sim_runs[name][seed] = value(sim_summary, key)
+        return None
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--pairs", default=DEFAULT_PAIRS, help="A:B scheduler pairs, comma-separated")
@@ -295,6 +350,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--capacity-requests", type=int, default=120)
     parser.add_argument("--profile", help="reuse this profile's latency model instead of measuring one")
     parser.add_argument("--url", help="attach to this running vLLM instead of launching a pinned one")
+    parser.add_argument("--model", help="the tiny model's folder (default: built in a scratch folder)")
     parser.add_argument("--server-core", type=int, default=1)
     parser.add_argument("--client-core", type=int, default=0)
     parser.add_argument("--name", default="transfer", help="report file name under bench/results/")
@@ -312,7 +368,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     results_folder.mkdir(parents=True, exist_ok=True)
     with tempfile.TemporaryDirectory() as scratch_name:
         scratch = Path(scratch_name)
-        model = tiny_model(scratch / "tiny")
+        model = Path(args.model) if args.model else tiny_model(scratch / "tiny")
         out = scratch / "results"
         server_context = _attached(args.url) if args.url else pinned_server(model, scratch / "logs", args.server_core)
         with server_context as server:
@@ -363,65 +419,18 @@ def main(argv: Sequence[str] | None = None) -> int:
                 "failed": [],
                 "beliefs": "not checked",
             }
-            belief_problems: list[str] = []
+            session = Session(model, out, real_engine, sim_engine, args.requests, started)
             for a, b in pairs:
                 for load in loads:
-                    rate = load * capacity_rps
-                    limit = 4 * args.requests / rate + 120
-                    real: dict[str, dict[int, list[float]]] = {}
-                    sim: dict[str, dict[int, float]] = {}
-                    per_metric: dict[str, tuple[dict, dict]] = {
-                        key: ({a: {}, b: {}}, {a: {}, b: {}}) for key, _, _ in METRICS
-                    }
-                    failure = None
-                    for index, seed in enumerate(seeds):
-                        order = [a, b, b, a] if index % 2 == 0 else [b, a, a, b]
-                        work = workload(model, args.requests, seed, rate)
-                        summaries: dict[str, list[dict]] = {a: [], b: []}
-                        folders: dict[str, Path] = {}
-                        for name in order:
-                            summary, folder = run_summary(real_engine, work, name, out, limit)
-                            failure = served(summary, args.requests)
-                            if failure:
-                                break
-                            summaries[name].append(summary)
-                            folders[name] = folder
-                        if failure:
-                            failure = f"{a} vs {b} at {load:.0%}, seed {seed}: {failure}"
-                            break
-                        for name in (a, b):
-                            sim_summary, sim_folder = run_summary(sim_engine, work, name, out, limit)
-                            if sim_summary["_status"] != "done":
-                                failure = (
-                                    f"{a} vs {b} at {load:.0%}, seed {seed}: simulated {name}: {sim_summary['_error']}"
-                                )
-                                break
-                            found = differences(run_beliefs(folders[name]), run_beliefs(sim_folder))
-                            if found:
-                                belief_problems.append(f"{name} seed {seed}: " + "; ".join(found))
-                            for key, _, _ in METRICS:
-                                real_runs, sim_runs = per_metric[key]
-                                real_runs[name][seed] = [value(s, key) for s in summaries[name]]
-                                sim_runs[name][seed] = value(sim_summary, key)
-                        if failure:
-                            break
-                        print(
-                            f"{a} vs {b} at {load:.0%}: seed {seed} done ({time.monotonic() - started:.0f} s)",
-                            flush=True,
-                        )
+                    cell, failure = session.cell(a, b, load, load * capacity_rps, seeds)
                     if failure:
                         report["failed"].append(failure)
                         print(failure, flush=True)
-                    metrics = {}
-                    for key, _, _ in METRICS:
-                        real, sim = per_metric[key]
-                        if all(real[name] for name in (a, b)):
-                            metrics[key] = judge_cell(real, sim, a, b)
-                    report["cells"].append({"a": a, "b": b, "load": load, "rate_rps": rate, "metrics": metrics})
+                    report["cells"].append(cell)
                     report["beliefs"] = (
                         "every real and simulated run of a pair believed the same (engine.json)"
-                        if not belief_problems
-                        else "DIFFERED: " + " | ".join(belief_problems[:5])
+                        if not session.belief_problems
+                        else "DIFFERED: " + " | ".join(session.belief_problems[:5])
                     )
                     report["totals"] = totals(report["cells"])
                     report["minutes"] = (time.monotonic() - started) / 60

@@ -29,7 +29,7 @@ from runners.imports import IMPORTERS, import_bytes
 from runners.json_values import is_stored
 from runners.metrics.catalog import CUT_NOTE, REQUEST_METRICS, RUN_METRICS, metric
 from runners.metrics.contention import identical_decisions, identical_decisions_message
-from runners.metrics.seed_statistics import SINGLE_SEED_NOTE
+from runners.metrics.seed_statistics import RELATIVE_INTERVAL_NOTE, SINGLE_SEED_NOTE
 from runners.run.knowledge import scheduler_display
 from runners.store import result_store
 from runners.store.models import RunSummary, StudyRecord
@@ -544,7 +544,7 @@ def _study_tables(record: StudyRecord, rates: list, summaries: dict[str, RunSumm
         "seeds have a value. "
         "mean [95% CI]: over seeds, Student t. change: scheduler - baseline per seed (paired), mean and 95% "
         "CI; a change of percentages is in percentage points. relative change: mean / baseline mean - 1, "
-        "Fieller's interval below 10 paired seeds, bootstrap (BCa) from 10. "
+        f"{RELATIVE_INTERVAL_NOTE}. "
         f"{CUT_NOTE}."
     )
     download(

@@ -16,6 +16,7 @@ from runners.app.jobs import new_job_spec, start_job
 from runners.engines.fidelity import PAPER_PRESET_LABEL
 from runners.errors import SchedlabError
 from runners.metrics.catalog import CUT_NOTE, RUN_METRICS
+from runners.metrics.seed_statistics import RELATIVE_INTERVAL_NOTE
 from runners.schedulers.papers import title
 from runners.store import result_store
 from runners.store.models import StudyRecord
@@ -140,8 +141,8 @@ def show_regime(regime: DemoRegime, record: StudyRecord) -> None:
         )
         st.caption(
             "Means over seeds with 95% Student t intervals; change = scheduler - baseline per seed (paired), "
-            "its 95% interval, and the seeds where the scheduler was better; relative change by bootstrap "
-            f"(10 pairs or more) or Fieller's interval (fewer). {CUT_NOTE}."
+            "its 95% interval, and the seeds where the scheduler was better; relative change with "
+            f"{RELATIVE_INTERVAL_NOTE}. {CUT_NOTE}."
         )
     st.page_link(
         "pages/2_Results.py",

@@ -28,7 +28,7 @@ Number = int | float
 #: summary.json's schema version (the history of each version: runners.store.result_store).
 SUMMARY_SCHEMA_VERSION = 7
 #: study.json's schema version (the history: runners.study.runner).
-STUDY_SCHEMA_VERSION = 4
+STUDY_SCHEMA_VERSION = 5
 #: status.json's and engine.json's schema versions (both versioned from issue 26; a file without
 #: ``schema_version`` is version 0, written before).
 JOB_STATUS_SCHEMA_VERSION = 1
@@ -311,6 +311,9 @@ class StudyRun(Record):
     started_at: str | None = None
     requests_done: int | None = None
     requests_total: int | None = None
+    # version 5 (issue 43): when it ended, and whether its servers had accelerators of their own
+    finished_at: str | None = None
+    dedicated: bool | None = None  # True: its launched servers were given GPUs; None: not known
 
 
 class StudyExecution(Record):
@@ -345,6 +348,9 @@ class StudyRecord(Record):
     config: dict[str, Any] | None = None
     writer: WriterIdentity | None = None
     resumed_at: list[str] | None = None
+    #: version 5: a sentence when real-engine members ran at the same time on the same machine
+    #: without accelerators of their own (each one's figures include the other's load); None: none did
+    side_by_side: str | None = None
 
 
 # -- jobs and engines ---------------------------------------------------------------------------

@@ -14,7 +14,10 @@ study adds ``results/<study_id>/study.json`` (a contract, see docs/result-files.
   (the times the study was resumed); version 3 added ``oracles`` (scheduler -> the oracles its
   runs used, one sentence each: runners.run.knowledge; absent: none); version 4 added each run's
   ``node, hardware, cache_reset, started_at, requests_done, requests_total`` and the execution's
-  ``resources, servers_per_member``; versions 1 to 3 still read;
+  ``resources, servers_per_member``; version 5 each run's ``finished_at`` and ``dedicated`` (its
+  launched servers had GPUs of their own) and ``side_by_side`` (a sentence when real members ran
+  at the same time on one machine without accelerators of their own: :func:`side_by_side_note`);
+  versions 1 to 4 still read;
 - ``runs``: ``{run_id, scheduler, seed, rate, status, error}`` for every planned run (status
   ``pending`` before it ran, ``skipped`` when the study was cancelled first, or stopped when a
   member failed for a reason of this machine: then its ``error`` says which and why, and the
@@ -87,7 +90,7 @@ from runners.store.run_ids import RUN_ID_PATTERN, validate_run_id
 from runners.study.executors import Execution, MemberTask, Outcome, Placement, choose_execution, run_members
 from runners.study.files import STUDY_FILE
 from runners.study.plan import StudyMember, StudyPlan
-from runners.timestamps import id_stamp, utc_stamp
+from runners.timestamps import id_stamp, parse_utc_stamp, utc_stamp
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -95,7 +98,7 @@ if TYPE_CHECKING:
 #: study.json versions this schedlab reads (1 lacks ``config``, ``writer``, ``resumed_at``; 2
 #: lacks ``oracles``: scheduler -> the oracles its runs used, runners.run.knowledge; its members'
 #: runs were written before result schema 5, so their G left failed requests out).
-STUDY_SCHEMA_VERSIONS_READ = (1, 2, 3, 4)
+STUDY_SCHEMA_VERSIONS_READ = (1, 2, 3, 4, 5)
 #: A study of more runs than this needs confirmation (CLI ``--yes``).
 MAX_RUNS_UNCONFIRMED = 1_000
 #: Runs that did not end done listed by name under a study's table (the rest are counted).
@@ -371,7 +374,45 @@ def _record(
             else None,
             "writer": writer_identity(),
             "resumed_at": list(resumed_at),
+            "side_by_side": side_by_side_note(runs, {m.run_id for m in plan.members if m.config.engine.kind != "sim"}),
         }
+    )
+
+
+def side_by_side_note(runs: Sequence[StudyRun], real: Iterable[str]) -> str | None:
+    """A sentence when members of ``real`` (the run ids of real-engine members; simulated runs
+    are in virtual time, the machine's load does not reach their figures) ran at overlapping
+    times on the same machine (their ``node``: launched servers' host, or the attached servers'
+    URLs) and not both on accelerators of their own: each one's figures then include the other's
+    load (bench/cluster_study found such side-by-side intervals about 10x wider than serial
+    ones). None when none did."""
+    real_ids = set(real)
+    spans = [
+        (run, start, end)
+        for run in runs
+        if run.node
+        and run.run_id in real_ids
+        and run.status == "done"
+        and (start := parse_utc_stamp(run.started_at)) is not None
+        and (end := parse_utc_stamp(run.finished_at)) is not None
+    ]
+    shared: set[str] = set()
+    nodes: set[str] = set()
+    for index, (run, start, end) in enumerate(spans):
+        for other, other_start, other_end in spans[index + 1 :]:
+            machine = _machine(str(run.node))
+            if machine != _machine(str(other.node)) or not (start < other_end and other_start < end):
+                continue
+            if run.dedicated and other.dedicated:
+                continue
+            shared.update({str(run.run_id), str(other.run_id)})
+            nodes.add(machine)
+    if not shared:
+        return None
+    return (
+        f"{len(shared)} of {len(spans)} real-engine members ran at the same time as another on the same machine "
+        f"({', '.join(sorted(nodes)[:3])}) without accelerators of their own: each one's figures include the "
+        "other's load, so paired differences are noisier (run the members one at a time to compare schedulers alone)"
     )
 
 
@@ -403,6 +444,29 @@ def member_host(folder: Path) -> tuple[str | None, str | None]:
         return None, None
     node, hardware = host.get("hostname"), host.get("hardware")
     return (node if isinstance(node, str) else None), (hardware if isinstance(hardware, str) else None)
+
+
+def _machine(node: str) -> str:
+    """The machine of a member's ``node``: a hostname as it is; for attached servers (their URLs,
+    comma-separated) the first URL's host, so two servers on one machine are one machine."""
+    from urllib.parse import urlsplit
+
+    if "://" not in node:
+        return node
+    return urlsplit(node.split(",")[0].strip()).hostname or node
+
+
+def member_dedicated(folder: Path) -> bool | None:
+    """True when a member's launched servers were given GPUs (engine.json ``host.gpus``), False
+    when they ran without, None for attached servers, the simulator or an unreadable file."""
+    try:
+        data = read_json_file(folder / "engine.json")
+    except (SchedlabError, OSError):
+        return None
+    host = data.get("host") if isinstance(data, dict) else None
+    if not isinstance(host, dict) or not isinstance(host.get("gpus"), list):
+        return None
+    return bool(host["gpus"])
 
 
 def hardware_note(record: StudyRecord) -> str | None:
@@ -441,6 +505,8 @@ def placement_notes(record: StudyRecord) -> list[str]:
     hardware = hardware_note(record)
     if hardware is not None:
         notes.append(hardware)
+    if record.side_by_side:
+        notes.append(record.side_by_side)
     resets = sorted({run.cache_reset for run in record.runs if run.cache_reset})
     if resets:
         notes.append(f"prefix caches not emptied between members: {resets[0]}")
@@ -568,6 +634,7 @@ def run_study(
         if status != "skipped":
             node, hardware = member_host(base / member.run_id)
             run.node, run.hardware = node or run.node, hardware
+            run.finished_at, run.dedicated = _now(), member_dedicated(base / member.run_id)
         problem = environment_failure(outcome)
         if problem is not None and not halted:
             halted.append(environment_skip_reason(member.run_id, problem))
@@ -800,12 +867,14 @@ def study_lines(record: StudyRecord) -> list[str]:
     for run in runs:
         counts[str(run.status)] = counts.get(str(run.status), 0) + 1
     error = study_error(record)
+    from runners.metrics.seed_statistics import RELATIVE_INTERVAL_NOTE
+
     lines = [f"study {record.status}: {error}"] if error is not None else []
     lines += [
         f"{len(runs)} runs: " + ", ".join(f"{n} {status}" for status, n in sorted(counts.items())),
         "intervals: Student t 95% over seeds; diff = scheduler - baseline per seed (paired); "
         "wins = seeds where the scheduler is better; a difference of percentages is in percentage points; "
-        "rel. change = mean / baseline mean - 1, interval by Fieller's method below 10 paired seeds, bootstrap (BCa) from 10",
+        f"rel. change = mean / baseline mean - 1, {RELATIVE_INTERVAL_NOTE}",
     ]
     for name, sentences in (record.oracles or {}).items():
         lines += [f"{name} used an {sentence}" for sentence in sentences]

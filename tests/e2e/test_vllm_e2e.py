@@ -186,3 +186,21 @@ def test_policies_believe_the_same_on_the_attached_cpu_vllm_and_on_the_simulator
         real_beliefs, sim_beliefs = run_beliefs(real.folder), run_beliefs(sim.folder)
         assert real_beliefs is not None and sim_beliefs is not None
         assert differences(real_beliefs, sim_beliefs) == [], scheduler
+
+
+def test_the_transfer_bench_runs_its_protocol_on_the_attached_server(tiny_model, attached, tmp_path):
+    """bench/transfer.py --quick (issue 43: its quick mode in CI): one pair, one load, two seeds in
+    A B B A / B A A B order on the module's server; checks the protocol and report, not figures."""
+    from bench.transfer import METRICS, main
+
+    argv = ["--quick", "--url", attached["urls"], "--model", str(tiny_model), "--out", str(tmp_path)]
+    assert main(argv) == 0
+    report = json.loads((tmp_path / "transfer.json").read_text())
+    [cell] = report["cells"]
+    assert (cell["a"], cell["b"], cell["load"]) == ("fcfs", "slo-sa", 0.9) and not report["failed"]
+    assert set(cell["metrics"]) == {key for key, _, _ in METRICS}
+    for judged in cell["metrics"].values():
+        assert judged["seeds"] == 2 and judged["verdict"] in ("resolvable", "unresolvable")
+        assert judged["spread"] is not None and judged["spread"] >= 0
+    assert report["beliefs"].startswith("every real and simulated run of a pair believed the same")
+    assert "| fcfs vs slo-sa | 90% | G |" in (tmp_path / "transfer.md").read_text()

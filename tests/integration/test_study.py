@@ -69,7 +69,7 @@ def test_study_is_paired_and_its_file_matches_the_member_statistics(results_dir,
     )
     assert code == 0, err
     record = study_record(results_dir, "st")
-    assert record["schema_version"] == 4 and record["study_id"] == "st" and record["baseline"] == "fcfs"
+    assert record["schema_version"] == 5 and record["study_id"] == "st" and record["baseline"] == "fcfs"
     assert record["status"] == "done" and record["seeds"] == [0, 1, 2]
     assert [(r["run_id"], r["scheduler"], r["seed"], r["rate"], r["status"]) for r in record["runs"]] == [
         (f"st-{name}-s{seed}", name, seed, 6.0, "done") for name in ("fcfs", "slo-sa") for seed in (0, 1, 2)

@@ -157,3 +157,12 @@ def test_engine_record_version_2_reads_without_beliefs_and_version_3_carries_the
     assert beliefs is not None and beliefs["max_num_seqs"].value == 64
     assert beliefs["max_num_seqs"].source == "launch config (--max-num-seqs)"
     assert record_json(record) == json.dumps(data, indent=2)
+
+
+def test_a_version_4_study_reads_without_the_side_by_side_fields():
+    """Version 5 added each run's finished_at and dedicated and the study's side_by_side."""
+    data = json.loads((RECORDS / "study.v4.json").read_text())
+    study = StudyRecord.model_validate(data)
+    assert study.schema_version == 4 and study.side_by_side is None
+    assert all(run.finished_at is None and run.dedicated is None for run in study.runs)
+    assert record_json(study) == json.dumps(data, indent=2)
