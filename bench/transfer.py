@@ -386,6 +386,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             probe = RealEngine(config=parse_config({"engine": real_engine}).engine, log_folder=scratch)
             instance = probe.start()[0]
             beliefs = instance.beliefs
+            assert beliefs is not None  # RealEngine.start sets it
             profile_path = scratch / "session.profile.yaml"
             if args.profile:
                 with_server_limits(Path(args.profile), beliefs, profile_path)
@@ -393,7 +394,12 @@ def main(argv: Sequence[str] | None = None) -> int:
             else:
                 profile_note = measure_profile(instance, beliefs, profile_path)
             real_engine["profile"] = str(profile_path)
-            sim_engine = {"kind": "sim", "profile": str(profile_path), "prefix_caching": False}
+            # the simulated engine caches prefixes exactly when the server does (it said so on /metrics)
+            sim_engine = {
+                "kind": "sim",
+                "profile": str(profile_path),
+                "prefix_caching": beliefs.prefix_caching.value is not False,
+            }
             capacity, _ = run_summary(
                 real_engine, workload(model, args.capacity_requests, CAPACITY_SEED, None), "fcfs", out, 3600
             )
