@@ -26,7 +26,7 @@ from operator import attrgetter
 
 from runners.drivers.base import DriverResult, instance_info
 from runners.drivers.watchdog import CANCELLED, time_limit_message
-from runners.engines.beliefs import LIMIT_NAMES, Belief, InstanceBeliefs
+from runners.engines.beliefs import InstanceBeliefs
 from runners.engines.latency_model import LatencyModel
 from runners.engines.simulator import SimulatedInstance
 from runners.errors import RunCancelled, RunStopped
@@ -282,7 +282,7 @@ class VirtualTimeDriver:
     def _beliefs(self, index: int, instance: SimulatedInstance) -> InstanceBeliefs:
         if self.beliefs is not None:
             return self.beliefs[index]
-        return InstanceBeliefs(*(Belief(getattr(instance, name), "the simulated engine") for name in LIMIT_NAMES))
+        return InstanceBeliefs.of(instance, "the simulated engine")
 
     def _simulate(self) -> float:
         """Take the instants in time order until every request has its row or nothing is left that

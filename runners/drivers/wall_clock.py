@@ -38,7 +38,7 @@ import aiohttp
 
 from runners.drivers.base import DriverResult, instance_info
 from runners.drivers.watchdog import CANCELLED, DeadInstance, RunState, Watchdog
-from runners.engines.beliefs import LIMIT_NAMES, Belief, InstanceBeliefs
+from runners.engines.beliefs import InstanceBeliefs
 from runners.engines.engine_decisions import SAMPLE_COLUMNS, EngineDecisionTracker, decisions_path
 from runners.engines.gpu import GPUMonitor
 from runners.engines.latency_model import LatencyModel
@@ -617,7 +617,7 @@ class WallClockDriver:
         engine started), built as the simulator builds its instances'."""
         beliefs = instance.beliefs
         if beliefs is None:  # an instance made without RealEngine.start (tests): its own fields
-            beliefs = InstanceBeliefs(*(Belief(getattr(instance, name, None), "the instance") for name in LIMIT_NAMES))
+            beliefs = InstanceBeliefs.of(instance, "the instance")
         return instance_info(instance.index, beliefs, self.latency_model)
 
     async def _window(self, infos: list[InstanceInfo]) -> tuple[float, BaseException | None]:

@@ -24,7 +24,7 @@ policy turns a missing slot count into a number, and it takes :data:`ASSUMED`'s.
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -90,17 +90,21 @@ class InstanceBeliefs:
     prefix_caching: Belief
     latency: Belief = field(default_factory=lambda: Belief(None, "none (no engine.profile)"))
 
+    @classmethod
+    def of(cls, instance: Any, source: str) -> "InstanceBeliefs":
+        """An instance's own limit attributes (None where it has none), all from ``source``: what
+        a driver takes for an instance given without beliefs (tests, hand-made drivers)."""
+        return cls(*(Belief(getattr(instance, name, None), source) for name in LIMIT_NAMES))
+
     def value(self, name: str) -> Any:
         return getattr(self, name).value
 
     def with_latency(self, value: Any, source: str) -> "InstanceBeliefs":
-        from dataclasses import replace
-
         return replace(self, latency=Belief(value, source))
 
     def record(self) -> dict[str, dict[str, Any]]:
         """{name: {"value", "source"}}, the engine.json ``beliefs`` of one instance."""
-        out = {name: getattr(self, name).record() for name, _, _ in LIMITS}
+        out = {name: getattr(self, name).record() for name in LIMIT_NAMES}
         out[LATENCY[0]] = self.latency.record()
         return out
 
@@ -167,7 +171,7 @@ def real_beliefs(
             candidates.append((default[0], f"{engine} default, not discovered: {default[1]}"))
         return choose(name, [c for c in candidates if c is not None])
 
-    return InstanceBeliefs(**{name: belief(name) for name, _, _ in LIMITS})
+    return InstanceBeliefs(**{name: belief(name) for name in LIMIT_NAMES})
 
 
 def latency_belief(planning: Any) -> tuple[Any, str]:

@@ -432,15 +432,25 @@ def oracle_name(record: StudyRecord, name: str) -> str:
     return f"{name} ({ORACLE_TAG})" if (record.oracles or {}).get(name) else name
 
 
-def member_host(folder: Path) -> tuple[str | None, str | None]:
-    """(node, hardware) of a member from its engine.json ``host`` (version 2: where launched
-    servers ran); (None, None) for the simulator, attached servers or an unreadable file."""
+def _engine_host(folder: Path) -> dict[str, Any] | None:
+    """A member's engine.json ``host`` (version 2: where launched servers ran); None for the
+    simulator, attached servers or an unreadable file."""
     try:
         data = read_json_file(folder / "engine.json")
     except (SchedlabError, OSError):
-        return None, None
+        return None
     host = data.get("host") if isinstance(data, dict) else None
-    if not isinstance(host, dict):
+    return host if isinstance(host, dict) else None
+
+
+def member_host(folder: Path) -> tuple[str | None, str | None]:
+    """(node, hardware) of a member from its engine.json ``host``; (None, None) without one."""
+    return host_place(_engine_host(folder))
+
+
+def host_place(host: Mapping[str, Any] | None) -> tuple[str | None, str | None]:
+    """(node, hardware) of an engine.json ``host`` record (None: no host)."""
+    if host is None:
         return None, None
     node, hardware = host.get("hostname"), host.get("hardware")
     return (node if isinstance(node, str) else None), (hardware if isinstance(hardware, str) else None)
@@ -456,15 +466,10 @@ def _machine(node: str) -> str:
     return urlsplit(node.split(",")[0].strip()).hostname or node
 
 
-def member_dedicated(folder: Path) -> bool | None:
-    """True when a member's launched servers were given GPUs (engine.json ``host.gpus``), False
-    when they ran without, None for attached servers, the simulator or an unreadable file."""
-    try:
-        data = read_json_file(folder / "engine.json")
-    except (SchedlabError, OSError):
-        return None
-    host = data.get("host") if isinstance(data, dict) else None
-    if not isinstance(host, dict) or not isinstance(host.get("gpus"), list):
+def host_dedicated(host: Mapping[str, Any] | None) -> bool | None:
+    """True when an engine.json ``host`` says its launched servers were given GPUs (``gpus``),
+    False when they ran without, None without a host (attached servers, the simulator)."""
+    if host is None or not isinstance(host.get("gpus"), list):
         return None
     return bool(host["gpus"])
 
@@ -632,9 +637,10 @@ def run_study(
         if status == "done" and summary is not None:
             summaries[member.run_id] = summary
         if status != "skipped":
-            node, hardware = member_host(base / member.run_id)
+            host = _engine_host(base / member.run_id)  # read once for where it ran and on what
+            node, hardware = host_place(host)
             run.node, run.hardware = node or run.node, hardware
-            run.finished_at, run.dedicated = _now(), member_dedicated(base / member.run_id)
+            run.finished_at, run.dedicated = _now(), host_dedicated(host)
         problem = environment_failure(outcome)
         if problem is not None and not halted:
             halted.append(environment_skip_reason(member.run_id, problem))

@@ -142,8 +142,8 @@ def test_policies_believe_the_same_on_the_attached_cpu_vllm_and_on_the_simulator
     build's default, 128), not a policy's silent guess; a profile with the server's limits (what
     the profiler writes) gives fcfs and slo-sa exactly the same beliefs on the simulator, latency
     model included."""
+    from bench.transfer import with_server_limits
     from runners.engines.beliefs import differences, run_beliefs
-    from runners.engines.profile import load_profile
     from runners.engines.real_engine import RealEngine
 
     engine = RealEngine(config=parse_config({"engine": attached}).engine, log_folder=tmp_path)
@@ -152,12 +152,8 @@ def test_policies_believe_the_same_on_the_attached_cpu_vllm_and_on_the_simulator
     assert beliefs.max_num_seqs.value == 128, beliefs.max_num_seqs
     assert beliefs.max_num_seqs.source == "discovered (/server_info scheduler_config.max_num_seqs)"
     assert beliefs.max_num_batched_tokens.value == 2048 and beliefs.prefix_caching.value is True
-    names = ("kv_capacity_tokens", "block_size", "max_num_seqs", "max_num_batched_tokens")
-    profile = load_profile(TINY_PROFILE).model_copy(
-        update={name: beliefs.value(name) for name in names}
-        | {"model": None, "gpu": None, "limit_sources": {name: getattr(beliefs, name).source for name in names}}
-    )
-    path = profile.to_file(tmp_path / "server.profile.yaml")
+    path = tmp_path / "server.profile.yaml"
+    with_server_limits(TINY_PROFILE, beliefs, path)  # what bench/transfer.py gives its simulator
     workload = {"requests": 6, "seed": 2, "arrival": {"process": "all-at-once"}, "filters": {"max_total_tokens": 640}}
     for scheduler in ("fcfs", "slo-sa"):
         real = execute_run(
