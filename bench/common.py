@@ -34,10 +34,11 @@ def measured(summary: Any, dotted: str) -> Any:
     return value
 
 
-def write_report(name: str, report: Mapping[str, Any], lines: Sequence[str]) -> None:
-    """Write ``report`` to bench/results/<name>.json (indented; values JSON has no type for as
-    ``str``) and ``lines`` to bench/results/<name>.md, then print the lines."""
-    RESULTS.mkdir(parents=True, exist_ok=True)
-    (RESULTS / f"{name}.json").write_text(json.dumps(report, indent=2, default=str) + "\n")
-    (RESULTS / f"{name}.md").write_text("\n".join(lines) + "\n")
+def write_report(name: str, report: Mapping[str, Any], lines: Sequence[str], folder: Path = RESULTS) -> None:
+    """Write ``report`` to <folder>/<name>.json (indented; values JSON has no type for as ``str``)
+    and ``lines`` to <folder>/<name>.md (``folder``: bench/results/ by default), then print the
+    lines."""
+    folder.mkdir(parents=True, exist_ok=True)
+    (folder / f"{name}.json").write_text(json.dumps(report, indent=2, default=str) + "\n")
+    (folder / f"{name}.md").write_text("\n".join(lines) + "\n")
     print("\n".join(lines))

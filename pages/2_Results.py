@@ -69,6 +69,7 @@ from runners.views.compare import (
     html_with_provenance,
     imported_label,
     partial_runs_note,
+    profile_note,
     run_display_names,
     sweep_frame,
     tokenization_note,
@@ -759,6 +760,17 @@ if loaded:
             fidelity.setdefault(note, []).append(run.run_id)
     for note, run_ids in fidelity.items():
         st.caption(f"Fidelity ({', '.join(run_ids[:4])}{' …' if len(run_ids) > 4 else ''}): {note}.")
+    profiles: dict[str, list[str]] = {}  # issue 48: each profile's fit error and quality gate, once
+    for run in loaded:
+        note = profile_note(run.config)
+        if note:
+            profiles.setdefault(note, []).append(run.run_id)
+    for note, run_ids in profiles.items():
+        shown = f"Engine profile ({', '.join(run_ids[:4])}{' …' if len(run_ids) > 4 else ''}): {note}."
+        if "NOISY" in note:
+            st.warning(shown, icon="⚠️")
+        else:
+            st.caption(shown)
     details = definition_details(summaries)
     if details:
         st.markdown(

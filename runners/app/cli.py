@@ -278,6 +278,7 @@ def command_run(args: argparse.Namespace) -> int:
         print(line)
     for line in _belief_lines(outcome.folder):
         print(line)
+    _print_profile_note(saved)
     print(_table([["metric", outcome.run_id]] + _metric_rows([summary])))
     return {"done": 0, "cancelled": 130}.get(outcome.status, 1)
 
@@ -397,6 +398,15 @@ def command_list(args: argparse.Namespace) -> int:
     return 0
 
 
+def _print_profile_note(config: Any, indent: str = "") -> None:
+    """The run's engine profile's fit error and quality (issue 48), when it has one."""
+    from runners.views.compare import profile_note
+
+    note = profile_note(config if isinstance(config, dict) else None)
+    if note:
+        print(f"{indent}{note}")
+
+
 def _belief_lines(folder: str | Path) -> list[str]:
     """What the policy believed about instance 0 (engine.json beliefs), one line each with its
     source ("policy believed: slots 256: vLLM default, not discovered: ..."); none when unrecorded."""
@@ -449,6 +459,7 @@ def command_show(args: argparse.Namespace) -> int:
         print(f"  {line}")
     for line in _belief_lines(run.folder):
         print(f"  {line}")
+    _print_profile_note(run.config, "  ")
     if summary.imported is not None and summary.imported.get("label"):
         print(f"  {summary.imported['label']}")
     print(_table([["metric", "value"]] + _metric_rows([summary])))
@@ -499,10 +510,13 @@ def command_compare(args: argparse.Namespace) -> int:
     print(_table(rows))
     print(f"change = run - {runs[0].run_id}, in the metric's unit (pts: percentage points)")
     from runners.engines.beliefs import beliefs_note
+    from runners.views.compare import profile_note
 
     believed = beliefs_note([(run.run_id, run.folder) for run in runs])
     if believed:
         print(believed)
+    for note in dict.fromkeys(filter(None, (profile_note(run.config) for run in runs))):
+        print(note)
     details = definition_details(summaries)
     if details:  # imported runs: where each came from and how the tool's definitions differ
         print(
@@ -530,20 +544,19 @@ def command_profile(args: argparse.Namespace) -> int:
 
     from tqdm import tqdm
 
+    from runners.app.profile_gate import GatedProfile, profile_with_gate
     from runners.app.profiler import (
         ProfileGrid,
         ProfileSample,
         StepGrid,
-        StepSample,
         fit_profile,
-        fit_step_profile,
         fit_table,
         measure,
-        measure_steps,
         write_samples,
         write_step_samples,
     )
     from runners.engines.beliefs import LIMIT_NAMES, describe
+    from runners.engines.profile import quality_note
     from runners.engines.real_engine import RealEngine
     from runners.engines.sim_config import SimulatorConfig
 
@@ -566,6 +579,7 @@ def command_profile(args: argparse.Namespace) -> int:
             repeats=args.repeats,
         )
     else:  # measured engine steps and the linear step model
+        phases = _phase_list(args.phases)
         step_grid = StepGrid(
             prefill_repeats=args.repeats,
             mixed_repeats=args.repeats,
@@ -582,57 +596,89 @@ def command_profile(args: argparse.Namespace) -> int:
         bar.refresh()
 
     phase_samples: list[ProfileSample] = []
-    step_samples: list[StepSample] = []
+    gated: GatedProfile | None = None
+    samples_path = out.with_name(out.stem + "-samples.csv")
     try:
         instance = engine.start()[0]
         beliefs = instance.beliefs
         assert beliefs is not None  # RealEngine.start sets it
         for line in describe(beliefs.record()):
             print(f"engine: {line}", flush=True)
+        limits: dict[str, Any] = dict(
+            name=args.name or out.stem,
+            source=f"python -m runners profile against {instance.endpoint.kind} {instance.version or ''} "
+            f"model {instance.endpoint.model}".strip(),
+            kv_capacity_tokens=beliefs.value("kv_capacity_tokens"),
+            block_size=beliefs.value("block_size"),
+            max_num_seqs=beliefs.value("max_num_seqs"),
+            max_num_batched_tokens=beliefs.value("max_num_batched_tokens"),
+        )
         if args.latency_model == "phase":
             phase_samples = asyncio.run(
                 measure(instance.endpoint, grid, engine_config.request_timeout_s, progress=progress)
             )
         else:
-            step_samples = asyncio.run(
-                measure_steps(
-                    instance.endpoint,
-                    step_grid,
-                    int(beliefs.value("max_num_batched_tokens")),
-                    engine_config.request_timeout_s,
-                    progress=bar.set_description_str,
-                )
+            gated = profile_with_gate(
+                instance.endpoint,
+                step_grid,
+                int(beliefs.value("max_num_batched_tokens")),
+                limits,
+                engine_config.profile_gate,
+                accept_noisy=args.accept_noisy,
+                timeout_s=engine_config.request_timeout_s,
+                say=bar.set_description_str,
+                phases=phases,
             )
     finally:
         bar.close()
         engine.stop()
-    limits: dict[str, Any] = dict(
-        name=args.name or out.stem,
-        source=f"python -m runners profile against {instance.endpoint.kind} {instance.version or ''} "
-        f"model {instance.endpoint.model}".strip(),
-        kv_capacity_tokens=beliefs.value("kv_capacity_tokens"),
-        block_size=beliefs.value("block_size"),
-        max_num_seqs=beliefs.value("max_num_seqs"),
-        max_num_batched_tokens=beliefs.value("max_num_batched_tokens"),
-    )
     # where each limit came from, so a simulated run from this profile shows the same sources
     sources = {name: getattr(beliefs, name).source for name in LIMIT_NAMES if beliefs.value(name) is not None}
-    samples_path = out.with_name(out.stem + "-samples.csv")
-    if args.latency_model == "phase":
+    if gated is None:
         profile = fit_profile(phase_samples, **limits)
         write_samples(phase_samples, samples_path)
-    else:
-        profile = fit_step_profile(step_samples, **limits)
-        write_step_samples(step_samples, samples_path)
+        measurements = len(phase_samples)
+    else:  # the measured samples are kept whatever the gate says
+        profile = gated.profile
+        write_step_samples(gated.samples, samples_path)
+        if gated.replaced:
+            write_step_samples(gated.replaced, out.with_name(out.stem + "-samples-first-pass.csv"))
+        measurements = len(gated.samples)
+        if not gated.passed:
+            for verdict in gated.failed:
+                print(f"profile: {verdict.line()}", file=sys.stderr)
+            if not args.accept_noisy:
+                raise SchedlabError(
+                    f"profile: not written: {', '.join(v.phase for v in gated.failed)} failed the quality gate "
+                    f"again after measuring again (engine.profile_gate); the samples are in {samples_path}; "
+                    "--accept-noisy writes the profile marked noisy"
+                )
     profile = profile.model_copy(update={"limit_sources": {k: v for k, v in sources.items() if k != "prefix_caching"}})
     profile.to_file(out)
     print(
-        f"profile written to {out} ({len(phase_samples) + len(step_samples)} measurements, {profile.latency_kind} model; samples in "
+        f"profile written to {out} ({measurements} measurements, {profile.latency_kind} model; samples in "
         f"{samples_path})"
     )
     print(_table(fit_table(profile)))
+    if profile.quality is not None:
+        print(f"quality: {quality_note(profile.fit, profile.quality)}")
     print(f"KV capacity: {profile.kv_capacity_tokens} tokens")
     return 0
+
+
+def _phase_list(text: str | None) -> list[str]:
+    """``profile --phases``: the named phases in the profiler's order (default all)."""
+    from runners.app.profiler import PHASES
+
+    if text is None:
+        return list(PHASES)
+    names = [part.strip() for part in text.split(",") if part.strip()]
+    unknown = [name for name in names if name not in PHASES]
+    if unknown or not {"prefill", "decode"} <= set(names):
+        raise ConfigError(
+            "--phases", f"{text!r}: expected a comma-separated subset of {', '.join(PHASES)} with prefill and decode"
+        )
+    return [name for name in PHASES if name in names]
 
 
 #: Most repeats of each profile point (``profile --repeats``).
@@ -876,6 +922,18 @@ def _build_profile(profile: argparse.ArgumentParser) -> None:
     )
     profile.add_argument("--output-tokens", help="phase model only: output lengths (default 16,64)")
     profile.add_argument("--repeats", type=int, default=2)
+    profile.add_argument(
+        "--phases",
+        help="linear-step only: the step profiler's phases to run, comma-separated, of prefill, decode, mixed, "
+        "interference, prefix (default all; prefill and decode are needed to fit)",
+    )
+    profile.add_argument(
+        "--accept-noisy",
+        action="store_true",
+        help="write the profile even when a phase fails the quality gate (engine.profile_gate: a step kind's "
+        "out-of-fold error over 30%%, the probe step's CV over 25%%, other processes over 0.25 cores) after "
+        "measuring it again; the profile is then marked noisy wherever it is used (linear-step only)",
+    )
     profile.set_defaults(handler=command_profile)
 
 

@@ -24,8 +24,9 @@ from __future__ import annotations
 import asyncio
 import csv
 import math
+import time
 from collections.abc import Callable, Collection, Sequence
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any, Literal
 
@@ -34,6 +35,17 @@ import numpy as np
 from pydantic import BaseModel, ConfigDict, Field
 from scipy.optimize import nnls
 
+from runners.app.profile_quality import (
+    OUTLIER_MAX_SHARE,
+    OUTLIER_MIN_ERROR,
+    OUTLIER_SIGMAS,
+    PROBE_OUTPUT_TOKENS,
+    PROBE_PROMPT_TOKENS,
+    Probe,
+    load_average,
+    median_of_repeats,
+    outliers,
+)
 from runners.engines.latency_model import (
     BASE_STEP_TERMS,
     MIN_POINTS_PER_TERM,
@@ -491,6 +503,17 @@ class StepGrid(BaseModel):
     )
     prefix_repeats: int = Field(default=2, ge=0, description="pairs per (cached, new); 0: phase off")
     warmup_requests: int = Field(default=4, ge=0)
+    probe_every: int = Field(
+        default=6,
+        ge=0,
+        description="grid points between two measurements of the fixed probe step (the profiler's "
+        "repeatability, runners.app.profile_quality); 0: no probe",
+    )
+
+
+#: numpy SeedSequence entropy [profile seed, this]: the random order of each phase's grid points,
+#: a stream apart from the prompts' words.
+ORDER_STREAM = 0x0D3D
 
 
 @dataclass(frozen=True)
@@ -616,6 +639,58 @@ class _Profiling:
     timeout_s: float
     tokens: PromptTokens
     say: Callable[[str], None]
+    #: the grid's order within each phase (seeded: drift over the session does not line up with
+    #: batch size or prompt length)
+    order: np.random.Generator = field(default_factory=lambda: np.random.default_rng(0))
+    #: the probes measured so far (runners.app.profile_quality.Probe)
+    probes: list[Probe] = field(default_factory=list)
+    started: float = field(default_factory=time.perf_counter)
+    points: int = 0
+    probe_prompt: str | None = None
+
+    def shuffled(self, points: Sequence[Any]) -> list[Any]:
+        """``points`` in this session's seeded random order."""
+        return [points[i] for i in self.order.permutation(len(points))]
+
+    async def probe(self) -> None:
+        """Measure the fixed probe step (:data:`PROBE_PROMPT_TOKENS` tokens alone on the idle engine,
+        :data:`PROBE_OUTPUT_TOKENS` out; the same prompt every time, so its cached prefix is
+        forgotten only if the server caches: the engine's prefill time is read from /metrics)."""
+        if not self.grid.probe_every:
+            return
+        if self.probe_prompt is None:
+            self.probe_prompt = self.prompt(PROBE_PROMPT_TOKENS) if self.tokens.fits(PROBE_PROMPT_TOKENS, 1) else None
+            if self.probe_prompt is None:
+                return
+        # a new word first, so a server that caches prefixes computes the whole prompt every time
+        prompt = f"{self.tokens.make([1])[0]} {self.probe_prompt}"
+        before = await _scrape(self.session, self.endpoint)
+        output = self.tokens.longest_output(PROBE_PROMPT_TOKENS + 1, PROBE_OUTPUT_TOKENS)
+        result = await stream_request(self.session, self.endpoint, prompt, output, timeout_s=self.timeout_s)
+        if result.error or not result.chunk_times:
+            return
+        await asyncio.sleep(0.05)  # the metrics are recorded just after the response
+        after = await _scrape(self.session, self.endpoint)
+        prefill = (
+            _increment(before, after, "vllm:request_prefill_time_seconds_sum")
+            if _increment(before, after, "vllm:request_prefill_time_seconds_count") == 1
+            else None
+        )
+        gaps = np.diff(np.asarray(result.chunk_times, dtype=float))
+        self.probes.append(
+            Probe(
+                time.perf_counter() - self.started,
+                prefill,
+                float(np.median(gaps)) if len(gaps) else None,
+                load_average(),
+            )
+        )
+
+    async def tick(self) -> None:
+        """One grid point done: the probe every ``grid.probe_every`` points (the engine idle)."""
+        self.points += 1
+        if self.grid.probe_every and self.points % self.grid.probe_every == 0:
+            await self.probe()
 
     def prompt(self, tokens: int) -> str:
         """One prompt of exactly ``tokens`` tokens (the server's count of its text)."""
@@ -632,15 +707,18 @@ class _Profiling:
         """Pure prefill: one request alone, the engine's own prefill time (and the front end's share);
         prompts the server's context cannot hold (with one output token) are left out."""
         samples: list[StepSample] = []
+        chosen = []
         for tokens in self.grid.prefill_prompt_tokens:
             if tokens + self.tokens.overhead > self.max_num_batched_tokens:
                 continue
             if not self.tokens.fits(tokens, 1):
                 self.say(f"prefill {tokens} tokens: left out, over the context of {self.tokens.context_tokens}")
                 continue
-            for _ in range(self.grid.prefill_repeats):
-                samples += await self._one_prefill(tokens)
+            chosen += [tokens] * self.grid.prefill_repeats
+        for tokens in self.shuffled(chosen):
+            samples += await self._one_prefill(tokens)
             self.say(f"prefill {tokens} tokens")
+            await self.tick()
         return samples
 
     async def _one_prefill(self, tokens: int, prompt: str | None = None, strict: bool = True) -> list[StepSample]:
@@ -680,29 +758,37 @@ class _Profiling:
     async def decode(self) -> list[StepSample]:
         """Pure decode: N long outputs decoding together."""
         grid, samples = self.grid, []
-        for prompt_tokens in grid.decode_prompt_tokens:
-            for batch in grid.decode_batches:
-                if prompt_tokens > min(grid.decode_prompt_tokens) and batch > grid.decode_long_prompt_max_batch:
-                    continue
-                streams = self.decoding(batch, prompt_tokens, grid.decode_output_tokens)
-                start = await streams.all_started()
-                results = await asyncio.gather(*streams.tasks)
-                _raise_on_failure(results, f"decode load of {batch} failed")
-                prompt_mean = float(np.mean([r.prompt_tokens or prompt_tokens + self.tokens.overhead for r in results]))
-                samples.extend(decode_samples(streams.times, prompt_mean, start, grid.decode_windows))
-                self.say(f"decode batch {batch}, prompts {prompt_tokens}")
+        points = [
+            (prompt_tokens, batch)
+            for prompt_tokens in grid.decode_prompt_tokens
+            for batch in grid.decode_batches
+            if not (prompt_tokens > min(grid.decode_prompt_tokens) and batch > grid.decode_long_prompt_max_batch)
+        ]
+        for prompt_tokens, batch in self.shuffled(points):
+            streams = self.decoding(batch, prompt_tokens, grid.decode_output_tokens)
+            start = await streams.all_started()
+            results = await asyncio.gather(*streams.tasks)
+            _raise_on_failure(results, f"decode load of {batch} failed")
+            prompt_mean = float(np.mean([r.prompt_tokens or prompt_tokens + self.tokens.overhead for r in results]))
+            samples.extend(decode_samples(streams.times, prompt_mean, start, grid.decode_windows))
+            self.say(f"decode batch {batch}, prompts {prompt_tokens}")
+            await self.tick()
         return samples
 
     async def mixed(self) -> list[StepSample]:
         """Mixed: prompts arriving while D requests decode."""
         grid, samples = self.grid, []
-        for decodes in grid.mixed_decodes:
-            combos = [
-                (p, l)
-                for p in grid.mixed_prefills
-                for l in grid.mixed_prompt_tokens
-                if p * (l + self.tokens.overhead) + decodes <= self.max_num_batched_tokens and self.tokens.fits(l, 1)
-            ] * grid.mixed_repeats
+        for decodes in self.shuffled(grid.mixed_decodes):
+            combos = self.shuffled(
+                [
+                    (p, l)
+                    for p in grid.mixed_prefills
+                    for l in grid.mixed_prompt_tokens
+                    if p * (l + self.tokens.overhead) + decodes <= self.max_num_batched_tokens
+                    and self.tokens.fits(l, 1)
+                ]
+                * grid.mixed_repeats
+            )
             if not combos:
                 continue
             # every prompt counted before the decoders start: counting blocks this thread
@@ -716,6 +802,7 @@ class _Profiling:
             finally:
                 await streams.cancel()
             self.say(f"mixed with {decodes} decoding")
+            await self.probe()  # between the decoders' loads: the engine idle
         return samples
 
     async def _one_injection(
@@ -743,12 +830,14 @@ class _Profiling:
     async def interference(self) -> list[StepSample]:
         """Short requests arriving at each rate while D requests decode, the rates taking turns."""
         grid, samples = self.grid, []
-        turns = [
-            (decodes, rate)
-            for _ in range(grid.interference_repeats)
-            for decodes in grid.interference_decodes
-            for rate in grid.interference_rates
-        ]
+        turns = self.shuffled(
+            [
+                (decodes, rate)
+                for _ in range(grid.interference_repeats)
+                for decodes in grid.interference_decodes
+                for rate in grid.interference_rates
+            ]
+        )
         for decodes, rate in turns:
             arrivals = self.tokens.make([grid.interference_prompt_tokens] * _arrivals_cap(rate))  # before the decoders
             window = await _interference_window(
@@ -763,6 +852,7 @@ class _Profiling:
             if window is not None:
                 samples.append(window)
             self.say(f"interference: {decodes} decoding, {rate:g} arrivals/s")
+            await self.tick()
         return samples
 
     async def prefix(self) -> list[StepSample]:
@@ -775,8 +865,11 @@ class _Profiling:
         or is counted over max_num_batched_tokens (chunked) gives no sample; pairs that do not fit
         the context are left out."""
         grid, samples = self.grid, []
-        pairs = [(c, n) for c in grid.prefix_cached_tokens for n in grid.prefix_new_tokens] * grid.prefix_repeats
+        pairs = self.shuffled(
+            [(c, n) for c in grid.prefix_cached_tokens for n in grid.prefix_new_tokens] * grid.prefix_repeats
+        )
         for cached, new in pairs:
+            await self.tick()
             if cached + new + self.tokens.overhead > self.max_num_batched_tokens or not self.tokens.fits(
                 cached + new, 1
             ):
@@ -819,10 +912,16 @@ async def measure_steps(
     phases: Collection[str] = PHASES,
     tokens: PromptTokens | None = None,
     tokenizer: str | None = None,
+    probes: list[Probe] | None = None,
+    by_phase: dict[str, list[StepSample]] | None = None,
 ) -> list[StepSample]:
     """Run the controlled loads of ``phases`` (module notes above; default all, in
-    :data:`PHASES` order) against one idle server, prompts of exact token counts by ``tokens``
-    (default: the server's tokenizer, or the folder ``tokenizer``) within its context."""
+    :data:`PHASES` order, each phase's grid points in an order drawn from ``seed``) against one
+    idle server, prompts of exact token counts by ``tokens`` (default: the server's tokenizer, or
+    the folder ``tokenizer``) within its context. The fixed probe step is measured before the
+    first phase, every ``grid.probe_every`` points and after the last; its measurements are
+    appended to ``probes`` when given (runners.app.profile_quality), and each phase's samples put
+    in ``by_phase`` under its name when given."""
     unknown = sorted(set(phases) - set(PHASES))
     if unknown:
         raise SchedlabError(f"profile: unknown phase(s) {unknown}; known: {', '.join(PHASES)}")
@@ -838,8 +937,10 @@ async def measure_steps(
             timeout_s,
             tokens,
             progress or (lambda message: None),
+            order=np.random.default_rng([seed, ORDER_STREAM]),
         )
         await _warm_up(session, endpoint, grid.warmup_requests, tokens, timeout_s)
+        await run.probe()
         steps = {
             "prefill": run.prefill,
             "decode": run.decode,
@@ -849,7 +950,13 @@ async def measure_steps(
         }
         for phase in PHASES:
             if phase in phases:
-                samples += await steps[phase]()
+                measured = await steps[phase]()
+                samples += measured
+                if by_phase is not None:
+                    by_phase[phase] = measured
+        await run.probe()
+    if probes is not None:
+        probes.extend(run.probes)
     return samples
 
 
@@ -1206,16 +1313,11 @@ def fit_step_profile(
     samples hold :data:`OVERHEAD_KIND` requests, the serving overhead fitted on them."""
     overhead = fit_serving_overhead(samples, folds)
     interference_windows = [s for s in samples if s.kind == INTERFERENCE_KIND]
-    samples = [s for s in samples if s.kind in STEP_KINDS]
+    measured_steps = [s for s in samples if s.kind in STEP_KINDS]
+    samples, flagged = robust_steps(measured_steps, model)
     extra = _engine_limits(kv_capacity_tokens, block_size, max_num_seqs, max_num_batched_tokens)
     counts = {kind: sum(s.kind == kind for s in samples) for kind in STEP_KINDS}
-    if model == "linear-step":
-        fitted = fit_step_model(samples)
-        latency = LatencyModel.of_step(fitted.model)
-        coefficients: dict = {"step_model": fitted.model}
-    else:
-        latency = _phase_model(samples)
-        coefficients = {"prefill": latency.prefill, "decode": latency.decode}
+    latency, coefficients = _fit_latency(samples, model)
     predicted = _predict(latency, samples)
     measured = np.array([s.seconds for s in samples], dtype=float)
     kinds = np.array([s.kind for s in samples])
@@ -1226,6 +1328,13 @@ def fit_step_profile(
         "mape_in_sample": in_sample,
         "rmse_s": float(np.sqrt(np.mean((predicted - measured) ** 2))),
         "cross_validation": cross_validate(samples, model, folds),
+        "robust": {
+            "measured_steps": len(measured_steps),
+            "repeats_merged": len(measured_steps) - len(samples) - len(flagged),
+            "rule": "repeats of one grid point by their median; outliers: relative error beyond "
+            f"{OUTLIER_SIGMAS:g} robust sigmas and {OUTLIER_MIN_ERROR:.0%}, at most {OUTLIER_MAX_SHARE:.0%} of the steps",
+            "outliers": flagged,
+        },
     }
     if overhead is not None:
         extra["serving_overhead"] = overhead[0]
@@ -1239,6 +1348,45 @@ def fit_step_profile(
             )
             fit["arrival_interference"] = interference[1]
     return EngineProfile(name=name, source=source, fit=fit, **coefficients, **extra)
+
+
+def _fit_latency(
+    samples: Sequence[StepSample], model: Literal["linear-step", "phase"]
+) -> tuple[LatencyModel, dict[str, Any]]:
+    """The latency model fitted on ``samples`` and the profile fields holding its coefficients."""
+    if model == "linear-step":
+        fitted = fit_step_model(samples)
+        return LatencyModel.of_step(fitted.model), {"step_model": fitted.model}
+    latency = _phase_model(samples)
+    return latency, {"prefill": latency.prefill, "decode": latency.decode}
+
+
+def robust_steps(
+    samples: Sequence[StepSample], model: Literal["linear-step", "phase"] = "linear-step"
+) -> tuple[list[StepSample], list[dict[str, Any]]]:
+    """The steps a profile is fitted on: repeats of one grid point merged into their median
+    (:func:`~runners.app.profile_quality.median_of_repeats`), then the outliers against a first fit
+    left out (:func:`~runners.app.profile_quality.outliers`); (kept steps, the outliers flagged:
+    kind, tokens, requests, measured and predicted seconds, relative error)."""
+    merged = median_of_repeats(samples)
+    latency, _ = _fit_latency(merged, model)
+    predicted = _predict(latency, merged)
+    measured = np.array([s.seconds for s in merged], dtype=float)
+    worst = set(outliers(predicted, measured).tolist())
+    flagged = [
+        {
+            "kind": merged[i].kind,
+            "prefill_requests": merged[i].prefill_requests,
+            "prefill_tokens": merged[i].prefill_tokens,
+            "decode_requests": merged[i].decode_requests,
+            "decode_context": merged[i].decode_context,
+            "seconds": float(measured[i]),
+            "predicted_s": float(predicted[i]),
+            "error": float(abs(predicted[i] - measured[i]) / max(measured[i], 1e-9)),
+        }
+        for i in sorted(worst)
+    ]
+    return [s for i, s in enumerate(merged) if i not in worst], flagged
 
 
 def read_step_samples(path: Path) -> list[StepSample]:

@@ -102,6 +102,12 @@ class EngineProfile(InputModel):
     serving_overhead: ServingOverhead | None = None
     fit: dict[str, Any] | None = None
     fidelity: dict[str, Any] | None = None
+    quality: dict[str, Any] | None = Field(
+        default=None,
+        description="the profiler's quality gate (runners.app.profile_quality.quality_record): threshold, "
+        "out-of-fold error and verdict per step kind, phases measured again, accepted_noisy (written only "
+        "with --accept-noisy), the probe's repeatability and the machine's load. Absent: made before the gate",
+    )
     limit_sources: dict[str, str] | None = Field(
         default=None,
         description="where each limit came from when the profiler measured this engine (kv_capacity_tokens, "
@@ -218,3 +224,22 @@ def resolve_profile(preset: str | None, profile_path: str | None) -> EngineProfi
     if preset not in PRESETS:
         raise ConfigError("engine.preset", f"unknown preset {preset!r}; expected one of: {', '.join(PRESETS)}")
     return PRESETS[preset]
+
+
+def quality_note(fit: dict[str, Any] | None, quality: dict[str, Any] | None) -> str:
+    """One line on how far a profile can be trusted, shown beside figures made with it (issue 48):
+    its out-of-fold error per step kind (``fit.cross_validation``) and, from its ``quality`` record
+    (runners.app.profile_quality.quality_record), "NOISY profile" with the phases that failed the
+    profiler's quality gate where it was written with ``--accept-noisy``, "passed the quality gate",
+    or "made before the quality gate" (no record)."""
+    cv = (fit or {}).get("cross_validation") or {}
+    errors = ", ".join(f"{k} {cv[k]['mape']:.0%}" for k in ("prefill", "decode", "mixed") if k in cv)
+    text = f"fit error (out of fold) {errors}" if errors else "fit error not recorded"
+    if quality and quality.get("accepted_noisy"):
+        failed = ", ".join(quality.get("failed") or {})
+        text += f"; NOISY profile: failed the quality gate ({failed}), written with --accept-noisy"
+    elif quality and quality.get("passed"):
+        text += "; passed the quality gate"
+    elif not quality:
+        text += "; made before the quality gate"
+    return text

@@ -166,6 +166,11 @@ def _config_record(prepared: PreparedRun, oracles: list[str]) -> dict[str, Any]:
 
         resolved["tokenization"] = scrub(prepared.tokenization, config_secrets(config.engine))
     simulator = prepared.simulator
+    profile_path = getattr(config.engine, "profile", None)
+    if simulator is None and profile_path:  # the profile a real run's policy plans with, its fit and quality
+        resolved["engine_profile"] = load_profile(profile_path).model_dump(
+            mode="json", by_alias=True, exclude_none=True
+        )
     if simulator is not None:
         resolved.update(
             engine_profile=simulator.profile.model_dump(mode="json", by_alias=True, exclude_none=True),

@@ -502,7 +502,8 @@ def fidelity_note(config: dict[str, Any]) -> str | None:
     real engine."""
     resolved = config.get("resolved") if isinstance(config, dict) else None
     profile = resolved.get("engine_profile") if isinstance(resolved, dict) else None
-    if not isinstance(profile, dict):
+    engine = (config.get("config") or {}).get("engine") or {}
+    if not isinstance(profile, dict) or engine.get("kind", "sim") != "sim":  # a real run's profile: its planning model
         return None
     arrival = ((config.get("config") or {}).get("workload") or {}).get("arrival") or {}
     rate = arrival.get("rate") if (arrival.get("process") or "poisson") in RATE_PROCESSES else None
@@ -512,6 +513,24 @@ def fidelity_note(config: dict[str, Any]) -> str | None:
         report if isinstance(report, dict) else None,
         float(rate) if isinstance(rate, (int, float)) else None,
         str(profile.get("source") or ""),
+    )
+
+
+def profile_note(config: dict[str, Any] | None) -> str | None:
+    """How far the engine profile behind a run can be trusted (issue 48), from config.json
+    ``resolved.engine_profile`` (a simulated run's engine, or the profile a real run's policy
+    planned with): "profile NAME: fit error (out of fold) prefill 15%, decode 5%, mixed 13%; passed
+    the quality gate" (:func:`runners.engines.profile.quality_note`; "NOISY profile" where it was
+    written with --accept-noisy). None without a profile, or for a preset (it carries no fit)."""
+    from runners.engines.profile import quality_note
+
+    resolved = config.get("resolved") if isinstance(config, dict) else None
+    profile = resolved.get("engine_profile") if isinstance(resolved, dict) else None
+    if not isinstance(profile, dict) or not isinstance(profile.get("fit"), dict):
+        return None
+    quality = profile.get("quality")
+    return f"profile {profile.get('name', '?')}: " + quality_note(
+        profile["fit"], quality if isinstance(quality, dict) else None
     )
 
 
