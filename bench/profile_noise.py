@@ -34,6 +34,7 @@ import tempfile
 import time
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -42,11 +43,36 @@ import numpy as np
 from bench.common import RESULTS, ROOT, markdown_table, write_report
 from bench.vllm_cpu_common import SERVER_ENV, TINY_ENGINE, launched_vllm, tiny_model
 
-#: Conditions in the order they run: (name, busy-loop processes).
-CONDITIONS: tuple[tuple[str, int], ...] = (("quiet", 0), ("quiet-again", 0), ("busy-2", 2), ("busy-4", 4))
-QUICK_CONDITIONS: tuple[tuple[str, int], ...] = (("quiet", 0), ("busy-2", 2))
-#: The quick grid (``--set`` keys are not the grid's: these are the profiler's own flags).
-QUICK_FLAGS = [
+
+@dataclass(frozen=True)
+class Condition:
+    """One profiling run: its name, the busy-loop processes beside it, when they start (seconds
+    after the command; 0: before it) and the profiler flags it adds."""
+
+    name: str
+    loops: int = 0
+    delay_s: float = 0.0
+    flags: tuple[str, ...] = ()
+
+
+#: A small grid of the step kinds' phases (the kinds the fit error is judged on), for the runs with
+#: busy loops started mid-session: each of its phases may be measured twice at a third of the
+#: speed, and the default grid would take the better part of an hour.
+SMALL_GRID = ("--phases", "prefill,decode,mixed", "--batch-sizes", "1,4,16", "--input-tokens", "16,128,512")
+#: Conditions in the order they run. The busy loops of "busy-N" run before the command starts (the
+#: quiet check sees them); those of "busy-N-late" start after the quiet check, while it measures,
+#: and are judged against "quiet-small" (the same grid).
+CONDITIONS: tuple[Condition, ...] = (
+    Condition("quiet"),
+    Condition("quiet-again"),
+    Condition("busy-2", 2),
+    Condition("busy-4", 4),
+    Condition("quiet-small", flags=SMALL_GRID),
+    Condition("busy-2-late", 2, 10.0, SMALL_GRID),
+    Condition("busy-4-late", 4, 10.0, SMALL_GRID),
+)
+#: The quick grid (the profiler's own flags).
+QUICK_FLAGS = (
     "--phases",
     "prefill,decode",
     "--batch-sizes",
@@ -55,16 +81,23 @@ QUICK_FLAGS = [
     "16,128,512",
     "--repeats",
     "1",
-]
+)
+QUICK_CONDITIONS: tuple[Condition, ...] = (
+    Condition("quiet", flags=QUICK_FLAGS),
+    Condition("busy-2", 2, flags=QUICK_FLAGS),
+    Condition("busy-2-late", 2, 10.0, QUICK_FLAGS),
+)
 AGREEMENT_TARGET = 0.10
 NOISY_RATIO_TARGET = 1.5
 KINDS = ("prefill", "decode", "mixed")
 
 
 @contextmanager
-def busy_loops(count: int) -> Iterator[None]:
-    """``count`` processes spinning on the CPU for the body of the ``with``."""
-    loops = [subprocess.Popen([sys.executable, "-c", "while True: pass"]) for _ in range(count)]
+def busy_loops(count: int, delay_s: float = 0.0) -> Iterator[None]:
+    """``count`` processes spinning on the CPU for the body of the ``with``, started ``delay_s``
+    seconds into it (each sleeps that long first)."""
+    spin = f"import time\ntime.sleep({delay_s!r})\nwhile True: pass"
+    loops = [subprocess.Popen([sys.executable, "-c", spin]) for _ in range(count)]
     try:
         yield
     finally:
@@ -130,54 +163,63 @@ def server_url(url: str | None) -> Iterator[str]:
             yield engine.instances[0].endpoint.base_url.removesuffix("/v1")
 
 
-def run(
-    conditions: Sequence[tuple[str, int]], extra: Sequence[str], name: str, url: str | None, folder: Path
-) -> dict[str, Any]:
+def run(conditions: Sequence[Condition], name: str, url: str | None, folder: Path) -> dict[str, Any]:
+    """Every condition against one server, back to back; the report (module notes)."""
     from runners.app.profiler import read_step_samples
 
     rows: dict[str, dict[str, Any]] = {}
     models: dict[str, Any] = {}
-    samples: list[Any] = []
+    quiet_samples: list[Any] = []
     with server_url(url) as base_url:
-        for condition, loops in conditions:
-            out = folder / f"{name}-{condition}.profile.yaml"
-            out.unlink(missing_ok=True)
+        for condition in conditions:
+            out = folder / f"{name}-{condition.name}.profile.yaml"
             samples_path = out.with_name(out.stem + "-samples.csv")
-            print(f"== {condition}: {loops} busy loops", flush=True)
-            with busy_loops(loops):
-                outcome = profile_once(base_url, out, extra)
-            errors, quality, latency = errors_of(out, samples_path)
-            models[condition] = latency
-            samples += read_step_samples(samples_path)
-            rows[condition] = {
-                "busy_loops": loops,
+            for stale in (out, samples_path, out.with_name(out.stem + "-samples-first-pass.csv")):
+                stale.unlink(missing_ok=True)
+            print(f"== {condition.name}: {condition.loops} busy loops from {condition.delay_s:g} s", flush=True)
+            with busy_loops(condition.loops, condition.delay_s):
+                outcome = profile_once(base_url, out, condition.flags)
+            row: dict[str, Any] = {
+                "busy_loops": condition.loops,
+                "loops_start_s": condition.delay_s,
+                "flags": list(condition.flags),
                 "written": out.exists(),
+                "measured": samples_path.exists(),
                 **outcome,
-                "out_of_fold_error": errors,
-                "quality": quality,
+                "out_of_fold_error": {},
+                "quality": None,
             }
-    quiet = rows[conditions[0][0]]["out_of_fold_error"]
-    for condition, loops in conditions:
-        row = rows[condition]
-        if loops:
-            ratios = {k: row["out_of_fold_error"][k] / quiet[k] for k in KINDS if k in quiet and quiet[k] > 0}
+            if samples_path.exists():
+                row["out_of_fold_error"], row["quality"], models[condition.name] = errors_of(out, samples_path)
+                if not condition.loops:
+                    quiet_samples += read_step_samples(samples_path)
+            rows[condition.name] = row
+    for condition in conditions:
+        row = rows[condition.name]
+        # judged against the quiet run of the same grid
+        baseline = next(c.name for c in conditions if not c.loops and c.flags == condition.flags)
+        quiet = rows[baseline]["out_of_fold_error"]
+        row["quiet_baseline"] = baseline
+        if not row["measured"]:
+            row["outcome"] = "refused before measuring"
+        elif not row["written"]:
+            row["outcome"] = "refused after measuring"
+        else:
+            row["outcome"] = "written"
+        if condition.loops:
+            errors = row["out_of_fold_error"]
+            ratios = {k: errors[k] / quiet[k] for k in KINDS if k in errors and quiet.get(k)}
             row["error_vs_quiet"] = ratios
             within = all(r <= NOISY_RATIO_TARGET for r in ratios.values())
             row["target_met"] = (not row["written"]) or within
-            row["outcome"] = (
-                "refused"
-                if not row["written"]
-                else "written, error within 1.5x quiet"
-                if within
-                else "written, error over 1.5x quiet"
-            )
-        else:
-            row["outcome"] = "written" if row["written"] else "refused"
-    report: dict[str, Any] = {"engine": TINY_ENGINE, "conditions": rows, "flags": list(extra)}
-    quiet_names = [c for c, loops in conditions if not loops]
+            if row["written"]:
+                row["outcome"] += f", error {'within' if within else 'over'} {NOISY_RATIO_TARGET}x quiet"
+    report: dict[str, Any] = {"engine": TINY_ENGINE, "conditions": rows}
+    quiet_names = [c.name for c in conditions if not c.loops and c.name in models]
     if len(quiet_names) >= 2:
         first, second = quiet_names[:2]
-        report["quiet_agreement"] = agreement(models[first], models[second], samples)
+        report["quiet_agreement"] = agreement(models[first], models[second], quiet_samples)
+        report["quiet_agreement"]["between"] = [first, second]
         report["quiet_agreement"]["target_met"] = report["quiet_agreement"]["max"] <= AGREEMENT_TARGET
     return report
 
@@ -186,27 +228,28 @@ def render(report: dict[str, Any]) -> list[str]:
     lines = [
         "# Profiles that know how noisy they are (issue 48)",
         "",
-        f"Engine: {report['engine']}, unpinned, one warm server; `python -m runners profile --engine openai` "
-        f"run back to back per condition{(' with ' + ' '.join(report['flags'])) if report['flags'] else ''}. "
-        "Out-of-fold MAPE per step kind (a refused profile's from its kept samples).",
+        f"Engine: {report['engine']}, unpinned, one warm server; `python -m runners profile --engine openai --url ...` "
+        "run back to back, one condition after another, with the profiler's default grid unless the flags say "
+        "otherwise. Out-of-fold MAPE per step kind (of a profile refused after measuring: fitted from the samples "
+        "it kept). Probe CV: the largest of the probe's prefill and decode CV within a phase.",
         "",
     ]
     rows = []
     for condition, row in report["conditions"].items():
         quality = row.get("quality") or {}
-        repeat = quality.get("repeatability") or {}
-        spreads = [f"{k} {repeat[k]['spread']:.2f}x" for k in ("prefill", "decode") if repeat.get(k)]
-        load = quality.get("load") or {}
+        phases = quality.get("phases") or {}
+        cvs = [v["probe_cv"] for v in phases.values() if v.get("probe_cv") is not None]
+        others = [v["other_cores"] for v in phases.values() if v.get("other_cores") is not None]
         errors = row["out_of_fold_error"]
         rows.append(
             [
                 condition,
-                row["busy_loops"],
+                f"{row['busy_loops']}" + (f" from {row['loops_start_s']:g} s" if row["busy_loops"] else ""),
+                " ".join(row["flags"]) or "default",
                 row["outcome"],
-                " / ".join(f"{errors[k]:.0%}" for k in KINDS if k in errors),
-                ", ".join(spreads) or "-",
-                f"{repeat.get('peak_load_average') or 0:.1f}",
-                f"{load.get('other_cores', 0):.2f}" if load else "-",
+                " / ".join(f"{errors[k]:.0%}" for k in KINDS if k in errors) or "-",
+                f"{min(cvs):.0%}-{max(cvs):.0%}" if cvs else "-",
+                f"{min(others):.2f}-{max(others):.2f}" if others else "-",
                 ", ".join(quality.get("remeasured") or []) or "-",
                 f"{row['wall_s']:.0f}",
             ]
@@ -215,11 +258,11 @@ def render(report: dict[str, Any]) -> list[str]:
         [
             "condition",
             "busy loops",
+            "grid",
             "outcome",
             "OOF error prefill / decode / mixed",
-            "probe spread",
-            "peak load",
-            "other cores",
+            "probe CV per phase",
+            "other cores per phase",
             "measured again",
             "wall s",
         ],
@@ -233,32 +276,34 @@ def render(report: dict[str, Any]) -> list[str]:
     if agree:
         lines += [
             "",
-            f"Quiet profiles against each other over {agree['points']} grid points: step times differ by "
-            f"median {agree['median']:.1%}, p90 {agree['p90']:.1%}, largest {agree['max']:.1%} "
-            f"(target: within {AGREEMENT_TARGET:.0%}: {'met' if agree['target_met'] else 'missed'}).",
+            f"The two quiet profiles ({' and '.join(agree['between'])}) against each other over their {agree['points']} "
+            f"measured step points: predicted step times differ by median {agree['median']:.1%}, p90 "
+            f"{agree['p90']:.1%}, largest {agree['max']:.1%} (target: within {AGREEMENT_TARGET:.0%} across the grid: "
+            f"{'met' if agree['target_met'] else 'missed'}).",
         ]
+    lines.append("")
     for condition, row in report["conditions"].items():
         if row["busy_loops"]:
+            ratios = ", ".join(f"{k} {v:.2f}x" for k, v in row["error_vs_quiet"].items())
             lines.append(
-                f"- {condition}: {row['outcome']}; target (refuse, or error within {NOISY_RATIO_TARGET}x quiet): "
-                f"{'met' if row['target_met'] else 'missed'}; error vs quiet "
-                + ", ".join(f"{k} {v:.2f}x" for k, v in row["error_vs_quiet"].items())
+                f"- {condition}: {row['outcome']} in {row['wall_s']:.0f} s; target (refuse, or write with error "
+                f"within {NOISY_RATIO_TARGET}x {row['quiet_baseline']}'s): {'met' if row['target_met'] else 'missed'}"
+                + (f"; error against {row['quiet_baseline']}'s {ratios}" if ratios else "")
             )
     return lines
 
 
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--quick", action="store_true", help="CI: a small grid, quiet and 2 busy loops")
+    parser.add_argument("--quick", action="store_true", help="a small grid: quiet, 2 busy loops before, 2 after")
     parser.add_argument("--name", default="profile_noise", help="report file name under bench/results/")
     parser.add_argument("--url", help="profile this running server instead of launching the tiny CPU vLLM")
     parser.add_argument("--out", help="write the report and profiles here instead of bench/results/")
     args = parser.parse_args(argv)
     conditions = QUICK_CONDITIONS if args.quick else CONDITIONS
-    extra = QUICK_FLAGS if args.quick else []
     folder = Path(args.out) if args.out else RESULTS
     folder.mkdir(parents=True, exist_ok=True)
-    report = run(conditions, extra, name=args.name, url=args.url, folder=folder)
+    report = run(conditions, name=args.name, url=args.url, folder=folder)
     write_report(args.name, report, render(report), folder)
     return 0
 

@@ -172,6 +172,7 @@ def profile_with_gate(
             )
     profile, verdicts = _judge(measured, gate, limits)
     failed = [v.phase for v in verdicts if not v.passed]
+    first_pass = {v.phase: v.line() for v in verdicts if not v.passed}
     replaced: list[StepSample] = []
     for verdict in verdicts:
         if not verdict.passed:
@@ -196,6 +197,7 @@ def profile_with_gate(
         gate=gate,
     )
     quality["before"] = before
+    quality["first_pass"] = first_pass  # why each phase measured again failed the first time
     if busy_line is not None:  # measured although the machine was busy before (--accept-noisy)
         quality["passed"] = False
         quality["failed"] = {"before": f"before profiling: {busy_line}", **quality["failed"]}
