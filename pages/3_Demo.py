@@ -72,7 +72,7 @@ def cards(record: StudyRecord, key: str, delta_color: Literal["normal", "inverse
             card_delta(key, result, record.baseline),
             delta_color=delta_color if clear else "off",
         )
-        cell.caption(f"{card_interval(key, result)}; {card_verdict(result, record.baseline, key)}")
+        cell.caption(f"{card_interval(key, result)}; {card_verdict(result, record.baseline, key, record)}")
 
 
 def _height(table) -> int:

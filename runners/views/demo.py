@@ -570,6 +570,7 @@ class SchedulerResult:
     ci_low: float | None
     ci_high: float | None
     pair: PairedComparison | None  # vs_baseline entry; None for the baseline
+    name: str = ""  # the study's name of the scheduler (``scheduler`` is its display name)
 
 
 #: Statistics beside study.json's, in its shape (metric key -> statistics; :func:`task_tail_statistics`).
@@ -592,7 +593,7 @@ def scheduler_results(record: StudyRecord, key: str, extra: ExtraStatistics | No
             continue
         pair = entry.vs_baseline.get(name) if name != record.baseline else None
         results.append(
-            SchedulerResult(display_name(record, name), stats.n, stats.mean, stats.ci_low, stats.ci_high, pair)
+            SchedulerResult(display_name(record, name), stats.n, stats.mean, stats.ci_low, stats.ci_high, pair, name)
         )
     return results
 
@@ -638,15 +639,22 @@ def card_delta(key: str, result: SchedulerResult, baseline: str) -> str | None:
     return f"{demo_metric(key).format_change(result.pair.diff_mean)} vs {baseline}"
 
 
-def card_verdict(result: SchedulerResult, baseline: str, key: str = "slo_attainment") -> str:
+def card_verdict(
+    result: SchedulerResult, baseline: str, key: str = "slo_attainment", record: StudyRecord | None = None
+) -> str:
     """The verdict under a card, from the paired interval (:func:`clear_direction`), with seeds
     better: ``clearly better than fcfs (9 of 10 seeds better)``, ``no clear difference from fcfs
-    (...)``; ``the baseline`` for the baseline."""
+    (...)``; ``the baseline`` for the baseline. With the study's ``record``, a difference the
+    headline does not name (:func:`named_direction`: under the minimum effect or not surviving
+    Holm) reads ``better than fcfs, too small or too uncertain to name (...)``."""
     pair = result.pair
     if pair is None:
         return "the baseline"
     seeds = f"{pair.wins} of {pair.n_pairs} seeds better"
     direction = clear_direction(key, pair)
+    if direction is not None and record is not None and result.name and key in MINIMUM_EFFECTS:
+        if named_direction(record, key, result.name) is None:
+            return f"{direction} than {baseline}, too small or too uncertain to name ({seeds})"
     if direction is not None:
         return f"clearly {direction} than {baseline} ({seeds})"
     return f"no clear difference from {baseline} ({seeds})"
@@ -663,41 +671,134 @@ def _pair(record: StudyRecord, key: str, name: str, extra: ExtraStatistics | Non
     return entry.vs_baseline.get(name) if entry is not None else None
 
 
+@dataclass(frozen=True)
+class MinimumEffect:
+    """The smallest difference against the baseline the Demo's headline names (issue 43): an
+    ``absolute`` difference in the metric's stored unit, or a ``relative`` one (a fraction of the
+    baseline's mean); ``words`` say it on the page."""
+
+    kind: Literal["absolute", "relative"]
+    size: float
+    words: str
+
+
+#: Per metric the headline judges: a winner or a loser is named only for a difference at least
+#: this large (and significant after Holm's correction, :func:`named_direction`). One point of
+#: attainment and 2% of G are the sizes issue 43 states; 5% of a p99 is the tail's equivalent.
+MINIMUM_EFFECTS: dict[str, MinimumEffect] = {
+    "slo_attainment": MinimumEffect("absolute", 0.01, "1 point of attainment"),
+    "G": MinimumEffect("relative", 0.02, "2% of G"),
+    "ttft_s.p99": MinimumEffect("relative", 0.05, "5% of a p99"),
+    "e2e_s.p99": MinimumEffect("relative", 0.05, "5% of a p99"),
+}
+#: The family-wise error rate of the headline's claims per metric (Holm).
+HEADLINE_ALPHA = 0.05
+#: The metrics whose clear losses the headline names beside SLO attainment, with their words.
+LOSS_WORDS: dict[str, str] = {"G": "lower G", "ttft_s.p99": "a longer p99 TTFT", "e2e_s.p99": "a longer p99 E2E"}
+
+
+def _holm_p(record: StudyRecord, key: str, name: str) -> float | None:
+    """``name``'s Holm-adjusted p value against the baseline on ``key``, the family being every
+    scheduler of the study compared with the baseline on it (None: no p value recorded)."""
+    from runners.metrics.seed_statistics import holm_adjust
+
+    entry = record.statistics.get(key)
+    if entry is None:
+        return None
+    names = [n for n in record.schedulers if n != record.baseline and n in entry.vs_baseline]
+    adjusted = dict(zip(names, holm_adjust([entry.vs_baseline[n].p_value for n in names])))
+    return adjusted.get(name)
+
+
+def matters(record: StudyRecord, key: str, pair: PairedComparison) -> bool:
+    """Whether the mean paired difference reaches :data:`MINIMUM_EFFECTS` (a metric without one: always)."""
+    minimum = MINIMUM_EFFECTS.get(key)
+    if minimum is None or not _number(pair.diff_mean):
+        return minimum is None
+    if minimum.kind == "absolute":
+        return abs(pair.diff_mean) >= minimum.size
+    entry = record.statistics.get(key)
+    base = entry.schedulers.get(record.baseline) if entry is not None else None
+    if base is None or not _number(base.mean) or base.mean == 0:
+        return False
+    return abs(pair.diff_mean) / abs(base.mean) >= minimum.size
+
+
+def named_direction(record: StudyRecord, key: str, name: str) -> Direction | None:
+    """``better`` or ``worse`` only for a difference the headline may name: the paired 95% interval
+    excludes zero (:func:`clear_direction`), the difference reaches the metric's minimum effect
+    (:func:`matters`), and its p value survives Holm's correction over the study's comparisons on
+    ``key`` at :data:`HEADLINE_ALPHA` (a record without p values is judged on the first two)."""
+    pair = _pair(record, key, name)
+    direction = clear_direction(key, pair)
+    if direction is None or pair is None or not matters(record, key, pair):
+        return None
+    adjusted = _holm_p(record, key, name)
+    return direction if adjusted is None or adjusted < HEADLINE_ALPHA else None
+
+
+def headline_rule(record: StudyRecord) -> str:
+    """The rule the headline names by, said on the page."""
+    compared = sum(1 for name in record.schedulers if name != record.baseline)
+    sizes = list(dict.fromkeys(m.words for m in MINIMUM_EFFECTS.values()))
+    return (
+        f"paired 95% intervals over {len(record.seeds)} seeds; a difference is named only when it is at least "
+        f"{_joined(sizes, 'or')} and significant after Holm's correction over the {compared} comparisons with "
+        f"{record.baseline}"
+    )
+
+
 def headline(record: StudyRecord) -> str:
-    """A regime's headline on SLO attainment: which schedulers met clearly more or fewer SLOs
-    than the baseline (the paired 95% interval excludes zero, :func:`clear_direction`), whether
-    those that met more made the slowest 1% wait clearly longer (p99 TTFT or E2E, same rule),
-    and which show no clear difference. It never names a winner the interval does not support."""
+    """A regime's headline: which schedulers met more or fewer SLOs than the baseline by a
+    difference that matters (:func:`named_direction`: the paired 95% interval excludes zero, the
+    difference reaches :data:`MINIMUM_EFFECTS`, Holm's correction keeps it), whether those that met
+    more made the slowest 1% wait longer (p99 TTFT or E2E, same rule), the others' clear losses in
+    G and the p99 tails named as plainly as the wins, the differences too small or too uncertain to
+    name, and which show no clear difference at all."""
     key = "slo_attainment"
     baseline = record.baseline
-    groups: dict[str, list[str]] = {"better": [], "worse": [], "none": []}
-    payers = []
+    better: list[str] = []
+    worse: list[str] = []
+    small: list[str] = []
+    none: list[str] = []
+    payers: list[str] = []
+    losses: dict[str, list[str]] = {}
     for name in record.schedulers:
         if name == baseline or _pair(record, key, name) is None:
             continue
-        direction = clear_direction(key, _pair(record, key, name))
-        groups[direction or "none"].append(display_name(record, name))
-        if direction == "better" and any(
-            clear_direction(tail, _pair(record, tail, name)) == "worse" for tail in TAIL_KEYS
-        ):
-            payers.append(display_name(record, name))
+        shown = display_name(record, name)
+        named = named_direction(record, key, name)
+        if named is not None:
+            (better if named == "better" else worse).append(shown)
+        lost = [words for tail, words in LOSS_WORDS.items() if named_direction(record, tail, name) == "worse"]
+        if named == "better" and any(named_direction(record, tail, name) == "worse" for tail in TAIL_KEYS):
+            payers.append(shown)
+        elif named is None and lost:  # about as many SLOs met, and a clear loss elsewhere: named as plainly
+            losses.setdefault(_joined(lost), []).append(shown)
+        elif named is None and clear_direction(key, _pair(record, key, name)) is not None:
+            small.append(shown)
+        elif named is None:
+            none.append(shown)
     parts = []
-    if groups["better"]:
-        won = f"{_names(groups['better'])} met clearly more SLOs than {baseline}"
+    if better:
+        won = f"{_names(better)} met clearly more SLOs than {baseline}"
         if payers:
-            who = ("it" if len(payers) == 1 else "each of them") if payers == groups["better"] else _names(payers)
+            who = ("it" if len(payers) == 1 else "each of them") if payers == better else _names(payers)
             won += f", but the slowest 1% of requests waited clearly longer with {who} (p99 TTFT or E2E)"
         else:
             won += " without a clearly longer tail (p99 TTFT and E2E)"
         parts.append(won)
     else:
         parts.append(f"No strategy met clearly more SLOs than {baseline}")
-    if groups["worse"]:
-        parts.append(f"{_names(groups['worse'])} clearly fewer")
-    if groups["none"]:
-        parts.append(f"no clear difference: {_names(groups['none'])}")
-    seeds = len(record.seeds)
-    return "; ".join(parts) + f" (paired 95% intervals over {seeds} seeds)."
+    if worse:
+        parts.append(f"{_names(worse)} clearly fewer")
+    for lost_words, who_lost in losses.items():
+        parts.append(f"{_names(who_lost)} met no more SLOs but had clearly {lost_words}")
+    if small:
+        parts.append(f"a difference in SLOs met too small or too uncertain to name: {_names(small)}")
+    if none:
+        parts.append(f"no clear difference: {_names(none)}")
+    return "; ".join(parts) + f" ({headline_rule(record)})."
 
 
 # -- who gains and who pays -------------------------------------------------------------------------
@@ -816,8 +917,8 @@ def who_pays_sentence(
     return (";\n    - " if nested else "; ").join(clauses) + "."
 
 
-def _joined(parts: Sequence[str]) -> str:
-    return parts[0] if len(parts) == 1 else ", ".join(parts[:-1]) + " and " + parts[-1]
+def _joined(parts: Sequence[str], last: str = "and") -> str:
+    return parts[0] if len(parts) == 1 else ", ".join(parts[:-1]) + f" {last} " + parts[-1]
 
 
 # -- who waits, per task: from the member runs' requests -------------------------------------------

@@ -37,8 +37,19 @@ pytestmark = pytest.mark.unit
 SEEDS = list(range(10))
 
 
-def pair(diff: float, low: float, high: float, wins: int, verdict: str, n: int = 10) -> PairedComparison:
-    return PairedComparison(n_pairs=n, dropped=0, diff_mean=diff, ci_low=low, ci_high=high, wins=wins, verdict=verdict)
+def pair(
+    diff: float, low: float, high: float, wins: int, verdict: str, n: int = 10, p: float | None = None
+) -> PairedComparison:
+    return PairedComparison(
+        n_pairs=n, dropped=0, diff_mean=diff, ci_low=low, ci_high=high, wins=wins, verdict=verdict, p_value=p
+    )
+
+
+def rule(compared: int = 2) -> str:
+    return (
+        "paired 95% intervals over 10 seeds; a difference is named only when it is at least 1 point of attainment, "
+        f"2% of G or 5% of a p99 and significant after Holm's correction over the {compared} comparisons with fcfs"
+    )
 
 
 def stats(mean: float, low: float, high: float, n: int = 10) -> SeedSummary:
@@ -96,7 +107,7 @@ def test_the_headline_never_names_a_winner_whose_paired_interval_includes_zero()
     text = headline(rec)
     assert text == (
         "**slo-sa** met clearly more SLOs than fcfs, but the slowest 1% of requests waited clearly longer "
-        "with it (p99 TTFT or E2E); no clear difference: **mcsf** (paired 95% intervals over 10 seeds)."
+        f"with it (p99 TTFT or E2E); no clear difference: **mcsf** ({rule()})."
     )
     assert "**mcsf**" not in text.split("met clearly more")[0]
     assert card_verdict(
@@ -110,15 +121,74 @@ def test_the_headline_names_a_real_win_whatever_the_stored_verdict():
     rec = record({"mcsf": pair(0.04, 0.02, 0.06, 9, "no difference"), "slo-sa": pair(-0.05, -0.08, -0.02, 0, "better")})
     assert headline(rec) == (
         "**mcsf** met clearly more SLOs than fcfs without a clearly longer tail (p99 TTFT and E2E); "
-        "**slo-sa** clearly fewer (paired 95% intervals over 10 seeds)."
+        f"**slo-sa** clearly fewer ({rule()})."
     )
 
 
 def test_the_headline_says_when_nobody_wins():
     rec = record({"slo-sa": pair(0.0, 0.0, 0.0, 0, "no difference"), "mcsf": pair(0.01, -0.02, 0.04, 6, "better")})
     assert headline(rec) == (
-        "No strategy met clearly more SLOs than fcfs; no clear difference: **slo-sa** and **mcsf** "
-        "(paired 95% intervals over 10 seeds)."
+        f"No strategy met clearly more SLOs than fcfs; no clear difference: **slo-sa** and **mcsf** ({rule()})."
+    )
+
+
+def test_a_winner_below_the_minimum_effect_is_not_named_and_clear_losses_are():
+    """The Demo's below-capacity regime (committed results/demo-below, 2026-12-07): mcsf +0.12 points
+    of attainment [+0.004, +0.24], p 0.044, better at 6 of 10 seeds: its interval excludes zero but
+    0.12 points is under the 1-point minimum (and 0.044 x 5 = 0.22 after Holm), so it is not named a
+    winner; dynamic-mem meets as many SLOs but lowers G by 4.2% (p 0.009) and adds 3.2 s to the p99
+    TTFT (p < 0.001): its losses are named as plainly as a win would be."""
+    rec = record(
+        {
+            "mcsf": pair(0.0012, 0.00004, 0.0024, 6, "better", p=0.0438),
+            "dynamic-mem": pair(-0.0007, -0.002, 0.0006, 2, "no difference", p=0.2419),
+            "slo-sa": pair(0.0, 0.0, 0.0, 0, "no difference", p=1.0),
+        },
+        G={
+            "mcsf": pair(0.0004, -0.00005, 0.0009, 7, "no difference", p=0.0526),
+            "dynamic-mem": pair(-0.0418, -0.072, -0.013, 0, "worse", p=0.0091),  # baseline G 1.0: -4.2%
+            "slo-sa": pair(0.0, 0.0, 0.0, 0, "no difference", p=1.0),
+        },
+        ttft_s__p99={
+            "mcsf": pair(0.17, -0.06, 0.40, 1, "no difference", p=0.1244),
+            "dynamic-mem": pair(3.197, 2.326, 4.068, 0, "worse", p=0.00001),
+            "slo-sa": pair(0.0, 0.0, 0.0, 0, "no difference", p=1.0),
+        },
+    )
+    assert headline(rec) == (
+        "No strategy met clearly more SLOs than fcfs; **dynamic-mem** met no more SLOs but had clearly lower G "
+        "and a longer p99 TTFT; a difference in SLOs met too small or too uncertain to name: **mcsf**; no clear "
+        f"difference: **slo-sa** ({rule(3)})."
+    )
+    mcsf = SchedulerResult("mcsf", 10, 0.5, 0.45, 0.55, rec.statistics["slo_attainment"].vs_baseline["mcsf"], "mcsf")
+    assert card_verdict(mcsf, "fcfs", "slo_attainment", rec) == (
+        "better than fcfs, too small or too uncertain to name (6 of 10 seeds better)"
+    )
+    assert card_verdict(mcsf, "fcfs") == "clearly better than fcfs (6 of 10 seeds better)"  # the interval alone
+
+
+def test_holm_keeps_a_winner_only_if_its_adjusted_p_value_stays_under_5_percent():
+    """Two wins of 5 points, intervals clear of zero: p 0.03 and 0.04 become 0.06 and 0.06 after Holm
+    (0.03 x 2, then max(0.06, 0.04 x 1)): neither is named. p 0.01 and 0.04 become 0.02 and 0.04:
+    both are."""
+    uncertain = record(
+        {"slo-sa": pair(0.05, 0.01, 0.09, 8, "better", p=0.03), "mcsf": pair(0.05, 0.005, 0.095, 8, "better", p=0.04)}
+    )
+    assert headline(uncertain).startswith(
+        "No strategy met clearly more SLOs than fcfs; a difference in SLOs met too small or too uncertain to name: "
+        "**slo-sa** and **mcsf**"
+    )
+    sure = record(
+        {"slo-sa": pair(0.05, 0.01, 0.09, 8, "better", p=0.01), "mcsf": pair(0.05, 0.005, 0.095, 8, "better", p=0.04)}
+    )
+    assert headline(sure).startswith("**slo-sa** and **mcsf** met clearly more SLOs than fcfs")
+
+
+def test_a_certain_difference_under_one_point_is_not_named():
+    rec = record({"slo-sa": pair(0.005, 0.004, 0.006, 10, "better", p=0.0001)})
+    assert headline(rec).startswith(
+        "No strategy met clearly more SLOs than fcfs; a difference in SLOs met too small or too uncertain to name: "
+        "**slo-sa**"
     )
 
 
