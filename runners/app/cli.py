@@ -399,12 +399,15 @@ def command_list(args: argparse.Namespace) -> int:
 
 
 def _print_profile_note(config: Any, indent: str = "") -> None:
-    """The run's engine profile's fit error and quality (issue 48), when it has one."""
-    from runners.views.compare import profile_note
+    """How far the run's engine profile can be trusted: a simulated run's fidelity sentence (a
+    preset: "paper coefficients, not validated here", issue 43) and the profile's fit error and
+    quality gate (issue 48), when the run has them."""
+    from runners.views.compare import fidelity_note, profile_note
 
-    note = profile_note(config if isinstance(config, dict) else None)
-    if note:
-        print(f"{indent}{note}")
+    record = config if isinstance(config, dict) else None
+    for note in (fidelity_note(record) if record else None, profile_note(record)):
+        if note:
+            print(f"{indent}{note}")
 
 
 def _belief_lines(folder: str | Path) -> list[str]:

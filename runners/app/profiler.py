@@ -511,6 +511,8 @@ class StepGrid(BaseModel):
     )
 
 
+#: Seconds a probe waits at most for the engine to run and queue nothing before it is sent.
+PROBE_IDLE_WAIT_S = 10.0
 #: numpy SeedSequence entropy [profile seed, this]: the random order of each phase's grid points,
 #: a stream apart from the prompts' words.
 ORDER_STREAM = 0x0D3D
@@ -664,7 +666,7 @@ class _Profiling:
                 return
         # a new word first, so a server that caches prefixes computes the whole prompt every time
         prompt = f"{self.tokens.make([1])[0]} {self.probe_prompt}"
-        before = await _scrape(self.session, self.endpoint)
+        before = await self._idle_page()
         output = self.tokens.longest_output(PROBE_PROMPT_TOKENS + 1, PROBE_OUTPUT_TOKENS)
         result = await stream_request(self.session, self.endpoint, prompt, output, timeout_s=self.timeout_s)
         if result.error or not result.chunk_times:
@@ -685,6 +687,21 @@ class _Profiling:
                 load_average(),
             )
         )
+
+    async def _idle_page(self, limit_s: float = PROBE_IDLE_WAIT_S) -> str:
+        """The server's /metrics page once it runs and queues no request (vLLM's
+        ``num_requests_running`` and ``num_requests_waiting`` both 0), polled every 20 ms for at
+        most ``limit_s``: requests a phase cancelled are still being aborted when it ends, and a
+        probe beside them would time them too (a quiet machine's interference phase gave a probe
+        CV of 28% that way, bench/results/profile_noise.md). The last page read when it does not
+        become idle in time (or the server has no such gauges)."""
+        deadline = time.perf_counter() + limit_s
+        while True:
+            page = await _scrape(self.session, self.endpoint)
+            busy = _metric_total(page, "vllm:num_requests_running") + _metric_total(page, "vllm:num_requests_waiting")
+            if busy == 0 or time.perf_counter() >= deadline:
+                return page
+            await asyncio.sleep(0.02)
 
     async def tick(self) -> None:
         """One grid point done: the probe every ``grid.probe_every`` points (the engine idle)."""

@@ -213,12 +213,33 @@ def _show(value: Any) -> str:
             if isinstance(fit.get(key), (int, float))
         ]
         text = str(value.get("source", "?")) + (" (oracle)" if value.get("oracle") else "")
-        return text + (f" (error against its source model: {', '.join(errors)})" if errors else "")
+        text += f" (error against its source model: {', '.join(errors)})" if errors else ""
+        return text + _run_range_words(value.get("run_range"))
     if isinstance(value, bool):
         return "on" if value else "off"
     if isinstance(value, int):
         return f"{value:,}"
     return str(value)
+
+
+def _run_range_words(run_range: Any) -> str:
+    """The planning model's error over the range the run used (runners.engines.planning_model.
+    run_range_error), said after its grid error; "" when not recorded."""
+    if not isinstance(run_range, Mapping) or not isinstance(run_range.get("error_prefill"), (int, float)):
+        return ""
+    from runners.engines.planning_model import GRID_BATCHES, GRID_INPUTS
+
+    text = (
+        f"; over this run's range (batches up to {run_range.get('max_batch')}, prompts up to "
+        f"{run_range.get('max_prompt_tokens')} tokens): prefill {run_range['error_prefill']:.0%}, decode "
+        f"{run_range['error_decode']:.0%}"
+    )
+    if run_range.get("extrapolated"):
+        text += (
+            f", extrapolated beyond the profiling grid (batches {min(GRID_BATCHES)}-{max(GRID_BATCHES)}, prompts "
+            f"{min(GRID_INPUTS)}-{max(GRID_INPUTS)} tokens)"
+        )
+    return text
 
 
 def describe(beliefs: Mapping[str, Any]) -> list[str]:

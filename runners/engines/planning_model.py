@@ -104,6 +104,8 @@ class PlanningModel:
     fit: dict[str, float] = field(default_factory=dict)
     error: float = 0.0
     factors: dict[str, float] = field(default_factory=dict)
+    #: the error over the range the run uses (:func:`run_range_error`); None when not computed
+    run_range: dict[str, Any] | None = None
 
     @property
     def oracle(self) -> bool:
@@ -119,6 +121,7 @@ class PlanningModel:
             "fit": dict(self.fit),
             "planning_error": self.error,
             "error_factors": dict(self.factors),
+            "run_range": self.run_range,
         }
 
 
@@ -204,6 +207,37 @@ def _perturbed(model: LatencyModel, error: float, seed: int) -> tuple[LatencyMod
     return LatencyModel(prefill=phases["prefill"], decode=phases["decode"]), factors
 
 
+def _range_points(largest: int, smallest: int) -> np.ndarray:
+    """1 (or ``smallest``), then doubling, up to and including ``largest``."""
+    points = [smallest]
+    while points[-1] * 2 < largest:
+        points.append(points[-1] * 2)
+    return np.asarray(sorted({*points, max(largest, smallest)}), dtype=float)
+
+
+def run_range_error(base: LatencyModel, truth: LatencyModel, max_batch: int, max_prompt_tokens: int) -> dict[str, Any]:
+    """The planning model's error against the engine's own phase model over the range a run uses
+    (issue 43): batches 1, 2, 4 ... ``max_batch`` (the slots), prompt lengths 32, 64 ... the run's
+    longest prompt (its mean context for decode: prompt + 64 tokens out), mean absolute percentage
+    error per phase, and whether that range reaches beyond the profiling grid (batches
+    :data:`GRID_BATCHES`, prompts :data:`GRID_INPUTS`): then the error there is extrapolated."""
+    batches = _range_points(max(1, max_batch), 1)
+    lengths = _range_points(max(32, max_prompt_tokens), 32)
+    b, length = np.meshgrid(batches, lengths)
+    errors = {}
+    for phase, extra in (("prefill", 0.0), ("decode", float(GRID_OUTPUTS[-1]))):
+        true = getattr(truth, phase).at(b, length + extra)
+        planned = getattr(base, phase).at(b, length + extra)
+        errors[phase] = float(np.mean(np.abs(planned - true) / np.maximum(true, 1e-12)))
+    return {
+        "max_batch": int(max_batch),
+        "max_prompt_tokens": int(max_prompt_tokens),
+        "error_prefill": errors["prefill"],
+        "error_decode": errors["decode"],
+        "extrapolated": max_batch > max(GRID_BATCHES) or max_prompt_tokens > max(GRID_INPUTS),
+    }
+
+
 def planning_model(
     truth: LatencyModel,
     kv_capacity_tokens: int,
@@ -213,10 +247,13 @@ def planning_model(
     source: PlanningSource = "fitted",
     error: float = 0.0,
     seed: int = 0,
+    max_prompt_tokens: int | None = None,
 ) -> PlanningModel:
     """The model a simulator run's policy plans with (see the module docstring); ``seed``: the
     run's workload seed. The noiseless profile is simulated once per process for each engine (a
-    few tens of milliseconds); the noise, the fit and the error are per run."""
+    few tens of milliseconds); the noise, the fit and the error are per run. With the run's
+    longest prompt (``max_prompt_tokens``) the record also gives the error over the range the run
+    uses (:func:`run_range_error`: batches up to the slots), not only over the profiling grid."""
     fit: dict[str, float] = {}
     if source == "engine-truth":
         base = truth
@@ -244,4 +281,5 @@ def planning_model(
     if source != "engine-truth":
         fit["error_vs_engine_prefill"] = _model_error(base.prefill, prefill_rows)
         fit["error_vs_engine_decode"] = _model_error(base.decode, decode_rows)
-    return PlanningModel(base, source, fit, error, factors)
+    run_range = run_range_error(base, truth, max_num_seqs, max_prompt_tokens) if max_prompt_tokens else None
+    return PlanningModel(base, source, fit, error, factors, run_range)

@@ -133,6 +133,7 @@ def prepare_run(config: RunConfig) -> PreparedRun:
             engine.planning_model,
             engine.planning_error,
             config.workload.seed,
+            max(r.input_tokens for r in workload.requests),
         )
     return PreparedRun(
         config,
@@ -258,7 +259,9 @@ def _simulated_instances(engine: SimulatorConfig, simulator: ResolvedSimulator) 
     ]
 
 
-def _real_planning(config: RunConfig, latency: LatencyModel | None, engine: RealEngine) -> PlanningModel | None:
+def _real_planning(
+    config: RunConfig, latency: LatencyModel | None, engine: RealEngine, max_prompt_tokens: int | None = None
+) -> PlanningModel | None:
     """The latency model a policy on real servers plans with: engine.profile's model refitted with
     a measured profile's noise on the first instance's beliefs and the workload seed, exactly as
     a simulated run from that profile gives its policy (runners.engines.planning_model), so the
@@ -286,6 +289,7 @@ def _real_planning(config: RunConfig, latency: LatencyModel | None, engine: Real
         "fitted",
         0.0,
         config.workload.seed,
+        max_prompt_tokens,
     )
 
 
@@ -535,7 +539,12 @@ class _Running:
             config=_engine_with_scheduler(config, self.policy, folder, self.prepared.latency), log_folder=folder
         )
         self.real_engine.start(self.should_stop)
-        planning = _real_planning(config, self.prepared.latency, self.real_engine)
+        planning = _real_planning(
+            config,
+            self.prepared.latency,
+            self.real_engine,
+            max(r.input_tokens for r in self.prepared.workload.requests),
+        )
         for instance in self.real_engine.instances:
             assert instance.beliefs is not None  # RealEngine.start sets every instance's
             instance.beliefs = instance.beliefs.with_latency(*latency_belief(planning))
