@@ -28,6 +28,7 @@ protocol runs and the gate answers, not the figures (the tests start the server 
 from __future__ import annotations
 
 import argparse
+import json
 import subprocess
 import sys
 import tempfile
@@ -69,7 +70,6 @@ CONDITIONS: tuple[Condition, ...] = (
     Condition("busy-4", 4),
     Condition("quiet-small", flags=SMALL_GRID),
     Condition("busy-2-late", 2, 10.0, SMALL_GRID),
-    Condition("busy-4-late", 4, 10.0, SMALL_GRID),
 )
 #: The quick grid (the profiler's own flags).
 QUICK_FLAGS = (
@@ -127,10 +127,13 @@ def errors_of(profile_path: Path, samples_path: Path) -> tuple[dict[str, float],
 
     if profile_path.exists():
         profile = load_profile(profile_path)
-    else:
+        quality = profile.quality
+    else:  # refused: the gate's measurements are beside the samples
         profile = fit_step_profile(read_step_samples(samples_path), "refused", "kept samples", 1, None, None, None)
+        judged = profile_path.with_name(profile_path.stem + "-quality.json")
+        quality = json.loads(judged.read_text())["quality"] if judged.exists() else None
     cv = (profile.fit or {}).get("cross_validation", {})
-    return {k: float(cv[k]["mape"]) for k in KINDS if k in cv}, profile.quality, profile.latency_model()
+    return {k: float(cv[k]["mape"]) for k in KINDS if k in cv}, quality, profile.latency_model()
 
 
 def agreement(model_a: Any, model_b: Any, samples: Sequence[Any]) -> dict[str, float]:
@@ -174,7 +177,8 @@ def run(conditions: Sequence[Condition], name: str, url: str | None, folder: Pat
         for condition in conditions:
             out = folder / f"{name}-{condition.name}.profile.yaml"
             samples_path = out.with_name(out.stem + "-samples.csv")
-            for stale in (out, samples_path, out.with_name(out.stem + "-samples-first-pass.csv")):
+            stale_files = ("-samples-first-pass.csv", "-quality.json")
+            for stale in (out, samples_path, *(out.with_name(out.stem + suffix) for suffix in stale_files)):
                 stale.unlink(missing_ok=True)
             print(f"== {condition.name}: {condition.loops} busy loops from {condition.delay_s:g} s", flush=True)
             with busy_loops(condition.loops, condition.delay_s):

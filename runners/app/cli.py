@@ -650,11 +650,16 @@ def command_profile(args: argparse.Namespace) -> int:
         if not gated.passed:
             for verdict in gated.failed:
                 print(f"profile: {verdict.line()}", file=sys.stderr)
-            if not args.accept_noisy:
+            if not args.accept_noisy:  # what the gate measured is kept beside the samples
+                judged = out.with_name(out.stem + "-quality.json")
+                judged.write_text(
+                    json.dumps({"fit": profile.fit, "quality": profile.quality}, indent=2, default=str) + "\n",
+                    encoding="utf-8",
+                )
                 raise SchedlabError(
                     f"profile: not written: {', '.join(v.phase for v in gated.failed)} failed the quality gate "
-                    f"again after measuring again (engine.profile_gate); the samples are in {samples_path}; "
-                    "--accept-noisy writes the profile marked noisy"
+                    f"again after measuring again (engine.profile_gate); the samples are in {samples_path}, the "
+                    f"gate's measurements in {judged}; --accept-noisy writes the profile marked noisy"
                 )
     profile = profile.model_copy(update={"limit_sources": {k: v for k, v in sources.items() if k != "prefix_caching"}})
     profile.to_file(out)

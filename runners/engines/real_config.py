@@ -90,23 +90,31 @@ ApiKind = Literal["completions", "chat"]
 
 class ProfileGate(InputModel):
     """The step profiler's quality gate (``engine.profile_gate``; runners.app.profile_quality). A
-    phase fails when a step kind's out-of-fold error is over ``max_error`` (the model does not fit),
-    or its measurements were not repeatable: the fixed probe step's coefficient of variation over
-    ``max_probe_cv``, or other processes on this machine took more than ``max_other_cores`` cores
-    on average while it ran. A failing phase is measured once more; if it fails again the profile
-    is refused unless ``--accept-noisy``. The defaults, from the tiny CPU vLLM on the 2-core
-    machine (issue 48): out-of-fold error quiet 15% / 5% / 13% (prefill / decode / mixed,
+    phase fails when its step kind's out-of-fold error is over ``max_error`` (the model does not
+    fit, or the measurements scatter), or other processes on this machine took more than
+    ``max_other_cores`` cores on average while it ran (the same bound refuses a machine already
+    busy in the 5 s before anything is measured). A failing phase is measured once more; if it
+    fails again the profile is refused unless ``--accept-noisy``. The fixed probe step's
+    coefficient of variation within a phase over ``max_probe_cv`` names a noisy machine as the
+    cause, and fails nothing by itself. The defaults, from the tiny CPU vLLM on the 2-core machine
+    (issue 48): out-of-fold error quiet 15% / 5% / 13% (prefill / decode / mixed,
     bench/results/tiny-cpu-vllm.profile.yaml), beside other work 14% / 243% / 63% and 28% / 27% /
     50%, quiet but pinned to one core 26% / 14% / 52%: 30% is twice the quiet profile's worst kind
-    and under the worst kind of every bad one. Probe CV quiet 15-16%, beside 2 busy loops 34-35%
-    (bench/results/profile_noise.md): 25% between them. Other processes quiet 0.00 cores, beside 2
-    busy loops 1.33: a quarter of a core."""
+    and under the worst kind of every bad one. Other processes: quiet 0.00-0.07 cores, beside 2
+    busy loops 1.2-1.5 (bench/results/profile_noise_pilot.md): a quarter of a core. The probe's CV:
+    quiet 12-16% on a small grid but 27-42% within the decode, mixed and interference phases of
+    the default grid on the same quiet machine (two refused quiet runs while it was a gate, kept in
+    the issue 48 note), beside 2 busy loops 34-61%: too close to be a gate; 25% names the cause."""
 
     max_error: float = Field(
         default=0.30, gt=0, le=100.0, description="largest out-of-fold error of a step kind (a fraction: 0.30 = 30%)"
     )
     max_probe_cv: float = Field(
-        default=0.25, gt=0, le=100.0, description="largest coefficient of variation of the probe step within a phase"
+        default=0.25,
+        gt=0,
+        le=100.0,
+        description="coefficient of variation of the probe step within a phase above which a failing phase's "
+        "likely cause is called a noisy machine (not a reason to fail by itself)",
     )
     max_other_cores: float = Field(
         default=0.25,
