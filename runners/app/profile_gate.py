@@ -21,8 +21,17 @@ from runners.app.profile_quality import (
     judge_phase,
     quality_record,
     repeatability,
+    with_shared_noise,
 )
-from runners.app.profiler import PHASES, STEP_KINDS, StepGrid, StepSample, fit_step_profile, measure_steps
+from runners.app.profiler import (
+    PHASES,
+    STEP_KINDS,
+    StepGrid,
+    StepSample,
+    fit_step_profile,
+    measure_steps,
+    warm_up_shapes,
+)
 from runners.engines.openai_client import Endpoint
 from runners.engines.profile import EngineProfile
 from runners.engines.real_config import ProfileGate
@@ -119,7 +128,7 @@ def _judge(
         for name in PHASES
         if name in phases
     ]
-    return profile, verdicts
+    return profile, with_shared_noise(verdicts)
 
 
 def _session_load(phases: Sequence[_Phase]) -> dict[str, Any]:
@@ -164,6 +173,7 @@ def profile_with_gate(
         busy_line = str(busy).removeprefix("profile: not started: ")
         say(f"busy before profiling: {busy_line}")
         before = None
+    asyncio.run(warm_up_shapes(endpoint, grid, max_num_batched_tokens, timeout_s, seed))
     measured: dict[str, _Phase] = {}
     for index, name in enumerate(PHASES):
         if name in phases:

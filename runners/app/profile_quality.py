@@ -242,6 +242,8 @@ class PhaseVerdict:
     cores: int
     reasons: tuple[str, ...]
     noisy: bool = False
+    #: noisy phases whose steps share this one's fit (the step model is fitted on every kind)
+    shared_with: tuple[str, ...] = ()
 
     @property
     def passed(self) -> bool:
@@ -253,6 +255,12 @@ class PhaseVerdict:
         others = "" if self.other_cores is None else f", other processes {self.other_cores:.2f} cores"
         if self.noisy:
             return f"a noisy machine ({cv}{others})"
+        if self.shared_with:
+            return (
+                f"this phase ran on a quiet machine ({cv}{others}), but the step model it is predicted with is "
+                f"fitted on the steps of the noisy {' and '.join(self.shared_with)} "
+                f"phase{'s' if len(self.shared_with) > 1 else ''} too"
+            )
         return f"a quiet machine ({cv}{others}): the linear step model does not fit this engine's {self.phase} steps"
 
     def line(self) -> str:
@@ -327,3 +335,14 @@ def quality_record(
         "repeatability": probes,
         "load": load,
     }
+
+
+def with_shared_noise(verdicts: Sequence[PhaseVerdict]) -> list[PhaseVerdict]:
+    """``verdicts`` with each quiet, failing phase told which noisy phases share its fit: one step
+    model is fitted on every kind's steps, so noise in one phase raises the out-of-fold error of
+    the others (a quiet prefill phase measured 186% beside noisy decode and mixed phases)."""
+    noisy = tuple(v.phase for v in verdicts if v.noisy)
+    return [
+        replace(v, shared_with=tuple(p for p in noisy if p != v.phase)) if not v.passed and not v.noisy else v
+        for v in verdicts
+    ]

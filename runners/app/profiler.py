@@ -279,6 +279,33 @@ async def _warm_up(
         await _batch(session, endpoint, tokens.make([length] * requests), 8, timeout_s)
 
 
+async def warm_up_shapes(
+    endpoint: Endpoint,
+    grid: StepGrid,
+    max_num_batched_tokens: int,
+    timeout_s: float = 600.0,
+    seed: int = 0,
+    tokenizer: str | None = None,
+) -> None:
+    """Not measured, before a profile: a wave of concurrent requests at each of the grid's decode
+    batch sizes (:data:`WARMUP_PROMPT_TOKENS`-token prompts, 16 tokens out), then one prompt of each
+    prefill length alone (1 token out). A freshly started engine compiles kernels for each new
+    batch shape on first use: of two quiet profiles made back to back on a fresh CPU vLLM with only
+    the 4-request warm-up, the first measured its steps 34-65% slower than the second (medians per
+    step kind; bench/results/profile_noise.md, 2026-12-08)."""
+    rng = np.random.default_rng([seed, ORDER_STREAM, 1])
+    tokens = _prompt_tokens(endpoint, rng, None, tokenizer)
+    length = WARMUP_PROMPT_TOKENS
+    if tokens.context_tokens is not None:
+        length = max(1, min(length, tokens.context_tokens - tokens.overhead - 16))
+    async with aiohttp.ClientSession(connector=aiohttp.TCPConnector(limit=0)) as session:
+        for batch in sorted(set(grid.decode_batches)):
+            await _batch(session, endpoint, tokens.make([length] * batch), 16, timeout_s)
+        for prompt in sorted(set(grid.prefill_prompt_tokens)):
+            if prompt + tokens.overhead <= max_num_batched_tokens and tokens.fits(prompt, 1):
+                await _batch(session, endpoint, tokens.make([prompt]), 1, timeout_s)
+
+
 def _prompt_tokens(
     endpoint: Endpoint, rng: np.random.Generator, tokens: PromptTokens | None, tokenizer: str | None
 ) -> PromptTokens:

@@ -205,3 +205,25 @@ def test_a_machine_busy_before_profiling_is_refused_before_anything_is_measured(
         for process in [*loops, server]:
             process.kill()
             process.wait()
+
+
+def test_a_quiet_phase_failing_beside_noisy_ones_names_the_shared_fit():
+    from runners.app.profile_quality import with_shared_noise
+
+    quiet = {"cores": 2, "other_cores": 0.02, "others_include_server": False}
+    busy = {"cores": 2, "other_cores": 1.6, "others_include_server": False}
+    steady = probes([0.010, 0.0101, 0.0099])
+    verdicts = with_shared_noise(
+        [
+            judge_phase("prefill", 1.86, steady, quiet, GATE),
+            judge_phase("decode", 0.30, steady, busy, GATE),
+            judge_phase("mixed", 0.42, steady, busy, GATE),
+        ]
+    )
+    assert verdicts[0].shared_with == ("decode", "mixed")
+    assert (
+        verdicts[0]
+        .line()
+        .endswith("but the step model it is predicted with is fitted on the steps of the noisy decode and mixed phases too")
+    )
+    assert verdicts[1].shared_with == () and verdicts[1].noisy
