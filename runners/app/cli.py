@@ -939,7 +939,7 @@ def _build_profile(profile: argparse.ArgumentParser) -> None:
         "--accept-noisy",
         action="store_true",
         help="write the profile even when a phase fails the quality gate (engine.profile_gate: a step kind's "
-        "out-of-fold error over 30%%, the probe step's CV over 25%%, other processes over 0.25 cores) after "
+        "out-of-fold error over 45%%, other processes over 0.25 cores) after "
         "measuring it again; the profile is then marked noisy wherever it is used (linear-step only)",
     )
     profile.set_defaults(handler=command_profile)

@@ -94,20 +94,23 @@ class ProfileGate(InputModel):
     fit, or the measurements scatter), or other processes on this machine took more than
     ``max_other_cores`` cores on average while it ran (the same bound refuses a machine already
     busy in the 5 s before anything is measured). A failing phase is measured once more; if it
-    fails again the profile is refused unless ``--accept-noisy``. The fixed probe step's
-    coefficient of variation within a phase over ``max_probe_cv`` names a noisy machine as the
-    cause, and fails nothing by itself. The defaults, from the tiny CPU vLLM on the 2-core machine
-    (issue 48): out-of-fold error quiet 15% / 5% / 13% (prefill / decode / mixed,
-    bench/results/tiny-cpu-vllm.profile.yaml), beside other work 14% / 243% / 63% and 28% / 27% /
-    50%, quiet but pinned to one core 26% / 14% / 52%: 30% is twice the quiet profile's worst kind
-    and under the worst kind of every bad one. Other processes: quiet 0.00-0.07 cores, beside 2
-    busy loops 1.2-1.5 (bench/results/profile_noise_pilot.md): a quarter of a core. The probe's CV:
-    quiet 12-16% on a small grid but 27-42% within the decode, mixed and interference phases of
-    the default grid on the same quiet machine (two refused quiet runs while it was a gate, kept in
-    the issue 48 note), beside 2 busy loops 34-61%: too close to be a gate; 25% names the cause."""
+    fails again the profile is refused unless ``--accept-noisy``. Where the server runs elsewhere
+    (its CPU cannot be told from other processes'), the fixed probe step's coefficient of variation
+    over ``max_probe_cv`` names a noisy machine as the likely cause; it fails nothing by itself.
+
+    The defaults, from the tiny CPU vLLM on the 2-core machine (issue 48). Out-of-fold error
+    (prefill / decode / mixed): made on a quiet machine 15% / 5% / 13% (the committed
+    bench/results/tiny-cpu-vllm.profile.yaml) and, by bench/profile_noise.py on 2026-12-08, 10-26% /
+    7-21% / 12-33% over five quiet runs; made beside other work 14% / 243% / 63% and 28% / 27% / 50%;
+    quiet but pinned to one core 26% / 14% / 52% (the model does not fit). 45% is above every quiet
+    run's worst kind (33%) and below the worst kind of every bad one. It was 30% until the
+    2026-12-08 bench refused two of five quiet runs at 30% and 33% (a change made after seeing
+    that result). Other processes: quiet 0.00-0.07 cores, beside 2 busy loops 1.2-2.0: a quarter
+    of a core, the signal that separates them. The probe's CV: quiet 2-53% within phases, beside
+    busy loops 13-61%: it cannot separate them, so it only names a cause where nothing else can."""
 
     max_error: float = Field(
-        default=0.30, gt=0, le=100.0, description="largest out-of-fold error of a step kind (a fraction: 0.30 = 30%)"
+        default=0.45, gt=0, le=100.0, description="largest out-of-fold error of a step kind (a fraction: 0.45 = 45%)"
     )
     max_probe_cv: float = Field(
         default=0.25,
