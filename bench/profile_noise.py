@@ -78,9 +78,9 @@ QUICK_FLAGS = (
     "--batch-sizes",
     "1,4,16",
     "--input-tokens",
-    "16,128,512",
+    "16,64,128,256,512",
     "--repeats",
-    "1",
+    "3",
 )
 QUICK_CONDITIONS: tuple[Condition, ...] = (
     Condition("quiet", flags=QUICK_FLAGS),
@@ -139,10 +139,10 @@ def errors_of(profile_path: Path, samples_path: Path) -> tuple[dict[str, float],
 def agreement(model_a: Any, model_b: Any, samples: Sequence[Any]) -> dict[str, float]:
     """Relative difference |a - b| / a of two latency models' step times over ``samples``' grid
     points (prefill, decode and mixed steps): median, 90th percentile, largest."""
-    from runners.app.profiler import STEP_KINDS, _predict
+    from runners.app.profiler import STEP_KINDS, predict_steps
 
     points = [s for s in samples if s.kind in STEP_KINDS]
-    a, b = _predict(model_a, points), _predict(model_b, points)
+    a, b = predict_steps(model_a, points), predict_steps(model_b, points)
     diff = np.abs(a - b) / np.maximum(a, 1e-9)
     return {
         "points": len(points),

@@ -1196,7 +1196,7 @@ def _phase_model(samples: Sequence[StepSample]) -> LatencyModel:
     return LatencyModel(prefill=prefill.coefficients, decode=decode.coefficients)
 
 
-def _predict(model: LatencyModel, samples: Sequence[StepSample]) -> np.ndarray:
+def predict_steps(model: LatencyModel, samples: Sequence[StepSample]) -> np.ndarray:
     return np.array(
         [
             model.step_time(
@@ -1231,7 +1231,7 @@ def cross_validate(
             if model == "linear-step"
             else _phase_model(train)
         )
-        predicted[test] = _predict(fitted, [samples[i] for i in test])
+        predicted[test] = predict_steps(fitted, [samples[i] for i in test])
     measured = np.array([s.seconds for s in samples], dtype=float)
     kinds = np.array([s.kind for s in samples])
     report = {}
@@ -1362,7 +1362,7 @@ def fit_step_profile(
     extra = _engine_limits(kv_capacity_tokens, block_size, max_num_seqs, max_num_batched_tokens)
     counts = {kind: sum(s.kind == kind for s in samples) for kind in STEP_KINDS}
     latency, coefficients = _fit_latency(samples, model)
-    predicted = _predict(latency, samples)
+    predicted = predict_steps(latency, samples)
     measured = np.array([s.seconds for s in samples], dtype=float)
     kinds = np.array([s.kind for s in samples])
     in_sample = {kind: _mape(predicted[kinds == kind], measured[kinds == kind]) for kind in STEP_KINDS if counts[kind]}
@@ -1412,9 +1412,11 @@ def robust_steps(
     (:func:`~runners.app.profile_quality.median_of_repeats`), then the outliers against a first fit
     left out (:func:`~runners.app.profile_quality.outliers`); (kept steps, the outliers flagged:
     kind, tokens, requests, measured and predicted seconds, relative error)."""
-    merged = median_of_repeats(samples)
+    # the phase model (eq. 14-15) fits each phase on its pure steps alone: merging its repeats
+    # would leave too few to cross-validate, so only its outliers are flagged
+    merged = median_of_repeats(samples) if model == "linear-step" else list(samples)
     latency, _ = _fit_latency(merged, model)
-    predicted = _predict(latency, merged)
+    predicted = predict_steps(latency, merged)
     measured = np.array([s.seconds for s in merged], dtype=float)
     worst = set(outliers(predicted, measured).tolist())
     flagged = [

@@ -215,7 +215,17 @@ def test_the_profiler_gate_refuses_then_accept_noisy_writes_a_marked_profile(att
 
     url = attached["urls"].removesuffix("/v1")
     base = [sys.executable, "-m", "runners", "profile", "--engine", "openai", "--url", url]
-    small = ["--phases", "prefill,decode", "--batch-sizes", "1,4", "--input-tokens", "16,128,512", "--repeats", "1"]
+    # 5 prompt lengths x 3 repeats: the 12 front-end samples the serving overhead's fit needs
+    small = [
+        "--phases",
+        "prefill,decode",
+        "--batch-sizes",
+        "1,4",
+        "--input-tokens",
+        "16,64,128,256,512",
+        "--repeats",
+        "3",
+    ]
     # the other test worker may be busy beside this one: other processes' cores are not judged here
     strict = ["--set", "engine.profile_gate.max_error=0.0001", "--set", "engine.profile_gate.max_other_cores=64"]
     out = tmp_path / "strict.yaml"

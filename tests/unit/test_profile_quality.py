@@ -225,6 +225,8 @@ def test_a_quiet_phase_failing_beside_noisy_ones_names_the_shared_fit():
     assert (
         verdicts[0]
         .line()
-        .endswith("but the step model it is predicted with is fitted on the steps of the noisy decode and mixed phases too")
+        .endswith(
+            "but the step model it is predicted with is fitted on the steps of the noisy decode and mixed phases too"
+        )
     )
     assert verdicts[1].shared_with == () and verdicts[1].noisy

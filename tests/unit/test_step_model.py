@@ -206,7 +206,9 @@ def test_fit_step_profile_and_samples_csv(tmp_path):
     ]
     profile = fit_step_profile(again, "t", "test", 8192, 16, 64, 2048)
     assert profile.latency_kind == "linear-step"
-    assert profile.fit["points"] == {"prefill": 12, "decode": 12, "mixed": 18}
+    # the 12 prefill steps are 6 prompt lengths measured twice: merged into their medians (issue 48)
+    assert profile.fit["points"] == {"prefill": 6, "decode": 12, "mixed": 18}
+    assert profile.fit["robust"]["measured_steps"] == 42 and profile.fit["robust"]["repeats_merged"] == 6
     assert set(profile.fit["cross_validation"]) == {"prefill", "decode", "mixed", "all"}
     phase = fit_step_profile(again, "t", "test", 8192, 16, 64, 2048, model="phase")
     assert phase.latency_kind == "phase" and phase.step_model is None
