@@ -196,10 +196,20 @@ def differences(left: Mapping[str, Any] | None, right: Mapping[str, Any] | None)
         return []
     out = []
     for name, label in LABELS.items():
-        a, b = (left.get(name) or {}).get("value"), (right.get(name) or {}).get("value")
+        a, b = _believed((left.get(name) or {}).get("value")), _believed((right.get(name) or {}).get("value"))
         if a != b:
             out.append(f"{label}: {_show(a)} vs {_show(b)}")
     return out
+
+
+def _believed(value: Any) -> Any:
+    """What a policy believed in a belief's recorded value: a latency model's planning record
+    without its ``run_range`` (the model's error over the range the run used: a report on the
+    run's own token counts, which differ between a real server's tokenizer and the simulator's,
+    not something the policy plans with)."""
+    if isinstance(value, Mapping) and "run_range" in value:
+        return {key: item for key, item in value.items() if key != "run_range"}
+    return value
 
 
 def _show(value: Any) -> str:
