@@ -502,10 +502,14 @@ def fidelity_note(config: dict[str, Any]) -> str | None:
     real engine."""
     resolved = config.get("resolved") if isinstance(config, dict) else None
     profile = resolved.get("engine_profile") if isinstance(resolved, dict) else None
-    engine = (config.get("config") or {}).get("engine") or {}
-    if not isinstance(profile, dict) or engine.get("kind", "sim") != "sim":  # a real run's profile: its planning model
+    saved = config.get("config") if isinstance(config, dict) else None
+    engine = saved.get("engine") if isinstance(saved, dict) else None
+    kind = engine.get("kind", "sim") if isinstance(engine, dict) else "sim"
+    if not isinstance(profile, dict) or kind != "sim":  # a real run's profile: its planning model
         return None
-    arrival = ((config.get("config") or {}).get("workload") or {}).get("arrival") or {}
+    workload = saved.get("workload") if isinstance(saved, dict) else None
+    arrival = workload.get("arrival") if isinstance(workload, dict) else None
+    arrival = arrival if isinstance(arrival, dict) else {}
     rate = arrival.get("rate") if (arrival.get("process") or "poisson") in RATE_PROCESSES else None
     report = profile.get("fidelity")
     return fidelity_sentence(
