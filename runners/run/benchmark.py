@@ -23,7 +23,7 @@ from runners.drivers.watchdog import stalled_message
 from runners.engines.beliefs import InstanceBeliefs, latency_belief, simulated_beliefs
 from runners.engines.latency_model import LatencyModel
 from runners.engines.planning_model import PlanningModel, planning_model
-from runners.engines.profile import load_profile
+from runners.engines.profile import EngineProfile, load_profile
 from runners.engines.real_config import ClientOptions, LaunchOptions, redact_args
 from runners.engines.sim_config import ResolvedSimulator, SimulatorConfig
 from runners.engines.simulator import SimulatedInstance
@@ -62,6 +62,7 @@ class PreparedRun:
     slos: dict[str, TaskSLO]
     tokenization: dict[str, Any] | None = None  # real engines: counter, context limit, what was tried
     planning: PlanningModel | None = None  # simulator: the latency model policies plan with
+    real_profile: EngineProfile | None = None  # real engines: engine.profile, read once
 
 
 @dataclass
@@ -82,8 +83,9 @@ def prepare_run(config: RunConfig) -> PreparedRun:
     check_engine_for(config.scheduler.name, config.engine.kind)
     simulator = config.engine.resolve() if isinstance(config.engine, SimulatorConfig) else None
     latency = simulator.latency if simulator else None
-    if simulator is None and config.engine.profile:
-        latency = load_profile(config.engine.profile).latency_model()
+    real_profile = load_profile(config.engine.profile) if simulator is None and config.engine.profile else None
+    if real_profile is not None:
+        latency = real_profile.latency_model()
     resolved: dict[str, TaskSLO] = {}
 
     def slos_for(workload: Workload) -> dict[str, TaskSLO]:
@@ -143,6 +145,7 @@ def prepare_run(config: RunConfig) -> PreparedRun:
         resolved,
         tokenization.record if tokenization is not None else None,
         planning,
+        real_profile,
     )
 
 
@@ -167,11 +170,8 @@ def _config_record(prepared: PreparedRun, oracles: list[str]) -> dict[str, Any]:
 
         resolved["tokenization"] = scrub(prepared.tokenization, config_secrets(config.engine))
     simulator = prepared.simulator
-    profile_path = getattr(config.engine, "profile", None)
-    if simulator is None and profile_path:  # the profile a real run's policy plans with, its fit and quality
-        resolved["engine_profile"] = load_profile(profile_path).model_dump(
-            mode="json", by_alias=True, exclude_none=True
-        )
+    if prepared.real_profile is not None:  # the profile a real run's policy plans with, its fit and quality
+        resolved["engine_profile"] = prepared.real_profile.model_dump(mode="json", by_alias=True, exclude_none=True)
     if simulator is not None:
         resolved.update(
             engine_profile=simulator.profile.model_dump(mode="json", by_alias=True, exclude_none=True),
@@ -260,7 +260,11 @@ def _simulated_instances(engine: SimulatorConfig, simulator: ResolvedSimulator) 
 
 
 def _real_planning(
-    config: RunConfig, latency: LatencyModel | None, engine: RealEngine, max_prompt_tokens: int | None = None
+    config: RunConfig,
+    latency: LatencyModel | None,
+    engine: RealEngine,
+    max_prompt_tokens: int | None = None,
+    profile: EngineProfile | None = None,
 ) -> PlanningModel | None:
     """The latency model a policy on real servers plans with: engine.profile's model refitted with
     a measured profile's noise on the first instance's beliefs and the workload seed, exactly as
@@ -271,8 +275,6 @@ def _real_planning(
         return None
     beliefs = engine.instances[0].beliefs
     assert beliefs is not None
-    path = getattr(config.engine, "profile", None)
-    profile = load_profile(path) if path else None
 
     def limit(name: str) -> int:
         value = beliefs.value(name)
@@ -544,6 +546,7 @@ class _Running:
             self.prepared.latency,
             self.real_engine,
             max(r.input_tokens for r in self.prepared.workload.requests),
+            self.prepared.real_profile,
         )
         for instance in self.real_engine.instances:
             assert instance.beliefs is not None  # RealEngine.start sets every instance's
